@@ -1,0 +1,261 @@
+#include "l2p_device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "l2p_policy.h"
+
+/* Per-device facts learnt once: the limit at first touch and the rounding granule. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t default_limit[L2P_MAX_DEVICES];
+static size_t granule[L2P_MAX_DEVICES];
+static unsigned char touched[L2P_MAX_DEVICES];
+
+void l2p_device_count(int *count, cudaError_t *reason)
+{
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError(); /* the failure must not stick to later calls */
+        n = 0;
+    } else if (n == 0) {
+        rc = cudaErrorNoDevice;
+    }
+    *count = n;
+    *reason = rc;
+}
+
+l2p_status l2p_device_check(int index)
+{
+    int n;
+    cudaError_t why;
+    l2p_device_count(&n, &why);
+    if (n == 0)
+        return l2p_fail_cuda_msg(L2P_ERR_NO_DEVICE, why, "cudaGetDeviceCount",
+                                 "no CUDA device was found (%s)", cudaGetErrorString(why));
+    if (index < 0 || index >= n || index >= L2P_MAX_DEVICES)
+        return l2p_fail(L2P_ERR_VALUE, "index: device %d does not exist; this machine has %d "
+                        "CUDA device%s (valid indices 0..%d)", index, n, n == 1 ? "" : "s", n - 1);
+    return L2P_OK;
+}
+
+static l2p_status record_first_touch(int index)
+{
+    size_t limit;
+    if (touched[index]) return L2P_OK;
+    pthread_mutex_lock(&cache_lock);
+    if (!touched[index]) {
+        cudaError_t rc = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
+        if (rc != cudaSuccess) {
+            pthread_mutex_unlock(&cache_lock);
+            return l2p_fail_cuda(rc, "cudaDeviceGetLimit");
+        }
+        default_limit[index] = limit;
+        touched[index] = 1;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return L2P_OK;
+}
+
+l2p_status l2p_device_enter(int index, int *previous)
+{
+    cudaError_t rc;
+    L2P_TRY(l2p_device_check(index));
+    rc = cudaGetDevice(previous);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGetDevice");
+    if (*previous != index) {
+        rc = cudaSetDevice(index);
+        if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaSetDevice");
+    }
+    l2p_status st = record_first_touch(index);
+    if (st != L2P_OK) l2p_device_leave(*previous);
+    return st;
+}
+
+void l2p_device_leave(int previous)
+{
+    int now;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous) (void)cudaSetDevice(previous);
+}
+
+static l2p_status attr(int index, enum cudaDeviceAttr what, int *out)
+{
+    cudaError_t rc = cudaDeviceGetAttribute(out, what, index);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaDeviceGetAttribute");
+    return L2P_OK;
+}
+
+static l2p_status read_attributes(int index, l2p_device_props *p)
+{
+    int v;
+    L2P_TRY(attr(index, cudaDevAttrComputeCapabilityMajor, &p->cc_major));
+    L2P_TRY(attr(index, cudaDevAttrComputeCapabilityMinor, &p->cc_minor));
+    L2P_TRY(attr(index, cudaDevAttrMultiProcessorCount, &p->multiprocessor_count));
+    L2P_TRY(attr(index, cudaDevAttrL2CacheSize, &v));
+    p->l2_cache_size = (size_t)v;
+    L2P_TRY(attr(index, cudaDevAttrMaxPersistingL2CacheSize, &v));
+    p->persisting_l2_cache_max_size = (size_t)v;
+    L2P_TRY(attr(index, cudaDevAttrMaxAccessPolicyWindowSize, &v));
+    p->access_policy_max_window_size = (size_t)v;
+    L2P_TRY(attr(index, cudaDevAttrGlobalMemoryBusWidth, &p->memory_bus_width));
+    L2P_TRY(attr(index, cudaDevAttrMemoryClockRate, &p->memory_clock_khz));
+    L2P_TRY(attr(index, cudaDevAttrGlobalL1CacheSupported, &p->global_l1_cache_supported));
+    return L2P_OK;
+}
+
+l2p_status l2p_device_get_properties(int index, l2p_device_props *out)
+{
+    struct cudaDeviceProp prop;
+    cudaError_t rc;
+    L2P_TRY(l2p_device_check(index));
+    memset(out, 0, sizeof *out);
+    out->index = index;
+    rc = cudaGetDeviceProperties(&prop, index);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGetDeviceProperties");
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.0", prop.pciDomainID,
+             prop.pciBusID, prop.pciDeviceID);
+    out->total_memory = prop.totalGlobalMem;
+    L2P_TRY(read_attributes(index, out));
+    out->peak_memory_bandwidth =
+        2.0 * (double)out->memory_clock_khz * 1e3 * (double)out->memory_bus_width / 8.0;
+    return L2P_OK;
+}
+
+/* Run `body` with the device current and restore the previous device afterwards. */
+#define WITH_DEVICE(index, body)                    \
+    do {                                            \
+        int prev_;                                  \
+        L2P_TRY(l2p_device_enter((index), &prev_)); \
+        l2p_status st_ = (body);                    \
+        l2p_device_leave(prev_);                    \
+        return st_;                                 \
+    } while (0)
+
+static l2p_status get_limit_current(size_t *out)
+{
+    cudaError_t rc = cudaDeviceGetLimit(out, cudaLimitPersistingL2CacheSize);
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaDeviceGetLimit");
+}
+
+l2p_status l2p_device_get_persisting_limit(int index, size_t *out)
+{
+    WITH_DEVICE(index, get_limit_current(out));
+}
+
+/* The driver refuses the set-aside on MIG instances and under MPS clients; say what to do. */
+static l2p_status fail_set_limit(cudaError_t rc)
+{
+    if (rc == cudaErrorNotSupported || rc == cudaErrorUnsupportedLimit ||
+        rc == cudaErrorNotPermitted)
+        return l2p_fail_cuda_msg(
+            L2P_ERR_NOT_SUPPORTED, rc, "cudaDeviceSetLimit",
+            "the driver refused the persisting-L2 set-aside. It is not available on MIG "
+            "instances; under MPS the size comes only from "
+            "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT, set when the MPS server "
+            "starts");
+    return l2p_fail_cuda(rc, "cudaDeviceSetLimit");
+}
+
+static l2p_status set_limit_current(size_t bytes, size_t *granted)
+{
+    cudaError_t rc = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, bytes);
+    if (rc != cudaSuccess) return fail_set_limit(rc);
+    return granted ? get_limit_current(granted) : L2P_OK;
+}
+
+static l2p_status check_and_set(int index, long long requested, size_t *granted)
+{
+    l2p_device_props p;
+    L2P_TRY(l2p_device_get_properties(index, &p));
+    L2P_TRY(l2p_policy_check_limit(requested, p.persisting_l2_cache_max_size));
+    return set_limit_current((size_t)requested, granted);
+}
+
+l2p_status l2p_device_set_persisting_limit(int index, long long requested, size_t *granted)
+{
+    WITH_DEVICE(index, check_and_set(index, requested, granted));
+}
+
+static l2p_status probe_granule(int index, size_t *out)
+{
+    size_t before, step;
+    if (granule[index]) {
+        *out = granule[index];
+        return L2P_OK;
+    }
+    L2P_TRY(get_limit_current(&before));
+    l2p_status st = set_limit_current(1, &step);
+    /* Always put the set-aside back, even when the probe failed half-way. */
+    l2p_status restore = set_limit_current(before, NULL);
+    L2P_TRY(st);
+    L2P_TRY(restore);
+    granule[index] = step;
+    *out = step;
+    return L2P_OK;
+}
+
+l2p_status l2p_device_persisting_granule(int index, size_t *out)
+{
+    WITH_DEVICE(index, probe_granule(index, out));
+}
+
+static l2p_status read_default(int index, size_t *out)
+{
+    *out = default_limit[index];
+    return L2P_OK;
+}
+
+l2p_status l2p_device_default_persisting_limit(int index, size_t *out)
+{
+    WITH_DEVICE(index, read_default(index, out));
+}
+
+static l2p_status reset_current(void)
+{
+    cudaError_t rc = cudaCtxResetPersistingL2Cache();
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaCtxResetPersistingL2Cache");
+}
+
+l2p_status l2p_device_reset_persisting(int index)
+{
+    WITH_DEVICE(index, reset_current());
+}
+
+static l2p_status release_current(void)
+{
+    L2P_TRY(reset_current());
+    return set_limit_current(0, NULL);
+}
+
+l2p_status l2p_device_release_persisting(int index)
+{
+    WITH_DEVICE(index, release_current());
+}
+
+static l2p_status probe_support(int index, int *out)
+{
+    l2p_device_props p;
+    size_t current;
+    cudaError_t rc;
+    *out = 0;
+    L2P_TRY(l2p_device_get_properties(index, &p));
+    if (p.cc_major < 8 || p.persisting_l2_cache_max_size == 0) return L2P_OK;
+    L2P_TRY(get_limit_current(&current));
+    /* Setting the limit to its own value changes nothing but tells whether it is allowed. */
+    rc = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, current);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        return L2P_OK;
+    }
+    *out = 1;
+    return L2P_OK;
+}
+
+l2p_status l2p_device_supports_persisting(int index, int *out)
+{
+    WITH_DEVICE(index, probe_support(index, out));
+}

@@ -1,0 +1,106 @@
+#include "l2p_stream.h"
+
+#include <stdlib.h>
+
+#include "l2p_device.h"
+
+l2p_status l2p_stream_create(int device, cudaStream_t *out)
+{
+    int prev;
+    cudaError_t rc;
+    L2P_TRY(l2p_device_enter(device, &prev));
+    rc = cudaStreamCreateWithFlags(out, cudaStreamNonBlocking);
+    l2p_device_leave(prev);
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamCreateWithFlags");
+}
+
+l2p_status l2p_stream_destroy(int device, cudaStream_t stream)
+{
+    int prev;
+    cudaError_t rc;
+    L2P_TRY(l2p_device_enter(device, &prev));
+    rc = cudaStreamDestroy(stream);
+    l2p_device_leave(prev);
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamDestroy");
+}
+
+l2p_status l2p_stream_synchronize(cudaStream_t stream)
+{
+    L2P_CUDA_TRY(cudaStreamSynchronize(stream));
+    return L2P_OK;
+}
+
+l2p_status l2p_stream_device(cudaStream_t stream, int *device)
+{
+    L2P_CUDA_TRY(cudaStreamGetDevice(stream, device));
+    return L2P_OK;
+}
+
+l2p_status l2p_capture_begin(cudaStream_t stream)
+{
+    L2P_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    return L2P_OK;
+}
+
+l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
+{
+    *graph = NULL;
+    cudaError_t rc = cudaStreamEndCapture(stream, graph);
+    if (rc != cudaSuccess) {
+        if (*graph) (void)cudaGraphDestroy(*graph);
+        *graph = NULL;
+        (void)cudaGetLastError();
+        return l2p_fail_cuda(rc, "cudaStreamEndCapture");
+    }
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count)
+{
+    size_t n = 0, kept = 0;
+    cudaGraphNode_t *all;
+    L2P_CUDA_TRY(cudaGraphGetNodes(g->graph, NULL, &n));
+    all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
+    if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory listing %zu graph nodes", n);
+    cudaError_t rc = cudaGraphGetNodes(g->graph, all, &n);
+    for (size_t i = 0; rc == cudaSuccess && i < n; i++) {
+        enum cudaGraphNodeType t;
+        rc = cudaGraphNodeGetType(all[i], &t);
+        if (rc == cudaSuccess && t == cudaGraphNodeTypeKernel) {
+            if (nodes && kept < *count) nodes[kept] = all[i];
+            kept++;
+        }
+    }
+    free(all);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGraphGetNodes");
+    *count = kept;
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
+{
+    int prev;
+    cudaError_t rc = cudaSuccess;
+    L2P_TRY(l2p_device_enter(g->device, &prev));
+    if (!g->exec) rc = cudaGraphInstantiate(&g->exec, g->graph, 0);
+    if (rc == cudaSuccess) rc = cudaGraphLaunch(g->exec, stream);
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        return l2p_fail_cuda(rc, g->exec ? "cudaGraphLaunch" : "cudaGraphInstantiate");
+    }
+    return L2P_OK;
+}
+
+void l2p_graph_invalidate(l2p_graph *g)
+{
+    if (g->exec) (void)cudaGraphExecDestroy(g->exec);
+    g->exec = NULL;
+}
+
+void l2p_graph_destroy(l2p_graph *g)
+{
+    l2p_graph_invalidate(g);
+    if (g->graph) (void)cudaGraphDestroy(g->graph);
+    g->graph = NULL;
+}

@@ -1,0 +1,45 @@
+/* Streams and graphs: creation, capture, kernel nodes and lazy instantiation. */
+#ifndef L2P_STREAM_H
+#define L2P_STREAM_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "l2p_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A non-blocking stream on `device` (it does not synchronize with the legacy stream 0). */
+l2p_status l2p_stream_create(int device, cudaStream_t *out);
+l2p_status l2p_stream_destroy(int device, cudaStream_t stream);
+l2p_status l2p_stream_synchronize(cudaStream_t stream);
+/* The device a stream belongs to (cudaStreamGetDevice). */
+l2p_status l2p_stream_device(cudaStream_t stream, int *device);
+
+/* Capture: thread-local mode, so other threads' CUDA calls are not disturbed. */
+l2p_status l2p_capture_begin(cudaStream_t stream);
+/* Ends capture; *graph is NULL when capture was invalidated (and the status says why). */
+l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph);
+
+typedef struct {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec; /* NULL until the first launch, and after a node changed */
+    int device;
+} l2p_graph;
+
+/* The graph's kernel nodes in the order the driver lists them; call with nodes NULL to get
+ * the count. */
+l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count);
+/* Instantiate when needed, then launch on `stream`. */
+l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream);
+/* Drop the instantiated graph, so the next launch sees node changes. */
+void l2p_graph_invalidate(l2p_graph *g);
+void l2p_graph_destroy(l2p_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+#include "l2p_window.h"
+
+#include <string.h>
+
+struct cudaAccessPolicyWindow l2p_window_to_cuda(const l2p_window *w)
+{
+    struct cudaAccessPolicyWindow c;
+    memset(&c, 0, sizeof c);
+    if (w && w->num_bytes) {
+        c.base_ptr = (void *)w->base_ptr;
+        c.num_bytes = w->num_bytes;
+        c.hitRatio = w->hit_ratio;
+        c.hitProp = (enum cudaAccessProperty)w->hit_prop;
+        c.missProp = (enum cudaAccessProperty)w->miss_prop;
+    }
+    return c;
+}
+
+l2p_window l2p_window_from_cuda(const struct cudaAccessPolicyWindow *c)
+{
+    l2p_window w;
+    w.base_ptr = (uintptr_t)c->base_ptr;
+    w.num_bytes = c->num_bytes;
+    w.hit_ratio = c->hitRatio;
+    w.hit_prop = (int)c->hitProp;
+    w.miss_prop = (int)c->missProp;
+    return w;
+}
+
+unsigned l2p_window_launch_attribute(const l2p_window *w, cudaLaunchAttribute *attr)
+{
+    if (!w) return 0;
+    memset(attr, 0, sizeof *attr);
+    attr->id = cudaLaunchAttributeAccessPolicyWindow;
+    attr->val.accessPolicyWindow = l2p_window_to_cuda(w);
+    return 1;
+}
+
+l2p_status l2p_stream_get_window(cudaStream_t stream, l2p_window *out)
+{
+    cudaStreamAttrValue v;
+    memset(&v, 0, sizeof v);
+    L2P_CUDA_TRY(cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
+    *out = l2p_window_from_cuda(&v.accessPolicyWindow);
+    return L2P_OK;
+}
+
+l2p_status l2p_stream_set_window(cudaStream_t stream, const l2p_window *w)
+{
+    cudaStreamAttrValue v;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow = l2p_window_to_cuda(w);
+    L2P_CUDA_TRY(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_node_get_window(cudaGraphNode_t node, l2p_window *out)
+{
+    cudaKernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    L2P_CUDA_TRY(cudaGraphKernelNodeGetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow,
+                                                 &v));
+    *out = l2p_window_from_cuda(&v.accessPolicyWindow);
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_node_set_window(cudaGraphNode_t node, const l2p_window *w)
+{
+    cudaKernelNodeAttrValue v;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow = l2p_window_to_cuda(w);
+    L2P_CUDA_TRY(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow,
+                                                 &v));
+    return L2P_OK;
+}

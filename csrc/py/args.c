@@ -1,0 +1,126 @@
+/* Argument converters shared by every type: devices, sizes, streams, windows. */
+#include "l2p_py.h"
+
+int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
+{
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an int number of bytes >= 0, got %s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *v = PyNumber_Index(obj);
+    if (!v) return -1;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (overflow > 0) *out = LLONG_MAX;
+    if (overflow < 0) *out = -1;
+    if (*out == -1 && PyErr_Occurred()) return -1;
+    return 0;
+}
+
+static int current_device(l2p_state *st, int *index)
+{
+    int n;
+    cudaError_t why;
+    l2p_device_count(&n, &why);
+    if (n == 0) {
+        l2p_device_check(0); /* records the no-device error with the runtime's reason */
+        return l2p_py_raise_int(st);
+    }
+    if (cudaGetDevice(index) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *index = 0;
+    }
+    return 0;
+}
+
+int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index)
+{
+    if (obj == NULL || obj == Py_None) return current_device(st, index);
+    if (PyObject_TypeCheck(obj, st->Device)) {
+        *index = ((l2p_DeviceObject *)obj)->index;
+        return 0;
+    }
+    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "device: expected None, an int index or a Device, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < INT_MIN || v > INT_MAX) v = -1;
+    *index = (int)v;
+    if (l2p_device_check(*index) != L2P_OK) return l2p_py_raise_int(st);
+    return 0;
+}
+
+/* A foreign stream's handle: __cuda_stream__ (cuda.core protocol), .cuda_stream (PyTorch),
+ * .ptr (CuPy), or a plain int. */
+static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
+{
+    PyObject *v = NULL;
+    if (PyObject_HasAttrString(obj, "__cuda_stream__")) {
+        PyObject *pair = PyObject_CallMethod(obj, "__cuda_stream__", NULL);
+        if (!pair) return -1;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(pair);
+            PyErr_SetString(PyExc_TypeError, "stream: __cuda_stream__() must return "
+                            "(version, handle)");
+            return -1;
+        }
+        v = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+        Py_DECREF(pair);
+    } else if (PyObject_HasAttrString(obj, "cuda_stream")) {
+        v = PyObject_GetAttrString(obj, "cuda_stream");
+    } else if (PyObject_HasAttrString(obj, "ptr") && !PyLong_Check(obj)) {
+        v = PyObject_GetAttrString(obj, "ptr");
+    } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+        v = Py_NewRef(obj);
+    } else {
+        PyErr_Format(PyExc_TypeError, "stream: expected None, a Stream, an object with "
+                     "__cuda_stream__ (or CuPy's .ptr, PyTorch's .cuda_stream) or an int "
+                     "handle, got %s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (!v) return -1;
+    *handle = (uintptr_t)PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream)
+{
+    *stream = NULL;
+    if (obj == NULL || obj == Py_None) {
+        *handle = NULL; /* the legacy default stream */
+        return 0;
+    }
+    if (PyObject_TypeCheck(obj, st->Stream)) {
+        l2p_StreamObject *s = (l2p_StreamObject *)obj;
+        if (s->closed) {
+            PyErr_SetString(PyExc_ValueError, "stream: this Stream is closed");
+            return -1;
+        }
+        *handle = s->handle;
+        *stream = obj;
+        return 0;
+    }
+    uintptr_t h;
+    if (foreign_stream_handle(obj, &h) < 0) return -1;
+    *handle = (cudaStream_t)h;
+    return 0;
+}
+
+int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w)
+{
+    *w = NULL;
+    if (obj == NULL || obj == Py_None) return 0;
+    if (!PyObject_TypeCheck(obj, st->AccessPolicyWindow)) {
+        PyErr_Format(PyExc_TypeError, "window: expected None or an AccessPolicyWindow, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *w = &((l2p_WindowObject *)obj)->w;
+    return 0;
+}

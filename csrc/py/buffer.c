@@ -1,0 +1,788 @@
+/* l2persist.DeviceBuffer: NumPy-shaped device memory, its views, and interop through
+ * __cuda_array_interface__ (v3) and DLPack. */
+#include "l2p_py.h"
+
+#include <structmember.h>
+
+#include "dlpack.h"
+#include "l2p_memory.h"
+
+static l2p_state *buf_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
+
+static size_t shape_size(int ndim, const Py_ssize_t *shape)
+{
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    return n;
+}
+
+int l2p_buffer_check_open(l2p_BufferObject *b)
+{
+    /* A view is usable only while every buffer it hangs from is open. */
+    for (l2p_BufferObject *p = b; p; ) {
+        if (p->closed) {
+            PyErr_SetString(PyExc_ValueError, p == b ? "buffer: this DeviceBuffer is closed"
+                                                     : "buffer: the DeviceBuffer this view "
+                                                       "belongs to is closed");
+            return -1;
+        }
+        PyObject *base = p->base;
+        p = (base && PyObject_TypeCheck(base, Py_TYPE(b))) ? (l2p_BufferObject *)base : NULL;
+    }
+    return 0;
+}
+
+int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)stream;
+    if (!stream) return 0;
+    Py_XSETREF(b->stream, Py_NewRef(stream));
+    /* Captured work keeps its buffers alive as long as the Graph lives. */
+    if (s->capture_refs && PyList_Append(s->capture_refs, (PyObject *)b) < 0) return -1;
+    return 0;
+}
+
+static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
+                                   PyArray_Descr *dtype, int device)
+{
+    l2p_BufferObject *b = PyObject_GC_New(l2p_BufferObject, st->DeviceBuffer);
+    if (!b) return NULL;
+    b->ptr = NULL;
+    b->ndim = ndim;
+    for (int i = 0; i < ndim; i++) b->shape[i] = shape[i];
+    b->dtype = (PyArray_Descr *)Py_NewRef((PyObject *)dtype);
+    b->nbytes = shape_size(ndim, shape) * (size_t)PyDataType_ELSIZE(dtype);
+    b->device = device;
+    b->closed = 0;
+    b->owns = 0;
+    b->base = NULL;
+    b->dl_managed = NULL;
+    b->stream = NULL;
+    b->weakreflist = NULL;
+    PyObject_GC_Track(b);
+    return b;
+}
+
+static l2p_status buf_release(l2p_BufferObject *b)
+{
+    l2p_status st = L2P_OK;
+    if (b->closed) return L2P_OK;
+    b->closed = 1;
+    if (b->owns) st = l2p_memory_free(b->device, b->ptr);
+    if (b->dl_managed) {
+        l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
+        b->dl_managed = NULL;
+        if (t->deleter) t->deleter(t);
+    }
+    b->ptr = NULL;
+    Py_CLEAR(b->base);
+    Py_CLEAR(b->stream);
+    return st;
+}
+
+/* ---- argument parsing: shapes and dtypes as NumPy takes them ---- */
+
+static int parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape)
+{
+    PyArray_Dims dims = {NULL, 0};
+    if (!PyArray_IntpConverter(obj, &dims)) return -1;
+    int ok = 0;
+    for (int i = 0; i < dims.len; i++) {
+        if (dims.ptr[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %zd; dimensions must be >= 0",
+                         i, (Py_ssize_t)dims.ptr[i]);
+            ok = -1;
+            break;
+        }
+        shape[i] = dims.ptr[i];
+    }
+    *ndim = dims.len;
+    PyDimMem_FREE(dims.ptr);
+    return ok;
+}
+
+static int parse_dtype(PyObject *obj, PyArray_Descr **out)
+{
+    *out = NULL;
+    if (!PyArray_DescrConverter2(obj, out)) return -1;
+    if (!*out) *out = PyArray_DescrFromType(NPY_DOUBLE); /* NumPy's default */
+    if (PyDataType_REFCHK(*out) || PyDataType_ELSIZE(*out) == 0) {
+        PyErr_Format(PyExc_TypeError, "dtype: %R is not a fixed-size dtype without Python "
+                     "objects", (PyObject *)*out);
+        Py_CLEAR(*out);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype_obj,
+                             PyObject *device_obj, int zero)
+{
+    int ndim, device;
+    Py_ssize_t shape[NPY_MAXDIMS];
+    PyArray_Descr *dtype;
+    if (parse_shape(shape_obj, &ndim, shape) < 0 || parse_dtype(dtype_obj, &dtype) < 0)
+        return NULL;
+    if (l2p_py_device_index(st, device_obj, &device) < 0) {
+        Py_DECREF(dtype);
+        return NULL;
+    }
+    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, device);
+    Py_DECREF(dtype);
+    if (!b) return NULL;
+    b->owns = 1;
+    if (l2p_memory_alloc(device, b->nbytes, (void **)&b->ptr) != L2P_OK ||
+        (zero && l2p_memory_set(device, b->ptr, 0, b->nbytes, NULL) != L2P_OK)) {
+        l2p_py_raise(st);
+        Py_DECREF(b);
+        return NULL;
+    }
+    return (PyObject *)b;
+}
+
+static PyObject *fn_empty(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"shape", "dtype", "device", NULL};
+    PyObject *shape, *dtype = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:empty", names, &shape, &dtype, &device))
+        return NULL;
+    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 0);
+}
+
+static PyObject *fn_zeros(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"shape", "dtype", "device", NULL};
+    PyObject *shape, *dtype = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:zeros", names, &shape, &dtype, &device))
+        return NULL;
+    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 1);
+}
+
+/* A C-contiguous ndarray of obj (new reference). */
+static PyArrayObject *host_array(PyObject *obj)
+{
+    return (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0,
+                                            NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+}
+
+static int copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a)
+{
+    l2p_status rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_memory_to_device(b->device, b->ptr, PyArray_DATA(a), b->nbytes);
+    Py_END_ALLOW_THREADS
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"array", "device", NULL};
+    PyObject *obj, *device = Py_None;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:to_device", names, &obj, &device))
+        return NULL;
+    PyArrayObject *a = host_array(obj);
+    if (!a) return NULL;
+    PyObject *shape = PyTuple_New(PyArray_NDIM(a));
+    for (int i = 0; shape && i < PyArray_NDIM(a); i++)
+        PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(PyArray_DIM(a, i)));
+    PyObject *b = shape ? make_buffer(st, shape, (PyObject *)PyArray_DESCR(a), device, 0) : NULL;
+    Py_XDECREF(shape);
+    if (b && copy_in(st, (l2p_BufferObject *)b, a) < 0) Py_CLEAR(b);
+    Py_DECREF(a);
+    return b;
+}
+
+/* ---- foreign objects: __cuda_array_interface__ and DLPack ---- */
+
+static int contiguous_strides(int ndim, const Py_ssize_t *shape, const int64_t *strides,
+                              Py_ssize_t itemsize, int in_elements)
+{
+    int64_t expect = in_elements ? 1 : itemsize;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] != 1 && strides[i] != expect) return 0;
+        expect *= shape[i];
+    }
+    return 1;
+}
+
+static int wait_foreign_stream(l2p_state *st, PyObject *stream_obj)
+{
+    if (!stream_obj || stream_obj == Py_None) return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(stream_obj);
+    if (PyErr_Occurred()) return -1;
+    cudaStream_t s = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)v;
+    l2p_status rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_stream_synchronize(s);
+    Py_END_ALLOW_THREADS
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static int pointer_device(l2p_state *st, const void *ptr, int *device)
+{
+    if (!ptr) return l2p_py_device_index(st, Py_None, device);
+    return l2p_memory_pointer_device(ptr, device) == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static int cai_strides_ok(PyObject *cai, int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize)
+{
+    int64_t strides[NPY_MAXDIMS];
+    PyObject *s = PyDict_GetItemString(cai, "strides");
+    if (!s || s == Py_None) return 0;
+    if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != ndim) goto bad;
+    for (int i = 0; i < ndim; i++) {
+        strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(s, i));
+        if (PyErr_Occurred()) return -1;
+    }
+    if (contiguous_strides(ndim, shape, strides, itemsize, 0)) return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device arrays can be wrapped "
+                    "(copy it to a contiguous array first)");
+    return -1;
+}
+
+static PyObject *from_cai(l2p_state *st, PyObject *obj, PyObject *cai)
+{
+    PyObject *shape_obj, *typestr, *data;
+    PyArray_Descr *dtype = NULL;
+    Py_ssize_t shape[NPY_MAXDIMS];
+    int ndim, device;
+    if (!PyDict_Check(cai)) return PyErr_Format(PyExc_TypeError, "obj: __cuda_array_interface__ "
+                                                "is not a dict");
+    shape_obj = PyDict_GetItemString(cai, "shape");
+    typestr = PyDict_GetItemString(cai, "typestr");
+    data = PyDict_GetItemString(cai, "data");
+    if (!shape_obj || !typestr || !data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1)
+        return PyErr_Format(PyExc_ValueError, "obj: __cuda_array_interface__ lacks shape, "
+                            "typestr or data");
+    if (parse_shape(shape_obj, &ndim, shape) < 0 || parse_dtype(typestr, &dtype) < 0) return NULL;
+    if (cai_strides_ok(cai, ndim, shape, PyDataType_ELSIZE(dtype)) < 0) goto fail;
+    PyObject *mask = PyDict_GetItemString(cai, "mask");
+    if (mask && mask != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "obj: masked device arrays are not supported");
+        goto fail;
+    }
+    void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
+    if (PyErr_Occurred() || pointer_device(st, ptr, &device) < 0 ||
+        wait_foreign_stream(st, PyDict_GetItemString(cai, "stream")) < 0)
+        goto fail;
+    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, device);
+    Py_DECREF(dtype);
+    if (!b) return NULL;
+    b->ptr = ptr;
+    b->base = Py_NewRef(obj);
+    return (PyObject *)b;
+fail:
+    Py_XDECREF(dtype);
+    return NULL;
+}
+
+static PyArray_Descr *descr_from_dl(l2p_DLDataType t)
+{
+    char kind;
+    switch (t.code) {
+    case L2P_DL_INT: kind = 'i'; break;
+    case L2P_DL_UINT: kind = 'u'; break;
+    case L2P_DL_FLOAT: kind = 'f'; break;
+    case L2P_DL_COMPLEX: kind = 'c'; break;
+    case L2P_DL_BOOL: kind = 'b'; break;
+    default: kind = 0;
+    }
+    if (!kind || t.lanes != 1 || t.bits % 8) {
+        PyErr_Format(PyExc_TypeError, "obj: DLPack dtype (code %d, %d bits, %d lanes) has no "
+                     "NumPy equivalent", t.code, t.bits, t.lanes);
+        return NULL;
+    }
+    char typestr[16];
+    snprintf(typestr, sizeof typestr, "<%c%d", kind, t.bits / 8);
+    PyObject *s = PyUnicode_FromString(typestr);
+    PyArray_Descr *d = NULL;
+    if (s) PyArray_DescrConverter(s, &d);
+    Py_XDECREF(s);
+    return d;
+}
+
+static int dl_shape(l2p_DLTensor *t, int *ndim, Py_ssize_t *shape, Py_ssize_t itemsize)
+{
+    if (t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
+        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor has %d dimensions (at most %d)",
+                     t->ndim, NPY_MAXDIMS);
+        return -1;
+    }
+    *ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) shape[i] = (Py_ssize_t)t->shape[i];
+    if (t->strides && !contiguous_strides(t->ndim, shape, t->strides, itemsize, 1)) {
+        PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device tensors can be wrapped "
+                        "(call .contiguous() or copy first)");
+        return -1;
+    }
+    if (t->device.device_type != L2P_DL_CUDA && t->device.device_type != L2P_DL_CUDA_MANAGED) {
+        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor lives on device type %d, not CUDA (2)",
+                     t->device.device_type);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *from_dlpack(l2p_state *st, PyObject *obj)
+{
+    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    if (!cap) return NULL;
+    l2p_DLManagedTensor *mt = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
+    if (!mt) {
+        Py_DECREF(cap);
+        return NULL;
+    }
+    l2p_DLTensor *t = &mt->dl_tensor;
+    int ndim;
+    Py_ssize_t shape[NPY_MAXDIMS];
+    PyArray_Descr *dtype = descr_from_dl(t->dtype);
+    if (!dtype || dl_shape(t, &ndim, shape, PyDataType_ELSIZE(dtype)) < 0) {
+        Py_XDECREF(dtype);
+        Py_DECREF(cap);
+        return NULL;
+    }
+    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, t->device.device_id);
+    Py_DECREF(dtype);
+    if (b) {
+        b->ptr = (char *)t->data + t->byte_offset;
+        b->dl_managed = mt; /* ours now: the capsule must not delete it */
+        b->base = Py_NewRef(obj);
+        PyCapsule_SetName(cap, "used_dltensor");
+    }
+    Py_DECREF(cap);
+    return (PyObject *)b;
+}
+
+PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
+{
+    if (PyObject_TypeCheck(obj, st->DeviceBuffer)) {
+        if (l2p_buffer_check_open((l2p_BufferObject *)obj) < 0) return NULL;
+        return Py_NewRef(obj);
+    }
+    PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
+    if (cai) {
+        PyObject *b = from_cai(st, obj, cai);
+        Py_DECREF(cai);
+        return b;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    if (PyObject_HasAttrString(obj, "__dlpack__")) return from_dlpack(st, obj);
+    return PyErr_Format(PyExc_TypeError, "expected a DeviceBuffer or an object exposing "
+                        "__cuda_array_interface__ or __dlpack__ (CuPy, PyTorch, Numba, JAX), "
+                        "got %s", Py_TYPE(obj)->tp_name);
+}
+
+static PyObject *fn_as_buffer(PyObject *m, PyObject *obj)
+{
+    return l2p_buffer_as_buffer(l2p_state_from_module(m), obj);
+}
+
+PyMethodDef l2p_buffer_functions[] = {
+    {"empty", (PyCFunction)(void (*)(void))fn_empty, METH_VARARGS | METH_KEYWORDS,
+     "empty(shape, dtype=float64, device=None): an uninitialised DeviceBuffer."},
+    {"zeros", (PyCFunction)(void (*)(void))fn_zeros, METH_VARARGS | METH_KEYWORDS,
+     "zeros(shape, dtype=float64, device=None): a zero-filled DeviceBuffer."},
+    {"to_device", (PyCFunction)(void (*)(void))fn_to_device, METH_VARARGS | METH_KEYWORDS,
+     "to_device(array, device=None): copy a host array (anything NumPy accepts) to the device."},
+    {"as_buffer", fn_as_buffer, METH_O,
+     "as_buffer(obj): wrap, without copying, a DeviceBuffer or any object exposing "
+     "__cuda_array_interface__ or __dlpack__; the object is kept alive."},
+    {NULL, NULL, 0, NULL}};
+
+/* ---- DeviceBuffer methods ---- */
+
+static PyObject *shape_tuple(l2p_BufferObject *b);
+
+#define OPEN_OR_NULL(b) \
+    do { if (l2p_buffer_check_open(b) < 0) return NULL; } while (0)
+
+static PyObject *buf_to_numpy(PyObject *self, PyObject *noargs)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    npy_intp dims[NPY_MAXDIMS];
+    l2p_status rc;
+    (void)noargs;
+    OPEN_OR_NULL(b);
+    for (int i = 0; i < b->ndim; i++) dims[i] = b->shape[i];
+    Py_INCREF(b->dtype);
+    PyArrayObject *a = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, b->dtype, b->ndim,
+                                                             dims, NULL, NULL, 0, NULL);
+    if (!a) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_memory_to_host(b->device, PyArray_DATA(a), b->ptr, b->nbytes);
+    Py_END_ALLOW_THREADS
+    if (rc != L2P_OK) {
+        Py_DECREF(a);
+        return l2p_py_raise(buf_state(self));
+    }
+    return (PyObject *)a;
+}
+
+static int same_shape(l2p_BufferObject *b, PyArrayObject *a)
+{
+    if (PyArray_NDIM(a) != b->ndim) return 0;
+    for (int i = 0; i < b->ndim; i++)
+        if (PyArray_DIM(a, i) != b->shape[i]) return 0;
+    return 1;
+}
+
+static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    OPEN_OR_NULL(b);
+    PyArrayObject *a = host_array(obj);
+    if (!a) return NULL;
+    if (!same_shape(b, a) || !PyArray_EquivTypes(PyArray_DESCR(a), b->dtype)) {
+        PyObject *shape = shape_tuple(b);
+        PyObject *ashape = PyObject_GetAttrString((PyObject *)a, "shape");
+        if (shape && ashape)
+            PyErr_Format(PyExc_ValueError, "array: shape %R and dtype %R do not match the "
+                         "buffer's shape %R and dtype %R", ashape, (PyObject *)PyArray_DESCR(a),
+                         shape, (PyObject *)b->dtype);
+        Py_XDECREF(shape);
+        Py_XDECREF(ashape);
+        Py_DECREF(a);
+        return NULL;
+    }
+    int rc = copy_in(buf_state(self), b, a);
+    Py_DECREF(a);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *buf_fill_bytes(PyObject *self, PyObject *arg)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    OPEN_OR_NULL(b);
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (v < 0 || v > 255) return PyErr_Format(PyExc_ValueError, "byte: %ld is outside [0, 255]", v);
+    if (l2p_memory_set(b->device, b->ptr, (int)v, b->nbytes, NULL) != L2P_OK)
+        return l2p_py_raise(buf_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *buf_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (buf_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *buf_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    OPEN_OR_NULL((l2p_BufferObject *)self);
+    return Py_NewRef(self);
+}
+
+static PyObject *buf_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    if (buf_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
+    Py_RETURN_FALSE;
+}
+
+static PyObject *shape_tuple(l2p_BufferObject *b)
+{
+    PyObject *t = PyTuple_New(b->ndim);
+    for (int i = 0; t && i < b->ndim; i++) PyTuple_SET_ITEM(t, i, PyLong_FromSsize_t(b->shape[i]));
+    return t;
+}
+
+static PyObject *buf_cai(PyObject *self, void *c)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    (void)c;
+    OPEN_OR_NULL(b);
+    PyObject *stream = Py_None;
+    if (b->stream && !((l2p_StreamObject *)b->stream)->closed)
+        stream = PyLong_FromVoidPtr(((l2p_StreamObject *)b->stream)->handle);
+    else
+        Py_INCREF(stream);
+    PyObject *typestr = PyObject_GetAttrString((PyObject *)b->dtype, "str");
+    PyObject *d = Py_BuildValue("{s:N,s:N,s:(N,O),s:i,s:O,s:N}", "shape", shape_tuple(b),
+                                "typestr", typestr, "data", PyLong_FromVoidPtr(b->ptr), Py_False,
+                                "version", 3, "strides", Py_None, "stream", stream);
+    return d;
+}
+
+/* ---- DLPack export ---- */
+
+typedef struct {
+    PyObject *owner;
+    int64_t shape[NPY_MAXDIMS];
+} dl_context;
+
+static void dl_deleter(l2p_DLManagedTensor *t)
+{
+    dl_context *ctx = (dl_context *)t->manager_ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF(ctx->owner);
+    PyGILState_Release(g);
+    PyMem_RawFree(ctx);
+    PyMem_RawFree(t);
+}
+
+static void dl_capsule_destructor(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor")) return; /* consumed: the consumer deletes it */
+    l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
+    if (t && t->deleter) t->deleter(t);
+}
+
+static int dl_dtype(PyArray_Descr *d, l2p_DLDataType *out)
+{
+    switch (d->kind) {
+    case 'i': out->code = L2P_DL_INT; break;
+    case 'u': out->code = L2P_DL_UINT; break;
+    case 'f': out->code = L2P_DL_FLOAT; break;
+    case 'c': out->code = L2P_DL_COMPLEX; break;
+    case 'b': out->code = L2P_DL_BOOL; break;
+    default:
+        PyErr_Format(PyExc_BufferError, "dtype %R has no DLPack equivalent", (PyObject *)d);
+        return -1;
+    }
+    out->bits = (uint8_t)(PyDataType_ELSIZE(d) * 8);
+    out->lanes = 1;
+    return 0;
+}
+
+/* The consumer's stream must see our work: wait for the stream we last launched on. */
+static int dl_sync(l2p_BufferObject *b, PyObject *stream)
+{
+    l2p_status rc;
+    if (stream == Py_None || !b->stream || ((l2p_StreamObject *)b->stream)->closed) return 0;
+    cudaStream_t ours = ((l2p_StreamObject *)b->stream)->handle;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_stream_synchronize(ours);
+    Py_END_ALLOW_THREADS
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
+}
+
+static PyObject *buf_dlpack(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *maxv = Py_None, *dl_device = Py_None, *copy = Py_None;
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", names, &stream, &maxv,
+                                     &dl_device, &copy))
+        return NULL;
+    OPEN_OR_NULL(b);
+    if (copy == Py_True)
+        return PyErr_Format(PyExc_BufferError, "copy=True: DeviceBuffer exports without copying");
+    l2p_DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t);
+    dl_context *ctx = PyMem_RawCalloc(1, sizeof *ctx);
+    if (!t || !ctx) goto fail_mem;
+    if (dl_dtype(b->dtype, &t->dl_tensor.dtype) < 0 || dl_sync(b, stream) < 0) goto fail;
+    for (int i = 0; i < b->ndim; i++) ctx->shape[i] = b->shape[i];
+    ctx->owner = Py_NewRef(self);
+    t->dl_tensor.data = b->ptr;
+    t->dl_tensor.device.device_type = L2P_DL_CUDA;
+    t->dl_tensor.device.device_id = b->device;
+    t->dl_tensor.ndim = b->ndim;
+    t->dl_tensor.shape = ctx->shape;
+    t->manager_ctx = ctx;
+    t->deleter = dl_deleter;
+    PyObject *cap = PyCapsule_New(t, "dltensor", dl_capsule_destructor);
+    if (!cap) dl_deleter(t);
+    return cap;
+fail_mem:
+    PyErr_NoMemory();
+fail:
+    PyMem_RawFree(t);
+    PyMem_RawFree(ctx);
+    return NULL;
+}
+
+static PyObject *buf_dlpack_device(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return Py_BuildValue("(ii)", L2P_DL_CUDA, ((l2p_BufferObject *)self)->device);
+}
+
+/* ---- views ---- */
+
+static PyObject *buf_subscript(PyObject *self, PyObject *key)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    Py_ssize_t start, stop, step, len;
+    OPEN_OR_NULL(b);
+    if (!PySlice_Check(key))
+        return PyErr_Format(PyExc_TypeError, "index: DeviceBuffer supports slices buf[a:b] only, "
+                            "got %s", Py_TYPE(key)->tp_name);
+    if (b->ndim != 1)
+        return PyErr_Format(PyExc_ValueError, "index: slicing needs a 1-D buffer, this one has "
+                            "%d dimensions", b->ndim);
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0) return NULL;
+    len = PySlice_AdjustIndices(b->shape[0], &start, &stop, step);
+    if (step != 1)
+        return PyErr_Format(PyExc_ValueError, "index: slice step must be 1 (views share memory), "
+                            "got %zd", step);
+    l2p_BufferObject *v = buf_alloc(buf_state(self), 1, &len, b->dtype, b->device);
+    if (!v) return NULL;
+    v->ptr = b->ptr + (size_t)start * (size_t)PyDataType_ELSIZE(b->dtype);
+    v->base = Py_NewRef(self);
+    v->stream = Py_XNewRef(b->stream);
+    return (PyObject *)v;
+}
+
+static Py_ssize_t buf_length(PyObject *self)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    if (b->ndim == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d DeviceBuffer");
+        return -1;
+    }
+    return b->shape[0];
+}
+
+/* ---- attributes ---- */
+
+static PyObject *buf_get_shape(PyObject *self, void *c)
+{
+    (void)c;
+    return shape_tuple((l2p_BufferObject *)self);
+}
+
+static PyObject *buf_get_dtype(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef((PyObject *)((l2p_BufferObject *)self)->dtype);
+}
+
+static PyObject *buf_get_size(PyObject *self, void *c)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    (void)c;
+    return PyLong_FromSize_t(shape_size(b->ndim, b->shape));
+}
+
+static PyObject *buf_get_nbytes(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(((l2p_BufferObject *)self)->nbytes);
+}
+
+static PyObject *buf_get_ptr(PyObject *self, void *c)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    (void)c;
+    OPEN_OR_NULL(b);
+    return PyLong_FromVoidPtr(b->ptr);
+}
+
+static PyObject *buf_get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return l2p_device_new(buf_state(self), ((l2p_BufferObject *)self)->device);
+}
+
+static PyObject *buf_get_closed(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((l2p_BufferObject *)self)->closed);
+}
+
+static PyObject *buf_get_base(PyObject *self, void *c)
+{
+    PyObject *base = ((l2p_BufferObject *)self)->base;
+    (void)c;
+    return Py_NewRef(base ? base : Py_None);
+}
+
+static PyObject *buf_repr(PyObject *self)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    PyObject *shape = shape_tuple(b);
+    PyObject *r = PyUnicode_FromFormat("l2persist.DeviceBuffer(shape=%R, dtype=%R, device=%d%s)",
+                                       shape, (PyObject *)b->dtype, b->device,
+                                       b->closed ? ", closed" : "");
+    Py_XDECREF(shape);
+    return r;
+}
+
+static int buf_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(b->base);
+    Py_VISIT(b->stream);
+    return 0;
+}
+
+static int buf_clear(PyObject *self)
+{
+    (void)buf_release((l2p_BufferObject *)self); /* breaking a cycle: the memory goes too */
+    return 0;
+}
+
+static void buf_dealloc(PyObject *self)
+{
+    l2p_BufferObject *b = (l2p_BufferObject *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (b->weakreflist) PyObject_ClearWeakRefs(self);
+    (void)buf_release(b); /* never raises from dealloc; a failed free is dropped */
+    Py_CLEAR(b->dtype);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyGetSetDef buf_getset[] = {
+    {"shape", buf_get_shape, NULL, "The shape, as NumPy's.", NULL},
+    {"dtype", buf_get_dtype, NULL, "The NumPy dtype.", NULL},
+    {"size", buf_get_size, NULL, "Number of elements.", NULL},
+    {"nbytes", buf_get_nbytes, NULL, "Number of bytes.", NULL},
+    {"ptr", buf_get_ptr, NULL, "The device address.", NULL},
+    {"device", buf_get_device, NULL, "The Device holding the memory.", NULL},
+    {"closed", buf_get_closed, NULL, "Whether close() was called.", NULL},
+    {"base", buf_get_base, NULL, "The parent of a view, or the wrapped foreign object.", NULL},
+    {"__cuda_array_interface__", buf_cai, NULL, "CUDA Array Interface, version 3.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef buf_methods[] = {
+    {"to_numpy", buf_to_numpy, METH_NOARGS, "Copy to a new host ndarray."},
+    {"copy_from", buf_copy_from, METH_O,
+     "copy_from(array): copy a host array of the same shape and dtype in."},
+    {"fill_bytes", buf_fill_bytes, METH_O, "fill_bytes(byte): memset every byte (0..255)."},
+    {"close", buf_close, METH_NOARGS,
+     "Free the memory (owned buffers) or release the wrapped object; idempotent."},
+    {"__enter__", buf_enter, METH_NOARGS, NULL},
+    {"__exit__", buf_exit, METH_VARARGS, NULL},
+    {"__dlpack__", (PyCFunction)(void (*)(void))buf_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack export (no copy)."},
+    {"__dlpack_device__", buf_dlpack_device, METH_NOARGS, "(kDLCUDA, device index)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef buf_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(l2p_BufferObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot buf_slots[] = {
+    {Py_tp_doc, "DeviceBuffer: device memory with a NumPy shape and dtype. Make one with "
+                "l2persist.empty, zeros, to_device or as_buffer."},
+    {Py_tp_getset, buf_getset},
+    {Py_tp_methods, buf_methods},
+    {Py_tp_members, buf_members},
+    {Py_tp_repr, buf_repr},
+    {Py_tp_traverse, buf_traverse},
+    {Py_tp_clear, buf_clear},
+    {Py_tp_dealloc, buf_dealloc},
+    {Py_mp_subscript, buf_subscript},
+    {Py_mp_length, buf_length},
+    {0, NULL}};
+
+static PyType_Spec buf_spec = {"l2persist.DeviceBuffer", sizeof(l2p_BufferObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                   Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_IMMUTABLETYPE,
+                               buf_slots};
+
+int l2p_add_buffer_type(PyObject *m, l2p_state *st)
+{
+    st->DeviceBuffer = l2p_make_type(m, &buf_spec, NULL);
+    return st->DeviceBuffer ? 0 : -1;
+}

@@ -1,0 +1,362 @@
+/* l2persist.Device and l2persist.DeviceProperties. */
+#include "l2p_py.h"
+
+#include <stddef.h>
+
+/* ---- DeviceProperties: one table drives attributes, as_dict(), repr and HTML ---- */
+
+typedef enum { F_STR, F_INT, F_SIZE, F_BOOL, F_DOUBLE, F_CC } field_kind;
+
+typedef struct {
+    const char *name;
+    field_kind kind;
+    size_t offset;
+    const char *doc;
+} field;
+
+#define P(member) offsetof(l2p_device_props, member)
+static const field fields[] = {
+    {"name", F_STR, P(name), "The device's name."},
+    {"index", F_INT, P(index), "The device's index."},
+    {"pci_bus_id", F_STR, P(pci_bus_id), "PCI domain:bus:device.function."},
+    {"compute_capability", F_CC, 0, "(major, minor)."},
+    {"multiprocessor_count", F_INT, P(multiprocessor_count), "Number of SMs."},
+    {"l2_cache_size", F_SIZE, P(l2_cache_size), "L2 cache size in bytes."},
+    {"persisting_l2_cache_max_size", F_SIZE, P(persisting_l2_cache_max_size),
+     "Largest persisting-L2 set-aside the driver grants, in bytes."},
+    {"access_policy_max_window_size", F_SIZE, P(access_policy_max_window_size),
+     "Largest num_bytes of an access policy window."},
+    {"total_memory", F_SIZE, P(total_memory), "Global memory in bytes."},
+    {"memory_bus_width", F_INT, P(memory_bus_width), "Memory bus width in bits."},
+    {"memory_clock_khz", F_INT, P(memory_clock_khz), "Peak memory clock in kHz."},
+    {"peak_memory_bandwidth", F_DOUBLE, P(peak_memory_bandwidth),
+     "2 * memory clock * bus width / 8, in bytes/s (a datasheet-style peak, not a measurement)."},
+    {"global_l1_cache_supported", F_BOOL, P(global_l1_cache_supported),
+     "Whether global loads may be cached in L1."},
+};
+#undef P
+#define N_FIELDS (sizeof fields / sizeof fields[0])
+
+static PyObject *field_value(const l2p_device_props *p, const field *f)
+{
+    const char *base = (const char *)p;
+    switch (f->kind) {
+    case F_STR: return PyUnicode_FromString(base + f->offset);
+    case F_INT: return PyLong_FromLong(*(const int *)(base + f->offset));
+    case F_SIZE: return PyLong_FromSize_t(*(const size_t *)(base + f->offset));
+    case F_BOOL: return PyBool_FromLong(*(const int *)(base + f->offset));
+    case F_DOUBLE: return PyFloat_FromDouble(*(const double *)(base + f->offset));
+    case F_CC: return Py_BuildValue("(ii)", p->cc_major, p->cc_minor);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *props_get(PyObject *self, void *closure)
+{
+    return field_value(&((l2p_PropertiesObject *)self)->p, (const field *)closure);
+}
+
+static PyObject *props_as_dict(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < N_FIELDS; i++) {
+        PyObject *v = field_value(&((l2p_PropertiesObject *)self)->p, &fields[i]);
+        if (!v || PyDict_SetItemString(d, fields[i].name, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
+/* repr and HTML are formatted by l2persist._format (presentation, not policy). */
+static PyObject *call_formatter(PyObject *self, const char *fn)
+{
+    PyObject *mod = PyImport_ImportModule("l2persist._format");
+    if (!mod) return NULL;
+    PyObject *r = PyObject_CallMethod(mod, fn, "sO", "DeviceProperties", self);
+    Py_DECREF(mod);
+    return r;
+}
+
+static PyObject *props_repr(PyObject *self) { return call_formatter(self, "record_repr"); }
+
+static PyObject *props_html(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return call_formatter(self, "record_html");
+}
+
+static PyGetSetDef props_getset[N_FIELDS + 1];
+
+static PyMethodDef props_methods[] = {
+    {"as_dict", props_as_dict, METH_NOARGS, "The properties as a dict."},
+    {"_repr_html_", props_html, METH_NOARGS, "An HTML table for Jupyter."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot props_slots[] = {
+    {Py_tp_doc, "The L2-related facts of a CUDA device, read once when asked for."},
+    {Py_tp_getset, props_getset},
+    {Py_tp_methods, props_methods},
+    {Py_tp_repr, props_repr},
+    {0, NULL}};
+
+static PyType_Spec props_spec = {"l2persist.DeviceProperties", sizeof(l2p_PropertiesObject), 0,
+                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION |
+                                     Py_TPFLAGS_IMMUTABLETYPE,
+                                 props_slots};
+
+/* ---- Device ---- */
+
+static l2p_state *dev_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
+static int dev_index(PyObject *self) { return ((l2p_DeviceObject *)self)->index; }
+
+PyObject *l2p_device_new(l2p_state *st, int index)
+{
+    int prev;
+    /* Entering the device once records its persisting limit as this process's default. */
+    if (l2p_device_enter(index, &prev) != L2P_OK) return l2p_py_raise(st);
+    l2p_device_leave(prev);
+    l2p_DeviceObject *d = PyObject_New(l2p_DeviceObject, st->Device);
+    if (d) d->index = index;
+    return (PyObject *)d;
+}
+
+static PyObject *dev_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"index", NULL};
+    PyObject *index_obj = NULL;
+    int index = 0;
+    l2p_state *st = l2p_state_from_type(type);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Device", names, &index_obj)) return NULL;
+    if (index_obj && index_obj != Py_None) {
+        if (PyBool_Check(index_obj) || !PyLong_Check(index_obj))
+            return PyErr_Format(PyExc_TypeError, "index: expected an int device index, got %s",
+                                Py_TYPE(index_obj)->tp_name);
+        long v = PyLong_AsLong(index_obj);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        index = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
+    }
+    if (l2p_device_check(index) != L2P_OK) return l2p_py_raise(st);
+    return l2p_device_new(st, index);
+}
+
+static PyObject *dev_get_index(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(dev_index(self));
+}
+
+static PyObject *dev_get_properties(PyObject *self, void *c)
+{
+    (void)c;
+    l2p_state *st = dev_state(self);
+    l2p_PropertiesObject *p = PyObject_New(l2p_PropertiesObject, st->DeviceProperties);
+    if (!p) return NULL;
+    if (l2p_device_get_properties(dev_index(self), &p->p) != L2P_OK) {
+        Py_DECREF(p);
+        return l2p_py_raise(st);
+    }
+    return (PyObject *)p;
+}
+
+static PyObject *size_result(PyObject *self, l2p_status st, size_t value)
+{
+    if (st != L2P_OK) return l2p_py_raise(dev_state(self));
+    return PyLong_FromSize_t(value);
+}
+
+static PyObject *dev_get_limit(PyObject *self, void *c)
+{
+    size_t v = 0;
+    (void)c;
+    return size_result(self, l2p_device_get_persisting_limit(dev_index(self), &v), v);
+}
+
+static int dev_set_limit(PyObject *self, PyObject *value, void *c)
+{
+    long long req;
+    size_t granted;
+    (void)c;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "persisting_l2_limit cannot be deleted; set 0 "
+                        "or call release_persisting_l2()");
+        return -1;
+    }
+    if (l2p_py_size_arg(value, "persisting_l2_limit", &req) < 0) return -1;
+    if (l2p_device_set_persisting_limit(dev_index(self), req, &granted) != L2P_OK)
+        return l2p_py_raise_int(dev_state(self));
+    return 0;
+}
+
+static PyObject *dev_get_granule(PyObject *self, void *c)
+{
+    size_t v = 0;
+    (void)c;
+    return size_result(self, l2p_device_persisting_granule(dev_index(self), &v), v);
+}
+
+static PyObject *dev_get_default_limit(PyObject *self, void *c)
+{
+    size_t v = 0;
+    (void)c;
+    return size_result(self, l2p_device_default_persisting_limit(dev_index(self), &v), v);
+}
+
+static PyObject *dev_get_supports(PyObject *self, void *c)
+{
+    int v = 0;
+    (void)c;
+    if (l2p_device_supports_persisting(dev_index(self), &v) != L2P_OK)
+        return l2p_py_raise(dev_state(self));
+    return PyBool_FromLong(v);
+}
+
+/* size, fraction or neither (the guide's rule): the set-aside a scope asks for. */
+static int scope_size(PyObject *self, PyObject *size, PyObject *fraction, long long *out)
+{
+    l2p_device_props p;
+    l2p_state *st = dev_state(self);
+    if (size != Py_None && fraction != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "persisting_l2: give size or fraction, not both");
+        return -1;
+    }
+    if (size != Py_None) return l2p_py_size_arg(size, "size", out);
+    if (l2p_device_get_properties(dev_index(self), &p) != L2P_OK) return l2p_py_raise_int(st);
+    if (fraction == Py_None) {
+        *out = (long long)l2p_policy_default_set_aside(p.l2_cache_size,
+                                                       p.persisting_l2_cache_max_size);
+        return 0;
+    }
+    if (PyBool_Check(fraction) || !PyNumber_Check(fraction)) {
+        PyErr_Format(PyExc_TypeError, "fraction: expected a number in [0, 1], got %s",
+                     Py_TYPE(fraction)->tp_name);
+        return -1;
+    }
+    double f = PyFloat_AsDouble(fraction);
+    size_t bytes;
+    if (f == -1.0 && PyErr_Occurred()) return -1;
+    if (l2p_policy_set_aside_fraction(f, p.persisting_l2_cache_max_size, &bytes) != L2P_OK)
+        return l2p_py_raise_int(st);
+    *out = (long long)bytes;
+    return 0;
+}
+
+static PyObject *dev_persisting_l2(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"size", "fraction", NULL};
+    PyObject *size = Py_None, *fraction = Py_None;
+    long long bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:persisting_l2", names, &size, &fraction))
+        return NULL;
+    if (scope_size(self, size, fraction, &bytes) < 0) return NULL;
+    return l2p_scope_persisting(dev_state(self), dev_index(self), bytes);
+}
+
+static PyObject *dev_release(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (l2p_device_release_persisting(dev_index(self)) != L2P_OK)
+        return l2p_py_raise(dev_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *dev_reset(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (l2p_device_reset_persisting(dev_index(self)) != L2P_OK)
+        return l2p_py_raise(dev_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *dev_synchronize(PyObject *self, PyObject *noargs)
+{
+    int prev;
+    cudaError_t rc;
+    (void)noargs;
+    if (l2p_device_enter(dev_index(self), &prev) != L2P_OK) return l2p_py_raise(dev_state(self));
+    Py_BEGIN_ALLOW_THREADS
+    rc = cudaDeviceSynchronize();
+    Py_END_ALLOW_THREADS
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "cudaDeviceSynchronize");
+        return l2p_py_raise(dev_state(self));
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *dev_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("l2persist.Device(%d)", dev_index(self));
+}
+
+static Py_hash_t dev_hash(PyObject *self) { return (Py_hash_t)dev_index(self) + 0x12fa; }
+
+static PyObject *dev_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (Py_TYPE(a) != Py_TYPE(b) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+    int same = dev_index(a) == dev_index(b);
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static PyObject *dev_as_index(PyObject *self) { return PyLong_FromLong(dev_index(self)); }
+
+static PyGetSetDef dev_getset[] = {
+    {"index", dev_get_index, NULL, "The device index.", NULL},
+    {"properties", dev_get_properties, NULL, "DeviceProperties of this device.", NULL},
+    {"persisting_l2_limit", dev_get_limit, dev_set_limit,
+     "The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
+     "validates 0..persisting_l2_cache_max_size; the driver rounds up to a granule, and "
+     "reading it back gives what was granted.",
+     NULL},
+    {"persisting_l2_granule", dev_get_granule, NULL,
+     "The driver's rounding step for the set-aside (probed once; the limit is restored).",
+     NULL},
+    {"default_persisting_l2_limit", dev_get_default_limit, NULL,
+     "The set-aside found when this process first touched the device through l2persist.", NULL},
+    {"supports_persisting_l2", dev_get_supports, NULL,
+     "cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef dev_methods[] = {
+    {"persisting_l2", (PyCFunction)(void (*)(void))dev_persisting_l2,
+     METH_VARARGS | METH_KEYWORDS,
+     "persisting_l2(size=None, *, fraction=None): a context manager that sets the set-aside "
+     "(default: min(0.75 * l2_cache_size, persisting_l2_cache_max_size); fraction: of "
+     "persisting_l2_cache_max_size), yields the granted bytes, and on exit resets persisting "
+     "lines and restores the previous limit, also when an exception passes through."},
+    {"release_persisting_l2", dev_release, METH_NOARGS,
+     "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside)."},
+    {"reset_persisting_l2", dev_reset, METH_NOARGS,
+     "cudaCtxResetPersistingL2Cache on this device."},
+    {"synchronize", dev_synchronize, METH_NOARGS, "cudaDeviceSynchronize on this device."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot dev_slots[] = {
+    {Py_tp_doc, "Device(index=0): a CUDA device, its L2 properties and its persisting-L2 "
+                "set-aside."},
+    {Py_tp_new, dev_new},
+    {Py_tp_getset, dev_getset},
+    {Py_tp_methods, dev_methods},
+    {Py_tp_repr, dev_repr},
+    {Py_tp_hash, dev_hash},
+    {Py_tp_richcompare, dev_richcompare},
+    {Py_nb_index, dev_as_index},
+    {0, NULL}};
+
+static PyType_Spec dev_spec = {"l2persist.Device", sizeof(l2p_DeviceObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, dev_slots};
+
+int l2p_add_device_types(PyObject *m, l2p_state *st)
+{
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        props_getset[i].name = fields[i].name;
+        props_getset[i].get = props_get;
+        props_getset[i].doc = fields[i].doc;
+        props_getset[i].closure = (void *)&fields[i];
+    }
+    st->DeviceProperties = l2p_make_type(m, &props_spec, NULL);
+    if (!st->DeviceProperties) return -1;
+    st->Device = l2p_make_type(m, &dev_spec, NULL);
+    return st->Device ? 0 : -1;
+}

@@ -1,0 +1,134 @@
+/* Shared declarations of the extension: module state, object layouts, argument converters.
+ * One file per Python type; module.c registers them. The extension converts arguments and
+ * errors only: every decision is made by the C core (csrc/core). */
+#ifndef L2P_PY_H
+#define L2P_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define PY_ARRAY_UNIQUE_SYMBOL l2p_ARRAY_API
+#ifndef L2P_MODULE_C
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <cuda_runtime_api.h>
+
+#include "l2p_device.h"
+#include "l2p_error.h"
+#include "l2p_policy.h"
+#include "l2p_stream.h"
+
+typedef struct {
+    PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
+    PyObject *AccessProperty; /* enum.IntEnum made at module init */
+    PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
+    PyTypeObject *Graph, *KernelNode, *Scope;
+} l2p_state;
+
+typedef struct {
+    PyObject_HEAD
+    int index;
+} l2p_DeviceObject;
+
+typedef struct {
+    PyObject_HEAD
+    l2p_device_props p;
+} l2p_PropertiesObject;
+
+typedef struct {
+    PyObject_HEAD
+    char *ptr;
+    size_t nbytes;
+    int ndim;
+    Py_ssize_t shape[NPY_MAXDIMS];
+    PyArray_Descr *dtype;
+    int device;
+    int closed;
+    int owns;           /* 1: ptr came from our cudaMalloc and is freed at close */
+    PyObject *base;     /* parent buffer of a view, or the foreign object kept alive */
+    void *dl_managed;   /* a consumed DLPack tensor, deleted at close */
+    PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
+    PyObject *weakreflist;
+} l2p_BufferObject;
+
+typedef struct {
+    PyObject_HEAD
+    cudaStream_t handle;
+    int device;
+    int owns;
+    int closed;
+    PyObject *owner;        /* the foreign stream object kept alive, or NULL */
+    PyObject *capture_refs; /* while capturing: objects the captured work uses */
+} l2p_StreamObject;
+
+typedef struct {
+    PyObject_HEAD
+    l2p_window w;
+    PyObject *target; /* the buffer the window covers; None when read back from the driver */
+} l2p_WindowObject;
+
+typedef struct {
+    PyObject_HEAD
+    l2p_graph g;
+    int closed;
+    PyObject *refs; /* buffers and streams the captured work uses */
+} l2p_GraphObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *graph;
+    cudaGraphNode_t node;
+    Py_ssize_t position;
+} l2p_KernelNodeObject;
+
+extern PyModuleDef l2p_module_def;
+
+l2p_state *l2p_state_from_module(PyObject *module);
+l2p_state *l2p_state_from_type(PyTypeObject *type);
+
+/* Raise the exception matching the calling thread's last core error; returns NULL. */
+PyObject *l2p_py_raise(l2p_state *st);
+/* Same, returning -1, for setters and converters. */
+int l2p_py_raise_int(l2p_state *st);
+
+/* Argument conversion. Each returns 0 on success, -1 with an exception set. */
+int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index);       /* None, int, Device */
+int l2p_py_size_arg(PyObject *obj, const char *name, long long *out);     /* int >= 0, no bool */
+int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream);
+int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w);
+
+/* Buffers. */
+PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj); /* new ref or NULL */
+int l2p_buffer_check_open(l2p_BufferObject *b);
+/* Remember the stream used with the buffer; keeps it (and the buffer) alive in a capture. */
+int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream);
+
+/* Objects made from C by other files. */
+PyObject *l2p_device_new(l2p_state *st, int index);
+PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target);
+PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *refs);
+PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size);
+PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset);
+PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
+PyObject *l2p_access_property(l2p_state *st, int value);
+
+/* Type registration (one per file). */
+int l2p_add_device_types(PyObject *m, l2p_state *st);
+int l2p_add_buffer_type(PyObject *m, l2p_state *st);
+int l2p_add_stream_type(PyObject *m, l2p_state *st);
+int l2p_add_window_type(PyObject *m, l2p_state *st);
+int l2p_add_graph_types(PyObject *m, l2p_state *st);
+int l2p_add_scope_type(PyObject *m, l2p_state *st);
+
+/* Module-level functions defined outside module.c. */
+extern PyMethodDef l2p_buffer_functions[];
+extern PyMethodDef l2p_kernel_functions[];
+extern PyMethodDef l2p_window_functions[];
+extern PyMethodDef l2p_timing_functions[];
+
+/* A heap type made from a spec, with the module as its defining module. */
+PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);
+
+#endif

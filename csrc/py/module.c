@@ -1,0 +1,206 @@
+/* The l2persist._core module: multi-phase init, module state, module-level functions.
+ * Nothing here calls CUDA at import, so the module loads on machines without a GPU. */
+#define L2P_MODULE_C
+#include "l2p_py.h"
+
+int l2p_add_exceptions(PyObject *m, l2p_state *st);
+
+l2p_state *l2p_state_from_module(PyObject *module)
+{
+    return (l2p_state *)PyModule_GetState(module);
+}
+
+l2p_state *l2p_state_from_type(PyTypeObject *type)
+{
+    PyObject *m = PyType_GetModuleByDef(type, &l2p_module_def);
+    return m ? l2p_state_from_module(m) : NULL;
+}
+
+PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base)
+{
+    PyObject *t = PyType_FromModuleAndSpec(m, spec, base);
+    if (!t) return NULL;
+    if (PyModule_AddType(m, (PyTypeObject *)t) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyTypeObject *)t;
+}
+
+static PyObject *py_device_count(PyObject *m, PyObject *noargs)
+{
+    int n;
+    cudaError_t why;
+    (void)m;
+    (void)noargs;
+    l2p_device_count(&n, &why);
+    return PyLong_FromLong(n);
+}
+
+static PyObject *py_no_device_reason(PyObject *m, PyObject *noargs)
+{
+    int n;
+    cudaError_t why;
+    (void)m;
+    (void)noargs;
+    l2p_device_count(&n, &why);
+    if (n > 0) Py_RETURN_NONE;
+    return Py_BuildValue("(iss)", (int)why, cudaGetErrorName(why), cudaGetErrorString(why));
+}
+
+static PyObject *py_reset_persisting_l2(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", NULL};
+    PyObject *dev = Py_None;
+    int index;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:reset_persisting_l2", names, &dev)) return NULL;
+    if (l2p_py_device_index(st, dev, &index) < 0) return NULL;
+    if (l2p_device_reset_persisting(index) != L2P_OK) return l2p_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_default_set_aside(PyObject *m, PyObject *args)
+{
+    unsigned long long l2, max;
+    (void)m;
+    if (!PyArg_ParseTuple(args, "KK:default_set_aside", &l2, &max)) return NULL;
+    return PyLong_FromSize_t(l2p_policy_default_set_aside((size_t)l2, (size_t)max));
+}
+
+static PyObject *py_runtime_version(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    return Py_BuildValue("(ii)", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+}
+
+static PyObject *py_driver_version(PyObject *m, PyObject *noargs)
+{
+    int v = 0;
+    (void)m;
+    (void)noargs;
+    if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) {
+        (void)cudaGetLastError();
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(ii)", v / 1000, (v % 1000) / 10);
+}
+
+static PyMethodDef module_functions[] = {
+    {"device_count", py_device_count, METH_NOARGS,
+     "Number of CUDA devices; 0 where there is no GPU or driver. Never raises."},
+    {"no_device_reason", py_no_device_reason, METH_NOARGS,
+     "None when a device exists, else (code, name, description) of the runtime's reason."},
+    {"reset_persisting_l2", (PyCFunction)(void (*)(void))py_reset_persisting_l2,
+     METH_VARARGS | METH_KEYWORDS,
+     "reset_persisting_l2(device=None): cudaCtxResetPersistingL2Cache; persisting lines "
+     "become normal (the set-aside stays reserved)."},
+    {"default_set_aside", py_default_set_aside, METH_VARARGS,
+     "default_set_aside(l2_cache_size, persisting_l2_cache_max_size): the guide's "
+     "min(0.75 * L2, max)."},
+    {"runtime_version", py_runtime_version, METH_NOARGS, "The CUDA runtime built in (major, minor)."},
+    {"driver_version", py_driver_version, METH_NOARGS,
+     "The CUDA version the driver supports (major, minor), or None without a driver."},
+    {NULL, NULL, 0, NULL}};
+
+static int make_access_property(PyObject *m, l2p_state *st)
+{
+    PyObject *enum_mod = PyImport_ImportModule("enum");
+    if (!enum_mod) return -1;
+    st->AccessProperty = PyObject_CallMethod(
+        enum_mod, "IntEnum", "s[(si)(si)(si)]", "AccessProperty", "NORMAL", L2P_ACCESS_NORMAL,
+        "STREAMING", L2P_ACCESS_STREAMING, "PERSISTING", L2P_ACCESS_PERSISTING);
+    Py_DECREF(enum_mod);
+    if (!st->AccessProperty) return -1;
+    /* Users meet it as l2persist.AccessProperty. */
+    PyObject *where = PyUnicode_FromString("l2persist");
+    int rc = where ? PyObject_SetAttrString(st->AccessProperty, "__module__", where) : -1;
+    Py_XDECREF(where);
+    if (rc < 0) return -1;
+    (void)m;
+    return PyModule_AddObjectRef(m, "AccessProperty", st->AccessProperty);
+}
+
+PyObject *l2p_access_property(l2p_state *st, int value)
+{
+    return PyObject_CallFunction(st->AccessProperty, "i", value);
+}
+
+static int add_functions(PyObject *m, PyMethodDef *defs)
+{
+    return PyModule_AddFunctions(m, defs);
+}
+
+static int module_exec(PyObject *m)
+{
+    l2p_state *st = l2p_state_from_module(m);
+    if (PyArray_ImportNumPyAPI() < 0) return -1;
+    if (l2p_add_exceptions(m, st) < 0) return -1;
+    if (make_access_property(m, st) < 0) return -1;
+    if (l2p_add_device_types(m, st) < 0 || l2p_add_buffer_type(m, st) < 0 ||
+        l2p_add_stream_type(m, st) < 0 || l2p_add_window_type(m, st) < 0 ||
+        l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0)
+        return -1;
+    if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
+        add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0)
+        return -1;
+    return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    l2p_state *st = l2p_state_from_module(m);
+    Py_VISIT(st->CudaError);
+    Py_VISIT(st->CudaMemoryError);
+    Py_VISIT(st->NotSupportedError);
+    Py_VISIT(st->NoDeviceError);
+    Py_VISIT(st->AccessProperty);
+    Py_VISIT(st->Device);
+    Py_VISIT(st->DeviceProperties);
+    Py_VISIT(st->DeviceBuffer);
+    Py_VISIT(st->Stream);
+    Py_VISIT(st->AccessPolicyWindow);
+    Py_VISIT(st->Graph);
+    Py_VISIT(st->KernelNode);
+    Py_VISIT(st->Scope);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    l2p_state *st = l2p_state_from_module(m);
+    Py_CLEAR(st->CudaError);
+    Py_CLEAR(st->CudaMemoryError);
+    Py_CLEAR(st->NotSupportedError);
+    Py_CLEAR(st->NoDeviceError);
+    Py_CLEAR(st->AccessProperty);
+    Py_CLEAR(st->Device);
+    Py_CLEAR(st->DeviceProperties);
+    Py_CLEAR(st->DeviceBuffer);
+    Py_CLEAR(st->Stream);
+    Py_CLEAR(st->AccessPolicyWindow);
+    Py_CLEAR(st->Graph);
+    Py_CLEAR(st->KernelNode);
+    Py_CLEAR(st->Scope);
+    return 0;
+}
+
+static void module_free(void *m) { module_clear((PyObject *)m); }
+
+static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
+
+PyModuleDef l2p_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "l2persist._core",
+    .m_doc = "l2persist's C core: devices, the persisting-L2 set-aside, buffers, streams, "
+             "access policy windows, graphs, kernels and timing.",
+    .m_size = sizeof(l2p_state),
+    .m_methods = module_functions,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&l2p_module_def); }

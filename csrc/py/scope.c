@@ -1,0 +1,236 @@
+/* Context managers that change global state and put it back: the persisting-L2 set-aside,
+ * a stream's access policy window, and stream capture into a Graph. Each is single-use, and
+ * its __exit__ restores what __enter__ changed also when an exception passes through. */
+#include "l2p_py.h"
+
+#include "l2p_window.h"
+
+typedef enum { SCOPE_PERSISTING, SCOPE_POLICY, SCOPE_CAPTURE } scope_kind;
+
+typedef struct {
+    PyObject_HEAD
+    scope_kind kind;
+    int state; /* 0 new, 1 entered, 2 exited */
+    /* persisting */
+    int device;
+    long long size;
+    size_t previous_limit;
+    /* policy and capture */
+    PyObject *stream;
+    PyObject *window;
+    l2p_window previous_window;
+    int reset;
+    PyObject *graph;
+} l2p_ScopeObject;
+
+static l2p_ScopeObject *scope_alloc(l2p_state *st, scope_kind kind)
+{
+    l2p_ScopeObject *s = PyObject_GC_New(l2p_ScopeObject, st->Scope);
+    if (!s) return NULL;
+    s->kind = kind;
+    s->state = 0;
+    s->device = 0;
+    s->size = 0;
+    s->previous_limit = 0;
+    s->stream = s->window = s->graph = NULL;
+    s->reset = 0;
+    memset(&s->previous_window, 0, sizeof s->previous_window);
+    PyObject_GC_Track(s);
+    return s;
+}
+
+PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size)
+{
+    l2p_ScopeObject *s = scope_alloc(st, SCOPE_PERSISTING);
+    if (s) {
+        s->device = device;
+        s->size = size;
+    }
+    return (PyObject *)s;
+}
+
+PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset)
+{
+    l2p_ScopeObject *s = scope_alloc(st, SCOPE_POLICY);
+    if (s) {
+        s->stream = Py_NewRef(stream);
+        s->window = Py_NewRef(window);
+        s->reset = reset;
+    }
+    return (PyObject *)s;
+}
+
+PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream)
+{
+    l2p_ScopeObject *s = scope_alloc(st, SCOPE_CAPTURE);
+    if (s) s->stream = Py_NewRef(stream);
+    return (PyObject *)s;
+}
+
+static l2p_state *scope_state(l2p_ScopeObject *s) { return l2p_state_from_type(Py_TYPE(s)); }
+static l2p_StreamObject *scope_stream(l2p_ScopeObject *s) { return (l2p_StreamObject *)s->stream; }
+
+static PyObject *enter_persisting(l2p_ScopeObject *s)
+{
+    size_t granted;
+    if (l2p_device_get_persisting_limit(s->device, &s->previous_limit) != L2P_OK ||
+        l2p_device_set_persisting_limit(s->device, s->size, &granted) != L2P_OK)
+        return l2p_py_raise(scope_state(s));
+    return PyLong_FromSize_t(granted);
+}
+
+static PyObject *enter_policy(l2p_ScopeObject *s)
+{
+    const l2p_window *w;
+    l2p_StreamObject *stream = scope_stream(s);
+    if (stream->closed) return PyErr_Format(PyExc_ValueError, "stream: this Stream is closed");
+    if (l2p_py_window_arg(scope_state(s), s->window, &w) < 0) return NULL;
+    if (l2p_stream_get_window(stream->handle, &s->previous_window) != L2P_OK ||
+        l2p_stream_set_window(stream->handle, w) != L2P_OK)
+        return l2p_py_raise(scope_state(s));
+    return Py_NewRef(s->window);
+}
+
+static PyObject *enter_capture(l2p_ScopeObject *s)
+{
+    l2p_StreamObject *stream = scope_stream(s);
+    if (stream->closed) return PyErr_Format(PyExc_ValueError, "stream: this Stream is closed");
+    if (stream->capture_refs)
+        return PyErr_Format(PyExc_ValueError, "stream: this Stream is already capturing");
+    PyObject *refs = PyList_New(0);
+    if (!refs) return NULL;
+    if (l2p_capture_begin(stream->handle) != L2P_OK) {
+        Py_DECREF(refs);
+        return l2p_py_raise(scope_state(s));
+    }
+    stream->capture_refs = refs;
+    /* The Graph exists from __enter__ on, so `as graph` names it; it is filled at exit. */
+    s->graph = l2p_graph_new(scope_state(s), NULL, stream->device, NULL);
+    return s->graph ? Py_NewRef(s->graph) : NULL;
+}
+
+static PyObject *scope_enter(PyObject *self, PyObject *noargs)
+{
+    l2p_ScopeObject *s = (l2p_ScopeObject *)self;
+    PyObject *r = NULL;
+    (void)noargs;
+    if (s->state != 0)
+        return PyErr_Format(PyExc_RuntimeError, "this context manager was already entered; "
+                            "make a new one for each with-block");
+    switch (s->kind) {
+    case SCOPE_PERSISTING: r = enter_persisting(s); break;
+    case SCOPE_POLICY: r = enter_policy(s); break;
+    case SCOPE_CAPTURE: r = enter_capture(s); break;
+    }
+    if (r) s->state = 1;
+    return r;
+}
+
+static l2p_status exit_persisting(l2p_ScopeObject *s)
+{
+    /* Reset first: lines marked persisting would otherwise stay so under the old limit. */
+    l2p_status st = l2p_device_reset_persisting(s->device);
+    size_t granted;
+    l2p_status st2 = l2p_device_set_persisting_limit(s->device, (long long)s->previous_limit,
+                                                     &granted);
+    return st != L2P_OK ? st : st2;
+}
+
+static l2p_status exit_policy(l2p_ScopeObject *s)
+{
+    l2p_StreamObject *stream = scope_stream(s);
+    if (stream->closed) return L2P_OK; /* nothing left to restore */
+    l2p_status st = l2p_stream_set_window(stream->handle, &s->previous_window);
+    if (st == L2P_OK && s->reset) st = l2p_device_reset_persisting(stream->device);
+    return st;
+}
+
+/* End capture whatever happened; hand the graph and the kept objects to the Graph. */
+static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
+{
+    l2p_StreamObject *stream = scope_stream(s);
+    l2p_GraphObject *g = (l2p_GraphObject *)s->graph;
+    cudaGraph_t graph = NULL;
+    PyObject *refs = stream->capture_refs;
+    stream->capture_refs = NULL;
+    l2p_status st = l2p_capture_end(stream->handle, &graph);
+    if (st == L2P_OK && failing) {
+        (void)cudaGraphDestroy(graph); /* an exception passed: keep nothing half-recorded */
+        graph = NULL;
+    }
+    g->g.graph = graph;
+    Py_XSETREF(g->refs, refs);
+    if (!graph) g->closed = 1;
+    return st;
+}
+
+static PyObject *scope_exit(PyObject *self, PyObject *args)
+{
+    l2p_ScopeObject *s = (l2p_ScopeObject *)self;
+    PyObject *type = Py_None, *value = Py_None, *tb = Py_None;
+    l2p_status st = L2P_OK;
+    if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &type, &value, &tb)) return NULL;
+    if (s->state != 1) Py_RETURN_FALSE;
+    s->state = 2;
+    switch (s->kind) {
+    case SCOPE_PERSISTING: st = exit_persisting(s); break;
+    case SCOPE_POLICY: st = exit_policy(s); break;
+    case SCOPE_CAPTURE: st = exit_capture(s, type != Py_None); break;
+    }
+    /* Report a failed restore only when no exception is already on its way out: the user's
+     * exception says more, and the restore was attempted either way. */
+    if (st != L2P_OK && type == Py_None) return l2p_py_raise(scope_state(s));
+    Py_RETURN_FALSE;
+}
+
+static int scope_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    l2p_ScopeObject *s = (l2p_ScopeObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(s->stream);
+    Py_VISIT(s->window);
+    Py_VISIT(s->graph);
+    return 0;
+}
+
+static int scope_clear(PyObject *self)
+{
+    l2p_ScopeObject *s = (l2p_ScopeObject *)self;
+    Py_CLEAR(s->stream);
+    Py_CLEAR(s->window);
+    Py_CLEAR(s->graph);
+    return 0;
+}
+
+static void scope_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    scope_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__enter__", scope_enter, METH_NOARGS, NULL},
+    {"__exit__", scope_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot scope_slots[] = {
+    {Py_tp_doc, "A single-use context manager that restores what it changed."},
+    {Py_tp_methods, scope_methods},
+    {Py_tp_traverse, scope_traverse},
+    {Py_tp_clear, scope_clear},
+    {Py_tp_dealloc, scope_dealloc},
+    {0, NULL}};
+
+static PyType_Spec scope_spec = {"l2persist._Scope", sizeof(l2p_ScopeObject), 0,
+                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                     Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_IMMUTABLETYPE,
+                                 scope_slots};
+
+int l2p_add_scope_type(PyObject *m, l2p_state *st)
+{
+    st->Scope = l2p_make_type(m, &scope_spec, NULL);
+    return st->Scope ? 0 : -1;
+}

@@ -1,0 +1,274 @@
+/* l2persist.Stream: an owned or wrapped CUDA stream, its access policy window, capture. */
+#include "l2p_py.h"
+
+#include "l2p_window.h"
+
+static l2p_state *stream_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
+
+static int check_open(l2p_StreamObject *s)
+{
+    if (!s->closed) return 0;
+    PyErr_SetString(PyExc_ValueError, "stream: this Stream is closed");
+    return -1;
+}
+
+static l2p_StreamObject *stream_alloc(PyTypeObject *type)
+{
+    l2p_StreamObject *s = PyObject_GC_New(l2p_StreamObject, type);
+    if (!s) return NULL;
+    s->handle = NULL;
+    s->device = 0;
+    s->owns = 0;
+    s->closed = 0;
+    s->owner = NULL;
+    s->capture_refs = NULL;
+    PyObject_GC_Track(s);
+    return s;
+}
+
+/* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
+ * cuda.core, or an int handle) without owning it. */
+static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", "wrap", NULL};
+    PyObject *device = Py_None, *wrap = Py_None;
+    l2p_state *st = l2p_state_from_type(type);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:Stream", names, &device, &wrap)) return NULL;
+    /* Stream(cupy_stream) reads naturally; route a non-device first argument to wrap. */
+    if (wrap == Py_None && device != Py_None && !PyLong_Check(device) &&
+        !PyObject_TypeCheck(device, st->Device)) {
+        wrap = device;
+        device = Py_None;
+    }
+    l2p_StreamObject *s = stream_alloc(type);
+    if (!s) return NULL;
+    if (wrap != Py_None) {
+        PyObject *dummy;
+        if (l2p_py_stream_arg(st, wrap, &s->handle, &dummy) < 0 ||
+            l2p_stream_device(s->handle, &s->device) != L2P_OK) {
+            if (!PyErr_Occurred()) l2p_py_raise(st);
+            Py_DECREF(s);
+            return NULL;
+        }
+        s->owner = Py_NewRef(wrap);
+        return (PyObject *)s;
+    }
+    if (l2p_py_device_index(st, device, &s->device) < 0) goto fail;
+    if (l2p_stream_create(s->device, &s->handle) != L2P_OK) {
+        l2p_py_raise(st);
+        goto fail;
+    }
+    s->owns = 1;
+    return (PyObject *)s;
+fail:
+    s->closed = 1;
+    Py_DECREF(s);
+    return NULL;
+}
+
+static l2p_status stream_release(l2p_StreamObject *s)
+{
+    l2p_status st = L2P_OK;
+    if (s->closed) return L2P_OK;
+    s->closed = 1;
+    if (s->owns && s->handle) st = l2p_stream_destroy(s->device, s->handle);
+    s->handle = NULL;
+    Py_CLEAR(s->owner);
+    Py_CLEAR(s->capture_refs);
+    return st;
+}
+
+static PyObject *stream_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (stream_release((l2p_StreamObject *)self) != L2P_OK) return l2p_py_raise(stream_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *stream_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (check_open((l2p_StreamObject *)self) < 0) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *stream_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    if (stream_release((l2p_StreamObject *)self) != L2P_OK) return l2p_py_raise(stream_state(self));
+    Py_RETURN_FALSE;
+}
+
+static PyObject *stream_synchronize(PyObject *self, PyObject *noargs)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    l2p_status rc;
+    (void)noargs;
+    if (check_open(s) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_stream_synchronize(s->handle);
+    Py_END_ALLOW_THREADS
+    if (rc != L2P_OK) return l2p_py_raise(stream_state(self));
+    Py_RETURN_NONE;
+}
+
+static PyObject *stream_cuda_stream(PyObject *self, PyObject *noargs)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    (void)noargs;
+    if (check_open(s) < 0) return NULL;
+    return Py_BuildValue("(iN)", 0, PyLong_FromVoidPtr(s->handle));
+}
+
+static PyObject *stream_get_window(PyObject *self, void *c)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    l2p_window w;
+    (void)c;
+    if (check_open(s) < 0) return NULL;
+    if (l2p_stream_get_window(s->handle, &w) != L2P_OK) return l2p_py_raise(stream_state(self));
+    if (w.num_bytes == 0) Py_RETURN_NONE;
+    return l2p_window_new(stream_state(self), &w, NULL);
+}
+
+static int stream_set_window(PyObject *self, PyObject *value, void *c)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    const l2p_window *w;
+    (void)c;
+    if (check_open(s) < 0 || l2p_py_window_arg(stream_state(self), value, &w) < 0) return -1;
+    if (l2p_stream_set_window(s->handle, w) != L2P_OK) return l2p_py_raise_int(stream_state(self));
+    return 0;
+}
+
+static PyObject *stream_access_policy(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"window", "reset", NULL};
+    PyObject *window = Py_None;
+    int reset = 0;
+    const l2p_window *w;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$p:access_policy", names, &window, &reset))
+        return NULL;
+    if (check_open((l2p_StreamObject *)self) < 0 ||
+        l2p_py_window_arg(stream_state(self), window, &w) < 0)
+        return NULL;
+    return l2p_scope_policy(stream_state(self), self, window, reset);
+}
+
+static PyObject *stream_capture(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (check_open((l2p_StreamObject *)self) < 0) return NULL;
+    return l2p_scope_capture(stream_state(self), self);
+}
+
+static PyObject *stream_get_handle(PyObject *self, void *c)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    (void)c;
+    if (check_open(s) < 0) return NULL;
+    return PyLong_FromVoidPtr(s->handle);
+}
+
+static PyObject *stream_get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return l2p_device_new(stream_state(self), ((l2p_StreamObject *)self)->device);
+}
+
+static PyObject *stream_get_closed(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((l2p_StreamObject *)self)->closed);
+}
+
+static PyObject *stream_get_owned(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((l2p_StreamObject *)self)->owns);
+}
+
+static PyObject *stream_repr(PyObject *self)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    if (s->closed) return PyUnicode_FromString("l2persist.Stream(closed)");
+    return PyUnicode_FromFormat("l2persist.Stream(handle=%p, device=%d%s)", (void *)s->handle,
+                                s->device, s->owns ? "" : ", wrapped");
+}
+
+static int stream_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(s->owner);
+    Py_VISIT(s->capture_refs);
+    return 0;
+}
+
+static int stream_clear(PyObject *self)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)self;
+    Py_CLEAR(s->owner);
+    Py_CLEAR(s->capture_refs);
+    return 0;
+}
+
+static void stream_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    (void)stream_release((l2p_StreamObject *)self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyGetSetDef stream_getset[] = {
+    {"handle", stream_get_handle, NULL, "The cudaStream_t as an int.", NULL},
+    {"device", stream_get_device, NULL, "The stream's Device.", NULL},
+    {"closed", stream_get_closed, NULL, "Whether close() was called.", NULL},
+    {"owned", stream_get_owned, NULL, "False for a wrapped foreign stream.", NULL},
+    {"access_policy_window", stream_get_window, stream_set_window,
+     "The stream's access policy window, read back from the driver (None when disabled). "
+     "Setting None disables it (num_bytes = 0, the guide's way).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef stream_methods[] = {
+    {"synchronize", stream_synchronize, METH_NOARGS, "Wait for the stream's work."},
+    {"close", stream_close, METH_NOARGS,
+     "Destroy an owned stream (a wrapped one is only released); idempotent."},
+    {"__enter__", stream_enter, METH_NOARGS, NULL},
+    {"__exit__", stream_exit, METH_VARARGS, NULL},
+    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "(0, handle): the CUDA stream protocol."},
+    {"access_policy", (PyCFunction)(void (*)(void))stream_access_policy,
+     METH_VARARGS | METH_KEYWORDS,
+     "access_policy(window, *, reset=False): a context manager that sets the stream's window "
+     "and restores the previous one on exit (then resets persisting lines if reset)."},
+    {"capture", stream_capture, METH_NOARGS,
+     "capture(): `with stream.capture() as graph:` records the stream's launches into a Graph. "
+     "Captured kernel nodes carry the stream's access policy window."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot stream_slots[] = {
+    {Py_tp_doc, "Stream(device=None) makes a non-blocking stream; Stream(obj) wraps a foreign "
+                "one (anything with __cuda_stream__, CuPy's or PyTorch's streams, an int "
+                "handle) without owning it."},
+    {Py_tp_new, stream_new},
+    {Py_tp_getset, stream_getset},
+    {Py_tp_methods, stream_methods},
+    {Py_tp_repr, stream_repr},
+    {Py_tp_traverse, stream_traverse},
+    {Py_tp_clear, stream_clear},
+    {Py_tp_dealloc, stream_dealloc},
+    {0, NULL}};
+
+static PyType_Spec stream_spec = {"l2persist.Stream", sizeof(l2p_StreamObject), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                      Py_TPFLAGS_IMMUTABLETYPE,
+                                  stream_slots};
+
+int l2p_add_stream_type(PyObject *m, l2p_state *st)
+{
+    st->Stream = l2p_make_type(m, &stream_spec, NULL);
+    return st->Stream ? 0 : -1;
+}

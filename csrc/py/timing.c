@@ -1,0 +1,120 @@
+/* Event timing of a Python callable, with the statistics computed in C. */
+#include "l2p_py.h"
+
+#include "l2p_timing.h"
+
+static PyObject *stats_dict(const l2p_stats *s)
+{
+    return Py_BuildValue("{s:n,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "n", (Py_ssize_t)s->n,
+                         "median", s->median, "min", s->min, "max", s->max, "mean", s->mean,
+                         "stdev", s->stdev, "q1", s->q1, "q3", s->q3, "iqr", s->iqr);
+}
+
+static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
+{
+    PyObject *seq = PySequence_Fast(obj, "samples: expected a sequence of numbers");
+    if (!seq) return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *out = PyMem_Calloc((size_t)*n + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        (*out)[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if ((*out)[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyMem_Free(*out);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *fn_stats(PyObject *m, PyObject *obj)
+{
+    double *v;
+    Py_ssize_t n;
+    l2p_stats s;
+    if (samples_arg(obj, &v, &n) < 0) return NULL;
+    l2p_status rc = l2p_stats_compute(v, (size_t)n, &s);
+    PyMem_Free(v);
+    if (rc != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
+    return stats_dict(&s);
+}
+
+/* One timed call: events around fn() on the stream. */
+static int time_one(l2p_state *st, l2p_timer *t, PyObject *fn, cudaStream_t stream, double *ms)
+{
+    l2p_status rc;
+    if (l2p_timer_start(t, stream) != L2P_OK) return l2p_py_raise_int(st);
+    PyObject *r = PyObject_CallNoArgs(fn);
+    if (!r) return -1;
+    Py_DECREF(r);
+    if (l2p_timer_stop(t, stream) != L2P_OK) return l2p_py_raise_int(st);
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_timer_elapsed_ms(t, ms);
+    Py_END_ALLOW_THREADS
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static int count_arg(PyObject *obj, const char *name, long min, long *out)
+{
+    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an int >= %ld", name, min);
+        return -1;
+    }
+    *out = PyLong_AsLong(obj);
+    if (*out == -1 && PyErr_Occurred()) return -1;
+    if (*out < min || *out > 1000000) {
+        PyErr_Format(PyExc_ValueError, "%s: %ld is outside [%ld, 1000000]", name, *out, min);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"fn", "stream", "warmup", "repeat", "device", NULL};
+    PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
+    PyObject *stream_ref, *samples = NULL;
+    long warmup = 3, repeat = 20;
+    cudaStream_t stream;
+    int index;
+    l2p_timer t;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOO:time_calls", names, &fn, &stream_obj,
+                                     &warm_obj, &rep_obj, &dev))
+        return NULL;
+    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
+    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
+        (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
+        l2p_py_stream_arg(st, stream_obj, &stream, &stream_ref) < 0)
+        return NULL;
+    if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
+    else if (l2p_py_device_index(st, dev, &index) < 0) return NULL;
+    if (l2p_timer_create(index, &t) != L2P_OK) return l2p_py_raise(st);
+    samples = PyList_New(0);
+    for (long i = 0; samples && i < warmup + repeat; i++) {
+        double ms;
+        if (time_one(st, &t, fn, stream, &ms) < 0) Py_CLEAR(samples);
+        else if (i >= warmup) {
+            PyObject *v = PyFloat_FromDouble(ms);
+            if (!v || PyList_Append(samples, v) < 0) Py_CLEAR(samples);
+            Py_XDECREF(v);
+        }
+    }
+    l2p_timer_destroy(&t);
+    return samples;
+}
+
+PyMethodDef l2p_timing_functions[] = {
+    {"stats", fn_stats, METH_O,
+     "stats(samples): n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear "
+     "percentiles), computed in C."},
+    {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
+     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None): call fn() warmup + "
+     "repeat times between CUDA events on the stream; the repeat samples in ms."},
+    {NULL, NULL, 0, NULL}};

@@ -1,0 +1,375 @@
+/* l2persist.AccessPolicyWindow and plan_windows(): Python faces of l2p_policy. */
+#include "l2p_py.h"
+
+static l2p_state *win_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
+
+PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target)
+{
+    l2p_WindowObject *o = PyObject_GC_New(l2p_WindowObject, st->AccessPolicyWindow);
+    if (!o) return NULL;
+    o->w = *w;
+    o->target = Py_NewRef(target ? target : Py_None);
+    PyObject_GC_Track(o);
+    return (PyObject *)o;
+}
+
+static int prop_arg(PyObject *obj, const char *name, int *out)
+{
+    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an AccessProperty (NORMAL, STREAMING, "
+                     "PERSISTING), got %s", name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
+    return 0;
+}
+
+static int ratio_arg(PyObject *obj, double *out)
+{
+    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyLong_Check(obj))) {
+        PyErr_Format(PyExc_TypeError, "hit_ratio: expected a number in [0, 1], got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyFloat_AsDouble(obj);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"target", "num_bytes", "offset", "hit_ratio", "hit_prop",
+                            "miss_prop", "clamp", NULL};
+    PyObject *target, *nb_obj = Py_None, *off_obj = NULL, *ratio_obj = NULL;
+    PyObject *hit_obj = NULL, *miss_obj = NULL;
+    int clamp = 0, hit = L2P_ACCESS_PERSISTING, miss = L2P_ACCESS_STREAMING;
+    long long num_bytes = -1, offset = 0;
+    double ratio = 1.0;
+    l2p_device_props p;
+    l2p_window w;
+    l2p_state *st = l2p_state_from_type(type);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$OOOOp:AccessPolicyWindow", names, &target,
+                                     &nb_obj, &off_obj, &ratio_obj, &hit_obj, &miss_obj, &clamp))
+        return NULL;
+    if ((nb_obj != Py_None && l2p_py_size_arg(nb_obj, "num_bytes", &num_bytes) < 0) ||
+        (off_obj && l2p_py_size_arg(off_obj, "offset", &offset) < 0) ||
+        (ratio_obj && ratio_arg(ratio_obj, &ratio) < 0) ||
+        (hit_obj && prop_arg(hit_obj, "hit_prop", &hit) < 0) ||
+        (miss_obj && prop_arg(miss_obj, "miss_prop", &miss) < 0))
+        return NULL;
+    if (num_bytes < -1) num_bytes = -1;
+    PyObject *buf = l2p_buffer_as_buffer(st, target);
+    if (!buf) return NULL;
+    l2p_BufferObject *b = (l2p_BufferObject *)buf;
+    if (l2p_device_get_properties(b->device, &p) != L2P_OK ||
+        l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, offset, num_bytes, ratio, hit, miss,
+                               p.access_policy_max_window_size, clamp, &w) != L2P_OK) {
+        Py_DECREF(buf);
+        return l2p_py_raise(st);
+    }
+    PyObject *o = l2p_window_new(st, &w, buf);
+    Py_DECREF(buf);
+    return o;
+}
+
+static l2p_window *W(PyObject *self) { return &((l2p_WindowObject *)self)->w; }
+
+static PyObject *win_get_base(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t((size_t)W(self)->base_ptr);
+}
+
+static PyObject *win_get_num_bytes(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(W(self)->num_bytes);
+}
+
+static PyObject *win_get_ratio(PyObject *self, void *c)
+{
+    (void)c;
+    return PyFloat_FromDouble((double)W(self)->hit_ratio);
+}
+
+static PyObject *win_get_hit(PyObject *self, void *c)
+{
+    (void)c;
+    return l2p_access_property(win_state(self), W(self)->hit_prop);
+}
+
+static PyObject *win_get_miss(PyObject *self, void *c)
+{
+    (void)c;
+    return l2p_access_property(win_state(self), W(self)->miss_prop);
+}
+
+static PyObject *win_get_target(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((l2p_WindowObject *)self)->target);
+}
+
+/* The same region with NORMAL hits and misses: the guide's first way to reset. */
+static PyObject *win_as_normal(PyObject *self, PyObject *noargs)
+{
+    l2p_window w = *W(self);
+    (void)noargs;
+    w.hit_prop = L2P_ACCESS_NORMAL;
+    w.miss_prop = L2P_ACCESS_NORMAL;
+    w.hit_ratio = 1.0f;
+    return l2p_window_new(win_state(self), &w, ((l2p_WindowObject *)self)->target);
+}
+
+static PyObject *win_repr(PyObject *self)
+{
+    const l2p_window *w = W(self);
+    char ratio[32];
+    snprintf(ratio, sizeof ratio, "%.6g", (double)w->hit_ratio);
+    return PyUnicode_FromFormat("l2persist.AccessPolicyWindow(base_ptr=0x%zx, num_bytes=%zu, "
+                                "hit_ratio=%s, hit_prop=%s, miss_prop=%s)",
+                                (size_t)w->base_ptr, w->num_bytes, ratio,
+                                l2p_access_property_name(w->hit_prop),
+                                l2p_access_property_name(w->miss_prop));
+}
+
+static PyObject *win_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (Py_TYPE(a) != Py_TYPE(b) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+    const l2p_window *x = W(a), *y = W(b);
+    int same = x->base_ptr == y->base_ptr && x->num_bytes == y->num_bytes &&
+               x->hit_ratio == y->hit_ratio && x->hit_prop == y->hit_prop &&
+               x->miss_prop == y->miss_prop;
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static int win_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(((l2p_WindowObject *)self)->target);
+    return 0;
+}
+
+static int win_clear(PyObject *self)
+{
+    Py_CLEAR(((l2p_WindowObject *)self)->target);
+    return 0;
+}
+
+static void win_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    win_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyGetSetDef win_getset[] = {
+    {"base_ptr", win_get_base, NULL, "Start address of the window.", NULL},
+    {"num_bytes", win_get_num_bytes, NULL, "Size of the window in bytes.", NULL},
+    {"hit_ratio", win_get_ratio, NULL, "Fraction of accesses given hit_prop (float32).", NULL},
+    {"hit_prop", win_get_hit, NULL, "AccessProperty of the hit_ratio share.", NULL},
+    {"miss_prop", win_get_miss, NULL, "AccessProperty of the rest.", NULL},
+    {"target", win_get_target, NULL, "The buffer covered (None when read from the driver).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef win_methods[] = {
+    {"as_normal", win_as_normal, METH_NOARGS,
+     "The same region with NORMAL hit and miss properties (the guide's first reset)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot win_slots[] = {
+    {Py_tp_doc, "AccessPolicyWindow(target, num_bytes=None, *, offset=0, hit_ratio=1.0, "
+                "hit_prop=PERSISTING, miss_prop=STREAMING, clamp=False).\n\n"
+                "A window over a buffer (or anything as_buffer accepts), validated in C: "
+                "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at "
+                "most access_policy_max_window_size (cut to fit only with clamp=True); "
+                "miss_prop never PERSISTING. The window keeps its target alive."},
+    {Py_tp_new, win_new},
+    {Py_tp_getset, win_getset},
+    {Py_tp_methods, win_methods},
+    {Py_tp_repr, win_repr},
+    {Py_tp_richcompare, win_richcompare},
+    {Py_tp_traverse, win_traverse},
+    {Py_tp_clear, win_clear},
+    {Py_tp_dealloc, win_dealloc},
+    {0, NULL}};
+
+static PyType_Spec win_spec = {"l2persist.AccessPolicyWindow", sizeof(l2p_WindowObject), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+                               win_slots};
+
+int l2p_add_window_type(PyObject *m, l2p_state *st)
+{
+    st->AccessPolicyWindow = l2p_make_type(m, &win_spec, NULL);
+    return st->AccessPolicyWindow ? 0 : -1;
+}
+
+/* ---- plan_windows ---- */
+
+typedef struct {
+    size_t n;
+    PyObject **buffers;
+    size_t *bytes, *num_bytes;
+    double *weights, *ratios;
+} plan;
+
+static void plan_free(plan *p)
+{
+    for (size_t i = 0; p->buffers && i < p->n; i++) Py_XDECREF(p->buffers[i]);
+    PyMem_Free(p->buffers);
+    PyMem_Free(p->bytes);
+    PyMem_Free(p->num_bytes);
+    PyMem_Free(p->weights);
+    PyMem_Free(p->ratios);
+}
+
+/* One entry: a target, or (target, weight). */
+static int plan_entry(l2p_state *st, PyObject *item, plan *p, size_t i)
+{
+    PyObject *target = item;
+    p->weights[i] = 1.0;
+    if (PyTuple_Check(item)) {
+        if (PyTuple_GET_SIZE(item) != 2) {
+            PyErr_Format(PyExc_ValueError, "targets: entry %zu must be a target or (target, "
+                         "weight)", i);
+            return -1;
+        }
+        target = PyTuple_GET_ITEM(item, 0);
+        p->weights[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
+        if (p->weights[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
+    p->buffers[i] = l2p_buffer_as_buffer(st, target);
+    if (!p->buffers[i]) return -1;
+    p->bytes[i] = ((l2p_BufferObject *)p->buffers[i])->nbytes;
+    return 0;
+}
+
+static int plan_parse(l2p_state *st, PyObject *targets, plan *p)
+{
+    PyObject *seq = PySequence_Fast(targets, "targets: expected a sequence of targets or "
+                                             "(target, weight) pairs");
+    if (!seq) return -1;
+    p->n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    p->buffers = PyMem_Calloc(p->n + 1, sizeof *p->buffers);
+    p->bytes = PyMem_Calloc(p->n + 1, sizeof *p->bytes);
+    p->num_bytes = PyMem_Calloc(p->n + 1, sizeof *p->num_bytes);
+    p->weights = PyMem_Calloc(p->n + 1, sizeof *p->weights);
+    p->ratios = PyMem_Calloc(p->n + 1, sizeof *p->ratios);
+    int rc = 0;
+    if (!p->buffers || !p->bytes || !p->num_bytes || !p->weights || !p->ratios) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < p->n; i++)
+        rc = plan_entry(st, PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i), p, i);
+    Py_DECREF(seq);
+    return rc;
+}
+
+static PyObject *plan_result(l2p_state *st, plan *p)
+{
+    PyObject *list = PyList_New((Py_ssize_t)p->n);
+    for (size_t i = 0; list && i < p->n; i++) {
+        l2p_BufferObject *b = (l2p_BufferObject *)p->buffers[i];
+        l2p_window w = {(uintptr_t)b->ptr, p->num_bytes[i], (float)p->ratios[i],
+                        L2P_ACCESS_PERSISTING, L2P_ACCESS_STREAMING};
+        PyObject *o = l2p_window_new(st, &w, (PyObject *)b);
+        if (!o) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+    }
+    return list;
+}
+
+static PyObject *fn_plan_windows(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", "targets", "set_aside", NULL};
+    PyObject *device = Py_None, *targets, *set_aside_obj = Py_None, *result = NULL;
+    l2p_state *st = l2p_state_from_module(m);
+    l2p_device_props props;
+    long long set_aside;
+    int index;
+    plan p = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:plan_windows", names, &device, &targets,
+                                     &set_aside_obj))
+        return NULL;
+    if (l2p_py_device_index(st, device, &index) < 0) return NULL;
+    if (set_aside_obj != Py_None) {
+        if (l2p_py_size_arg(set_aside_obj, "set_aside", &set_aside) < 0) return NULL;
+    } else {
+        size_t limit;
+        if (l2p_device_get_persisting_limit(index, &limit) != L2P_OK) return l2p_py_raise(st);
+        set_aside = (long long)limit;
+    }
+    if (set_aside < 0) return PyErr_Format(PyExc_ValueError, "set_aside: must be >= 0");
+    if (l2p_device_get_properties(index, &props) != L2P_OK) return l2p_py_raise(st);
+    if (plan_parse(st, targets, &p) == 0) {
+        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, (size_t)set_aside,
+                                    props.access_policy_max_window_size, p.num_bytes,
+                                    p.ratios) != L2P_OK)
+            l2p_py_raise(st);
+        else
+            result = plan_result(st, &p);
+    }
+    plan_free(&p);
+    return result;
+}
+
+/* The arithmetic alone, for planning without a GPU (and for tests on any machine). */
+static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"sizes", "weights", "set_aside", "max_window", NULL};
+    PyObject *sizes, *weights, *result = NULL;
+    unsigned long long set_aside, max_window = (unsigned long long)-1;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOK|K:plan_hit_ratios", names, &sizes, &weights,
+                                     &set_aside, &max_window))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(sizes);
+    if (n < 0) return NULL;
+    if (PySequence_Size(weights) != n)
+        return PyErr_Format(PyExc_ValueError, "weights: need one weight per size (%zd)", n);
+    size_t *b = PyMem_Calloc((size_t)n + 1, sizeof *b), *nb = PyMem_Calloc((size_t)n + 1, sizeof *nb);
+    double *w = PyMem_Calloc((size_t)n + 1, sizeof *w), *r = PyMem_Calloc((size_t)n + 1, sizeof *r);
+    int ok = b && nb && w && r;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *s = PySequence_GetItem(sizes, i), *x = PySequence_GetItem(weights, i);
+        long long v = 0;
+        ok = s && x && l2p_py_size_arg(s, "sizes", &v) == 0;
+        if (ok) {
+            b[i] = (size_t)v;
+            w[i] = PyFloat_AsDouble(x);
+            ok = !(w[i] == -1.0 && PyErr_Occurred());
+        }
+        Py_XDECREF(s);
+        Py_XDECREF(x);
+    }
+    if (!ok && !PyErr_Occurred()) PyErr_NoMemory();
+    if (ok && l2p_policy_plan_windows((size_t)n, b, w, (size_t)set_aside, (size_t)max_window, nb,
+                                      r) != L2P_OK)
+        l2p_py_raise(st);
+    else if (ok) {
+        result = PyList_New(n);
+        for (Py_ssize_t i = 0; result && i < n; i++)
+            PyList_SET_ITEM(result, i, Py_BuildValue("(nd)", (Py_ssize_t)nb[i], r[i]));
+    }
+    PyMem_Free(b);
+    PyMem_Free(nb);
+    PyMem_Free(w);
+    PyMem_Free(r);
+    return result;
+}
+
+PyMethodDef l2p_window_functions[] = {
+    {"plan_windows", (PyCFunction)(void (*)(void))fn_plan_windows, METH_VARARGS | METH_KEYWORDS,
+     "plan_windows(device, targets, set_aside=None): one PERSISTING window per target (a "
+     "target, or (target, weight)), with hit ratios that keep sum(hit_ratio * num_bytes) "
+     "within the set-aside (default: the device's current persisting limit)."},
+    {"plan_hit_ratios", (PyCFunction)(void (*)(void))fn_plan_hit_ratios,
+     METH_VARARGS | METH_KEYWORDS,
+     "plan_hit_ratios(sizes, weights, set_aside, max_window=unbounded): [(num_bytes, "
+     "hit_ratio)], the arithmetic of plan_windows without a device."},
+    {NULL, NULL, 0, NULL}};

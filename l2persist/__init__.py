@@ -1,0 +1,57 @@
+"""l2persist: control and see how an NVIDIA GPU caches global memory.
+
+Read a device's L2 facts, set the persisting-L2 set-aside, put access policy windows on
+streams, graph kernel nodes and single launches, run cache-study kernels on device buffers and
+time them. All policy and kernels live in the C core (``l2persist._core``); importing this
+package makes no CUDA call, so it works on machines without a GPU.
+"""
+
+from ._core import (
+    AccessPolicyWindow,
+    AccessProperty,
+    CudaError,
+    CudaMemoryError,
+    Device,
+    DeviceBuffer,
+    DeviceProperties,
+    Graph,
+    KernelNode,
+    NoDeviceError,
+    NotSupportedError,
+    Stream,
+    as_buffer,
+    device_count,
+    empty,
+    plan_hit_ratios,
+    plan_windows,
+    reset_persisting_l2,
+    to_device,
+    zeros,
+)
+from ._format import human_bytes
+from .timing import Timing, benchmark
+from . import kernels
+
+__version__ = "0.1.0"
+
+
+def is_available() -> bool:
+    """True when at least one CUDA device can be used."""
+    return device_count() > 0
+
+
+def no_device_reason() -> str | None:
+    """Why no device can be used (the runtime's error), or None when one can."""
+    from ._core import no_device_reason as _why
+
+    why = _why()
+    return None if why is None else f"{why[1]}: {why[2]}"
+
+
+__all__ = [
+    "AccessPolicyWindow", "AccessProperty", "CudaError", "CudaMemoryError", "Device",
+    "DeviceBuffer", "DeviceProperties", "Graph", "KernelNode", "NoDeviceError",
+    "NotSupportedError", "Stream", "Timing", "as_buffer", "benchmark", "device_count", "empty",
+    "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
+    "plan_windows", "reset_persisting_l2", "to_device", "zeros",
+]

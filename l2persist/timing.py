@@ -1,0 +1,39 @@
+"""Event timing. The samples are taken and the statistics computed in C."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import _core
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timing of repeated calls, in milliseconds."""
+
+    median: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    iqr: float
+    samples: tuple = field(repr=False)
+
+    @classmethod
+    def from_samples(cls, samples) -> "Timing":
+        s = _core.stats(samples)
+        return cls(median=s["median"], min=s["min"], max=s["max"], mean=s["mean"],
+                   stdev=s["stdev"], iqr=s["iqr"], samples=tuple(samples))
+
+    def bandwidth(self, nbytes: int) -> float:
+        """Bytes per second at the median time."""
+        return nbytes / (self.median * 1e-3)
+
+
+def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None) -> Timing:
+    """Time ``fn()`` with CUDA events recorded on ``stream`` around each call.
+
+    ``fn`` must enqueue its work on that stream. ``warmup`` calls run first and are not kept.
+    """
+    return Timing.from_samples(
+        _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device))
