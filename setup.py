@@ -108,7 +108,7 @@ core = Extension(
     sources=sources,
     include_dirs=["csrc/core", "csrc/py", "kernels", "csrc/cupti_shim", numpy_include()],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
-    libraries=["cudart_static", "dl", "rt", "pthread", "stdc++"],
+    libraries=["cudart_static", "dl", "rt", "pthread", "stdc++", "m"],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type", "-O2"],
 )

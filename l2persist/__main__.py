@@ -1,0 +1,135 @@
+"""python -m l2persist: the L2 report of every GPU (or of --device N).
+
+Without a GPU it says so, with the runtime's reason, shows what needs no GPU, and exits 0
+(2 with --require-gpu)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import _core
+from ._format import human_bytes
+
+
+def device_report(index: int) -> dict:
+    """Everything l2persist knows about one device's L2, as plain data."""
+    dev = _core.Device(index)
+    report = dev.properties.as_dict()
+    report["persisting_l2_limit"] = dev.persisting_l2_limit
+    report["default_persisting_l2_limit"] = dev.default_persisting_l2_limit
+    report["supports_persisting_l2"] = dev.supports_persisting_l2
+    report["persisting_l2_granule"] = dev.persisting_l2_granule if report[
+        "supports_persisting_l2"] else None
+    report["guide_set_aside"] = _core.default_set_aside(
+        report["l2_cache_size"], report["persisting_l2_cache_max_size"])
+    return report
+
+
+def no_gpu_report() -> dict:
+    """What needs no GPU: versions and the policy arithmetic."""
+    why = _core.no_device_reason()
+    example = _core.plan_hit_ratios([16384, 16384], [1, 1], 16384)
+    return {
+        "devices": 0,
+        "reason": None if why is None else {"code": why[0], "name": why[1], "description": why[2]},
+        "l2persist_version": _version(),
+        "cuda_runtime": "%d.%d" % _core.runtime_version(),
+        "driver_supports": None if _core.driver_version() is None else
+        "%d.%d" % _core.driver_version(),
+        "guide_sharing_example": {
+            "set_aside": 16384,
+            "windows": [{"num_bytes": n, "hit_ratio": r} for n, r in example],
+        },
+    }
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+_ROWS = [
+    ("name", "name"), ("compute_capability", "compute capability"),
+    ("multiprocessor_count", "SMs"), ("l2_cache_size", "L2 cache"),
+    ("persisting_l2_cache_max_size", "persisting L2 max"),
+    ("persisting_l2_limit", "persisting L2 limit (now)"),
+    ("default_persisting_l2_limit", "persisting L2 limit (default)"),
+    ("guide_set_aside", "guide's set-aside min(0.75 L2, max)"),
+    ("persisting_l2_granule", "set-aside granule"),
+    ("access_policy_max_window_size", "max access policy window"),
+    ("supports_persisting_l2", "persisting L2 supported"),
+    ("global_l1_cache_supported", "global loads cached in L1"),
+    ("total_memory", "global memory"), ("memory_bus_width", "memory bus (bits)"),
+    ("memory_clock_khz", "memory clock (kHz)"), ("peak_memory_bandwidth", "peak bandwidth"),
+    ("pci_bus_id", "PCI bus id"),
+]
+
+
+def _cell(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if key == "compute_capability":
+        return "%d.%d" % tuple(value)
+    if key == "peak_memory_bandwidth":
+        return f"{value / 1e12:.2f} TB/s"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and (key.endswith(("size", "limit", "memory", "granule",
+                                                 "set_aside"))):
+        return f"{human_bytes(value)} ({value})"
+    return str(value)
+
+
+def format_table(reports: list[dict]) -> str:
+    width = max(len(label) for _, label in _ROWS)
+    lines = []
+    for r in reports:
+        lines.append(f"GPU {r['index']}")
+        lines += [f"  {label:<{width}}  {_cell(key, r.get(key))}" for key, label in _ROWS]
+    return "\n".join(lines)
+
+
+def format_no_gpu(info: dict) -> str:
+    reason = info["reason"]
+    lines = [
+        "No CUDA device was found" + (f": {reason['name']}: {reason['description']}."
+                                      if reason else "."),
+        "Without a GPU, l2persist can still show:",
+        f"  l2persist {info['l2persist_version']}, built with CUDA runtime "
+        f"{info['cuda_runtime']}; driver supports CUDA: {info['driver_supports'] or 'no driver'}",
+        "  The guide's set-aside sharing (two 16 KiB windows on a 16 KiB set-aside):",
+    ]
+    lines += [f"    window {i}: num_bytes={w['num_bytes']}, hit_ratio={w['hit_ratio']:.2f}"
+              for i, w in enumerate(info["guide_sharing_example"]["windows"])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m l2persist", description=__doc__)
+    p.add_argument("--device", type=int, default=None, help="report only this GPU index")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="exit with status 2 when no GPU is found")
+    args = p.parse_args(argv)
+
+    count = _core.device_count()
+    if count == 0:
+        info = no_gpu_report()
+        print(json.dumps(info, indent=2) if args.json else format_no_gpu(info))
+        return 2 if args.require_gpu else 0
+    if args.device is not None and not 0 <= args.device < count:
+        p.error(f"--device {args.device}: this machine has {count} CUDA device(s), "
+                f"indices 0..{count - 1}")
+    indices = [args.device] if args.device is not None else list(range(count))
+    reports = [device_report(i) for i in indices]
+    if args.json:
+        print(json.dumps({"devices": count, "reports": reports}, indent=2))
+    else:
+        print(format_table(reports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+/* C tests of the core, without Python: policy arithmetic, statistics, errors, and device
+ * counting (0 with a reason on a machine without a GPU). */
+#include <stdint.h>
+#include <string.h>
+
+#include "l2p_device.h"
+#include "l2p_error.h"
+#include "l2p_policy.h"
+#include "l2p_timing.h"
+#include "l2p_test.h"
+
+int l2p_test_passed, l2p_test_failed;
+
+static void test_default_set_aside(void)
+{
+    /* H200: 60 MiB L2, 37.5 MiB max -> the max; H100: 50 MiB L2, 37.5 MiB max -> 37.5 MiB. */
+    CHECK(l2p_policy_default_set_aside(62914560, 39321600) == 39321600);
+    CHECK(l2p_policy_default_set_aside(52428800, 39321600) == 39321600);
+    /* A100: 40 MiB L2, 30 MiB max -> 0.75 * 40 MiB = 30 MiB. */
+    CHECK(l2p_policy_default_set_aside(41943040, 31457280) == 31457280);
+    CHECK(l2p_policy_default_set_aside(1000, 10000) == 750);
+    CHECK(l2p_policy_default_set_aside(0, 10000) == 0);
+}
+
+static void test_limit_checks(void)
+{
+    size_t out;
+    CHECK(l2p_policy_check_limit(0, 100) == L2P_OK);
+    CHECK(l2p_policy_check_limit(100, 100) == L2P_OK);
+    CHECK(l2p_policy_check_limit(101, 100) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "persisting_l2_cache_max_size") != NULL);
+    CHECK(strstr(l2p_last_error()->message, "[0, 100]") != NULL);
+    CHECK(l2p_policy_check_limit(-1, 100) == L2P_ERR_VALUE);
+    CHECK(l2p_policy_set_aside_fraction(0.5, 1000, &out) == L2P_OK && out == 500);
+    CHECK(l2p_policy_set_aside_fraction(1.5, 1000, &out) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "fraction") != NULL);
+    CHECK(l2p_policy_set_aside_fraction(NAN, 1000, &out) == L2P_ERR_VALUE);
+}
+
+static void test_make_window(void)
+{
+    l2p_window w;
+    const size_t max = 1 << 20;
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, -1, 0.6, L2P_ACCESS_PERSISTING,
+                                 L2P_ACCESS_STREAMING, max, 0, &w) == L2P_OK);
+    CHECK(w.base_ptr == 0x1000 && w.num_bytes == 4096);
+    CHECK_NEAR(w.hit_ratio, 0.6, 1e-6);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 1024, 1024, 1.0, L2P_ACCESS_PERSISTING,
+                                 L2P_ACCESS_STREAMING, max, 0, &w) == L2P_OK);
+    CHECK(w.base_ptr == 0x1400 && w.num_bytes == 1024);
+    /* Each violation names its argument. */
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, -1, 1.5, 2, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "hit_ratio") != NULL);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, -1, -0.1, 2, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, -1, 0.5, 2, 2, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "miss_prop") != NULL);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, -1, 0.5, 7, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "hit_prop") != NULL);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, 8192, 0.5, 2, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "num_bytes") != NULL);
+    CHECK(l2p_policy_make_window(0x1000, 4096, 5000, -1, 0.5, 2, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "offset") != NULL);
+    /* Clamping only when asked: to the target, then to the max window. */
+    CHECK(l2p_policy_make_window(0x1000, 4096, 0, 8192, 0.5, 2, 1, max, 1, &w) == L2P_OK &&
+          w.num_bytes == 4096);
+    CHECK(l2p_policy_make_window(0, 4 << 20, 0, -1, 0.5, 2, 1, max, 0, &w) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "access_policy_max_window_size") != NULL);
+    CHECK(l2p_policy_make_window(0, 4 << 20, 0, -1, 0.5, 2, 1, max, 1, &w) == L2P_OK &&
+          w.num_bytes == max);
+}
+
+static double used_bytes(size_t n, const size_t *nb, const double *r)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += r[i] * (double)nb[i];
+    return s;
+}
+
+static void test_plan_windows(void)
+{
+    size_t bytes[3], nb[3];
+    double w[3], r[3];
+    /* The guide: two 16 KB windows sharing a 16 KB set-aside get 0.5 each. */
+    bytes[0] = bytes[1] = 16384;
+    w[0] = w[1] = 1.0;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 16384, SIZE_MAX, nb, r) == L2P_OK);
+    CHECK_NEAR(r[0], 0.5, 1e-12);
+    CHECK_NEAR(r[1], 0.5, 1e-12);
+    /* A small window saturates at 1 and leaves its unused share to the big one. */
+    bytes[0] = 1000; bytes[1] = 100000;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 20000, SIZE_MAX, nb, r) == L2P_OK);
+    CHECK_NEAR(r[0], 1.0, 1e-12);
+    CHECK_NEAR(r[1], 19000.0 / 100000.0, 1e-12);
+    CHECK(used_bytes(2, nb, r) <= 20000.0 + 1e-6);
+    /* Weights 3:1 over equal windows. */
+    bytes[0] = bytes[1] = 100000;
+    w[0] = 3; w[1] = 1;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 40000, SIZE_MAX, nb, r) == L2P_OK);
+    CHECK_NEAR(r[0], 0.3, 1e-12);
+    CHECK_NEAR(r[1], 0.1, 1e-12);
+    /* Everything fits: all hit ratios 1. */
+    w[0] = w[1] = w[2] = 1;
+    bytes[0] = 10; bytes[1] = 20; bytes[2] = 30;
+    CHECK(l2p_policy_plan_windows(3, bytes, w, 1000, SIZE_MAX, nb, r) == L2P_OK);
+    CHECK(r[0] == 1.0 && r[1] == 1.0 && r[2] == 1.0);
+    /* The max window size cuts num_bytes before sharing. */
+    bytes[0] = 1 << 20;
+    CHECK(l2p_policy_plan_windows(1, bytes, w, 1 << 10, 1 << 12, nb, r) == L2P_OK);
+    CHECK(nb[0] == (1 << 12));
+    CHECK_NEAR(r[0], 0.25, 1e-12);
+    /* A zero weight gets no share; negative or all-zero weights are errors. */
+    bytes[0] = bytes[1] = 1000;
+    w[0] = 0; w[1] = 1;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 500, SIZE_MAX, nb, r) == L2P_OK);
+    CHECK(r[0] == 0.0);
+    CHECK_NEAR(r[1], 0.5, 1e-12);
+    w[0] = -1;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 500, SIZE_MAX, nb, r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "weight") != NULL);
+    w[0] = 0; w[1] = 0;
+    CHECK(l2p_policy_plan_windows(2, bytes, w, 500, SIZE_MAX, nb, r) == L2P_ERR_VALUE);
+}
+
+static void test_stats(void)
+{
+    const double v[] = {5, 1, 4, 2, 3};
+    l2p_stats s;
+    CHECK(l2p_stats_compute(v, 5, &s) == L2P_OK);
+    CHECK(s.median == 3 && s.min == 1 && s.max == 5 && s.mean == 3);
+    CHECK(s.q1 == 2 && s.q3 == 4 && s.iqr == 2);
+    CHECK_NEAR(s.stdev, 1.5811388300841898, 1e-12);
+    const double even[] = {4, 1, 3, 2};
+    CHECK(l2p_stats_compute(even, 4, &s) == L2P_OK);
+    CHECK_NEAR(s.median, 2.5, 1e-12);
+    CHECK_NEAR(s.q1, 1.75, 1e-12); /* NumPy's linear percentile */
+    CHECK(l2p_stats_compute(v, 0, &s) == L2P_ERR_VALUE);
+}
+
+static void test_errors(void)
+{
+    CHECK(l2p_fail_cuda(cudaErrorMemoryAllocation, "cudaMalloc(&p, n)") == L2P_ERR_NO_MEMORY);
+    CHECK(strcmp(l2p_last_error()->call, "cudaMalloc") == 0);
+    CHECK(strstr(l2p_last_error()->message, "cudaMalloc failed: cudaErrorMemoryAllocation: ") ==
+          l2p_last_error()->message);
+    CHECK(l2p_fail_cuda(cudaErrorNoDevice, "cudaGetDeviceCount") == L2P_ERR_NO_DEVICE);
+    CHECK(l2p_fail_cuda(cudaErrorInvalidValue, "cudaDeviceSetLimit") == L2P_ERR_CUDA);
+    CHECK(l2p_last_error()->cuda_code == (int)cudaErrorInvalidValue);
+}
+
+static void test_device_count(void)
+{
+    int n = -1;
+    cudaError_t why;
+    l2p_device_count(&n, &why);
+    CHECK(n >= 0);
+    CHECK((n == 0) == (why != cudaSuccess));
+    if (n == 0) {
+        /* Asking for a device then says why there is none. */
+        CHECK(l2p_device_check(0) == L2P_ERR_NO_DEVICE);
+        CHECK(strstr(l2p_last_error()->message, "no CUDA device") != NULL);
+    } else {
+        CHECK(l2p_device_check(n) == L2P_ERR_VALUE);
+        CHECK(strstr(l2p_last_error()->message, "valid indices") != NULL);
+        l2p_device_props p;
+        CHECK(l2p_device_get_properties(0, &p) == L2P_OK && p.l2_cache_size > 0);
+    }
+    printf("devices: %d (%s)\n", n, n ? "present" : cudaGetErrorName(why));
+}
+
+int main(void)
+{
+    test_default_set_aside();
+    test_limit_checks();
+    test_make_window();
+    test_plan_windows();
+    test_stats();
+    test_errors();
+    test_device_count();
+    printf("%d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
+    return l2p_test_failed ? 1 : 0;
+}

@@ -1,0 +1,138 @@
+"""What works without a GPU: import, device counting, errors, policy arithmetic, statistics,
+the CLI."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import _core
+
+no_gpu = pytest.mark.skipif(l2persist.is_available(), reason="checks the no-GPU behaviour")
+
+
+def test_import_and_counts_never_raise():
+    n = l2persist.device_count()
+    assert isinstance(n, int) and n >= 0
+    assert l2persist.is_available() is (n > 0)
+    assert (l2persist.no_device_reason() is None) is (n > 0)
+
+
+def test_exception_hierarchy():
+    assert issubclass(l2persist.CudaError, RuntimeError)
+    assert issubclass(l2persist.CudaMemoryError, l2persist.CudaError)
+    assert issubclass(l2persist.CudaMemoryError, MemoryError)
+    assert issubclass(l2persist.NotSupportedError, l2persist.CudaError)
+    assert issubclass(l2persist.NoDeviceError, l2persist.CudaError)
+
+
+@no_gpu
+@pytest.mark.parametrize("make", [
+    lambda: l2persist.Device(0),
+    lambda: l2persist.empty(4),
+    lambda: l2persist.Stream(),
+    lambda: l2persist.reset_persisting_l2(),
+])
+def test_no_device_error_names_the_reason(make):
+    with pytest.raises(l2persist.NoDeviceError) as e:
+        make()
+    assert "no CUDA device" in str(e.value)
+    assert e.value.name.startswith("cudaError")
+    assert isinstance(e.value.code, int) and e.value.code != 0
+
+
+def test_device_index_types():
+    with pytest.raises(TypeError, match="index"):
+        l2persist.Device("0")
+    with pytest.raises(TypeError, match="index"):
+        l2persist.Device(True)
+
+
+def test_bad_device_index_names_the_count():
+    n = l2persist.device_count()
+    err = ValueError if n else l2persist.NoDeviceError
+    with pytest.raises(err) as e:
+        l2persist.Device(n + 3)
+    if n:
+        assert f"has {n} CUDA device" in str(e.value)
+
+
+def test_guide_sharing_arithmetic():
+    # The guide: two 16 KB windows on a 16 KB set-aside get hitRatio 0.5 each.
+    assert l2persist.plan_hit_ratios([16384, 16384], [1, 1], 16384) == [(16384, 0.5),
+                                                                        (16384, 0.5)]
+
+
+def test_plan_hit_ratios_water_fills_and_respects_the_budget(rng):
+    for _ in range(50):
+        k = int(rng.integers(1, 8))
+        sizes = [int(s) for s in rng.integers(0, 1 << 24, k)]
+        weights = [float(w) for w in rng.random(k) + 0.01]
+        set_aside = int(rng.integers(0, 1 << 25))
+        max_window = int(rng.integers(1, 1 << 24))
+        plan = l2persist.plan_hit_ratios(sizes, weights, set_aside, max_window)
+        nb = np.array([p[0] for p in plan], dtype=float)
+        r = np.array([p[1] for p in plan])
+        assert np.all(nb == np.minimum(sizes, max_window))
+        assert np.all((r >= 0) & (r <= 1))
+        used = float(np.sum(nb * r))
+        assert used <= set_aside * (1 + 1e-9) + 1e-6
+        # Either every window is full, or the set-aside is used up.
+        if not np.all((r == 1) | (nb == 0)):
+            assert used == pytest.approx(min(set_aside, nb.sum()), rel=1e-9)
+
+
+@pytest.mark.parametrize("weights, match", [([-1, 1], "weight"), ([0, 0], "weight")])
+def test_plan_hit_ratios_bad_weights(weights, match):
+    with pytest.raises(ValueError, match=match):
+        l2persist.plan_hit_ratios([100, 100], weights, 100)
+
+
+def test_default_set_aside_is_the_guides_rule():
+    assert _core.default_set_aside(62914560, 39321600) == 39321600          # H200
+    assert _core.default_set_aside(41943040, 31457280) == 31457280          # A100
+    assert _core.default_set_aside(4000, 10000) == 3000
+
+
+def test_stats_match_numpy(rng):
+    x = rng.random(101) * 5
+    s = _core.stats(list(x))
+    assert s["median"] == pytest.approx(np.median(x))
+    assert s["q1"] == pytest.approx(np.percentile(x, 25))
+    assert s["q3"] == pytest.approx(np.percentile(x, 75))
+    assert s["stdev"] == pytest.approx(np.std(x, ddof=1))
+    assert s["min"] == x.min() and s["max"] == x.max()
+    t = l2persist.Timing.from_samples(list(x))
+    assert t.iqr == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
+    with pytest.raises(ValueError, match="samples"):
+        _core.stats([])
+
+
+def test_access_property_values_are_cudas():
+    assert [int(p) for p in l2persist.AccessProperty] == [0, 1, 2]
+    assert l2persist.AccessProperty.PERSISTING.name == "PERSISTING"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "l2persist", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@no_gpu
+def test_cli_without_gpu_says_so_and_exits_0():
+    r = _cli()
+    assert r.returncode == 0, r.stderr
+    assert "No CUDA device was found" in r.stdout
+    assert "hit_ratio=0.50" in r.stdout
+    assert _cli("--require-gpu").returncode == 2
+    info = json.loads(_cli("--json").stdout)
+    assert info["devices"] == 0 and info["reason"]["name"].startswith("cudaError")
+
+
+def test_human_bytes():
+    assert l2persist.human_bytes(62914560) == "60 MiB"
+    assert l2persist.human_bytes(39321600) == "37.50 MiB"
+    assert l2persist.human_bytes(12) == "12 B"
