@@ -67,7 +67,7 @@ def guide_example(device=None, *, data1_bytes: int | None = None,
     data1 defaults to the granted set-aside (the guide sizes the window to the persisting
     region), data2 to 4x the L2. Values are checked against NumPy at the end.
     """
-    dev = _core.Device(0 if device is None else device)
+    dev = _core.Device(0 if device is None else int(device))
     props = dev.properties
     if data2_bytes is None:
         data2_bytes = 4 * props.l2_cache_size

@@ -325,8 +325,25 @@ static int dl_shape(l2p_DLTensor *t, int *ndim, Py_ssize_t *shape, Py_ssize_t it
     return 0;
 }
 
+/* Refuse host arrays (NumPy has __dlpack__ too) before asking for a capsule. */
+static int dlpack_on_cuda(PyObject *obj)
+{
+    PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+    int type = -1;
+    if (!dev) return -1;
+    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
+        type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+    Py_DECREF(dev);
+    if (PyErr_Occurred()) return -1;
+    if (type == L2P_DL_CUDA || type == L2P_DL_CUDA_MANAGED) return 0;
+    PyErr_Format(PyExc_TypeError, "obj: a %s array (DLPack device type %d) is not device "
+                 "memory; copy it with l2persist.to_device()", Py_TYPE(obj)->tp_name, type);
+    return -1;
+}
+
 static PyObject *from_dlpack(l2p_state *st, PyObject *obj)
 {
+    if (dlpack_on_cuda(obj) < 0) return NULL;
     PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
     if (!cap) return NULL;
     l2p_DLManagedTensor *mt = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");

@@ -128,7 +128,9 @@ static PyObject *dev_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     int index = 0;
     l2p_state *st = l2p_state_from_type(type);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Device", names, &index_obj)) return NULL;
-    if (index_obj && index_obj != Py_None) {
+    if (index_obj && PyObject_TypeCheck(index_obj, st->Device)) {
+        index = ((l2p_DeviceObject *)index_obj)->index;
+    } else if (index_obj && index_obj != Py_None) {
         if (PyBool_Check(index_obj) || !PyLong_Check(index_obj))
             return PyErr_Format(PyExc_TypeError, "index: expected an int device index, got %s",
                                 Py_TYPE(index_obj)->tp_name);
