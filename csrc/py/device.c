@@ -161,17 +161,19 @@ static PyObject *dev_get_properties(PyObject *self, void *c)
     return (PyObject *)p;
 }
 
-static PyObject *size_result(PyObject *self, l2p_status st, size_t value)
+/* Call a core getter, then box its value. (Passing the status and the value as two arguments
+ * of one call would read the value before the getter ran: argument order is unspecified.) */
+static PyObject *size_result(PyObject *self, l2p_status (*get)(int, size_t *))
 {
-    if (st != L2P_OK) return l2p_py_raise(dev_state(self));
+    size_t value = 0;
+    if (get(dev_index(self), &value) != L2P_OK) return l2p_py_raise(dev_state(self));
     return PyLong_FromSize_t(value);
 }
 
 static PyObject *dev_get_limit(PyObject *self, void *c)
 {
-    size_t v = 0;
     (void)c;
-    return size_result(self, l2p_device_get_persisting_limit(dev_index(self), &v), v);
+    return size_result(self, l2p_device_get_persisting_limit);
 }
 
 static int dev_set_limit(PyObject *self, PyObject *value, void *c)
@@ -192,16 +194,14 @@ static int dev_set_limit(PyObject *self, PyObject *value, void *c)
 
 static PyObject *dev_get_granule(PyObject *self, void *c)
 {
-    size_t v = 0;
     (void)c;
-    return size_result(self, l2p_device_persisting_granule(dev_index(self), &v), v);
+    return size_result(self, l2p_device_persisting_granule);
 }
 
 static PyObject *dev_get_default_limit(PyObject *self, void *c)
 {
-    size_t v = 0;
     (void)c;
-    return size_result(self, l2p_device_default_persisting_limit(dev_index(self), &v), v);
+    return size_result(self, l2p_device_default_persisting_limit);
 }
 
 static PyObject *dev_get_supports(PyObject *self, void *c)
