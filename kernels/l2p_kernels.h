@@ -1,9 +1,12 @@
 /* C-callable kernel launchers. Each returns the launch's cudaError_t and takes an optional
- * per-launch access policy window (NULL: none; the stream's own attribute then applies). */
+ * per-launch access policy window (NULL: none; the stream's own attribute then applies).
+ * Arguments are validated by the caller (csrc/py/kernels.c through the core); the launchers
+ * only refuse values no caller should pass (cudaErrorInvalidValue). */
 #ifndef L2P_KERNELS_H
 #define L2P_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +22,67 @@ cudaError_t l2p_launch_noop(cudaStream_t stream, const l2p_window *window);
 /* data[i] = data[i] * scale + shift over n floats (the guide example's kernels A, B, C). */
 cudaError_t l2p_launch_scale_shift(float *data, size_t n, float scale, float shift,
                                    cudaStream_t stream, const l2p_window *window);
+
+/* ---- gather: out[i] = src[map[i]] on 32-bit words (int32 or float32) ---- */
+enum { L2P_GATHER_PLAIN = 0, L2P_GATHER_RESTRICT = 1, L2P_GATHER_TEXTURE = 2 };
+
+/* `oob` (optional, device int): set to 1 when a map entry is outside [0, src_n); such
+ * entries write 0 instead of reading out of bounds. `tex` is used by the texture variant. */
+cudaError_t l2p_launch_gather(int variant, uint32_t *out, const uint32_t *src, size_t src_n,
+                              const void *map, int map_is_int64, size_t n,
+                              unsigned long long tex, int *oob, cudaStream_t stream,
+                              const l2p_window *window);
+
+/* map[i] uniform in [0, range), from a counter-based hash of (seed, i). */
+cudaError_t l2p_launch_random_map(void *map, int map_is_int64, size_t n, size_t range,
+                                  uint64_t seed, cudaStream_t stream);
+
+/* ---- coalescing patterns ---- */
+typedef struct {
+    const void *src;          /* loads: element i of `width` bytes */
+    const void *src2;         /* optional second source, read at broadcast_index */
+    void *dst;                /* stores: element store_offset + t * store_stride */
+    const int32_t *index;     /* optional: thread t loads element index[t] */
+    long long load_offset, load_stride;
+    long long store_offset, store_stride;
+    long long broadcast_index;
+    unsigned blocks, threads; /* the launch shape; every thread loads once and stores once */
+    int width;                /* 1, 2, 4, 8, 16 */
+    int load_flavour, store_flavour;
+} l2p_pattern_args;
+
+cudaError_t l2p_launch_pattern(const l2p_pattern_args *a, cudaStream_t stream,
+                               const l2p_window *window);
+
+/* ---- streaming over 16-byte words (nbytes a multiple of 16) ---- */
+enum { L2P_STREAM_READ = 0, L2P_STREAM_WRITE, L2P_STREAM_COPY, L2P_STREAM_TRIAD };
+
+/* read: src; write: dst; copy: dst = src; triad (float32): dst = src + scalar * src2.
+ * `sink` receives a value only when the data hash to a magic number: it keeps reads alive. */
+cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, const void *src2,
+                                 size_t nbytes, float scalar, int load_flavour,
+                                 int store_flavour, unsigned blocks, unsigned threads,
+                                 unsigned *sink, cudaStream_t stream, const l2p_window *window);
+
+/* Read nbytes `repeats` times inside one launch (an L2-resident buffer stays in L2). */
+cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int load_flavour,
+                               unsigned blocks, unsigned threads, unsigned *sink,
+                               cudaStream_t stream, const l2p_window *window);
+
+/* ---- persistence ---- */
+/* The Best Practices guide's kernel over `threads` threads:
+ * hot[t % hot_n] = 2 * hot[t % hot_n]; cold[t % cold_n] = 2 * cold[t % cold_n].
+ * read_only: the same accesses, summed into `sink` instead of written back. */
+cudaError_t l2p_launch_hot_cold(int32_t *hot, size_t hot_n, int32_t *cold, size_t cold_n,
+                                size_t threads, int read_only, unsigned *sink,
+                                cudaStream_t stream, const l2p_window *window);
+
+/* Stream cold (16-byte words) once while re-reading hot (16-byte words, cyclically), each
+ * with its own load flavour. */
+cudaError_t l2p_launch_hot_cold_read(const void *hot, size_t hot_bytes, const void *cold,
+                                     size_t cold_bytes, int hot_flavour, int cold_flavour,
+                                     unsigned blocks, unsigned threads, unsigned *sink,
+                                     cudaStream_t stream, const l2p_window *window);
 
 #ifdef __cplusplus
 }

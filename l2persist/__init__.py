@@ -20,6 +20,7 @@ from ._core import (
     NotSupportedError,
     Stream,
     as_buffer,
+    copy,
     device_count,
     empty,
     plan_hit_ratios,
@@ -51,7 +52,7 @@ def no_device_reason() -> str | None:
 __all__ = [
     "AccessPolicyWindow", "AccessProperty", "CudaError", "CudaMemoryError", "Device",
     "DeviceBuffer", "DeviceProperties", "Graph", "KernelNode", "NoDeviceError",
-    "NotSupportedError", "Stream", "Timing", "as_buffer", "benchmark", "device_count", "empty",
+    "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
     "plan_windows", "reset_persisting_l2", "to_device", "zeros",
 ]

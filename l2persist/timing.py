@@ -30,10 +30,16 @@ class Timing:
         return nbytes / (self.median * 1e-3)
 
 
-def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None) -> Timing:
+def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None,
+              flush_l2: bool = False, graph: bool = False) -> Timing:
     """Time ``fn()`` with CUDA events recorded on ``stream`` around each call.
 
-    ``fn`` must enqueue its work on that stream. ``warmup`` calls run first and are not kept.
+    ``fn`` must enqueue its work on that stream; ``warmup`` calls run first and are not kept.
+    ``flush_l2=True`` writes a buffer of twice the L2 before every sample (outside the timed
+    region) so each sample starts with a cold cache; it does not release persisting lines
+    (``reset_persisting_l2`` does that). ``graph=True`` captures ``fn`` once and times graph
+    replays, for kernels shorter than the launch overhead (needs ``stream=``).
     """
     return Timing.from_samples(
-        _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device))
+        _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device,
+                         flush_l2=flush_l2, graph=graph))

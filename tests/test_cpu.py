@@ -136,3 +136,28 @@ def test_human_bytes():
     assert l2persist.human_bytes(62914560) == "60 MiB"
     assert l2persist.human_bytes(39321600) == "37.50 MiB"
     assert l2persist.human_bytes(12) == "12 B"
+
+
+def test_seed_map_matches_this_libc_when_glibc():
+    import ctypes
+    import ctypes.util
+    import platform
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the study's map is glibc's rand()")
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.srand(0)
+    want = [libc.rand() % 1000 for _ in range(20000)]
+    assert l2persist.kernels.seed_map(20000, 1000).tolist() == want
+    with pytest.raises(ValueError, match="range"):
+        l2persist.kernels.seed_map(10, 0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(load="ldg"), "load: 'ldg' is not one of default, ca, cg"),
+    (dict(store="st"), "store: 'st' is not one of wb, cg, cs, wt"),
+    (dict(width=3), "width: 3 bytes is not an access width"),
+    (dict(threads=0), r"threads: 0 is outside \[1, 1024\]"),
+])
+def test_kernel_arguments_checked_before_any_device_work(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        l2persist.kernels.pattern(None, None, **kwargs)

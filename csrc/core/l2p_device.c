@@ -125,6 +125,19 @@ l2p_status l2p_device_get_properties(int index, l2p_device_props *out)
     return L2P_OK;
 }
 
+l2p_status l2p_device_sm_count(int index, int *out)
+{
+    static int cached[L2P_MAX_DEVICES];
+    if (index >= 0 && index < L2P_MAX_DEVICES && cached[index]) {
+        *out = cached[index];
+        return L2P_OK;
+    }
+    L2P_TRY(l2p_device_check(index));
+    L2P_TRY(attr(index, cudaDevAttrMultiProcessorCount, out));
+    cached[index] = *out;
+    return L2P_OK;
+}
+
 /* Run `body` with the device current and restore the previous device afterwards. */
 #define WITH_DEVICE(index, body)                    \
     do {                                            \

@@ -46,6 +46,8 @@ l2p_status l2p_device_enter(int index, int *previous);
 void l2p_device_leave(int previous);
 
 l2p_status l2p_device_get_properties(int index, l2p_device_props *out);
+/* The SM count alone (cheap: one attribute, cached); kernels size their grids from it. */
+l2p_status l2p_device_sm_count(int index, int *out);
 
 /* The persisting-L2 set-aside (cudaLimitPersistingL2CacheSize). */
 l2p_status l2p_device_get_persisting_limit(int index, size_t *out);

@@ -1,6 +1,7 @@
 #include "l2p_memory.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "l2p_device.h"
 
@@ -90,5 +91,43 @@ l2p_status l2p_memory_pointer_device(const void *ptr, int *device)
         return l2p_fail(L2P_ERR_VALUE, "pointer 0x%llx is not CUDA device memory (type %d)",
                         (unsigned long long)(uintptr_t)ptr, (int)a.type);
     *device = a.device;
+    return L2P_OK;
+}
+
+l2p_status l2p_texture_create(int device, const void *ptr, size_t nbytes,
+                              unsigned long long *tex)
+{
+    struct cudaResourceDesc res;
+    struct cudaTextureDesc desc;
+    cudaTextureObject_t t = 0;
+    int prev;
+    memset(&res, 0, sizeof res);
+    memset(&desc, 0, sizeof desc);
+    res.resType = cudaResourceTypeLinear;
+    res.res.linear.devPtr = (void *)ptr;
+    res.res.linear.desc = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindUnsigned);
+    res.res.linear.sizeInBytes = nbytes;
+    desc.readMode = cudaReadModeElementType;
+    L2P_TRY(l2p_device_enter(device, &prev));
+    cudaError_t rc = cudaCreateTextureObject(&t, &res, &desc, NULL);
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaCreateTextureObject");
+    *tex = (unsigned long long)t;
+    return L2P_OK;
+}
+
+void l2p_texture_destroy(int device, unsigned long long tex)
+{
+    int prev;
+    if (!tex || l2p_device_enter(device, &prev) != L2P_OK) return;
+    (void)cudaDestroyTextureObject((cudaTextureObject_t)tex);
+    l2p_device_leave(prev);
+}
+
+l2p_status l2p_texture_max_width(int device, size_t *out)
+{
+    int v = 0;
+    L2P_CUDA_TRY(cudaDeviceGetAttribute(&v, cudaDevAttrMaxTexture1DLinearWidth, device));
+    *out = (size_t)v;
     return L2P_OK;
 }

@@ -58,6 +58,7 @@ static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->base = NULL;
     b->dl_managed = NULL;
     b->stream = NULL;
+    b->texture = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
     return b;
@@ -68,6 +69,8 @@ static l2p_status buf_release(l2p_BufferObject *b)
     l2p_status st = L2P_OK;
     if (b->closed) return L2P_OK;
     b->closed = 1;
+    l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
+    b->texture = 0;
     if (b->owns) st = l2p_memory_free(b->device, b->ptr);
     if (b->dl_managed) {
         l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
@@ -397,7 +400,36 @@ static PyObject *fn_as_buffer(PyObject *m, PyObject *obj)
     return l2p_buffer_as_buffer(l2p_state_from_module(m), obj);
 }
 
+static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"dst", "src", "stream", NULL};
+    PyObject *d_obj, *s_obj, *stream_obj = Py_None, *stream_ref, *result = NULL;
+    l2p_state *st = l2p_state_from_module(m);
+    cudaStream_t stream;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O:copy", names, &d_obj, &s_obj, &stream_obj))
+        return NULL;
+    if (l2p_py_stream_arg(st, stream_obj, &stream, &stream_ref) < 0) return NULL;
+    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, d_obj);
+    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, s_obj) : NULL;
+    if (!s) goto done;
+    if (d->nbytes != s->nbytes) {
+        PyErr_Format(PyExc_ValueError, "dst: %zu bytes, but src has %zu", d->nbytes, s->nbytes);
+        goto done;
+    }
+    if (l2p_memory_device_to_device(d->device, d->ptr, s->ptr, s->nbytes, stream) != L2P_OK) {
+        l2p_py_raise(st);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(d);
+    Py_XDECREF(s);
+    return result;
+}
+
 PyMethodDef l2p_buffer_functions[] = {
+    {"copy", (PyCFunction)(void (*)(void))fn_copy, METH_VARARGS | METH_KEYWORDS,
+     "copy(dst, src, *, stream=None): cudaMemcpyAsync device to device (same byte count)."},
     {"empty", (PyCFunction)(void (*)(void))fn_empty, METH_VARARGS | METH_KEYWORDS,
      "empty(shape, dtype=float64, device=None): an uninitialised DeviceBuffer."},
     {"zeros", (PyCFunction)(void (*)(void))fn_zeros, METH_VARARGS | METH_KEYWORDS,

@@ -50,6 +50,7 @@ typedef struct {
     PyObject *base;     /* parent buffer of a view, or the foreign object kept alive */
     void *dl_managed;   /* a consumed DLPack tensor, deleted at close */
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
+    unsigned long long texture; /* cached texture object of the texture gather, or 0 */
     PyObject *weakreflist;
 } l2p_BufferObject;
 

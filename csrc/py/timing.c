@@ -1,7 +1,10 @@
 /* Event timing of a Python callable, with the statistics computed in C. */
 #include "l2p_py.h"
 
+#include "l2p_memory.h"
 #include "l2p_timing.h"
+
+#include <string.h>
 
 static PyObject *stats_dict(const l2p_stats *s)
 {
@@ -75,38 +78,116 @@ static int count_arg(PyObject *obj, const char *name, long min, long *out)
     return 0;
 }
 
-static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
+/* A per-device buffer of 2x the L2, written before each sample when flush_l2 is asked for.
+ * Writing it evicts normal lines; lines held by the persisting set-aside stay. */
+static int flush_buffer(l2p_state *st, int device, void **ptr, size_t *nbytes)
 {
-    static char *names[] = {"fn", "stream", "warmup", "repeat", "device", NULL};
-    PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
-    PyObject *stream_ref, *samples = NULL;
-    long warmup = 3, repeat = 20;
+    static void *bufs[L2P_MAX_DEVICES];
+    static size_t sizes[L2P_MAX_DEVICES];
+    if (!bufs[device]) {
+        l2p_device_props p;
+        if (l2p_device_get_properties(device, &p) != L2P_OK ||
+            l2p_memory_alloc(device, 2 * p.l2_cache_size, &bufs[device]) != L2P_OK)
+            return l2p_py_raise_int(st);
+        sizes[device] = 2 * p.l2_cache_size;
+    }
+    *ptr = bufs[device];
+    *nbytes = sizes[device];
+    return 0;
+}
+
+typedef struct {
+    l2p_state *st;
+    PyObject *fn;
     cudaStream_t stream;
-    int index;
-    l2p_timer t;
-    l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOO:time_calls", names, &fn, &stream_obj,
-                                     &warm_obj, &rep_obj, &dev))
-        return NULL;
-    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
-    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
-        (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
-        l2p_py_stream_arg(st, stream_obj, &stream, &stream_ref) < 0)
-        return NULL;
-    if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
-    else if (l2p_py_device_index(st, dev, &index) < 0) return NULL;
-    if (l2p_timer_create(index, &t) != L2P_OK) return l2p_py_raise(st);
-    samples = PyList_New(0);
+    l2p_timer timer;
+    void *flush;          /* NULL: no flush */
+    size_t flush_bytes;
+    l2p_graph graph;      /* graph.graph NULL: call fn each time */
+} timing_run;
+
+/* Capture fn once into a graph on the (non-default) stream. */
+static int capture_fn(timing_run *r)
+{
+    if (l2p_capture_begin(r->stream) != L2P_OK) return l2p_py_raise_int(r->st);
+    PyObject *res = PyObject_CallNoArgs(r->fn);
+    Py_XDECREF(res);
+    cudaGraph_t g = NULL;
+    l2p_status rc = l2p_capture_end(r->stream, &g);
+    if (!res) {
+        if (g) (void)cudaGraphDestroy(g);
+        return -1;
+    }
+    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
+    r->graph.graph = g;
+    return 0;
+}
+
+static int run_sample(timing_run *r, double *ms)
+{
+    l2p_status rc = L2P_OK;
+    if (r->flush)
+        rc = l2p_memory_set(r->timer.device, r->flush, 0x5a, r->flush_bytes, r->stream);
+    if (rc == L2P_OK && r->graph.graph) {
+        if (l2p_timer_start(&r->timer, r->stream) != L2P_OK ||
+            l2p_graph_launch(&r->graph, r->stream) != L2P_OK ||
+            l2p_timer_stop(&r->timer, r->stream) != L2P_OK)
+            return l2p_py_raise_int(r->st);
+        Py_BEGIN_ALLOW_THREADS
+        rc = l2p_timer_elapsed_ms(&r->timer, ms);
+        Py_END_ALLOW_THREADS
+        return rc == L2P_OK ? 0 : l2p_py_raise_int(r->st);
+    }
+    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
+    return time_one(r->st, &r->timer, r->fn, r->stream, ms);
+}
+
+static PyObject *collect(timing_run *r, long warmup, long repeat)
+{
+    PyObject *samples = PyList_New(0);
     for (long i = 0; samples && i < warmup + repeat; i++) {
         double ms;
-        if (time_one(st, &t, fn, stream, &ms) < 0) Py_CLEAR(samples);
+        if (run_sample(r, &ms) < 0) Py_CLEAR(samples);
         else if (i >= warmup) {
             PyObject *v = PyFloat_FromDouble(ms);
             if (!v || PyList_Append(samples, v) < 0) Py_CLEAR(samples);
             Py_XDECREF(v);
         }
     }
-    l2p_timer_destroy(&t);
+    return samples;
+}
+
+static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"fn", "stream", "warmup", "repeat", "device", "flush_l2", "graph",
+                            NULL};
+    PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
+    PyObject *stream_ref, *samples = NULL;
+    long warmup = 3, repeat = 20;
+    int index, flush = 0, graph = 0;
+    timing_run r;
+    memset(&r, 0, sizeof r);
+    r.st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpp:time_calls", names, &fn, &stream_obj,
+                                     &warm_obj, &rep_obj, &dev, &flush, &graph))
+        return NULL;
+    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
+    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
+        (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
+        l2p_py_stream_arg(r.st, stream_obj, &r.stream, &stream_ref) < 0)
+        return NULL;
+    if (graph && !r.stream)
+        return PyErr_Format(PyExc_ValueError, "stream: graph=True captures fn on a stream; pass "
+                            "stream= (the legacy default stream cannot be captured)");
+    if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
+    else if (l2p_py_device_index(r.st, dev, &index) < 0) return NULL;
+    r.fn = fn;
+    r.graph.device = index;
+    if (flush && flush_buffer(r.st, index, &r.flush, &r.flush_bytes) < 0) return NULL;
+    if (l2p_timer_create(index, &r.timer) != L2P_OK) return l2p_py_raise(r.st);
+    if (!graph || capture_fn(&r) == 0) samples = collect(&r, warmup, repeat);
+    l2p_graph_destroy(&r.graph);
+    l2p_timer_destroy(&r.timer);
     return samples;
 }
 
@@ -115,6 +196,7 @@ PyMethodDef l2p_timing_functions[] = {
      "stats(samples): n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear "
      "percentiles), computed in C."},
     {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
-     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None): call fn() warmup + "
-     "repeat times between CUDA events on the stream; the repeat samples in ms."},
+     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, "
+     "graph=False): call fn() warmup + repeat times between CUDA events on the stream (or "
+     "capture it once and replay the graph); the repeat samples in ms."},
     {NULL, NULL, 0, NULL}};

@@ -1,0 +1,23 @@
+"""The CUDA guide's worked example of L2 access management, timed with and without the
+window (l2persist.examples.guide_example)."""
+
+import l2persist
+from l2persist.examples import guide_example
+from _common import device_line, finish, parser
+
+
+def main():
+    args = parser(__doc__).parse_args()
+    dev = l2persist.Device(args.device)
+    print(device_line(dev))
+    r = guide_example(dev)
+    print(f"set-aside {l2persist.human_bytes(r.set_aside)}, data1 "
+          f"{l2persist.human_bytes(r.data1_bytes)} (window hitRatio {r.hit_ratio}), data2 "
+          f"{l2persist.human_bytes(r.data2_bytes)}")
+    print(r.table())
+    finish(args, {"device": device_line(dev), "with_window": r.with_window,
+                  "without_window": r.without_window, "set_aside": r.set_aside})
+
+
+if __name__ == "__main__":
+    main()
