@@ -83,7 +83,7 @@ class CudaBuildExt(build_ext):
         def one(src):
             obj = os.path.join(out_dir, os.path.basename(src) + ".o")
             if not self.force and os.path.exists(obj) and os.path.getmtime(obj) >= max(
-                    os.path.getmtime(p) for p in [src] + glob(os.path.join(HERE, "kernels", "*.h"))
+                    os.path.getmtime(p) for p in [src] + glob(os.path.join(HERE, "kernels", "*.h*"))
                     + glob(os.path.join(HERE, "csrc", "core", "*.h"))):
                 return obj
             cmd = [nvcc, "-c", src, "-o", obj, *flags]

@@ -42,12 +42,17 @@ def main():
         run("copy (cs/cs)", lambda: K.stream_copy(b, a, load="cs", store="cs", stream=s),
             2 * nbytes)
         run("triad (default/wb)", lambda: K.triad(c, a, b, 3.0, stream=s), 3 * nbytes)
+        sms = dev.properties.multiprocessor_count
+        shapes = [(8, 512, 4), (8, 1024, 2), (16, 512, 4), (4, 1024, 2), (16, 256, 8)]
         for mib in (8, 16, 32, 48):
             view = a[: mib * (1 << 20) // 4]
             reps = 200
             K.l2_read(view, 1, stream=s)
-            run(f"L2-resident read {mib} MiB x{reps}",
-                lambda v=view: K.l2_read(v, reps, load="cg", stream=s), view.nbytes * reps)
+            for unroll, threads, per_sm in shapes if mib == 16 else shapes[:1]:
+                run(f"L2-resident read {mib} MiB x{reps} (unroll {unroll}, {per_sm}x{threads}/SM)",
+                    lambda v=view, u=unroll, t=threads, b=per_sm * sms:
+                    K.l2_read(v, reps, load="cg", unroll=u, threads=t, blocks=b, stream=s),
+                    view.nbytes * reps)
     best_read = max(r["tbs"] for r in rows if r["kernel"].startswith(("read", "cudaMemcpy")))
     for r in rows:
         r["vs_best_read"] = r["tbs"] / best_read

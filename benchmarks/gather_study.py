@@ -58,6 +58,7 @@ def main():
         s.synchronize()
         # One final correctness check at a mid size against NumPy.
         n = 1 << 12
+        K.random_map(m[:n], 99, stream=s)
         with l2persist.empty(n, np.int32, dev) as out:
             K.gather(out, a[:n], m[:n], "texture", stream=s)
             s.synchronize()

@@ -11,6 +11,20 @@ __global__ void l2p_scale_shift_kernel(float *data, size_t n, float scale, float
         data[i] = data[i] * scale + shift;
 }
 
+__global__ void l2p_spin_kernel(unsigned long long ns)
+{
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
+extern "C" cudaError_t l2p_launch_spin(unsigned long long ns, cudaStream_t stream)
+{
+    return l2p_launch(l2p_spin_kernel, dim3(1), dim3(1), 0, stream, NULL, ns);
+}
+
 extern "C" cudaError_t l2p_launch_noop(cudaStream_t stream, const l2p_window *window)
 {
     return l2p_launch(l2p_noop_kernel, dim3(1), dim3(1), 0, stream, window);

@@ -100,7 +100,7 @@ template <int S, typename T> __device__ __forceinline__ void l2p_store(T *p, T v
     if (S == L2P_ST_CG) __stcg(p, v);
     else if (S == L2P_ST_CS) __stcs(p, v);
     else if (S == L2P_ST_WT) __stwt(p, v);
-    else __stwb(p, v);
+    else *p = v; /* wb is st.global's default; __stwb would emit a STRONG.SM store instead */
 }
 
 /* Host-side dispatch of a runtime flavour to a template argument. */

@@ -64,10 +64,15 @@ cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, const void 
                                  int store_flavour, unsigned blocks, unsigned threads,
                                  unsigned *sink, cudaStream_t stream, const l2p_window *window);
 
-/* Read nbytes `repeats` times inside one launch (an L2-resident buffer stays in L2). */
+/* Read nbytes `repeats` times inside one launch (an L2-resident buffer stays in L2), each
+ * thread keeping `unroll` (1, 2, 4, 8, 16) independent 16-byte loads in flight. */
 cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int load_flavour,
-                               unsigned blocks, unsigned threads, unsigned *sink,
+                               int unroll, unsigned blocks, unsigned threads, unsigned *sink,
                                cudaStream_t stream, const l2p_window *window);
+
+/* One thread spins until `ns` nanoseconds of %globaltimer have passed: queued before a timed
+ * region, it lets the host enqueue the region's launches before the GPU reaches them. */
+cudaError_t l2p_launch_spin(unsigned long long ns, cudaStream_t stream);
 
 /* ---- persistence ---- */
 /* The Best Practices guide's kernel over `threads` threads:

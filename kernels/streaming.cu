@@ -8,7 +8,7 @@
 #define L2P_UNROLL 4
 #define L2P_MAGIC 0x9e3779b9u /* reads feed a test against this, so they are never dead */
 
-template <int F>
+template <int F, int U = L2P_UNROLL>
 __global__ void l2p_read_kernel(const uint4 *src, size_t n, int repeats, unsigned *sink)
 {
     uint64_t pol = l2p_load_policy<F>();
@@ -17,12 +17,12 @@ __global__ void l2p_read_kernel(const uint4 *src, size_t n, int repeats, unsigne
     unsigned acc = 0;
     for (int r = 0; r < repeats; r++) {
         size_t i = start;
-        for (; i + (L2P_UNROLL - 1) * stride < n; i += L2P_UNROLL * stride) {
-            uint4 v[L2P_UNROLL];
+        for (; i + (U - 1) * stride < n; i += U * stride) {
+            uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < L2P_UNROLL; u++) v[u] = l2p_load<F>(src + i + u * stride, pol);
+            for (int u = 0; u < U; u++) v[u] = l2p_load<F>(src + i + u * stride, pol);
 #pragma unroll
-            for (int u = 0; u < L2P_UNROLL; u++) acc ^= l2p_fold(v[u]);
+            for (int u = 0; u < U; u++) acc ^= l2p_fold(v[u]);
         }
         for (; i < n; i += stride) acc ^= l2p_fold(l2p_load<F>(src + i, pol));
     }
@@ -119,16 +119,26 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
     return cudaErrorInvalidValue;
 }
 
+#define L2P_DISPATCH_UNROLL(u, U, ...)                  \
+    switch (u) {                                         \
+    case 1: { const int U = 1; __VA_ARGS__; } break;     \
+    case 2: { const int U = 2; __VA_ARGS__; } break;     \
+    case 4: { const int U = 4; __VA_ARGS__; } break;     \
+    case 8: { const int U = 8; __VA_ARGS__; } break;     \
+    case 16: { const int U = 16; __VA_ARGS__; } break;   \
+    default: return cudaErrorInvalidValue;               \
+    }
+
 extern "C" cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats,
-                                          int load_flavour, unsigned blocks, unsigned threads,
-                                          unsigned *sink, cudaStream_t stream,
+                                          int load_flavour, int unroll, unsigned blocks,
+                                          unsigned threads, unsigned *sink, cudaStream_t stream,
                                           const l2p_window *window)
 {
     size_t n = nbytes / 16;
     dim3 grid(blocks), block(threads);
     if (n == 0 || repeats <= 0) return cudaSuccess;
-    L2P_DISPATCH_LOAD(load_flavour, F,
-        return l2p_launch(l2p_read_kernel<F>, grid, block, 0, stream, window, (const uint4 *)src,
-                          n, repeats, sink));
+    L2P_DISPATCH_LOAD(load_flavour, F, L2P_DISPATCH_UNROLL(unroll, U,
+        return l2p_launch(l2p_read_kernel<F, U>, grid, block, 0, stream, window,
+                          (const uint4 *)src, n, repeats, sink)));
     return cudaErrorInvalidValue;
 }

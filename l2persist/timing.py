@@ -31,7 +31,7 @@ class Timing:
 
 
 def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None,
-              flush_l2: bool = False, graph: bool = False) -> Timing:
+              flush_l2: bool = False, graph: bool = False, hold_us: float = 50.0) -> Timing:
     """Time ``fn()`` with CUDA events recorded on ``stream`` around each call.
 
     ``fn`` must enqueue its work on that stream; ``warmup`` calls run first and are not kept.
@@ -39,7 +39,12 @@ def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None
     region) so each sample starts with a cold cache; it does not release persisting lines
     (``reset_persisting_l2`` does that). ``graph=True`` captures ``fn`` once and times graph
     replays, for kernels shorter than the launch overhead (needs ``stream=``).
+
+    Before each sample a one-thread kernel spins on the GPU for ``hold_us`` microseconds, so
+    that the host has enqueued the sample's launches before the GPU reaches the start event:
+    the samples then measure GPU execution, not the host's launch latency (as nvbench does).
+    ``hold_us=0`` times what a caller launching from idle sees.
     """
     return Timing.from_samples(
         _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device,
-                         flush_l2=flush_l2, graph=graph))
+                         flush_l2=flush_l2, graph=graph, hold_us=hold_us))

@@ -192,7 +192,7 @@ def test_streaming_bad_inputs():
             l2persist.empty(32, np.uint8) as b:
         with pytest.raises(ValueError, match="16-byte words"):
             K.stream_read(odd)
-        with pytest.raises(ValueError, match="src: 32 bytes, but"):
+        with pytest.raises(ValueError, match="dst: 16 bytes, but src has 32"):
             K.stream_copy(a, b)
         with pytest.raises(ValueError, match="16-byte words"):
             K.stream_read(b[1:17])
@@ -202,6 +202,8 @@ def test_streaming_bad_inputs():
             K.streaming("scale", src=a)
         with pytest.raises(ValueError, match="repeats"):
             K.l2_read(a, 0)
+        with pytest.raises(ValueError, match="unroll: 3"):
+            K.l2_read(a, 1, unroll=3)
 
 
 def test_hot_cold_best_practices_kernel(rng):
@@ -250,3 +252,9 @@ def test_benchmark_flush_and_graph(rng):
         assert flushed.median > plain.median
         with pytest.raises(ValueError, match="graph=True"):
             l2persist.benchmark(lambda: None, graph=True)
+        with pytest.raises(ValueError, match="hold_us"):
+            l2persist.benchmark(lambda: None, hold_us=-1)
+        # Without the hold, the host's launch latency lands inside the sample.
+        idle = l2persist.benchmark(lambda: K.noop(stream=s), stream=s, repeat=10, hold_us=0)
+        held = l2persist.benchmark(lambda: K.noop(stream=s), stream=s, repeat=10)
+        assert held.median < idle.median

@@ -525,19 +525,22 @@ done:
 
 static PyObject *k_l2_read(PyObject *m, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"src", "repeats", "load", "blocks", "threads", "stream", "window", NULL};
+    static char *names[] = {"src", "repeats", "load", "unroll", "blocks", "threads", "stream",
+                            "window", NULL};
     PyObject *s_obj, *stream = Py_None, *window = Py_None, *blocks_obj = Py_None;
     PyObject *threads_obj = Py_None, *result = NULL;
-    int repeats = 10, lf;
+    int repeats = 10, lf, unroll = 8;
     const char *load = "cg";
     unsigned blocks, threads, *sink;
     l2p_BufferObject *src;
     l2p_state *st = l2p_state_from_module(m);
     launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i$sOOOO:l2_read", names, &s_obj, &repeats, &load,
-                                     &blocks_obj, &threads_obj, &stream, &window))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i$siOOOO:l2_read", names, &s_obj, &repeats,
+                                     &load, &unroll, &blocks_obj, &threads_obj, &stream, &window))
         return NULL;
     if (repeats < 1) return PyErr_Format(PyExc_ValueError, "repeats: %d must be >= 1", repeats);
+    if (unroll != 1 && unroll != 2 && unroll != 4 && unroll != 8 && unroll != 16)
+        return PyErr_Format(PyExc_ValueError, "unroll: %d is not one of 1, 2, 4, 8, 16", unroll);
     if (flavour_arg(st, load, "load", 0, &lf) < 0 || buffer_arg(st, s_obj, "src", 0, &src) < 0)
         return NULL;
     if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0 ||
@@ -545,8 +548,8 @@ static PyObject *k_l2_read(PyObject *m, PyObject *args, PyObject *kw)
         grid_args(&c, blocks_obj, threads_obj, &blocks, &threads) < 0 || !(sink = sink_for(&c)))
         goto done;
     LAUNCH(&c, "l2p_launch_l2_read",
-           l2p_launch_l2_read(src->ptr, src->nbytes, repeats, lf, blocks, threads, sink, c.stream,
-                              c.window));
+           l2p_launch_l2_read(src->ptr, src->nbytes, repeats, lf, unroll, blocks, threads, sink,
+                              c.stream, c.window));
 done:
     Py_DECREF(src);
     return result;
@@ -654,8 +657,9 @@ PyMethodDef l2p_kernel_functions[] = {
      "streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', store='wb', "
      "blocks=None, threads=None, stream=None, window=None)."},
     {"l2_read", FN(k_l2_read), KW,
-     "l2_read(src, repeats=10, *, load='cg', blocks=None, threads=None, stream=None, "
-     "window=None): read src `repeats` times in one launch."},
+     "l2_read(src, repeats=10, *, load='cg', unroll=8, blocks=None, threads=None, "
+     "stream=None, window=None): read src `repeats` times in one launch, `unroll` 16-byte "
+     "loads in flight per thread."},
     {"hot_cold", FN(k_hot_cold), KW,
      "hot_cold(hot, cold, *, threads=None, read_only=False, stream=None, window=None): the "
      "Best Practices guide's kernel on int32 buffers."},

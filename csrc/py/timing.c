@@ -1,6 +1,7 @@
 /* Event timing of a Python callable, with the statistics computed in C. */
 #include "l2p_py.h"
 
+#include "l2p_kernels.h"
 #include "l2p_memory.h"
 #include "l2p_timing.h"
 
@@ -102,6 +103,7 @@ typedef struct {
     cudaStream_t stream;
     l2p_timer timer;
     void *flush;          /* NULL: no flush */
+    unsigned long long hold_ns; /* spin queued before each sample; 0: none */
     size_t flush_bytes;
     l2p_graph graph;      /* graph.graph NULL: call fn each time */
 } timing_run;
@@ -128,6 +130,10 @@ static int run_sample(timing_run *r, double *ms)
     l2p_status rc = L2P_OK;
     if (r->flush)
         rc = l2p_memory_set(r->timer.device, r->flush, 0x5a, r->flush_bytes, r->stream);
+    if (rc == L2P_OK && r->hold_ns) {
+        cudaError_t e = l2p_launch_spin(r->hold_ns, r->stream);
+        if (e != cudaSuccess) rc = l2p_fail_cuda(e, "l2p_launch_spin");
+    }
     if (rc == L2P_OK && r->graph.graph) {
         if (l2p_timer_start(&r->timer, r->stream) != L2P_OK ||
             l2p_graph_launch(&r->graph, r->stream) != L2P_OK ||
@@ -160,17 +166,21 @@ static PyObject *collect(timing_run *r, long warmup, long repeat)
 static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"fn", "stream", "warmup", "repeat", "device", "flush_l2", "graph",
-                            NULL};
+                            "hold_us", NULL};
     PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
     PyObject *stream_ref, *samples = NULL;
     long warmup = 3, repeat = 20;
     int index, flush = 0, graph = 0;
+    double hold_us = 0.0;
     timing_run r;
     memset(&r, 0, sizeof r);
     r.st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpp:time_calls", names, &fn, &stream_obj,
-                                     &warm_obj, &rep_obj, &dev, &flush, &graph))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOppd:time_calls", names, &fn, &stream_obj,
+                                     &warm_obj, &rep_obj, &dev, &flush, &graph, &hold_us))
         return NULL;
+    if (!(hold_us >= 0.0 && hold_us <= 1e6))
+        return PyErr_Format(PyExc_ValueError, "hold_us: %g is outside [0, 1e6]", hold_us);
+    r.hold_ns = (unsigned long long)(hold_us * 1e3);
     if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
     if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
         (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
@@ -185,7 +195,13 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
     r.graph.device = index;
     if (flush && flush_buffer(r.st, index, &r.flush, &r.flush_bytes) < 0) return NULL;
     if (l2p_timer_create(index, &r.timer) != L2P_OK) return l2p_py_raise(r.st);
+    int prev;
+    if (l2p_device_enter(index, &prev) != L2P_OK) {
+        l2p_timer_destroy(&r.timer);
+        return l2p_py_raise(r.st);
+    }
     if (!graph || capture_fn(&r) == 0) samples = collect(&r, warmup, repeat);
+    l2p_device_leave(prev);
     l2p_graph_destroy(&r.graph);
     l2p_timer_destroy(&r.timer);
     return samples;
