@@ -179,7 +179,8 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
                                      &warm_obj, &rep_obj, &dev, &flush, &graph, &hold_us))
         return NULL;
     if (!(hold_us >= 0.0 && hold_us <= 1e6))
-        return PyErr_Format(PyExc_ValueError, "hold_us: %g is outside [0, 1e6]", hold_us);
+        return l2p_fail(L2P_ERR_VALUE, "hold_us: %g is outside [0, 1e6]", hold_us),
+               l2p_py_raise(r.st);
     r.hold_ns = (unsigned long long)(hold_us * 1e3);
     if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
     if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
