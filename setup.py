@@ -68,6 +68,8 @@ class CudaBuildExt(build_ext):
             path = os.path.join(cuda_home, lib)
             if os.path.isdir(path):
                 ext.library_dirs.append(path)
+        # Where CUPTI is looked for at run time after the usual library paths.
+        ext.define_macros.append(("L2P_CUDA_HOME", '"%s"' % cuda_home))
         objects = self.compile_cuda(cuda_home, cu_sources, ext.include_dirs)
         ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extension(ext)

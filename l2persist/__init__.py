@@ -32,6 +32,7 @@ from ._core import (
 from ._format import human_bytes
 from .timing import Timing, benchmark
 from . import kernels
+from .counters import Counters, counter_names, counters_available, measure
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ def no_device_reason() -> str | None:
 
 
 __all__ = [
+    "Counters", "counter_names", "counters_available", "measure",
     "AccessPolicyWindow", "AccessProperty", "CudaError", "CudaMemoryError", "Device",
     "DeviceBuffer", "DeviceProperties", "Graph", "KernelNode", "NoDeviceError",
     "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",

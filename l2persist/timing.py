@@ -18,12 +18,13 @@ class Timing:
     stdev: float
     iqr: float
     samples: tuple = field(repr=False)
+    counters: object = field(default=None, repr=False)
 
     @classmethod
-    def from_samples(cls, samples) -> "Timing":
+    def from_samples(cls, samples, counters=None) -> "Timing":
         s = _core.stats(samples)
         return cls(median=s["median"], min=s["min"], max=s["max"], mean=s["mean"],
-                   stdev=s["stdev"], iqr=s["iqr"], samples=tuple(samples))
+                   stdev=s["stdev"], iqr=s["iqr"], samples=tuple(samples), counters=counters)
 
     def bandwidth(self, nbytes: int) -> float:
         """Bytes per second at the median time."""
@@ -31,7 +32,8 @@ class Timing:
 
 
 def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None,
-              flush_l2: bool = False, graph: bool = False, hold_us: float = 50.0) -> Timing:
+              flush_l2: bool = False, graph: bool = False, hold_us: float = 50.0,
+              counters=None) -> Timing:
     """Time ``fn()`` with CUDA events recorded on ``stream`` around each call.
 
     ``fn`` must enqueue its work on that stream; ``warmup`` calls run first and are not kept.
@@ -44,7 +46,19 @@ def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None
     that the host has enqueued the sample's launches before the GPU reaches the start event:
     the samples then measure GPU execution, not the host's launch latency (as nvbench does).
     ``hold_us=0`` times what a caller launching from idle sees.
+
+    ``counters=[...]`` also measures those metrics (``l2persist.measure``) on one more call of
+    the same ``fn``, after the timed ones and with the same cache preparation (an L2 flush
+    before each pass when ``flush_l2``), and attaches them as ``Timing.counters``.
     """
-    return Timing.from_samples(
-        _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device,
-                         flush_l2=flush_l2, graph=graph, hold_us=hold_us))
+    samples = _core.time_calls(fn, stream=stream, warmup=warmup, repeat=repeat, device=device,
+                               flush_l2=flush_l2, graph=graph, hold_us=hold_us)
+    measured = None
+    if counters:
+        from .counters import measure
+        dev = device if stream is None else _core.Stream(stream).device
+        prep = (lambda: _core.time_calls(lambda: None, stream=stream, warmup=0, repeat=1,
+                                         device=dev, flush_l2=True, hold_us=0)) \
+            if flush_l2 else None
+        measured = measure(fn, counters, device=dev, warmup=prep)
+    return Timing.from_samples(samples, counters=measured)

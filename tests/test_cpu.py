@@ -161,3 +161,18 @@ def test_seed_map_matches_this_libc_when_glibc():
 def test_kernel_arguments_checked_before_any_device_work(kwargs, match):
     with pytest.raises(ValueError, match=match):
         l2persist.kernels.pattern(None, None, **kwargs)
+
+
+def test_counter_names_need_no_gpu():
+    names = l2persist.counter_names()
+    assert names["l2_hit_rate"] == "lts__t_sector_hit_rate.pct"
+    assert names["global_load_efficiency"] == \
+        "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"
+    ok, why = l2persist.counters_available()
+    assert isinstance(ok, bool) and (ok or "CUPTI" in why)
+
+
+@no_gpu
+def test_measure_without_gpu_is_no_device_error():
+    with pytest.raises(l2persist.NoDeviceError):
+        l2persist.measure(lambda: None, ["gpu_time_ns"])

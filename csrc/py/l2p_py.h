@@ -128,6 +128,7 @@ extern PyMethodDef l2p_buffer_functions[];
 extern PyMethodDef l2p_kernel_functions[];
 extern PyMethodDef l2p_window_functions[];
 extern PyMethodDef l2p_timing_functions[];
+extern PyMethodDef l2p_counter_functions[];
 
 /* A heap type made from a spec, with the module as its defining module. */
 PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);

@@ -143,7 +143,8 @@ static int module_exec(PyObject *m)
         l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0)
         return -1;
     if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
-        add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0)
+        add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0 ||
+        add_functions(m, l2p_counter_functions) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }

@@ -3,7 +3,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "l2p_checks.h"
+#include "l2p_counters.h"
 #include "l2p_device.h"
+#include "l2p_flavour.h"
 #include "l2p_error.h"
 #include "l2p_policy.h"
 #include "l2p_timing.h"
@@ -167,8 +172,69 @@ static void test_device_count(void)
     printf("devices: %d (%s)\n", n, n ? "present" : cudaGetErrorName(why));
 }
 
+static void test_flavours(void)
+{
+    int f = -1;
+    CHECK(l2p_load_flavour_parse("evict_last", "load", &f) == L2P_OK && f == L2P_LD_EVICT_LAST);
+    CHECK(l2p_store_flavour_parse("cs", "store", &f) == L2P_OK && f == L2P_ST_CS);
+    CHECK(l2p_load_flavour_parse("ldg", "load", &f) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "load: 'ldg' is not one of default, ca, cg") != NULL);
+    CHECK(strcmp(l2p_load_flavour_name(L2P_LD_NC), "nc") == 0 && !l2p_load_flavour_name(99));
+    CHECK(l2p_check_width(16, "width") == L2P_OK && l2p_check_width(3, "width") == L2P_ERR_VALUE);
+}
+
+static void test_checks(void)
+{
+    const int32_t idx[] = {0, 5, 9, 10};
+    unsigned blocks, threads;
+    CHECK(l2p_check_affine_range(1, 1, 32, 33, "load") == L2P_OK);
+    CHECK(l2p_check_affine_range(1, 1, 32, 32, "load") == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "load: elements 1..32 are outside") != NULL);
+    CHECK(l2p_check_affine_range(31, -1, 32, 32, "load") == L2P_OK);
+    CHECK(l2p_check_affine_range(30, -1, 32, 32, "load") == L2P_ERR_VALUE);
+    CHECK(l2p_check_affine_range(0, 1LL << 62, 8, 1LL << 40, "load") == L2P_ERR_VALUE);
+    CHECK(l2p_check_index_range(idx, 3, 10, "index") == L2P_OK);
+    CHECK(l2p_check_index_range(idx, 4, 10, "index") == L2P_ERR_VALUE);
+    CHECK(l2p_check_launch_shape(1, 1024) == L2P_OK && l2p_check_launch_shape(0, 32) != L2P_OK);
+    CHECK(l2p_check_words16(256, 64, "src") == L2P_OK && l2p_check_words16(260, 64, "src") != L2P_OK);
+    CHECK(l2p_check_alignment(8, 8, "src") == L2P_OK && l2p_check_alignment(4, 8, "src") != L2P_OK);
+    l2p_streaming_grid(132, &blocks, &threads);
+    CHECK(blocks == 528 && threads == 512);
+}
+
+/* The study's map must be glibc's srand(0); rand() % n, on any platform. */
+static void test_seed_map(void)
+{
+    enum { N = 50000 };
+    static int32_t map[N];
+    l2p_seed_map_int32(map, N, 1000u, 0);
+#ifdef __GLIBC__
+    srand(0);
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= map[i] == rand() % 1000;
+    CHECK(same);
+#endif
+    /* glibc's first rand() after srand(1) (which srand(0) means) is 1804289383. */
+    l2p_seed_map_int32(map, 1, 2147483647u, 0);
+    CHECK(map[0] == 1804289383);
+}
+
+static void test_counter_names(void)
+{
+    CHECK(strcmp(l2p_counter_resolve("l2_hit_rate"), "lts__t_sector_hit_rate.pct") == 0);
+    CHECK(strcmp(l2p_counter_resolve("dram__bytes_read.sum"), "dram__bytes_read.sum") == 0);
+    CHECK(l2p_counter_friendly_count() >= 12);
+    l2p_status st = l2p_counters_load(); /* either loads, or says plainly why not */
+    CHECK(st == L2P_OK || (st == L2P_ERR_NOT_SUPPORTED &&
+                           strstr(l2p_last_error()->message, "CUPTI") != NULL));
+}
+
 int main(void)
 {
+    test_flavours();
+    test_checks();
+    test_seed_map();
+    test_counter_names();
     test_default_set_aside();
     test_limit_checks();
     test_make_window();

@@ -1,0 +1,189 @@
+/* Hardware counters of a Python region: the pass loop of l2p_counters around a callable. */
+#include "l2p_py.h"
+
+#include "l2p_counters.h"
+
+static int metric_list(PyObject *obj, const char ***names, Py_ssize_t *n, PyObject **keep)
+{
+    *keep = PySequence_Fast(obj, "metrics: expected a sequence of metric names");
+    if (!*keep) return -1;
+    *n = PySequence_Fast_GET_SIZE(*keep);
+    *names = PyMem_Calloc((size_t)*n + 1, sizeof **names);
+    if (!*names) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(*keep, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_Format(PyExc_TypeError, "metrics: entry %zd is %s, not a str", i,
+                         Py_TYPE(s)->tp_name);
+            return -1;
+        }
+        if (!((*names)[i] = PyUnicode_AsUTF8(s))) return -1;
+    }
+    return 0;
+}
+
+static int call_optional(PyObject *fn)
+{
+    if (!fn || fn == Py_None) return 0;
+    PyObject *r = PyObject_CallNoArgs(fn);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static int synchronize(l2p_state *st, int device)
+{
+    int prev;
+    cudaError_t rc;
+    if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
+    Py_BEGIN_ALLOW_THREADS
+    rc = cudaDeviceSynchronize();
+    Py_END_ALLOW_THREADS
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "cudaDeviceSynchronize");
+        return l2p_py_raise_int(st);
+    }
+    return 0;
+}
+
+/* Run fn once per pass (warmup before each, outside the range). */
+static int run_passes(l2p_state *st, l2p_profiler *p, int device, PyObject *fn, PyObject *warmup,
+                      size_t *passes_run)
+{
+    int done = 0;
+    for (*passes_run = 0; !done; (*passes_run)++) {
+        if (*passes_run > 256) {
+            PyErr_SetString(PyExc_RuntimeError, "counters: CUPTI asked for more than 256 passes");
+            return -1;
+        }
+        if (call_optional(warmup) < 0 || synchronize(st, device) < 0) return -1;
+        if (l2p_profiler_begin_pass(p) != L2P_OK) return l2p_py_raise_int(st);
+        if (call_optional(fn) < 0 || synchronize(st, device) < 0) return -1;
+        if (l2p_profiler_end_pass(p, &done) != L2P_OK) return l2p_py_raise_int(st);
+    }
+    return 0;
+}
+
+static PyObject *collect_ranges(l2p_state *st, l2p_profiler *p, Py_ssize_t n_metrics)
+{
+    size_t n;
+    char name[512];
+    if (l2p_profiler_decode(p, &n) != L2P_OK) return l2p_py_raise(st);
+    double *values = PyMem_Calloc((size_t)n_metrics + 1, sizeof *values);
+    PyObject *ranges = values ? PyList_New(0) : PyErr_NoMemory();
+    for (size_t i = 0; ranges && i < n; i++) {
+        if (l2p_profiler_range(p, i, name, sizeof name, values) != L2P_OK) {
+            Py_CLEAR(ranges);
+            l2p_py_raise(st);
+            break;
+        }
+        PyObject *vals = PyList_New(n_metrics);
+        for (Py_ssize_t k = 0; vals && k < n_metrics; k++)
+            PyList_SET_ITEM(vals, k, PyFloat_FromDouble(values[k]));
+        PyObject *item = vals ? Py_BuildValue("(sN)", name, vals) : NULL;
+        if (!item || PyList_Append(ranges, item) < 0) Py_CLEAR(ranges);
+        Py_XDECREF(item);
+    }
+    PyMem_Free(values);
+    return ranges;
+}
+
+static PyObject *fn_measure(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"fn", "metrics", "device", "warmup", "per_kernel", "max_ranges", NULL};
+    PyObject *fn, *metrics_obj, *device_obj = Py_None, *warmup = Py_None, *keep = NULL;
+    PyObject *result = NULL;
+    int per_kernel = 0, device;
+    Py_ssize_t max_ranges = 256, n = 0;
+    const char **metrics = NULL;
+    l2p_profiler *p = NULL;
+    l2p_state *st = l2p_state_from_module(m);
+    size_t passes_run = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOpn:measure", names, &fn, &metrics_obj,
+                                     &device_obj, &warmup, &per_kernel, &max_ranges))
+        return NULL;
+    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
+    if (warmup != Py_None && !PyCallable_Check(warmup))
+        return PyErr_Format(PyExc_TypeError, "warmup: expected a callable or None");
+    if (l2p_py_device_index(st, device_obj, &device) < 0 ||
+        metric_list(metrics_obj, &metrics, &n, &keep) < 0)
+        goto done;
+    if (max_ranges < 1) max_ranges = 0; /* the core names the allowed range */
+    if (l2p_profiler_open(device, metrics, (size_t)n, per_kernel, (size_t)max_ranges, &p) != L2P_OK) {
+        l2p_py_raise(st);
+        goto done;
+    }
+    /* Whatever fn does, close() ends the pass in flight so the next session can start. */
+    if (run_passes(st, p, device, fn, warmup, &passes_run) == 0) {
+        PyObject *ranges = collect_ranges(st, p, n);
+        if (ranges) result = Py_BuildValue("{s:n,s:n,s:N}", "passes", (Py_ssize_t)passes_run,
+                                           "planned_passes", (Py_ssize_t)l2p_profiler_passes(p),
+                                           "ranges", ranges);
+    }
+done:
+    l2p_profiler_close(p);
+    PyMem_Free(metrics);
+    Py_XDECREF(keep);
+    return result;
+}
+
+static PyObject *fn_friendly(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    size_t n = l2p_counter_friendly_count();
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *t = Py_BuildValue("(sss)", l2p_counter_friendly_name(i),
+                                    l2p_counter_friendly_metric(i), l2p_counter_friendly_doc(i));
+        if (!t) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    return list;
+}
+
+static PyObject *fn_available(PyObject *m, PyObject *noargs)
+{
+    (void)m;
+    (void)noargs;
+    if (l2p_counters_load() == L2P_OK) return Py_BuildValue("(Os)", Py_True, "");
+    return Py_BuildValue("(Os)", Py_False, l2p_last_error()->message);
+}
+
+static void append_name(const char *name, void *ctx)
+{
+    PyObject *list = (PyObject *)ctx, *s = PyUnicode_FromString(name);
+    if (s) PyList_Append(list, s);
+    Py_XDECREF(s);
+}
+
+static PyObject *fn_base_metrics(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", NULL};
+    PyObject *device_obj = Py_None;
+    int device;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:base_metrics", names, &device_obj)) return NULL;
+    if (l2p_py_device_index(st, device_obj, &device) < 0) return NULL;
+    PyObject *list = PyList_New(0);
+    if (list && l2p_counters_base_metrics(device, append_name, list) != L2P_OK) {
+        Py_DECREF(list);
+        return l2p_py_raise(st);
+    }
+    if (list && PyErr_Occurred()) Py_CLEAR(list);
+    return list;
+}
+
+PyMethodDef l2p_counter_functions[] = {
+    {"measure", (PyCFunction)(void (*)(void))fn_measure, METH_VARARGS | METH_KEYWORDS,
+     "measure(fn, metrics, *, device=None, warmup=None, per_kernel=False, max_ranges=256): "
+     "run fn once per CUPTI pass; {'passes', 'planned_passes', 'ranges': [(name, values)]}."},
+    {"counter_friendly", fn_friendly, METH_NOARGS, "[(friendly name, raw metric, doc)]."},
+    {"counters_available", fn_available, METH_NOARGS,
+     "(True, '') when libcupti loads, else (False, why)."},
+    {"base_metrics", (PyCFunction)(void (*)(void))fn_base_metrics, METH_VARARGS | METH_KEYWORDS,
+     "base_metrics(device=None): the chip's base metric names, from CUPTI."},
+    {NULL, NULL, 0, NULL}};

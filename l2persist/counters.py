@@ -1,0 +1,97 @@
+"""Hardware counters of any Python region, through CUPTI's Range Profiler (in C).
+
+``measure(fn, metrics)`` runs ``fn`` once per pass the metrics need (user replay), so ``fn``
+must be repeatable: each call should do the same work from the same starting state. A
+``warmup`` callable runs before every pass, outside the measured range (use it to put the
+caches in a known state). Nsight Compute flushes caches between replays by default; here
+nothing is flushed unless ``warmup`` does it, so persistence stays visible.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+from . import _core
+
+_FRIENDLY = {name: metric for name, metric, _ in _core.counter_friendly()}
+DEFAULT_METRICS = ("gpu_time_ns", "l2_hit_rate", "l2_read_sectors", "l2_read_hit_sectors",
+                   "dram_bytes_read", "dram_bytes_write")
+
+
+class Counters(Mapping):
+    """Metric values of one range, by the names they were asked for (friendly or raw)."""
+
+    def __init__(self, values: dict, *, name: str = "region", passes: int = 0):
+        self._values = dict(values)
+        self.name = name
+        self.passes = passes
+
+    def __getitem__(self, key):
+        if key in self._values:
+            return self._values[key]
+        raw = _FRIENDLY.get(key, key)
+        for k, v in self._values.items():
+            if _FRIENDLY.get(k, k) == raw:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+    def __repr__(self):
+        body = ", ".join(f"{k}={v:.6g}" for k, v in self._values.items())
+        return f"Counters({self.name!r}, {body})"
+
+    def as_dict(self) -> dict:
+        return dict(self._values)
+
+
+def counter_names(device=None, *, raw: bool = False) -> dict | list:
+    """The friendly names and the raw metrics they stand for; with ``raw=True`` the chip's
+    base metric names from CUPTI (needs a GPU; append ``.sum``, ``.avg``, ``.pct``...)."""
+    if raw:
+        return sorted(_core.base_metrics(device))
+    return dict(_FRIENDLY)
+
+
+def counters_available() -> tuple[bool, str]:
+    """(True, '') where libcupti loads, else (False, why)."""
+    return _core.counters_available()
+
+
+def _explain_unknown(err: ValueError, device) -> ValueError:
+    text = str(err)
+    if "is not a metric" not in text:
+        return err
+    bad = text.split("'")[1]
+    try:
+        known = list(_FRIENDLY) + [f"{b}.sum" for b in _core.base_metrics(device)]
+    except Exception:  # noqa: BLE001 - the suggestion list is a courtesy
+        known = list(_FRIENDLY)
+    close = difflib.get_close_matches(bad, known, n=5, cutoff=0.5)
+    hint = f"; closest known names: {', '.join(close)}" if close else ""
+    return ValueError(text + hint)
+
+
+def measure(fn, metrics=None, *, device=None, warmup=None, per_kernel: bool = False,
+            max_ranges: int = 256):
+    """Counters of ``fn()``: a ``Counters`` mapping, or with ``per_kernel=True`` a list of
+    them, one per kernel launch (named after the kernel)."""
+    names = list(DEFAULT_METRICS if metrics is None else
+                 ([metrics] if isinstance(metrics, str) else metrics))
+    try:
+        out = _core.measure(fn, names, device=device, warmup=warmup, per_kernel=per_kernel,
+                            max_ranges=max_ranges)
+    except ValueError as e:
+        raise _explain_unknown(e, device) from None
+    ranges = [Counters(dict(zip(names, values)), name=name, passes=out["passes"])
+              for name, values in out["ranges"]]
+    if per_kernel:
+        return ranges
+    if not ranges:
+        raise RuntimeError("counters: CUPTI returned no range for the region")
+    return ranges[0]

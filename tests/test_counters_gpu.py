@@ -1,0 +1,138 @@
+"""Hardware counters through CUPTI's Range Profiler, checked against the L1/L2 study and
+against bytes we know a kernel moves."""
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import kernels as K
+
+pytestmark = pytest.mark.gpu
+
+LOAD = ["global_load_efficiency", "global_load_sectors", "global_load_requests"]
+STORE = ["global_store_efficiency", "global_store_sectors", "global_store_requests"]
+
+
+@pytest.fixture(scope="module")
+def bufs():
+    with l2persist.zeros(4096, np.uint32) as a, l2persist.zeros(4096, np.uint32) as b, \
+            l2persist.zeros(4096, np.uint32) as out:
+        yield a, b, out
+
+
+@pytest.mark.parametrize("threads, efficiency", [(1, 12.50), (9, 56.25), (17, 70.83),
+                                                 (25, 78.12), (32, 100.0)])
+def test_study_load_efficiency(bufs, threads, efficiency):
+    a, _, out = bufs
+    c = l2persist.measure(lambda: K.pattern(a, out, threads=threads), LOAD)
+    assert c["global_load_efficiency"] == pytest.approx(efficiency, abs=0.01)
+    assert c["global_load_requests"] == 1
+    assert c.passes >= 1
+
+
+def test_study_offset_by_one_and_broadcast(bufs):
+    a, b, out = bufs
+    c = l2persist.measure(lambda: K.pattern(a, out, threads=32, load_offset=1), LOAD)
+    assert c["global_load_sectors"] == 5
+    assert c["global_load_efficiency"] == pytest.approx(80.0, abs=0.01)
+    c = l2persist.measure(lambda: K.pattern(b, out, threads=32, src2=a, broadcast_index=3), LOAD)
+    assert c["global_load_efficiency"] == pytest.approx(82.5, abs=0.01)  # C[x] = A[3] + B[x]
+    assert c["global_load_requests"] == 2 and c["global_load_sectors"] == 5
+
+
+@pytest.mark.parametrize("threads, offset, efficiency, sectors", [
+    (1, 0, 12.50, 1), (9, 0, 56.25, 2), (17, 0, 70.83, 3), (25, 0, 78.12, 4), (32, 1, 80.0, 5)])
+def test_study_store_efficiency(bufs, threads, offset, efficiency, sectors):
+    a, _, out = bufs
+    c = l2persist.measure(lambda: K.pattern(a, out, threads=threads, store_offset=offset), STORE)
+    assert c["global_store_efficiency"] == pytest.approx(efficiency, abs=0.01)
+    assert c["global_store_sectors"] == sectors and c["global_store_requests"] == 1
+
+
+def _cold_l2(dev, scratch):
+    """Before each pass: demote persisting lines and evict the L2 by writing 2x its size."""
+    def prep():
+        l2persist.reset_persisting_l2(dev)
+        K.stream_write(scratch)
+    return prep
+
+
+def test_streaming_read_dram_bytes(device):
+    n = 256 << 20
+    scratch_n = 2 * device.properties.l2_cache_size
+    with l2persist.zeros(n, np.uint8) as src, l2persist.empty(scratch_n, np.uint8) as scratch:
+        c = l2persist.measure(lambda: K.stream_read(src), ["dram_bytes_read", "l2_read_sectors"],
+                              warmup=_cold_l2(device, scratch))
+    assert c["dram_bytes_read"] == pytest.approx(n, rel=0.02)
+    assert c["l2_read_sectors"] == pytest.approx(n / 32, rel=0.02)
+
+
+def test_l2_resident_reread_hits(device):
+    with l2persist.zeros(8 << 20, np.uint8) as src:
+        c = l2persist.measure(lambda: K.l2_read(src, 10), ["l2_hit_rate", "l2_read_hit_rate"],
+                              warmup=lambda: K.l2_read(src, 1))
+    assert c["l2_hit_rate"] > 90 and c["l2_read_hit_rate"] > 90
+
+
+def test_hot_cold_window_cuts_dram_reads(device):
+    hot_n, cold_n = (16 << 20) // 4, (256 << 20) // 4
+    scratch_n = 2 * device.properties.l2_cache_size
+    names = ["gpu_time_ns", "l2_hit_rate", "l2_read_hit_rate", "dram_bytes_read",
+             "dram_bytes_write"]
+    with l2persist.zeros(hot_n, np.int32) as hot, l2persist.zeros(cold_n, np.int32) as cold, \
+            l2persist.empty(scratch_n, np.uint8) as scratch, device.persisting_l2(), \
+            l2persist.Stream() as s:
+        run = lambda: K.hot_cold(hot, cold, stream=s)  # noqa: E731
+        none = l2persist.measure(run, names, warmup=lambda: K.hot_cold(hot, cold, stream=s))
+        with s.access_policy(l2persist.AccessPolicyWindow(hot, hit_ratio=1.0), reset=True):
+            win = l2persist.measure(run, names, warmup=lambda: K.hot_cold(hot, cold, stream=s))
+    print(f"\nno window: {dict(none)}\nwindow:    {dict(win)}")
+    assert win["dram_bytes_read"] < none["dram_bytes_read"]
+    assert win["gpu_time_ns"] < none["gpu_time_ns"]
+
+
+def test_unknown_metric_lists_close_names(bufs):
+    a, _, out = bufs
+    with pytest.raises(ValueError, match="closest known names: .*l2_hit_rate"):
+        l2persist.measure(lambda: K.pattern(a, out), ["l2_hit_rat"])
+    with pytest.raises(ValueError, match="lts__t_sectors_op_reed.sum"):
+        l2persist.measure(lambda: K.pattern(a, out), ["lts__t_sectors_op_reed.sum"])
+    with pytest.raises(TypeError, match="metrics"):
+        l2persist.measure(lambda: None, [3])
+
+
+def test_exception_inside_fn_ends_the_session(bufs):
+    a, _, out = bufs
+    with pytest.raises(ZeroDivisionError):
+        l2persist.measure(lambda: 1 / 0, ["gpu_time_ns"])
+    c = l2persist.measure(lambda: K.pattern(a, out), ["global_load_requests"])
+    assert c["global_load_requests"] == 1
+
+
+def test_per_kernel_ranges_and_raw_names(bufs):
+    a, _, out = bufs
+
+    def two():
+        K.pattern(a, out, threads=32)
+        K.pattern(a, out, threads=32, blocks=2)
+
+    ranges = l2persist.measure(two, ["global_load_requests", "smsp__inst_executed.sum"],
+                               per_kernel=True)
+    assert len(ranges) == 2
+    assert [r["global_load_requests"] for r in ranges] == [1, 2]
+    assert all("pattern" in r.name for r in ranges)
+
+
+def test_benchmark_with_counters(bufs):
+    _, _, out = bufs
+    with l2persist.zeros(64 << 20, np.uint8) as src, l2persist.Stream() as s:
+        t = l2persist.benchmark(lambda: K.stream_read(src, stream=s), stream=s, repeat=5,
+                                counters=["dram_bytes_read", "gpu_time_ns"], flush_l2=True)
+    assert t.counters["dram_bytes_read"] == pytest.approx(64 << 20, rel=0.05)
+    assert t.counters["gpu_time_ns"] > 0
+
+
+def test_counter_names_from_the_chip():
+    names = l2persist.counter_names(raw=True)
+    assert "lts__t_sectors" in names and "dram__bytes" in names
+    assert l2persist.counter_names()["dram_bytes_read"] == "dram__bytes_read.sum"
