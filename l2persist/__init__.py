@@ -31,7 +31,7 @@ from ._core import (
 )
 from ._format import human_bytes
 from .timing import Timing, benchmark
-from . import kernels
+from . import coalescing, kernels
 from .counters import Counters, counter_names, counters_available, measure
 
 __version__ = "0.1.0"
@@ -52,7 +52,7 @@ def no_device_reason() -> str | None:
 
 __all__ = [
     "Counters", "counter_names", "counters_available", "measure",
-    "AccessPolicyWindow", "AccessProperty", "CudaError", "CudaMemoryError", "Device",
+    "AccessPolicyWindow", "AccessProperty", "CudaError", "coalescing", "CudaMemoryError", "Device",
     "DeviceBuffer", "DeviceProperties", "Graph", "KernelNode", "NoDeviceError",
     "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",

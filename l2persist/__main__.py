@@ -114,10 +114,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="exit with status 2 when no GPU is found")
     args = p.parse_args(argv)
 
+    from .coalescing import format_study_table, study_table
+
     count = _core.device_count()
     if count == 0:
         info = no_gpu_report()
-        print(json.dumps(info, indent=2) if args.json else format_no_gpu(info))
+        info["coalescing_study"] = study_table()
+        print(json.dumps(info, indent=2) if args.json else
+              format_no_gpu(info) + "\n\nThe L1/L2 study under the coalescing model "
+              "(l2persist.coalescing):\n" + format_study_table(info["coalescing_study"]))
         return 2 if args.require_gpu else 0
     if args.device is not None and not 0 <= args.device < count:
         p.error(f"--device {args.device}: this machine has {count} CUDA device(s), "
@@ -125,9 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     indices = [args.device] if args.device is not None else list(range(count))
     reports = [device_report(i) for i in indices]
     if args.json:
-        print(json.dumps({"devices": count, "reports": reports}, indent=2))
+        print(json.dumps({"devices": count, "reports": reports,
+                          "coalescing_study": study_table()}, indent=2))
     else:
         print(format_table(reports))
+        print("\nThe L1/L2 study under the coalescing model (l2persist.coalescing):")
+        print(format_study_table())
     return 0
 
 

@@ -127,6 +127,7 @@ def test_cli_without_gpu_says_so_and_exits_0():
     assert r.returncode == 0, r.stderr
     assert "No CUDA device was found" in r.stdout
     assert "hit_ratio=0.50" in r.stdout
+    assert "| 9 threads, non-caching | efficiency 56.25 |" in r.stdout
     assert _cli("--require-gpu").returncode == 2
     info = json.loads(_cli("--json").stdout)
     assert info["devices"] == 0 and info["reason"]["name"].startswith("cudaError")

@@ -9,6 +9,7 @@
 #include "l2p_counters.h"
 #include "l2p_device.h"
 #include "l2p_flavour.h"
+#include "l2p_model.h"
 #include "l2p_error.h"
 #include "l2p_policy.h"
 #include "l2p_timing.h"
@@ -229,8 +230,49 @@ static void test_counter_names(void)
                            strstr(l2p_last_error()->message, "CUPTI") != NULL));
 }
 
+static l2p_access_stats model_contiguous(int threads, int offset, int rule, int store)
+{
+    int64_t addr[32];
+    l2p_access_stats s;
+    for (int t = 0; t < 32; t++) addr[t] = (int64_t)(offset + t) * 4;
+    uint32_t mask = threads == 32 ? 0xffffffffu : (1u << threads) - 1u;
+    if (l2p_model_warp(addr, mask, 4, store, rule, &s) != L2P_OK) memset(&s, 0, sizeof s);
+    return s;
+}
+
+static void test_model(void)
+{
+    /* The L1/L2 study, exactly. */
+    l2p_access_stats s = model_contiguous(1, 0, L2P_RULE_KEPLER_CACHING, 0);
+    CHECK_NEAR(l2p_model_efficiency(&s), 3.125, 1e-9);
+    s = model_contiguous(32, 0, L2P_RULE_KEPLER_CACHING, 0);
+    CHECK_NEAR(l2p_model_efficiency(&s), 100.0, 1e-9);
+    const int threads[] = {1, 9, 17, 25};
+    const double eff[] = {12.5, 56.25, 70.833333, 78.125};
+    for (int i = 0; i < 4; i++) {
+        s = model_contiguous(threads[i], 0, L2P_RULE_KEPLER_NONCACHING, 0);
+        CHECK_NEAR(l2p_model_efficiency(&s), eff[i], 1e-4);
+        s = model_contiguous(threads[i], 0, L2P_RULE_KEPLER_NONCACHING, 1);
+        CHECK_NEAR(l2p_model_efficiency(&s), eff[i], 1e-4);
+    }
+    s = model_contiguous(32, 1, L2P_RULE_KEPLER_NONCACHING, 0);
+    CHECK(s.transactions == 2 && s.sectors == 5 && s.replays == 1);
+    CHECK_NEAR(l2p_model_efficiency(&s), 80.0, 1e-9);
+    s = model_contiguous(32, 1, L2P_RULE_SECTORS, 0);
+    CHECK(s.requests == 1 && s.sectors == 5 && s.lines == 2 && s.bytes_moved == 160);
+    /* Errors name the thread. */
+    int64_t bad[32] = {0, 5};
+    CHECK(l2p_model_warp(bad, 3u, 4, 0, L2P_RULE_SECTORS, &s) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "thread 1") != NULL);
+    CHECK(l2p_model_warp(bad, 1u, 3, 0, L2P_RULE_SECTORS, &s) == L2P_ERR_VALUE);
+    int r = -1;
+    CHECK(l2p_rule_parse("sectors", &r) == L2P_OK && r == L2P_RULE_SECTORS);
+    CHECK(l2p_rule_parse("fermi", &r) == L2P_ERR_VALUE);
+}
+
 int main(void)
 {
+    test_model();
     test_flavours();
     test_checks();
     test_seed_map();

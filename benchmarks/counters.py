@@ -1,0 +1,88 @@
+"""Counter tables: the L1/L2 study's cases measured on this GPU, a streaming read's DRAM
+bytes, an L2-resident re-read's hit rate, and the hot/cold kernel with and without a window
+(where does the window's gain come from?)."""
+
+import numpy as np
+
+import l2persist
+from l2persist import AccessPolicyWindow
+from l2persist import kernels as K
+from _common import device_line, finish, parser, table
+
+MIB = 1 << 20
+
+
+def study(rows):
+    names = ["global_load_efficiency", "global_load_sectors", "global_load_requests",
+             "global_store_efficiency", "global_store_sectors"]
+    cases = [("1 thread", dict(threads=1), 12.5), ("9 threads", dict(threads=9), 56.25),
+             ("17 threads", dict(threads=17), 70.83), ("25 threads", dict(threads=25), 78.12),
+             ("32 threads", dict(threads=32), 100.0),
+             ("offset by one (load and store)", dict(threads=32, load_offset=1, store_offset=1),
+              80.0)]
+    with l2persist.zeros(4096, np.uint32) as a, l2persist.zeros(4096, np.uint32) as out:
+        for label, kw, want in cases:
+            c = l2persist.measure(lambda kw=kw: K.pattern(a, out, **kw), names)
+            rows.append(dict(case=label, study=want, **{k: c[k] for k in names}))
+        c = l2persist.measure(lambda: K.pattern(a, out, src2=a, broadcast_index=3), names)
+        rows.append(dict(case="C[x] = A[3] + B[x]", study=82.5, **{k: c[k] for k in names}))
+
+
+def hot_cold(dev, rows):
+    names = ["gpu_time_ns", "l2_hit_rate", "l2_read_hit_rate", "lts__t_sector_op_write_hit_rate.pct",
+             "dram_bytes_read", "dram_bytes_write", "l2_read_sectors", "l2_read_hit_sectors"]
+    with dev.persisting_l2() as set_aside, l2persist.Stream(dev) as s, \
+            l2persist.zeros(256 * MIB // 4, np.int32, dev) as cold:
+        for hot_mib in (8, 16, 32):
+            with l2persist.zeros(hot_mib * MIB // 4, np.int32, dev) as hot:
+                for label, w in (("none", None), ("hitRatio 1",
+                                                  AccessPolicyWindow(hot, hit_ratio=1.0))):
+                    with s.access_policy(w, reset=True):
+                        c = l2persist.measure(lambda: K.hot_cold(hot, cold, stream=s), names,
+                                              warmup=lambda: K.hot_cold(hot, cold, stream=s))
+                    rows.append(dict(hot_mib=hot_mib, window=label, **c.as_dict()))
+    return set_aside
+
+
+def main():
+    args = parser(__doc__).parse_args()
+    dev = l2persist.Device(args.device)
+    print(device_line(dev))
+    study_rows, hc_rows = [], []
+    study(study_rows)
+    print(table(study_rows, [("case", "case"), ("study", "study %"),
+                             ("global_load_efficiency", "load eff %"),
+                             ("global_load_sectors", "load sectors"),
+                             ("global_load_requests", "load requests"),
+                             ("global_store_efficiency", "store eff %"),
+                             ("global_store_sectors", "store sectors")]))
+    n = 256 * MIB
+    with l2persist.zeros(n, np.uint8, dev) as src, \
+            l2persist.empty(2 * dev.properties.l2_cache_size, np.uint8, dev) as scratch:
+        def cold():
+            l2persist.reset_persisting_l2(dev)
+            K.stream_write(scratch)
+        c = l2persist.measure(lambda: K.stream_read(src),
+                              ["dram_bytes_read", "l2_read_sectors", "lts__t_sectors_op_read.sum"],
+                              warmup=cold)
+        print(f"\nstreaming read of {n} B: dram_bytes_read {c['dram_bytes_read']:.0f} "
+              f"({c['dram_bytes_read'] / n:.4f} x), SM->L2 read sectors {c['l2_read_sectors']:.0f}"
+              f" ({c['l2_read_sectors'] * 32 / n:.4f} x), all L2 read sectors "
+              f"{c['lts__t_sectors_op_read.sum'] * 32 / n:.3f} x (partition crossings included)")
+        with src[: 8 * MIB] as small:
+            c2 = l2persist.measure(lambda: K.l2_read(small, 10), ["l2_hit_rate"],
+                                   warmup=lambda: K.l2_read(small, 1))
+        print(f"L2-resident re-read (8 MiB x10): l2_hit_rate {c2['l2_hit_rate']:.2f} %")
+    set_aside = hot_cold(dev, hc_rows)
+    print(f"\nhot/cold (cold 256 MiB streamed, set-aside {l2persist.human_bytes(set_aside)}):")
+    print(table(hc_rows, [("hot_mib", "hot MiB"), ("window", "window"),
+                          ("gpu_time_ns", "ns"), ("l2_hit_rate", "L2 hit %"),
+                          ("l2_read_hit_rate", "read hit %"),
+                          ("lts__t_sector_op_write_hit_rate.pct", "write hit %"),
+                          ("dram_bytes_read", "DRAM read B"), ("dram_bytes_write", "DRAM write B")]))
+    finish(args, {"device": device_line(dev), "study": study_rows, "hot_cold": hc_rows,
+                  "dram_read_ratio": c["dram_bytes_read"] / n, "l2_hit_rate": c2["l2_hit_rate"]})
+
+
+if __name__ == "__main__":
+    main()
