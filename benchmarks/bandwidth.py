@@ -53,6 +53,13 @@ def main():
                     lambda v=view, u=unroll, t=threads, b=per_sm * sms:
                     K.l2_read(v, reps, load="cg", unroll=u, threads=t, blocks=b, stream=s),
                     view.nbytes * reps)
+        for mib in (8, 16, 32, 48):
+            view = a[: mib * (1 << 20) // 4]
+            for chunk, per_sm in ((16384, 2), (32768, 1), (8192, 4)) if mib == 16 else ((16384, 2),):
+                run(f"L2-resident bulk read {mib} MiB x200 ({chunk // 1024} KiB chunks, "
+                    f"{per_sm} blocks/SM)",
+                    lambda v=view, c=chunk, b=per_sm * sms:
+                    K.bulk_read(v, 200, chunk=c, blocks=b, stream=s), view.nbytes // chunk * chunk * 200)
     best_read = max(r["tbs"] for r in rows if r["kernel"].startswith(("read", "cudaMemcpy")))
     for r in rows:
         r["vs_best_read"] = r["tbs"] / best_read

@@ -72,7 +72,14 @@ def main():
         with src[: 8 * MIB] as small:
             c2 = l2persist.measure(lambda: K.l2_read(small, 10), ["l2_hit_rate"],
                                    warmup=lambda: K.l2_read(small, 1))
+            # Is the L2 still warm when a pass starts? One read right after a warming read.
+            c3 = l2persist.measure(lambda: K.l2_read(small, 1),
+                                   ["l2_hit_rate", "l2_read_hit_sectors", "l2_read_sectors",
+                                    "dram_bytes_read"], warmup=lambda: K.l2_read(small, 1))
         print(f"L2-resident re-read (8 MiB x10): l2_hit_rate {c2['l2_hit_rate']:.2f} %")
+        print(f"one 8 MiB read after a warming read: l2_hit_rate {c3['l2_hit_rate']:.2f} %, "
+              f"SM read sectors hit {c3['l2_read_hit_sectors']:.0f} of "
+              f"{c3['l2_read_sectors']:.0f}, dram_bytes_read {c3['dram_bytes_read']:.0f}")
     set_aside = hot_cold(dev, hc_rows)
     print(f"\nhot/cold (cold 256 MiB streamed, set-aside {l2persist.human_bytes(set_aside)}):")
     print(table(hc_rows, [("hot_mib", "hot MiB"), ("window", "window"),

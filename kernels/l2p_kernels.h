@@ -70,6 +70,12 @@ cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int 
                                int unroll, unsigned blocks, unsigned threads, unsigned *sink,
                                cudaStream_t stream, const l2p_window *window);
 
+/* The L2-resident read through the bulk copy engine (sm_90+): `blocks` blocks each stream
+ * chunks of `chunk` bytes (a multiple of 16, at most nbytes) into shared memory, 4 stages deep.
+ * Reads the first nbytes / chunk * chunk bytes, `repeats` times. */
+cudaError_t l2p_launch_bulk_read(const void *src, size_t nbytes, int repeats, unsigned chunk,
+                                 unsigned blocks, cudaStream_t stream, const l2p_window *window);
+
 /* One thread spins until `ns` nanoseconds of %globaltimer have passed: queued before a timed
  * region, it lets the host enqueue the region's launches before the GPU reaches them. */
 cudaError_t l2p_launch_spin(unsigned long long ns, cudaStream_t stream);

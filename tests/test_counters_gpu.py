@@ -72,7 +72,7 @@ def test_streaming_read_dram_bytes(device):
 
 def test_l2_resident_reread_hits(device):
     with l2persist.zeros(8 << 20, np.uint8) as src:
-        c = l2persist.measure(lambda: K.l2_read(src, 10), ["l2_hit_rate", "l2_read_hit_rate"],
+        c = l2persist.measure(lambda: K.l2_read(src, 50), ["l2_hit_rate", "l2_read_hit_rate"],
                               warmup=lambda: K.l2_read(src, 1))
     assert c["l2_hit_rate"] > 90 and c["l2_read_hit_rate"] > 90
 
@@ -129,12 +129,15 @@ def test_per_kernel_ranges_and_raw_names(bufs):
 
 
 def test_benchmark_with_counters(bufs):
-    _, _, out = bufs
-    with l2persist.zeros(64 << 20, np.uint8) as src, l2persist.Stream() as s:
+    n = 16 << 20  # fits in L2: only the flush makes the read go to DRAM
+    with l2persist.zeros(n, np.uint8) as src, l2persist.Stream() as s:
         t = l2persist.benchmark(lambda: K.stream_read(src, stream=s), stream=s, repeat=5,
                                 counters=["dram_bytes_read", "gpu_time_ns"], flush_l2=True)
-    assert t.counters["dram_bytes_read"] == pytest.approx(64 << 20, rel=0.05)
+        warm = l2persist.benchmark(lambda: K.stream_read(src, stream=s), stream=s, repeat=5,
+                                   counters=["dram_bytes_read"])
+    assert t.counters["dram_bytes_read"] == pytest.approx(n, rel=0.05)
     assert t.counters["gpu_time_ns"] > 0
+    print(f"\nwarm re-read of {n} B: dram_bytes_read {warm.counters['dram_bytes_read']:.0f}")
 
 
 def test_counter_names_from_the_chip():

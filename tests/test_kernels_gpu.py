@@ -229,6 +229,17 @@ def test_hot_cold_best_practices_kernel(rng):
             K.hot_cold(f, cold)
 
 
+def test_bulk_read_runs_and_checks_its_arguments():
+    with l2persist.zeros(1 << 20, np.uint8) as src:
+        K.bulk_read(src, 3)
+        K.bulk_read(src, 1, chunk=4096, blocks=7)
+        l2persist.Device(0).synchronize()
+        with pytest.raises(ValueError, match="chunk: 10 bytes"):
+            K.bulk_read(src, 1, chunk=10)
+        with pytest.raises(ValueError, match="less than one chunk"):
+            K.bulk_read(src[:100], 1)
+
+
 def test_hot_cold_read_runs_every_flavour_pair():
     with l2persist.zeros(1 << 16, np.uint8) as hot, l2persist.zeros(1 << 20, np.uint8) as cold:
         for hl in ("default", "evict_last", "cg"):
@@ -247,14 +258,13 @@ def test_benchmark_flush_and_graph(rng):
                                       flush_l2=True)
         graphed = l2persist.benchmark(lambda: K.stream_read(b, stream=s), stream=s, repeat=10,
                                       graph=True)
-        assert len(graphed.samples) == 10 and graphed.median > 0
-        # 4 MiB fits in L2: reading it cold is slower than reading it warm.
-        assert flushed.median > plain.median
+        for t in (plain, flushed, graphed):
+            assert len(t.samples) == 10 and 0 < t.min <= t.median <= t.max
+        # That the flush evicts is checked with counters (test_benchmark_with_counters);
+        # times are compared in benchmarks, not in tests that also run under the sanitizer.
         with pytest.raises(ValueError, match="graph=True"):
             l2persist.benchmark(lambda: None, graph=True)
         with pytest.raises(ValueError, match="hold_us"):
             l2persist.benchmark(lambda: None, hold_us=-1)
-        # Without the hold, the host's launch latency lands inside the sample.
         idle = l2persist.benchmark(lambda: K.noop(stream=s), stream=s, repeat=10, hold_us=0)
-        held = l2persist.benchmark(lambda: K.noop(stream=s), stream=s, repeat=10)
-        assert held.median < idle.median
+        assert len(idle.samples) == 10

@@ -555,6 +555,51 @@ done:
     return result;
 }
 
+static PyObject *k_bulk_read(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"src", "repeats", "chunk", "blocks", "stream", "window", NULL};
+    PyObject *s_obj, *stream = Py_None, *window = Py_None, *blocks_obj = Py_None, *result = NULL;
+    int repeats = 10;
+    long long chunk = 16384;
+    l2p_BufferObject *src;
+    l2p_device_props p;
+    launch_ctx c;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i$LOOO:bulk_read", names, &s_obj, &repeats,
+                                     &chunk, &blocks_obj, &stream, &window))
+        return NULL;
+    if (repeats < 1) return PyErr_Format(PyExc_ValueError, "repeats: %d must be >= 1", repeats);
+    if (chunk < 16 || chunk % 16 || chunk > 49152)
+        return PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in "
+                            "[16, 49152]", chunk);
+    if (buffer_arg(l2p_state_from_module(m), s_obj, "src", 0, &src) < 0) return NULL;
+    if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0)
+        goto done;
+    if (l2p_device_get_properties(c.device, &p) != L2P_OK) {
+        l2p_py_raise(c.st);
+        goto done;
+    }
+    if (p.cc_major < 9) {
+        l2p_fail(L2P_ERR_NOT_SUPPORTED, "bulk_read: the bulk copy engine needs compute "
+                 "capability 9.0 or newer; this device is %d.%d", p.cc_major, p.cc_minor);
+        l2p_py_raise(c.st);
+        goto done;
+    }
+    if (src->nbytes < (size_t)chunk) {
+        PyErr_Format(PyExc_ValueError, "src: %zu bytes, less than one chunk (%lld)", src->nbytes,
+                     chunk);
+        goto done;
+    }
+    long long blocks = 2LL * p.multiprocessor_count;
+    if (blocks_obj != Py_None && l2p_py_size_arg(blocks_obj, "blocks", &blocks) < 0) goto done;
+    if (core_ok(&c, l2p_check_launch_shape(blocks, 32)) < 0) goto done;
+    LAUNCH(&c, "l2p_launch_bulk_read",
+           l2p_launch_bulk_read(src->ptr, src->nbytes, repeats, (unsigned)chunk, (unsigned)blocks,
+                                c.stream, c.window));
+done:
+    Py_DECREF(src);
+    return result;
+}
+
 /* ---- persistence ---- */
 
 static PyObject *k_hot_cold(PyObject *m, PyObject *args, PyObject *kw)
@@ -660,6 +705,9 @@ PyMethodDef l2p_kernel_functions[] = {
      "l2_read(src, repeats=10, *, load='cg', unroll=8, blocks=None, threads=None, "
      "stream=None, window=None): read src `repeats` times in one launch, `unroll` 16-byte "
      "loads in flight per thread."},
+    {"bulk_read", FN(k_bulk_read), KW,
+     "bulk_read(src, repeats=10, *, chunk=16384, blocks=2*SMs, stream=None, window=None): "
+     "read src `repeats` times through the bulk copy engine into shared memory (sm_90+)."},
     {"hot_cold", FN(k_hot_cold), KW,
      "hot_cold(hot, cold, *, threads=None, read_only=False, stream=None, window=None): the "
      "Best Practices guide's kernel on int32 buffers."},
