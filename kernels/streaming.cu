@@ -154,6 +154,13 @@ __device__ __forceinline__ unsigned l2p_smem_addr(const void *p)
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
+/* Spin until the mbarrier's phase with this parity has completed. */
+__device__ __forceinline__ void l2p_mbarrier_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 " @!p bra W;\n}" ::"r"(bar), "r"(parity) : "memory");
+}
+
 __global__ void l2p_bulk_read_kernel(const char *src, size_t nbytes, int repeats, unsigned chunk)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -170,8 +177,7 @@ __global__ void l2p_bulk_read_kernel(const char *src, size_t nbytes, int repeats
         int s = (int)(k % L2P_BULK_STAGES);
         unsigned b = l2p_smem_addr(&bar[s]);
         if (k >= L2P_BULK_STAGES) { /* the stage's previous copy must have landed */
-            asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                         " @!p bra W;\n}" ::"r"(b), "r"((phase >> s) & 1u) : "memory");
+            l2p_mbarrier_wait(b, (phase >> s) & 1u);
             phase ^= 1u << s;
         }
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(chunk)
@@ -183,9 +189,7 @@ __global__ void l2p_bulk_read_kernel(const char *src, size_t nbytes, int repeats
     }
     for (size_t j = 0; j < L2P_BULK_STAGES && j < k; j++) { /* drain what is in flight */
         int s = (int)((k - 1 - j) % L2P_BULK_STAGES);
-        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                     " @!p bra W;\n}" ::"r"(l2p_smem_addr(&bar[s])), "r"((phase >> s) & 1u)
-                     : "memory");
+        l2p_mbarrier_wait(l2p_smem_addr(&bar[s]), (phase >> s) & 1u);
     }
 #endif
 }

@@ -272,3 +272,14 @@ l2p_status l2p_device_supports_persisting(int index, int *out)
 {
     WITH_DEVICE(index, probe_support(index, out));
 }
+
+static l2p_status synchronize_current(void)
+{
+    cudaError_t rc = cudaDeviceSynchronize();
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaDeviceSynchronize");
+}
+
+l2p_status l2p_device_synchronize(int index)
+{
+    WITH_DEVICE(index, synchronize_current());
+}

@@ -62,6 +62,8 @@ l2p_status l2p_device_default_persisting_limit(int index, size_t *out);
 l2p_status l2p_device_reset_persisting(int index);
 /* Limit 0 and reset: the reset alone keeps the set-aside reserved. */
 l2p_status l2p_device_release_persisting(int index);
+/* cudaDeviceSynchronize on the device (the caller releases the GIL around it). */
+l2p_status l2p_device_synchronize(int index);
 /* cc >= 8.0, a nonzero persisting maximum, and the driver accepts a limit. */
 l2p_status l2p_device_supports_persisting(int index, int *out);
 

@@ -35,18 +35,11 @@ static int call_optional(PyObject *fn)
 
 static int synchronize(l2p_state *st, int device)
 {
-    int prev;
-    cudaError_t rc;
-    if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
+    l2p_status rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = cudaDeviceSynchronize();
+    rc = l2p_device_synchronize(device);
     Py_END_ALLOW_THREADS
-    l2p_device_leave(prev);
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, "cudaDeviceSynchronize");
-        return l2p_py_raise_int(st);
-    }
-    return 0;
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
 /* Run fn once per pass (warmup before each, outside the range). */

@@ -272,18 +272,13 @@ static PyObject *dev_reset(PyObject *self, PyObject *noargs)
 
 static PyObject *dev_synchronize(PyObject *self, PyObject *noargs)
 {
-    int prev;
-    cudaError_t rc;
+    l2p_status rc;
+    int index = dev_index(self);
     (void)noargs;
-    if (l2p_device_enter(dev_index(self), &prev) != L2P_OK) return l2p_py_raise(dev_state(self));
     Py_BEGIN_ALLOW_THREADS
-    rc = cudaDeviceSynchronize();
+    rc = l2p_device_synchronize(index);
     Py_END_ALLOW_THREADS
-    l2p_device_leave(prev);
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, "cudaDeviceSynchronize");
-        return l2p_py_raise(dev_state(self));
-    }
+    if (rc != L2P_OK) return l2p_py_raise(dev_state(self));
     Py_RETURN_NONE;
 }
 
