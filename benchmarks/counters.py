@@ -72,14 +72,24 @@ def main():
         with src[: 8 * MIB] as small:
             c2 = l2persist.measure(lambda: K.l2_read(small, 10), ["l2_hit_rate"],
                                    warmup=lambda: K.l2_read(small, 1))
-            # Is the L2 still warm when a pass starts? One read right after a warming read.
+            # One read right after a warming read (the warm-up runs inside the pass).
             c3 = l2persist.measure(lambda: K.l2_read(small, 1),
                                    ["l2_hit_rate", "l2_read_hit_sectors", "l2_read_sectors",
                                     "dram_bytes_read"], warmup=lambda: K.l2_read(small, 1))
+            # Where L2 bandwidth goes: lookups per sector the SMs asked for.
+            c4 = l2persist.measure(lambda: K.l2_read(small, 10),
+                                   ["l2_read_sectors", "lts__t_sectors_op_read.sum",
+                                    "lts__t_sectors_srcunit_ltcfabric_op_read.sum", "gpu_time_ns"],
+                                   warmup=lambda: K.l2_read(small, 1))
         print(f"L2-resident re-read (8 MiB x10): l2_hit_rate {c2['l2_hit_rate']:.2f} %")
         print(f"one 8 MiB read after a warming read: l2_hit_rate {c3['l2_hit_rate']:.2f} %, "
               f"SM read sectors hit {c3['l2_read_hit_sectors']:.0f} of "
               f"{c3['l2_read_sectors']:.0f}, dram_bytes_read {c3['dram_bytes_read']:.0f}")
+        print(f"L2-resident read 8 MiB x10: SM sectors {c4['l2_read_sectors']:.0f}, all L2 read "
+              f"lookups {c4['lts__t_sectors_op_read.sum']:.0f} "
+              f"({c4['lts__t_sectors_op_read.sum'] / c4['l2_read_sectors']:.3f} per SM sector), "
+              f"from the partition fabric {c4['lts__t_sectors_srcunit_ltcfabric_op_read.sum']:.0f}, "
+              f"{c4['l2_read_sectors'] * 32 / c4['gpu_time_ns'] / 1e3:.2f} TB/s delivered")
     set_aside = hot_cold(dev, hc_rows)
     print(f"\nhot/cold (cold 256 MiB streamed, set-aside {l2persist.human_bytes(set_aside)}):")
     print(table(hc_rows, [("hot_mib", "hot MiB"), ("window", "window"),

@@ -1,10 +1,14 @@
 """Hardware counters of any Python region, through CUPTI's Range Profiler (in C).
 
 ``measure(fn, metrics)`` runs ``fn`` once per pass the metrics need (user replay), so ``fn``
-must be repeatable: each call should do the same work from the same starting state. A
-``warmup`` callable runs before every pass, outside the measured range (use it to put the
-caches in a known state). Nsight Compute flushes caches between replays by default; here
-nothing is flushed unless ``warmup`` does it, so persistence stays visible.
+must be repeatable: each call should do the same work from the same starting state.
+
+Cache state: starting a CUPTI pass invalidates the L2 (measured on an H200: a read right
+after a warming read done before the pass hit 0 sectors). So ``fn`` starts with a cold L2
+unless a ``warmup`` callable is given: it runs inside each pass but outside the measured
+range, so its work is not counted and the caches it fills are what ``fn`` finds. (With
+``per_kernel=True`` every launch is a range, so ``warmup`` runs before the pass and the L2
+is cold.) Persisting lines behave the same way, so persistence shows within a region.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_limit_bad_values(device, value, exc, match):
 def test_limit_above_max_names_the_max(device):
     start = device.persisting_l2_limit
     mx = device.properties.persisting_l2_cache_max_size
-    with pytest.raises(ValueError, match=f"persisting_l2_cache_max_size") as e:
+    with pytest.raises(ValueError, match="persisting_l2_cache_max_size") as e:
         device.persisting_l2_limit = mx + 1
     assert str(mx) in str(e.value)
     assert device.persisting_l2_limit == start

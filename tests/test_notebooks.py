@@ -2,12 +2,10 @@
 Notebooks whose metadata says they need a GPU are GPU tests."""
 
 import json
-import os
 import pathlib
 
 import pytest
 
-import l2persist
 
 BOOKS = sorted(pathlib.Path(__file__).resolve().parent.parent.joinpath("notebooks").glob("*.ipynb"))
 

@@ -429,13 +429,18 @@ l2p_status l2p_profiler_begin_pass(l2p_profiler *s)
     st.pRangeProfilerObject = s->rp;
     CUPTI_TRY(cuptiRangeProfilerStart, &st);
     s->in_pass = 1;
-    if (!s->per_kernel) {
-        CUpti_RangeProfiler_PushRange_Params pr = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
-        pr.pRangeProfilerObject = s->rp;
-        pr.pRangeName = "region";
-        CUPTI_TRY(cuptiRangeProfilerPushRange, &pr);
-        s->in_range = 1;
-    }
+    return L2P_OK;
+}
+
+l2p_status l2p_profiler_push(l2p_profiler *s)
+{
+    if (!s->in_pass) return l2p_fail(L2P_ERR_STATE, "no pass is in flight");
+    if (s->per_kernel || s->in_range) return L2P_OK;
+    CUpti_RangeProfiler_PushRange_Params pr = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
+    pr.pRangeProfilerObject = s->rp;
+    pr.pRangeName = "region";
+    CUPTI_TRY(cuptiRangeProfilerPushRange, &pr);
+    s->in_range = 1;
     return L2P_OK;
 }
 

@@ -5,7 +5,7 @@
  * L2P_ERR_NOT_SUPPORTED with a message that says what to do.
  *
  * A session measures one region with user replay: the caller runs the region once per pass
- *   l2p_profiler_open -> while (!done) { begin_pass; <region>; end_pass(&done) }
+ *   l2p_profiler_open -> while (!done) { begin_pass; [warm-up]; push; <region>; end_pass }
  *   -> l2p_profiler_decode -> l2p_profiler_range(i, ...) -> l2p_profiler_close.
  * User range (one range around the region) or auto range (one range per kernel launch). */
 #ifndef L2P_COUNTERS_H
@@ -37,7 +37,12 @@ const char *l2p_counter_resolve(const char *name);
 l2p_status l2p_profiler_open(int device, const char *const *metrics, size_t n, int per_kernel,
                              size_t max_ranges, l2p_profiler **out);
 size_t l2p_profiler_passes(const l2p_profiler *p); /* passes the metrics need */
+/* Starting a pass invalidates the L2 (measured on H200: a read right after a warming read
+ * outside the pass hit 0 of 262144 sectors). Work run between begin_pass and push is not
+ * counted but leaves its cache state for the region. */
 l2p_status l2p_profiler_begin_pass(l2p_profiler *p);
+/* Opens the user range (a no-op with per_kernel, where every launch is a range). */
+l2p_status l2p_profiler_push(l2p_profiler *p);
 l2p_status l2p_profiler_end_pass(l2p_profiler *p, int *all_passes_done);
 l2p_status l2p_profiler_decode(l2p_profiler *p, size_t *num_ranges);
 /* Range i's name (copied into name) and its n metric values (in open()'s order). */

@@ -42,9 +42,11 @@ static int synchronize(l2p_state *st, int device)
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
-/* Run fn once per pass (warmup before each, outside the range). */
+/* Run fn once per pass. Starting a pass invalidates the L2, so warmup runs inside the pass
+ * but outside the user range: its work is not counted and its cache state reaches fn. With
+ * per_kernel every launch is a range, so warmup runs before the pass instead. */
 static int run_passes(l2p_state *st, l2p_profiler *p, int device, PyObject *fn, PyObject *warmup,
-                      size_t *passes_run)
+                      int per_kernel, size_t *passes_run)
 {
     int done = 0;
     for (*passes_run = 0; !done; (*passes_run)++) {
@@ -52,8 +54,10 @@ static int run_passes(l2p_state *st, l2p_profiler *p, int device, PyObject *fn, 
             PyErr_SetString(PyExc_RuntimeError, "counters: CUPTI asked for more than 256 passes");
             return -1;
         }
-        if (call_optional(warmup) < 0 || synchronize(st, device) < 0) return -1;
+        if (per_kernel && (call_optional(warmup) < 0 || synchronize(st, device) < 0)) return -1;
         if (l2p_profiler_begin_pass(p) != L2P_OK) return l2p_py_raise_int(st);
+        if (!per_kernel && (call_optional(warmup) < 0 || synchronize(st, device) < 0)) return -1;
+        if (l2p_profiler_push(p) != L2P_OK) return l2p_py_raise_int(st);
         if (call_optional(fn) < 0 || synchronize(st, device) < 0) return -1;
         if (l2p_profiler_end_pass(p, &done) != L2P_OK) return l2p_py_raise_int(st);
     }
@@ -110,7 +114,7 @@ static PyObject *fn_measure(PyObject *m, PyObject *args, PyObject *kw)
         goto done;
     }
     /* Whatever fn does, close() ends the pass in flight so the next session can start. */
-    if (run_passes(st, p, device, fn, warmup, &passes_run) == 0) {
+    if (run_passes(st, p, device, fn, warmup, per_kernel, &passes_run) == 0) {
         PyObject *ranges = collect_ranges(st, p, n);
         if (ranges) result = Py_BuildValue("{s:n,s:n,s:N}", "passes", (Py_ssize_t)passes_run,
                                            "planned_passes", (Py_ssize_t)l2p_profiler_passes(p),
