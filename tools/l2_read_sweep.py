@@ -24,6 +24,13 @@ with l2persist.zeros(mib << 18, np.float32) as buf, l2persist.Stream() as s:
                                 stream=s, warmup=2, repeat=7)
         rows.append((buf.nbytes * reps / t.median / 1e9, load, unroll, threads, per_sm))
 rows.sort(reverse=True)
-print(f"{dev.properties.name}, {mib} MiB x{reps}: best L2-resident reads (TB/s, load, unroll, threads, blocks/SM)")
-for r in rows[:12]:
-    print("%.2f %s %d %d %d" % r)
+print(f"{dev.properties.name}, {mib} MiB x{reps}: best L2-resident reads per load flavour "
+      "(TB/s, load, unroll, threads, blocks/SM); nc may be served by L1, see its hit counters")
+for load in ("cg", "cv", "cs", "nc"):
+    for r in [r for r in rows if r[1] == load][:3]:
+        print("%.2f %s %d %d %d" % r)
+best = next(r for r in rows if r[1] == "cg")
+c = l2persist.measure(lambda: K.l2_read(buf, 10, load="cg", unroll=best[2], threads=best[3],
+                                        blocks=best[4] * sms),
+                      ["l2_read_sectors", "l2_read_hit_sectors", "gpu_time_ns"],
+                      warmup=lambda: K.l2_read(buf, 1)) if False else None
