@@ -1,5 +1,6 @@
 """Sweep launch shapes and load flavours of the L2-resident read (l2persist.kernels.l2_read)
-and print the best configurations. A tuning aid for benchmarks/bandwidth.py."""
+and print the best configurations per flavour, with the share of the bytes that the L2 (not
+L1) served, from the counters. A tuning aid for benchmarks/bandwidth.py."""
 import itertools
 import sys
 
@@ -23,14 +24,13 @@ with l2persist.zeros(mib << 18, np.float32) as buf, l2persist.Stream() as s:
                                                   threads=threads, blocks=per_sm * sms, stream=s),
                                 stream=s, warmup=2, repeat=7)
         rows.append((buf.nbytes * reps / t.median / 1e9, load, unroll, threads, per_sm))
-rows.sort(reverse=True)
-print(f"{dev.properties.name}, {mib} MiB x{reps}: best L2-resident reads per load flavour "
-      "(TB/s, load, unroll, threads, blocks/SM); nc may be served by L1, see its hit counters")
-for load in ("cg", "cv", "cs", "nc"):
-    for r in [r for r in rows if r[1] == load][:3]:
-        print("%.2f %s %d %d %d" % r)
-best = next(r for r in rows if r[1] == "cg")
-c = l2persist.measure(lambda: K.l2_read(buf, 10, load="cg", unroll=best[2], threads=best[3],
-                                        blocks=best[4] * sms),
-                      ["l2_read_sectors", "l2_read_hit_sectors", "gpu_time_ns"],
-                      warmup=lambda: K.l2_read(buf, 1)) if False else None
+    rows.sort(reverse=True)
+    print(f"{dev.properties.name}, {mib} MiB x{reps}: best per load flavour (TB/s, load, "
+          "unroll, threads, blocks/SM, share of bytes read from L2)")
+    for load in ("cg", "cv", "cs", "nc"):
+        for tbs, ld, u, th, b in [r for r in rows if r[1] == load][:2]:
+            c = l2persist.measure(lambda: K.l2_read(buf, 10, load=ld, unroll=u, threads=th,
+                                                    blocks=b * sms), ["l2_read_sectors"],
+                                  warmup=lambda: K.l2_read(buf, 1))
+            share = c["l2_read_sectors"] * 32 / (buf.nbytes * 10)
+            print(f"{tbs:.2f} {ld} {u} {th} {b} {share:.3f}")
