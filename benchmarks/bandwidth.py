@@ -43,7 +43,7 @@ def main():
             2 * nbytes)
         run("triad (default/wb)", lambda: K.triad(c, a, b, 3.0, stream=s), 3 * nbytes)
         sms = dev.properties.multiprocessor_count
-        shapes = [(8, 512, 4), (8, 1024, 2), (16, 512, 4), (4, 1024, 2), (16, 256, 8)]
+        shapes = [(8, 1024, 2), (8, 512, 4), (16, 512, 4), (4, 1024, 2), (16, 256, 8)]
         for mib in (8, 16, 32, 48):
             view = a[: mib * (1 << 20) // 4]
             reps = 200

@@ -62,6 +62,12 @@ void l2p_streaming_grid(int multiprocessor_count, unsigned *blocks, unsigned *th
     *blocks = (unsigned)(multiprocessor_count > 0 ? multiprocessor_count : 1) * 4u;
 }
 
+void l2p_l2_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads)
+{
+    *threads = 1024;
+    *blocks = (unsigned)(multiprocessor_count > 0 ? multiprocessor_count : 1) * 2u;
+}
+
 /* glibc random_r TYPE_3: r[i] = r[i-3] + r[i-31] (mod 2^32), output r >> 1, after 310
  * discarded values; the state starts from 16807 * r (mod 2^31 - 1). */
 typedef struct {

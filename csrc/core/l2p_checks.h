@@ -32,6 +32,11 @@ l2p_status l2p_check_alignment(uintptr_t ptr, int width, const char *arg);
 /* The streaming kernels' grid: enough resident threads to keep HBM busy on any SM count. */
 void l2p_streaming_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads);
 
+/* The L2-resident read's grid: 2 blocks of 1024 threads per SM with 8 loads in flight each
+ * was the best L2-served shape of a sweep on an H200 (tools/l2_read_sweep.py: 8.9 TB/s at
+ * 48 MiB, against 8.4 TB/s for the streaming grid). */
+void l2p_l2_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads);
+
 /* The study's map: srand(0); map[i] = rand() % range, with glibc's rand() (the additive
  * feedback generator of random_r's TYPE_3; glibc treats seed 0 as 1), reproduced exactly on
  * any platform. */

@@ -448,12 +448,23 @@ done:
 
 /* ---- streaming ---- */
 
+static int grid_args_for(launch_ctx *c, void (*shape)(int, unsigned *, unsigned *),
+                         PyObject *blocks_obj, PyObject *threads_obj, unsigned *blocks,
+                         unsigned *threads);
+
 static int grid_args(launch_ctx *c, PyObject *blocks_obj, PyObject *threads_obj,
                      unsigned *blocks, unsigned *threads)
 {
+    return grid_args_for(c, l2p_streaming_grid, blocks_obj, threads_obj, blocks, threads);
+}
+
+static int grid_args_for(launch_ctx *c, void (*shape)(int, unsigned *, unsigned *),
+                         PyObject *blocks_obj, PyObject *threads_obj, unsigned *blocks,
+                         unsigned *threads)
+{
     int sms;
     if (l2p_device_sm_count(c->device, &sms) != L2P_OK) return l2p_py_raise_int(c->st);
-    l2p_streaming_grid(sms, blocks, threads);
+    shape(sms, blocks, threads);
     long long b = *blocks, t = *threads;
     if ((blocks_obj != Py_None && l2p_py_size_arg(blocks_obj, "blocks", &b) < 0) ||
         (threads_obj != Py_None && l2p_py_size_arg(threads_obj, "threads", &t) < 0))
@@ -545,7 +556,8 @@ static PyObject *k_l2_read(PyObject *m, PyObject *args, PyObject *kw)
         return NULL;
     if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0 ||
         core_ok(&c, l2p_check_words16((uintptr_t)src->ptr, src->nbytes, "src")) < 0 ||
-        grid_args(&c, blocks_obj, threads_obj, &blocks, &threads) < 0 || !(sink = sink_for(&c)))
+        grid_args_for(&c, l2p_l2_read_grid, blocks_obj, threads_obj, &blocks, &threads) < 0 ||
+        !(sink = sink_for(&c)))
         goto done;
     LAUNCH(&c, "l2p_launch_l2_read",
            l2p_launch_l2_read(src->ptr, src->nbytes, repeats, lf, unroll, blocks, threads, sink,

@@ -201,6 +201,8 @@ static void test_checks(void)
     CHECK(l2p_check_alignment(8, 8, "src") == L2P_OK && l2p_check_alignment(4, 8, "src") != L2P_OK);
     l2p_streaming_grid(132, &blocks, &threads);
     CHECK(blocks == 528 && threads == 512);
+    l2p_l2_read_grid(132, &blocks, &threads);
+    CHECK(blocks == 264 && threads == 1024);
 }
 
 /* The study's map must be glibc's srand(0); rand() % n, on any platform. */
