@@ -12,11 +12,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if _core.device_count() > 0:
+    from . import no_device_reason
+
+    why = no_device_reason()
+    if why is None:
         return
-    why = _core.no_device_reason()
-    reason = "no CUDA device" + (f": {why[1]}: {why[2]}" if why else "")
-    skip = pytest.mark.skip(reason=reason)
+    skip = pytest.mark.skip(reason=f"no CUDA device: {why}")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
