@@ -56,7 +56,13 @@ def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None
     measured = None
     if counters:
         from .counters import measure
-        dev = device if stream is None else _core.Stream(stream).device
+        if stream is None:
+            dev = device
+        elif isinstance(stream, _core.Stream):
+            dev = stream.device
+        else:  # a foreign stream: ask the driver which device it belongs to
+            with _core.Stream(stream) as wrapped:
+                dev = wrapped.device
         prep = (lambda: _core.time_calls(lambda: None, stream=stream, warmup=0, repeat=1,
                                          device=dev, flush_l2=True, hold_us=0)) \
             if flush_l2 else None

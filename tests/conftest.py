@@ -1,24 +1,17 @@
 """GPU tests carry the `gpu` marker and skip, with the runtime's reason, where no device is
-found. On a GPU the session checks that the suite leaves the persisting-L2 limit as it found
-it."""
+found (l2persist's pytest plugin does that). On a GPU the session checks that the suite leaves
+the persisting-L2 limit as it found it."""
 
 import pytest
 
 import l2persist
 
-
-def pytest_collection_modifyitems(config, items):
-    if l2persist.is_available():
-        return
-    skip = pytest.mark.skip(reason=f"no CUDA device: {l2persist.no_device_reason()}")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+pytest_plugins = ["l2persist.pytest_plugin"]
 
 
 @pytest.fixture(scope="session")
-def device():
-    return l2persist.Device(0)
+def device(l2p_device):
+    return l2p_device
 
 
 @pytest.fixture(scope="session", autouse=True)
