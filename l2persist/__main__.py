@@ -93,9 +93,12 @@ def format_table(reports: list[dict]) -> str:
 
 def format_no_gpu(info: dict) -> str:
     reason = info["reason"]
+    if info["driver_supports"] is None:  # cudaDriverGetVersion gave 0: no driver at all
+        why = ": no NVIDIA driver is installed" + (f" ({reason['name']})." if reason else ".")
+    else:
+        why = f": {reason['name']}: {reason['description']}." if reason else "."
     lines = [
-        "No CUDA device was found" + (f": {reason['name']}: {reason['description']}."
-                                      if reason else "."),
+        "No CUDA device was found" + why,
         "Without a GPU, l2persist can still show:",
         f"  l2persist {info['l2persist_version']}, built with CUDA runtime "
         f"{info['cuda_runtime']}; driver supports CUDA: {info['driver_supports'] or 'no driver'}",
@@ -106,8 +109,27 @@ def format_no_gpu(info: dict) -> str:
     return "\n".join(lines)
 
 
+def _prog() -> str:
+    """The name the user typed: `python -m l2persist` or the console script's own name."""
+    import os
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m l2persist" if name in ("", "__main__.py", "-c") else name
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m l2persist", description=__doc__)
+    """Entry point of both `python -m l2persist` and the `l2persist` console script. A reader
+    that leaves early (`| head`) ends the report quietly."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
+    p = argparse.ArgumentParser(prog=_prog(), description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--device", type=int, default=None, help="report only this GPU index")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--require-gpu", action="store_true",
@@ -140,9 +162,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:  # `python -m l2persist | head`: the reader left; not an error
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
+    sys.exit(main())

@@ -1,0 +1,529 @@
+#include "l2p_tune.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2p_policy.h"
+#include "l2p_timing.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Options and the space
+ * ------------------------------------------------------------------------------------- */
+
+void l2p_tune_options_default(l2p_tune_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_hit_ratios = 10;
+    for (size_t i = 0; i < 10; i++) o->hit_ratios[i] = (double)(i + 1) / 10.0;
+    o->tune_props = 1;
+    o->max_evals = 0; /* 0: 12 + 4 per target, set at run time */
+    o->repeat = 10;
+    o->confirm_rounds = 3;
+    o->min_gain = 0.01;
+    o->confidence = 0.95;
+    o->seed = 0x9e3779b97f4a7c15ull;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+size_t l2p_tune_set_aside_levels(size_t granule, size_t persisting_max, size_t default_limit,
+                                 size_t *levels, size_t cap)
+{
+    size_t n = 0, k = 0;
+    if (cap == 0) return 0;
+    levels[n++] = 0;
+    if (granule > 0)
+        for (size_t s = granule; n + 2 < cap; s += granule) {
+            levels[n++] = s < persisting_max ? s : persisting_max;
+            if (s >= persisting_max) break;
+        }
+    if (default_limit > 0 && default_limit <= persisting_max && n < cap) levels[n++] = default_limit;
+    qsort(levels, n, sizeof *levels, cmp_size);
+    for (size_t i = 0; i < n; i++) /* drop repeats */
+        if (k == 0 || levels[i] != levels[k - 1]) levels[k++] = levels[i];
+    return k;
+}
+
+l2p_status l2p_tune_check_options(const l2p_tune_options *o)
+{
+    if (o->n_targets == 0 || o->n_targets > L2P_TUNE_MAX_TARGETS)
+        return l2p_fail(L2P_ERR_VALUE, "targets: %zu given; 1..%d can be tuned", o->n_targets,
+                        L2P_TUNE_MAX_TARGETS);
+    for (size_t i = 0; i < o->n_targets; i++)
+        if (o->target_bytes[i] == 0)
+            return l2p_fail(L2P_ERR_VALUE, "targets: target %zu covers 0 bytes; a window "
+                            "needs at least 1", i);
+    if (o->n_hit_ratios == 0 || o->n_hit_ratios > L2P_TUNE_MAX_LEVELS)
+        return l2p_fail(L2P_ERR_VALUE, "hit_ratios: %zu given; 1..%d levels are allowed",
+                        o->n_hit_ratios, L2P_TUNE_MAX_LEVELS);
+    for (size_t i = 0; i < o->n_hit_ratios; i++)
+        if (!(o->hit_ratios[i] > 0.0 && o->hit_ratios[i] <= 1.0) ||
+            (i > 0 && !(o->hit_ratios[i] > o->hit_ratios[i - 1])))
+            return l2p_fail(L2P_ERR_VALUE, "hit_ratios: entry %zu is %g; levels must be "
+                            "ascending and in (0, 1]", i, o->hit_ratios[i]);
+    if (o->granule == 0 || o->persisting_max == 0)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "the device has no persisting L2 to tune "
+                        "(granule %zu, persisting_l2_cache_max_size %zu)", o->granule,
+                        o->persisting_max);
+    if (o->max_evals != 0 && o->max_evals < 3)
+        return l2p_fail(L2P_ERR_VALUE, "max_evals: %zu is below 3 (two baselines and one "
+                        "candidate)", o->max_evals);
+    if (o->repeat < 1 || o->repeat > 100000)
+        return l2p_fail(L2P_ERR_VALUE, "repeat: %zu is outside [1, 100000]", o->repeat);
+    if (o->confirm_rounds < 1 || o->confirm_rounds > 1000)
+        return l2p_fail(L2P_ERR_VALUE, "confirm_rounds: %zu is outside [1, 1000]",
+                        o->confirm_rounds);
+    if (!(o->min_gain >= 0.0 && o->min_gain < 1.0))
+        return l2p_fail(L2P_ERR_VALUE, "min_gain: %g is outside [0, 1)", o->min_gain);
+    if (!(o->confidence > 0.5 && o->confidence < 1.0))
+        return l2p_fail(L2P_ERR_VALUE, "confidence: %g is outside (0.5, 1)", o->confidence);
+    return L2P_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Statistics: a percentile bootstrap of the ratio of medians
+ * ------------------------------------------------------------------------------------- */
+
+static unsigned long long xorshift(unsigned long long *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dull;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, size_t n) /* sorts v */
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double resampled_median(const double *v, size_t n, double *scratch,
+                               unsigned long long *rng)
+{
+    for (size_t i = 0; i < n; i++) scratch[i] = v[xorshift(rng) % n];
+    return median_of(scratch, n);
+}
+
+static l2p_status check_samples(const char *name, const double *v, size_t n)
+{
+    if (n == 0) return l2p_fail(L2P_ERR_VALUE, "%s: at least 1 sample is needed", name);
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] > 0.0) || isinf(v[i]))
+            return l2p_fail(L2P_ERR_VALUE, "%s: sample %zu is %g; times must be finite and "
+                            "> 0", name, i, v[i]);
+    return L2P_OK;
+}
+
+enum { BOOTSTRAP_ROUNDS = 2000 };
+
+l2p_status l2p_tune_speedup_ci(const double *base, size_t n_base, const double *cand,
+                               size_t n_cand, double confidence, unsigned long long seed,
+                               double *ratio, double *lo, double *hi)
+{
+    L2P_TRY(check_samples("base", base, n_base));
+    L2P_TRY(check_samples("cand", cand, n_cand));
+    if (!(confidence > 0.0 && confidence < 1.0))
+        return l2p_fail(L2P_ERR_VALUE, "confidence: %g is outside (0, 1)", confidence);
+    size_t n = n_base > n_cand ? n_base : n_cand;
+    double *scratch = malloc(n * sizeof *scratch);
+    double *ratios = malloc(BOOTSTRAP_ROUNDS * sizeof *ratios);
+    unsigned long long rng = seed ? seed : 1;
+    if (!scratch || !ratios) {
+        free(scratch);
+        free(ratios);
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the bootstrap");
+    }
+    memcpy(scratch, base, n_base * sizeof *base);
+    double mb = median_of(scratch, n_base);
+    memcpy(scratch, cand, n_cand * sizeof *cand);
+    *ratio = mb / median_of(scratch, n_cand);
+    for (size_t r = 0; r < BOOTSTRAP_ROUNDS; r++) {
+        double b = resampled_median(base, n_base, scratch, &rng);
+        ratios[r] = b / resampled_median(cand, n_cand, scratch, &rng);
+    }
+    qsort(ratios, BOOTSTRAP_ROUNDS, sizeof *ratios, cmp_double);
+    double tail = (1.0 - confidence) / 2.0;
+    *lo = ratios[(size_t)floor(tail * (BOOTSTRAP_ROUNDS - 1))];
+    *hi = ratios[(size_t)ceil((1.0 - tail) * (BOOTSTRAP_ROUNDS - 1))];
+    free(scratch);
+    free(ratios);
+    return L2P_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The search
+ * ------------------------------------------------------------------------------------- */
+
+/* A point of the space as level indices; h 0 means no window, hp/mp 0 the usual properties
+ * (PERSISTING hits, STREAMING misses), 1 NORMAL. */
+typedef struct {
+    size_t s;
+    unsigned char h[L2P_TUNE_MAX_TARGETS];
+    unsigned char hp[L2P_TUNE_MAX_TARGETS], mp[L2P_TUNE_MAX_TARGETS];
+} point;
+
+typedef struct {
+    const l2p_tune_options *o;
+    l2p_tune_eval_fn eval;
+    void *ctx;
+    l2p_tune_result *r;
+    size_t max_evals, cap;
+    point *pts;       /* the point of each trial */
+    double *samples;  /* one evaluation's samples */
+    point best;
+    double best_ms;
+    l2p_status status; /* the first failure; it stops everything */
+} search;
+
+static void normalize(point *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!p->h[i]) p->hp[i] = p->mp[i] = 0;
+}
+
+static int point_eq(const point *a, const point *b, size_t n)
+{
+    if (a->s != b->s) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (a->h[i] != b->h[i] || a->hp[i] != b->hp[i] || a->mp[i] != b->mp[i]) return 0;
+    return 1;
+}
+
+static void to_config(const search *sr, const point *p, l2p_tune_config *c)
+{
+    const l2p_tune_options *o = sr->o;
+    memset(c, 0, sizeof *c);
+    c->set_aside = sr->r->levels[p->s];
+    c->n_targets = o->n_targets;
+    for (size_t i = 0; i < o->n_targets; i++) {
+        c->win[i].on = p->h[i] != 0;
+        c->win[i].hit_ratio = p->h[i] ? o->hit_ratios[p->h[i] - 1] : 0.0;
+        c->win[i].hit_prop = p->hp[i] ? L2P_ACCESS_NORMAL : L2P_ACCESS_PERSISTING;
+        c->win[i].miss_prop = p->mp[i] ? L2P_ACCESS_NORMAL : L2P_ACCESS_STREAMING;
+    }
+}
+
+static int ok(const search *sr) { return sr->status == L2P_OK; }
+
+static double measure(search *sr, const point *p, int phase, double *all, size_t *n_all)
+{
+    l2p_tune_config c;
+    l2p_stats st;
+    to_config(sr, p, &c);
+    sr->status = sr->eval(sr->ctx, &c, sr->o->repeat, sr->samples);
+    if (ok(sr)) sr->status = check_samples("samples", sr->samples, sr->o->repeat);
+    if (ok(sr)) sr->status = l2p_stats_compute(sr->samples, sr->o->repeat, &st);
+    if (!ok(sr)) return INFINITY;
+    if (all) {
+        memcpy(all + *n_all, sr->samples, sr->o->repeat * sizeof *all);
+        *n_all += sr->o->repeat;
+        return st.median;
+    }
+    l2p_tune_trial *t = &sr->r->trials[sr->r->n_trials];
+    sr->pts[sr->r->n_trials++] = *p;
+    t->config = c;
+    t->median = st.median;
+    t->q1 = st.q1;
+    t->q3 = st.q3;
+    t->n = st.n;
+    t->phase = phase;
+    if (st.median < sr->best_ms) {
+        sr->best_ms = st.median;
+        sr->best = *p;
+    }
+    return st.median;
+}
+
+/* The median of p: from an earlier trial, else measured while the budget lasts (+inf after). */
+static double evaluate(search *sr, point p, int phase)
+{
+    normalize(&p, sr->o->n_targets);
+    for (size_t i = 0; i < sr->r->n_trials; i++)
+        if (point_eq(&sr->pts[i], &p, sr->o->n_targets)) return sr->r->trials[i].median;
+    if (!ok(sr) || sr->r->n_trials >= sr->max_evals) return INFINITY;
+    return measure(sr, &p, phase, NULL, NULL);
+}
+
+/* One coordinate of a point: the set-aside level, or one target's hit level. */
+typedef void (*axis_set)(const search *sr, point *p, size_t target, size_t level);
+
+/* The guide's ridge: at set-aside level s, windows over the first target of each stream group
+ * share the set-aside as the planner splits it, each hit ratio rounded to a level. */
+static void set_ridge(const search *sr, point *p, size_t target, size_t s)
+{
+    const l2p_tune_options *o = sr->o;
+    size_t bytes[L2P_TUNE_MAX_TARGETS] = {0}, nb[L2P_TUNE_MAX_TARGETS];
+    size_t map[L2P_TUNE_MAX_TARGETS];
+    double w[L2P_TUNE_MAX_TARGETS] = {0}, ratio[L2P_TUNE_MAX_TARGETS];
+    size_t n = 0;
+    (void)target;
+    p->s = s;
+    for (size_t i = 0; i < o->n_targets; i++) {
+        int first = 1;
+        for (size_t j = 0; j < i; j++)
+            if (o->group[j] == o->group[i]) first = 0;
+        p->h[i] = 0;
+        if (!first) continue;
+        bytes[n] = o->target_bytes[i];
+        w[n] = 1.0;
+        map[n++] = i;
+    }
+    if (l2p_policy_plan_windows(n, bytes, w, sr->r->levels[s], (size_t)-1, nb, ratio) != L2P_OK)
+        return;
+    for (size_t k = 0; k < n; k++) {
+        size_t best = 1;
+        for (size_t l = 1; l <= o->n_hit_ratios; l++)
+            if (fabs(o->hit_ratios[l - 1] - ratio[k]) < fabs(o->hit_ratios[best - 1] - ratio[k]))
+                best = l;
+        p->h[map[k]] = (unsigned char)best;
+    }
+}
+
+static void set_aside_level(const search *sr, point *p, size_t target, size_t s)
+{
+    (void)sr;
+    (void)target;
+    p->s = s;
+}
+
+/* A window on a target turns off the others of its stream group: a stream holds one. */
+static void set_hit_level(const search *sr, point *p, size_t target, size_t level)
+{
+    p->h[target] = (unsigned char)level;
+    if (level)
+        for (size_t j = 0; j < sr->o->n_targets; j++)
+            if (j != target && sr->o->group[j] == sr->o->group[target]) p->h[j] = 0;
+}
+
+static double at(search *sr, const point *base, axis_set set, size_t t, size_t v, int phase,
+                 size_t hi)
+{
+    point p = *base;
+    if (v > hi) return INFINITY; /* Fibonacci search pads past the end: never measured */
+    set(sr, &p, t, v);
+    return evaluate(sr, p, phase);
+}
+
+/* Fibonacci search for the least median over levels [lo, hi] of one axis: each step reuses
+ * one of its two probes, so n levels cost about log_phi(n) evaluations. */
+static void fibonacci(search *sr, const point *base, axis_set set, size_t t, size_t lo,
+                      size_t hi, int phase)
+{
+    size_t fib[32] = {1, 1};
+    int k = 1;
+    while (fib[k] < hi - lo + 2 && k < 31) {
+        k++;
+        fib[k] = fib[k - 1] + fib[k - 2];
+    }
+    size_t a = lo - 1; /* virtual left end, never measured */
+    while (k > 3 && ok(sr)) {
+        size_t x1 = a + fib[k - 2], x2 = a + fib[k - 1];
+        double f1 = at(sr, base, set, t, x1, phase, hi), f2 = at(sr, base, set, t, x2, phase, hi);
+        if (!(f1 <= f2)) a = x1;
+        k--;
+    }
+    for (size_t v = a + 1; v <= a + fib[k] && v <= hi && ok(sr); v++)
+        (void)at(sr, base, set, t, v, phase, hi);
+}
+
+/* Compass search on one axis from `from` (of median *here): steps of 2, then 1, while they
+ * improve. Returns the point reached. */
+static point compass(search *sr, point from, double here, axis_set set, size_t t, size_t lo,
+                     size_t hi, int phase, size_t current)
+{
+    for (size_t step = 2; step >= 1 && ok(sr); step--) {
+        for (int moved = 1; moved && ok(sr);) {
+            point base = from;
+            double f;
+            moved = 0;
+            if (current + step <= hi &&
+                (f = at(sr, &base, set, t, current + step, phase, hi)) < here) {
+                current += step;
+                moved = 1;
+            } else if (current >= lo + step &&
+                       (f = at(sr, &base, set, t, current - step, phase, hi)) < here) {
+                current -= step;
+                moved = 1;
+            }
+            if (moved) {
+                set(sr, &from, t, current);
+                here = f;
+            }
+        }
+    }
+    return from;
+}
+
+/* The fastest trial of one phase (the search's best when there is none). */
+static point best_of_phase(const search *sr, int phase, double *ms)
+{
+    point p = sr->best;
+    *ms = sr->best_ms;
+    double m = INFINITY;
+    for (size_t i = 0; i < sr->r->n_trials; i++)
+        if (sr->r->trials[i].phase == phase && sr->r->trials[i].median < m) {
+            m = sr->r->trials[i].median;
+            p = sr->pts[i];
+            *ms = m;
+        }
+    return p;
+}
+
+static void baselines(search *sr, point *a, point *b)
+{
+    memset(a, 0, sizeof *a);
+    *b = *a;
+    for (size_t l = 0; l < sr->r->n_levels; l++)
+        if (sr->r->levels[l] == sr->o->default_limit) b->s = l;
+    (void)evaluate(sr, *a, L2P_TUNE_BASELINE);
+    (void)evaluate(sr, *b, L2P_TUNE_BASELINE);
+}
+
+static void search_props(search *sr)
+{
+    for (size_t i = 0; i < sr->o->n_targets && ok(sr); i++) {
+        point p = sr->best;
+        if (!p.h[i]) continue;
+        p.hp[i] ^= 1;
+        (void)evaluate(sr, p, L2P_TUNE_PROPS);
+        p = sr->best;
+        p.mp[i] ^= 1;
+        (void)evaluate(sr, p, L2P_TUNE_PROPS);
+    }
+}
+
+/* Neighbours of the best on every axis until none is better or the budget is spent. */
+static void polish(search *sr)
+{
+    const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
+    for (int moved = 1; moved && ok(sr) && sr->r->n_trials < sr->max_evals;) {
+        point start = sr->best;
+        (void)compass(sr, sr->best, sr->best_ms, set_aside_level, 0, 0, S - 1, L2P_TUNE_POLISH,
+                      sr->best.s);
+        for (size_t i = 0; i < sr->o->n_targets; i++)
+            (void)compass(sr, sr->best, sr->best_ms, set_hit_level, i, 0, H, L2P_TUNE_POLISH,
+                          sr->best.h[i]);
+        moved = !point_eq(&start, &sr->best, sr->o->n_targets);
+    }
+}
+
+/* Baselines; the ridge; each hit ratio from the ridge's best (also when a baseline is faster:
+ * the windows must be explored before they are judged); properties; polish. */
+static void run_search(search *sr, point *a, point *b)
+{
+    const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
+    point zero, from;
+    double here;
+    memset(&zero, 0, sizeof zero);
+    baselines(sr, a, b);
+    if (S > 1) fibonacci(sr, &zero, set_ridge, 0, 1, S - 1, L2P_TUNE_RIDGE);
+    from = best_of_phase(sr, L2P_TUNE_RIDGE, &here);
+    for (size_t i = 0; i < sr->o->n_targets && ok(sr); i++) {
+        from = compass(sr, from, here, set_hit_level, i, 0, H, L2P_TUNE_HIT_RATIO, from.h[i]);
+        here = evaluate(sr, from, L2P_TUNE_HIT_RATIO);
+    }
+    if (sr->o->tune_props) search_props(sr);
+    polish(sr);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The confirmation: the pick and both baselines re-measured in interleaved rounds
+ * ------------------------------------------------------------------------------------- */
+
+static l2p_status confirm(search *sr, const point *a, const point *b)
+{
+    const l2p_tune_options *o = sr->o;
+    l2p_tune_result *r = sr->r;
+    const point *pts[3] = {a, b, &sr->best};
+    size_t per = o->confirm_rounds * o->repeat, n[3] = {0, 0, 0};
+    int found_is_base = point_eq(&sr->best, a, o->n_targets) ||
+                        point_eq(&sr->best, b, o->n_targets);
+    int b_is_a = point_eq(a, b, o->n_targets);
+    double *all = malloc(3 * per * sizeof *all), med[3];
+    if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the confirmation");
+    for (size_t round = 0; round < o->confirm_rounds && ok(sr); round++)
+        for (int k = 0; k < 3 && ok(sr); k++)
+            if (!(k == 1 && b_is_a) && !(k == 2 && found_is_base))
+                (void)measure(sr, pts[k], L2P_TUNE_CONFIRM, all + k * per, &n[k]);
+    if (!ok(sr)) {
+        free(all);
+        return sr->status;
+    }
+    for (int k = 0; k < 3; k++)
+        med[k] = n[k] ? median_of(all + k * per, n[k]) : INFINITY; /* order is irrelevant
+                                                                      to the bootstrap */
+    if (b_is_a) med[1] = med[0];
+    r->base_ms[0] = med[0];
+    r->base_ms[1] = med[1];
+    r->baseline = med[1] < med[0];
+    to_config(sr, pts[r->baseline], &r->recommended);
+    to_config(sr, &sr->best, &r->found);
+    r->speedup = r->ci_low = r->ci_high = 1.0;
+    r->found_ms = found_is_base ? med[r->baseline] : med[2];
+    if (!found_is_base) {
+        int base = r->baseline && !b_is_a;
+        l2p_status st = l2p_tune_speedup_ci(all + base * per, n[base], all + 2 * per, n[2],
+                                            o->confidence, o->seed, &r->speedup, &r->ci_low,
+                                            &r->ci_high);
+        if (st != L2P_OK) {
+            free(all);
+            return st;
+        }
+        r->persistence_helps = r->ci_low > 1.0 && r->speedup >= 1.0 + o->min_gain;
+        if (r->persistence_helps) r->recommended = r->found;
+    }
+    free(all);
+    return L2P_OK;
+}
+
+void l2p_tune_result_free(l2p_tune_result *r)
+{
+    free(r->trials);
+    r->trials = NULL;
+    r->n_trials = r->evals = 0;
+}
+
+l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *ctx,
+                        l2p_tune_result *out)
+{
+    search sr;
+    point a, b;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(l2p_tune_check_options(o));
+    memset(&sr, 0, sizeof sr);
+    sr.o = o;
+    sr.eval = eval;
+    sr.ctx = ctx;
+    sr.r = out;
+    sr.best_ms = INFINITY;
+    sr.max_evals = o->max_evals ? o->max_evals : 12 + 4 * o->n_targets;
+    out->n_levels = l2p_tune_set_aside_levels(o->granule, o->persisting_max, o->default_limit,
+                                              out->levels, L2P_TUNE_MAX_LEVELS);
+    out->trials = calloc(sr.max_evals, sizeof *out->trials);
+    sr.pts = calloc(sr.max_evals, sizeof *sr.pts);
+    sr.samples = calloc(o->repeat, sizeof *sr.samples);
+    if (!out->trials || !sr.pts || !sr.samples) {
+        sr.status = l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for %zu trials",
+                             sr.max_evals);
+    } else {
+        run_search(&sr, &a, &b);
+        if (ok(&sr)) sr.status = confirm(&sr, &a, &b);
+    }
+    out->evals = out->n_trials;
+    free(sr.pts);
+    free(sr.samples);
+    if (sr.status != L2P_OK) l2p_tune_result_free(out);
+    return sr.status;
+}

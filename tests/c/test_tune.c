@@ -1,0 +1,296 @@
+/* C tests of the tuner on synthetic cost surfaces: flat, a single optimum, noisy, the optimum
+ * at "no persistence", the default limit better than none, stream groups, failures, and its
+ * statistics. The geometry is an H200's: granule 3.75 MiB, max 37.5 MiB, default 11.25 MiB. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2p_policy.h"
+#include "l2p_test.h"
+#include "l2p_tune.h"
+
+int l2p_test_passed, l2p_test_failed;
+
+#define GRANULE 3932160u
+#define PMAX (10u * GRANULE)
+#define DEFAULT_LIMIT (3u * GRANULE)
+#define MIB (1u << 20)
+
+typedef double (*cost_fn)(const l2p_tune_config *c, const void *arg);
+
+typedef struct {
+    cost_fn cost;
+    const void *arg;
+    double noise;            /* relative, uniform in [-noise, noise] */
+    unsigned long long rng;
+    size_t calls;
+    int fail_at;             /* fail on this call (1-based), 0: never */
+    int both_on_in_group;    /* a config with two windows on in group 0 was asked for */
+} harness;
+
+static double uniform(unsigned long long *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+static l2p_status eval(void *ctx, const l2p_tune_config *c, size_t repeat, double *samples)
+{
+    harness *h = ctx;
+    h->calls++;
+    if (h->fail_at && (int)h->calls == h->fail_at)
+        return l2p_fail(L2P_ERR_VALUE, "synthetic failure");
+    if (c->n_targets >= 2 && c->win[0].on && c->win[1].on) h->both_on_in_group = 1;
+    double t = h->cost(c, h->arg);
+    for (size_t i = 0; i < repeat; i++)
+        samples[i] = t * (1.0 + h->noise * (2.0 * uniform(&h->rng) - 1.0));
+    return L2P_OK;
+}
+
+static void options(l2p_tune_options *o, size_t n_targets, size_t bytes)
+{
+    l2p_tune_options_default(o);
+    o->granule = GRANULE;
+    o->persisting_max = PMAX;
+    o->default_limit = DEFAULT_LIMIT;
+    o->n_targets = n_targets;
+    for (size_t i = 0; i < n_targets; i++) {
+        o->target_bytes[i] = bytes;
+        o->group[i] = (int)i;
+    }
+}
+
+/* ---- surfaces ---- */
+
+static double flat(const l2p_tune_config *c, const void *arg)
+{
+    (void)c;
+    (void)arg;
+    return 1.0;
+}
+
+/* Like the hot/cold kernel: the set-aside alone costs time, persisting bytes that fit the
+ * set-aside save time, persisting bytes beyond it thrash. */
+typedef struct {
+    double hot_bytes, penalty, gain, thrash;
+} hot_cold_shape;
+
+static double hot_cold(const l2p_tune_config *c, const void *arg)
+{
+    const hot_cold_shape *k = arg;
+    double s = (double)c->set_aside, t = 1.0 + k->penalty * s / PMAX;
+    if (c->win[0].on) {
+        double p = c->win[0].hit_ratio * k->hot_bytes;
+        double fit = p < s ? p : s;
+        double saved = k->gain * fit / k->hot_bytes;
+        if (c->win[0].hit_prop != L2P_ACCESS_PERSISTING) saved = 0.0;
+        if (c->win[0].miss_prop == L2P_ACCESS_STREAMING) saved *= 1.02;
+        t -= saved;
+        if (p > s) t += k->thrash * (p - s) / k->hot_bytes;
+    }
+    return t;
+}
+
+static double penalty_only(const l2p_tune_config *c, const void *arg)
+{
+    (void)arg;
+    return 1.0 + 0.3 * (double)c->set_aside / PMAX + (c->win[0].on ? 0.05 : 0.0);
+}
+
+/* The default limit (and only it) is 10 % faster than none; windows do nothing. */
+static double default_best(const l2p_tune_config *c, const void *arg)
+{
+    (void)arg;
+    return c->set_aside == DEFAULT_LIMIT ? 0.9 : 1.0 + 0.01 * (double)c->set_aside / PMAX;
+}
+
+/* The exhaustive grid of the issue's bar: set-aside 0, the default, every second granule up
+ * to the max, x hit ratios 0.1 .. 1.0 (PERSISTING / STREAMING), plus the two baselines. */
+static double grid_best(cost_fn f, const void *arg, size_t *points)
+{
+    size_t levels[] = {0, DEFAULT_LIMIT, 2 * GRANULE, 4 * GRANULE, 6 * GRANULE, 8 * GRANULE,
+                       10 * GRANULE};
+    l2p_tune_config c;
+    double best = INFINITY;
+    *points = 0;
+    memset(&c, 0, sizeof c);
+    c.n_targets = 1;
+    for (size_t s = 0; s < sizeof levels / sizeof *levels; s++)
+        for (int h = 0; h <= 10; h++) {
+            c.set_aside = levels[s];
+            c.win[0].on = h > 0;
+            c.win[0].hit_ratio = h / 10.0;
+            c.win[0].hit_prop = L2P_ACCESS_PERSISTING;
+            c.win[0].miss_prop = L2P_ACCESS_STREAMING;
+            double t = f(&c, arg);
+            if (t < best) best = t;
+            if (h > 0) (*points)++;
+        }
+    return best;
+}
+
+/* ---- tests ---- */
+
+static void test_levels(void)
+{
+    size_t lv[L2P_TUNE_MAX_LEVELS];
+    size_t n = l2p_tune_set_aside_levels(GRANULE, PMAX, DEFAULT_LIMIT, lv, L2P_TUNE_MAX_LEVELS);
+    CHECK(n == 11); /* 0 and 1..10 granules; the default is 3 granules */
+    CHECK(lv[0] == 0 && lv[1] == GRANULE && lv[10] == PMAX);
+    /* a max that is not a granule multiple ends on the max; an odd default is its own level */
+    n = l2p_tune_set_aside_levels(1000, 2500, 1234, lv, L2P_TUNE_MAX_LEVELS);
+    CHECK(n == 5);
+    CHECK(lv[0] == 0 && lv[1] == 1000 && lv[2] == 1234 && lv[3] == 2000 && lv[4] == 2500);
+}
+
+static void test_options_rejected(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {flat, NULL, 0, 1, 0, 0, 0};
+    options(&o, 0, MIB);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "targets") != NULL);
+    options(&o, 1, 0);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_VALUE);
+    options(&o, 1, MIB);
+    o.hit_ratios[3] = 1.5;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "hit_ratios") != NULL);
+    options(&o, 1, MIB);
+    o.min_gain = NAN;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_VALUE);
+    options(&o, 1, MIB);
+    o.granule = 0;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_NOT_SUPPORTED);
+    CHECK(h.calls == 0);
+}
+
+static void test_flat(double noise)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {flat, NULL, noise, 7, 0, 0, 0};
+    options(&o, 1, 16 * MIB);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(!r.persistence_helps);
+    CHECK(r.recommended.win[0].on == 0);
+    CHECK(r.recommended.set_aside == 0 || r.recommended.set_aside == DEFAULT_LIMIT);
+    CHECK(r.ci_low <= 1.0 + 1e-12);
+    CHECK(r.evals <= 16);
+    l2p_tune_result_free(&r);
+}
+
+static void test_single_optimum(double noise, double hot_mib)
+{
+    hot_cold_shape k = {hot_mib * MIB, 0.4, 0.9, 0.6};
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {hot_cold, &k, noise, 11, 0, 0, 0};
+    size_t grid_points;
+    double best = grid_best(hot_cold, &k, &grid_points);
+    options(&o, 1, (size_t)k.hot_bytes);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(r.persistence_helps);
+    CHECK(r.speedup > 1.0 && r.ci_low > 1.0 && r.ci_low <= r.speedup && r.speedup <= r.ci_high);
+    /* the pick's true cost is within 2 % of the grid's best, with a quarter of its points */
+    double picked = hot_cold(&r.recommended, &k);
+    CHECK(picked <= best * 1.02);
+    if (!(picked <= best * 1.02))
+        fprintf(stderr, "  hot %g MiB noise %g: picked %.4f grid best %.4f\n", hot_mib, noise,
+                picked, best);
+    CHECK(4 * r.evals <= grid_points);
+    CHECK(r.n_trials == r.evals);
+    CHECK(r.trials[0].phase == L2P_TUNE_BASELINE && r.trials[0].config.set_aside == 0);
+    l2p_tune_result_free(&r);
+}
+
+static void test_no_persistence_best(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {penalty_only, NULL, 0.01, 3, 0, 0, 0};
+    options(&o, 1, 8 * MIB);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(!r.persistence_helps);
+    CHECK(r.recommended.set_aside == 0 && !r.recommended.win[0].on);
+    CHECK(r.baseline == 0);
+    l2p_tune_result_free(&r);
+}
+
+static void test_default_better(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {default_best, NULL, 0.0, 3, 0, 0, 0};
+    options(&o, 1, 8 * MIB);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(r.baseline == 1);
+    CHECK(r.recommended.set_aside == DEFAULT_LIMIT && !r.recommended.win[0].on);
+    CHECK(fabs(r.base_ms[1] - 0.9) < 1e-9 && fabs(r.base_ms[0] - 1.0) < 1e-9);
+    l2p_tune_result_free(&r);
+}
+
+static void test_group_one_window(void)
+{
+    hot_cold_shape k = {8.0 * MIB, 0.2, 0.5, 0.3};
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {hot_cold, &k, 0.0, 3, 0, 0, 0};
+    options(&o, 2, 8 * MIB);
+    o.group[1] = o.group[0]; /* one stream: at most one window at a time */
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(!h.both_on_in_group);
+    CHECK(r.evals <= 20);
+    l2p_tune_result_free(&r);
+}
+
+static void test_failure_stops(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {flat, NULL, 0.0, 3, 0, 4, 0};
+    options(&o, 1, 8 * MIB);
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "synthetic") != NULL);
+    CHECK(h.calls == 4);
+    CHECK(r.trials == NULL && r.n_trials == 0);
+}
+
+static void test_speedup_ci(void)
+{
+    double a[20], b[20], ratio, lo, hi;
+    for (int i = 0; i < 20; i++) {
+        a[i] = 2.0 + 0.01 * (i % 5);
+        b[i] = 1.0 + 0.01 * (i % 5);
+    }
+    CHECK(l2p_tune_speedup_ci(a, 20, a, 20, 0.95, 1, &ratio, &lo, &hi) == L2P_OK);
+    CHECK(ratio == 1.0 && lo <= 1.0 && hi >= 1.0);
+    CHECK(l2p_tune_speedup_ci(a, 20, b, 20, 0.95, 1, &ratio, &lo, &hi) == L2P_OK);
+    CHECK(ratio > 1.9 && lo > 1.8 && hi < 2.1 && lo <= ratio && ratio <= hi);
+    b[3] = NAN;
+    CHECK(l2p_tune_speedup_ci(a, 20, b, 20, 0.95, 1, &ratio, &lo, &hi) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "cand") != NULL);
+    b[3] = -1.0;
+    CHECK(l2p_tune_speedup_ci(a, 20, b, 20, 0.95, 1, &ratio, &lo, &hi) == L2P_ERR_VALUE);
+    CHECK(l2p_tune_speedup_ci(a, 0, a, 20, 0.95, 1, &ratio, &lo, &hi) == L2P_ERR_VALUE);
+}
+
+int main(void)
+{
+    test_levels();
+    test_options_rejected();
+    test_flat(0.0);
+    test_flat(0.03);
+    for (double hot = 4; hot <= 64; hot *= 2) {
+        test_single_optimum(0.0, hot);
+        test_single_optimum(0.02, hot);
+    }
+    test_no_persistence_best();
+    test_default_better();
+    test_group_one_window();
+    test_failure_stops();
+    test_speedup_ci();
+    printf("test_tune: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
+    return l2p_test_failed != 0;
+}
