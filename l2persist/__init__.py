@@ -33,6 +33,9 @@ from ._format import human_bytes
 from .timing import Timing, benchmark
 from . import coalescing, kernels
 from .counters import Counters, counter_names, counters_available, measure
+from . import examples
+from .tune import Target, TuneResult
+from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
 
 __version__ = "0.1.0"
 
@@ -56,5 +59,6 @@ __all__ = [
     "DeviceBuffer", "DeviceProperties", "Graph", "KernelNode", "NoDeviceError",
     "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
-    "plan_windows", "reset_persisting_l2", "to_device", "zeros",
+    "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
+    "TuneResult", "tune",
 ]

@@ -230,13 +230,18 @@ def test_plan_windows_share_the_set_aside_on_two_streams(device, rng):
 
 
 def test_guide_example(device):
-    from l2persist.examples import guide_example
+    from l2persist.examples import CONFIGS, guide_example
     start = device.persisting_l2_limit
     r = guide_example(device, repeats=10)
     assert device.persisting_l2_limit == start
-    for run in (r.with_window, r.without_window):
+    assert set(r.runs) == set(CONFIGS)
+    for run in r.runs.values():
         assert len(run["A_samples"]) == 10 and all(t > 0 for t in run["A_samples"])
         assert run["B"] > 0 and run["C"] > 0
+    # the speedup is quoted against the better of limit 0 and the default, never (c)
+    assert r.speedup("A") == pytest.approx(
+        min(r.runs["limit0"]["A"], r.runs["default"]["A"]) / r.runs["window"]["A"])
+    assert "(a) limit 0" in r.table() and "(c)" in r.table()
     print("\n" + r.table())
 
 

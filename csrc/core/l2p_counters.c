@@ -44,6 +44,15 @@ static const struct {
     {"global_store_efficiency", "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct",
      "bytes used per sector stored, % (nvprof's gst_efficiency)"},
     {"gpu_time_ns", "gpu__time_duration.sum", "GPU time of the range, ns"},
+    /* What explains a persistence result (tune's counters). */
+    {"l2_write_hit_rate", "lts__t_sector_op_write_hit_rate.pct", "L2 sector hit rate of writes, %"},
+    {"l2_miss_sectors", "lts__t_sectors_lookup_miss.sum", "L2 sector lookups that missed"},
+    {"l2_fabric_sectors", "lts__t_sectors_srcunit_ltcfabric.sum",
+     "sectors crossing the fabric between the L2 partitions"},
+    {"l2_throughput_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+     "L2 throughput, % of its peak"},
+    {"dram_throughput_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+     "device-memory throughput, % of its peak"},
 };
 #define N_FRIENDLY (sizeof friendly / sizeof friendly[0])
 

@@ -442,41 +442,56 @@ static void run_search(search *sr, point *a, point *b)
  * The confirmation: the pick and both baselines re-measured in interleaved rounds
  * ------------------------------------------------------------------------------------- */
 
+/* (c): the found set-aside with every window off. */
+static point aside_only(const search *sr)
+{
+    point c;
+    memset(&c, 0, sizeof c);
+    c.s = sr->best.s;
+    return c;
+}
+
+/* Re-measure, in interleaved rounds, (a) limit 0, (b) the default limit, (c) the found
+ * set-aside without windows and the found configuration; repeats among them are measured once. */
 static l2p_status confirm(search *sr, const point *a, const point *b)
 {
+    enum { A, B, C, FOUND, K };
     const l2p_tune_options *o = sr->o;
+    const size_t nt = o->n_targets;
     l2p_tune_result *r = sr->r;
-    const point *pts[3] = {a, b, &sr->best};
-    size_t per = o->confirm_rounds * o->repeat, n[3] = {0, 0, 0};
-    int found_is_base = point_eq(&sr->best, a, o->n_targets) ||
-                        point_eq(&sr->best, b, o->n_targets);
-    int b_is_a = point_eq(a, b, o->n_targets);
-    double *all = malloc(3 * per * sizeof *all), med[3];
+    point c = aside_only(sr);
+    const point *pts[K] = {a, b, &c, &sr->best};
+    int same_as[K];
+    size_t per = o->confirm_rounds * o->repeat, n[K] = {0};
+    double *all = malloc(K * per * sizeof *all), med[K];
     if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the confirmation");
+    for (int k = 0; k < K; k++) { /* the first of the configurations equal to pts[k] */
+        same_as[k] = k;
+        for (int j = k - 1; j >= 0; j--)
+            if (point_eq(pts[j], pts[k], nt)) same_as[k] = j;
+    }
     for (size_t round = 0; round < o->confirm_rounds && ok(sr); round++)
-        for (int k = 0; k < 3 && ok(sr); k++)
-            if (!(k == 1 && b_is_a) && !(k == 2 && found_is_base))
-                (void)measure(sr, pts[k], L2P_TUNE_CONFIRM, all + k * per, &n[k]);
+        for (int k = 0; k < K && ok(sr); k++)
+            if (same_as[k] == k) (void)measure(sr, pts[k], L2P_TUNE_CONFIRM, all + k * per, &n[k]);
     if (!ok(sr)) {
         free(all);
         return sr->status;
     }
-    for (int k = 0; k < 3; k++)
-        med[k] = n[k] ? median_of(all + k * per, n[k]) : INFINITY; /* order is irrelevant
-                                                                      to the bootstrap */
-    if (b_is_a) med[1] = med[0];
-    r->base_ms[0] = med[0];
-    r->base_ms[1] = med[1];
-    r->baseline = med[1] < med[0];
-    to_config(sr, pts[r->baseline], &r->recommended);
+    for (int k = 0; k < K; k++) /* sorting is harmless: the bootstrap resamples */
+        med[k] = same_as[k] == k ? median_of(all + k * per, n[k]) : med[same_as[k]];
+    r->base_ms[0] = med[A];
+    r->base_ms[1] = med[B];
+    r->aside_ms = med[C];
+    r->found_ms = med[FOUND];
+    r->baseline = med[B] < med[A];
+    int base = same_as[r->baseline ? B : A];
+    to_config(sr, pts[base], &r->recommended);
     to_config(sr, &sr->best, &r->found);
     r->speedup = r->ci_low = r->ci_high = 1.0;
-    r->found_ms = found_is_base ? med[r->baseline] : med[2];
-    if (!found_is_base) {
-        int base = r->baseline && !b_is_a;
-        l2p_status st = l2p_tune_speedup_ci(all + base * per, n[base], all + 2 * per, n[2],
-                                            o->confidence, o->seed, &r->speedup, &r->ci_low,
-                                            &r->ci_high);
+    if (same_as[FOUND] == FOUND) {
+        l2p_status st = l2p_tune_speedup_ci(all + base * per, n[base], all + FOUND * per,
+                                            n[FOUND], o->confidence, o->seed, &r->speedup,
+                                            &r->ci_low, &r->ci_high);
         if (st != L2P_OK) {
             free(all);
             return st;

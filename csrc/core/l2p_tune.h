@@ -88,7 +88,8 @@ typedef struct {
     int persistence_helps;       /* found beats the better baseline beyond noise */
     int baseline;                /* the better baseline: 0 (a) limit 0, 1 (b) default */
     double base_ms[2];           /* confirmed medians of (a) and (b) */
-    double found_ms;             /* confirmed median of found */
+    double aside_ms;             /* (c): found's set-aside with every window off */
+    double found_ms;             /* confirmed median of found (d) */
     double speedup, ci_low, ci_high; /* better baseline / found, with its interval */
 } l2p_tune_result;
 

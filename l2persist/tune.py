@@ -1,0 +1,350 @@
+"""tune(): does L2 persistence help *your* workload, and with which settings?
+
+The search, the statistics and the decision are the C core's (``csrc/core/l2p_tune.c``); this
+module installs each configuration the core asks for (the persisting limit, a window per stream
+or graph), calls your ``fn`` between CUDA events, and restores everything it changed, also when
+an exception or KeyboardInterrupt passes through.
+
+Every result is quoted against what you have without l2persist: (a) persisting limit 0 and no
+window, (b) the device's default limit and no window. (c) is the chosen set-aside without any
+window (what the set-aside alone costs), (d) the chosen configuration. The pick is recommended
+only when it beats the better of (a) and (b) beyond noise (the bootstrap interval of the
+speedup lies above 1 and the speedup reaches ``min_gain``); otherwise the answer is "no
+persistence".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from . import _core
+from ._format import human_bytes
+
+__all__ = ["Target", "TuneResult", "tune", "EXPLAIN_COUNTERS"]
+
+# The counters that explain a persistence result (see README, "Why the set-aside slows
+# read-write work"); friendly names of l2persist.counter_names().
+EXPLAIN_COUNTERS = ("gpu_time_ns", "dram_bytes_read", "dram_bytes_write", "l2_hit_rate",
+                    "l2_read_hit_rate", "l2_write_hit_rate", "l2_evict_sectors",
+                    "l2_fabric_sectors", "l2_throughput_pct")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A region the tuner may put an access policy window on.
+
+    ``on`` is where the window goes: an l2persist ``Stream``, a foreign stream (PyTorch, CuPy,
+    cuda.core, an int handle) or a ``Graph`` (every kernel node). ``None`` means tune's
+    ``stream=``. Targets on the same stream are alternatives: a stream holds one window.
+    """
+
+    buffer: object
+    offset: int = 0
+    num_bytes: int | None = None
+    on: object = None
+
+
+def _carrier(obj, device):
+    """An l2persist Stream or Graph for `obj`, and whether we wrapped it (and must close it)."""
+    if isinstance(obj, (_core.Stream, _core.Graph)):
+        return obj, False
+    return _core.Stream(obj), True
+
+
+class _Installer:
+    """Installs tuner configurations and restores the state it found."""
+
+    def __init__(self, dev, targets, stream):
+        self.dev = dev
+        self.windows, self.carriers, self.groups, self._wrapped = [], [], [], []
+        carriers_by_id = {}
+        for t in targets:
+            t = t if isinstance(t, Target) else Target(t)
+            carrier_obj = t.on if t.on is not None else stream
+            if carrier_obj is None:
+                raise ValueError("targets: a window goes on a stream or a graph; pass stream= "
+                                 "or Target(buffer, on=stream_or_graph)")
+            key = id(carrier_obj)
+            if key not in carriers_by_id:
+                c, wrapped = _carrier(carrier_obj, dev)
+                if wrapped:
+                    self._wrapped.append(c)
+                carriers_by_id[key] = (len(carriers_by_id), c)
+            group, c = carriers_by_id[key]
+            w = _core.AccessPolicyWindow(t.buffer, t.num_bytes, offset=t.offset, clamp=True)
+            self.windows.append(w)
+            self.carriers.append(c)
+            self.groups.append(group)
+        self.limit_before = dev.persisting_l2_limit
+        self.saved = [(c, self._read(c)) for _, c in carriers_by_id.values()]
+        self.limit = self.limit_before
+
+    @staticmethod
+    def _read(c):
+        if isinstance(c, _core.Graph):
+            return [n.access_policy_window for n in c.kernel_nodes]
+        return c.access_policy_window
+
+    @staticmethod
+    def _write(c, window):
+        if isinstance(c, _core.Graph):
+            c.set_access_policy_window(window)
+        else:
+            c.access_policy_window = window
+
+    def install(self, config):
+        """Set the limit (when it changes), demote persisting lines, put the windows on."""
+        if config["set_aside"] != self.limit:
+            self.dev.persisting_l2_limit = config["set_aside"]
+            self.limit = config["set_aside"]
+        _core.reset_persisting_l2(self.dev)
+        chosen = {}
+        for w, c, spec in zip(self.windows, self.carriers, config["windows"]):
+            if spec is not None:
+                chosen[id(c)] = _core.AccessPolicyWindow(
+                    w.target, w.num_bytes, offset=w.base_ptr - w.target.ptr,
+                    hit_ratio=spec["hit_ratio"], hit_prop=spec["hit_prop"],
+                    miss_prop=spec["miss_prop"])
+            else:
+                chosen.setdefault(id(c), None)
+        for c in {id(c): c for c in self.carriers}.values():
+            self._write(c, chosen[id(c)])
+
+    def restore(self):
+        """Put back the windows and the limit found at the start; demote persisting lines."""
+        for c, saved in self.saved:
+            if isinstance(c, _core.Graph):
+                for node, w in zip(c.kernel_nodes, saved):
+                    node.access_policy_window = w
+            else:
+                self._write(c, saved)
+        if self.limit != self.limit_before:
+            self.dev.persisting_l2_limit = self.limit_before
+            self.limit = self.limit_before
+        _core.reset_persisting_l2(self.dev)
+
+    def close(self):
+        for s in self._wrapped:
+            s.close()
+        self._wrapped = []
+
+
+def _describe(config) -> str:
+    wins = [w for w in config["windows"] if w is not None]
+    if config["set_aside"] == 0 and not wins:
+        return "limit 0, no window"
+    parts = [f"set-aside {human_bytes(config['set_aside'])}"]
+    for i, w in enumerate(config["windows"]):
+        if w is not None:
+            parts.append(f"window {i}: hitRatio {w['hit_ratio']:.2f} "
+                         f"{_name(w['hit_prop'])}/{_name(w['miss_prop'])}")
+    if not wins:
+        parts.append("no window")
+    return ", ".join(parts)
+
+
+def _name(prop) -> str:
+    return getattr(prop, "name", str(prop)).lower()
+
+
+def _plain(config):
+    """A config with plain ints for the properties (JSON)."""
+    return {"set_aside": config["set_aside"],
+            "windows": [None if w is None else {"hit_ratio": w["hit_ratio"],
+                                                 "hit_prop": int(w["hit_prop"]),
+                                                 "miss_prop": int(w["miss_prop"])}
+                        for w in config["windows"]]}
+
+
+@dataclass
+class TuneResult:
+    """What tune() found: baselines, the pick, its speedup and interval, every trial."""
+
+    device: str
+    default_limit: int
+    limit0_ms: float
+    default_ms: float
+    aside_ms: float
+    found: dict
+    found_ms: float
+    recommended: dict
+    persistence_helps: bool
+    baseline: str
+    speedup: float
+    ci: tuple
+    confidence: float
+    evals: int
+    wall_s: float
+    trials: list = field(repr=False)
+    set_aside_levels: list = field(repr=False)
+    counters: dict | None = field(default=None, repr=False)
+    _installer: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def baseline_ms(self) -> float:
+        """The better of (a) limit 0 and (b) the default limit, no window."""
+        return min(self.limit0_ms, self.default_ms)
+
+    def verdict(self) -> str:
+        lo, hi = self.ci
+        if self.persistence_helps:
+            return (f"persistence helps: {_describe(self.recommended)} is {self.speedup:.3f}x "
+                    f"faster than the better baseline ({self.confidence:.0%} interval "
+                    f"{lo:.3f}-{hi:.3f}x)")
+        return (f"persistence does not help beyond noise (best found {self.speedup:.3f}x, "
+                f"interval {lo:.3f}-{hi:.3f}x): use {_describe(self.recommended)}")
+
+    def rows(self) -> list[dict]:
+        base = self.baseline_ms
+        rows = [("(a) limit 0, no window", self.limit0_ms),
+                (f"(b) default limit {human_bytes(self.default_limit)}, no window",
+                 self.default_ms),
+                (f"(c) set-aside {human_bytes(self.found['set_aside'])}, no window",
+                 self.aside_ms),
+                (f"(d) {_describe(self.found)}", self.found_ms)]
+        return [{"configuration": name, "median_ms": ms, "speedup": base / ms}
+                for name, ms in rows]
+
+    def table(self, trials: bool = False) -> str:
+        """Markdown: the four configurations (speedup against the better of (a) and (b)),
+        the verdict, and with ``trials=True`` every configuration the search measured."""
+        out = ["| configuration | median ms | speedup vs best baseline |", "|---|---:|---:|"]
+        out += [f"| {r['configuration']} | {r['median_ms']:.4f} | {r['speedup']:.3f}x |"
+                for r in self.rows()]
+        out.append("")
+        out.append(f"{self.verdict()}; {self.evals} configurations searched in "
+                   f"{self.wall_s:.1f} s on {self.device}.")
+        if self.counters:
+            out += ["", "| counter | baseline | pick |", "|---|---:|---:|"]
+            out += [f"| {k} | {v['baseline']:.6g} | {v['pick']:.6g} |"
+                    for k, v in self.counters.items()]
+        if trials:
+            out += ["", "| # | phase | configuration | median ms |", "|---:|---|---|---:|"]
+            out += [f"| {i} | {t['phase']} | {_describe(t['config'])} | {t['median']:.4f} |"
+                    for i, t in enumerate(self.trials)]
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        cells = "".join(f"<tr><td>{r['configuration']}</td><td>{r['median_ms']:.4f}</td>"
+                        f"<td>{r['speedup']:.3f}x</td></tr>" for r in self.rows())
+        return (f"<table><tr><th>configuration</th><th>median ms</th><th>speedup vs best "
+                f"baseline</th></tr>{cells}</table><p>{self.verdict()}</p>")
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
+        for k in ("found", "recommended"):
+            d[k] = _plain(d[k])
+        d["trials"] = [dict(t, config=_plain(t["config"])) for t in self.trials]
+        d["ci"] = list(self.ci)
+        return d
+
+    def to_json(self, path=None) -> str:
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path) -> "TuneResult":
+        """A result saved with to_json(), e.g. to redraw it on a machine without a GPU (it
+        cannot apply() there)."""
+        text = text_or_path
+        if not text.lstrip().startswith("{"):
+            with open(text_or_path) as f:
+                text = f.read()
+        d = json.loads(text)
+        d["ci"] = tuple(d["ci"])
+        return cls(**d)
+
+    @contextlib.contextmanager
+    def apply(self, config: dict | None = None):
+        """Install the recommended configuration (or ``config``) on the tuned streams and
+        graphs for the ``with`` block; restore the limit and windows after it."""
+        if self._installer is None:
+            raise RuntimeError("apply: this result was loaded from JSON or its streams are "
+                               "gone; run tune() again")
+        inst = self._installer
+        inst.limit_before = inst.dev.persisting_l2_limit
+        inst.saved = [(c, inst._read(c)) for c, _ in inst.saved]
+        try:
+            inst.install(config or self.recommended)
+            yield self
+        finally:
+            inst.restore()
+
+
+def tune(fn, targets, *, stream=None, device=None, repeat: int = 10, warmup: int = 2,
+         max_evals: int | None = None, hit_ratios=None, tune_props: bool = True,
+         confirm_rounds: int = 3, min_gain: float = 0.01, confidence: float = 0.95,
+         counters=None, hold_us: float = 50.0, seed: int = 0x9E3779B97F4A7C15) -> TuneResult:
+    """Find the persisting-L2 set-aside and access policy windows that make ``fn`` fastest,
+    and say whether they beat doing nothing.
+
+    ``fn()`` enqueues the workload (any library's kernels, or a graph launch) on ``stream``;
+    it must be repeatable. ``targets``: buffers (anything ``as_buffer`` takes) or ``Target``s
+    (a sub-range, or a window on another stream or on a graph's kernel nodes). Each
+    configuration is timed ``warmup`` + ``repeat`` times after persisting lines are reset;
+    at most ``max_evals`` configurations (default 12 + 4 per target) are searched; the pick
+    and the baselines are then re-measured ``confirm_rounds`` times, interleaved.
+    ``counters=True`` (or a list of names) also measures the counters of the better baseline
+    and of the pick (``EXPLAIN_COUNTERS`` by default).
+    """
+    targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
+    if stream is not None and not isinstance(stream, _core.Stream):
+        stream = _core.Stream(stream)
+    if stream is not None:
+        dev = stream.device
+        if device is not None and _core.Device(device).index != dev.index:
+            raise ValueError(f"device: {device} differs from the stream's device {dev.index}")
+    else:
+        dev = _core.Device(0 if device is None else device)
+    inst = _Installer(dev, targets, stream)
+    timing_stream = stream if stream is not None else next(
+        (c for c in inst.carriers if isinstance(c, _core.Stream)), None)
+
+    def evaluate(config, n):
+        inst.install(config)
+        return _core.time_calls(fn, stream=timing_stream, warmup=warmup, repeat=n, device=dev,
+                                hold_us=hold_us)
+
+    t0 = time.perf_counter()
+    try:
+        r = _core.tune_search(evaluate, dev, [w.num_bytes for w in inst.windows], inst.groups,
+                              hit_ratios=hit_ratios, tune_props=tune_props,
+                              max_evals=max_evals or 0, repeat=repeat,
+                              confirm_rounds=confirm_rounds, min_gain=min_gain,
+                              confidence=confidence, seed=seed)
+        measured = None
+        if counters:
+            names = list(EXPLAIN_COUNTERS if counters is True else counters)
+            measured = _explain(fn, inst, dev, r, names)
+    finally:
+        inst.restore()
+    return TuneResult(
+        device=dev.properties.name, default_limit=dev.default_persisting_l2_limit,
+        limit0_ms=r["limit0_ms"], default_ms=r["default_ms"], aside_ms=r["aside_ms"],
+        found=r["found"], found_ms=r["found_ms"], recommended=r["recommended"],
+        persistence_helps=r["persistence_helps"], baseline=r["baseline"], speedup=r["speedup"],
+        ci=(r["ci_low"], r["ci_high"]), confidence=confidence, evals=r["evals"],
+        wall_s=time.perf_counter() - t0, trials=r["trials"],
+        set_aside_levels=r["set_aside_levels"], counters=measured, _installer=inst)
+
+
+def _explain(fn, inst, dev, r, names):
+    """Counters of the better baseline and of the found configuration, fn warmed inside the
+    pass (a CUPTI pass starts with an invalidated L2)."""
+    from .counters import measure
+
+    base_cfg = {"set_aside": 0 if r["baseline"] == "limit0" else dev.default_persisting_l2_limit,
+                "windows": [None] * len(inst.windows)}
+    out = {}
+    for key, cfg in (("baseline", base_cfg), ("pick", r["found"])):
+        inst.install(cfg)
+        c = measure(fn, names, device=dev, warmup=fn)
+        for name in names:
+            out.setdefault(name, {})[key] = c[name]
+    return out

@@ -1,0 +1,111 @@
+"""tune() on the GPU: state restored (also through an exception), apply() reproduces the
+measured result, foreign (PyTorch) work and graph targets."""
+
+import numpy as np
+import pytest
+
+import l2persist as l2p
+from l2persist import AccessPolicyWindow
+from l2persist import kernels as K
+
+pytestmark = pytest.mark.gpu
+MIB = 1 << 20
+QUICK = dict(repeat=3, max_evals=6, confirm_rounds=1)
+
+
+@pytest.fixture
+def hot_cold(rng, device):
+    hot = l2p.to_device(rng.integers(0, 100, 4 * MIB // 4, dtype=np.int32))
+    cold = l2p.to_device(rng.integers(0, 100, 64 * MIB // 4, dtype=np.int32))
+    yield hot, cold
+    hot.close()
+    cold.close()
+
+
+def test_tune_restores_limit_and_windows(device, hot_cold):
+    hot, cold = hot_cold
+    with l2p.Stream() as s:
+        before = AccessPolicyWindow(cold, 4096, hit_ratio=0.25)
+        s.access_policy_window = before
+        limit = device.persisting_l2_limit
+        r = l2p.tune(lambda: K.hot_cold(hot, cold, stream=s), [hot], stream=s, **QUICK)
+        assert device.persisting_l2_limit == limit
+        w = s.access_policy_window
+        assert (w.base_ptr, w.num_bytes) == (before.base_ptr, before.num_bytes)
+        assert w.hit_ratio == pytest.approx(0.25)
+        assert r.evals <= 6 and len(r.trials) == r.evals
+        assert r.limit0_ms > 0 and r.default_ms > 0 and r.found_ms > 0
+        assert r.baseline_ms == min(r.limit0_ms, r.default_ms)
+        s.access_policy_window = None
+
+
+def test_tune_restores_after_an_exception(device, hot_cold):
+    hot, cold = hot_cold
+    calls = []
+
+    def fn():
+        calls.append(1)
+        if len(calls) == 30:
+            raise KeyboardInterrupt
+        K.hot_cold(hot, cold, stream=s)
+    with l2p.Stream() as s:
+        limit = device.persisting_l2_limit
+        with pytest.raises(KeyboardInterrupt):
+            l2p.tune(fn, [hot], stream=s, **QUICK)
+        assert device.persisting_l2_limit == limit
+        assert s.access_policy_window is None or s.access_policy_window.num_bytes == 0
+        K.hot_cold(hot, cold, stream=s)  # the stream and the device still work
+        s.synchronize()
+
+
+def test_tune_computes_right_and_apply_reproduces(device, rng):
+    host_hot = rng.integers(-1000, 1000, 16 * MIB // 4, dtype=np.int32)
+    host_cold = rng.integers(-1000, 1000, 256 * MIB // 4, dtype=np.int32)
+    with l2p.Stream() as s, l2p.to_device(host_hot) as hot, l2p.to_device(host_cold) as cold:
+        fn = lambda: K.hot_cold(hot, cold, read_only=True, stream=s)
+        r = l2p.tune(fn, [hot], stream=s, repeat=8)
+        limit = device.persisting_l2_limit
+        base = l2p.benchmark(fn, stream=s, repeat=20).median
+        with r.apply():
+            if r.persistence_helps:
+                assert device.persisting_l2_limit >= r.recommended["set_aside"]
+                assert s.access_policy_window.num_bytes == hot.nbytes
+            applied = l2p.benchmark(fn, stream=s, repeat=20).median
+        assert device.persisting_l2_limit == limit
+        # what apply() installs runs as fast as tune measured it, relative to the baseline
+        expected = r.found_ms / r.baseline_ms if r.persistence_helps else 1.0
+        assert abs(np.log((applied / base) / expected)) < 0.15, (applied, base, expected)
+        # the read-only kernel leaves the data alone
+        np.testing.assert_array_equal(hot.to_numpy(), host_hot)
+        print("\n" + r.table())
+
+
+def test_tune_graph_target(device, hot_cold):
+    hot, cold = hot_cold
+    with l2p.Stream() as s:
+        with s.capture() as g:
+            K.hot_cold(hot, cold, read_only=True, stream=s)
+        r = l2p.tune(lambda: g.launch(stream=s), [l2p.Target(hot, on=g)], stream=s,
+                     **QUICK)
+        assert r.evals >= 3
+        for node in g.kernel_nodes:  # restored: no window on the node
+            w = node.access_policy_window
+            assert w is None or w.num_bytes == 0
+        g.close()
+
+
+def test_tune_foreign_torch_work(device, rng):
+    torch = pytest.importorskip("torch")
+    table = torch.randn(1 << 20, 32, device="cuda")          # 128 MiB, larger than L2
+    zipf = rng.zipf(1.3, 1 << 18) % table.shape[0]
+    idx = torch.as_tensor(zipf, device="cuda")
+    hot_rows = int(np.bincount(zipf).argsort()[::-1][0])
+    ts = torch.cuda.Stream()
+    with torch.cuda.stream(ts):
+        fn = lambda: torch.nn.functional.embedding(idx, table)
+        limit = device.persisting_l2_limit
+        r = l2p.tune(fn, [l2p.Target(table[: 1 << 16], on=ts)], stream=ts, **QUICK)
+        assert device.persisting_l2_limit == limit
+        out = fn()
+    torch.cuda.synchronize()
+    assert torch.equal(out[0], table[idx[0]]) and r.evals >= 3 and hot_rows >= 0
