@@ -7,6 +7,7 @@ import pytest
 import l2persist as l2p
 from l2persist import AccessPolicyWindow
 from l2persist import kernels as K
+from l2persist.tune import EXPLAIN_COUNTERS
 
 pytestmark = pytest.mark.gpu
 MIB = 1 << 20
@@ -109,3 +110,20 @@ def test_tune_foreign_torch_work(device, rng):
         out = fn()
     torch.cuda.synchronize()
     assert torch.equal(out[0], table[idx[0]]) and r.evals >= 3 and hot_rows >= 0
+
+
+def test_every_friendly_counter_resolves_and_tune_explains(device, hot_cold):
+    hot, cold = hot_cold
+    if not l2p.counters_available()[0]:
+        pytest.skip(l2p.counters_available()[1])
+    with l2p.Stream() as s:
+        fn = lambda: K.hot_cold(hot, cold, stream=s)
+        names = list(l2p.counter_names())
+        c = l2p.measure(fn, names, device=device, warmup=fn)
+        assert set(c) == set(names)
+        r = l2p.tune(fn, [hot], stream=s, counters=True, **QUICK)
+        assert set(r.counters) == set(EXPLAIN_COUNTERS)
+        for v in r.counters.values():
+            assert v["baseline"] >= 0 and v["pick"] >= 0
+        assert r.counters["dram_bytes_read"]["baseline"] > 0.5 * cold.nbytes
+        assert "| counter |" in r.table()

@@ -53,6 +53,17 @@ static const struct {
      "L2 throughput, % of its peak"},
     {"dram_throughput_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
      "device-memory throughput, % of its peak"},
+    /* Hopper tags L2 requests with their eviction class: a window's persisting accesses are
+     * evict_last, its streaming ones evict_first, the rest evict_normal (measured on an H200:
+     * evict_last requests appear only with a PERSISTING window). */
+    {"l2_persisting_requests", "lts__t_requests_aperture_device_evict_last.sum",
+     "L2 requests of persisting (evict_last) accesses"},
+    {"l2_persisting_hit_requests", "lts__t_requests_aperture_device_evict_last_lookup_hit.sum",
+     "of those, requests that hit"},
+    {"l2_normal_requests", "lts__t_requests_aperture_device_evict_normal.sum",
+     "L2 requests of normal (evict_normal) accesses"},
+    {"l2_normal_hit_requests", "lts__t_requests_aperture_device_evict_normal_lookup_hit.sum",
+     "of those, requests that hit"},
 };
 #define N_FRIENDLY (sizeof friendly / sizeof friendly[0])
 
