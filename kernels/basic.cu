@@ -38,3 +38,14 @@ extern "C" cudaError_t l2p_launch_scale_shift(float *data, size_t n, float scale
     return l2p_launch(l2p_scale_shift_kernel, dim3(l2p_blocks_for(n, threads)), dim3(threads), 0,
                       stream, window, data, n, scale, shift);
 }
+
+/* The scratch word the read kernels write only when their data hash to a magic number (it
+ * keeps their loads alive). A module-scope device variable exists on every device the module
+ * is loaded on, so no launch allocates: the first launch inside a stream capture works, and
+ * nothing dangles when another library resets the device. */
+__device__ unsigned l2p_sink_word[4];
+
+extern "C" cudaError_t l2p_device_sink(unsigned **out)
+{
+    return cudaGetSymbolAddress((void **)out, l2p_sink_word);
+}

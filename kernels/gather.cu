@@ -115,3 +115,20 @@ extern "C" cudaError_t l2p_launch_random_map(void *map, int map_is_int64, size_t
     return l2p_launch(l2p_random_map_kernel<int32_t>, grid, dim3(threads), 0, stream, NULL,
                       (int32_t *)map, n, (uint64_t)range, seed);
 }
+
+/* The device's out-of-range flag of checked gathers: a device variable, so a checked gather
+ * allocates nothing and can be captured; it is read (and cleared) at the next check. */
+__device__ int l2p_gather_oob;
+
+extern "C" cudaError_t l2p_device_gather_flag(int **out)
+{
+    return cudaGetSymbolAddress((void **)out, l2p_gather_oob);
+}
+
+extern "C" cudaError_t l2p_gather_flag_take(int *was_set)
+{
+    int zero = 0;
+    cudaError_t rc = cudaMemcpyFromSymbol(was_set, l2p_gather_oob, sizeof(int));
+    if (rc == cudaSuccess && *was_set) rc = cudaMemcpyToSymbol(l2p_gather_oob, &zero, sizeof(int));
+    return rc;
+}

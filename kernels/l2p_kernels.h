@@ -17,6 +17,10 @@ extern "C" {
 #endif
 
 /* An empty kernel of one block of one thread: what a launch costs. */
+/* The current device's scratch word for the read kernels' `sink` (a device variable: no
+ * allocation, so capture-safe). */
+cudaError_t l2p_device_sink(unsigned **out);
+
 cudaError_t l2p_launch_noop(cudaStream_t stream, const l2p_window *window);
 
 /* data[i] = data[i] * scale + shift over n floats (the guide example's kernels A, B, C). */
@@ -32,6 +36,11 @@ cudaError_t l2p_launch_gather(int variant, uint32_t *out, const uint32_t *src, s
                               const void *map, int map_is_int64, size_t n,
                               unsigned long long tex, int *oob, cudaStream_t stream,
                               const l2p_window *window);
+
+/* The current device's flag for `oob` (a device variable: capture-safe), and reading it:
+ * *was_set gets its value and the flag is cleared (synchronous, on the legacy stream). */
+cudaError_t l2p_device_gather_flag(int **out);
+cudaError_t l2p_gather_flag_take(int *was_set);
 
 /* map[i] uniform in [0, range), from a counter-based hash of (seed, i). */
 cudaError_t l2p_launch_random_map(void *map, int map_is_int64, size_t n, size_t range,

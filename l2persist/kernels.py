@@ -7,7 +7,7 @@ Load flavours: ``default ca cg cs lu cv nc evict_first evict_last evict_normal``
 store flavours: ``wb cg cs wt`` (see docs/flavours.md for the SASS each one emits).
 """
 
-from ._core import (bulk_read, gather, hot_cold, hot_cold_read, l2_read, noop, pattern, random_map,
+from ._core import (bulk_read, gather, gather_errors, hot_cold, hot_cold_read, l2_read, noop, pattern, random_map,
                     scale_shift, seed_map, streaming)
 
 LOAD_FLAVOURS = ("default", "ca", "cg", "cs", "lu", "cv", "nc", "evict_first", "evict_last",
@@ -38,6 +38,6 @@ def triad(dst, b, c, scalar=3.0, **kw):
     return streaming("triad", dst=dst, src=b, src2=c, scalar=scalar, **kw)
 
 
-__all__ = ["LOAD_FLAVOURS", "bulk_read", "STORE_FLAVOURS", "STREAM_TRAFFIC", "gather", "hot_cold",
+__all__ = ["LOAD_FLAVOURS", "bulk_read", "STORE_FLAVOURS", "STREAM_TRAFFIC", "gather", "gather_errors", "hot_cold",
            "hot_cold_read", "l2_read", "noop", "pattern", "random_map", "scale_shift",
            "seed_map", "stream_copy", "stream_read", "stream_write", "streaming", "triad"]

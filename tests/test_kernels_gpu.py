@@ -37,8 +37,28 @@ def test_gather_matches_numpy(rng, variant, dtype, map_dtype):
 def test_gather_checks_the_map(rng):
     with l2persist.to_device(rng.random(100).astype(np.float32)) as src, \
             l2persist.to_device(np.array([0, 5, 100, 7], np.int32)) as m, poisoned(4, np.float32) as out:
-        with pytest.raises(ValueError, match=r"map: entries outside \[0, 100\)"):
-            K.gather(out, src, m, "restrict")
+        with pytest.raises(ValueError, match=r"map: a checked gather on device \d+ read map "
+                           r"entries outside its src"):
+            K.gather(out, src, m, "restrict", check="sync")
+        np.testing.assert_array_equal(out.to_numpy()[[0, 1, 3]], src.to_numpy()[[0, 5, 7]])
+        assert out.to_numpy()[2] == 0
+        # the default check does not wait: the error surfaces at the stream's next sync ...
+        with l2persist.Stream() as s:
+            K.gather(out, src, m, "plain", stream=s)
+            with pytest.raises(ValueError, match="outside its src"):
+                s.synchronize()
+            s.synchronize()  # ... once
+            K.gather(out, src, m, "plain", stream=s)
+            assert K.gather_errors() is True and K.gather_errors() is False
+            # a checked gather can be the first launch of a capture
+            with s.capture() as g:
+                K.gather(out, src, m, "restrict", stream=s)
+            g.launch(stream=s)
+            with pytest.raises(ValueError, match="outside its src"):
+                s.synchronize()
+            g.close()
+        with pytest.raises(ValueError, match="check"):
+            K.gather(out, src, m, check="later")
         with pytest.raises(ValueError, match="variant"):
             K.gather(out, src, m, "ldg")
         with pytest.raises(ValueError, match="texture"):

@@ -119,6 +119,9 @@ static l2p_status warp_inner(const int64_t *addr, uint32_t mask, int size, int s
         if (a < 0)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu has the negative address %lld",
                             first_thread + (size_t)lane, (long long)a);
+        if (a > INT64_MAX - 256) /* a + size and the line arithmetic must not overflow */
+            return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is above "
+                            "2**63 - 257", first_thread + (size_t)lane, (long long)a);
         if (a % size)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is not aligned "
                             "to the %d-byte access size", first_thread + (size_t)lane,

@@ -16,6 +16,11 @@ int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
     if (overflow > 0) *out = LLONG_MAX;
     if (overflow < 0) *out = -1;
     if (*out == -1 && PyErr_Occurred()) return -1;
+    if (*out < 0) { /* one place that keeps every size and count argument non-negative */
+        PyErr_Format(PyExc_ValueError, "%s: %s is negative; expected an int >= 0", name,
+                     overflow < 0 ? "the value" : "it");
+        return -1;
+    }
     return 0;
 }
 

@@ -9,11 +9,27 @@
 
 static l2p_state *buf_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
-static size_t shape_size(int ndim, const Py_ssize_t *shape)
+/* Bytes of a C-contiguous array; -1 with ValueError for a negative dimension or a size that
+ * overflows (every import and allocation goes through here, so nbytes always matches the
+ * shape that is exported again). */
+static int shape_bytes(int ndim, const Py_ssize_t *shape, size_t itemsize, size_t *out)
 {
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    return n;
+    size_t n = itemsize;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %zd; sizes must be >= 0", i,
+                         shape[i]);
+            return -1;
+        }
+        if (shape[i] != 0 && n > (size_t)PY_SSIZE_T_MAX / (size_t)shape[i]) {
+            PyErr_Format(PyExc_ValueError, "shape: the size overflows (dimension %d is %zd); at "
+                         "most %zd bytes", i, shape[i], PY_SSIZE_T_MAX);
+            return -1;
+        }
+        n *= (size_t)shape[i];
+    }
+    *out = n;
+    return 0;
 }
 
 int l2p_buffer_check_open(l2p_BufferObject *b)
@@ -45,13 +61,15 @@ int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
 static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
                                    PyArray_Descr *dtype, int device)
 {
+    size_t nbytes;
+    if (shape_bytes(ndim, shape, (size_t)PyDataType_ELSIZE(dtype), &nbytes) < 0) return NULL;
     l2p_BufferObject *b = PyObject_GC_New(l2p_BufferObject, st->DeviceBuffer);
     if (!b) return NULL;
     b->ptr = NULL;
     b->ndim = ndim;
     for (int i = 0; i < ndim; i++) b->shape[i] = shape[i];
     b->dtype = (PyArray_Descr *)Py_NewRef((PyObject *)dtype);
-    b->nbytes = shape_size(ndim, shape) * (size_t)PyDataType_ELSIZE(dtype);
+    b->nbytes = nbytes;
     b->device = device;
     b->closed = 0;
     b->owns = 0;
@@ -362,6 +380,12 @@ static PyObject *from_dlpack(l2p_state *st, PyObject *obj)
         Py_XDECREF(dtype);
         Py_DECREF(cap);
         return NULL;
+    }
+    /* A producer's device id indexes per-device state: check it before anything uses it. */
+    if (l2p_device_check(t->device.device_id) != L2P_OK) {
+        Py_DECREF(dtype);
+        Py_DECREF(cap);
+        return l2p_py_raise(st);
     }
     l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, t->device.device_id);
     Py_DECREF(dtype);
@@ -707,7 +731,8 @@ static PyObject *buf_get_size(PyObject *self, void *c)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
     (void)c;
-    return PyLong_FromSize_t(shape_size(b->ndim, b->shape));
+    size_t item = (size_t)PyDataType_ELSIZE(b->dtype);
+    return PyLong_FromSize_t(item ? b->nbytes / item : 0);
 }
 
 static PyObject *buf_get_nbytes(PyObject *self, void *c)

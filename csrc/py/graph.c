@@ -85,6 +85,22 @@ static PyObject *graph_set_window(PyObject *self, PyObject *window)
     Py_RETURN_NONE;
 }
 
+/* A graph's kernels address its buffers directly: launching over a closed one would read
+ * freed memory and poison the context, so refuse. */
+static int refs_open(l2p_state *st, l2p_GraphObject *g)
+{
+    Py_ssize_t n = g->refs ? PyList_GET_SIZE(g->refs) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(g->refs, i);
+        if (PyObject_TypeCheck(o, st->DeviceBuffer) && ((l2p_BufferObject *)o)->closed) {
+            PyErr_SetString(PyExc_ValueError, "launch: a buffer the graph's kernels use was "
+                            "closed; capture the graph again over open buffers");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *graph_launch(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"stream", NULL};
@@ -92,7 +108,8 @@ static PyObject *graph_launch(PyObject *self, PyObject *args, PyObject *kw)
     l2p_GraphObject *g = (l2p_GraphObject *)self;
     cudaStream_t handle;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:launch", names, &stream_obj)) return NULL;
-    if (graph_check(g) < 0 || l2p_py_stream_arg(graph_state(self), stream_obj, &handle, &stream) < 0)
+    if (graph_check(g) < 0 || l2p_py_stream_arg(graph_state(self), stream_obj, &handle, &stream) < 0 ||
+        refs_open(graph_state(self), g) < 0)
         return NULL;
     if (l2p_graph_launch(&g->g, handle) != L2P_OK) return l2p_py_raise(graph_state(self));
     Py_RETURN_NONE;

@@ -106,15 +106,25 @@ static PyObject *finish(launch_ctx *c, cudaError_t rc, const char *what)
         result = finish((c), rc_, what);                                  \
     } while (0)
 
-/* A per-device 16-byte scratch word the streaming kernels may write (never in practice). */
+/* The device's scratch word the read kernels may write (never in practice). It is a device
+ * variable of the kernel module, not an allocation: no launch path allocates, so every kernel
+ * can be the first call inside a stream capture. */
 static unsigned *sink_for(launch_ctx *c)
 {
-    static void *sinks[L2P_MAX_DEVICES];
-    if (!sinks[c->device] && l2p_memory_alloc(c->device, 16, &sinks[c->device]) != L2P_OK) {
+    unsigned *sink = NULL;
+    cudaError_t rc = cudaSuccess;
+    if (l2p_device_enter(c->device, &c->prev) != L2P_OK) {
         l2p_py_raise(c->st);
         return NULL;
     }
-    return (unsigned *)sinks[c->device];
+    rc = l2p_device_sink(&sink);
+    l2p_device_leave(c->prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_sink_word)");
+        l2p_py_raise(c->st);
+        return NULL;
+    }
+    return sink;
 }
 
 static void release(l2p_BufferObject **bs, int n)
@@ -200,40 +210,99 @@ static int gather_texture(launch_ctx *c, l2p_BufferObject *src, int per_launch,
     return 0;
 }
 
-/* check=True: a device flag catches out-of-range map entries; reading it back waits for the
- * kernel, which is the cost of checking (pass check=False in sweeps). */
+enum { CHECK_OFF = 0, CHECK_ASYNC = 1, CHECK_SYNC = 2 };
+
+/* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
+int l2p_py_gather_flag_raise(l2p_state *st, int device)
+{
+    int prev, was_set = 0;
+    cudaError_t rc;
+    if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_gather_flag_take(&was_set);
+    Py_END_ALLOW_THREADS
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "cudaMemcpyFromSymbol(l2p_gather_oob)");
+        return l2p_py_raise_int(st);
+    }
+    if (!was_set) return 0;
+    PyErr_Format(PyExc_ValueError, "map: a checked gather on device %d read map entries outside "
+                 "its src (their outputs are 0)", device);
+    return 1;
+}
+
+/* check (default True): the kernel records out-of-range map entries in the device's flag; no
+ * allocation and no host sync, so checked gathers capture and cost what the kernel costs. The
+ * error surfaces at the next Stream.synchronize() or kernels.gather_errors(). check="sync"
+ * waits for this launch and raises here. */
 static PyObject *gather_checked(launch_ctx *c, int variant, l2p_BufferObject *out,
                                 l2p_BufferObject *src, l2p_BufferObject *map, int check,
                                 unsigned long long tex)
 {
     PyObject *result = NULL;
-    int *flag = NULL, host_flag = 0;
+    int *flag = NULL;
     int is64 = PyDataType_ELSIZE(map->dtype) == 8;
-    if (check && (l2p_memory_alloc(c->device, sizeof(int), (void **)&flag) != L2P_OK ||
-                  l2p_memory_set(c->device, flag, 0, sizeof(int), c->stream) != L2P_OK)) {
-        l2p_py_raise(c->st);
-        goto done;
+    if (check != CHECK_OFF) {
+        cudaError_t rc;
+        if (l2p_device_enter(c->device, &c->prev) != L2P_OK) return l2p_py_raise(c->st);
+        rc = l2p_device_gather_flag(&flag);
+        l2p_device_leave(c->prev);
+        if (rc != cudaSuccess) {
+            l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_gather_oob)");
+            return l2p_py_raise(c->st);
+        }
     }
+    if (check == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0) return NULL;
     LAUNCH(c, "l2p_launch_gather",
            l2p_launch_gather(variant, (uint32_t *)out->ptr, (const uint32_t *)src->ptr,
                              src->nbytes / 4, map->ptr, is64, out->nbytes / 4, tex, flag,
                              c->stream, c->window));
-    if (result && check) {
+    if (result && check == CHECK_SYNC) {
         l2p_status rc;
         Py_BEGIN_ALLOW_THREADS
         rc = l2p_stream_synchronize(c->stream);
-        if (rc == L2P_OK) rc = l2p_memory_to_host(c->device, &host_flag, flag, sizeof(int));
         Py_END_ALLOW_THREADS
-        if (rc != L2P_OK || host_flag) Py_CLEAR(result);
-        if (rc != L2P_OK)
+        if (rc != L2P_OK) {
+            Py_CLEAR(result);
             l2p_py_raise(c->st);
-        else if (host_flag)
-            PyErr_Format(PyExc_ValueError, "map: entries outside [0, %zu) (src has %zu "
-                         "elements); their outputs are 0", src->nbytes / 4, src->nbytes / 4);
+        } else if (l2p_py_gather_flag_raise(c->st, c->device) != 0) Py_CLEAR(result);
     }
 done:
-    if (flag) (void)l2p_memory_free(c->device, flag);
     return result;
+}
+
+static int check_arg(PyObject *obj, int *out)
+{
+    if (!obj || obj == Py_True) *out = CHECK_ASYNC;
+    else if (obj == Py_False) *out = CHECK_OFF;
+    else if (PyUnicode_Check(obj) && PyUnicode_CompareWithASCIIString(obj, "sync") == 0)
+        *out = CHECK_SYNC;
+    else {
+        PyErr_Format(PyExc_ValueError, "check: %R is not one of True, False, 'sync'", obj);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *k_gather_errors(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", NULL};
+    PyObject *dev = Py_None;
+    int index;
+    l2p_state *st = l2p_state_from_module(m);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:gather_errors", names, &dev) ||
+        l2p_py_device_index(st, dev, &index) < 0)
+        return NULL;
+    l2p_status sync;
+    Py_BEGIN_ALLOW_THREADS
+    sync = l2p_device_synchronize(index);
+    Py_END_ALLOW_THREADS
+    if (sync != L2P_OK) return l2p_py_raise(st);
+    int r = l2p_py_gather_flag_raise(st, index);
+    if (r < 0) return NULL;
+    if (r == 1) PyErr_Clear();
+    return PyBool_FromLong(r);
 }
 
 static PyObject *k_gather(PyObject *m, PyObject *args, PyObject *kw)
@@ -242,14 +311,16 @@ static PyObject *k_gather(PyObject *m, PyObject *args, PyObject *kw)
                             "window", NULL};
     PyObject *o_obj, *s_obj, *m_obj, *stream = Py_None, *window = Py_None, *result = NULL;
     const char *variant_name = "plain", *texture_mode = "cached";
-    int check = 1, variant;
+    int check = CHECK_ASYNC, variant;
+    PyObject *check_obj = NULL;
     l2p_BufferObject *b[3] = {NULL, NULL, NULL};
     l2p_state *st = l2p_state_from_module(m);
     launch_ctx c;
     unsigned long long tex = 0;
     int per_launch;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|s$psOO:gather", names, &o_obj, &s_obj, &m_obj,
-                                     &variant_name, &check, &texture_mode, &stream, &window))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|s$OsOO:gather", names, &o_obj, &s_obj, &m_obj,
+                                     &variant_name, &check_obj, &texture_mode, &stream, &window) ||
+        check_arg(check_obj, &check) < 0)
         return NULL;
     if (gather_variant(variant_name, &variant) < 0) return NULL;
     per_launch = strcmp(texture_mode, "per_launch") == 0;
@@ -584,6 +655,11 @@ static PyObject *k_bulk_read(PyObject *m, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in "
                             "[16, 49152]", chunk);
     if (buffer_arg(l2p_state_from_module(m), s_obj, "src", 0, &src) < 0) return NULL;
+    if ((uintptr_t)src->ptr % 16) { /* the bulk copy engine faults on it: the context dies */
+        PyErr_Format(PyExc_ValueError, "src: address 0x%zx is not 16-byte aligned (the bulk "
+                     "copy engine needs 16)", (size_t)(uintptr_t)src->ptr);
+        goto done;
+    }
     if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0)
         goto done;
     if (l2p_device_get_properties(c.device, &p) != L2P_OK) {
@@ -699,7 +775,13 @@ PyMethodDef l2p_kernel_functions[] = {
      "data = data * scale + shift over a float32 buffer, in place."},
     {"gather", FN(k_gather), KW,
      "gather(out, src, map, variant='plain', *, check=True, texture='cached', stream=None, "
-     "window=None): out[i] = src[map[i]] (32-bit data; int32 or int64 map)."},
+     "window=None): out[i] = src[map[i]] (32-bit data; int32 or int64 map). check=True records "
+     "out-of-range entries on the device (raised at the next Stream.synchronize() or "
+     "gather_errors()); check='sync' waits and raises now; out-of-range outputs are 0."},
+    {"gather_errors", FN(k_gather_errors), KW,
+     "gather_errors(device=None)\n--\n\nWhether a checked gather on the device read map "
+     "entries outside its src since the last check (waits for the device's work; clears the "
+     "flag)."},
     {"random_map", FN(k_random_map), KW,
      "random_map(out, seed=0, *, range=None, stream=None): fill an int32/int64 buffer with "
      "indices uniform in [0, range) (default: its size), on the device."},

@@ -106,6 +106,10 @@ int l2p_buffer_check_open(l2p_BufferObject *b);
 /* Remember the stream used with the buffer; keeps it (and the buffer) alive in a capture. */
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream);
 
+/* A checked gather's out-of-range flag on `device`: 0 clear, 1 set (ValueError raised, flag
+ * cleared), -1 on a CUDA error (raised). */
+int l2p_py_gather_flag_raise(l2p_state *st, int device);
+
 /* Objects made from C by other files. */
 PyObject *l2p_device_new(l2p_state *st, int index);
 PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target);

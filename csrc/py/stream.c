@@ -109,6 +109,8 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *noargs)
     rc = l2p_stream_synchronize(s->handle);
     Py_END_ALLOW_THREADS
     if (rc != L2P_OK) return l2p_py_raise(stream_state(self));
+    /* the synchronization point where a checked gather's out-of-range map surfaces */
+    if (l2p_py_gather_flag_raise(stream_state(self), s->device) != 0) return NULL;
     Py_RETURN_NONE;
 }
 

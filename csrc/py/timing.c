@@ -5,6 +5,7 @@
 #include "l2p_memory.h"
 #include "l2p_timing.h"
 
+#include <math.h>
 #include <string.h>
 
 static PyObject *stats_dict(const l2p_stats *s)
@@ -27,7 +28,9 @@ static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
     }
     for (Py_ssize_t i = 0; i < *n; i++) {
         (*out)[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-        if ((*out)[i] == -1.0 && PyErr_Occurred()) {
+        if (isnan((*out)[i]) && !PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "samples: entry %zd is NaN", i);
+        if (PyErr_Occurred()) {
             Py_DECREF(seq);
             PyMem_Free(*out);
             return -1;

@@ -58,7 +58,6 @@ static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         (hit_obj && prop_arg(hit_obj, "hit_prop", &hit) < 0) ||
         (miss_obj && prop_arg(miss_obj, "miss_prop", &miss) < 0))
         return NULL;
-    if (num_bytes < -1) num_bytes = -1;
     PyObject *buf = l2p_buffer_as_buffer(st, target);
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;

@@ -1,0 +1,141 @@
+"""Regression tests of the safety issue: hostile foreign buffers, negative and overflowing
+sizes, NaN samples (CPU), and on the GPU: the first launch of every kernel inside a capture in a
+fresh process, a graph over a closed buffer, misaligned bulk reads, negative windows."""
+
+import ctypes
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import _core, coalescing
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class Hostile:
+    """A DLPack producer that lies: a device id or shape of its choosing, no real memory."""
+
+    def __init__(self, device_id=0, shape=(4,)):
+        self.shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.t = _DLManaged()
+        self.t.dl_tensor.data = 0x1000
+        self.t.dl_tensor.device = _DLDevice(2, device_id)
+        self.t.dl_tensor.ndim = len(shape)
+        self.t.dl_tensor.dtype = _DLDataType(2, 32, 1)  # float32
+        self.t.dl_tensor.shape = self.shape
+        self.device_id = device_id
+
+    def __dlpack_device__(self):
+        return (2, self.device_id)
+
+    def __dlpack__(self, **kw):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                        ctypes.c_void_p]
+        return new(ctypes.addressof(self.t), b"dltensor", None)
+
+
+@pytest.mark.parametrize("device_id", [0x7FFFFFFF, -5, -(1 << 31)])
+def test_hostile_device_id_is_refused(device_id):
+    with pytest.raises((ValueError, l2persist.NoDeviceError)):
+        l2persist.as_buffer(Hostile(device_id=device_id))
+    with pytest.raises((ValueError, l2persist.NoDeviceError)):
+        l2persist.kernels.hot_cold(Hostile(device_id=device_id), Hostile(device_id=device_id))
+
+
+@pytest.mark.parametrize("shape", [(-1,), (1 << 40, 1 << 40), (4, -4)])
+def test_hostile_shapes_are_refused(shape):
+    if l2persist.is_available():
+        with pytest.raises(ValueError, match="shape"):
+            l2persist.as_buffer(Hostile(shape=shape))
+    else:
+        with pytest.raises((ValueError, l2persist.NoDeviceError)):
+            l2persist.as_buffer(Hostile(shape=shape))
+
+
+def test_negative_and_overflowing_sizes():
+    with pytest.raises(ValueError, match="sizes"):
+        l2persist.plan_hit_ratios([-1, 100], [1, 1], 100)
+    with pytest.raises(ValueError, match="addresses"):
+        coalescing.analyze([2**63 - 4], size=4)
+    with pytest.raises(ValueError, match="NaN"):
+        _core.stats([1.0, float("nan")])
+
+
+@pytest.mark.gpu
+def test_first_launch_of_each_kernel_inside_a_capture():
+    """Each in a fresh process: nothing may allocate or synchronize on the launch path."""
+    calls = {
+        "stream_read": "K.stream_read(a, stream=s)",
+        "triad": "K.triad(f, f, f, stream=s)",
+        "l2_read": "K.l2_read(a, stream=s)",
+        "hot_cold": "K.hot_cold(i[:1024], i, stream=s)",
+        "hot_cold_read": "K.hot_cold_read(a[:4096], a, stream=s)",
+        "gather": "K.gather(f, f, i, stream=s)",
+        "scale_shift": "K.scale_shift(f, stream=s)",
+    }
+    for name, call in calls.items():
+        code = textwrap.dedent(f"""
+            import numpy as np, l2persist as l2p
+            from l2persist import kernels as K
+            a = l2p.zeros(1 << 20, np.uint8); f = l2p.zeros(1 << 18, np.float32)
+            i = l2p.zeros(1 << 18, np.int32)
+            with l2p.Stream() as s:
+                with s.capture() as g:
+                    {call}
+                g.launch(stream=s); s.synchronize(); g.close()
+            print("ok")
+        """)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0 and "ok" in r.stdout, (name, r.stderr[-2000:])
+
+
+@pytest.mark.gpu
+def test_graph_over_a_closed_buffer_refuses_to_launch():
+    b = l2persist.zeros(1 << 16, np.float32)
+    with l2persist.Stream() as s:
+        with s.capture() as g:
+            l2persist.kernels.scale_shift(b, 2.0, 1.0, stream=s)
+        b.close()
+        with pytest.raises(ValueError, match="closed"):
+            g.launch(stream=s)
+        with l2persist.zeros(16, np.float32) as c:  # the context is alive
+            l2persist.kernels.scale_shift(c, 1.0, 1.0, stream=s)
+            s.synchronize()
+            assert (c.to_numpy() == 1.0).all()
+        g.close()
+
+
+@pytest.mark.gpu
+def test_bad_sizes_on_the_gpu_are_refused():
+    with l2persist.zeros(1 << 16, np.int32) as b, l2persist.zeros(1 << 16, np.int32) as c:
+        if l2persist.Device(0).properties.compute_capability >= (9, 0):
+            with pytest.raises(ValueError, match="16-byte aligned"):
+                l2persist.kernels.bulk_read(b[1:])
+        with pytest.raises(ValueError, match="num_bytes"):
+            l2persist.AccessPolicyWindow(b, num_bytes=-5)
+        with pytest.raises(ValueError, match="threads"):
+            l2persist.kernels.hot_cold(b, c, threads=-1)
+        l2persist.kernels.hot_cold(b, c)  # still usable
+        l2persist.Device(0).synchronize()
