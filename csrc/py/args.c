@@ -1,7 +1,7 @@
 /* Argument converters shared by every type: devices, sizes, streams, windows. */
 #include "l2p_py.h"
 
-int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
+int l2p_py_int_arg(PyObject *obj, const char *name, long long *out)
 {
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s: expected an int number of bytes >= 0, got %s", name,
@@ -14,11 +14,16 @@ int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
     Py_DECREF(v);
     if (overflow > 0) *out = LLONG_MAX;
-    if (overflow < 0) *out = -1;
+    if (overflow < 0) *out = LLONG_MIN;
     if (*out == -1 && PyErr_Occurred()) return -1;
+    return 0;
+}
+
+int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
+{
+    if (l2p_py_int_arg(obj, name, out) < 0) return -1;
     if (*out < 0) { /* one place that keeps every size and count argument non-negative */
-        PyErr_Format(PyExc_ValueError, "%s: %s is negative; expected an int >= 0", name,
-                     overflow < 0 ? "the value" : "it");
+        PyErr_Format(PyExc_ValueError, "%s: %lld is negative; expected an int >= 0", name, *out);
         return -1;
     }
     return 0;

@@ -186,7 +186,7 @@ static int dev_set_limit(PyObject *self, PyObject *value, void *c)
                         "or call release_persisting_l2()");
         return -1;
     }
-    if (l2p_py_size_arg(value, "persisting_l2_limit", &req) < 0) return -1;
+    if (l2p_py_int_arg(value, "persisting_l2_limit", &req) < 0) return -1;
     if (l2p_device_set_persisting_limit(dev_index(self), req, &granted) != L2P_OK)
         return l2p_py_raise_int(dev_state(self));
     return 0;
@@ -222,7 +222,7 @@ static int scope_size(PyObject *self, PyObject *size, PyObject *fraction, long l
         PyErr_SetString(PyExc_TypeError, "persisting_l2: give size or fraction, not both");
         return -1;
     }
-    if (size != Py_None) return l2p_py_size_arg(size, "size", out);
+    if (size != Py_None) return l2p_py_int_arg(size, "size", out);
     if (l2p_device_get_properties(dev_index(self), &p) != L2P_OK) return l2p_py_raise_int(st);
     if (fraction == Py_None) {
         *out = (long long)l2p_policy_default_set_aside(p.l2_cache_size,

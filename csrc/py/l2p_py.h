@@ -97,6 +97,8 @@ int l2p_py_raise_int(l2p_state *st);
 /* Argument conversion. Each returns 0 on success, -1 with an exception set. */
 int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index);       /* None, int, Device */
 int l2p_py_size_arg(PyObject *obj, const char *name, long long *out);     /* int >= 0, no bool */
+/* Any int (no bool), for arguments whose range the core checks with a better message. */
+int l2p_py_int_arg(PyObject *obj, const char *name, long long *out);
 int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream);
 int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w);
 
