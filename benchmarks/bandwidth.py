@@ -43,16 +43,14 @@ def main():
             2 * nbytes)
         run("triad (default/wb)", lambda: K.triad(c, a, b, 3.0, stream=s), 3 * nbytes)
         sms = dev.properties.multiprocessor_count
-        shapes = [(8, 1024, 2), (8, 512, 4), (16, 512, 4), (4, 1024, 2), (16, 256, 8)]
-        for mib in (8, 16, 32, 48):
+        for mib in (8, 16, 24, 32, 48):
             view = a[: mib * (1 << 20) // 4]
-            reps = 200
+            reps = max(1, (16 << 30) // view.nbytes)  # ~16 GiB read per launch
             K.l2_read(view, 1, stream=s)
-            for unroll, threads, per_sm in shapes if mib == 16 else shapes[:1]:
-                run(f"L2-resident read {mib} MiB x{reps} (unroll {unroll}, {per_sm}x{threads}/SM)",
-                    lambda v=view, u=unroll, t=threads, b=per_sm * sms:
-                    K.l2_read(v, reps, load="cg", unroll=u, threads=t, blocks=b, stream=s),
-                    view.nbytes * reps)
+            for width, loads in ((8, 64), (16, 32), (8, 32)) if mib == 16 else ((8, 64),):
+                run(f"L2-resident read {mib} MiB x{reps} ({width}-byte loads, {loads}/thread)",
+                    lambda v=view, r=reps, w=width, n=loads:
+                    K.l2_read(v, r, width=w, loads=n, stream=s), view.nbytes * reps)
         for mib in (8, 16, 32, 48):
             view = a[: mib * (1 << 20) // 4]
             for chunk, per_sm in ((16384, 2), (32768, 1), (8192, 4)) if mib == 16 else ((16384, 2),):

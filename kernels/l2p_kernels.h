@@ -16,11 +16,11 @@
 extern "C" {
 #endif
 
-/* An empty kernel of one block of one thread: what a launch costs. */
 /* The current device's scratch word for the read kernels' `sink` (a device variable: no
  * allocation, so capture-safe). */
 cudaError_t l2p_device_sink(unsigned **out);
 
+/* An empty kernel of one block of one thread: what a launch costs. */
 cudaError_t l2p_launch_noop(cudaStream_t stream, const l2p_window *window);
 
 /* data[i] = data[i] * scale + shift over n floats (the guide example's kernels A, B, C). */
@@ -73,10 +73,11 @@ cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, const void 
                                  int store_flavour, unsigned blocks, unsigned threads,
                                  unsigned *sink, cudaStream_t stream, const l2p_window *window);
 
-/* Read nbytes `repeats` times inside one launch (an L2-resident buffer stays in L2), each
- * thread keeping `unroll` (1, 2, 4, 8, 16) independent 16-byte loads in flight. */
+/* Read nbytes `repeats` times inside one launch, in words of `width` (8 or 16) bytes, each
+ * thread making `loads` (8, 16, 32, 64) independent loads; the shape is l2p_grid.h's
+ * (repeats * chunks blocks of `threads` threads). An L2-resident buffer stays in L2. */
 cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int load_flavour,
-                               int unroll, unsigned blocks, unsigned threads, unsigned *sink,
+                               int width, int loads, unsigned threads, unsigned *sink,
                                cudaStream_t stream, const l2p_window *window);
 
 /* The L2-resident read through the bulk copy engine (sm_90+): `blocks` blocks each stream

@@ -4,6 +4,7 @@
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
+#include "l2p_grid.h"
 
 #define L2P_UNROLL 4
 #define L2P_MAGIC 0x9e3779b9u /* reads feed a test against this, so they are never dead */
@@ -119,27 +120,62 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
     return cudaErrorInvalidValue;
 }
 
-#define L2P_DISPATCH_UNROLL(u, U, ...)                  \
-    switch (u) {                                         \
-    case 1: { const int U = 1; __VA_ARGS__; } break;     \
-    case 2: { const int U = 2; __VA_ARGS__; } break;     \
-    case 4: { const int U = 4; __VA_ARGS__; } break;     \
-    case 8: { const int U = 8; __VA_ARGS__; } break;     \
-    case 16: { const int U = 16; __VA_ARGS__; } break;   \
+/* The L2-resident read (shape in csrc/core/l2p_grid.h): block b reads chunk b % chunks, one
+ * row of blockDim.x words per load, rows `chunks` apart, L independent loads per thread. The
+ * block's footprint exceeds the L1 and no block reads a word twice, so the loads are served
+ * by the L2 whatever the load flavour; many short blocks keep every SM's load queue full. */
+template <int F, typename T, int L>
+__global__ void l2p_l2_read_kernel(const T *src, size_t n, size_t chunks, unsigned *sink)
+{
+    uint64_t pol = l2p_load_policy<F>();
+    size_t row = blockIdx.x % chunks, row_words = blockDim.x;
+    unsigned acc = 0;
+    T v[L];
+#pragma unroll
+    for (int i = 0; i < L; i++) {
+        size_t e = (row + (size_t)i * chunks) * row_words + threadIdx.x;
+        v[i] = e < n ? l2p_load<F>(src + e, pol) : T();
+    }
+#pragma unroll
+    for (int i = 0; i < L; i++) acc ^= l2p_fold(v[i]);
+    if (acc == L2P_MAGIC) sink[0] = acc;
+}
+
+#define L2P_DISPATCH_LOADS(l, L, ...)                    \
+    switch (l) {                                         \
+    case 8: { const int L = 8; __VA_ARGS__; } break;     \
+    case 16: { const int L = 16; __VA_ARGS__; } break;   \
+    case 32: { const int L = 32; __VA_ARGS__; } break;   \
+    case 64: { const int L = 64; __VA_ARGS__; } break;   \
     default: return cudaErrorInvalidValue;               \
     }
 
+template <typename T>
+static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int load_flavour,
+                              int loads, unsigned threads, unsigned *sink, cudaStream_t stream,
+                              const l2p_window *window)
+{
+    size_t n = nbytes / sizeof(T), chunks = l2p_l2_read_chunks(n, threads, (unsigned)loads);
+    size_t blocks = chunks * (size_t)repeats;
+    if (n == 0 || repeats <= 0) return cudaSuccess;
+    if (blocks > 2147483647u) return cudaErrorInvalidValue;
+    L2P_DISPATCH_LOAD(load_flavour, F, L2P_DISPATCH_LOADS(loads, L,
+        return l2p_launch(l2p_l2_read_kernel<F, T, L>, dim3((unsigned)blocks), dim3(threads), 0,
+                          stream, window, (const T *)src, n, chunks, sink)));
+    return cudaErrorInvalidValue;
+}
+
 extern "C" cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats,
-                                          int load_flavour, int unroll, unsigned blocks,
+                                          int load_flavour, int width, int loads,
                                           unsigned threads, unsigned *sink, cudaStream_t stream,
                                           const l2p_window *window)
 {
-    size_t n = nbytes / 16;
-    dim3 grid(blocks), block(threads);
-    if (n == 0 || repeats <= 0) return cudaSuccess;
-    L2P_DISPATCH_LOAD(load_flavour, F, L2P_DISPATCH_UNROLL(unroll, U,
-        return l2p_launch(l2p_read_kernel<F, U>, grid, block, 0, stream, window,
-                          (const uint4 *)src, n, repeats, sink)));
+    if (width == 8)
+        return l2_read_as<uint2>(src, nbytes, repeats, load_flavour, loads, threads, sink,
+                                 stream, window);
+    if (width == 16)
+        return l2_read_as<uint4>(src, nbytes, repeats, load_flavour, loads, threads, sink,
+                                 stream, window);
     return cudaErrorInvalidValue;
 }
 

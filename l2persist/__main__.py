@@ -161,5 +161,7 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
+__all__ = ["device_report", "no_gpu_report", "format_table", "format_no_gpu", "main"]
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,3 +39,5 @@ def record_html(kind: str, record) -> str:
         f"<td style='text-align:left'>{html.escape(_value_text(k, v))}</td></tr>"
         for k, v in record.as_dict().items())
     return f"<table><caption>{html.escape(kind)}</caption>{rows}</table>"
+
+__all__ = ["human_bytes", "record_repr", "record_html"]

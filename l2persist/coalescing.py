@@ -237,3 +237,7 @@ def hardware_check(device=None, patterns=None, rng=None) -> list[dict]:
         rows.append({"pattern": desc, "predicted": pred, "measured": meas,
                      "match": pred == meas})
     return rows
+
+__all__ = ["RULES", "FIELDS", "Analysis", "analyze", "contiguous", "strided", "broadcast",
+           "permuted_within_line", "random_scatter", "study_table", "format_study_table",
+           "generate_patterns", "predict", "hardware_check"]

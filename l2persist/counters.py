@@ -99,3 +99,5 @@ def measure(fn, metrics=None, *, device=None, warmup=None, per_kernel: bool = Fa
     if not ranges:
         raise RuntimeError("counters: CUPTI returned no range for the region")
     return ranges[0]
+
+__all__ = ["DEFAULT_METRICS", "Counters", "counter_names", "counters_available", "measure"]

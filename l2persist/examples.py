@@ -130,3 +130,5 @@ def _check(data1, host1, repeats, runs, data2, host2) -> None:
         expect2 = expect2 * np.float32(0.5) + np.float32(1.0)
     np.testing.assert_allclose(data1.to_numpy(), expect1, rtol=1e-5)
     np.testing.assert_allclose(data2.to_numpy(), expect2, rtol=1e-6)
+
+__all__ = ["CONFIGS", "GuideExampleResult", "guide_example"]

@@ -27,3 +27,5 @@ def pytest_collection_modifyitems(config, items):
 def l2p_device():
     """Device 0 (GPU tests only)."""
     return _core.Device(0)
+
+__all__ = ["pytest_configure", "pytest_collection_modifyitems", "l2p_device"]

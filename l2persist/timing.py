@@ -68,3 +68,5 @@ def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None
             if flush_l2 else None
         measured = measure(fn, counters, device=dev, warmup=prep)
     return Timing.from_samples(samples, counters=measured)
+
+__all__ = ["Timing", "benchmark"]

@@ -78,6 +78,14 @@ def test_l2_resident_reread_hits(device):
         warm = l2persist.measure(lambda: K.l2_read(src, 1), ["l2_read_hit_sectors"],
                                  warmup=lambda: K.l2_read(src, 1))
     assert c["l2_hit_rate"] > 90 and c["l2_read_hit_rate"] > 90
+    # Every byte of every pass is requested from the L2, none served by the L1 (a block's
+    # footprint exceeds it), for both load widths.
+    for width, loads in ((8, 64), (16, 32)):
+        with l2persist.zeros(8 << 20, np.uint8) as src:
+            s = l2persist.measure(lambda: K.l2_read(src, 10, width=width, loads=loads),
+                                  ["l2_read_sectors", "l1_hit_rate"])
+        assert s["l2_read_sectors"] == pytest.approx(10 * (8 << 20) / 32, rel=0.03)
+        assert s["l1_hit_rate"] < 5
     # A pass starts with a cold L2; the in-pass warm-up fills it for the region.
     n_sectors = (8 << 20) // 32
     assert cold["l2_read_hit_sectors"] < 0.1 * n_sectors

@@ -156,7 +156,7 @@ def test_seed_map_matches_this_libc_when_glibc():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(load="ldg"), "load: 'ldg' is not one of default, ca, cg"),
     (dict(store="st"), "store: 'st' is not one of wb, cg, cs, wt"),
-    (dict(width=3), "width: 3 bytes is not an access width"),
+    (dict(width=3), "width: 3 is not one of 1, 2, 4, 8, 16"),
     (dict(threads=0), r"threads: 0 is outside \[1, 1024\]"),
 ])
 def test_kernel_arguments_checked_before_any_device_work(kwargs, match):

@@ -222,8 +222,10 @@ def test_streaming_bad_inputs():
             K.streaming("scale", src=a)
         with pytest.raises(ValueError, match="repeats"):
             K.l2_read(a, 0)
-        with pytest.raises(ValueError, match="unroll: 3"):
-            K.l2_read(a, 1, unroll=3)
+        with pytest.raises(ValueError, match="loads: 3"):
+            K.l2_read(a, 1, loads=3)
+        with pytest.raises(ValueError, match="width: 4"):
+            K.l2_read(a, 1, width=4)
 
 
 def test_hot_cold_best_practices_kernel(rng):

@@ -135,7 +135,7 @@ def test_bad_sizes_on_the_gpu_are_refused():
                 l2persist.kernels.bulk_read(b[1:])
         with pytest.raises(ValueError, match="num_bytes"):
             l2persist.AccessPolicyWindow(b, num_bytes=-5)
-        with pytest.raises(ValueError, match="threads"):
-            l2persist.kernels.hot_cold(b, c, threads=-1)
+        with pytest.raises(ValueError, match="accesses"):
+            l2persist.kernels.hot_cold(b, c, accesses=-1)
         l2persist.kernels.hot_cold(b, c)  # still usable
         l2persist.Device(0).synchronize()

@@ -45,6 +45,10 @@ static const struct {
      "bytes used per sector stored, % (nvprof's gst_efficiency)"},
     {"gpu_time_ns", "gpu__time_duration.sum", "GPU time of the range, ns"},
     /* What explains a persistence result (tune's counters). */
+    {"l1_hit_rate", "l1tex__t_sector_hit_rate.pct",
+     "L1/texture cache sector hit rate, % (global loads and texture fetches)"},
+    {"l1_global_load_hit_rate", "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
+     "L1 sector hit rate of global loads, %"},
     {"l2_write_hit_rate", "lts__t_sector_op_write_hit_rate.pct", "L2 sector hit rate of writes, %"},
     {"l2_miss_sectors", "lts__t_sectors_lookup_miss.sum", "L2 sector lookups that missed"},
     {"l2_fabric_sectors", "lts__t_sectors_srcunit_ltcfabric.sum",

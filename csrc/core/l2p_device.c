@@ -16,8 +16,19 @@ static unsigned char touched[L2P_MAX_DEVICES];
 
 void l2p_device_count(int *count, cudaError_t *reason)
 {
-    int n = 0;
-    cudaError_t rc = cudaGetDeviceCount(&n);
+    /* The count cannot change once the runtime has found devices (CUDA_VISIBLE_DEVICES is
+     * read once), so a positive count is kept: every launch checks its device index, and
+     * cudaGetDeviceCount would be a fifth of an empty launch's host cost. */
+    static volatile int known;
+    int n = known;
+    cudaError_t rc;
+    if (n > 0) {
+        *count = n;
+        *reason = cudaSuccess;
+        return;
+    }
+    rc = cudaGetDeviceCount(&n);
+    if (rc == cudaSuccess && n > 0) known = n;
     if (rc != cudaSuccess) {
         (void)cudaGetLastError(); /* the failure must not stick to later calls */
         n = 0;

@@ -2,9 +2,12 @@
 
 #include <string.h>
 
-static const char *const load_names[L2P_LD_COUNT] = {
-    "default", "ca", "cg", "cs", "lu", "cv", "nc", "evict_first", "evict_last", "evict_normal"};
-static const char *const store_names[L2P_ST_COUNT] = {"wb", "cg", "cs", "wt"};
+const char *const l2p_load_flavour_names[L2P_LD_COUNT + 1] = {
+    "default", "ca", "cg", "cs", "lu", "cv", "nc", "evict_first", "evict_last", "evict_normal",
+    NULL};
+const char *const l2p_store_flavour_names[L2P_ST_COUNT + 1] = {"wb", "cg", "cs", "wt", NULL};
+#define load_names l2p_load_flavour_names
+#define store_names l2p_store_flavour_names
 
 const char *l2p_load_flavour_name(int f)
 {
@@ -16,11 +19,11 @@ const char *l2p_store_flavour_name(int f)
     return f >= 0 && f < L2P_ST_COUNT ? store_names[f] : NULL;
 }
 
-static l2p_status parse(const char *name, const char *arg, const char *const *names, int n,
-                        int *out)
+l2p_status l2p_parse_choice(const char *name, const char *arg, const char *const *names,
+                            int *out)
 {
     char choices[256] = "";
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; names[i]; i++) {
         if (strcmp(name, names[i]) == 0) {
             *out = i;
             return L2P_OK;
@@ -33,12 +36,12 @@ static l2p_status parse(const char *name, const char *arg, const char *const *na
 
 l2p_status l2p_load_flavour_parse(const char *name, const char *arg, int *out)
 {
-    return parse(name, arg, load_names, L2P_LD_COUNT, out);
+    return l2p_parse_choice(name, arg, load_names, out);
 }
 
 l2p_status l2p_store_flavour_parse(const char *name, const char *arg, int *out)
 {
-    return parse(name, arg, store_names, L2P_ST_COUNT, out);
+    return l2p_parse_choice(name, arg, store_names, out);
 }
 
 l2p_status l2p_check_width(long long width, const char *arg)

@@ -18,8 +18,16 @@ typedef enum {
 
 typedef enum { L2P_ST_WB = 0, L2P_ST_CG, L2P_ST_CS, L2P_ST_WT, L2P_ST_COUNT } l2p_store_flavour;
 
+/* The names, in enum order, NULL-terminated. */
+extern const char *const l2p_load_flavour_names[L2P_LD_COUNT + 1];
+extern const char *const l2p_store_flavour_names[L2P_ST_COUNT + 1];
+
 const char *l2p_load_flavour_name(int flavour);
 const char *l2p_store_flavour_name(int flavour);
+/* The index of `name` in the NULL-terminated `names`; an unknown name is an error naming the
+ * argument `arg` and listing the choices. */
+l2p_status l2p_parse_choice(const char *name, const char *arg, const char *const *names,
+                            int *out);
 /* Parse a name; an unknown one is an error naming the argument and listing the choices. */
 l2p_status l2p_load_flavour_parse(const char *name, const char *arg, int *out);
 l2p_status l2p_store_flavour_parse(const char *name, const char *arg, int *out);

@@ -36,6 +36,14 @@ l2p_status l2p_stream_device(cudaStream_t stream, int *device)
     return L2P_OK;
 }
 
+l2p_status l2p_stream_is_capturing(cudaStream_t stream, int *capturing)
+{
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    L2P_CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+    *capturing = status != cudaStreamCaptureStatusNone;
+    return L2P_OK;
+}
+
 l2p_status l2p_capture_begin(cudaStream_t stream)
 {
     L2P_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));

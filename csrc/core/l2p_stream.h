@@ -19,6 +19,9 @@ l2p_status l2p_stream_synchronize(cudaStream_t stream);
 /* The device a stream belongs to (cudaStreamGetDevice). */
 l2p_status l2p_stream_device(cudaStream_t stream, int *device);
 
+/* Whether the stream is capturing (the legacy stream: whether any capture forbids it). */
+l2p_status l2p_stream_is_capturing(cudaStream_t stream, int *capturing);
+
 /* Capture: thread-local mode, so other threads' CUDA calls are not disturbed. */
 l2p_status l2p_capture_begin(cudaStream_t stream);
 /* Ends capture; *graph is NULL when capture was invalidated (and the status says why). */

@@ -453,16 +453,18 @@ done:
 
 PyMethodDef l2p_buffer_functions[] = {
     {"copy", (PyCFunction)(void (*)(void))fn_copy, METH_VARARGS | METH_KEYWORDS,
-     "copy(dst, src, *, stream=None): cudaMemcpyAsync device to device (same byte count)."},
+     "copy(dst, src, *, stream=None)\n--\n\ncudaMemcpyAsync device to device (same "
+     "byte count)."},
     {"empty", (PyCFunction)(void (*)(void))fn_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype=float64, device=None): an uninitialised DeviceBuffer."},
+     "empty(shape, dtype='float64', device=None)\n--\n\nAn uninitialised DeviceBuffer."},
     {"zeros", (PyCFunction)(void (*)(void))fn_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype=float64, device=None): a zero-filled DeviceBuffer."},
+     "zeros(shape, dtype='float64', device=None)\n--\n\nA zero-filled DeviceBuffer."},
     {"to_device", (PyCFunction)(void (*)(void))fn_to_device, METH_VARARGS | METH_KEYWORDS,
-     "to_device(array, device=None): copy a host array (anything NumPy accepts) to the device."},
+     "to_device(array, device=None)\n--\n\nCopy a host array (anything NumPy accepts) "
+     "to the device."},
     {"as_buffer", fn_as_buffer, METH_O,
-     "as_buffer(obj): wrap, without copying, a DeviceBuffer or any object exposing "
-     "__cuda_array_interface__ or __dlpack__; the object is kept alive."},
+     "as_buffer(obj)\n--\n\nWrap, without copying, a DeviceBuffer or any object "
+     "exposing __cuda_array_interface__ or __dlpack__; the object is kept alive."},
     {NULL, NULL, 0, NULL}};
 
 /* ---- DeviceBuffer methods ---- */
@@ -819,17 +821,21 @@ static PyGetSetDef buf_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {
-    {"to_numpy", buf_to_numpy, METH_NOARGS, "Copy to a new host ndarray."},
+    {"to_numpy", buf_to_numpy, METH_NOARGS, "to_numpy($self, /)\n--\n\nCopy to a new host ndarray."},
     {"copy_from", buf_copy_from, METH_O,
-     "copy_from(array): copy a host array of the same shape and dtype in."},
-    {"fill_bytes", buf_fill_bytes, METH_O, "fill_bytes(byte): memset every byte (0..255)."},
+     "copy_from($self, array, /)\n--\n\nCopy a host array of the same shape and dtype "
+     "in."},
+    {"fill_bytes", buf_fill_bytes, METH_O, "fill_bytes($self, byte, /)\n--\n\nMemset every byte (0..255)."},
     {"close", buf_close, METH_NOARGS,
-     "Free the memory (owned buffers) or release the wrapped object; idempotent."},
-    {"__enter__", buf_enter, METH_NOARGS, NULL},
-    {"__exit__", buf_exit, METH_VARARGS, NULL},
+     "close($self, /)\n--\n\nFree the memory (owned buffers) or release the wrapped "
+     "object; idempotent."},
+    {"__enter__", buf_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", buf_exit, METH_VARARGS,
+     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))buf_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "DLPack export (no copy)."},
-    {"__dlpack_device__", buf_dlpack_device, METH_NOARGS, "(kDLCUDA, device index)."},
+    {"__dlpack_device__", buf_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef buf_members[] = {

@@ -176,11 +176,13 @@ static PyObject *fn_base_metrics(PyObject *m, PyObject *args, PyObject *kw)
 
 PyMethodDef l2p_counter_functions[] = {
     {"measure", (PyCFunction)(void (*)(void))fn_measure, METH_VARARGS | METH_KEYWORDS,
-     "measure(fn, metrics, *, device=None, warmup=None, per_kernel=False, max_ranges=256): "
-     "run fn once per CUPTI pass; {'passes', 'planned_passes', 'ranges': [(name, values)]}."},
-    {"counter_friendly", fn_friendly, METH_NOARGS, "[(friendly name, raw metric, doc)]."},
+     "measure(fn, metrics, *, device=None, warmup=None, per_kernel=False, "
+     "max_ranges=256)\n--\n\nRun fn once per CUPTI pass; {'passes', 'planned_passes', "
+     "'ranges': [(name, values)]}."},
+    {"counter_friendly", fn_friendly, METH_NOARGS, "counter_friendly($module, /)\n--\n\n[(friendly name, raw metric, doc)]."},
     {"counters_available", fn_available, METH_NOARGS,
-     "(True, '') when libcupti loads, else (False, why)."},
+     "counters_available($module, /)\n--\n\n(True, '') when libcupti loads, else "
+     "(False, why)."},
     {"base_metrics", (PyCFunction)(void (*)(void))fn_base_metrics, METH_VARARGS | METH_KEYWORDS,
-     "base_metrics(device=None): the chip's base metric names, from CUPTI."},
+     "base_metrics(device=None)\n--\n\nThe chip's base metric names, from CUPTI."},
     {NULL, NULL, 0, NULL}};

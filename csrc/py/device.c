@@ -89,8 +89,8 @@ static PyObject *props_html(PyObject *self, PyObject *noargs)
 static PyGetSetDef props_getset[N_FIELDS + 1];
 
 static PyMethodDef props_methods[] = {
-    {"as_dict", props_as_dict, METH_NOARGS, "The properties as a dict."},
-    {"_repr_html_", props_html, METH_NOARGS, "An HTML table for Jupyter."},
+    {"as_dict", props_as_dict, METH_NOARGS, "as_dict($self, /)\n--\n\nThe properties as a dict."},
+    {"_repr_html_", props_html, METH_NOARGS, "_repr_html_($self, /)\n--\n\nAn HTML table for Jupyter."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot props_slots[] = {
@@ -318,19 +318,22 @@ static PyGetSetDef dev_getset[] = {
 static PyMethodDef dev_methods[] = {
     {"persisting_l2", (PyCFunction)(void (*)(void))dev_persisting_l2,
      METH_VARARGS | METH_KEYWORDS,
-     "persisting_l2(size=None, *, fraction=None): a context manager that sets the set-aside "
-     "(default: min(0.75 * l2_cache_size, persisting_l2_cache_max_size); fraction: of "
-     "persisting_l2_cache_max_size), yields the granted bytes, and on exit resets persisting "
-     "lines and restores the previous limit, also when an exception passes through."},
+     "persisting_l2($self, size=None, *, fraction=None)\n--\n\nA context manager that "
+     "sets the set-aside (default: min(0.75 * l2_cache_size, "
+     "persisting_l2_cache_max_size); fraction: of persisting_l2_cache_max_size), "
+     "yields the granted bytes, and on exit resets persisting lines and restores the "
+     "previous limit, also when an exception passes through."},
     {"release_persisting_l2", dev_release, METH_NOARGS,
-     "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside)."},
+     "release_persisting_l2($self, /)\n--\n\nReset persisting lines and set the limit "
+     "to 0 (a reset alone keeps the set-aside)."},
     {"reset_persisting_l2", dev_reset, METH_NOARGS,
-     "cudaCtxResetPersistingL2Cache on this device."},
-    {"synchronize", dev_synchronize, METH_NOARGS, "cudaDeviceSynchronize on this device."},
+     "reset_persisting_l2($self, /)\n--\n\ncudaCtxResetPersistingL2Cache on this "
+     "device."},
+    {"synchronize", dev_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\ncudaDeviceSynchronize on this device."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot dev_slots[] = {
-    {Py_tp_doc, "Device(index=0): a CUDA device, its L2 properties and its persisting-L2 "
+    {Py_tp_doc, "Device(index=0)\n--\n\nA CUDA device, its L2 properties and its persisting-L2 "
                 "set-aside."},
     {Py_tp_new, dev_new},
     {Py_tp_getset, dev_getset},

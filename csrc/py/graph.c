@@ -184,12 +184,15 @@ static PyGetSetDef graph_getset[] = {
 
 static PyMethodDef graph_methods[] = {
     {"set_access_policy_window", graph_set_window, METH_O,
-     "set_access_policy_window(window): put the window (None disables) on every kernel node."},
+     "set_access_policy_window($self, window, /)\n--\n\nPut the window (None "
+     "disables) on every kernel node."},
     {"launch", (PyCFunction)(void (*)(void))graph_launch, METH_VARARGS | METH_KEYWORDS,
-     "launch(stream=None): instantiate if needed (again after node changes) and launch."},
-    {"close", graph_close, METH_NOARGS, "Destroy the graph and its executable; idempotent."},
-    {"__enter__", graph_enter, METH_NOARGS, NULL},
-    {"__exit__", graph_exit, METH_VARARGS, NULL},
+     "launch($self, stream=None)\n--\n\nInstantiate if needed (again after node "
+     "changes) and launch."},
+    {"close", graph_close, METH_NOARGS, "close($self, /)\n--\n\nDestroy the graph and its executable; idempotent."},
+    {"__enter__", graph_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", graph_exit, METH_VARARGS,
+     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot graph_slots[] = {

@@ -1,216 +1,70 @@
-/* Python entry points of the kernels in kernels/: argument conversion, checks through the
- * core (csrc/core/l2p_checks, l2p_flavour), then the C launcher on the buffers' device. */
-#include "l2p_py.h"
+/* The kernel table: one row per kernel of kernels/ (binder.h says how a row is read and how
+ * to add one). Each row's `launch` only passes converted values to its C launcher; `check`
+ * holds the relations between arguments that one argument's spec cannot say. `threads`
+ * means threads per block everywhere. */
+#include "binder.h"
 
 #include "l2p_checks.h"
 #include "l2p_flavour.h"
+#include "l2p_grid.h"
 #include "l2p_kernels.h"
 #include "l2p_memory.h"
+#include "l2p_seedmap.h"
 
-/* What every launch needs: the device, the stream and an optional per-launch window. */
-typedef struct {
-    l2p_state *st;
-    int device, prev;
-    cudaStream_t stream;
-    PyObject *stream_obj;
-    const l2p_window *window;
-    l2p_BufferObject *used[4]; /* buffers the launch touches (borrowed) */
-    int n_used;
-} launch_ctx;
+#define BUF(n, k, w, al, fl) {.name = n, .type = L2P_A_BUFFER, .flags = fl, .kinds = k, .widths = w, .align = al}
+#define INT(n, d, l, h, fl) {.name = n, .type = L2P_A_INT, .flags = fl, .lo = l, .hi = h, .ival = d}
+#define FLT(n, d, fl) {.name = n, .type = L2P_A_FLOAT, .flags = fl, .fval = d}
+#define CHOICE(n, c, d, fl) {.name = n, .type = L2P_A_CHOICE, .flags = fl, .choices = c, .ival = d}
+#define BOOL(n, d, fl) {.name = n, .type = L2P_A_BOOL, .flags = fl, .ival = d}
+#define KW L2P_A_KWONLY
+#define OPT L2P_A_OPTIONAL
+#define W4 L2P_W(4)
+#define W48 (L2P_W(4) | L2P_W(8))
+#define LOADS l2p_load_flavour_names
+#define STORES l2p_store_flavour_names
+#define INT_MAX_LL 2147483647LL
 
-static int ctx_init(launch_ctx *c, PyObject *m, int device, PyObject *stream, PyObject *window)
-{
-    c->st = l2p_state_from_module(m);
-    c->device = device;
-    c->n_used = 0;
-    if (l2p_py_stream_arg(c->st, stream, &c->stream, &c->stream_obj) < 0 ||
-        l2p_py_window_arg(c->st, window, &c->window) < 0)
-        return -1;
-    return 0;
-}
-
-/* A buffer argument; NULL obj or None gives *out NULL when optional. */
-static int buffer_arg(l2p_state *st, PyObject *obj, const char *name, int optional,
-                      l2p_BufferObject **out)
-{
-    *out = NULL;
-    if (!obj || obj == Py_None) {
-        if (optional) return 0;
-        PyErr_Format(PyExc_TypeError, "%s: a device buffer is required", name);
-        return -1;
-    }
-    PyObject *b = l2p_buffer_as_buffer(st, obj);
-    if (!b) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        PyErr_Format(t ? t : PyExc_TypeError, "%s: %S", name, v ? v : Py_None);
-        Py_XDECREF(t);
-        Py_XDECREF(v);
-        Py_XDECREF(tb);
-        return -1;
-    }
-    *out = (l2p_BufferObject *)b;
-    return 0;
-}
-
-static int check_kind(l2p_BufferObject *b, const char *name, const char *kinds, int itemsize)
-{
-    if (strchr(kinds, b->dtype->kind) && PyDataType_ELSIZE(b->dtype) == itemsize) return 0;
-    PyErr_Format(PyExc_TypeError, "%s: dtype %R is not allowed here (want %d-byte %s)", name,
-                 (PyObject *)b->dtype, itemsize,
-                 strcmp(kinds, "f") == 0 ? "float" : strcmp(kinds, "iu") == 0 ? "int" : "int or float");
-    return -1;
-}
-
-static int same_device(launch_ctx *c, l2p_BufferObject *b, const char *name)
-{
-    if (!b) return 0;
-    if (b->device != c->device) {
-        PyErr_Format(PyExc_ValueError, "%s: buffer is on device %d, the launch on device %d",
-                     name, b->device, c->device);
-        return -1;
-    }
-    if (c->n_used < 4) c->used[c->n_used++] = b;
-    return 0;
-}
-
-static int flavour_arg(l2p_state *st, const char *name, const char *arg, int store, int *out)
-{
-    l2p_status rc = store ? l2p_store_flavour_parse(name, arg, out)
-                          : l2p_load_flavour_parse(name, arg, out);
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
-}
-
-static int core_ok(launch_ctx *c, l2p_status rc) { return rc == L2P_OK ? 0 : l2p_py_raise_int(c->st); }
-
-/* Run a launcher on the context's device; report a failed launch; remember the stream. */
-static PyObject *finish(launch_ctx *c, cudaError_t rc, const char *what)
-{
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, what);
-        return l2p_py_raise(c->st);
-    }
-    for (int i = 0; i < c->n_used; i++)
-        if (l2p_buffer_note_use(c->used[i], c->stream_obj) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-#define LAUNCH(c, what, call)                                             \
-    do {                                                                  \
-        if (l2p_device_enter((c)->device, &(c)->prev) != L2P_OK) {        \
-            l2p_py_raise((c)->st);                                        \
-            goto done;                                                    \
-        }                                                                 \
-        cudaError_t rc_ = (call);                                         \
-        l2p_device_leave((c)->prev);                                      \
-        result = finish((c), rc_, what);                                  \
-    } while (0)
-
-/* The device's scratch word the read kernels may write (never in practice). It is a device
- * variable of the kernel module, not an allocation: no launch path allocates, so every kernel
- * can be the first call inside a stream capture. */
-static unsigned *sink_for(launch_ctx *c)
-{
-    unsigned *sink = NULL;
-    cudaError_t rc = cudaSuccess;
-    if (l2p_device_enter(c->device, &c->prev) != L2P_OK) {
-        l2p_py_raise(c->st);
-        return NULL;
-    }
-    rc = l2p_device_sink(&sink);
-    l2p_device_leave(c->prev);
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_sink_word)");
-        l2p_py_raise(c->st);
-        return NULL;
-    }
-    return sink;
-}
-
-static void release(l2p_BufferObject **bs, int n)
-{
-    for (int i = 0; i < n; i++) Py_XDECREF(bs[i]);
-}
+static size_t count_of(l2p_BufferObject *b) { return b->nbytes / (size_t)PyDataType_ELSIZE(b->dtype); }
 
 /* ---- noop, scale_shift ---- */
 
-static PyObject *k_noop(PyObject *m, PyObject *args, PyObject *kw)
+static cudaError_t noop_launch(l2p_call *c) { return l2p_launch_noop(c->stream, c->window); }
+
+enum { SS_DATA, SS_SCALE, SS_SHIFT };
+
+static cudaError_t scale_shift_launch(l2p_call *c)
 {
-    static char *names[] = {"stream", "window", "device", NULL};
-    PyObject *stream = Py_None, *window = Py_None, *device = Py_None, *result = NULL;
-    launch_ctx c;
-    int index;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:noop", names, &stream, &window, &device))
-        return NULL;
-    if (l2p_py_device_index(l2p_state_from_module(m), device, &index) < 0 ||
-        ctx_init(&c, m, index, stream, window) < 0)
-        return NULL;
-    LAUNCH(&c, "l2p_launch_noop", l2p_launch_noop(c.stream, c.window));
-done:
-    return result;
+    l2p_BufferObject *d = L2P_BUF(c, SS_DATA);
+    return l2p_launch_scale_shift((float *)d->ptr, d->nbytes / 4, (float)L2P_FLT(c, SS_SCALE),
+                                  (float)L2P_FLT(c, SS_SHIFT), c->stream, c->window);
 }
 
-static PyObject *k_scale_shift(PyObject *m, PyObject *args, PyObject *kw)
+enum { SP_NS };
+
+static cudaError_t spin_launch(l2p_call *c)
 {
-    static char *names[] = {"data", "scale", "shift", "stream", "window", NULL};
-    PyObject *data_obj, *stream = Py_None, *window = Py_None, *result = NULL;
-    double scale = 2.0, shift = 1.0;
-    l2p_BufferObject *data;
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|dd$OO:scale_shift", names, &data_obj, &scale,
-                                     &shift, &stream, &window))
-        return NULL;
-    if (buffer_arg(l2p_state_from_module(m), data_obj, "data", 0, &data) < 0) return NULL;
-    if (data->dtype->type_num != NPY_FLOAT32) {
-        PyErr_Format(PyExc_TypeError, "data: dtype must be float32, got %R", (PyObject *)data->dtype);
-        goto done;
-    }
-    if (ctx_init(&c, m, data->device, stream, window) < 0 || same_device(&c, data, "data") < 0)
-        goto done;
-    LAUNCH(&c, "l2p_launch_scale_shift",
-           l2p_launch_scale_shift((float *)data->ptr, data->nbytes / 4, (float)scale,
-                                  (float)shift, c.stream, c.window));
-done:
-    Py_DECREF(data);
-    return result;
+    return l2p_launch_spin((unsigned long long)L2P_INT(c, SP_NS), c->stream);
 }
 
 /* ---- gather ---- */
 
-static int gather_variant(const char *name, int *out)
-{
-    static const char *const v[] = {"plain", "restrict", "texture"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, v[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    PyErr_Format(PyExc_ValueError, "variant: '%s' is not one of plain, restrict, texture", name);
-    return -1;
-}
+enum { G_OUT, G_SRC, G_MAP, G_VARIANT, G_CHECK, G_TEXTURE };
+enum { CHECK_OFF = 0, CHECK_ASYNC = 1, CHECK_SYNC = 2 };
+static const char *const gather_variants[] = {"plain", "restrict", "texture", NULL};
+static const char *const texture_modes[] = {"cached", "per_launch", NULL};
 
-/* The texture object of src: cached on the buffer, or made for this launch only. */
-static int gather_texture(launch_ctx *c, l2p_BufferObject *src, int per_launch,
-                          unsigned long long *tex)
+static int check_convert(PyObject *obj, long long *out)
 {
-    size_t max_width;
-    if (l2p_texture_max_width(c->device, &max_width) != L2P_OK) return l2p_py_raise_int(c->st);
-    if (src->nbytes / 4 > max_width) {
-        PyErr_Format(PyExc_ValueError, "src: %zu elements exceed the device's largest 1-D linear "
-                     "texture (%zu elements); use variant='restrict'", src->nbytes / 4, max_width);
+    if (!obj || obj == Py_True) *out = CHECK_ASYNC;
+    else if (obj == Py_False) *out = CHECK_OFF;
+    else if (PyUnicode_Check(obj) && PyUnicode_CompareWithASCIIString(obj, "sync") == 0)
+        *out = CHECK_SYNC;
+    else {
+        PyErr_Format(PyExc_ValueError, "check: %R is not one of True, False, 'sync'", obj);
         return -1;
     }
-    if (!per_launch && src->texture) {
-        *tex = src->texture;
-        return 0;
-    }
-    if (l2p_texture_create(c->device, src->ptr, src->nbytes, tex) != L2P_OK)
-        return l2p_py_raise_int(c->st);
-    if (!per_launch) src->texture = *tex;
     return 0;
 }
-
-enum { CHECK_OFF = 0, CHECK_ASYNC = 1, CHECK_SYNC = 2 };
 
 /* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
 int l2p_py_gather_flag_raise(l2p_state *st, int device)
@@ -232,69 +86,434 @@ int l2p_py_gather_flag_raise(l2p_state *st, int device)
     return 1;
 }
 
-/* check (default True): the kernel records out-of-range map entries in the device's flag; no
- * allocation and no host sync, so checked gathers capture and cost what the kernel costs. The
- * error surfaces at the next Stream.synchronize() or kernels.gather_errors(). check="sync"
- * waits for this launch and raises here. */
-static PyObject *gather_checked(launch_ctx *c, int variant, l2p_BufferObject *out,
-                                l2p_BufferObject *src, l2p_BufferObject *map, int check,
-                                unsigned long long tex)
+/* The texture object of src: cached on the buffer, or made for this launch only. */
+static int gather_texture(l2p_call *c, l2p_BufferObject *src, int per_launch)
 {
-    PyObject *result = NULL;
-    int *flag = NULL;
-    int is64 = PyDataType_ELSIZE(map->dtype) == 8;
-    if (check != CHECK_OFF) {
-        cudaError_t rc;
-        if (l2p_device_enter(c->device, &c->prev) != L2P_OK) return l2p_py_raise(c->st);
-        rc = l2p_device_gather_flag(&flag);
-        l2p_device_leave(c->prev);
-        if (rc != cudaSuccess) {
-            l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_gather_oob)");
-            return l2p_py_raise(c->st);
-        }
+    size_t max_width;
+    if (l2p_call_core(c, l2p_texture_max_width(c->device, &max_width)) < 0) return -1;
+    if (src->nbytes / 4 > max_width) {
+        PyErr_Format(PyExc_ValueError, "src: %zu elements exceed the device's largest 1-D linear "
+                     "texture (%zu elements); use variant='restrict'", src->nbytes / 4, max_width);
+        return -1;
     }
-    if (check == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0) return NULL;
-    LAUNCH(c, "l2p_launch_gather",
-           l2p_launch_gather(variant, (uint32_t *)out->ptr, (const uint32_t *)src->ptr,
-                             src->nbytes / 4, map->ptr, is64, out->nbytes / 4, tex, flag,
-                             c->stream, c->window));
-    if (result && check == CHECK_SYNC) {
-        l2p_status rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = l2p_stream_synchronize(c->stream);
-        Py_END_ALLOW_THREADS
-        if (rc != L2P_OK) {
-            Py_CLEAR(result);
-            l2p_py_raise(c->st);
-        } else if (l2p_py_gather_flag_raise(c->st, c->device) != 0) Py_CLEAR(result);
+    if (!per_launch && src->texture) {
+        c->tex = src->texture;
+        return 0;
     }
-done:
-    return result;
+    if (l2p_call_core(c, l2p_texture_create(c->device, src->ptr, src->nbytes, &c->tex)) < 0)
+        return -1;
+    if (!per_launch) src->texture = c->tex;
+    return 0;
 }
 
-static int check_arg(PyObject *obj, int *out)
+/* The device's out-of-range flag: a device variable, so checked gathers allocate nothing and
+ * capture; the error surfaces at the next Stream.synchronize() or gather_errors(). */
+static int gather_flag(l2p_call *c)
 {
-    if (!obj || obj == Py_True) *out = CHECK_ASYNC;
-    else if (obj == Py_False) *out = CHECK_OFF;
-    else if (PyUnicode_Check(obj) && PyUnicode_CompareWithASCIIString(obj, "sync") == 0)
-        *out = CHECK_SYNC;
-    else {
-        PyErr_Format(PyExc_ValueError, "check: %R is not one of True, False, 'sync'", obj);
+    int prev;
+    cudaError_t rc;
+    if (l2p_call_core(c, l2p_device_enter(c->device, &prev)) < 0) return -1;
+    rc = l2p_device_gather_flag(&c->flag);
+    l2p_device_leave(prev);
+    if (rc == cudaSuccess) return 0;
+    l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_gather_oob)");
+    return l2p_py_raise_int(c->st);
+}
+
+static int gather_check(l2p_call *c)
+{
+    l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
+    if (!PyArray_EquivTypes(out->dtype, src->dtype)) {
+        PyErr_Format(PyExc_TypeError, "out: dtype %R differs from src's %R", (PyObject *)out->dtype,
+                     (PyObject *)src->dtype);
+        return -1;
+    }
+    if (count_of(out) != count_of(map)) {
+        PyErr_Format(PyExc_ValueError, "out: %zu elements, but map has %zu", count_of(out),
+                     count_of(map));
+        return -1;
+    }
+    if (L2P_INT(c, G_CHECK) != CHECK_OFF && gather_flag(c) < 0) return -1;
+    /* A synchronous check must not report an earlier launch's entries as this one's. */
+    if (L2P_INT(c, G_CHECK) == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0)
+        return -1;
+    if (L2P_INT(c, G_VARIANT) == L2P_GATHER_TEXTURE)
+        return gather_texture(c, src, L2P_INT(c, G_TEXTURE) == 1);
+    return 0;
+}
+
+static cudaError_t gather_launch(l2p_call *c)
+{
+    l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
+    return l2p_launch_gather((int)L2P_INT(c, G_VARIANT), (uint32_t *)out->ptr,
+                             (const uint32_t *)src->ptr, src->nbytes / 4, map->ptr,
+                             PyDataType_ELSIZE(map->dtype) == 8, count_of(out), c->tex, c->flag,
+                             c->stream, c->window);
+}
+
+static int sync_stream(l2p_call *c)
+{
+    l2p_status rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_stream_synchronize(c->stream);
+    Py_END_ALLOW_THREADS
+    return l2p_call_core(c, rc);
+}
+
+/* check='sync' waits and raises here; a per-launch texture (the seed's way) is destroyed
+ * once the kernel that reads it has finished. */
+static int gather_after(l2p_call *c, int launched)
+{
+    int rc = 0;
+    if (launched && L2P_INT(c, G_CHECK) == CHECK_SYNC)
+        rc = sync_stream(c) < 0 || l2p_py_gather_flag_raise(c->st, c->device) != 0 ? -1 : 0;
+    if (L2P_INT(c, G_TEXTURE) == 1 && c->tex) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (launched) (void)sync_stream(c);
+        PyErr_Clear();
+        PyErr_Restore(t, v, tb);
+        l2p_texture_destroy(c->device, c->tex);
+    }
+    return rc;
+}
+
+/* ---- random_map ---- */
+
+enum { RM_OUT, RM_SEED, RM_RANGE };
+
+static int random_map_check(l2p_call *c)
+{
+    l2p_BufferObject *out = L2P_BUF(c, RM_OUT);
+    int is64 = PyDataType_ELSIZE(out->dtype) == 8;
+    if (!c->v[RM_RANGE].given) L2P_INT(c, RM_RANGE) = (long long)count_of(out);
+    long long range = L2P_INT(c, RM_RANGE);
+    if (range < 1 || (!is64 && range > INT_MAX_LL)) {
+        PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, %s]", range,
+                     is64 ? "2^63 - 1" : "2^31 - 1 (int32 map)");
         return -1;
     }
     return 0;
 }
 
-static PyObject *k_gather_errors(PyObject *m, PyObject *args, PyObject *kw)
+static cudaError_t random_map_launch(l2p_call *c)
+{
+    l2p_BufferObject *out = L2P_BUF(c, RM_OUT);
+    return l2p_launch_random_map(out->ptr, PyDataType_ELSIZE(out->dtype) == 8, count_of(out),
+                                 (size_t)L2P_INT(c, RM_RANGE), (uint64_t)L2P_INT(c, RM_SEED),
+                                 c->stream);
+}
+
+/* ---- coalescing patterns ---- */
+
+enum { P_SRC, P_DST, P_THREADS, P_BLOCKS, P_WIDTH, P_LOAD_OFFSET, P_LOAD_STRIDE, P_STORE_OFFSET,
+       P_STORE_STRIDE, P_INDEX, P_SRC2, P_BROADCAST, P_LOAD, P_STORE };
+
+/* Indices are checked on the host: patterns are small, and a bad index would fault. The copy
+ * is synchronous, so an indexed pattern cannot be captured: say so instead of breaking the
+ * capture. */
+static int pattern_index(l2p_call *c, l2p_BufferObject *idx, long long total, long long limit)
+{
+    int capturing = 0;
+    if (count_of(idx) < (size_t)total) {
+        PyErr_Format(PyExc_ValueError, "index: %zu entries for %lld threads", count_of(idx), total);
+        return -1;
+    }
+    if (l2p_call_core(c, l2p_stream_is_capturing(c->stream, &capturing)) < 0) return -1;
+    if (capturing) {
+        PyErr_SetString(PyExc_ValueError, "index: an indexed pattern checks its indices on the "
+                        "host, which a stream capture forbids; launch it outside the capture");
+        return -1;
+    }
+    int32_t *host = PyMem_Malloc((size_t)total * 4 + 4);
+    if (!host) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l2p_status rc = l2p_memory_to_host(idx->device, host, idx->ptr, (size_t)total * 4);
+    if (rc == L2P_OK) rc = l2p_check_index_range(host, total, limit, "index");
+    PyMem_Free(host);
+    return l2p_call_core(c, rc);
+}
+
+static int pattern_check(l2p_call *c)
+{
+    l2p_BufferObject *src = L2P_BUF(c, P_SRC), *dst = L2P_BUF(c, P_DST), *src2 = L2P_BUF(c, P_SRC2);
+    long long w = L2P_INT(c, P_WIDTH), total = L2P_INT(c, P_BLOCKS) * L2P_INT(c, P_THREADS);
+    if (l2p_call_core(c, l2p_check_alignment((uintptr_t)src->ptr, (int)w, "src")) < 0 ||
+        l2p_call_core(c, l2p_check_alignment((uintptr_t)dst->ptr, (int)w, "dst")) < 0 ||
+        l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_STORE_OFFSET),
+                                                L2P_INT(c, P_STORE_STRIDE), total,
+                                                (long long)(dst->nbytes / (size_t)w), "store")) < 0)
+        return -1;
+    if (src2 && (l2p_call_core(c, l2p_check_alignment((uintptr_t)src2->ptr, (int)w, "src2")) < 0 ||
+                 l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_BROADCAST), 0, 1,
+                                                         (long long)(src2->nbytes / (size_t)w),
+                                                         "broadcast_index")) < 0))
+        return -1;
+    long long src_n = (long long)(src->nbytes / (size_t)w);
+    if (L2P_BUF(c, P_INDEX)) return pattern_index(c, L2P_BUF(c, P_INDEX), total, src_n);
+    return l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_LOAD_OFFSET),
+                                                   L2P_INT(c, P_LOAD_STRIDE), total, src_n,
+                                                   "load"));
+}
+
+static cudaError_t pattern_launch(l2p_call *c)
+{
+    l2p_BufferObject *src2 = L2P_BUF(c, P_SRC2), *index = L2P_BUF(c, P_INDEX);
+    l2p_pattern_args a = {
+        .src = L2P_BUF(c, P_SRC)->ptr, .dst = L2P_BUF(c, P_DST)->ptr,
+        .src2 = src2 ? src2->ptr : NULL, .index = index ? (const int32_t *)index->ptr : NULL,
+        .load_offset = L2P_INT(c, P_LOAD_OFFSET), .load_stride = L2P_INT(c, P_LOAD_STRIDE),
+        .store_offset = L2P_INT(c, P_STORE_OFFSET), .store_stride = L2P_INT(c, P_STORE_STRIDE),
+        .broadcast_index = L2P_INT(c, P_BROADCAST), .blocks = (unsigned)L2P_INT(c, P_BLOCKS),
+        .threads = (unsigned)L2P_INT(c, P_THREADS), .width = (int)L2P_INT(c, P_WIDTH),
+        .load_flavour = (int)L2P_INT(c, P_LOAD), .store_flavour = (int)L2P_INT(c, P_STORE)};
+    return l2p_launch_pattern(&a, c->stream, c->window);
+}
+
+/* ---- streaming ---- */
+
+enum { S_OP, S_DST, S_SRC, S_SRC2, S_SCALAR, S_LOAD, S_STORE, S_BLOCKS, S_THREADS };
+static const char *const stream_ops[] = {"read", "write", "copy", "triad", NULL};
+
+/* Which buffers the op needs, and that they all have one size. */
+static int streaming_check(l2p_call *c)
+{
+    int op = (int)L2P_INT(c, S_OP);
+    const int need[3] = {op != L2P_STREAM_READ, op != L2P_STREAM_WRITE, op == L2P_STREAM_TRIAD};
+    const char *names[3] = {"dst", "src", "src2"};
+    l2p_BufferObject *first = L2P_BUF(c, need[1] ? S_SRC : S_DST);
+    for (int i = 0; i < 3; i++) {
+        l2p_BufferObject *b = L2P_BUF(c, S_DST + i);
+        if (need[i] && !b) {
+            PyErr_Format(PyExc_TypeError, "%s: op '%s' needs this buffer", names[i], stream_ops[op]);
+            return -1;
+        }
+        if (b && b->nbytes != first->nbytes) {
+            PyErr_Format(PyExc_ValueError, "%s: %zu bytes, but %s has %zu", names[i], b->nbytes,
+                         need[1] ? "src" : "dst", first->nbytes);
+            return -1;
+        }
+        if (b && op == L2P_STREAM_TRIAD &&
+            (b->dtype->kind != 'f' || PyDataType_ELSIZE(b->dtype) != 4)) {
+            PyErr_Format(PyExc_TypeError, "%s: triad works on float32, got %R", names[i],
+                         (PyObject *)b->dtype);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void *ptr_of(l2p_BufferObject *b) { return b ? b->ptr : NULL; }
+
+static cudaError_t streaming_launch(l2p_call *c)
+{
+    int op = (int)L2P_INT(c, S_OP);
+    l2p_BufferObject *first = L2P_BUF(c, op != L2P_STREAM_WRITE ? S_SRC : S_DST);
+    return l2p_launch_streaming(op, ptr_of(L2P_BUF(c, S_DST)), ptr_of(L2P_BUF(c, S_SRC)),
+                                ptr_of(L2P_BUF(c, S_SRC2)), first->nbytes,
+                                (float)L2P_FLT(c, S_SCALAR), (int)L2P_INT(c, S_LOAD),
+                                (int)L2P_INT(c, S_STORE), (unsigned)L2P_INT(c, S_BLOCKS),
+                                (unsigned)L2P_INT(c, S_THREADS), c->sink, c->stream, c->window);
+}
+
+/* ---- L2-resident reads ---- */
+
+enum { L_SRC, L_REPEATS, L_LOAD, L_WIDTH, L_LOADS, L_THREADS };
+
+static int l2_read_check(l2p_call *c)
+{
+    l2p_BufferObject *src = L2P_BUF(c, L_SRC);
+    long long w = L2P_INT(c, L_WIDTH), loads = L2P_INT(c, L_LOADS);
+    if (l2p_call_core(c, l2p_check_words((uintptr_t)src->ptr, src->nbytes, (unsigned)w, "src")) < 0)
+        return -1;
+    size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)w, (unsigned)L2P_INT(c, L_THREADS),
+                                       (unsigned)loads);
+    if (chunks && (size_t)L2P_INT(c, L_REPEATS) > (size_t)INT_MAX_LL / chunks) {
+        PyErr_Format(PyExc_ValueError, "repeats: %lld passes of %zu blocks exceed a grid's "
+                     "2^31 - 1 blocks", L2P_INT(c, L_REPEATS), chunks);
+        return -1;
+    }
+    return 0;
+}
+
+static cudaError_t l2_read_launch(l2p_call *c)
+{
+    l2p_BufferObject *src = L2P_BUF(c, L_SRC);
+    return l2p_launch_l2_read(src->ptr, src->nbytes, (int)L2P_INT(c, L_REPEATS),
+                              (int)L2P_INT(c, L_LOAD), (int)L2P_INT(c, L_WIDTH),
+                              (int)L2P_INT(c, L_LOADS), (unsigned)L2P_INT(c, L_THREADS), c->sink,
+                              c->stream, c->window);
+}
+
+enum { B_SRC, B_REPEATS, B_CHUNK, B_BLOCKS };
+
+static void bulk_grid(int sms, unsigned *blocks, unsigned *threads)
+{
+    *blocks = 2u * (unsigned)(sms > 0 ? sms : 1);
+    *threads = 32;
+}
+
+static int bulk_read_check(l2p_call *c)
+{
+    l2p_device_props p;
+    long long chunk = L2P_INT(c, B_CHUNK);
+    if (chunk % 16) {
+        PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in [16, 49152]",
+                     chunk);
+        return -1;
+    }
+    if (L2P_BUF(c, B_SRC)->nbytes < (size_t)chunk) {
+        PyErr_Format(PyExc_ValueError, "src: %zu bytes, less than one chunk (%lld)",
+                     L2P_BUF(c, B_SRC)->nbytes, chunk);
+        return -1;
+    }
+    if (l2p_call_core(c, l2p_device_get_properties(c->device, &p)) < 0) return -1;
+    if (p.cc_major < 9) {
+        l2p_fail(L2P_ERR_NOT_SUPPORTED, "bulk_read: the bulk copy engine needs compute "
+                 "capability 9.0 or newer; this device is %d.%d", p.cc_major, p.cc_minor);
+        return l2p_py_raise_int(c->st);
+    }
+    return 0;
+}
+
+static cudaError_t bulk_read_launch(l2p_call *c)
+{
+    l2p_BufferObject *src = L2P_BUF(c, B_SRC);
+    return l2p_launch_bulk_read(src->ptr, src->nbytes, (int)L2P_INT(c, B_REPEATS),
+                                (unsigned)L2P_INT(c, B_CHUNK), (unsigned)L2P_INT(c, B_BLOCKS),
+                                c->stream, c->window);
+}
+
+/* ---- persistence ---- */
+
+enum { H_HOT, H_COLD, H_ACCESSES, H_READ_ONLY };
+#define U32_MAX_LL 4294967295LL
+
+static int hot_cold_check(l2p_call *c)
+{
+    size_t hn = count_of(L2P_BUF(c, H_HOT)), cn = count_of(L2P_BUF(c, H_COLD));
+    if (hn == 0 || cn == 0 || hn > (size_t)U32_MAX_LL || cn > (size_t)U32_MAX_LL) {
+        PyErr_Format(PyExc_ValueError, "hot, cold: sizes must be in [1, 2^32) elements (hot %zu, "
+                     "cold %zu)", hn, cn);
+        return -1;
+    }
+    if (!c->v[H_ACCESSES].given) L2P_INT(c, H_ACCESSES) = (long long)cn;
+    return 0;
+}
+
+static cudaError_t hot_cold_launch(l2p_call *c)
+{
+    l2p_BufferObject *hot = L2P_BUF(c, H_HOT), *cold = L2P_BUF(c, H_COLD);
+    return l2p_launch_hot_cold((int32_t *)hot->ptr, count_of(hot), (int32_t *)cold->ptr,
+                               count_of(cold), (size_t)L2P_INT(c, H_ACCESSES),
+                               (int)L2P_INT(c, H_READ_ONLY), c->sink, c->stream, c->window);
+}
+
+enum { HR_HOT, HR_COLD, HR_HOT_LOAD, HR_COLD_LOAD, HR_BLOCKS, HR_THREADS };
+
+static int hot_cold_read_check(l2p_call *c)
+{
+    if (L2P_BUF(c, HR_HOT)->nbytes != 0) return 0;
+    PyErr_SetString(PyExc_ValueError, "hot: must hold at least 16 bytes");
+    return -1;
+}
+
+static cudaError_t hot_cold_read_launch(l2p_call *c)
+{
+    l2p_BufferObject *hot = L2P_BUF(c, HR_HOT), *cold = L2P_BUF(c, HR_COLD);
+    return l2p_launch_hot_cold_read(hot->ptr, hot->nbytes, cold->ptr, cold->nbytes,
+                                    (int)L2P_INT(c, HR_HOT_LOAD), (int)L2P_INT(c, HR_COLD_LOAD),
+                                    (unsigned)L2P_INT(c, HR_BLOCKS),
+                                    (unsigned)L2P_INT(c, HR_THREADS), c->sink, c->stream,
+                                    c->window);
+}
+
+/* ---- the table ---- */
+
+#define BLOCKS(d, fl) INT("blocks", d, 1, INT_MAX_LL, (fl) | L2P_A_BLOCKS)
+#define THREADS(d, fl) INT("threads", d, 1, 1024, (fl) | L2P_A_THREADS)
+
+const l2p_kernel l2p_kernel_table[] = {
+    {"noop", "Launch an empty kernel (1 thread): what a launch costs.", L2P_K_DEVICE, NULL, NULL,
+     noop_launch, NULL, {{0}}},
+    {"spin", "One thread spins for `ns` nanoseconds of the GPU's clock: queued first, it keeps "
+     "the GPU busy while the host enqueues what follows (so host launch costs can be timed).",
+     L2P_K_DEVICE | L2P_K_NO_WINDOW, NULL, NULL, spin_launch, NULL,
+     {INT("ns", 0, 0, 60000000000LL, 0)}},
+    {"scale_shift", "data = data * scale + shift over a float32 buffer, in place (the guide "
+     "example's kernels).", 0, NULL, NULL, scale_shift_launch, NULL,
+     {BUF("data", "f", W4, 0, 0), FLT("scale", 2.0, 0), FLT("shift", 1.0, 0)}},
+    {"gather", "out[i] = src[map[i]] on 32-bit data with an int32 or int64 map. check=True records "
+     "out-of-range entries on the device (raised at the next Stream.synchronize() or "
+     "gather_errors()); check='sync' waits and raises now; out-of-range outputs are 0. "
+     "texture='per_launch' makes and destroys a texture object per call (the study's way).",
+     0, NULL, gather_check, gather_launch, gather_after,
+     {BUF("out", "iuf", W4, 0, 0), BUF("src", "iuf", W4, 0, 0), BUF("map", "i", W48, 0, 0),
+      CHOICE("variant", gather_variants, 0, 0),
+      {.name = "check", .type = L2P_A_OBJECT, .flags = KW, .convert = check_convert,
+       .deftext = "True"},
+      CHOICE("texture", texture_modes, 0, KW)}},
+    {"random_map", "Fill an int32/int64 buffer with indices uniform in [0, range) (default: its "
+     "size), on the device.", L2P_K_NO_WINDOW, NULL, random_map_check, random_map_launch, NULL,
+     {BUF("out", "i", W48, 0, 0), INT("seed", 0, 0, LLONG_MAX, 0),
+      INT("range", 0, 1, LLONG_MAX, KW | OPT)}},
+    {"pattern", "The coalescing study's kernel: blocks x threads threads, thread t loads `width` "
+     "bytes at element load_offset + t * load_stride (or index[t]) of src, optionally adds "
+     "src2[broadcast_index], and stores at store_offset + t * store_stride of dst.",
+     0, NULL, pattern_check, pattern_launch, NULL,
+     {BUF("src", NULL, 0, 0, 0), BUF("dst", NULL, 0, 0, 0), THREADS(32, KW), BLOCKS(1, KW),
+      INT("width", 4, 1, 16, L2P_A_POW2), INT("load_offset", 0, LLONG_MIN, LLONG_MAX, 0),
+      INT("load_stride", 1, LLONG_MIN, LLONG_MAX, 0),
+      INT("store_offset", 0, LLONG_MIN, LLONG_MAX, 0),
+      INT("store_stride", 1, LLONG_MIN, LLONG_MAX, 0), BUF("index", "i", W4, 0, OPT),
+      BUF("src2", NULL, 0, 0, OPT), INT("broadcast_index", 0, LLONG_MIN, LLONG_MAX, 0),
+      CHOICE("load", LOADS, 0, 0), CHOICE("store", STORES, 0, 0)}},
+    {"streaming", "STREAM-style read / write / copy / triad over 16-byte words (triad: dst = src "
+     "+ scalar * src2 on float32); blocks and threads default to 4 x 512 per SM.", L2P_K_SINK,
+     l2p_streaming_grid, streaming_check, streaming_launch, NULL,
+     {CHOICE("op", stream_ops, -1, 0), BUF("dst", NULL, 0, 16, KW | OPT),
+      BUF("src", NULL, 0, 16, KW | OPT), BUF("src2", NULL, 0, 16, KW | OPT),
+      FLT("scalar", 3.0, KW), CHOICE("load", LOADS, 0, KW), CHOICE("store", STORES, 0, KW),
+      BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+    {"l2_read", "Read src `repeats` times in one launch, in words of `width` bytes, each thread "
+     "making `loads` independent loads, one per row of `threads` words (a block's footprint "
+     "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks.", L2P_K_SINK,
+     NULL, l2_read_check, l2_read_launch, NULL,
+     {BUF("src", NULL, 0, 0, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
+      CHOICE("load", LOADS, 0, KW), INT("width", 8, 8, 16, KW | L2P_A_POW2),
+      INT("loads", 64, 8, 64, KW | L2P_A_POW2),
+      THREADS(1024, KW)}},
+    {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "
+     "(sm_90+); blocks default to 2 per SM.", 0, bulk_grid, bulk_read_check, bulk_read_launch,
+     NULL,
+     {BUF("src", NULL, 0, 16, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
+      INT("chunk", 16384, 16, 49152, KW), BLOCKS(0, KW | OPT)}},
+    {"hot_cold", "The Best Practices guide's kernel on int32 buffers: `accesses` threads (default: "
+     "cold's size), thread t doubling hot[t % len(hot)] and cold[t % len(cold)] (read_only: "
+     "summing them instead).", L2P_K_SINK, NULL, hot_cold_check, hot_cold_launch, NULL,
+     {BUF("hot", "i", W4, 0, 0), BUF("cold", "i", W4, 0, 0),
+      INT("accesses", 0, 1, U32_MAX_LL, KW | OPT), BOOL("read_only", 0, KW)}},
+    {"hot_cold_read", "Stream cold once while re-reading hot cyclically (16-byte words), each "
+     "with its own load flavour.", L2P_K_SINK, l2p_streaming_grid, hot_cold_read_check,
+     hot_cold_read_launch, NULL,
+     {BUF("hot", NULL, 0, 16, 0), BUF("cold", NULL, 0, 16, 0), CHOICE("hot_load", LOADS, 0, KW),
+      CHOICE("cold_load", LOADS, 0, KW), BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+    {NULL, NULL, 0, NULL, NULL, NULL, NULL, {{0}}}};
+
+/* ---- host helpers beside the kernels ---- */
+
+static PyObject *fn_gather_errors(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"device", NULL};
     PyObject *dev = Py_None;
     int index;
+    l2p_status sync;
     l2p_state *st = l2p_state_from_module(m);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:gather_errors", names, &dev) ||
         l2p_py_device_index(st, dev, &index) < 0)
         return NULL;
-    l2p_status sync;
     Py_BEGIN_ALLOW_THREADS
     sync = l2p_device_synchronize(index);
     Py_END_ALLOW_THREADS
@@ -305,120 +524,26 @@ static PyObject *k_gather_errors(PyObject *m, PyObject *args, PyObject *kw)
     return PyBool_FromLong(r);
 }
 
-static PyObject *k_gather(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"out", "src", "map", "variant", "check", "texture", "stream",
-                            "window", NULL};
-    PyObject *o_obj, *s_obj, *m_obj, *stream = Py_None, *window = Py_None, *result = NULL;
-    const char *variant_name = "plain", *texture_mode = "cached";
-    int check = CHECK_ASYNC, variant;
-    PyObject *check_obj = NULL;
-    l2p_BufferObject *b[3] = {NULL, NULL, NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    unsigned long long tex = 0;
-    int per_launch;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|s$OsOO:gather", names, &o_obj, &s_obj, &m_obj,
-                                     &variant_name, &check_obj, &texture_mode, &stream, &window) ||
-        check_arg(check_obj, &check) < 0)
-        return NULL;
-    if (gather_variant(variant_name, &variant) < 0) return NULL;
-    per_launch = strcmp(texture_mode, "per_launch") == 0;
-    if (!per_launch && strcmp(texture_mode, "cached") != 0)
-        return PyErr_Format(PyExc_ValueError, "texture: '%s' is not one of cached, per_launch",
-                            texture_mode);
-    if (buffer_arg(st, o_obj, "out", 0, &b[0]) < 0 || buffer_arg(st, s_obj, "src", 0, &b[1]) < 0 ||
-        buffer_arg(st, m_obj, "map", 0, &b[2]) < 0)
-        goto done;
-    if (check_kind(b[0], "out", "iuf", 4) < 0 || check_kind(b[1], "src", "iuf", 4) < 0 ||
-        (check_kind(b[2], "map", "i", 4) < 0 && (PyErr_Clear(), check_kind(b[2], "map", "i", 8) < 0)))
-        goto done;
-    if (!PyArray_EquivTypes(b[0]->dtype, b[1]->dtype)) {
-        PyErr_Format(PyExc_TypeError, "out: dtype %R differs from src's %R",
-                     (PyObject *)b[0]->dtype, (PyObject *)b[1]->dtype);
-        goto done;
-    }
-    if (b[0]->nbytes / 4 != b[2]->nbytes / PyDataType_ELSIZE(b[2]->dtype)) {
-        PyErr_Format(PyExc_ValueError, "out: %zu elements, but map has %zu", b[0]->nbytes / 4,
-                     b[2]->nbytes / PyDataType_ELSIZE(b[2]->dtype));
-        goto done;
-    }
-    if (ctx_init(&c, m, b[0]->device, stream, window) < 0 || same_device(&c, b[0], "out") < 0 ||
-        same_device(&c, b[1], "src") < 0 || same_device(&c, b[2], "map") < 0)
-        goto done;
-    if (variant == L2P_GATHER_TEXTURE && gather_texture(&c, b[1], per_launch, &tex) < 0) goto done;
-    result = gather_checked(&c, variant, b[0], b[1], b[2], check, tex);
-    if (per_launch && tex) {
-        /* The seed's way: one texture object per launch, destroyed after the kernel ran. */
-        Py_BEGIN_ALLOW_THREADS
-        (void)l2p_stream_synchronize(c.stream);
-        Py_END_ALLOW_THREADS
-        l2p_texture_destroy(c.device, tex);
-    }
-done:
-    release(b, 3);
-    return result;
-}
-
-static int map_dtype_is64(l2p_state *st, PyObject *dtype_obj, int *is64)
-{
-    PyArray_Descr *d = NULL;
-    (void)st;
-    if (!PyArray_DescrConverter2(dtype_obj, &d)) return -1;
-    *is64 = d ? d->type_num == NPY_INT64 : 0;
-    int ok = !d || d->type_num == NPY_INT32 || d->type_num == NPY_INT64;
-    if (!ok) PyErr_Format(PyExc_TypeError, "dtype: map dtype must be int32 or int64, got %R", (PyObject *)d);
-    Py_XDECREF(d);
-    return ok ? 0 : -1;
-}
-
-static PyObject *k_random_map(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"out", "seed", "range", "stream", NULL};
-    PyObject *o_obj, *range_obj = Py_None, *stream = Py_None, *result = NULL;
-    unsigned long long seed = 0;
-    long long range;
-    l2p_BufferObject *out;
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|K$OO:random_map", names, &o_obj, &seed,
-                                     &range_obj, &stream))
-        return NULL;
-    if (buffer_arg(l2p_state_from_module(m), o_obj, "out", 0, &out) < 0) return NULL;
-    int is64 = PyDataType_ELSIZE(out->dtype) == 8;
-    if (check_kind(out, "out", "i", is64 ? 8 : 4) < 0) goto done;
-    size_t n = out->nbytes / (is64 ? 8 : 4);
-    range = (long long)n;
-    if (range_obj != Py_None && l2p_py_size_arg(range_obj, "range", &range) < 0) goto done;
-    if (range < 1 || (!is64 && range > 2147483647LL)) {
-        PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, %s]", range,
-                     is64 ? "2^63" : "2^31 - 1 (int32 map)");
-        goto done;
-    }
-    if (ctx_init(&c, m, out->device, stream, Py_None) < 0 || same_device(&c, out, "out") < 0)
-        goto done;
-    LAUNCH(&c, "l2p_launch_random_map",
-           l2p_launch_random_map(out->ptr, is64, n, (size_t)range, (uint64_t)seed, c.stream));
-done:
-    Py_DECREF(out);
-    return result;
-}
-
-static PyObject *k_seed_map(PyObject *m, PyObject *args, PyObject *kw)
+static PyObject *fn_seed_map(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"n", "range", "dtype", "seed", NULL};
     PyObject *range_obj = Py_None, *dtype_obj = Py_None;
+    PyArray_Descr *d = NULL;
     long long n, range;
     unsigned int seed = 0;
-    int is64;
     (void)m;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O$OI:seed_map", names, &n, &range_obj,
-                                     &dtype_obj, &seed))
+                                     &dtype_obj, &seed) ||
+        !PyArray_DescrConverter2(dtype_obj, &d))
         return NULL;
-    if (map_dtype_is64(l2p_state_from_module(m), dtype_obj, &is64) < 0) return NULL;
+    int is64 = d && d->type_num == NPY_INT64, ok = !d || is64 || d->type_num == NPY_INT32;
+    if (!ok) PyErr_Format(PyExc_TypeError, "dtype: map dtype must be int32 or int64, got %R", (PyObject *)d);
+    Py_XDECREF(d);
+    if (!ok) return NULL;
     range = n;
     if (range_obj != Py_None && l2p_py_size_arg(range_obj, "range", &range) < 0) return NULL;
     if (n < 0) return PyErr_Format(PyExc_ValueError, "n: %lld must be >= 0", n);
-    if (range < 1 || range > 2147483647LL)
+    if (range < 1 || range > INT_MAX_LL)
         return PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, 2^31 - 1] (rand() "
                             "yields 31 bits)", range);
     npy_intp dims[1] = {(npy_intp)n};
@@ -431,381 +556,15 @@ static PyObject *k_seed_map(PyObject *m, PyObject *args, PyObject *kw)
     return (PyObject *)a;
 }
 
-/* ---- coalescing patterns ---- */
-
-static int pattern_index(launch_ctx *c, l2p_BufferObject *idx, long long total, long long limit)
-{
-    if (!idx) return 0;
-    if (check_kind(idx, "index", "i", 4) < 0) return -1;
-    if ((long long)(idx->nbytes / 4) < total) {
-        PyErr_Format(PyExc_ValueError, "index: %zu entries for %lld threads", idx->nbytes / 4, total);
-        return -1;
-    }
-    /* Indices are checked on the host: patterns are small, and a bad index would fault. */
-    int32_t *host = PyMem_Malloc((size_t)total * 4 + 4);
-    if (!host) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    l2p_status rc = l2p_memory_to_host(idx->device, host, idx->ptr, (size_t)total * 4);
-    if (rc == L2P_OK) rc = l2p_check_index_range(host, total, limit, "index");
-    PyMem_Free(host);
-    return core_ok(c, rc);
-}
-
-static int pattern_checks(launch_ctx *c, l2p_pattern_args *a, l2p_BufferObject **b)
-{
-    long long total = (long long)a->blocks * a->threads, w = a->width;
-    long long src_n = (long long)(b[0]->nbytes / (size_t)w), dst_n = (long long)(b[1]->nbytes / (size_t)w);
-    if (core_ok(c, l2p_check_width(w, "width")) < 0 ||
-        core_ok(c, l2p_check_alignment((uintptr_t)b[0]->ptr, a->width, "src")) < 0 ||
-        core_ok(c, l2p_check_alignment((uintptr_t)b[1]->ptr, a->width, "dst")) < 0 ||
-        core_ok(c, l2p_check_affine_range(a->store_offset, a->store_stride, total, dst_n,
-                                          "store")) < 0)
-        return -1;
-    if (b[2] && (core_ok(c, l2p_check_alignment((uintptr_t)b[2]->ptr, a->width, "src2")) < 0 ||
-                 core_ok(c, l2p_check_affine_range(a->broadcast_index, 0, 1,
-                                                   (long long)(b[2]->nbytes / (size_t)w),
-                                                   "broadcast_index")) < 0))
-        return -1;
-    if (b[3]) return pattern_index(c, b[3], total, src_n);
-    return core_ok(c, l2p_check_affine_range(a->load_offset, a->load_stride, total, src_n, "load"));
-}
-
-static PyObject *k_pattern(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"src", "dst", "threads", "blocks", "width", "load_offset",
-                            "load_stride", "store_offset", "store_stride", "index", "src2",
-                            "broadcast_index", "load", "store", "stream", "window", NULL};
-    PyObject *s_obj, *d_obj, *idx_obj = Py_None, *s2_obj = Py_None, *stream = Py_None;
-    PyObject *window = Py_None, *result = NULL;
-    long long threads = 32, blocks = 1, width = 4;
-    const char *load = "default", *store = "wb";
-    l2p_pattern_args a;
-    l2p_BufferObject *b[4] = {NULL, NULL, NULL, NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    memset(&a, 0, sizeof a);
-    a.load_stride = a.store_stride = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$LLLLLLLOOLssOO:pattern", names, &s_obj, &d_obj,
-                                     &threads, &blocks, &width, &a.load_offset, &a.load_stride,
-                                     &a.store_offset, &a.store_stride, &idx_obj, &s2_obj,
-                                     &a.broadcast_index, &load, &store, &stream, &window))
-        return NULL;
-    if (core_ok(&(launch_ctx){.st = st}, l2p_check_launch_shape(blocks, threads)) < 0 ||
-        core_ok(&(launch_ctx){.st = st}, l2p_check_width(width, "width")) < 0 ||
-        flavour_arg(st, load, "load", 0, &a.load_flavour) < 0 ||
-        flavour_arg(st, store, "store", 1, &a.store_flavour) < 0)
-        return NULL;
-    a.blocks = (unsigned)blocks;
-    a.threads = (unsigned)threads;
-    a.width = (int)width;
-    if (buffer_arg(st, s_obj, "src", 0, &b[0]) < 0 || buffer_arg(st, d_obj, "dst", 0, &b[1]) < 0 ||
-        buffer_arg(st, s2_obj, "src2", 1, &b[2]) < 0 || buffer_arg(st, idx_obj, "index", 1, &b[3]) < 0)
-        goto done;
-    if (ctx_init(&c, m, b[0]->device, stream, window) < 0 || same_device(&c, b[0], "src") < 0 ||
-        same_device(&c, b[1], "dst") < 0 || same_device(&c, b[2], "src2") < 0 ||
-        same_device(&c, b[3], "index") < 0 || pattern_checks(&c, &a, b) < 0)
-        goto done;
-    a.src = b[0]->ptr;
-    a.dst = b[1]->ptr;
-    a.src2 = b[2] ? b[2]->ptr : NULL;
-    a.index = b[3] ? (const int32_t *)b[3]->ptr : NULL;
-    LAUNCH(&c, "l2p_launch_pattern", l2p_launch_pattern(&a, c.stream, c.window));
-done:
-    release(b, 4);
-    return result;
-}
-
-/* ---- streaming ---- */
-
-static int grid_args_for(launch_ctx *c, void (*shape)(int, unsigned *, unsigned *),
-                         PyObject *blocks_obj, PyObject *threads_obj, unsigned *blocks,
-                         unsigned *threads);
-
-static int grid_args(launch_ctx *c, PyObject *blocks_obj, PyObject *threads_obj,
-                     unsigned *blocks, unsigned *threads)
-{
-    return grid_args_for(c, l2p_streaming_grid, blocks_obj, threads_obj, blocks, threads);
-}
-
-static int grid_args_for(launch_ctx *c, void (*shape)(int, unsigned *, unsigned *),
-                         PyObject *blocks_obj, PyObject *threads_obj, unsigned *blocks,
-                         unsigned *threads)
-{
-    int sms;
-    if (l2p_device_sm_count(c->device, &sms) != L2P_OK) return l2p_py_raise_int(c->st);
-    shape(sms, blocks, threads);
-    long long b = *blocks, t = *threads;
-    if ((blocks_obj != Py_None && l2p_py_size_arg(blocks_obj, "blocks", &b) < 0) ||
-        (threads_obj != Py_None && l2p_py_size_arg(threads_obj, "threads", &t) < 0))
-        return -1;
-    if (core_ok(c, l2p_check_launch_shape(b, t)) < 0) return -1;
-    *blocks = (unsigned)b;
-    *threads = (unsigned)t;
-    return 0;
-}
-
-static const char *const stream_ops[] = {"read", "write", "copy", "triad"};
-
-static PyObject *k_streaming(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"op", "dst", "src", "src2", "scalar", "load", "store", "blocks",
-                            "threads", "stream", "window", NULL};
-    const char *op_name, *load = "default", *store = "wb";
-    PyObject *d_obj = Py_None, *s_obj = Py_None, *s2_obj = Py_None, *stream = Py_None;
-    PyObject *window = Py_None, *blocks_obj = Py_None, *threads_obj = Py_None, *result = NULL;
-    double scalar = 3.0;
-    int op = -1, lf, sf;
-    unsigned blocks, threads, *sink;
-    l2p_BufferObject *b[3] = {NULL, NULL, NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$OOOdssOOOO:streaming", names, &op_name, &d_obj,
-                                     &s_obj, &s2_obj, &scalar, &load, &store, &blocks_obj,
-                                     &threads_obj, &stream, &window))
-        return NULL;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(op_name, stream_ops[i]) == 0) op = i;
-    if (op < 0) return PyErr_Format(PyExc_ValueError, "op: '%s' is not one of read, write, copy, triad", op_name);
-    if (flavour_arg(st, load, "load", 0, &lf) < 0 || flavour_arg(st, store, "store", 1, &sf) < 0)
-        return NULL;
-    int need_dst = op != L2P_STREAM_READ, need_src = op != L2P_STREAM_WRITE;
-    if (buffer_arg(st, d_obj, "dst", !need_dst, &b[0]) < 0 ||
-        buffer_arg(st, s_obj, "src", !need_src, &b[1]) < 0 ||
-        buffer_arg(st, s2_obj, "src2", op != L2P_STREAM_TRIAD, &b[2]) < 0)
-        goto done;
-    l2p_BufferObject *first = need_src ? b[1] : b[0];
-    size_t nbytes = first->nbytes;
-    const char *bn[3] = {"dst", "src", "src2"};
-    if (ctx_init(&c, m, first->device, stream, window) < 0) goto done;
-    for (int i = 0; i < 3; i++) {
-        if (!b[i]) continue;
-        if (same_device(&c, b[i], bn[i]) < 0 ||
-            core_ok(&c, l2p_check_words16((uintptr_t)b[i]->ptr, b[i]->nbytes, bn[i])) < 0)
-            goto done;
-        if (b[i]->nbytes != nbytes) {
-            PyErr_Format(PyExc_ValueError, "%s: %zu bytes, but %s has %zu", bn[i], b[i]->nbytes,
-                         need_src ? "src" : "dst", nbytes);
-            goto done;
-        }
-    }
-    if (op == L2P_STREAM_TRIAD &&
-        (check_kind(b[0], "dst", "f", 4) < 0 || check_kind(b[1], "src", "f", 4) < 0 ||
-         check_kind(b[2], "src2", "f", 4) < 0))
-        goto done;
-    if (grid_args(&c, blocks_obj, threads_obj, &blocks, &threads) < 0 || !(sink = sink_for(&c)))
-        goto done;
-    LAUNCH(&c, "l2p_launch_streaming",
-           l2p_launch_streaming(op, b[0] ? b[0]->ptr : NULL, b[1] ? b[1]->ptr : NULL,
-                                b[2] ? b[2]->ptr : NULL, nbytes, (float)scalar, lf, sf, blocks,
-                                threads, sink, c.stream, c.window));
-done:
-    release(b, 3);
-    return result;
-}
-
-static PyObject *k_l2_read(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"src", "repeats", "load", "unroll", "blocks", "threads", "stream",
-                            "window", NULL};
-    PyObject *s_obj, *stream = Py_None, *window = Py_None, *blocks_obj = Py_None;
-    PyObject *threads_obj = Py_None, *result = NULL;
-    int repeats = 10, lf, unroll = 8;
-    const char *load = "cg";
-    unsigned blocks, threads, *sink;
-    l2p_BufferObject *src;
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i$siOOOO:l2_read", names, &s_obj, &repeats,
-                                     &load, &unroll, &blocks_obj, &threads_obj, &stream, &window))
-        return NULL;
-    if (repeats < 1) return PyErr_Format(PyExc_ValueError, "repeats: %d must be >= 1", repeats);
-    if (unroll != 1 && unroll != 2 && unroll != 4 && unroll != 8 && unroll != 16)
-        return PyErr_Format(PyExc_ValueError, "unroll: %d is not one of 1, 2, 4, 8, 16", unroll);
-    if (flavour_arg(st, load, "load", 0, &lf) < 0 || buffer_arg(st, s_obj, "src", 0, &src) < 0)
-        return NULL;
-    if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0 ||
-        core_ok(&c, l2p_check_words16((uintptr_t)src->ptr, src->nbytes, "src")) < 0 ||
-        grid_args_for(&c, l2p_l2_read_grid, blocks_obj, threads_obj, &blocks, &threads) < 0 ||
-        !(sink = sink_for(&c)))
-        goto done;
-    LAUNCH(&c, "l2p_launch_l2_read",
-           l2p_launch_l2_read(src->ptr, src->nbytes, repeats, lf, unroll, blocks, threads, sink,
-                              c.stream, c.window));
-done:
-    Py_DECREF(src);
-    return result;
-}
-
-static PyObject *k_bulk_read(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"src", "repeats", "chunk", "blocks", "stream", "window", NULL};
-    PyObject *s_obj, *stream = Py_None, *window = Py_None, *blocks_obj = Py_None, *result = NULL;
-    int repeats = 10;
-    long long chunk = 16384;
-    l2p_BufferObject *src;
-    l2p_device_props p;
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i$LOOO:bulk_read", names, &s_obj, &repeats,
-                                     &chunk, &blocks_obj, &stream, &window))
-        return NULL;
-    if (repeats < 1) return PyErr_Format(PyExc_ValueError, "repeats: %d must be >= 1", repeats);
-    if (chunk < 16 || chunk % 16 || chunk > 49152)
-        return PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in "
-                            "[16, 49152]", chunk);
-    if (buffer_arg(l2p_state_from_module(m), s_obj, "src", 0, &src) < 0) return NULL;
-    if ((uintptr_t)src->ptr % 16) { /* the bulk copy engine faults on it: the context dies */
-        PyErr_Format(PyExc_ValueError, "src: address 0x%zx is not 16-byte aligned (the bulk "
-                     "copy engine needs 16)", (size_t)(uintptr_t)src->ptr);
-        goto done;
-    }
-    if (ctx_init(&c, m, src->device, stream, window) < 0 || same_device(&c, src, "src") < 0)
-        goto done;
-    if (l2p_device_get_properties(c.device, &p) != L2P_OK) {
-        l2p_py_raise(c.st);
-        goto done;
-    }
-    if (p.cc_major < 9) {
-        l2p_fail(L2P_ERR_NOT_SUPPORTED, "bulk_read: the bulk copy engine needs compute "
-                 "capability 9.0 or newer; this device is %d.%d", p.cc_major, p.cc_minor);
-        l2p_py_raise(c.st);
-        goto done;
-    }
-    if (src->nbytes < (size_t)chunk) {
-        PyErr_Format(PyExc_ValueError, "src: %zu bytes, less than one chunk (%lld)", src->nbytes,
-                     chunk);
-        goto done;
-    }
-    long long blocks = 2LL * p.multiprocessor_count;
-    if (blocks_obj != Py_None && l2p_py_size_arg(blocks_obj, "blocks", &blocks) < 0) goto done;
-    if (core_ok(&c, l2p_check_launch_shape(blocks, 32)) < 0) goto done;
-    LAUNCH(&c, "l2p_launch_bulk_read",
-           l2p_launch_bulk_read(src->ptr, src->nbytes, repeats, (unsigned)chunk, (unsigned)blocks,
-                                c.stream, c.window));
-done:
-    Py_DECREF(src);
-    return result;
-}
-
-/* ---- persistence ---- */
-
-static PyObject *k_hot_cold(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"hot", "cold", "threads", "read_only", "stream", "window", NULL};
-    PyObject *h_obj, *c_obj, *threads_obj = Py_None, *stream = Py_None, *window = Py_None;
-    PyObject *result = NULL;
-    int read_only = 0;
-    long long threads;
-    unsigned *sink;
-    l2p_BufferObject *b[2] = {NULL, NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OpOO:hot_cold", names, &h_obj, &c_obj,
-                                     &threads_obj, &read_only, &stream, &window))
-        return NULL;
-    if (buffer_arg(st, h_obj, "hot", 0, &b[0]) < 0 || buffer_arg(st, c_obj, "cold", 0, &b[1]) < 0 ||
-        check_kind(b[0], "hot", "i", 4) < 0 || check_kind(b[1], "cold", "i", 4) < 0)
-        goto done;
-    size_t hn = b[0]->nbytes / 4, cn = b[1]->nbytes / 4;
-    threads = (long long)cn;
-    if (threads_obj != Py_None && l2p_py_size_arg(threads_obj, "threads", &threads) < 0) goto done;
-    if (hn == 0 || cn == 0 || hn > 0xffffffffu || cn > 0xffffffffu || threads > 0xffffffffLL) {
-        PyErr_Format(PyExc_ValueError, "hot, cold, threads: sizes must be in [1, 2^32) elements "
-                     "(hot %zu, cold %zu, threads %lld)", hn, cn, threads);
-        goto done;
-    }
-    if (ctx_init(&c, m, b[0]->device, stream, window) < 0 || same_device(&c, b[0], "hot") < 0 ||
-        same_device(&c, b[1], "cold") < 0 || !(sink = sink_for(&c)))
-        goto done;
-    LAUNCH(&c, "l2p_launch_hot_cold",
-           l2p_launch_hot_cold((int32_t *)b[0]->ptr, hn, (int32_t *)b[1]->ptr, cn,
-                               (size_t)threads, read_only, sink, c.stream, c.window));
-done:
-    release(b, 2);
-    return result;
-}
-
-static PyObject *k_hot_cold_read(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"hot", "cold", "hot_load", "cold_load", "blocks", "threads",
-                            "stream", "window", NULL};
-    PyObject *h_obj, *c_obj, *stream = Py_None, *window = Py_None, *blocks_obj = Py_None;
-    PyObject *threads_obj = Py_None, *result = NULL;
-    const char *hl = "default", *cl = "default";
-    int hf, cf;
-    unsigned blocks, threads, *sink;
-    l2p_BufferObject *b[2] = {NULL, NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    launch_ctx c;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$ssOOOO:hot_cold_read", names, &h_obj, &c_obj,
-                                     &hl, &cl, &blocks_obj, &threads_obj, &stream, &window))
-        return NULL;
-    if (flavour_arg(st, hl, "hot_load", 0, &hf) < 0 || flavour_arg(st, cl, "cold_load", 0, &cf) < 0)
-        return NULL;
-    if (buffer_arg(st, h_obj, "hot", 0, &b[0]) < 0 || buffer_arg(st, c_obj, "cold", 0, &b[1]) < 0)
-        goto done;
-    if (ctx_init(&c, m, b[0]->device, stream, window) < 0 || same_device(&c, b[0], "hot") < 0 ||
-        same_device(&c, b[1], "cold") < 0 ||
-        core_ok(&c, l2p_check_words16((uintptr_t)b[0]->ptr, b[0]->nbytes, "hot")) < 0 ||
-        core_ok(&c, l2p_check_words16((uintptr_t)b[1]->ptr, b[1]->nbytes, "cold")) < 0)
-        goto done;
-    if (b[0]->nbytes == 0) {
-        PyErr_SetString(PyExc_ValueError, "hot: must hold at least 16 bytes");
-        goto done;
-    }
-    if (grid_args(&c, blocks_obj, threads_obj, &blocks, &threads) < 0 || !(sink = sink_for(&c)))
-        goto done;
-    LAUNCH(&c, "l2p_launch_hot_cold_read",
-           l2p_launch_hot_cold_read(b[0]->ptr, b[0]->nbytes, b[1]->ptr, b[1]->nbytes, hf, cf,
-                                    blocks, threads, sink, c.stream, c.window));
-done:
-    release(b, 2);
-    return result;
-}
-
-#define KW (METH_VARARGS | METH_KEYWORDS)
 #define FN(f) (PyCFunction)(void (*)(void))(f)
 
 PyMethodDef l2p_kernel_functions[] = {
-    {"noop", FN(k_noop), KW,
-     "noop(*, stream=None, window=None, device=None): launch an empty kernel (1 thread)."},
-    {"scale_shift", FN(k_scale_shift), KW,
-     "scale_shift(data, scale=2.0, shift=1.0, *, stream=None, window=None): "
-     "data = data * scale + shift over a float32 buffer, in place."},
-    {"gather", FN(k_gather), KW,
-     "gather(out, src, map, variant='plain', *, check=True, texture='cached', stream=None, "
-     "window=None): out[i] = src[map[i]] (32-bit data; int32 or int64 map). check=True records "
-     "out-of-range entries on the device (raised at the next Stream.synchronize() or "
-     "gather_errors()); check='sync' waits and raises now; out-of-range outputs are 0."},
-    {"gather_errors", FN(k_gather_errors), KW,
+    {"gather_errors", FN(fn_gather_errors), METH_VARARGS | METH_KEYWORDS,
      "gather_errors(device=None)\n--\n\nWhether a checked gather on the device read map "
      "entries outside its src since the last check (waits for the device's work; clears the "
      "flag)."},
-    {"random_map", FN(k_random_map), KW,
-     "random_map(out, seed=0, *, range=None, stream=None): fill an int32/int64 buffer with "
-     "indices uniform in [0, range) (default: its size), on the device."},
-    {"seed_map", FN(k_seed_map), KW,
-     "seed_map(n, range=None, *, dtype=int32, seed=0): the study's host map, srand(seed); "
-     "rand() % range, with glibc's generator reproduced exactly."},
-    {"pattern", FN(k_pattern), KW,
-     "pattern(src, dst, *, threads=32, blocks=1, width=4, load_offset=0, load_stride=1, "
-     "store_offset=0, store_stride=1, index=None, src2=None, broadcast_index=0, "
-     "load='default', store='wb', stream=None, window=None)."},
-    {"streaming", FN(k_streaming), KW,
-     "streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', store='wb', "
-     "blocks=None, threads=None, stream=None, window=None)."},
-    {"l2_read", FN(k_l2_read), KW,
-     "l2_read(src, repeats=10, *, load='cg', unroll=8, blocks=None, threads=None, "
-     "stream=None, window=None): read src `repeats` times in one launch, `unroll` 16-byte "
-     "loads in flight per thread."},
-    {"bulk_read", FN(k_bulk_read), KW,
-     "bulk_read(src, repeats=10, *, chunk=16384, blocks=2*SMs, stream=None, window=None): "
-     "read src `repeats` times through the bulk copy engine into shared memory (sm_90+)."},
-    {"hot_cold", FN(k_hot_cold), KW,
-     "hot_cold(hot, cold, *, threads=None, read_only=False, stream=None, window=None): the "
-     "Best Practices guide's kernel on int32 buffers."},
-    {"hot_cold_read", FN(k_hot_cold_read), KW,
-     "hot_cold_read(hot, cold, *, hot_load='default', cold_load='default', blocks=None, "
-     "threads=None, stream=None, window=None)."},
+    {"seed_map", FN(fn_seed_map), METH_VARARGS | METH_KEYWORDS,
+     "seed_map(n, range=None, *, dtype=None, seed=0)\n--\n\nThe study's host map: srand(seed); "
+     "rand() % range (default n), with glibc's generator reproduced exactly; int32 (default) "
+     "or int64."},
     {NULL, NULL, 0, NULL}};

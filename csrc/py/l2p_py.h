@@ -25,6 +25,7 @@ typedef struct {
     PyObject *AccessProperty; /* enum.IntEnum made at module init */
     PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
     PyTypeObject *Graph, *KernelNode, *Scope;
+    const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
 } l2p_state;
 
 typedef struct {

@@ -146,6 +146,6 @@ static PyObject *fn_analyze(PyObject *m, PyObject *args, PyObject *kw)
 
 PyMethodDef l2p_model_functions[] = {
     {"analyze", (PyCFunction)(void (*)(void))fn_analyze, METH_VARARGS | METH_KEYWORDS,
-     "analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, active=None): "
-     "per-warp arrays and totals of the coalescing model."},
+     "analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, "
+     "active=None)\n--\n\nPer-warp arrays and totals of the coalescing model."},
     {NULL, NULL, 0, NULL}};

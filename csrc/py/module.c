@@ -3,6 +3,9 @@
 #define L2P_MODULE_C
 #include "l2p_py.h"
 
+#include "binder.h"
+#include "l2p_flavour.h"
+
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
 
 l2p_state *l2p_state_from_module(PyObject *module)
@@ -89,19 +92,22 @@ static PyObject *py_driver_version(PyObject *m, PyObject *noargs)
 
 static PyMethodDef module_functions[] = {
     {"device_count", py_device_count, METH_NOARGS,
-     "Number of CUDA devices; 0 where there is no GPU or driver. Never raises."},
+     "device_count($module, /)\n--\n\nNumber of CUDA devices; 0 where there is no GPU "
+     "or driver. Never raises."},
     {"no_device_reason", py_no_device_reason, METH_NOARGS,
-     "None when a device exists, else (code, name, description) of the runtime's reason."},
+     "no_device_reason($module, /)\n--\n\nNone when a device exists, else (code, "
+     "name, description) of the runtime's reason."},
     {"reset_persisting_l2", (PyCFunction)(void (*)(void))py_reset_persisting_l2,
      METH_VARARGS | METH_KEYWORDS,
-     "reset_persisting_l2(device=None): cudaCtxResetPersistingL2Cache; persisting lines "
-     "become normal (the set-aside stays reserved)."},
+     "reset_persisting_l2(device=None)\n--\n\ncudaCtxResetPersistingL2Cache; "
+     "persisting lines become normal (the set-aside stays reserved)."},
     {"default_set_aside", py_default_set_aside, METH_VARARGS,
-     "default_set_aside(l2_cache_size, persisting_l2_cache_max_size): the guide's "
-     "min(0.75 * L2, max)."},
-    {"runtime_version", py_runtime_version, METH_NOARGS, "The CUDA runtime built in (major, minor)."},
+     "default_set_aside(l2_cache_size, persisting_l2_cache_max_size)\n--\n\nThe "
+     "guide's min(0.75 * L2, max)."},
+    {"runtime_version", py_runtime_version, METH_NOARGS, "runtime_version($module, /)\n--\n\nThe CUDA runtime built in (major, minor)."},
     {"driver_version", py_driver_version, METH_NOARGS,
-     "The CUDA version the driver supports (major, minor), or None without a driver."},
+     "driver_version($module, /)\n--\n\nThe CUDA version the driver supports (major, "
+     "minor), or None without a driver."},
     {NULL, NULL, 0, NULL}};
 
 static int make_access_property(PyObject *m, l2p_state *st)
@@ -132,6 +138,34 @@ static int add_functions(PyObject *m, PyMethodDef *defs)
     return PyModule_AddFunctions(m, defs);
 }
 
+/* Names as tuples: the Python package lists kernels and flavours from these, not by hand. */
+static int add_names(PyObject *m, const char *attr, const char *const *names, size_t stride)
+{
+    PyObject *list = PyList_New(0), *t;
+    for (const char *const *p = names; list && *p;
+         p = (const char *const *)((const char *)p + stride)) {
+        PyObject *s = PyUnicode_FromString(*p);
+        if (!s || PyList_Append(list, s) < 0) Py_CLEAR(list);
+        Py_XDECREF(s);
+    }
+    t = list ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    int rc = t ? PyModule_AddObjectRef(m, attr, t) : -1;
+    Py_XDECREF(t);
+    return rc;
+}
+
+static int add_kernels(PyObject *m, l2p_state *st)
+{
+    /* The kernel rows' names are every sizeof(l2p_kernel) bytes, ending at a NULL name. */
+    if (l2p_add_kernels(m, st, l2p_kernel_table) < 0 ||
+        add_names(m, "KERNELS", &l2p_kernel_table[0].name, sizeof(l2p_kernel)) < 0 ||
+        add_names(m, "LOAD_FLAVOURS", l2p_load_flavour_names, sizeof(char *)) < 0 ||
+        add_names(m, "STORE_FLAVOURS", l2p_store_flavour_names, sizeof(char *)) < 0)
+        return -1;
+    return 0;
+}
+
 static int module_exec(PyObject *m)
 {
     l2p_state *st = l2p_state_from_module(m);
@@ -142,6 +176,7 @@ static int module_exec(PyObject *m)
         l2p_add_stream_type(m, st) < 0 || l2p_add_window_type(m, st) < 0 ||
         l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0)
         return -1;
+    if (add_kernels(m, st) < 0) return -1;
     if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
         add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0 ||
         add_functions(m, l2p_counter_functions) < 0 || add_functions(m, l2p_model_functions) < 0 ||

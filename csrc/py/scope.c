@@ -212,8 +212,9 @@ static void scope_dealloc(PyObject *self)
 }
 
 static PyMethodDef scope_methods[] = {
-    {"__enter__", scope_enter, METH_NOARGS, NULL},
-    {"__exit__", scope_exit, METH_VARARGS, NULL},
+    {"__enter__", scope_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", scope_exit, METH_VARARGS,
+     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot scope_slots[] = {

@@ -236,23 +236,27 @@ static PyGetSetDef stream_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef stream_methods[] = {
-    {"synchronize", stream_synchronize, METH_NOARGS, "Wait for the stream's work."},
+    {"synchronize", stream_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\nWait for the stream's work."},
     {"close", stream_close, METH_NOARGS,
-     "Destroy an owned stream (a wrapped one is only released); idempotent."},
-    {"__enter__", stream_enter, METH_NOARGS, NULL},
-    {"__exit__", stream_exit, METH_VARARGS, NULL},
-    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "(0, handle): the CUDA stream protocol."},
+     "close($self, /)\n--\n\nDestroy an owned stream (a wrapped one is only "
+     "released); idempotent."},
+    {"__enter__", stream_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", stream_exit, METH_VARARGS,
+     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
+    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "__cuda_stream__($self, /)\n--\n\n(0, handle): the CUDA stream protocol."},
     {"access_policy", (PyCFunction)(void (*)(void))stream_access_policy,
      METH_VARARGS | METH_KEYWORDS,
-     "access_policy(window, *, reset=False): a context manager that sets the stream's window "
-     "and restores the previous one on exit (then resets persisting lines if reset)."},
+     "access_policy($self, window, *, reset=False)\n--\n\nA context manager that sets "
+     "the stream's window and restores the previous one on exit (then resets "
+     "persisting lines if reset)."},
     {"capture", stream_capture, METH_NOARGS,
-     "capture(): `with stream.capture() as graph:` records the stream's launches into a Graph. "
-     "Captured kernel nodes carry the stream's access policy window."},
+     "capture($self, /)\n--\n\n`with stream.capture() as graph:` records the stream's "
+     "launches into a Graph. Captured kernel nodes carry the stream's access policy "
+     "window."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot stream_slots[] = {
-    {Py_tp_doc, "Stream(device=None) makes a non-blocking stream; Stream(obj) wraps a foreign "
+    {Py_tp_doc, "Stream(device=None, *, wrap=None)\n--\n\nStream(device=None) makes a non-blocking stream; Stream(obj) wraps a foreign "
                 "one (anything with __cuda_stream__, CuPy's or PyTorch's streams, an int "
                 "handle) without owning it."},
     {Py_tp_new, stream_new},

@@ -213,10 +213,11 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
 
 PyMethodDef l2p_timing_functions[] = {
     {"stats", fn_stats, METH_O,
-     "stats(samples): n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear "
-     "percentiles), computed in C."},
+     "stats(samples)\n--\n\nN, median, min, max, mean, stdev, q1, q3, iqr (NumPy's "
+     "linear percentiles), computed in C."},
     {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
-     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, "
-     "graph=False): call fn() warmup + repeat times between CUDA events on the stream (or "
-     "capture it once and replay the graph); the repeat samples in ms."},
+     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, "
+     "flush_l2=False, graph=False, hold_us=50.0)\n--\n\nCall fn() warmup + repeat times between "
+     "CUDA events on the stream (or capture it once and replay the graph); the repeat "
+     "samples in ms."},
     {NULL, NULL, 0, NULL}};

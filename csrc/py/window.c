@@ -177,12 +177,14 @@ static PyGetSetDef win_getset[] = {
 
 static PyMethodDef win_methods[] = {
     {"as_normal", win_as_normal, METH_NOARGS,
-     "The same region with NORMAL hit and miss properties (the guide's first reset)."},
+     "as_normal($self, /)\n--\n\nThe same region with NORMAL hit and miss properties "
+     "(the guide's first reset)."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot win_slots[] = {
     {Py_tp_doc, "AccessPolicyWindow(target, num_bytes=None, *, offset=0, hit_ratio=1.0, "
-                "hit_prop=PERSISTING, miss_prop=STREAMING, clamp=False).\n\n"
+                "hit_prop=AccessProperty.PERSISTING, miss_prop=AccessProperty.STREAMING, "
+                "clamp=False)\n--\n\n"
                 "A window over a buffer (or anything as_buffer accepts), validated in C: "
                 "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at "
                 "most access_policy_max_window_size (cut to fit only with clamp=True); "
@@ -364,11 +366,13 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
 
 PyMethodDef l2p_window_functions[] = {
     {"plan_windows", (PyCFunction)(void (*)(void))fn_plan_windows, METH_VARARGS | METH_KEYWORDS,
-     "plan_windows(device, targets, set_aside=None): one PERSISTING window per target (a "
-     "target, or (target, weight)), with hit ratios that keep sum(hit_ratio * num_bytes) "
-     "within the set-aside (default: the device's current persisting limit)."},
+     "plan_windows(device, targets, set_aside=None)\n--\n\nOne PERSISTING window per "
+     "target (a target, or (target, weight)), with hit ratios that keep sum(hit_ratio "
+     "* num_bytes) within the set-aside (default: the device's current persisting "
+     "limit)."},
     {"plan_hit_ratios", (PyCFunction)(void (*)(void))fn_plan_hit_ratios,
      METH_VARARGS | METH_KEYWORDS,
-     "plan_hit_ratios(sizes, weights, set_aside, max_window=unbounded): [(num_bytes, "
-     "hit_ratio)], the arithmetic of plan_windows without a device."},
+     "plan_hit_ratios(sizes, weights, set_aside, "
+     "max_window=18446744073709551615)\n--\n\n[(num_bytes, hit_ratio)], the arithmetic of "
+     "plan_windows without a device."},
     {NULL, NULL, 0, NULL}};

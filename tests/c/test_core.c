@@ -6,6 +6,8 @@
 #include <stdlib.h>
 
 #include "l2p_checks.h"
+#include "l2p_grid.h"
+#include "l2p_seedmap.h"
 #include "l2p_counters.h"
 #include "l2p_device.h"
 #include "l2p_flavour.h"
@@ -201,8 +203,11 @@ static void test_checks(void)
     CHECK(l2p_check_alignment(8, 8, "src") == L2P_OK && l2p_check_alignment(4, 8, "src") != L2P_OK);
     l2p_streaming_grid(132, &blocks, &threads);
     CHECK(blocks == 528 && threads == 512);
-    l2p_l2_read_grid(132, &blocks, &threads);
-    CHECK(blocks == 264 && threads == 1024);
+    /* 16 MiB of 8-byte words in rows of 1024, 64 rows per block: 32 chunks; a partial row
+     * and a partial chunk round up; nothing to read, no chunk. */
+    CHECK(l2p_l2_read_chunks((16u << 20) / 8, 1024, 64) == 32);
+    CHECK(l2p_l2_read_chunks(1025, 1024, 64) == 1 && l2p_l2_read_chunks(1024 * 65, 1024, 64) == 2);
+    CHECK(l2p_l2_read_chunks(0, 1024, 64) == 0 && l2p_l2_read_chunks(5, 0, 64) == 0);
 }
 
 /* The study's map must be glibc's srand(0); rand() % n, on any platform. */

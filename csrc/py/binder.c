@@ -1,0 +1,464 @@
+/* The one binder behind every kernel row (binder.h): argument parsing with the vectorcall
+ * convention, conversion and validation from the row, the launch on the buffers' device,
+ * and the text signature generated from the same row. */
+#include "binder.h"
+
+#include "l2p_checks.h"
+#include "l2p_flavour.h"
+#include "l2p_kernels.h"
+
+#define L2P_MAX_KERNELS 32
+
+/* ---- parsing ---- */
+
+static int n_args(const l2p_kernel *k)
+{
+    int n = 0;
+    while (n < L2P_MAX_KARGS && k->args[n].type != L2P_A_END) n++;
+    return n;
+}
+
+static int n_positional(const l2p_kernel *k, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (k->args[i].flags & L2P_A_KWONLY) return i;
+    return n;
+}
+
+static int is_required(const l2p_arg *a)
+{
+    return (a->type == L2P_A_BUFFER && !(a->flags & L2P_A_OPTIONAL)) ||
+           (a->type == L2P_A_CHOICE && a->ival < 0);
+}
+
+typedef struct {
+    PyObject *given[L2P_MAX_KARGS];
+    PyObject *stream, *window, *device;
+} raw_args;
+
+static int set_once(PyObject **slot, PyObject *value, const l2p_kernel *k, const char *name)
+{
+    if (*slot) {
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name, name);
+        return -1;
+    }
+    *slot = value;
+    return 0;
+}
+
+/* Match one keyword to its slot: the common stream/window/device, then the row's names. */
+static int match_keyword(const l2p_kernel *k, int n, PyObject *key, PyObject *value, raw_args *r)
+{
+    if (PyUnicode_CompareWithASCIIString(key, "stream") == 0)
+        return set_once(&r->stream, value, k, "stream");
+    if (!(k->flags & L2P_K_NO_WINDOW) && PyUnicode_CompareWithASCIIString(key, "window") == 0)
+        return set_once(&r->window, value, k, "window");
+    if ((k->flags & L2P_K_DEVICE) && PyUnicode_CompareWithASCIIString(key, "device") == 0)
+        return set_once(&r->device, value, k, "device");
+    for (int i = 0; i < n; i++)
+        if (PyUnicode_CompareWithASCIIString(key, k->args[i].name) == 0)
+            return set_once(&r->given[i], value, k, k->args[i].name);
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", k->name, key);
+    return -1;
+}
+
+static int parse(const l2p_kernel *k, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, raw_args *r)
+{
+    int n = n_args(k), npos = n_positional(k, n);
+    memset(r, 0, sizeof *r);
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
+                     k->name, npos, npos == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) r->given[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t j = 0; j < nkw; j++)
+        if (match_keyword(k, n, PyTuple_GET_ITEM(kwnames, j), args[nargs + j], r) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (!r->given[i] && is_required(&k->args[i])) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", k->name,
+                         k->args[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- conversion ---- */
+
+int l2p_call_core(l2p_call *c, l2p_status rc)
+{
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(c->st);
+}
+
+static const char *kind_words(const char *kinds)
+{
+    if (!kinds) return "any";
+    if (strcmp(kinds, "f") == 0) return "float";
+    if (strcmp(kinds, "i") == 0) return "signed int";
+    if (strcmp(kinds, "iu") == 0) return "int";
+    return "int or float";
+}
+
+static int buffer_dtype_ok(const l2p_arg *a, l2p_BufferObject *b)
+{
+    int size = (int)PyDataType_ELSIZE(b->dtype);
+    int kind_ok = !a->kinds || strchr(a->kinds, b->dtype->kind);
+    int width_ok = !a->widths || (size < 32 && (a->widths & L2P_W(size)));
+    if (kind_ok && width_ok) return 0;
+    char widths[64] = "";
+    for (int w = 1; w <= 16; w *= 2)
+        if (a->widths & L2P_W(w))
+            snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d",
+                     widths[0] ? " or " : "", w);
+    PyErr_Format(PyExc_TypeError, "%s: dtype %R is not allowed here (want a %s%s%s)", a->name,
+                 (PyObject *)b->dtype, widths, widths[0] ? "-byte " : "", kind_words(a->kinds));
+    return -1;
+}
+
+/* as_buffer, with the argument's name in front of its error. */
+static int convert_buffer(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
+{
+    PyObject *b = l2p_buffer_as_buffer(c->st, obj);
+    if (!b) {
+        PyObject *t, *val, *tb;
+        PyErr_Fetch(&t, &val, &tb);
+        PyErr_Format(t ? t : PyExc_TypeError, "%s: %S", a->name, val ? val : Py_None);
+        Py_XDECREF(t);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    v->buf = (l2p_BufferObject *)b;
+    v->given = 1;
+    if (buffer_dtype_ok(a, v->buf) < 0) return -1;
+    return a->align ? l2p_call_core(c, l2p_check_words((uintptr_t)v->buf->ptr, v->buf->nbytes,
+                                                       a->align, a->name))
+                    : 0;
+}
+
+static int pow2_error(const l2p_arg *a, long long v)
+{
+    char allowed[128] = "";
+    for (long long p = a->lo; p <= a->hi && p > 0; p *= 2)
+        snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%lld",
+                 allowed[0] ? ", " : "", p);
+    PyErr_Format(PyExc_ValueError, "%s: %lld is not one of %s", a->name, v, allowed);
+    return -1;
+}
+
+static int convert_int(const l2p_arg *a, PyObject *obj, l2p_val *v)
+{
+    if (l2p_py_int_arg(obj, a->name, &v->i) < 0) return -1;
+    if ((a->flags & L2P_A_POW2) &&
+        (v->i < a->lo || v->i > a->hi || v->i <= 0 || (v->i & (v->i - 1))))
+        return pow2_error(a, v->i);
+    if (v->i < a->lo || v->i > a->hi) {
+        PyErr_Format(PyExc_ValueError, "%s: %lld is outside [%lld, %lld]", a->name, v->i, a->lo,
+                     a->hi);
+        return -1;
+    }
+    v->given = 1;
+    return 0;
+}
+
+static int convert_choice(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
+{
+    int index;
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a str, got %s", a->name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *s = PyUnicode_AsUTF8(obj);
+    if (!s || l2p_call_core(c, l2p_parse_choice(s, a->name, a->choices, &index)) < 0) return -1;
+    v->i = index;
+    v->given = 1;
+    return 0;
+}
+
+/* One argument: its default when omitted (or None where allowed), else the converted value. */
+static int convert(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
+{
+    int absent = !obj || (obj == Py_None && (a->flags & L2P_A_OPTIONAL));
+    v->given = 0;
+    switch (a->type) {
+    case L2P_A_BUFFER:
+        v->buf = NULL;
+        return absent ? 0 : convert_buffer(c, a, obj, v);
+    case L2P_A_INT:
+        v->i = a->ival;
+        return absent ? 0 : convert_int(a, obj, v);
+    case L2P_A_FLOAT:
+        v->f = a->fval;
+        if (absent) return 0;
+        v->f = PyFloat_AsDouble(obj);
+        if (v->f == -1.0 && PyErr_Occurred()) return -1;
+        v->given = 1;
+        return 0;
+    case L2P_A_CHOICE:
+        v->i = a->ival;
+        return absent ? 0 : convert_choice(c, a, obj, v);
+    case L2P_A_BOOL: {
+        int t = absent ? (int)a->ival : PyObject_IsTrue(obj);
+        if (t < 0) return -1;
+        v->i = t;
+        v->given = !absent;
+        return 0;
+    }
+    case L2P_A_OBJECT:
+        v->given = !absent;
+        return a->convert(absent ? NULL : obj, &v->i);
+    default:
+        PyErr_SetString(PyExc_SystemError, "l2persist: bad kernel table row");
+        return -1;
+    }
+}
+
+static void release(l2p_call *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c->k->args[i].type == L2P_A_BUFFER) Py_CLEAR(c->v[i].buf);
+}
+
+/* ---- devices, streams, launch shapes ---- */
+
+static int launch_device(l2p_call *c, int n, PyObject *device)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        l2p_BufferObject *b = c->k->args[i].type == L2P_A_BUFFER ? c->v[i].buf : NULL;
+        if (!b) continue;
+        if (!found) {
+            c->device = b->device;
+            found = 1;
+        } else if (b->device != c->device) {
+            PyErr_Format(PyExc_ValueError, "%s: buffer is on device %d, the launch on device %d",
+                         c->k->args[i].name, b->device, c->device);
+            return -1;
+        }
+    }
+    if (!found) return l2p_py_device_index(c->st, device, &c->device);
+    return 0;
+}
+
+static int stream_and_window(l2p_call *c, const raw_args *r)
+{
+    if (l2p_py_stream_arg(c->st, r->stream, &c->stream, &c->stream_obj) < 0 ||
+        l2p_py_window_arg(c->st, r->window, &c->window) < 0)
+        return -1;
+    if (c->stream_obj && ((l2p_StreamObject *)c->stream_obj)->device != c->device) {
+        PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the launch to device %d",
+                     ((l2p_StreamObject *)c->stream_obj)->device, c->device);
+        return -1;
+    }
+    return 0;
+}
+
+/* Omitted blocks/threads take the row's grid; the pair is checked as a launch shape. */
+static int launch_shape(l2p_call *c, int n)
+{
+    int bi = -1, ti = -1;
+    for (int i = 0; i < n; i++) {
+        if (c->k->args[i].flags & L2P_A_BLOCKS) bi = i;
+        if (c->k->args[i].flags & L2P_A_THREADS) ti = i;
+    }
+    if (bi < 0 && ti < 0) return 0;
+    if (c->k->grid && ((bi >= 0 && !c->v[bi].given) || (ti >= 0 && !c->v[ti].given))) {
+        int sms;
+        unsigned blocks, threads;
+        if (l2p_call_core(c, l2p_device_sm_count(c->device, &sms)) < 0) return -1;
+        c->k->grid(sms, &blocks, &threads);
+        if (bi >= 0 && !c->v[bi].given) c->v[bi].i = blocks;
+        if (ti >= 0 && !c->v[ti].given) c->v[ti].i = threads;
+    }
+    return l2p_call_core(c, l2p_check_launch_shape(bi >= 0 ? c->v[bi].i : 1,
+                                                   ti >= 0 ? c->v[ti].i : 1));
+}
+
+/* Launch on the call's device; the previous device is restored only when it differs (the
+ * common case of one device then costs no cudaSetDevice). */
+static int launch(l2p_call *c)
+{
+    int prev;
+    cudaError_t rc = cudaSuccess;
+    const char *what = c->k->name;
+    if (l2p_call_core(c, l2p_device_enter(c->device, &prev)) < 0) return -1;
+    if (c->k->flags & L2P_K_SINK) {
+        rc = l2p_device_sink(&c->sink);
+        what = "cudaGetSymbolAddress(l2p_sink_word)";
+    }
+    if (rc == cudaSuccess) {
+        rc = c->k->launch(c);
+        what = c->k->name;
+    }
+    if (prev != c->device) l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, what);
+        return l2p_py_raise_int(c->st);
+    }
+    return 0;
+}
+
+static int note_uses(l2p_call *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (c->k->args[i].type == L2P_A_BUFFER && c->v[i].buf &&
+            l2p_buffer_note_use(c->v[i].buf, c->stream_obj) < 0)
+            return -1;
+    return 0;
+}
+
+static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    raw_args r;
+    l2p_call c;
+    int n = n_args(k), i, ok = -1, checked = 0, launched = 0;
+    if (parse(k, args, nargs, kwnames, &r) < 0) return NULL;
+    memset(&c, 0, sizeof c);
+    c.k = k;
+    c.st = l2p_state_from_module(m);
+    /* Everything that needs no device first, then the buffers. */
+    for (int pass = 0; pass < 2; pass++)
+        for (i = 0; i < n; i++)
+            if ((k->args[i].type == L2P_A_BUFFER) == pass &&
+                convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
+                goto done;
+    if (launch_device(&c, n, r.device) < 0 || stream_and_window(&c, &r) < 0 ||
+        launch_shape(&c, n) < 0 || (k->check && k->check(&c) < 0))
+        goto done;
+    checked = 1;
+    if (launch(&c) < 0) goto done;
+    launched = 1;
+    ok = note_uses(&c, n);
+done:
+    if (checked && k->after && k->after(&c, launched) < 0) ok = -1;
+    release(&c, n);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* ---- one function per row ---- */
+
+/* METH_FASTCALL functions get the module, not their PyMethodDef: a fixed pool of trampolines
+ * maps each to its row's index in the module's kernel table. */
+#define L2P_TRAMPOLINE(i)                                                                  \
+    static PyObject *trampoline_##i(PyObject *m, PyObject *const *a, Py_ssize_t n,        \
+                                    PyObject *kw)                                         \
+    {                                                                                     \
+        return bind(m, &l2p_state_from_module(m)->kernels[i], a, n, kw);                  \
+    }
+#define L2P_T4(a, b, c, d) L2P_TRAMPOLINE(a) L2P_TRAMPOLINE(b) L2P_TRAMPOLINE(c) L2P_TRAMPOLINE(d)
+L2P_T4(0, 1, 2, 3) L2P_T4(4, 5, 6, 7) L2P_T4(8, 9, 10, 11) L2P_T4(12, 13, 14, 15)
+L2P_T4(16, 17, 18, 19) L2P_T4(20, 21, 22, 23) L2P_T4(24, 25, 26, 27) L2P_T4(28, 29, 30, 31)
+
+#define L2P_TP(i) (PyCFunction)(void (*)(void))trampoline_##i
+static const PyCFunction trampolines[L2P_MAX_KERNELS] = {
+    L2P_TP(0), L2P_TP(1), L2P_TP(2), L2P_TP(3), L2P_TP(4), L2P_TP(5), L2P_TP(6), L2P_TP(7),
+    L2P_TP(8), L2P_TP(9), L2P_TP(10), L2P_TP(11), L2P_TP(12), L2P_TP(13), L2P_TP(14),
+    L2P_TP(15), L2P_TP(16), L2P_TP(17), L2P_TP(18), L2P_TP(19), L2P_TP(20), L2P_TP(21),
+    L2P_TP(22), L2P_TP(23), L2P_TP(24), L2P_TP(25), L2P_TP(26), L2P_TP(27), L2P_TP(28),
+    L2P_TP(29), L2P_TP(30), L2P_TP(31)};
+
+/* ---- text signatures ---- */
+
+static int append(PyObject *parts, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *s = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    int rc = s ? PyList_Append(parts, s) : -1;
+    Py_XDECREF(s);
+    return rc;
+}
+
+static int default_text(PyObject *parts, const l2p_arg *a)
+{
+    if (is_required(a)) return 0;
+    if ((a->flags & L2P_A_OPTIONAL) && a->type != L2P_A_OBJECT) return append(parts, "=None");
+    switch (a->type) {
+    case L2P_A_INT: return append(parts, "=%lld", a->ival);
+    case L2P_A_FLOAT: {
+        char *s = PyOS_double_to_string(a->fval, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        int rc = s ? append(parts, "=%s", s) : -1;
+        PyMem_Free(s);
+        return rc;
+    }
+    case L2P_A_CHOICE: return append(parts, "='%s'", a->choices[a->ival]);
+    case L2P_A_BOOL: return append(parts, a->ival ? "=True" : "=False");
+    case L2P_A_OBJECT: return append(parts, "=%s", a->deftext);
+    default: return 0;
+    }
+}
+
+/* "name(a, b=1, *, c='x', stream=None, window=None)\n--\n\nsummary\n\nchoices". */
+static PyObject *make_doc(const l2p_kernel *k)
+{
+    PyObject *parts = PyList_New(0), *sep, *doc = NULL;
+    int n = n_args(k), star = 0;
+    if (!parts || append(parts, "%s(", k->name) < 0) goto done;
+    for (int i = 0; i < n; i++) {
+        const l2p_arg *a = &k->args[i];
+        if ((a->flags & L2P_A_KWONLY) && !star && (star = 1) && append(parts, "*, ") < 0) goto done;
+        if (append(parts, "%s", a->name) < 0 || default_text(parts, a) < 0 ||
+            append(parts, ", ") < 0)
+            goto done;
+    }
+    if ((!star && append(parts, "*, ") < 0) || append(parts, "stream=None") < 0 ||
+        (!(k->flags & L2P_K_NO_WINDOW) && append(parts, ", window=None") < 0) ||
+        ((k->flags & L2P_K_DEVICE) && append(parts, ", device=None") < 0) ||
+        append(parts, ")\n--\n\n%s", k->summary) < 0)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        const l2p_arg *a = &k->args[i];
+        if (a->type != L2P_A_CHOICE) continue;
+        if (append(parts, "\n%s: one of", a->name) < 0) goto done;
+        for (int j = 0; a->choices[j]; j++)
+            if (append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) goto done;
+    }
+    sep = PyUnicode_FromString("");
+    if (sep) doc = PyUnicode_Join(sep, parts);
+    Py_XDECREF(sep);
+done:
+    Py_XDECREF(parts);
+    return doc;
+}
+
+/* The PyMethodDefs must outlive every function made from them: built once per process from
+ * the (static) table and never freed. */
+static PyMethodDef *method_defs(const l2p_kernel *kernels, int count)
+{
+    static PyMethodDef *defs;
+    if (defs) return defs;
+    PyMethodDef *d = PyMem_RawCalloc((size_t)count + 1, sizeof *d);
+    if (!d) return (PyMethodDef *)PyErr_NoMemory();
+    for (int i = 0; i < count; i++) {
+        PyObject *doc = make_doc(&kernels[i]);
+        const char *text = doc ? PyUnicode_AsUTF8(doc) : NULL;
+        char *copy = text ? PyMem_RawMalloc(strlen(text) + 1) : NULL;
+        if (copy) strcpy(copy, text);
+        Py_XDECREF(doc);
+        if (!copy) {
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+            return NULL; /* the partial table leaks once, at a failed import */
+        }
+        d[i] = (PyMethodDef){kernels[i].name, trampolines[i], METH_FASTCALL | METH_KEYWORDS, copy};
+    }
+    defs = d;
+    return defs;
+}
+
+int l2p_add_kernels(PyObject *m, l2p_state *st, const l2p_kernel *kernels)
+{
+    int count = 0;
+    while (kernels[count].name) count++;
+    if (count > L2P_MAX_KERNELS) {
+        PyErr_SetString(PyExc_SystemError, "l2persist: more kernel rows than trampolines");
+        return -1;
+    }
+    PyMethodDef *defs = method_defs(kernels, count);
+    if (!defs) return -1;
+    st->kernels = kernels;
+    return PyModule_AddFunctions(m, defs);
+}

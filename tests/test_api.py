@@ -1,0 +1,102 @@
+"""The API surface, without a GPU: signatures, the stub, __all__, the kernel table."""
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import l2persist
+from l2persist import _core
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _public_callables():
+    for name in dir(_core):
+        obj = getattr(_core, name)
+        if name.startswith("_") or not callable(obj):
+            continue
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            continue  # exception classes take *args like every exception
+        if isinstance(obj, type) and "__new__" not in vars(obj):
+            continue  # made by functions, not constructed: Device(...) etc. are checked
+        yield f"_core.{name}", obj
+        if isinstance(obj, type):
+            for m, v in vars(obj).items():
+                if not m.startswith("_") and callable(v):
+                    yield f"_core.{name}.{m}", getattr(obj, m)
+    for name, obj in vars(_core).items():
+        if isinstance(obj, type) and not issubclass(obj, BaseException):
+            for m, v in vars(obj).items():
+                if not m.startswith("_") and isinstance(v, types.MethodDescriptorType):
+                    yield f"_core.{name}.{m}", getattr(obj, m)
+
+
+@pytest.mark.parametrize("name, obj", list(_public_callables()), ids=lambda x: x
+                         if isinstance(x, str) else "")
+def test_every_extension_callable_has_a_signature(name, obj):
+    sig = inspect.signature(obj)
+    assert isinstance(sig, inspect.Signature)
+
+
+def test_kernel_signatures_come_from_the_table():
+    assert set(_core.KERNELS) <= set(l2persist.kernels.__all__)
+    for name in _core.KERNELS:
+        params = inspect.signature(getattr(l2persist.kernels, name)).parameters
+        assert "stream" in params and params["stream"].kind is inspect.Parameter.KEYWORD_ONLY
+        # Every documented keyword is one the binder parses: an unknown one is refused by
+        # name, a documented one never is (it may fail later, on its value or the device).
+        with pytest.raises(TypeError, match="unexpected keyword argument 'no_such'"):
+            getattr(_core, name)(no_such=1)
+        for p in params.values():
+            try:
+                getattr(_core, name)(**{p.name: object()})
+            except TypeError as e:
+                assert "unexpected keyword" not in str(e), (name, p.name)
+            except Exception:  # noqa: BLE001 - the value or the device, not the name
+                pass
+    assert _core.LOAD_FLAVOURS[0] == "default" and "evict_last" in _core.LOAD_FLAVOURS
+    assert _core.STORE_FLAVOURS == ("wb", "cg", "cs", "wt")
+    assert "'evict_first'" in _core.l2_read.__doc__  # choices listed from the same table
+
+
+def test_threads_means_threads_per_block_everywhere():
+    for name in _core.KERNELS:
+        params = inspect.signature(getattr(_core, name)).parameters
+        if "threads" in params:
+            with pytest.raises(ValueError, match=r"threads: 2048 is outside \[1, 1024\]"):
+                kwargs = {"threads": 2048}
+                if name == "streaming":
+                    getattr(_core, name)("read", **kwargs)
+                else:
+                    getattr(_core, name)(**kwargs) if name not in ("pattern", "l2_read",
+                                                                    "hot_cold_read") else \
+                        getattr(_core, name)(*(None,) * _required(name), **kwargs)
+
+
+def _required(name):
+    params = inspect.signature(getattr(_core, name)).parameters.values()
+    return sum(p.default is inspect.Parameter.empty for p in params)
+
+
+def test_stub_is_current():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_stub.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_submodule_declares_all():
+    for info in pkgutil.iter_modules(l2persist.__path__):
+        if info.name == "_core":
+            continue
+        mod = importlib.import_module(f"l2persist.{info.name}")
+        assert hasattr(mod, "__all__"), info.name
+        for n in mod.__all__:
+            assert hasattr(mod, n), f"{info.name}.{n}"
+    for n in l2persist.__all__:
+        assert hasattr(l2persist, n), n
