@@ -1,4 +1,4 @@
-"""Counter tables: the L1/L2 study's cases measured on this GPU, a streaming read's DRAM
+"""Counter tables (the L1/L2 study's cases are the `granularity` study): a streaming read's DRAM
 bytes, an L2-resident re-read's hit rate, and the hot/cold kernel with and without a window
 (where does the window's gain come from?)."""
 
@@ -10,22 +10,6 @@ from l2persist import kernels as K
 from _common import device_line, finish, parser, table
 
 MIB = 1 << 20
-
-
-def study(rows):
-    names = ["global_load_efficiency", "global_load_sectors", "global_load_requests",
-             "global_store_efficiency", "global_store_sectors"]
-    cases = [("1 thread", dict(threads=1), 12.5), ("9 threads", dict(threads=9), 56.25),
-             ("17 threads", dict(threads=17), 70.83), ("25 threads", dict(threads=25), 78.12),
-             ("32 threads", dict(threads=32), 100.0),
-             ("offset by one (load and store)", dict(threads=32, load_offset=1, store_offset=1),
-              80.0)]
-    with l2persist.zeros(4096, np.uint32) as a, l2persist.zeros(4096, np.uint32) as out:
-        for label, kw, want in cases:
-            c = l2persist.measure(lambda kw=kw: K.pattern(a, out, **kw), names)
-            rows.append(dict(case=label, study=want, **{k: c[k] for k in names}))
-        c = l2persist.measure(lambda: K.pattern(a, out, src2=a, broadcast_index=3), names)
-        rows.append(dict(case="C[x] = A[3] + B[x]", study=82.5, **{k: c[k] for k in names}))
 
 
 def hot_cold(dev, rows):
@@ -48,14 +32,7 @@ def main():
     args = parser(__doc__).parse_args()
     dev = l2persist.Device(args.device)
     print(device_line(dev))
-    study_rows, hc_rows = [], []
-    study(study_rows)
-    print(table(study_rows, [("case", "case"), ("study", "study %"),
-                             ("global_load_efficiency", "load eff %"),
-                             ("global_load_sectors", "load sectors"),
-                             ("global_load_requests", "load requests"),
-                             ("global_store_efficiency", "store eff %"),
-                             ("global_store_sectors", "store sectors")]))
+    hc_rows = []
     n = 256 * MIB
     with l2persist.zeros(n, np.uint8, dev) as src, \
             l2persist.empty(2 * dev.properties.l2_cache_size, np.uint8, dev) as scratch:
@@ -97,7 +74,7 @@ def main():
                           ("l2_read_hit_rate", "read hit %"),
                           ("lts__t_sector_op_write_hit_rate.pct", "write hit %"),
                           ("dram_bytes_read", "DRAM read B"), ("dram_bytes_write", "DRAM write B")]))
-    finish(args, {"device": device_line(dev), "study": study_rows, "hot_cold": hc_rows,
+    finish(args, {"device": device_line(dev), "hot_cold": hc_rows,
                   "dram_read_ratio": c["dram_bytes_read"] / n, "l2_hit_rate": c2["l2_hit_rate"]})
 
 

@@ -52,9 +52,10 @@ def cuda_core_launcher(device):
 
 def main():
     p = parser(__doc__)
-    p.add_argument("--count", type=int, default=2000)
-    p.add_argument("--trials", type=int, default=15)
-    p.add_argument("--spin-ms", type=float, default=30.0)
+    p.add_argument("--count", type=int, default=400,
+                   help="launches per sample; below the driver's queue depth (~1000)")
+    p.add_argument("--trials", type=int, default=31)
+    p.add_argument("--spin-ms", type=float, default=10.0)
     args = p.parse_args()
     dev = l2persist.Device(args.device)
     K = l2persist.kernels

@@ -124,8 +124,10 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
  * row of blockDim.x words per load, rows `chunks` apart, L independent loads per thread. The
  * block's footprint exceeds the L1 and no block reads a word twice, so the loads are served
  * by the L2 whatever the load flavour; many short blocks keep every SM's load queue full. */
+/* At most 1024 threads: the launch bound caps registers at 64 per thread, so a full block
+ * fits on an SM (the compiler issues the loads in register-sized batches). */
 template <int F, typename T, int L>
-__global__ void l2p_l2_read_kernel(const T *src, size_t n, size_t chunks, unsigned *sink)
+__global__ void __launch_bounds__(1024) l2p_l2_read_kernel(const T *src, size_t n, size_t chunks, unsigned *sink)
 {
     uint64_t pol = l2p_load_policy<F>();
     size_t row = blockIdx.x % chunks, row_words = blockDim.x;

@@ -1,7 +1,11 @@
 """python -m l2persist: the L2 report of every GPU (or of --device N).
 
 Without a GPU it says so, with the runtime's reason, shows what needs no GPU, and exits 0
-(2 with --require-gpu)."""
+(2 with --require-gpu).
+
+    python -m l2persist list                 the studies, and which need a GPU
+    python -m l2persist run STUDY [--device N] [--quick] [--json PATH] [--csv PATH]
+                                  [--plot PATH]"""
 
 from __future__ import annotations
 
@@ -127,8 +131,64 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _list(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog=f"{_prog()} list", description="List the studies.")
+    p.parse_args(argv)
+    from .studies import list_studies
+    have_gpu = _core.device_count() > 0
+    for s in list_studies():
+        need = "needs a GPU" if s.needs_gpu else "runs anywhere"
+        mark = "" if have_gpu or not s.needs_gpu else " (no GPU here)"
+        print(f"{s.name:14s} {need:13s}{mark}  {s.title}")
+    return 0
+
+
+def _run(argv: list[str]) -> int:
+    from .studies import GpuRequired, _MODULES, run
+    p = argparse.ArgumentParser(prog=f"{_prog()} run", description=(
+        "Run one study: print its table and findings; save its records and metadata (JSON, "
+        "CSV) and its plot. Progress goes to stderr when it is a terminal."))
+    p.add_argument("study", choices=list(_MODULES))
+    p.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
+    p.add_argument("--quick", action="store_true", help="a smaller sweep (seconds)")
+    p.add_argument("--json", metavar="PATH", help="write records + metadata as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write the records as CSV")
+    p.add_argument("--plot", metavar="PATH", help="save the plot (PNG, SVG, PDF: by suffix)")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    args = p.parse_args(argv)
+    count = _core.device_count()
+    if count and not 0 <= args.device < count:
+        p.error(f"--device {args.device}: this machine has {count} CUDA device(s), "
+                f"indices 0..{count - 1}")
+    try:
+        res = run(args.study, args.device, quick=args.quick,
+                  progress=False if args.no_progress else None)
+    except GpuRequired as e:
+        print(f"{_prog()} run {args.study}: {e}", file=sys.stderr)
+        return 2
+    print(res.header())
+    print()
+    print(res.table())
+    if args.json:
+        res.to_json(args.json)
+    if args.csv:
+        res.to_csv(args.csv)
+    if args.plot:
+        res.plot(args.plot)
+    saved = [x for x in (args.json, args.csv, args.plot) if x]
+    if saved:
+        print("\nwrote " + ", ".join(saved))
+    return 0
+
+
 def _main(argv: list[str] | None) -> int:
-    p = argparse.ArgumentParser(prog=_prog(), description=__doc__)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "list":
+        return _list(argv[1:])
+    if argv and argv[0] == "run":
+        return _run(argv[1:])
+    p = argparse.ArgumentParser(prog=_prog(), description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--device", type=int, default=None, help="report only this GPU index")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -72,12 +72,14 @@ def test_streaming_read_dram_bytes(device):
 
 def test_l2_resident_reread_hits(device):
     with l2persist.zeros(8 << 20, np.uint8) as src:
-        c = l2persist.measure(lambda: K.l2_read(src, 10), ["l2_hit_rate", "l2_read_hit_rate"],
+        c = l2persist.measure(lambda: K.l2_read(src, 10), ["l2_hit_rate", "dram_bytes_read"],
                               warmup=lambda: K.l2_read(src, 1))
         cold = l2persist.measure(lambda: K.l2_read(src, 1), ["l2_read_hit_sectors"])
         warm = l2persist.measure(lambda: K.l2_read(src, 1), ["l2_read_hit_sectors"],
                                  warmup=lambda: K.l2_read(src, 1))
-    assert c["l2_hit_rate"] > 90 and c["l2_read_hit_rate"] > 90
+    # Served by the L2, not DRAM. (Lookups in the SM's near L2 partition of lines homed in the
+    # far one count as misses there and are served over the fabric: hit rates stay below 100.)
+    assert c["dram_bytes_read"] < 0.02 * 10 * (8 << 20) and c["l2_hit_rate"] > 80
     # Every byte of every pass is requested from the L2, none served by the L1 (a block's
     # footprint exceeds it), for both load widths.
     for width, loads in ((8, 64), (16, 32)):

@@ -160,7 +160,7 @@ def test_pattern_index_and_study_cases(rng):
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(width=3), ValueError, "width: 3 bytes"),
+    (dict(width=3), ValueError, "width: 3 is not one of 1, 2, 4, 8, 16"),
     (dict(threads=0), ValueError, r"threads: 0 is outside \[1, 1024\]"),
     (dict(threads=2000), ValueError, "threads"),
     (dict(load="ldg"), ValueError, "load: 'ldg' is not one of default, ca"),
@@ -256,7 +256,7 @@ def test_bulk_read_runs_and_checks_its_arguments():
         K.bulk_read(src, 3)
         K.bulk_read(src, 1, chunk=4096, blocks=7)
         l2persist.Device(0).synchronize()
-        with pytest.raises(ValueError, match="chunk: 10 bytes"):
+        with pytest.raises(ValueError, match="chunk: 10 is outside"):
             K.bulk_read(src, 1, chunk=10)
         with pytest.raises(ValueError, match="less than one chunk"):
             K.bulk_read(src[:100], 1)

@@ -359,6 +359,11 @@ static int bulk_read_check(l2p_call *c)
 {
     l2p_device_props p;
     long long chunk = L2P_INT(c, B_CHUNK);
+    if ((uintptr_t)L2P_BUF(c, B_SRC)->ptr % 16) { /* the copy engine faults: the context dies */
+        PyErr_Format(PyExc_ValueError, "src: address 0x%zx is not 16-byte aligned (the bulk "
+                     "copy engine needs 16)", (size_t)(uintptr_t)L2P_BUF(c, B_SRC)->ptr);
+        return -1;
+    }
     if (chunk % 16) {
         PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in [16, 49152]",
                      chunk);
@@ -488,7 +493,7 @@ const l2p_kernel l2p_kernel_table[] = {
     {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "
      "(sm_90+); blocks default to 2 per SM.", 0, bulk_grid, bulk_read_check, bulk_read_launch,
      NULL,
-     {BUF("src", NULL, 0, 16, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
+     {BUF("src", NULL, 0, 0, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
       INT("chunk", 16384, 16, 49152, KW), BLOCKS(0, KW | OPT)}},
     {"hot_cold", "The Best Practices guide's kernel on int32 buffers: `accesses` threads (default: "
      "cold's size), thread t doubling hot[t % len(hot)] and cold[t % len(cold)] (read_only: "

@@ -1,0 +1,304 @@
+"""Results of a study: tidy records (one dict per measured point) plus the metadata that makes
+them citable (device, versions, L2 sizes, the persisting limit before and after, date,
+l2persist version and git revision). Saved as JSON and loaded back into the same object, so
+a table or a plot can be redrawn on a machine without a GPU."""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import html
+import io
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+from . import _core
+
+FORMAT = 1  # version of the JSON layout
+
+
+def _git_revision() -> str | None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.exists(os.path.join(root, ".git")):
+        return None
+    try:
+        out = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rev = out.stdout.strip()
+    return (rev + ("+dirty" if dirty else "")) if rev else None
+
+
+def collect_metadata(device=None) -> dict:
+    """What a reader needs to judge a result: where, with what, when."""
+    from . import __version__
+    meta = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "l2persist_version": __version__,
+        "git_revision": _git_revision(),
+        "cuda_runtime": "%d.%d" % _core.runtime_version(),
+        "driver_supports": None if _core.driver_version() is None
+        else "%d.%d" % _core.driver_version(),
+    }
+    if device is not None:
+        p = device.properties
+        meta.update({
+            "device_index": device.index, "device_name": p.name,
+            "compute_capability": "%d.%d" % p.compute_capability,
+            "multiprocessor_count": p.multiprocessor_count, "l2_cache_size": p.l2_cache_size,
+            "persisting_l2_cache_max_size": p.persisting_l2_cache_max_size,
+            "access_policy_max_window_size": p.access_policy_max_window_size,
+            "persisting_l2_limit_before": device.persisting_l2_limit,
+            "default_persisting_l2_limit": device.default_persisting_l2_limit,
+        })
+    return meta
+
+
+@dataclass
+class PlotSpec:
+    """How a study's records are drawn: y columns against x, one line per hue value."""
+
+    x: str
+    y: list
+    hue: str | None = None
+    logx: bool = False
+    logy: bool = False
+    xlabel: str = ""
+    ylabel: str = ""
+    kind: str = "line"  # or "bar"
+    title: str = ""
+    where: dict | None = None  # draw only records whose values match (a list: any of)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Results:
+    """Records and metadata of one study run (see the module docstring)."""
+
+    study: str
+    records: list
+    meta: dict = field(default_factory=dict)
+    columns: list | None = None  # (key, header) pairs of the table; None: every key
+    plot_spec: PlotSpec | None = None
+    notes: list = field(default_factory=list)   # the findings, in words
+    summary: dict = field(default_factory=dict)  # the headline numbers
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+    # ---- serialisation ----
+    def as_dict(self) -> dict:
+        return {"format": FORMAT, "study": self.study, "meta": self.meta,
+                "columns": [list(c) for c in self.columns] if self.columns else None,
+                "plot": self.plot_spec.as_dict() if self.plot_spec else None,
+                "notes": list(self.notes), "summary": self.summary, "records": self.records}
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        text = json.dumps(self.as_dict(), indent=1, default=_jsonable)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path) -> "Results":
+        """Load what to_json wrote (a JSON string or a path)."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            with open(text_or_path) as f:
+                text = f.read()
+        d = json.loads(text)
+        if d.get("format") != FORMAT:
+            raise ValueError(f"format: {d.get('format')!r} is not {FORMAT}, the layout this "
+                             "l2persist reads")
+        return cls(study=d["study"], records=d["records"], meta=d["meta"],
+                   columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
+                   plot_spec=PlotSpec(**d["plot"]) if d.get("plot") else None,
+                   notes=d.get("notes", []), summary=d.get("summary", {}))
+
+    load = from_json
+
+    def keys(self) -> list:
+        keys = []
+        for r in self.records:
+            keys += [k for k in r if k not in keys]
+        return keys
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.keys(), extrasaction="ignore")
+        w.writeheader()
+        for r in self.records:
+            w.writerow({k: _jsonable(v) if isinstance(v, (list, dict, tuple)) else v
+                        for k, v in r.items()})
+        if path is not None:
+            with open(path, "w", newline="") as f:
+                f.write(buf.getvalue())
+        return buf.getvalue()
+
+    def to_pandas(self):
+        """A DataFrame of the records (pandas is optional: ImportError says how to get it)."""
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError("to_pandas needs pandas: pip install pandas") from e
+        df = pd.DataFrame.from_records(self.records)
+        df.attrs.update(self.meta)
+        return df
+
+    # ---- presentation ----
+    def _columns(self) -> list:
+        return list(self.columns) if self.columns else [(k, k) for k in self.keys()]
+
+    def table(self) -> str:
+        """The records as a markdown table, then the notes."""
+        cols = self._columns()
+        out = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
+        out += ["| " + " | ".join(_cell(r.get(k, "")) for k, _ in cols) + " |"
+                for r in self.records]
+        return "\n".join(out + ([""] + [f"- {n}" for n in self.notes] if self.notes else []))
+
+    def header(self) -> str:
+        m = self.meta
+        where = (f"{m['device_name']} (cc {m['compute_capability']}, L2 "
+                 f"{m['l2_cache_size'] >> 20} MiB)" if "device_name" in m else "no GPU")
+        return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, driver "
+                f"{m.get('driver_supports')}; l2persist {m.get('l2persist_version')} "
+                f"({m.get('git_revision') or 'no git'}); {m.get('date')}")
+
+    def __repr__(self) -> str:
+        return f"<Results {self.study}: {len(self.records)} records; {self.header()}>"
+
+    def _repr_html_(self) -> str:
+        cols = self._columns()
+        head = "".join(f"<th>{html.escape(h)}</th>" for _, h in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(k, '')))}</td>"
+                                        for k, _ in cols) + "</tr>" for r in self.records)
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<p><b>{html.escape(self.header())}</b></p><table><tr>{head}</tr>{body}"
+                f"</table>" + (f"<ul>{notes}</ul>" if notes else ""))
+
+    def plot(self, path: str | os.PathLike | None = None, ax=None):
+        """Draw the study's plot (matplotlib, the [plot] extra); save it when path is given.
+        Returns the Figure."""
+        if self.plot_spec is None:
+            raise ValueError(f"plot: the {self.study} study declares no plot")
+        try:
+            import matplotlib
+            if path is not None and ax is None and not _interactive():
+                matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError("plot needs matplotlib: pip install 'l2persist[plot]'") from e
+        spec = self.plot_spec
+        fig = None
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        else:
+            fig = ax.figure
+        groups = {}
+        where = spec.where or {}
+        for r in self.records:
+            if any(r.get(k) not in (v if isinstance(v, list) else [v]) for k, v in where.items()):
+                continue
+            groups.setdefault(r.get(spec.hue) if spec.hue else None, []).append(r)
+        series = []
+        for hue, recs in groups.items():
+            for y in spec.y:
+                pts = [(r[spec.x], r[y]) for r in recs if r.get(y) is not None and spec.x in r]
+                if pts:
+                    label = " ".join(str(s) for s in (hue, y if len(spec.y) > 1 else None)
+                                     if s is not None)
+                    series.append((label or None, pts))
+        if spec.kind == "bar":  # grouped bars, one group per x value
+            xs = list(dict.fromkeys(x for _, pts in series for x, _ in pts))
+            width = 0.8 / max(1, len(series))
+            for i, (label, pts) in enumerate(series):
+                vals = dict(pts)
+                ax.bar([xs.index(x) + (i - (len(series) - 1) / 2) * width for x in vals],
+                       list(vals.values()), width=width, label=label)
+            ax.set_xticks(range(len(xs)))
+            ax.set_xticklabels([str(x) for x in xs], rotation=30, ha="right", fontsize=8)
+        elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
+            rows = list(groups)
+            cols = list(dict.fromkeys(r[spec.x] for recs in groups.values() for r in recs))
+            grid = [[next((r[spec.y[0]] for r in groups[h] if r[spec.x] == c), float("nan"))
+                     for c in cols] for h in rows]
+            im = ax.imshow(grid, cmap="RdYlGn", aspect="auto")
+            for i, row in enumerate(grid):
+                for j, v in enumerate(row):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+            ax.set_xticks(range(len(cols)))
+            ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
+            ax.set_yticks(range(len(rows)))
+            ax.set_yticklabels([str(r) for r in rows], fontsize=8)
+            fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+        else:
+            for label, pts in series:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, marker="o", ms=3, label=label)
+        if spec.logx:
+            ax.set_xscale("log", base=2)
+        if spec.logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(spec.xlabel or spec.x)
+        ax.set_ylabel(spec.hue if spec.kind == "heatmap" else spec.ylabel or ", ".join(spec.y))
+        ax.set_title(spec.title or self.header(), fontsize=9)
+        if spec.kind != "heatmap":
+            ax.grid(True, alpha=0.3)
+            if len(series) > 1:
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=110)
+        return fig
+
+
+def _interactive() -> bool:
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None
+    except ImportError:
+        return False
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _jsonable(v):
+    try:
+        import numpy as np
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+    except ImportError:
+        pass
+    if isinstance(v, (tuple, set)):
+        return list(v)
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=_jsonable)
+    return str(v)
+
+
+__all__ = ["FORMAT", "PlotSpec", "Results", "collect_metadata"]

@@ -1,0 +1,101 @@
+"""The Best Practices guide's hot/cold kernel: a cold stream (1 GiB, 256 MiB in quick mode)
+while a hot region is updated (read-write) or re-read (read-only), over set-aside x hitRatio x
+hot size, each point against the better of (a) limit 0 and (b) the default limit without a
+window; tune's pick for each (mode, hot size) is measured and marked."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core, kernels as K
+from ..timing import benchmark
+from ..tune import _describe, tune
+from ..results import PlotSpec
+
+TITLE = "Hot/cold persistence grid with tune's pick, against limit 0 and the default"
+NEEDS_GPU = True
+SOURCE = ("CUDA Best Practices Guide, 'L2 cache': a hot region in a persisting window with "
+          "hitRatio min(1, set-aside / hot) runs faster than without; the guide measures "
+          "against the same set-aside without a window.")
+MIB = 1 << 20
+
+
+def run(ctx):
+    dev = ctx.device
+    props = dev.properties
+    pmax = props.persisting_l2_cache_max_size
+    guide = _core.default_set_aside(props.l2_cache_size, pmax)
+    quick = ctx.quick
+    hots = (16,) if quick else (4, 8, 16, 32, 64)
+    asides = (guide,) if quick else (dev.default_persisting_l2_limit, pmax // 2, guide)
+    ratios = (0.5, 1.0) if quick else (0.25, 0.5, 0.75, 1.0)
+    repeat = 7 if quick else 12
+    cold_n = (256 if quick else 1024) * MIB // 4
+    rng = np.random.default_rng()
+    records = []
+    with _core.Stream(dev) as s, \
+            _core.to_device(rng.integers(0, 9, cold_n, dtype=np.int32), dev) as cold, \
+            _core.to_device(rng.integers(0, 9, max(hots) * MIB // 4, dtype=np.int32),
+                            dev) as hot_all:
+        def time_config(fn, limit, window):
+            with dev.persisting_l2(limit) as granted, s.access_policy(window, reset=True):
+                return benchmark(fn, stream=s, warmup=2, repeat=repeat).median, granted
+
+        def point(mode, hot_mib):
+            hot = hot_all[: hot_mib * MIB // 4]
+            fn = (lambda: K.hot_cold(hot, cold, read_only=mode == "ro", stream=s))
+            out = []
+            a, _ = time_config(fn, 0, None)
+            b, b_lim = time_config(fn, dev.default_persisting_l2_limit, None)
+            base = min(a, b)
+            out.append(dict(config="(a) limit 0, no window", set_aside=0, hit_ratio=None, ms=a))
+            out.append(dict(config="(b) default limit, no window", set_aside=b_lim,
+                            hit_ratio=None, ms=b))
+            for aside in asides:
+                ms, granted = time_config(fn, aside, None)
+                out.append(dict(config=f"set-aside {granted / MIB:.1f} MiB, no window",
+                                set_aside=granted, hit_ratio=None, ms=ms))
+                for h in ratios:
+                    w = _core.AccessPolicyWindow(hot, hit_ratio=h, clamp=True)
+                    ms, granted = time_config(fn, aside, w)
+                    out.append(dict(config=f"set-aside {granted / MIB:.1f} MiB, hitRatio {h}",
+                                    set_aside=granted, hit_ratio=h, ms=ms))
+            r = tune(fn, [hot], stream=s, device=dev, repeat=repeat)
+            out.append(dict(config="tune's pick", pick=_describe(r.recommended),
+                            set_aside=r.recommended["set_aside"], hit_ratio=None,
+                            ms=r.found_ms if r.persistence_helps else r.baseline_ms,
+                            tune_pick=True, tune_helps=r.persistence_helps,
+                            tune_ci=list(r.ci)))
+            for rec in out:
+                rec["vs_best_baseline"] = base / rec["ms"]
+                rec.setdefault("tune_pick", False)
+            return out
+
+        records = ctx.sweep({"mode": ("rw", "ro"), "hot_mib": hots}, point)
+    notes = []
+    for mode in ("rw", "ro"):
+        grid = [r for r in records if r["mode"] == mode and r["hit_ratio"] is not None]
+        best = max(grid, key=lambda r: r["vs_best_baseline"])
+        picks = [r for r in records if r["mode"] == mode and r["tune_pick"]]
+        notes.append(f"{'read-write' if mode == 'rw' else 'read-only'}: best grid point "
+                     f"{best['vs_best_baseline']:.3f}x ({best['config']}, hot {best['hot_mib']} "
+                     f"MiB); tune: " + "; ".join(
+                         f"{p['hot_mib']} MiB -> {p['vs_best_baseline']:.3f}x ({p['pick']})"
+                         f"{'' if p['tune_helps'] else ' (no persistence)'}" for p in picks))
+    aside_only = [r for r in records if r["mode"] == "rw" and r["hit_ratio"] is None
+                  and r["config"].startswith("set-aside")]
+    if aside_only:
+        worst = min(aside_only, key=lambda r: r["vs_best_baseline"])
+        notes.append(f"the set-aside alone slows read-write work down to "
+                     f"{worst['vs_best_baseline']:.2f}x ({worst['config']}, hot "
+                     f"{worst['hot_mib']} MiB): compare against limit 0, not against it")
+    return ctx.results(
+        records, notes=notes,
+        columns=[("mode", "mode"), ("hot_mib", "hot MiB"), ("config", "configuration"),
+                 ("ms", "median ms"), ("vs_best_baseline", "vs best baseline"),
+                 ("pick", "tune's pick")],
+        plot=PlotSpec(x="hot_mib", y=["vs_best_baseline"], hue="config", logx=True,
+                      xlabel="hot region, MiB (read-write)",
+                      ylabel="speed vs best of limit 0 / default (>1 faster)",
+                      title="Hot/cold: which settings beat doing nothing",
+                      where={"mode": "rw", "hit_ratio": [1.0, None]}))

@@ -1,0 +1,72 @@
+"""The tuner on built-in workloads: the guide's hot/cold kernel (read-write and read-only,
+16 and 32 MiB hot, 1 GiB cold) and the guide's worked example (kernel A x10 + B on data1).
+Each: the baselines (a) limit 0 and (b) default, (c) the found set-aside without a window,
+tune's pick, its speedup over the better baseline with a bootstrap interval, and the verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core, kernels as K
+from ..tune import _describe, tune
+from ..results import PlotSpec
+
+TITLE = "tune() on the guide's workloads: does persistence help, with which settings?"
+NEEDS_GPU = True
+SOURCE = "l2persist's own question: a speedup counts only against limit 0 / the default."
+MIB = 1 << 20
+
+
+def run(ctx):
+    dev = ctx.device
+    props = dev.properties
+    rng = np.random.default_rng()
+    hots = (16,) if ctx.quick else (16, 32)
+    repeat = 7 if ctx.quick else 10
+    cold_n = (256 if ctx.quick else 1024) * MIB // 4
+    set_aside = _core.default_set_aside(props.l2_cache_size, props.persisting_l2_cache_max_size)
+    with _core.Stream(dev) as s, \
+            _core.to_device(rng.integers(0, 9, cold_n, dtype=np.int32), dev) as cold, \
+            _core.to_device(rng.integers(0, 9, max(hots) * MIB // 4, dtype=np.int32), dev) as hot_all, \
+            _core.to_device(rng.random(set_aside // 4, dtype=np.float32), dev) as data1:
+        def guide():
+            for _ in range(10):
+                K.scale_shift(data1, 1.0, 1.0, stream=s)
+            K.scale_shift(data1, 2.0, 0.0, stream=s)
+
+        cases = [(f"hot/cold {m} {h} MiB", m, h) for h in hots for m in ("rw", "ro")]
+        cases.append(("guide example A x10 + B", "guide", 0))
+
+        def point(case):
+            name, mode, mib = case
+            if mode == "guide":
+                fn, target = guide, data1
+            else:
+                hot = hot_all[: mib * MIB // 4]
+                fn, target = (lambda: K.hot_cold(hot, cold, read_only=mode == "ro",
+                                                 stream=s)), hot
+            r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
+            return {"workload": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
+                    "aside_ms": r.aside_ms, "pick": _describe(r.recommended),
+                    "pick_ms": r.found_ms if r.persistence_helps else r.baseline_ms,
+                    "speedup": r.speedup if r.persistence_helps else 1.0,
+                    "ci_low": r.ci[0], "ci_high": r.ci[1], "helps": r.persistence_helps,
+                    "evals": r.evals, "tune_s": r.wall_s}
+
+        records = ctx.sweep({"case": cases}, point)
+    for r in records:
+        r.pop("case", None)
+    notes = [f"{r['workload']}: " + (f"{r['speedup']:.3f}x with {r['pick']} (95% CI "
+                                     f"{r['ci_low']:.3f}-{r['ci_high']:.3f})" if r["helps"]
+                                     else f"persistence does not help (CI {r['ci_low']:.3f}-"
+                                     f"{r['ci_high']:.3f}); keep limit 0 / the default")
+             for r in records]
+    return ctx.results(
+        records, notes=notes,
+        columns=[("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
+                 ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
+                 ("pick", "tune's pick"), ("speedup", "vs best baseline"),
+                 ("helps", "helps"), ("evals", "evaluations"), ("tune_s", "tune s")],
+        plot=PlotSpec(x="workload", y=["speedup", "ci_low", "ci_high"], kind="bar",
+                      xlabel="workload", ylabel="speed vs best of limit 0 / default",
+                      title="tune's pick against doing nothing"))
