@@ -127,19 +127,26 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
 /* At most 1024 threads: the launch bound caps registers at 64 per thread, so a full block
  * fits on an SM (the compiler issues the loads in register-sized batches). */
 template <int F, typename T, int L>
-__global__ void __launch_bounds__(1024) l2p_l2_read_kernel(const T *src, size_t n, size_t chunks, unsigned *sink)
+__global__ void __launch_bounds__(1024) l2p_l2_read_kernel(const T *src, size_t n, size_t chunks,
+                                                          unsigned *sink)
 {
     uint64_t pol = l2p_load_policy<F>();
-    size_t row = blockIdx.x % chunks, row_words = blockDim.x;
+    size_t row = blockIdx.x % chunks, row_words = blockDim.x, full_rows = n / row_words;
+    const T *p = src + row * row_words + threadIdx.x;
+    size_t step = chunks * row_words;
     unsigned acc = 0;
-    T v[L];
+    /* Folding each value as it is used lets the compiler keep as many loads in flight as
+     * the 64 registers hold, without spilling them to local memory. */
+    if (row + (size_t)(L - 1) * chunks < full_rows) { /* every row whole: no per-load test */
 #pragma unroll
-    for (int i = 0; i < L; i++) {
-        size_t e = (row + (size_t)i * chunks) * row_words + threadIdx.x;
-        v[i] = e < n ? l2p_load<F>(src + e, pol) : T();
+        for (int i = 0; i < L; i++) acc ^= l2p_fold(l2p_load<F>(p + i * step, pol));
+    } else {
+#pragma unroll
+        for (int i = 0; i < L; i++) {
+            size_t e = (row + (size_t)i * chunks) * row_words + threadIdx.x;
+            if (e < n) acc ^= l2p_fold(l2p_load<F>(src + e, pol));
+        }
     }
-#pragma unroll
-    for (int i = 0; i < L; i++) acc ^= l2p_fold(v[i]);
     if (acc == L2P_MAGIC) sink[0] = acc;
 }
 

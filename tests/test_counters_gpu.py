@@ -79,7 +79,7 @@ def test_l2_resident_reread_hits(device):
                                  warmup=lambda: K.l2_read(src, 1))
     # Served by the L2, not DRAM. (Lookups in the SM's near L2 partition of lines homed in the
     # far one count as misses there and are served over the fabric: hit rates stay below 100.)
-    assert c["dram_bytes_read"] < 0.02 * 10 * (8 << 20) and c["l2_hit_rate"] > 80
+    assert c["dram_bytes_read"] < 0.1 * 10 * (8 << 20) and c["l2_hit_rate"] > 80
     # Every byte of every pass is requested from the L2, none served by the L1 (a block's
     # footprint exceeds it), for both load widths.
     for width, loads in ((8, 64), (16, 32)):

@@ -94,6 +94,8 @@ def run(ctx):
             K.l2_read(view, 1, stream=s)
             out = [dict(kernel="l2_read (8-byte, 64 loads)", **timed(
                         lambda: K.l2_read(view, reps, stream=s), view.nbytes * reps)),
+                   dict(kernel="l2_read (8-byte nc, 64 loads)", **timed(
+                        lambda: K.l2_read(view, reps, load="nc", stream=s), view.nbytes * reps)),
                    dict(kernel="l2_read (16-byte, 32 loads)", **timed(
                         lambda: K.l2_read(view, reps, width=16, loads=32, stream=s),
                         view.nbytes * reps)),
