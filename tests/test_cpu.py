@@ -177,3 +177,17 @@ def test_counter_names_need_no_gpu():
 def test_measure_without_gpu_is_no_device_error():
     with pytest.raises(l2persist.NoDeviceError):
         l2persist.measure(lambda: None, ["gpu_time_ns"])
+
+
+def test_device_memory_is_refused_as_a_stream():
+    class Pointer:  # a CuPy MemoryPointer shape: .ptr and .mem
+        ptr, mem = 4096, None
+
+    class Array:
+        ptr = 4096
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "<f4", "data": (4096, False),
+                                    "version": 3}
+
+    for obj in (Pointer(), Array()):
+        with pytest.raises(TypeError, match="is device memory, not a stream"):
+            l2persist.Stream(wrap=obj)

@@ -12,6 +12,7 @@ import pytest
 
 import l2persist
 from l2persist import _core, coalescing
+from l2persist import kernels as K
 
 
 class _DLDevice(ctypes.Structure):
@@ -139,3 +140,57 @@ def test_bad_sizes_on_the_gpu_are_refused():
             l2persist.kernels.hot_cold(b, c, accesses=-1)
         l2persist.kernels.hot_cold(b, c)  # still usable
         l2persist.Device(0).synchronize()
+
+
+# ---- lifetimes and stream ordering of exports ----
+
+@pytest.mark.gpu
+def test_dlpack_export_outlives_close():
+    torch = pytest.importorskip("torch")
+    host = np.random.default_rng().random(1 << 20, dtype=np.float32)
+    buf = l2persist.to_device(host)
+    t = torch.from_dlpack(buf)
+    buf.close()  # the tensor still holds the memory: the free is deferred
+    with pytest.raises(ValueError, match="closed"):
+        buf.to_numpy()
+    others = [l2persist.to_device(np.full(1 << 20, 7.0, np.float32)) for _ in range(4)]
+    np.testing.assert_array_equal(t.cpu().numpy(), host)  # not the new buffers' sevens
+    del t  # the last export's deleter frees the memory now
+    for o in others:
+        o.close()
+    l2persist.Device(0).synchronize()
+
+
+@pytest.mark.gpu
+def test_dlpack_consumer_stream_waits_for_our_work():
+    torch = pytest.importorskip("torch")
+    host = np.random.default_rng().random(1 << 22, dtype=np.float32)
+    with l2persist.to_device(host) as b, l2persist.Stream() as s:
+        K.spin(30_000_000, stream=s)  # 30 ms: the scale below runs late on our stream
+        K.scale_shift(b, 2.0, 1.0, stream=s)
+        t = torch.from_dlpack(b)  # torch passes its current (legacy) stream
+        got = t.cpu().numpy()      # read on torch's stream: must see the scale
+        np.testing.assert_allclose(got, host * np.float32(2) + np.float32(1), rtol=1e-6)
+        s.synchronize()
+        del t
+
+
+@pytest.mark.gpu
+def test_memory_is_not_a_stream():
+    with l2persist.zeros(16, np.float32) as b:
+        with pytest.raises(TypeError, match="stream: l2persist.DeviceBuffer is device memory"):
+            K.noop(stream=b)
+        with pytest.raises(TypeError, match="stream: .* is device memory"):
+            K.scale_shift(b, stream=b)
+        cupy = pytest.importorskip("cupy")
+        mp = cupy.zeros(4).data  # a MemoryPointer has .ptr, like CuPy's streams
+        with pytest.raises(TypeError, match="stream: MemoryPointer is device memory"):
+            K.noop(stream=mp)
+
+
+@pytest.mark.gpu
+def test_cai_never_exports_stream_zero():
+    with l2persist.zeros(16, np.float32) as b, l2persist.Stream(wrap=0) as legacy:
+        K.scale_shift(b, stream=legacy)
+        assert b.__cuda_array_interface__["stream"] == 1
+        legacy.synchronize()

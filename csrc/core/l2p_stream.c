@@ -36,6 +36,23 @@ l2p_status l2p_stream_device(cudaStream_t stream, int *device)
     return L2P_OK;
 }
 
+l2p_status l2p_stream_order(int device, cudaStream_t producer, cudaStream_t consumer)
+{
+    cudaEvent_t ev;
+    int prev;
+    cudaError_t rc;
+    if (producer == consumer) return L2P_OK;
+    L2P_TRY(l2p_device_enter(device, &prev));
+    rc = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (rc == cudaSuccess) {
+        rc = cudaEventRecord(ev, producer);
+        if (rc == cudaSuccess) rc = cudaStreamWaitEvent(consumer, ev, 0);
+        (void)cudaEventDestroy(ev); /* released once the wait has been satisfied */
+    }
+    l2p_device_leave(prev);
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamWaitEvent");
+}
+
 l2p_status l2p_stream_is_capturing(cudaStream_t stream, int *capturing)
 {
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -19,6 +19,10 @@ l2p_status l2p_stream_synchronize(cudaStream_t stream);
 /* The device a stream belongs to (cudaStreamGetDevice). */
 l2p_status l2p_stream_device(cudaStream_t stream, int *device);
 
+/* Make `consumer` wait on the device for the work queued so far on `producer` (an event
+ * recorded on one, waited on by the other; no host synchronisation). */
+l2p_status l2p_stream_order(int device, cudaStream_t producer, cudaStream_t consumer);
+
 /* Whether the stream is capturing (the legacy stream: whether any capture forbids it). */
 l2p_status l2p_stream_is_capturing(cudaStream_t stream, int *capturing);
 

@@ -83,6 +83,13 @@ static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
         Py_DECREF(pair);
     } else if (PyObject_HasAttrString(obj, "cuda_stream")) {
         v = PyObject_GetAttrString(obj, "cuda_stream");
+    } else if (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
+               PyObject_HasAttrString(obj, "__dlpack__") ||
+               PyObject_HasAttrString(obj, "mem")) {
+        /* A buffer, array or CuPy MemoryPointer has a .ptr too: memory, not a stream. */
+        PyErr_Format(PyExc_TypeError, "stream: %s is device memory, not a stream",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
     } else if (PyObject_HasAttrString(obj, "ptr") && !PyLong_Check(obj)) {
         v = PyObject_GetAttrString(obj, "ptr");
     } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {

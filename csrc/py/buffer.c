@@ -77,8 +77,18 @@ static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->dl_managed = NULL;
     b->stream = NULL;
     b->texture = 0;
+    b->exports = 0;
+    b->free_pending = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
+    return b;
+}
+
+/* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
+static l2p_BufferObject *memory_owner(l2p_BufferObject *b)
+{
+    while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
+        b = (l2p_BufferObject *)b->base;
     return b;
 }
 
@@ -89,6 +99,14 @@ static l2p_status buf_release(l2p_BufferObject *b)
     b->closed = 1;
     l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
     b->texture = 0;
+    if (b->owns && b->exports > 0) {
+        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory: freeing
+         * it now would let the next allocation show through their tensor. The buffer is
+         * closed for us; the last export's deleter frees the memory. */
+        b->free_pending = 1;
+        Py_CLEAR(b->stream);
+        return L2P_OK;
+    }
     if (b->owns) st = l2p_memory_free(b->device, b->ptr);
     if (b->dl_managed) {
         l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
@@ -574,8 +592,11 @@ static PyObject *buf_cai(PyObject *self, void *c)
     (void)c;
     OPEN_OR_NULL(b);
     PyObject *stream = Py_None;
-    if (b->stream && !((l2p_StreamObject *)b->stream)->closed)
-        stream = PyLong_FromVoidPtr(((l2p_StreamObject *)b->stream)->handle);
+    if (b->stream && !((l2p_StreamObject *)b->stream)->closed) {
+        cudaStream_t h = ((l2p_StreamObject *)b->stream)->handle;
+        /* CAI v3 forbids 0: the legacy default stream is 1. */
+        stream = h ? PyLong_FromVoidPtr(h) : PyLong_FromLong(1);
+    }
     else
         Py_INCREF(stream);
     PyObject *typestr = PyObject_GetAttrString((PyObject *)b->dtype, "str");
@@ -596,6 +617,12 @@ static void dl_deleter(l2p_DLManagedTensor *t)
 {
     dl_context *ctx = (dl_context *)t->manager_ctx;
     PyGILState_STATE g = PyGILState_Ensure();
+    l2p_BufferObject *root = memory_owner((l2p_BufferObject *)ctx->owner);
+    if (--root->exports == 0 && root->free_pending) {
+        root->free_pending = 0;
+        (void)l2p_memory_free(root->device, root->ptr); /* a deleter cannot report errors */
+        root->ptr = NULL;
+    }
     Py_XDECREF(ctx->owner);
     PyGILState_Release(g);
     PyMem_RawFree(ctx);
@@ -626,16 +653,32 @@ static int dl_dtype(PyArray_Descr *d, l2p_DLDataType *out)
     return 0;
 }
 
-/* The consumer's stream must see our work: wait for the stream we last launched on. */
+/* The consumer's stream must see our work: its stream waits (on the device, no host sync)
+ * for the stream we last launched on. DLPack: None means the legacy default stream, 1 the
+ * legacy stream, 2 the per-thread default stream, -1 no synchronisation, else a handle. */
 static int dl_sync(l2p_BufferObject *b, PyObject *stream)
 {
-    l2p_status rc;
-    if (stream == Py_None || !b->stream || ((l2p_StreamObject *)b->stream)->closed) return 0;
-    cudaStream_t ours = ((l2p_StreamObject *)b->stream)->handle;
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(ours);
-    Py_END_ALLOW_THREADS
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
+    long long v = 1;
+    cudaStream_t consumer;
+    if (stream != Py_None) {
+        if (PyBool_Check(stream) || !PyLong_Check(stream)) {
+            PyErr_Format(PyExc_TypeError, "stream: expected None or an int (DLPack), got %s",
+                         Py_TYPE(stream)->tp_name);
+            return -1;
+        }
+        v = PyLong_AsLongLong(stream);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v == 0 || v < -1) {
+            PyErr_Format(PyExc_ValueError, "stream: %lld is not a CUDA stream for DLPack (None, "
+                         "-1, 1, 2 or a handle)", v);
+            return -1;
+        }
+    }
+    if (v == -1 || !b->stream || ((l2p_StreamObject *)b->stream)->closed) return 0;
+    consumer = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)(uintptr_t)v;
+    if (l2p_stream_order(b->device, ((l2p_StreamObject *)b->stream)->handle, consumer) != L2P_OK)
+        return l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
+    return 0;
 }
 
 static PyObject *buf_dlpack(PyObject *self, PyObject *args, PyObject *kw)
@@ -662,6 +705,7 @@ static PyObject *buf_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     t->dl_tensor.shape = ctx->shape;
     t->manager_ctx = ctx;
     t->deleter = dl_deleter;
+    memory_owner(b)->exports++;
     PyObject *cap = PyCapsule_New(t, "dltensor", dl_capsule_destructor);
     if (!cap) dl_deleter(t);
     return cap;

@@ -52,6 +52,8 @@ typedef struct {
     void *dl_managed;   /* a consumed DLPack tensor, deleted at close */
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
     unsigned long long texture; /* cached texture object of the texture gather, or 0 */
+    Py_ssize_t exports; /* live DLPack exports of this memory (counted on the owning buffer) */
+    int free_pending;   /* closed with exports alive: freed by the last export's deleter */
     PyObject *weakreflist;
 } l2p_BufferObject;
 

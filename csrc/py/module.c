@@ -225,7 +225,17 @@ static int module_clear(PyObject *m)
 
 static void module_free(void *m) { module_clear((PyObject *)m); }
 
-static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
+/* Honest declarations: NumPy's C API and the per-process CUDA state (device caches in the
+ * core) are not per-interpreter, and the caches rely on the GIL. */
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL}};
 
 PyModuleDef l2p_module_def = {
     PyModuleDef_HEAD_INIT,
