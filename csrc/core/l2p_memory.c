@@ -17,6 +17,8 @@ l2p_status l2p_memory_alloc(int device, size_t nbytes, void **out)
     if (rc != cudaSuccess) {
         *out = NULL;
         (void)cudaGetLastError(); /* out-of-memory must not stick to the next launch check */
+        if (rc != cudaErrorMemoryAllocation) /* a dead context, a reset device: not memory */
+            return l2p_fail_cuda(rc, "cudaMalloc");
         return l2p_fail_cuda_msg(L2P_ERR_NO_MEMORY, rc, "cudaMalloc",
                                  "could not allocate %zu bytes on device %d", nbytes, device);
     }

@@ -52,7 +52,12 @@ int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
 {
     l2p_StreamObject *s = (l2p_StreamObject *)stream;
     if (!stream) return 0;
-    Py_XSETREF(b->stream, Py_NewRef(stream));
+    /* The view and every buffer it hangs from: an export or close of the parent must see
+     * work launched through the view. */
+    for (l2p_BufferObject *p = b; p;) {
+        Py_XSETREF(p->stream, Py_NewRef(stream));
+        p = (p->base && Py_TYPE(p->base) == Py_TYPE(b)) ? (l2p_BufferObject *)p->base : NULL;
+    }
     /* Captured work keeps its buffers alive as long as the Graph lives. */
     if (s->capture_refs && PyList_Append(s->capture_refs, (PyObject *)b) < 0) return -1;
     return 0;
@@ -92,11 +97,33 @@ static l2p_BufferObject *memory_owner(l2p_BufferObject *b)
     return b;
 }
 
+/* Wait for the work l2persist last queued on this buffer (on one of our Streams). */
+static void wait_for_use(l2p_BufferObject *b)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)b->stream;
+    if (!s || s->closed) return;
+    cudaStream_t h = s->handle;
+    Py_BEGIN_ALLOW_THREADS
+    (void)l2p_stream_synchronize(h);
+    Py_END_ALLOW_THREADS
+}
+
+/* Memory another library lent us is handed back once our work on it is done: when this
+ * wrapper holds the producer's last reference or a consumed DLPack tensor. */
+static int lends_last_reference(l2p_BufferObject *b)
+{
+    if (b->owns) return 0;
+    if (b->dl_managed) return 1;
+    return b->base && Py_TYPE(b->base) != Py_TYPE(b) && Py_REFCNT(b->base) == 1;
+}
+
 static l2p_status buf_release(l2p_BufferObject *b)
 {
     l2p_status st = L2P_OK;
     if (b->closed) return L2P_OK;
     b->closed = 1;
+    /* A kernel may still read the texture or the borrowed memory: wait for it first. */
+    if (b->texture || lends_last_reference(b)) wait_for_use(b);
     l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
     b->texture = 0;
     if (b->owns && b->exports > 0) {
@@ -107,7 +134,13 @@ static l2p_status buf_release(l2p_BufferObject *b)
         Py_CLEAR(b->stream);
         return L2P_OK;
     }
-    if (b->owns) st = l2p_memory_free(b->device, b->ptr);
+    if (b->owns) {
+        int device = b->device;
+        void *ptr = b->ptr;
+        Py_BEGIN_ALLOW_THREADS /* cudaFree waits for the device: let other threads run */
+        st = l2p_memory_free(device, ptr);
+        Py_END_ALLOW_THREADS
+    }
     if (b->dl_managed) {
         l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
         b->dl_managed = NULL;
@@ -170,8 +203,14 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     Py_DECREF(dtype);
     if (!b) return NULL;
     b->owns = 1;
-    if (l2p_memory_alloc(device, b->nbytes, (void **)&b->ptr) != L2P_OK ||
-        (zero && l2p_memory_set(device, b->ptr, 0, b->nbytes, NULL) != L2P_OK)) {
+    l2p_status rc;
+    void *ptr = NULL;
+    size_t nbytes = b->nbytes;
+    Py_BEGIN_ALLOW_THREADS /* cudaMalloc may wait for the device: let other threads run */
+    rc = l2p_memory_alloc(device, nbytes, &ptr);
+    Py_END_ALLOW_THREADS
+    b->ptr = ptr;
+    if (rc != L2P_OK || (zero && l2p_memory_set(device, b->ptr, 0, b->nbytes, NULL) != L2P_OK)) {
         l2p_py_raise(st);
         Py_DECREF(b);
         return NULL;
@@ -223,8 +262,11 @@ static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
     PyArrayObject *a = host_array(obj);
     if (!a) return NULL;
     PyObject *shape = PyTuple_New(PyArray_NDIM(a));
-    for (int i = 0; shape && i < PyArray_NDIM(a); i++)
-        PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(PyArray_DIM(a, i)));
+    for (int i = 0; shape && i < PyArray_NDIM(a); i++) {
+        PyObject *d = PyLong_FromSsize_t(PyArray_DIM(a, i));
+        if (!d) Py_CLEAR(shape);
+        else PyTuple_SET_ITEM(shape, i, d);
+    }
     PyObject *b = shape ? make_buffer(st, shape, (PyObject *)PyArray_DESCR(a), device, 0) : NULL;
     Py_XDECREF(shape);
     if (b && copy_in(st, (l2p_BufferObject *)b, a) < 0) Py_CLEAR(b);
@@ -462,6 +504,8 @@ static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
         l2p_py_raise(st);
         goto done;
     }
+    /* Like a launch: a captured copy keeps dst and src alive with its graph. */
+    if (l2p_buffer_note_use(d, stream_ref) < 0 || l2p_buffer_note_use(s, stream_ref) < 0) goto done;
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(d);
@@ -582,7 +626,11 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
 static PyObject *shape_tuple(l2p_BufferObject *b)
 {
     PyObject *t = PyTuple_New(b->ndim);
-    for (int i = 0; t && i < b->ndim; i++) PyTuple_SET_ITEM(t, i, PyLong_FromSsize_t(b->shape[i]));
+    for (int i = 0; t && i < b->ndim; i++) {
+        PyObject *d = PyLong_FromSsize_t(b->shape[i]);
+        if (!d) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, d);
+    }
     return t;
 }
 

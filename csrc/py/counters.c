@@ -78,8 +78,11 @@ static PyObject *collect_ranges(l2p_state *st, l2p_profiler *p, Py_ssize_t n_met
             break;
         }
         PyObject *vals = PyList_New(n_metrics);
-        for (Py_ssize_t k = 0; vals && k < n_metrics; k++)
-            PyList_SET_ITEM(vals, k, PyFloat_FromDouble(values[k]));
+        for (Py_ssize_t k = 0; vals && k < n_metrics; k++) {
+            PyObject *v = PyFloat_FromDouble(values[k]);
+            if (!v) Py_CLEAR(vals);
+            else PyList_SET_ITEM(vals, k, v);
+        }
         PyObject *item = vals ? Py_BuildValue("(sN)", name, vals) : NULL;
         if (!item || PyList_Append(ranges, item) < 0) Py_CLEAR(ranges);
         Py_XDECREF(item);

@@ -26,6 +26,9 @@ typedef struct {
     PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
     PyTypeObject *Graph, *KernelNode, *Scope;
     const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
+    /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
+    void *flush[L2P_MAX_DEVICES];
+    size_t flush_bytes[L2P_MAX_DEVICES];
 } l2p_state;
 
 typedef struct {

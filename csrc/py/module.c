@@ -5,6 +5,7 @@
 
 #include "binder.h"
 #include "l2p_flavour.h"
+#include "l2p_memory.h"
 
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
 
@@ -223,7 +224,17 @@ static int module_clear(PyObject *m)
     return 0;
 }
 
-static void module_free(void *m) { module_clear((PyObject *)m); }
+/* Teardown: the device memory the module owns goes with it. */
+static void module_free(void *m)
+{
+    l2p_state *st = l2p_state_from_module((PyObject *)m);
+    for (int i = 0; st && i < L2P_MAX_DEVICES; i++)
+        if (st->flush[i]) {
+            (void)l2p_memory_free(i, st->flush[i]);
+            st->flush[i] = NULL;
+        }
+    module_clear((PyObject *)m);
+}
 
 /* Honest declarations: NumPy's C API and the per-process CUDA state (device caches in the
  * core) are not per-interpreter, and the caches rely on the GIL. */

@@ -98,15 +98,20 @@ static PyObject *enter_capture(l2p_ScopeObject *s)
     if (stream->capture_refs)
         return PyErr_Format(PyExc_ValueError, "stream: this Stream is already capturing");
     PyObject *refs = PyList_New(0);
-    if (!refs) return NULL;
+    /* The Graph exists from __enter__ on, so `as graph` names it; it is filled at exit. It
+     * is made before the capture begins: a failure then leaves no stream capturing. */
+    s->graph = refs ? l2p_graph_new(scope_state(s), NULL, stream->device, NULL) : NULL;
+    if (!s->graph) {
+        Py_XDECREF(refs);
+        return NULL;
+    }
     if (l2p_capture_begin(stream->handle) != L2P_OK) {
         Py_DECREF(refs);
+        Py_CLEAR(s->graph);
         return l2p_py_raise(scope_state(s));
     }
     stream->capture_refs = refs;
-    /* The Graph exists from __enter__ on, so `as graph` names it; it is filled at exit. */
-    s->graph = l2p_graph_new(scope_state(s), NULL, stream->device, NULL);
-    return s->graph ? Py_NewRef(s->graph) : NULL;
+    return Py_NewRef(s->graph);
 }
 
 static PyObject *scope_enter(PyObject *self, PyObject *noargs)

@@ -86,17 +86,15 @@ static int count_arg(PyObject *obj, const char *name, long min, long *out)
  * Writing it evicts normal lines; lines held by the persisting set-aside stay. */
 static int flush_buffer(l2p_state *st, int device, void **ptr, size_t *nbytes)
 {
-    static void *bufs[L2P_MAX_DEVICES];
-    static size_t sizes[L2P_MAX_DEVICES];
-    if (!bufs[device]) {
+    if (!st->flush[device]) {
         l2p_device_props p;
         if (l2p_device_get_properties(device, &p) != L2P_OK ||
-            l2p_memory_alloc(device, 2 * p.l2_cache_size, &bufs[device]) != L2P_OK)
+            l2p_memory_alloc(device, 2 * p.l2_cache_size, &st->flush[device]) != L2P_OK)
             return l2p_py_raise_int(st);
-        sizes[device] = 2 * p.l2_cache_size;
+        st->flush_bytes[device] = 2 * p.l2_cache_size;
     }
-    *ptr = bufs[device];
-    *nbytes = sizes[device];
+    *ptr = st->flush[device];
+    *nbytes = st->flush_bytes[device];
     return 0;
 }
 
@@ -194,7 +192,16 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "stream: graph=True captures fn on a stream; pass "
                             "stream= (the legacy default stream cannot be captured)");
     if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
-    else if (l2p_py_device_index(r.st, dev, &index) < 0) return NULL;
+    else if (r.stream) { /* a foreign stream: its events and flush buffer go on its device */
+        if (l2p_stream_device(r.stream, &index) != L2P_OK) return l2p_py_raise(r.st);
+    } else if (l2p_py_device_index(r.st, dev, &index) < 0) return NULL;
+    if (dev != Py_None && (stream_ref || r.stream)) {
+        int asked;
+        if (l2p_py_device_index(r.st, dev, &asked) < 0) return NULL;
+        if (asked != index)
+            return PyErr_Format(PyExc_ValueError, "device: %d, but the stream belongs to "
+                                "device %d", asked, index);
+    }
     r.fn = fn;
     r.graph.device = index;
     if (flush && flush_buffer(r.st, index, &r.flush, &r.flush_bytes) < 0) return NULL;

@@ -354,8 +354,11 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
         l2p_py_raise(st);
     else if (ok) {
         result = PyList_New(n);
-        for (Py_ssize_t i = 0; result && i < n; i++)
-            PyList_SET_ITEM(result, i, Py_BuildValue("(nd)", (Py_ssize_t)nb[i], r[i]));
+        for (Py_ssize_t i = 0; result && i < n; i++) {
+            PyObject *pair = Py_BuildValue("(nd)", (Py_ssize_t)nb[i], r[i]);
+            if (!pair) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, i, pair);
+        }
     }
     PyMem_Free(b);
     PyMem_Free(nb);
