@@ -500,6 +500,16 @@ static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_ValueError, "dst: %zu bytes, but src has %zu", d->nbytes, s->nbytes);
         goto done;
     }
+    if (d->device != s->device) {
+        PyErr_Format(PyExc_ValueError, "src: buffer is on device %d, dst on device %d; copy "
+                     "works within one device", s->device, d->device);
+        goto done;
+    }
+    if (stream_ref && ((l2p_StreamObject *)stream_ref)->device != d->device) {
+        PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the buffers to device "
+                     "%d", ((l2p_StreamObject *)stream_ref)->device, d->device);
+        goto done;
+    }
     if (l2p_memory_device_to_device(d->device, d->ptr, s->ptr, s->nbytes, stream) != L2P_OK) {
         l2p_py_raise(st);
         goto done;

@@ -28,8 +28,9 @@ static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
     }
     for (Py_ssize_t i = 0; i < *n; i++) {
         (*out)[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-        if (isnan((*out)[i]) && !PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "samples: entry %zd is NaN", i);
+        if (!isfinite((*out)[i]) && !PyErr_Occurred()) /* NaN or inf: not a time */
+            PyErr_Format(PyExc_ValueError, "samples: entry %zd is %s, not a finite time", i,
+                         isnan((*out)[i]) ? "NaN" : "infinite");
         if (PyErr_Occurred()) {
             Py_DECREF(seq);
             PyMem_Free(*out);
