@@ -40,7 +40,7 @@ class Target:
     """A region the tuner may put an access policy window on.
 
     ``on`` is where the window goes: an l2persist ``Stream``, a foreign stream (PyTorch, CuPy,
-    cuda.core, an int handle) or a ``Graph`` (every kernel node). ``None`` means tune's
+    cuda.core, or 0/1/2 for the default streams) or a ``Graph`` (every kernel node). ``None`` means tune's
     ``stream=``. Targets on the same stream are alternatives: a stream holds one window.
     """
 

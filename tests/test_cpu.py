@@ -191,3 +191,10 @@ def test_device_memory_is_refused_as_a_stream():
     for obj in (Pointer(), Array()):
         with pytest.raises(TypeError, match="is device memory, not a stream"):
             l2persist.Stream(wrap=obj)
+
+
+def test_bare_int_stream_handles_are_refused():
+    # A wrong raw handle would crash the driver at the launch; only 0, 1, 2 are ints.
+    for h in (3, 12345, 2**40, -1):
+        with pytest.raises(ValueError, match="bare int handle"):
+            l2persist.Stream(wrap=h)

@@ -38,8 +38,7 @@ def kernel_call(draw):
 @given(kernel_call())
 def test_kernel_arguments_never_crash(call):
     name, kwargs = call
-    if not l2persist.is_available():
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("ns",)}
+    kwargs.pop("ns", None)  # a valid ns up to a minute would only make the test slow
     try:
         getattr(_core, name)(**kwargs)
     except NAMED:

@@ -93,11 +93,22 @@ static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
     } else if (PyObject_HasAttrString(obj, "ptr") && !PyLong_Check(obj)) {
         v = PyObject_GetAttrString(obj, "ptr");
     } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+        /* A bare int cannot be checked, and a wrong handle crashes the driver at the launch:
+         * only the default streams' values are taken as ints. */
+        long long h = PyLong_AsLongLong(obj);
+        if (h == -1 && PyErr_Occurred()) return -1;
+        if (h < 0 || h > 2) {
+            PyErr_Format(PyExc_ValueError, "stream: a bare int handle (%lld) cannot be checked "
+                         "and a wrong one crashes the driver; pass the stream object (a Stream, "
+                         "cuda.core's, CuPy's or PyTorch's, or anything with __cuda_stream__), "
+                         "or 0 / 1 (legacy) / 2 (per-thread) for the default streams", h);
+            return -1;
+        }
         v = Py_NewRef(obj);
     } else {
         PyErr_Format(PyExc_TypeError, "stream: expected None, a Stream, an object with "
-                     "__cuda_stream__ (or CuPy's .ptr, PyTorch's .cuda_stream) or an int "
-                     "handle, got %s", Py_TYPE(obj)->tp_name);
+                     "__cuda_stream__ (or CuPy's .ptr, PyTorch's .cuda_stream) or 0 / 1 / 2 "
+                     "(the default streams), got %s", Py_TYPE(obj)->tp_name);
         return -1;
     }
     if (!v) return -1;

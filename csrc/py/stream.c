@@ -27,7 +27,7 @@ static l2p_StreamObject *stream_alloc(PyTypeObject *type)
 }
 
 /* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
- * cuda.core, or an int handle) without owning it. */
+ * cuda.core, or 0/1/2 for the default streams) without owning it. */
 static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"device", "wrap", NULL};
@@ -256,9 +256,11 @@ static PyMethodDef stream_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot stream_slots[] = {
-    {Py_tp_doc, "Stream(device=None, *, wrap=None)\n--\n\nStream(device=None) makes a non-blocking stream; Stream(obj) wraps a foreign "
-                "one (anything with __cuda_stream__, CuPy's or PyTorch's streams, an int "
-                "handle) without owning it."},
+    {Py_tp_doc, "Stream(device=None, *, wrap=None)\n--\n\nStream(device=None) makes a "
+                "non-blocking stream; Stream(obj) wraps a foreign one (anything with "
+                "__cuda_stream__, CuPy's or PyTorch's streams, 0 / 1 / 2 for the default "
+                "streams) without owning it. A bare int handle is refused: it cannot be "
+                "checked."},
     {Py_tp_new, stream_new},
     {Py_tp_getset, stream_getset},
     {Py_tp_methods, stream_methods},
