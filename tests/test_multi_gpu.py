@@ -36,7 +36,7 @@ def test_buffers_streams_windows_graphs_on_device_1(rng):
     host = rng.random(1 << 20, dtype=np.float32)
     d1 = l2persist.Device(1)
     with l2persist.to_device(host, 1) as b, l2persist.Stream(1) as s, d1.persisting_l2():
-        assert b.device.index == 1 and s.device == 1
+        assert b.device.index == 1 and s.device.index == 1
         w = AccessPolicyWindow(b, hit_ratio=1.0)
         with s.access_policy(w, reset=True):
             K.scale_shift(b, 2.0, 1.0, stream=s)
