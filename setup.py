@@ -154,7 +154,8 @@ core = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
     libraries=["cudart_static", "dl", "rt", "pthread", "stdc++", "m"],
     extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
-                        "-Wno-cast-function-type", "-O2"],
+                        "-Wno-cast-function-type", "-Werror=implicit-function-declaration",
+                        "-O2"],
 )
 
 setup(ext_modules=[core], cmdclass={"build_ext": CudaBuildExt})

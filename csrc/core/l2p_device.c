@@ -53,34 +53,35 @@ l2p_status l2p_device_check(int index)
     return L2P_OK;
 }
 
+static l2p_status get_limit_current(size_t *out)
+{
+    L2P_CUDA_TRY(cudaDeviceGetLimit(out, cudaLimitPersistingL2CacheSize));
+    return L2P_OK;
+}
+
 static l2p_status record_first_touch(int index)
 {
     size_t limit;
     if (touched[index]) return L2P_OK;
     pthread_mutex_lock(&cache_lock);
+    l2p_status st = L2P_OK;
     if (!touched[index]) {
-        cudaError_t rc = cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize);
-        if (rc != cudaSuccess) {
-            pthread_mutex_unlock(&cache_lock);
-            return l2p_fail_cuda(rc, "cudaDeviceGetLimit");
+        st = get_limit_current(&limit);
+        if (st == L2P_OK) {
+            default_limit[index] = limit;
+            touched[index] = 1;
         }
-        default_limit[index] = limit;
-        touched[index] = 1;
     }
     pthread_mutex_unlock(&cache_lock);
+    if (st != L2P_OK) return st;
     return L2P_OK;
 }
 
 l2p_status l2p_device_enter(int index, int *previous)
 {
-    cudaError_t rc;
     L2P_TRY(l2p_device_check(index));
-    rc = cudaGetDevice(previous);
-    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGetDevice");
-    if (*previous != index) {
-        rc = cudaSetDevice(index);
-        if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaSetDevice");
-    }
+    L2P_CUDA_TRY(cudaGetDevice(previous));
+    if (*previous != index) L2P_CUDA_TRY(cudaSetDevice(index));
     l2p_status st = record_first_touch(index);
     if (st != L2P_OK) l2p_device_leave(*previous);
     return st;
@@ -94,8 +95,7 @@ void l2p_device_leave(int previous)
 
 static l2p_status attr(int index, enum cudaDeviceAttr what, int *out)
 {
-    cudaError_t rc = cudaDeviceGetAttribute(out, what, index);
-    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaDeviceGetAttribute");
+    L2P_CUDA_TRY(cudaDeviceGetAttribute(out, what, index));
     return L2P_OK;
 }
 
@@ -120,12 +120,10 @@ static l2p_status read_attributes(int index, l2p_device_props *p)
 l2p_status l2p_device_get_properties(int index, l2p_device_props *out)
 {
     struct cudaDeviceProp prop;
-    cudaError_t rc;
     L2P_TRY(l2p_device_check(index));
     memset(out, 0, sizeof *out);
     out->index = index;
-    rc = cudaGetDeviceProperties(&prop, index);
-    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGetDeviceProperties");
+    L2P_CUDA_TRY(cudaGetDeviceProperties(&prop, index));
     snprintf(out->name, sizeof out->name, "%s", prop.name);
     snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.0", prop.pciDomainID,
              prop.pciBusID, prop.pciDeviceID);
@@ -159,11 +157,6 @@ l2p_status l2p_device_sm_count(int index, int *out)
         return st_;                                 \
     } while (0)
 
-static l2p_status get_limit_current(size_t *out)
-{
-    cudaError_t rc = cudaDeviceGetLimit(out, cudaLimitPersistingL2CacheSize);
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaDeviceGetLimit");
-}
 
 l2p_status l2p_device_get_persisting_limit(int index, size_t *out)
 {
@@ -240,8 +233,8 @@ l2p_status l2p_device_default_persisting_limit(int index, size_t *out)
 
 static l2p_status reset_current(void)
 {
-    cudaError_t rc = cudaCtxResetPersistingL2Cache();
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaCtxResetPersistingL2Cache");
+    L2P_CUDA_TRY(cudaCtxResetPersistingL2Cache());
+    return L2P_OK;
 }
 
 l2p_status l2p_device_reset_persisting(int index)
@@ -286,8 +279,8 @@ l2p_status l2p_device_supports_persisting(int index, int *out)
 
 static l2p_status synchronize_current(void)
 {
-    cudaError_t rc = cudaDeviceSynchronize();
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaDeviceSynchronize");
+    L2P_CUDA_TRY(cudaDeviceSynchronize());
+    return L2P_OK;
 }
 
 l2p_status l2p_device_synchronize(int index)

@@ -1,5 +1,5 @@
-/* l2persist.DeviceBuffer: NumPy-shaped device memory, its views, and interop through
- * __cuda_array_interface__ (v3) and DLPack. */
+/* l2persist.DeviceBuffer: NumPy-shaped device memory, its views, its lifetime. Interop
+ * (__cuda_array_interface__ v3 and DLPack, both ways) is in dlpack.c. */
 #include "l2p_py.h"
 
 #include <structmember.h>
@@ -63,7 +63,7 @@ int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
     return 0;
 }
 
-static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
+l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
                                    PyArray_Descr *dtype, int device)
 {
     size_t nbytes;
@@ -90,7 +90,7 @@ static l2p_BufferObject *buf_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
 }
 
 /* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
-static l2p_BufferObject *memory_owner(l2p_BufferObject *b)
+l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
 {
     while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
         b = (l2p_BufferObject *)b->base;
@@ -154,7 +154,7 @@ static l2p_status buf_release(l2p_BufferObject *b)
 
 /* ---- argument parsing: shapes and dtypes as NumPy takes them ---- */
 
-static int parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape)
+int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape)
 {
     PyArray_Dims dims = {NULL, 0};
     if (!PyArray_IntpConverter(obj, &dims)) return -1;
@@ -173,7 +173,7 @@ static int parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape)
     return ok;
 }
 
-static int parse_dtype(PyObject *obj, PyArray_Descr **out)
+int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out)
 {
     *out = NULL;
     if (!PyArray_DescrConverter2(obj, out)) return -1;
@@ -193,13 +193,14 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     int ndim, device;
     Py_ssize_t shape[NPY_MAXDIMS];
     PyArray_Descr *dtype;
-    if (parse_shape(shape_obj, &ndim, shape) < 0 || parse_dtype(dtype_obj, &dtype) < 0)
+    if (l2p_buffer_parse_shape(shape_obj, &ndim, shape) < 0 ||
+        l2p_buffer_parse_dtype(dtype_obj, &dtype) < 0)
         return NULL;
     if (l2p_py_device_index(st, device_obj, &device) < 0) {
         Py_DECREF(dtype);
         return NULL;
     }
-    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, device);
+    l2p_BufferObject *b = l2p_buffer_alloc(st, ndim, shape, dtype, device);
     Py_DECREF(dtype);
     if (!b) return NULL;
     b->owns = 1;
@@ -274,191 +275,6 @@ static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
     return b;
 }
 
-/* ---- foreign objects: __cuda_array_interface__ and DLPack ---- */
-
-static int contiguous_strides(int ndim, const Py_ssize_t *shape, const int64_t *strides,
-                              Py_ssize_t itemsize, int in_elements)
-{
-    int64_t expect = in_elements ? 1 : itemsize;
-    for (int i = ndim - 1; i >= 0; i--) {
-        if (shape[i] != 1 && strides[i] != expect) return 0;
-        expect *= shape[i];
-    }
-    return 1;
-}
-
-static int wait_foreign_stream(l2p_state *st, PyObject *stream_obj)
-{
-    if (!stream_obj || stream_obj == Py_None) return 0;
-    unsigned long long v = PyLong_AsUnsignedLongLong(stream_obj);
-    if (PyErr_Occurred()) return -1;
-    cudaStream_t s = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)v;
-    l2p_status rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(s);
-    Py_END_ALLOW_THREADS
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
-}
-
-static int pointer_device(l2p_state *st, const void *ptr, int *device)
-{
-    if (!ptr) return l2p_py_device_index(st, Py_None, device);
-    return l2p_memory_pointer_device(ptr, device) == L2P_OK ? 0 : l2p_py_raise_int(st);
-}
-
-static int cai_strides_ok(PyObject *cai, int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize)
-{
-    int64_t strides[NPY_MAXDIMS];
-    PyObject *s = PyDict_GetItemString(cai, "strides");
-    if (!s || s == Py_None) return 0;
-    if (!PyTuple_Check(s) || PyTuple_GET_SIZE(s) != ndim) goto bad;
-    for (int i = 0; i < ndim; i++) {
-        strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(s, i));
-        if (PyErr_Occurred()) return -1;
-    }
-    if (contiguous_strides(ndim, shape, strides, itemsize, 0)) return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device arrays can be wrapped "
-                    "(copy it to a contiguous array first)");
-    return -1;
-}
-
-static PyObject *from_cai(l2p_state *st, PyObject *obj, PyObject *cai)
-{
-    PyObject *shape_obj, *typestr, *data;
-    PyArray_Descr *dtype = NULL;
-    Py_ssize_t shape[NPY_MAXDIMS];
-    int ndim, device;
-    if (!PyDict_Check(cai)) return PyErr_Format(PyExc_TypeError, "obj: __cuda_array_interface__ "
-                                                "is not a dict");
-    shape_obj = PyDict_GetItemString(cai, "shape");
-    typestr = PyDict_GetItemString(cai, "typestr");
-    data = PyDict_GetItemString(cai, "data");
-    if (!shape_obj || !typestr || !data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1)
-        return PyErr_Format(PyExc_ValueError, "obj: __cuda_array_interface__ lacks shape, "
-                            "typestr or data");
-    if (parse_shape(shape_obj, &ndim, shape) < 0 || parse_dtype(typestr, &dtype) < 0) return NULL;
-    if (cai_strides_ok(cai, ndim, shape, PyDataType_ELSIZE(dtype)) < 0) goto fail;
-    PyObject *mask = PyDict_GetItemString(cai, "mask");
-    if (mask && mask != Py_None) {
-        PyErr_SetString(PyExc_ValueError, "obj: masked device arrays are not supported");
-        goto fail;
-    }
-    void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
-    if (PyErr_Occurred() || pointer_device(st, ptr, &device) < 0 ||
-        wait_foreign_stream(st, PyDict_GetItemString(cai, "stream")) < 0)
-        goto fail;
-    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, device);
-    Py_DECREF(dtype);
-    if (!b) return NULL;
-    b->ptr = ptr;
-    b->base = Py_NewRef(obj);
-    return (PyObject *)b;
-fail:
-    Py_XDECREF(dtype);
-    return NULL;
-}
-
-static PyArray_Descr *descr_from_dl(l2p_DLDataType t)
-{
-    char kind;
-    switch (t.code) {
-    case L2P_DL_INT: kind = 'i'; break;
-    case L2P_DL_UINT: kind = 'u'; break;
-    case L2P_DL_FLOAT: kind = 'f'; break;
-    case L2P_DL_COMPLEX: kind = 'c'; break;
-    case L2P_DL_BOOL: kind = 'b'; break;
-    default: kind = 0;
-    }
-    if (!kind || t.lanes != 1 || t.bits % 8) {
-        PyErr_Format(PyExc_TypeError, "obj: DLPack dtype (code %d, %d bits, %d lanes) has no "
-                     "NumPy equivalent", t.code, t.bits, t.lanes);
-        return NULL;
-    }
-    char typestr[16];
-    snprintf(typestr, sizeof typestr, "<%c%d", kind, t.bits / 8);
-    PyObject *s = PyUnicode_FromString(typestr);
-    PyArray_Descr *d = NULL;
-    if (s) PyArray_DescrConverter(s, &d);
-    Py_XDECREF(s);
-    return d;
-}
-
-static int dl_shape(l2p_DLTensor *t, int *ndim, Py_ssize_t *shape, Py_ssize_t itemsize)
-{
-    if (t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
-        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor has %d dimensions (at most %d)",
-                     t->ndim, NPY_MAXDIMS);
-        return -1;
-    }
-    *ndim = t->ndim;
-    for (int i = 0; i < t->ndim; i++) shape[i] = (Py_ssize_t)t->shape[i];
-    if (t->strides && !contiguous_strides(t->ndim, shape, t->strides, itemsize, 1)) {
-        PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device tensors can be wrapped "
-                        "(call .contiguous() or copy first)");
-        return -1;
-    }
-    if (t->device.device_type != L2P_DL_CUDA && t->device.device_type != L2P_DL_CUDA_MANAGED) {
-        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor lives on device type %d, not CUDA (2)",
-                     t->device.device_type);
-        return -1;
-    }
-    return 0;
-}
-
-/* Refuse host arrays (NumPy has __dlpack__ too) before asking for a capsule. */
-static int dlpack_on_cuda(PyObject *obj)
-{
-    PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
-    int type = -1;
-    if (!dev) return -1;
-    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
-        type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
-    Py_DECREF(dev);
-    if (PyErr_Occurred()) return -1;
-    if (type == L2P_DL_CUDA || type == L2P_DL_CUDA_MANAGED) return 0;
-    PyErr_Format(PyExc_TypeError, "obj: a %s array (DLPack device type %d) is not device "
-                 "memory; copy it with l2persist.to_device()", Py_TYPE(obj)->tp_name, type);
-    return -1;
-}
-
-static PyObject *from_dlpack(l2p_state *st, PyObject *obj)
-{
-    if (dlpack_on_cuda(obj) < 0) return NULL;
-    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
-    if (!cap) return NULL;
-    l2p_DLManagedTensor *mt = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
-    if (!mt) {
-        Py_DECREF(cap);
-        return NULL;
-    }
-    l2p_DLTensor *t = &mt->dl_tensor;
-    int ndim;
-    Py_ssize_t shape[NPY_MAXDIMS];
-    PyArray_Descr *dtype = descr_from_dl(t->dtype);
-    if (!dtype || dl_shape(t, &ndim, shape, PyDataType_ELSIZE(dtype)) < 0) {
-        Py_XDECREF(dtype);
-        Py_DECREF(cap);
-        return NULL;
-    }
-    /* A producer's device id indexes per-device state: check it before anything uses it. */
-    if (l2p_device_check(t->device.device_id) != L2P_OK) {
-        Py_DECREF(dtype);
-        Py_DECREF(cap);
-        return l2p_py_raise(st);
-    }
-    l2p_BufferObject *b = buf_alloc(st, ndim, shape, dtype, t->device.device_id);
-    Py_DECREF(dtype);
-    if (b) {
-        b->ptr = (char *)t->data + t->byte_offset;
-        b->dl_managed = mt; /* ours now: the capsule must not delete it */
-        b->base = Py_NewRef(obj);
-        PyCapsule_SetName(cap, "used_dltensor");
-    }
-    Py_DECREF(cap);
-    return (PyObject *)b;
-}
-
 PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
 {
     if (PyObject_TypeCheck(obj, st->DeviceBuffer)) {
@@ -467,13 +283,13 @@ PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
     }
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
     if (cai) {
-        PyObject *b = from_cai(st, obj, cai);
+        PyObject *b = l2p_buffer_from_cai(st, obj, cai);
         Py_DECREF(cai);
         return b;
     }
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     PyErr_Clear();
-    if (PyObject_HasAttrString(obj, "__dlpack__")) return from_dlpack(st, obj);
+    if (PyObject_HasAttrString(obj, "__dlpack__")) return l2p_buffer_from_dlpack(st, obj);
     return PyErr_Format(PyExc_TypeError, "expected a DeviceBuffer or an object exposing "
                         "__cuda_array_interface__ or __dlpack__ (CuPy, PyTorch, Numba, JAX), "
                         "got %s", Py_TYPE(obj)->tp_name);
@@ -541,7 +357,6 @@ PyMethodDef l2p_buffer_functions[] = {
 
 /* ---- DeviceBuffer methods ---- */
 
-static PyObject *shape_tuple(l2p_BufferObject *b);
 
 #define OPEN_OR_NULL(b) \
     do { if (l2p_buffer_check_open(b) < 0) return NULL; } while (0)
@@ -583,7 +398,7 @@ static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
     PyArrayObject *a = host_array(obj);
     if (!a) return NULL;
     if (!same_shape(b, a) || !PyArray_EquivTypes(PyArray_DESCR(a), b->dtype)) {
-        PyObject *shape = shape_tuple(b);
+        PyObject *shape = l2p_buffer_shape_tuple(b);
         PyObject *ashape = PyObject_GetAttrString((PyObject *)a, "shape");
         if (shape && ashape)
             PyErr_Format(PyExc_ValueError, "array: shape %R and dtype %R do not match the "
@@ -633,7 +448,7 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
-static PyObject *shape_tuple(l2p_BufferObject *b)
+PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b)
 {
     PyObject *t = PyTuple_New(b->ndim);
     for (int i = 0; t && i < b->ndim; i++) {
@@ -642,143 +457,6 @@ static PyObject *shape_tuple(l2p_BufferObject *b)
         else PyTuple_SET_ITEM(t, i, d);
     }
     return t;
-}
-
-static PyObject *buf_cai(PyObject *self, void *c)
-{
-    l2p_BufferObject *b = (l2p_BufferObject *)self;
-    (void)c;
-    OPEN_OR_NULL(b);
-    PyObject *stream = Py_None;
-    if (b->stream && !((l2p_StreamObject *)b->stream)->closed) {
-        cudaStream_t h = ((l2p_StreamObject *)b->stream)->handle;
-        /* CAI v3 forbids 0: the legacy default stream is 1. */
-        stream = h ? PyLong_FromVoidPtr(h) : PyLong_FromLong(1);
-    }
-    else
-        Py_INCREF(stream);
-    PyObject *typestr = PyObject_GetAttrString((PyObject *)b->dtype, "str");
-    PyObject *d = Py_BuildValue("{s:N,s:N,s:(N,O),s:i,s:O,s:N}", "shape", shape_tuple(b),
-                                "typestr", typestr, "data", PyLong_FromVoidPtr(b->ptr), Py_False,
-                                "version", 3, "strides", Py_None, "stream", stream);
-    return d;
-}
-
-/* ---- DLPack export ---- */
-
-typedef struct {
-    PyObject *owner;
-    int64_t shape[NPY_MAXDIMS];
-} dl_context;
-
-static void dl_deleter(l2p_DLManagedTensor *t)
-{
-    dl_context *ctx = (dl_context *)t->manager_ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
-    l2p_BufferObject *root = memory_owner((l2p_BufferObject *)ctx->owner);
-    if (--root->exports == 0 && root->free_pending) {
-        root->free_pending = 0;
-        (void)l2p_memory_free(root->device, root->ptr); /* a deleter cannot report errors */
-        root->ptr = NULL;
-    }
-    Py_XDECREF(ctx->owner);
-    PyGILState_Release(g);
-    PyMem_RawFree(ctx);
-    PyMem_RawFree(t);
-}
-
-static void dl_capsule_destructor(PyObject *cap)
-{
-    if (!PyCapsule_IsValid(cap, "dltensor")) return; /* consumed: the consumer deletes it */
-    l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
-    if (t && t->deleter) t->deleter(t);
-}
-
-static int dl_dtype(PyArray_Descr *d, l2p_DLDataType *out)
-{
-    switch (d->kind) {
-    case 'i': out->code = L2P_DL_INT; break;
-    case 'u': out->code = L2P_DL_UINT; break;
-    case 'f': out->code = L2P_DL_FLOAT; break;
-    case 'c': out->code = L2P_DL_COMPLEX; break;
-    case 'b': out->code = L2P_DL_BOOL; break;
-    default:
-        PyErr_Format(PyExc_BufferError, "dtype %R has no DLPack equivalent", (PyObject *)d);
-        return -1;
-    }
-    out->bits = (uint8_t)(PyDataType_ELSIZE(d) * 8);
-    out->lanes = 1;
-    return 0;
-}
-
-/* The consumer's stream must see our work: its stream waits (on the device, no host sync)
- * for the stream we last launched on. DLPack: None means the legacy default stream, 1 the
- * legacy stream, 2 the per-thread default stream, -1 no synchronisation, else a handle. */
-static int dl_sync(l2p_BufferObject *b, PyObject *stream)
-{
-    long long v = 1;
-    cudaStream_t consumer;
-    if (stream != Py_None) {
-        if (PyBool_Check(stream) || !PyLong_Check(stream)) {
-            PyErr_Format(PyExc_TypeError, "stream: expected None or an int (DLPack), got %s",
-                         Py_TYPE(stream)->tp_name);
-            return -1;
-        }
-        v = PyLong_AsLongLong(stream);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        if (v == 0 || v < -1) {
-            PyErr_Format(PyExc_ValueError, "stream: %lld is not a CUDA stream for DLPack (None, "
-                         "-1, 1, 2 or a handle)", v);
-            return -1;
-        }
-    }
-    if (v == -1 || !b->stream || ((l2p_StreamObject *)b->stream)->closed) return 0;
-    consumer = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)(uintptr_t)v;
-    if (l2p_stream_order(b->device, ((l2p_StreamObject *)b->stream)->handle, consumer) != L2P_OK)
-        return l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
-    return 0;
-}
-
-static PyObject *buf_dlpack(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
-    PyObject *stream = Py_None, *maxv = Py_None, *dl_device = Py_None, *copy = Py_None;
-    l2p_BufferObject *b = (l2p_BufferObject *)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", names, &stream, &maxv,
-                                     &dl_device, &copy))
-        return NULL;
-    OPEN_OR_NULL(b);
-    if (copy == Py_True)
-        return PyErr_Format(PyExc_BufferError, "copy=True: DeviceBuffer exports without copying");
-    l2p_DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t);
-    dl_context *ctx = PyMem_RawCalloc(1, sizeof *ctx);
-    if (!t || !ctx) goto fail_mem;
-    if (dl_dtype(b->dtype, &t->dl_tensor.dtype) < 0 || dl_sync(b, stream) < 0) goto fail;
-    for (int i = 0; i < b->ndim; i++) ctx->shape[i] = b->shape[i];
-    ctx->owner = Py_NewRef(self);
-    t->dl_tensor.data = b->ptr;
-    t->dl_tensor.device.device_type = L2P_DL_CUDA;
-    t->dl_tensor.device.device_id = b->device;
-    t->dl_tensor.ndim = b->ndim;
-    t->dl_tensor.shape = ctx->shape;
-    t->manager_ctx = ctx;
-    t->deleter = dl_deleter;
-    memory_owner(b)->exports++;
-    PyObject *cap = PyCapsule_New(t, "dltensor", dl_capsule_destructor);
-    if (!cap) dl_deleter(t);
-    return cap;
-fail_mem:
-    PyErr_NoMemory();
-fail:
-    PyMem_RawFree(t);
-    PyMem_RawFree(ctx);
-    return NULL;
-}
-
-static PyObject *buf_dlpack_device(PyObject *self, PyObject *noargs)
-{
-    (void)noargs;
-    return Py_BuildValue("(ii)", L2P_DL_CUDA, ((l2p_BufferObject *)self)->device);
 }
 
 /* ---- views ---- */
@@ -799,7 +477,7 @@ static PyObject *buf_subscript(PyObject *self, PyObject *key)
     if (step != 1)
         return PyErr_Format(PyExc_ValueError, "index: slice step must be 1 (views share memory), "
                             "got %zd", step);
-    l2p_BufferObject *v = buf_alloc(buf_state(self), 1, &len, b->dtype, b->device);
+    l2p_BufferObject *v = l2p_buffer_alloc(buf_state(self), 1, &len, b->dtype, b->device);
     if (!v) return NULL;
     v->ptr = b->ptr + (size_t)start * (size_t)PyDataType_ELSIZE(b->dtype);
     v->base = Py_NewRef(self);
@@ -822,7 +500,7 @@ static Py_ssize_t buf_length(PyObject *self)
 static PyObject *buf_get_shape(PyObject *self, void *c)
 {
     (void)c;
-    return shape_tuple((l2p_BufferObject *)self);
+    return l2p_buffer_shape_tuple((l2p_BufferObject *)self);
 }
 
 static PyObject *buf_get_dtype(PyObject *self, void *c)
@@ -875,7 +553,7 @@ static PyObject *buf_get_base(PyObject *self, void *c)
 static PyObject *buf_repr(PyObject *self)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
-    PyObject *shape = shape_tuple(b);
+    PyObject *shape = l2p_buffer_shape_tuple(b);
     PyObject *r = PyUnicode_FromFormat("l2persist.DeviceBuffer(shape=%R, dtype=%R, device=%d%s)",
                                        shape, (PyObject *)b->dtype, b->device,
                                        b->closed ? ", closed" : "");
@@ -919,7 +597,7 @@ static PyGetSetDef buf_getset[] = {
     {"device", buf_get_device, NULL, "The Device holding the memory.", NULL},
     {"closed", buf_get_closed, NULL, "Whether close() was called.", NULL},
     {"base", buf_get_base, NULL, "The parent of a view, or the wrapped foreign object.", NULL},
-    {"__cuda_array_interface__", buf_cai, NULL, "CUDA Array Interface, version 3.", NULL},
+    {"__cuda_array_interface__", l2p_buffer_cai, NULL, "CUDA Array Interface, version 3.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {
@@ -934,10 +612,10 @@ static PyMethodDef buf_methods[] = {
     {"__enter__", buf_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
     {"__exit__", buf_exit, METH_VARARGS,
      "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))buf_dlpack, METH_VARARGS | METH_KEYWORDS,
+    {"__dlpack__", (PyCFunction)(void (*)(void))l2p_buffer_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
      "DLPack export (no copy)."},
-    {"__dlpack_device__", buf_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
+    {"__dlpack_device__", l2p_buffer_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef buf_members[] = {

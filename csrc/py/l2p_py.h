@@ -108,8 +108,20 @@ int l2p_py_int_arg(PyObject *obj, const char *name, long long *out);
 int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream);
 int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w);
 
-/* Buffers. */
+/* Buffers (buffer.c). */
 PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj); /* new ref or NULL */
+l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
+                                   PyArray_Descr *dtype, int device); /* no memory yet */
+l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b); /* the buffer owning the memory */
+PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b);
+int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
+int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
+/* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
+PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
+PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
+PyObject *l2p_buffer_cai(PyObject *self, void *closure);
+PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 int l2p_buffer_check_open(l2p_BufferObject *b);
 /* Remember the stream used with the buffer; keeps it (and the buffer) alive in a capture. */
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream);
