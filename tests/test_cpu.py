@@ -198,3 +198,31 @@ def test_bare_int_stream_handles_are_refused():
     for h in (3, 12345, 2**40, -1):
         with pytest.raises(ValueError, match="bare int handle"):
             l2persist.Stream(wrap=h)
+
+
+def test_argument_name_is_added_without_losing_the_cuda_details():
+    class Foreign:  # a CAI producer whose pointer the runtime is asked about
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
+                                    "version": 3}
+
+    with pytest.raises((l2persist.CudaError, ValueError)) as info:
+        l2persist.kernels.scale_shift(Foreign())
+    assert str(info.value).startswith("data: ")
+    if isinstance(info.value, l2persist.CudaError):
+        assert info.value.call == "cudaPointerGetAttributes" and info.value.code > 0
+
+
+def test_cli_runs_the_model_study_and_saves_what_loads_back(tmp_path):
+    import subprocess
+    import sys
+    from l2persist.results import Results
+    j, p, c = tmp_path / "c.json", tmp_path / "c.png", tmp_path / "c.csv"
+    out = subprocess.run([sys.executable, "-m", "l2persist", "run", "coalescing", "--quick",
+                          "--json", str(j), "--plot", str(p), "--csv", str(c)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "sectors" in out and p.stat().st_size > 1000 and c.read_text().startswith("size,")
+    r = Results.load(j)
+    assert r.study == "coalescing" and len(r) > 0 and Results.from_json(r.to_json()) == r
+    listing = subprocess.run([sys.executable, "-m", "l2persist", "list"], capture_output=True,
+                             text=True, check=True).stdout
+    assert "gather" in listing and "runs anywhere" in listing

@@ -117,17 +117,34 @@ static int buffer_dtype_ok(const l2p_arg *a, l2p_BufferObject *b)
     return -1;
 }
 
+/* Re-raise the current exception with the argument's name in front of its message, keeping
+ * its type and a CudaError's .code / .name / .call. */
+static void raise_with_name(const char *name)
+{
+    static const char *const attrs[] = {"code", "name", "call"};
+    PyObject *t, *val, *tb, *nt, *nv, *ntb;
+    PyErr_Fetch(&t, &val, &tb);
+    PyErr_NormalizeException(&t, &val, &tb);
+    PyErr_Format(t ? t : PyExc_TypeError, "%s: %S", name, val ? val : Py_None);
+    PyErr_Fetch(&nt, &nv, &ntb);
+    PyErr_NormalizeException(&nt, &nv, &ntb);
+    for (int i = 0; val && nv && i < 3; i++) {
+        PyObject *x = PyObject_GetAttrString(val, attrs[i]);
+        if (!x || PyObject_SetAttrString(nv, attrs[i], x) < 0) PyErr_Clear();
+        Py_XDECREF(x);
+    }
+    PyErr_Restore(nt, nv, ntb);
+    Py_XDECREF(t);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+}
+
 /* as_buffer, with the argument's name in front of its error. */
 static int convert_buffer(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
 {
     PyObject *b = l2p_buffer_as_buffer(c->st, obj);
     if (!b) {
-        PyObject *t, *val, *tb;
-        PyErr_Fetch(&t, &val, &tb);
-        PyErr_Format(t ? t : PyExc_TypeError, "%s: %S", a->name, val ? val : Py_None);
-        Py_XDECREF(t);
-        Py_XDECREF(val);
-        Py_XDECREF(tb);
+        raise_with_name(a->name);
         return -1;
     }
     v->buf = (l2p_BufferObject *)b;
