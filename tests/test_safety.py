@@ -95,7 +95,15 @@ def test_first_launch_of_each_kernel_inside_a_capture():
         "hot_cold_read": "K.hot_cold_read(a[:4096], a, stream=s)",
         "gather": "K.gather(f, f, i, stream=s)",
         "scale_shift": "K.scale_shift(f, stream=s)",
+        "noop": "K.noop(stream=s)",
+        "spin": "K.spin(1000, stream=s)",
+        "random_map": "K.random_map(i, 3, stream=s)",
+        "pattern": "K.pattern(a, a, stream=s)",
+        "bulk_read": "K.bulk_read(a, 1, stream=s)",
+        "streaming": "K.streaming('copy', dst=a, src=a, stream=s)",
     }
+    # Every row of the kernel table is covered: a new kernel must be added here.
+    assert set(_core.KERNELS) <= set(calls), set(_core.KERNELS) - set(calls)
     for name, call in calls.items():
         code = textwrap.dedent(f"""
             import numpy as np, l2persist as l2p
