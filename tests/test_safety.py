@@ -202,3 +202,56 @@ def test_cai_never_exports_stream_zero():
         K.scale_shift(b, stream=legacy)
         assert b.__cuda_array_interface__["stream"] == 1
         legacy.synchronize()
+
+
+@pytest.mark.gpu
+def test_close_from_another_thread_during_a_copy_waits_for_it():
+    import threading
+    import time
+    n = (256 << 20) // 4
+    want = np.arange(n, dtype=np.uint32)
+    for _ in range(3):
+        buf = l2persist.to_device(want)
+        got = {}
+
+        def read():
+            try:
+                got["a"] = buf.to_numpy()  # drops the GIL for ~0.1 s
+            except ValueError as e:  # closed before the copy began: refused by name
+                got["e"] = e
+
+        t = threading.Thread(target=read)
+        t.start()
+        time.sleep(0.02)
+        buf.close()  # the memory outlives the copy in flight
+        t.join()
+        if "a" in got:
+            np.testing.assert_array_equal(got["a"], want)
+        else:
+            assert "closed" in str(got["e"])
+        with l2persist.zeros(16, np.float32) as c:  # the process and device are fine
+            K.scale_shift(c, 2.0, 1.0)
+            assert (c.to_numpy() == 1.0).all()
+
+
+@pytest.mark.gpu
+def test_dlpack_imports_are_asked_for_the_launch_stream():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(1 << 16, dtype=torch.float32, device="cuda")
+    asked = []
+
+    class OnlyDLPack:  # a producer without the CUDA array interface (JAX-like)
+        def __dlpack__(self, stream=None):
+            asked.append(stream)
+            return t.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+
+    with l2persist.Stream() as s:
+        K.scale_shift(OnlyDLPack(), 2.0, 1.0, stream=s)
+        K.scale_shift(OnlyDLPack(), 1.0, 0.0)  # the legacy stream is 1 in DLPack
+        s.synchronize()
+        assert asked == [s.handle, 1]
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.arange(1 << 16, dtype=np.float32) * 2 + 1)

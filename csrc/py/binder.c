@@ -261,9 +261,7 @@ static int launch_device(l2p_call *c, int n, PyObject *device)
 
 static int stream_and_window(l2p_call *c, const raw_args *r)
 {
-    if (l2p_py_stream_arg(c->st, r->stream, &c->stream, &c->stream_obj) < 0 ||
-        l2p_py_window_arg(c->st, r->window, &c->window) < 0)
-        return -1;
+    if (l2p_py_window_arg(c->st, r->window, &c->window) < 0) return -1;
     if (c->stream_obj && ((l2p_StreamObject *)c->stream_obj)->device != c->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the launch to device %d",
                      ((l2p_StreamObject *)c->stream_obj)->device, c->device);
@@ -336,12 +334,19 @@ static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, P
     memset(&c, 0, sizeof c);
     c.k = k;
     c.st = l2p_state_from_module(m);
-    /* Everything that needs no device first, then the buffers. */
-    for (int pass = 0; pass < 2; pass++)
-        for (i = 0; i < n; i++)
-            if ((k->args[i].type == L2P_A_BUFFER) == pass &&
-                convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
-                goto done;
+    /* Everything that needs no device first, then the buffers, imported for the stream the
+     * launch will use (a DLPack producer orders its work before it). */
+    for (i = 0; i < n; i++)
+        if (k->args[i].type != L2P_A_BUFFER && convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
+            goto done;
+    if (l2p_py_stream_arg(c.st, r.stream, &c.stream, &c.stream_obj) < 0) goto done;
+    c.st->import_stream = c.stream;
+    c.st->import_stream_set = 1;
+    for (i = 0; i < n; i++)
+        if (k->args[i].type == L2P_A_BUFFER && convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
+            break;
+    c.st->import_stream_set = 0;
+    if (i < n) goto done;
     if (launch_device(&c, n, r.device) < 0 || stream_and_window(&c, &r) < 0 ||
         launch_shape(&c, n) < 0 || (k->check && k->check(&c) < 0))
         goto done;

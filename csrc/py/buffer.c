@@ -82,7 +82,7 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->dl_managed = NULL;
     b->stream = NULL;
     b->texture = 0;
-    b->exports = 0;
+    b->users = 0;
     b->free_pending = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
@@ -90,6 +90,18 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
 }
 
 /* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
+void l2p_buffer_pin(l2p_BufferObject *b) { l2p_buffer_owner(b)->users++; }
+
+void l2p_buffer_unpin(l2p_BufferObject *b)
+{
+    l2p_BufferObject *root = l2p_buffer_owner(b);
+    if (--root->users == 0 && root->free_pending) {
+        root->free_pending = 0;
+        (void)l2p_memory_free(root->device, root->ptr); /* nobody to report an error to */
+        root->ptr = NULL;
+    }
+}
+
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
 {
     while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
@@ -126,10 +138,10 @@ static l2p_status buf_release(l2p_BufferObject *b)
     if (b->texture || lends_last_reference(b)) wait_for_use(b);
     l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
     b->texture = 0;
-    if (b->owns && b->exports > 0) {
-        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory: freeing
-         * it now would let the next allocation show through their tensor. The buffer is
-         * closed for us; the last export's deleter frees the memory. */
+    if (b->owns && b->users > 0) {
+        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
+         * thread is copying it: freeing it now would let the next allocation show through.
+         * The buffer is closed for us; the last user frees the memory (l2p_buffer_unpin). */
         b->free_pending = 1;
         Py_CLEAR(b->stream);
         return L2P_OK;
@@ -244,12 +256,18 @@ static PyArrayObject *host_array(PyObject *obj)
                                             NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
 }
 
+/* Host copies drop the GIL: the memory is pinned so a close() from another thread defers. */
 static int copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a)
 {
     l2p_status rc;
+    int device = b->device;
+    void *dst = b->ptr, *src = PyArray_DATA(a);
+    size_t n = b->nbytes;
+    l2p_buffer_pin(b);
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_memory_to_device(b->device, b->ptr, PyArray_DATA(a), b->nbytes);
+    rc = l2p_memory_to_device(device, dst, src, n);
     Py_END_ALLOW_THREADS
+    l2p_buffer_unpin(b);
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
@@ -373,9 +391,14 @@ static PyObject *buf_to_numpy(PyObject *self, PyObject *noargs)
     PyArrayObject *a = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, b->dtype, b->ndim,
                                                              dims, NULL, NULL, 0, NULL);
     if (!a) return NULL;
+    int device = b->device;
+    void *dst = PyArray_DATA(a), *src = b->ptr;
+    size_t n = b->nbytes;
+    l2p_buffer_pin(b); /* a close() from another thread during the copy waits for it */
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_memory_to_host(b->device, PyArray_DATA(a), b->ptr, b->nbytes);
+    rc = l2p_memory_to_host(device, dst, src, n);
     Py_END_ALLOW_THREADS
+    l2p_buffer_unpin(b);
     if (rc != L2P_OK) {
         Py_DECREF(a);
         return l2p_py_raise(buf_state(self));

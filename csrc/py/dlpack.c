@@ -159,10 +159,30 @@ static int dlpack_on_cuda(PyObject *obj)
     return -1;
 }
 
+/* The producer's capsule, asked for the stream the launch will use (DLPack: 1 is the legacy
+ * stream, 2 the per-thread one); a producer that takes no stream= is asked without. */
+static PyObject *dlpack_capsule(l2p_state *st, PyObject *obj)
+{
+    if (!st->import_stream_set) return PyObject_CallMethod(obj, "__dlpack__", NULL);
+    uintptr_t h = (uintptr_t)st->import_stream;
+    PyObject *meth = PyObject_GetAttrString(obj, "__dlpack__");
+    PyObject *args = PyTuple_New(0), *kw = Py_BuildValue("{s:K}", "stream",
+                                                        (unsigned long long)(h ? h : 1));
+    PyObject *cap = meth && args && kw ? PyObject_Call(meth, args, kw) : NULL;
+    if (!cap && meth && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        cap = PyObject_CallNoArgs(meth);
+    }
+    Py_XDECREF(meth);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return cap;
+}
+
 PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj)
 {
     if (dlpack_on_cuda(obj) < 0) return NULL;
-    PyObject *cap = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    PyObject *cap = dlpack_capsule(st, obj);
     if (!cap) return NULL;
     l2p_DLManagedTensor *mt = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
     if (!mt) {
@@ -229,12 +249,7 @@ static void dl_deleter(l2p_DLManagedTensor *t)
 {
     dl_context *ctx = (dl_context *)t->manager_ctx;
     PyGILState_STATE g = PyGILState_Ensure();
-    l2p_BufferObject *root = l2p_buffer_owner((l2p_BufferObject *)ctx->owner);
-    if (--root->exports == 0 && root->free_pending) {
-        root->free_pending = 0;
-        (void)l2p_memory_free(root->device, root->ptr); /* a deleter cannot report errors */
-        root->ptr = NULL;
-    }
+    l2p_buffer_unpin((l2p_BufferObject *)ctx->owner); /* the last user frees a closed buffer */
     Py_XDECREF(ctx->owner);
     PyGILState_Release(g);
     PyMem_RawFree(ctx);
@@ -317,7 +332,7 @@ PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     t->dl_tensor.shape = ctx->shape;
     t->manager_ctx = ctx;
     t->deleter = dl_deleter;
-    l2p_buffer_owner(b)->exports++;
+    l2p_buffer_pin(b);
     PyObject *cap = PyCapsule_New(t, "dltensor", dl_capsule_destructor);
     if (!cap) dl_deleter(t);
     return cap;

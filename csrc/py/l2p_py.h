@@ -25,6 +25,10 @@ typedef struct {
     PyObject *AccessProperty; /* enum.IntEnum made at module init */
     PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
     PyTypeObject *Graph, *KernelNode, *Scope;
+    /* While a launch converts its buffers: the stream it will run on, passed to DLPack
+     * producers so that their work is ordered before ours (import_stream_set 0: none). */
+    cudaStream_t import_stream;
+    int import_stream_set;
     const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
     /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
     void *flush[L2P_MAX_DEVICES];
@@ -55,8 +59,8 @@ typedef struct {
     void *dl_managed;   /* a consumed DLPack tensor, deleted at close */
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
     unsigned long long texture; /* cached texture object of the texture gather, or 0 */
-    Py_ssize_t exports; /* live DLPack exports of this memory (counted on the owning buffer) */
-    int free_pending;   /* closed with exports alive: freed by the last export's deleter */
+    Py_ssize_t users;   /* DLPack exports and copies in flight without the GIL (on the owner) */
+    int free_pending;   /* closed with users alive: freed when the last one lets go */
     PyObject *weakreflist;
 } l2p_BufferObject;
 
@@ -114,6 +118,10 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
                                    PyArray_Descr *dtype, int device); /* no memory yet */
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b); /* the buffer owning the memory */
 PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b);
+/* Hold the memory (not the object) across a user that close() must not pull it from: a DLPack
+ * export or a copy running without the GIL. The last unpin of a closed buffer frees it. */
+void l2p_buffer_pin(l2p_BufferObject *b);
+void l2p_buffer_unpin(l2p_BufferObject *b);
 int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
 int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
 /* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
