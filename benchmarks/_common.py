@@ -8,6 +8,7 @@ import sys
 import time
 
 import l2persist
+from l2persist._format import markdown_table
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -27,15 +28,8 @@ def device_line(dev: l2persist.Device) -> str:
 
 
 def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    """Markdown table; columns are (key, header); floats get 3 significant decimals."""
-    def cell(v):
-        if isinstance(v, float):
-            return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
-        return str(v)
-    out = ["| " + " | ".join(h for _, h in columns) + " |",
-           "|" + "|".join("---" for _ in columns) + "|"]
-    out += ["| " + " | ".join(cell(r.get(k, "")) for k, _ in columns) + " |" for r in rows]
-    return "\n".join(out)
+    """Markdown table; columns are (key, header) (the package's one table renderer)."""
+    return markdown_table(rows, columns)
 
 
 def finish(args, payload: dict) -> None:

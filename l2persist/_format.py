@@ -3,6 +3,43 @@
 from __future__ import annotations
 
 import html
+import json
+
+
+def cell_text(v) -> str:
+    """One table cell: 4 significant digits, yes/no for booleans, 'nan' kept visible."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+    return str(v)
+
+
+def markdown_table(rows, columns) -> str:
+    """Rows (dicts) as a markdown table; columns are (key, header) pairs."""
+    out = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(cell_text(r.get(k, "")) for k, _ in columns) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def save_json(obj, path=None, **kw) -> str:
+    """JSON text of obj, also written to path when one is given."""
+    text = json.dumps(obj, **kw)
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(text)
+    return text
+
+
+def load_json(text_or_path):
+    """Parse a JSON string, or the file at a path."""
+    text = str(text_or_path)
+    if not text.lstrip().startswith(("{", "[")):
+        with open(text_or_path) as f:
+            text = f.read()
+    return json.loads(text)
 
 
 def human_bytes(n: int | float) -> str:
@@ -40,4 +77,5 @@ def record_html(kind: str, record) -> str:
         for k, v in record.as_dict().items())
     return f"<table><caption>{html.escape(kind)}</caption>{rows}</table>"
 
-__all__ = ["human_bytes", "record_repr", "record_html"]
+__all__ = ["cell_text", "human_bytes", "load_json", "markdown_table", "record_repr",
+           "record_html", "save_json"]

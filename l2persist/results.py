@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from . import _core
+from ._format import cell_text, load_json, markdown_table, save_json
 
 FORMAT = 1  # version of the JSON layout
 
@@ -107,20 +108,12 @@ class Results:
                 "notes": list(self.notes), "summary": self.summary, "records": self.records}
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
-        text = json.dumps(self.as_dict(), indent=1, default=_jsonable)
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return save_json(self.as_dict(), path, indent=1, default=_jsonable)
 
     @classmethod
     def from_json(cls, text_or_path) -> "Results":
         """Load what to_json wrote (a JSON string or a path)."""
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            with open(text_or_path) as f:
-                text = f.read()
-        d = json.loads(text)
+        d = load_json(text_or_path)
         if d.get("format") != FORMAT:
             raise ValueError(f"format: {d.get('format')!r} is not {FORMAT}, the layout this "
                              "l2persist reads")
@@ -165,10 +158,7 @@ class Results:
 
     def table(self) -> str:
         """The records as a markdown table, then the notes."""
-        cols = self._columns()
-        out = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
-        out += ["| " + " | ".join(_cell(r.get(k, "")) for k, _ in cols) + " |"
-                for r in self.records]
+        out = [markdown_table(self.records, self._columns())]
         return "\n".join(out + ([""] + [f"- {n}" for n in self.notes] if self.notes else []))
 
     def header(self) -> str:
@@ -185,7 +175,7 @@ class Results:
     def _repr_html_(self) -> str:
         cols = self._columns()
         head = "".join(f"<th>{html.escape(h)}</th>" for _, h in cols)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(k, '')))}</td>"
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell_text(r.get(k, '')))}</td>"
                                         for k, _ in cols) + "</tr>" for r in self.records)
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return (f"<p><b>{html.escape(self.header())}</b></p><table><tr>{head}</tr>{body}"
@@ -273,16 +263,6 @@ def _interactive() -> bool:
         return get_ipython() is not None
     except ImportError:
         return False
-
-
-def _cell(v) -> str:
-    if isinstance(v, float):
-        if v != v:
-            return "nan"
-        return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
 
 
 def _jsonable(v):

@@ -16,12 +16,11 @@ persistence".
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import human_bytes
+from ._format import human_bytes, load_json, save_json
 
 __all__ = ["Target", "TuneResult", "tune", "EXPLAIN_COUNTERS"]
 
@@ -245,21 +244,13 @@ class TuneResult:
         return d
 
     def to_json(self, path=None) -> str:
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
-        return text
+        return save_json(self.to_dict(), path, indent=2)
 
     @classmethod
     def from_json(cls, text_or_path) -> "TuneResult":
         """A result saved with to_json(), e.g. to redraw it on a machine without a GPU (it
         cannot apply() there)."""
-        text = text_or_path
-        if not text.lstrip().startswith("{"):
-            with open(text_or_path) as f:
-                text = f.read()
-        d = json.loads(text)
+        d = load_json(text_or_path)
         d["ci"] = tuple(d["ci"])
         return cls(**d)
 
