@@ -26,6 +26,9 @@ def device_report(index: int) -> dict:
     report["supports_persisting_l2"] = dev.supports_persisting_l2
     report["persisting_l2_granule"] = dev.persisting_l2_granule if report[
         "supports_persisting_l2"] else None
+    report["mps"] = dev.mps
+    report["persisting_l2_source"] = dev.persisting_l2_source
+    report["mps_server_percentage"] = dev.mps_server_percentage
     report["guide_set_aside"] = _core.default_set_aside(
         report["l2_cache_size"], report["persisting_l2_cache_max_size"])
     return report
@@ -59,11 +62,14 @@ _ROWS = [
     ("multiprocessor_count", "SMs"), ("l2_cache_size", "L2 cache"),
     ("persisting_l2_cache_max_size", "persisting L2 max"),
     ("persisting_l2_limit", "persisting L2 limit (now)"),
+    ("persisting_l2_source", "set-aside decided by"),
     ("default_persisting_l2_limit", "persisting L2 limit (default)"),
     ("guide_set_aside", "guide's set-aside min(0.75 L2, max)"),
     ("persisting_l2_granule", "set-aside granule"),
     ("access_policy_max_window_size", "max access policy window"),
     ("supports_persisting_l2", "persisting L2 supported"),
+    ("mps", "MPS client"),
+    ("mps_server_percentage", "MPS server's L2 percentage"),
     ("global_l1_cache_supported", "global loads cached in L1"),
     ("total_memory", "global memory"), ("memory_bus_width", "memory bus (bits)"),
     ("memory_clock_khz", "memory clock (kHz)"), ("peak_memory_bandwidth", "peak bandwidth"),
@@ -76,6 +82,13 @@ def _cell(key: str, value) -> str:
         return "-"
     if key == "compute_capability":
         return "%d.%d" % tuple(value)
+    if key == "persisting_l2_source":
+        return {"process": "this process (cudaDeviceSetLimit)",
+                "mps-server": "the MPS server, fixed at its start",
+                "mps-server-unknown": "the MPS server (its setting could not be read; the "
+                                      "limit shown is this client's reading)"}.get(value, value)
+    if key == "mps_server_percentage":
+        return f"{value:g} %"
     if key == "peak_memory_bandwidth":
         return f"{value / 1e12:.2f} TB/s"
     if isinstance(value, bool):

@@ -183,6 +183,9 @@ class TuneResult:
     trials: list = field(repr=False)
     set_aside_levels: list = field(repr=False)
     counters: dict | None = field(default=None, repr=False)
+    #: Under MPS, the server's set-aside (bytes): the only one this process can have, so only
+    #: the windows were searched and (a) = (b) = (c) is "no window" at it. None outside MPS.
+    mps_set_aside: int | None = None
     _installer: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -192,6 +195,15 @@ class TuneResult:
 
     def verdict(self) -> str:
         lo, hi = self.ci
+        if self.mps_set_aside is not None:
+            fixed = (f"under MPS the set-aside is the server's {human_bytes(self.mps_set_aside)}"
+                     f" and only windows were tuned: ")
+            if self.persistence_helps:
+                return fixed + (f"{_describe(self.recommended)} is {self.speedup:.3f}x faster "
+                                f"than no window ({self.confidence:.0%} interval "
+                                f"{lo:.3f}-{hi:.3f}x)")
+            return fixed + (f"no window helps beyond noise (best found {self.speedup:.3f}x, "
+                            f"interval {lo:.3f}-{hi:.3f}x)")
         if self.persistence_helps:
             return (f"persistence helps: {_describe(self.recommended)} is {self.speedup:.3f}x "
                     f"faster than the better baseline ({self.confidence:.0%} interval "
@@ -201,6 +213,11 @@ class TuneResult:
 
     def rows(self) -> list[dict]:
         base = self.baseline_ms
+        if self.mps_set_aside is not None:
+            rows = [(f"(a) MPS server's set-aside {human_bytes(self.mps_set_aside)}, no window",
+                     self.limit0_ms), (f"(d) {_describe(self.found)}", self.found_ms)]
+            return [{"configuration": name, "median_ms": ms, "speedup": base / ms}
+                    for name, ms in rows]
         rows = [("(a) limit 0, no window", self.limit0_ms),
                 (f"(b) default limit {human_bytes(self.default_limit)}, no window",
                  self.default_ms),
@@ -325,7 +342,8 @@ def tune(fn, targets, *, stream=None, device=None, repeat: int = 10, warmup: int
         persistence_helps=r["persistence_helps"], baseline=r["baseline"], speedup=r["speedup"],
         ci=(r["ci_low"], r["ci_high"]), confidence=confidence, evals=r["evals"],
         wall_s=time.perf_counter() - t0, trials=r["trials"],
-        set_aside_levels=r["set_aside_levels"], counters=measured, _installer=inst)
+        set_aside_levels=r["set_aside_levels"], counters=measured,
+        mps_set_aside=dev.persisting_l2_limit if dev.mps else None, _installer=inst)
 
 
 def _explain(fn, inst, dev, r, names):
@@ -333,7 +351,8 @@ def _explain(fn, inst, dev, r, names):
     pass (a CUPTI pass starts with an invalidated L2)."""
     from .counters import measure
 
-    base_cfg = {"set_aside": 0 if r["baseline"] == "limit0" else dev.default_persisting_l2_limit,
+    base_cfg = {"set_aside": r["set_aside_levels"][0] if r["baseline"] == "limit0"
+                else dev.default_persisting_l2_limit,
                 "windows": [None] * len(inst.windows)}
     out = {}
     for key, cfg in (("baseline", base_cfg), ("pick", r["found"])):

@@ -214,12 +214,9 @@ static l2p_profiler *active_session;
 static l2p_status current_context(int device, CUcontext *ctx)
 {
     void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
     L2P_CUDA_TRY(cudaSetDevice(device));
     L2P_CUDA_TRY(cudaFree(0)); /* makes the primary context current on this thread */
-    L2P_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &q));
-    if (!fn || q != cudaDriverEntryPointSuccess)
-        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "the driver does not export cuCtxGetCurrent");
+    L2P_TRY(l2p_driver_symbol("cuCtxGetCurrent", &fn));
     if (((CUresult(*)(CUcontext *))fn)(ctx) != 0 || !*ctx)
         return l2p_fail(L2P_ERR_CUDA, "cuCtxGetCurrent returned no context for device %d", device);
     return L2P_OK;

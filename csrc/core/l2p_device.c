@@ -2,10 +2,12 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
 
+#include "l2p_mps.h"
 #include "l2p_policy.h"
 
 /* Per-device facts learnt once: the limit at first touch and the rounding granule. */
@@ -13,6 +15,8 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t default_limit[L2P_MAX_DEVICES];
 static size_t granule[L2P_MAX_DEVICES];
 static unsigned char touched[L2P_MAX_DEVICES];
+static l2p_aside_info aside[L2P_MAX_DEVICES];
+static unsigned char aside_known[L2P_MAX_DEVICES];
 
 void l2p_device_count(int *count, cudaError_t *reason)
 {
@@ -59,6 +63,23 @@ static l2p_status get_limit_current(size_t *out)
     return L2P_OK;
 }
 
+/* A percentage variable beyond the persisting maximum makes the driver refuse to create the
+ * context (measured: 70 % of an H200's 60 MiB L2 with a 37.5 MiB maximum); say so, since the
+ * runtime only says "busy or unavailable". */
+static l2p_status explain_unavailable(l2p_status st)
+{
+    const l2p_error *e = l2p_last_error();
+    const char *pct = getenv(L2P_MPS_PCT_VAR);
+    char call[sizeof e->call];
+    if (st == L2P_OK || e->cuda_code != cudaErrorDevicesUnavailable || !pct) return st;
+    memcpy(call, e->call, sizeof call); /* the error is rewritten in place */
+    return l2p_fail_cuda_msg(st, cudaErrorDevicesUnavailable, call,
+                             "%s; %s=%s is set in this process, and a percentage of the L2 above "
+                             "the device's persisting maximum makes the driver refuse to create "
+                             "a context: lower it or unset it",
+                             cudaGetErrorString(cudaErrorDevicesUnavailable), L2P_MPS_PCT_VAR, pct);
+}
+
 static l2p_status record_first_touch(int index)
 {
     size_t limit;
@@ -73,8 +94,7 @@ static l2p_status record_first_touch(int index)
         }
     }
     pthread_mutex_unlock(&cache_lock);
-    if (st != L2P_OK) return st;
-    return L2P_OK;
+    return explain_unavailable(st);
 }
 
 l2p_status l2p_device_enter(int index, int *previous)
@@ -160,7 +180,10 @@ l2p_status l2p_device_sm_count(int index, int *out)
 
 l2p_status l2p_device_get_persisting_limit(int index, size_t *out)
 {
-    WITH_DEVICE(index, get_limit_current(out));
+    l2p_aside_info a;
+    L2P_TRY(l2p_device_aside_info(index, &a));
+    *out = a.set_aside;
+    return L2P_OK;
 }
 
 /* The driver refuses the set-aside on MIG instances and under MPS clients; say what to do. */
@@ -192,8 +215,33 @@ static l2p_status check_and_set(int index, long long requested, size_t *granted)
     return set_limit_current((size_t)requested, granted);
 }
 
+static l2p_status refuse_under_mps(const l2p_aside_info *a, long long requested)
+{
+    char pct[96] = "a percentage l2persist could not read";
+    if (a->server_percent >= 0)
+        snprintf(pct, sizeof pct, "%s=%g", L2P_MPS_PCT_VAR, a->server_percent);
+    else if (a->source == L2P_ASIDE_MPS_SERVER)
+        snprintf(pct, sizeof pct, "no %s, so the driver's default", L2P_MPS_PCT_VAR);
+    return l2p_fail(L2P_ERR_NOT_SUPPORTED,
+                    "requested: %lld bytes; this process is an MPS client, and under MPS the "
+                    "persisting-L2 set-aside is the MPS server's (%s when it started: %.4g MiB%s). "
+                    "The driver accepts cudaDeviceSetLimit from a client and the hardware ignores "
+                    "it. Access policy windows still work inside the server's set-aside; to change "
+                    "its size, restart the MPS server with %s set",
+                    requested, pct, (double)a->set_aside / 1048576.0,
+                    a->source == L2P_ASIDE_MPS_UNKNOWN ? " by this client's reading, which may "
+                    "not be the server's" : "", L2P_MPS_PCT_VAR);
+}
+
 l2p_status l2p_device_set_persisting_limit(int index, long long requested, size_t *granted)
 {
+    l2p_aside_info a;
+    L2P_TRY(l2p_device_aside_info(index, &a));
+    if (a.mps == 1) {
+        if (requested != (long long)a.set_aside) return refuse_under_mps(&a, requested);
+        if (granted) *granted = a.set_aside; /* asking for what the server gives: a no-op */
+        return L2P_OK;
+    }
     WITH_DEVICE(index, check_and_set(index, requested, granted));
 }
 
@@ -228,6 +276,12 @@ static l2p_status read_default(int index, size_t *out)
 
 l2p_status l2p_device_default_persisting_limit(int index, size_t *out)
 {
+    l2p_aside_info a;
+    L2P_TRY(l2p_device_aside_info(index, &a));
+    if (a.mps == 1) {
+        *out = a.set_aside; /* the client's own first reading is not what it gets */
+        return L2P_OK;
+    }
     WITH_DEVICE(index, read_default(index, out));
 }
 
@@ -250,6 +304,12 @@ static l2p_status release_current(void)
 
 l2p_status l2p_device_release_persisting(int index)
 {
+    l2p_aside_info a;
+    L2P_TRY(l2p_device_aside_info(index, &a));
+    if (a.mps == 1 && a.set_aside != 0) {
+        L2P_TRY(l2p_device_reset_persisting(index));
+        return refuse_under_mps(&a, 0);
+    }
     WITH_DEVICE(index, release_current());
 }
 
@@ -269,6 +329,94 @@ static l2p_status probe_support(int index, int *out)
         return L2P_OK;
     }
     *out = 1;
+    return L2P_OK;
+}
+
+l2p_status l2p_driver_symbol(const char *name, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    *fn = NULL;
+    L2P_CUDA_TRY(cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q));
+    if (!*fn || q != cudaDriverEntryPointSuccess)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "the driver does not export %s", name);
+    return L2P_OK;
+}
+
+/* CU_DEVICE_ATTRIBUTE_MPS_ENABLED (133) exists only in the driver API; the runtime's enum has
+ * no counterpart, so it is read through the driver's entry points (no link to libcuda). */
+#define L2P_CU_ATTR_MPS_ENABLED 133
+
+static l2p_status probe_mps(int index, int *out)
+{
+    void *get = NULL, *attr_fn = NULL;
+    int dev = -1, v = 0;
+    *out = -1;
+    L2P_TRY(l2p_driver_symbol("cuDeviceGet", &get));
+    L2P_TRY(l2p_driver_symbol("cuDeviceGetAttribute", &attr_fn));
+    if (((int (*)(int *, int))get)(&dev, index) != 0) return L2P_OK;
+    /* An older driver that does not know the attribute answers CUDA_ERROR_INVALID_VALUE:
+     * that is "unknown", not an error. */
+    if (((int (*)(int *, int, int))attr_fn)(&v, L2P_CU_ATTR_MPS_ENABLED, dev) != 0) return L2P_OK;
+    *out = v != 0;
+    return L2P_OK;
+}
+
+l2p_status l2p_device_mps_enabled(int index, int *out)
+{
+    /* Entering the device initialises its context, which is when the client connects. */
+    WITH_DEVICE(index, probe_mps(index, out));
+}
+
+/* The MPS server's set-aside, from its percentage (or, when it has none, the driver's default,
+ * which is this client's first reading unless this client has the variable itself). */
+static l2p_status learn_mps_aside(int index, l2p_aside_info *a)
+{
+    l2p_mps_server srv;
+    l2p_device_props p;
+    size_t g;
+    l2p_mps_find_server("/proc", NULL, &srv);
+    a->server_pid = srv.pid;
+    a->source = L2P_ASIDE_MPS_UNKNOWN;
+    L2P_TRY(l2p_device_get_properties(index, &p));
+    L2P_TRY(l2p_device_persisting_granule(index, &g));
+    if (srv.readable && srv.percent >= 0) {
+        size_t s = l2p_mps_set_aside(srv.percent, p.l2_cache_size, g);
+        a->server_percent = srv.percent;
+        a->set_aside = s < p.persisting_l2_cache_max_size ? s : p.persisting_l2_cache_max_size;
+        a->source = L2P_ASIDE_MPS_SERVER;
+    } else if (srv.readable && !getenv(L2P_MPS_PCT_VAR)) {
+        a->set_aside = default_limit[index];
+        a->source = L2P_ASIDE_MPS_SERVER;
+    } else {
+        a->set_aside = default_limit[index];
+    }
+    return L2P_OK;
+}
+
+static l2p_status learn_aside(int index, l2p_aside_info *a)
+{
+    memset(a, 0, sizeof *a);
+    a->server_percent = -1.0;
+    L2P_TRY(probe_mps(index, &a->mps));
+    return a->mps == 1 ? learn_mps_aside(index, a) : L2P_OK;
+}
+
+l2p_status l2p_device_aside_info(int index, l2p_aside_info *out)
+{
+    if (index < 0 || index >= L2P_MAX_DEVICES || !aside_known[index]) {
+        int prev;
+        l2p_aside_info a;
+        L2P_TRY(l2p_device_enter(index, &prev));
+        l2p_status st = learn_aside(index, &a);
+        l2p_device_leave(prev);
+        L2P_TRY(st);
+        pthread_mutex_lock(&cache_lock);
+        aside[index] = a;
+        aside_known[index] = 1;
+        pthread_mutex_unlock(&cache_lock);
+    }
+    *out = aside[index];
+    if (out->mps != 1) WITH_DEVICE(index, get_limit_current(&out->set_aside));
     return L2P_OK;
 }
 

@@ -49,10 +49,13 @@ l2p_status l2p_device_get_properties(int index, l2p_device_props *out);
 /* The SM count alone (cheap: one attribute, cached); kernels size their grids from it. */
 l2p_status l2p_device_sm_count(int index, int *out);
 
-/* The persisting-L2 set-aside (cudaLimitPersistingL2CacheSize). */
+/* The persisting-L2 set-aside (cudaLimitPersistingL2CacheSize); under MPS the server's (see
+ * l2p_device_aside_info). */
 l2p_status l2p_device_get_persisting_limit(int index, size_t *out);
 /* Validates against persisting_l2_cache_max_size, sets, and reads back what the driver
- * granted (it rounds up to a granule). */
+ * granted (it rounds up to a granule). Under MPS only the server's own value is accepted (a
+ * no-op): anything else is L2P_ERR_NOT_SUPPORTED, since the driver would accept it and the
+ * hardware ignore it. */
 l2p_status l2p_device_set_persisting_limit(int index, long long requested, size_t *granted);
 /* The driver's rounding step, probed once per device by asking for 1 byte; state restored. */
 l2p_status l2p_device_persisting_granule(int index, size_t *out);
@@ -64,6 +67,31 @@ l2p_status l2p_device_reset_persisting(int index);
 l2p_status l2p_device_release_persisting(int index);
 /* cudaDeviceSynchronize on the device (the caller releases the GIL around it). */
 l2p_status l2p_device_synchronize(int index);
+/* Where the set-aside this process's work gets comes from. */
+enum {
+    L2P_ASIDE_PROCESS = 0,   /* this process: cudaDeviceSetLimit works */
+    L2P_ASIDE_MPS_SERVER,    /* the MPS server's, and l2persist knows its size */
+    L2P_ASIDE_MPS_UNKNOWN    /* the MPS server's, of a size l2persist could not learn */
+};
+
+typedef struct {
+    int mps;               /* 1, 0, or -1 when the driver cannot say */
+    int source;            /* L2P_ASIDE_* */
+    double server_percent; /* the server's percentage variable; < 0 when unset or unknown */
+    long server_pid;       /* 0 when no server was found */
+    size_t set_aside;      /* the set-aside the hardware applies (this client's first reading
+                            * when the source is L2P_ASIDE_MPS_UNKNOWN) */
+} l2p_aside_info;
+
+/* Learnt once per device (an MPS server's setting cannot change while we are its client);
+ * set_aside is read afresh outside MPS. See l2p_mps.h for what was measured. */
+l2p_status l2p_device_aside_info(int index, l2p_aside_info *out);
+
+/* Whether contexts on the device are shared through MPS (CU_DEVICE_ATTRIBUTE_MPS_ENABLED):
+ * 1 or 0, or -1 when the driver cannot say. */
+l2p_status l2p_device_mps_enabled(int index, int *out);
+/* A driver API function by name, through the runtime (l2persist does not link libcuda). */
+l2p_status l2p_driver_symbol(const char *name, void **fn);
 /* cc >= 8.0, a nonzero persisting maximum, and the driver accepts a limit. */
 l2p_status l2p_device_supports_persisting(int index, int *out);
 

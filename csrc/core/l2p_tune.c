@@ -428,7 +428,13 @@ static void run_search(search *sr, point *a, point *b)
     double here;
     memset(&zero, 0, sizeof zero);
     baselines(sr, a, b);
-    if (S > 1) fibonacci(sr, &zero, set_ridge, 0, 1, S - 1, L2P_TUNE_RIDGE);
+    if (S > 1) {
+        fibonacci(sr, &zero, set_ridge, 0, 1, S - 1, L2P_TUNE_RIDGE);
+    } else { /* a fixed set-aside (MPS): the ridge is its one planned point */
+        point p = zero;
+        set_ridge(sr, &p, 0, 0);
+        (void)evaluate(sr, p, L2P_TUNE_RIDGE);
+    }
     from = best_of_phase(sr, L2P_TUNE_RIDGE, &here);
     for (size_t i = 0; i < sr->o->n_targets && ok(sr); i++) {
         from = compass(sr, from, here, set_hit_level, i, 0, H, L2P_TUNE_HIT_RATIO, from.h[i]);
@@ -524,8 +530,14 @@ l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *
     sr.r = out;
     sr.best_ms = INFINITY;
     sr.max_evals = o->max_evals ? o->max_evals : 12 + 4 * o->n_targets;
-    out->n_levels = l2p_tune_set_aside_levels(o->granule, o->persisting_max, o->default_limit,
-                                              out->levels, L2P_TUNE_MAX_LEVELS);
+    if (o->set_aside_fixed) {
+        out->levels[0] = o->default_limit;
+        out->n_levels = 1;
+    } else {
+        out->n_levels = l2p_tune_set_aside_levels(o->granule, o->persisting_max,
+                                                  o->default_limit, out->levels,
+                                                  L2P_TUNE_MAX_LEVELS);
+    }
     out->trials = calloc(sr.max_evals, sizeof *out->trials);
     sr.pts = calloc(sr.max_evals, sizeof *sr.pts);
     sr.samples = calloc(o->repeat, sizeof *sr.samples);

@@ -50,6 +50,9 @@ typedef struct {
     size_t granule;        /* the driver's set-aside step (> 0) */
     size_t persisting_max; /* persisting_l2_cache_max_size */
     size_t default_limit;  /* the limit the device had before l2persist touched it */
+    int set_aside_fixed;   /* the set-aside is default_limit and cannot change (an MPS
+                            * client): only windows are searched, and both baselines are
+                            * "no window" at that set-aside */
     /* The targets: window bytes (already fit to the max window) and their stream groups:
      * targets of one group share a stream, which holds one window at a time. */
     size_t n_targets;

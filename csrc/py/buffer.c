@@ -219,11 +219,14 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     l2p_status rc;
     void *ptr = NULL;
     size_t nbytes = b->nbytes;
-    Py_BEGIN_ALLOW_THREADS /* cudaMalloc may wait for the device: let other threads run */
+    /* cudaMalloc and the zeroing (a legacy-stream memset and its sync) wait for the device:
+     * let other threads run. Nobody else can see the buffer yet. */
+    Py_BEGIN_ALLOW_THREADS
     rc = l2p_memory_alloc(device, nbytes, &ptr);
+    if (rc == L2P_OK && zero) rc = l2p_memory_set(device, ptr, 0, nbytes, NULL);
     Py_END_ALLOW_THREADS
     b->ptr = ptr;
-    if (rc != L2P_OK || (zero && l2p_memory_set(device, b->ptr, 0, b->nbytes, NULL) != L2P_OK)) {
+    if (rc != L2P_OK) {
         l2p_py_raise(st);
         Py_DECREF(b);
         return NULL;
@@ -445,8 +448,16 @@ static PyObject *buf_fill_bytes(PyObject *self, PyObject *arg)
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred()) return NULL;
     if (v < 0 || v > 255) return PyErr_Format(PyExc_ValueError, "byte: %ld is outside [0, 255]", v);
-    if (l2p_memory_set(b->device, b->ptr, (int)v, b->nbytes, NULL) != L2P_OK)
-        return l2p_py_raise(buf_state(self));
+    l2p_status rc;
+    int device = b->device;
+    void *dst = b->ptr;
+    size_t n = b->nbytes;
+    l2p_buffer_pin(b); /* the memset waits for the device: pinned against a concurrent close() */
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_memory_set(device, dst, (int)v, n, NULL);
+    Py_END_ALLOW_THREADS
+    l2p_buffer_unpin(b);
+    if (rc != L2P_OK) return l2p_py_raise(buf_state(self));
     Py_RETURN_NONE;
 }
 

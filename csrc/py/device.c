@@ -213,6 +213,39 @@ static PyObject *dev_get_supports(PyObject *self, void *c)
     return PyBool_FromLong(v);
 }
 
+static int aside_info(PyObject *self, l2p_aside_info *a)
+{
+    if (l2p_device_aside_info(dev_index(self), a) != L2P_OK) return l2p_py_raise_int(dev_state(self));
+    return 0;
+}
+
+static PyObject *dev_get_mps(PyObject *self, void *c)
+{
+    l2p_aside_info a;
+    (void)c;
+    if (aside_info(self, &a) < 0) return NULL;
+    if (a.mps < 0) Py_RETURN_NONE;
+    return PyBool_FromLong(a.mps);
+}
+
+static PyObject *dev_get_source(PyObject *self, void *c)
+{
+    static const char *names[] = {"process", "mps-server", "mps-server-unknown"};
+    l2p_aside_info a;
+    (void)c;
+    if (aside_info(self, &a) < 0) return NULL;
+    return PyUnicode_FromString(names[a.source]);
+}
+
+static PyObject *dev_get_mps_percent(PyObject *self, void *c)
+{
+    l2p_aside_info a;
+    (void)c;
+    if (aside_info(self, &a) < 0) return NULL;
+    if (a.server_percent < 0) Py_RETURN_NONE;
+    return PyFloat_FromDouble(a.server_percent);
+}
+
 /* size, fraction or neither (the guide's rule): the set-aside a scope asks for. */
 static int scope_size(PyObject *self, PyObject *size, PyObject *fraction, long long *out)
 {
@@ -304,13 +337,30 @@ static PyGetSetDef dev_getset[] = {
     {"persisting_l2_limit", dev_get_limit, dev_set_limit,
      "The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
      "validates 0..persisting_l2_cache_max_size; the driver rounds up to a granule, and "
-     "reading it back gives what was granted.",
+     "reading it back gives what was granted. Under MPS it reads the server's set-aside and "
+     "setting any other value raises NotSupportedError (the driver would accept it and the "
+     "hardware ignore it).",
      NULL},
     {"persisting_l2_granule", dev_get_granule, NULL,
      "The driver's rounding step for the set-aside (probed once; the limit is restored).",
      NULL},
     {"default_persisting_l2_limit", dev_get_default_limit, NULL,
      "The set-aside found when this process first touched the device through l2persist.", NULL},
+    {"mps", dev_get_mps, NULL,
+     "True when this process reaches the device through an MPS server (the driver's "
+     "CU_DEVICE_ATTRIBUTE_MPS_ENABLED), False when not, None when the driver cannot say. "
+     "Under MPS the set-aside is the server's: see persisting_l2_source.", NULL},
+    {"persisting_l2_source", dev_get_source, NULL,
+     "Who decides the set-aside this process's work gets: 'process' (this process, through "
+     "persisting_l2_limit), 'mps-server' (an MPS server, fixed when it started from its "
+     "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT; persisting_l2_limit reads its "
+     "size and refuses other values) or 'mps-server-unknown' (an MPS server whose setting "
+     "could not be read; persisting_l2_limit shows this client's reading, which may differ).",
+     NULL},
+    {"mps_server_percentage", dev_get_mps_percent, NULL,
+     "The MPS server's CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT (percent of "
+     "the L2 size, rounded up to the granule), or None (no MPS, not set, or not readable).",
+     NULL},
     {"supports_persisting_l2", dev_get_supports, NULL,
      "cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};

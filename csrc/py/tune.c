@@ -172,11 +172,15 @@ done:
 static int device_facts(l2p_state *st, int index, l2p_tune_options *o)
 {
     l2p_device_props p;
+    l2p_aside_info a;
     if (l2p_device_get_properties(index, &p) != L2P_OK ||
         l2p_device_persisting_granule(index, &o->granule) != L2P_OK ||
-        l2p_device_default_persisting_limit(index, &o->default_limit) != L2P_OK)
+        l2p_device_default_persisting_limit(index, &o->default_limit) != L2P_OK ||
+        l2p_device_aside_info(index, &a) != L2P_OK)
         return l2p_py_raise_int(st);
     o->persisting_max = p.persisting_l2_cache_max_size;
+    /* An MPS client cannot change the set-aside: search the windows at the server's. */
+    o->set_aside_fixed = a.mps == 1;
     return 0;
 }
 

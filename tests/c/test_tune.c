@@ -231,6 +231,41 @@ static void test_default_better(void)
     l2p_tune_result_free(&r);
 }
 
+/* An MPS client: the set-aside is the server's (here 4 granules) and cannot change. Every
+ * trial keeps it; the windows are still searched and the best hit ratio found; the baseline is
+ * "no window" at that set-aside. */
+static void test_fixed_set_aside(double noise)
+{
+    hot_cold_shape k = {12.0 * MIB, 0.4, 0.9, 0.6};
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {hot_cold, &k, noise, 5, 0, 0, 0};
+    options(&o, 1, (size_t)k.hot_bytes);
+    o.default_limit = 4 * GRANULE;
+    o.set_aside_fixed = 1;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(r.n_levels == 1 && r.levels[0] == 4 * GRANULE);
+    int kept = 1;
+    for (size_t i = 0; i < r.n_trials; i++) kept &= r.trials[i].config.set_aside == 4 * GRANULE;
+    CHECK(kept);
+    CHECK(fabs(r.base_ms[0] - r.base_ms[1]) < 1e-12); /* (a) and (b) are the same point */
+    CHECK(r.persistence_helps && r.recommended.win[0].on);
+    /* the best a window can do at 15 MiB over a 12 MiB hot set: all of it persisting */
+    l2p_tune_config best = r.recommended;
+    best.win[0].hit_ratio = 1.0;
+    best.win[0].hit_prop = L2P_ACCESS_PERSISTING;
+    best.win[0].miss_prop = L2P_ACCESS_STREAMING;
+    CHECK(hot_cold(&r.recommended, &k) <= hot_cold(&best, &k) * 1.02);
+    l2p_tune_result_free(&r);
+    /* A server set-aside of 0: nothing to gain, and nothing else is tried. */
+    options(&o, 1, (size_t)k.hot_bytes);
+    o.default_limit = 0;
+    o.set_aside_fixed = 1;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(!r.persistence_helps && r.recommended.set_aside == 0);
+    l2p_tune_result_free(&r);
+}
+
 static void test_group_one_window(void)
 {
     hot_cold_shape k = {8.0 * MIB, 0.2, 0.5, 0.3};
@@ -278,6 +313,8 @@ static void test_speedup_ci(void)
 
 int main(void)
 {
+    test_fixed_set_aside(0.0);
+    test_fixed_set_aside(0.02);
     test_levels();
     test_options_rejected();
     test_flat(0.0);
