@@ -255,3 +255,65 @@ def test_dlpack_imports_are_asked_for_the_launch_stream():
         assert asked == [s.handle, 1]
     torch.cuda.synchronize()
     np.testing.assert_array_equal(t.cpu().numpy(), np.arange(1 << 16, dtype=np.float32) * 2 + 1)
+
+
+_RESET_SCRIPT = textwrap.dedent("""
+    import json
+    import numpy as np
+    import cupy
+    import l2persist
+    from l2persist import kernels as K
+
+    rng = np.random.default_rng()
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    b = l2persist.to_device(x)
+    v = b[16:4096]
+    s = l2persist.Stream()
+    K.scale_shift(b, 2.0, 1.0, stream=s)
+    with s.capture() as g:
+        K.scale_shift(b, 1.0, 0.0, stream=s)
+    s.synchronize()
+    cupy.cuda.runtime.deviceReset()  # another library resets the device under us
+    errors = {}
+    ops = {"launch": lambda: K.scale_shift(b, 2.0, 1.0),
+           "view": lambda: K.scale_shift(v, 2.0, 1.0),
+           "to_numpy": b.to_numpy, "fill_bytes": lambda: b.fill_bytes(0),
+           "copy_from": lambda: b.copy_from(x),
+           "copy": lambda: l2persist.copy(v, v),
+           "dlpack": lambda: b.__dlpack__(),
+           "cai": lambda: b.__cuda_array_interface__,
+           "stream": lambda: K.noop(stream=s),
+           "graph": g.launch}
+    for name, op in ops.items():
+        try:
+            op()
+            errors[name] = None
+        except ValueError as e:
+            errors[name] = str(e)
+    # New memory after the reset may reuse the old addresses: closing the stale buffers and
+    # dropping the stale graph must not free or touch it.
+    y = rng.standard_normal(1 << 20).astype(np.float32)
+    c = l2persist.to_device(y)
+    v.close(); b.close(); b.close()
+    del g
+    s.close()
+    K.scale_shift(c, 2.0, 1.0)
+    ok = bool(np.array_equal(c.to_numpy(), y * np.float32(2.0) + np.float32(1.0)))
+    t = l2persist.benchmark(lambda: K.scale_shift(c, 1.0, 0.0), flush_l2=True, repeat=3)
+    l2persist.Device(0).synchronize()
+    print(json.dumps({"errors": errors, "ok": ok, "timed": t.median > 0}))
+""")
+
+
+@pytest.mark.gpu
+def test_buffers_from_before_a_device_reset_are_refused_and_never_freed():
+    pytest.importorskip("cupy")
+    r = subprocess.run([sys.executable, "-c", _RESET_SCRIPT], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, err in out["errors"].items():
+        assert err is not None and "was reset" in err, (name, err)
+    assert out["errors"]["launch"].startswith("data: device 0 was reset")
+    assert out["ok"] and out["timed"]

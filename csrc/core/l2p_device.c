@@ -342,6 +342,54 @@ l2p_status l2p_driver_symbol(const char *name, void **fn)
     return L2P_OK;
 }
 
+unsigned long long l2p_context_id_current(void)
+{
+    static void *volatile get_current, *volatile get_id;
+    static volatile int unavailable;
+    void *ctx = NULL;
+    unsigned long long id = 0;
+    if (unavailable) return 0;
+    if (!get_id) {
+        void *a, *b;
+        if (l2p_driver_symbol("cuCtxGetCurrent", &a) != L2P_OK ||
+            l2p_driver_symbol("cuCtxGetId", &b) != L2P_OK) {
+            unavailable = 1;
+            return 0;
+        }
+        get_current = a;
+        get_id = b;
+    }
+    if (((int (*)(void **))get_current)(&ctx) != 0) return 0;
+    if (!ctx) { /* a new thread, or just after a reset: let the runtime make the context */
+        (void)cudaFree(0);
+        if (((int (*)(void **))get_current)(&ctx) != 0 || !ctx) return 0;
+    }
+    if (((int (*)(void *, unsigned long long *))get_id)(ctx, &id) != 0) return 0;
+    return id;
+}
+
+static l2p_status context_id_current(unsigned long long *id)
+{
+    *id = l2p_context_id_current();
+    return L2P_OK;
+}
+
+l2p_status l2p_device_context_id(int index, unsigned long long *id)
+{
+    WITH_DEVICE(index, context_id_current(id));
+}
+
+int l2p_device_context_gone(int index, unsigned long long ctx)
+{
+    unsigned long long now = 0;
+    if (!ctx) return 0;
+    if (l2p_device_context_id(index, &now) != L2P_OK) {
+        l2p_clear_error();
+        return 0;
+    }
+    return now && now != ctx;
+}
+
 /* CU_DEVICE_ATTRIBUTE_MPS_ENABLED (133) exists only in the driver API; the runtime's enum has
  * no counterpart, so it is read through the driver's entry points (no link to libcuda). */
 #define L2P_CU_ATTR_MPS_ENABLED 133

@@ -90,6 +90,18 @@ l2p_status l2p_device_aside_info(int index, l2p_aside_info *out);
 /* Whether contexts on the device are shared through MPS (CU_DEVICE_ATTRIBUTE_MPS_ENABLED):
  * 1 or 0, or -1 when the driver cannot say. */
 l2p_status l2p_device_mps_enabled(int index, int *out);
+/* The unique id (cuCtxGetId) of the context current on this thread, making the device's
+ * primary context current first when none is; 0 when the driver cannot say. A device reset
+ * (cudaDeviceReset, by any library in the process) destroys the primary context and the next
+ * one has another id: memory allocated before is gone, and its addresses may be handed out
+ * again. */
+unsigned long long l2p_context_id_current(void);
+/* The same for `index`'s primary context (entering the device). */
+l2p_status l2p_device_context_id(int index, unsigned long long *id);
+/* 1 when an object made in context `ctx` (nonzero) on `index` outlived a reset of the device:
+ * its handles and addresses are gone and must be neither used nor freed. 0 when it is alive
+ * or that cannot be told (no error is left behind). */
+int l2p_device_context_gone(int index, unsigned long long ctx);
 /* A driver API function by name, through the runtime (l2persist does not link libcuda). */
 l2p_status l2p_driver_symbol(const char *name, void **fn);
 /* cc >= 8.0, a nonzero persisting maximum, and the driver accepts a limit. */

@@ -102,11 +102,29 @@ l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, si
     return L2P_OK;
 }
 
+void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph)
+{
+    g->graph = graph;
+    g->ctx = 0;
+    if (graph && l2p_device_context_id(g->device, &g->ctx) != L2P_OK) {
+        g->ctx = 0;
+        l2p_clear_error();
+    }
+}
+
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
 {
     int prev;
     cudaError_t rc = cudaSuccess;
+    unsigned long long now;
     L2P_TRY(l2p_device_enter(g->device, &prev));
+    /* Its kernels and memory belonged to a context a reset destroyed: launching would crash
+     * or poison the new one. */
+    if (g->ctx && (now = l2p_context_id_current()) && now != g->ctx) {
+        l2p_device_leave(prev);
+        return l2p_fail(L2P_ERR_STATE, "launch: device %d was reset after this graph was "
+                        "captured; capture it again", g->device);
+    }
     if (!g->exec) rc = cudaGraphInstantiate(&g->exec, g->graph, 0);
     if (rc == cudaSuccess) rc = cudaGraphLaunch(g->exec, stream);
     l2p_device_leave(prev);
@@ -125,6 +143,11 @@ void l2p_graph_invalidate(l2p_graph *g)
 
 void l2p_graph_destroy(l2p_graph *g)
 {
+    if ((g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx)) {
+        g->graph = NULL; /* gone with the reset context: the handles are not ours to destroy */
+        g->exec = NULL;
+        return;
+    }
     l2p_graph_invalidate(g);
     if (g->graph) (void)cudaGraphDestroy(g->graph);
     g->graph = NULL;

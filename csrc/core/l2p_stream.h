@@ -35,7 +35,11 @@ typedef struct {
     cudaGraph_t graph;
     cudaGraphExec_t exec; /* NULL until the first launch, and after a node changed */
     int device;
+    unsigned long long ctx; /* the context it was captured in (l2p_device_context_id) */
 } l2p_graph;
+
+/* Take ownership of a captured graph on g->device, noting the context it belongs to. */
+void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph);
 
 /* The graph's kernel nodes in the order the driver lists them; call with nodes NULL to get
  * the count. */

@@ -291,6 +291,27 @@ static int launch_shape(l2p_call *c, int n)
                                                    ti >= 0 ? c->v[ti].i : 1));
 }
 
+/* Buffers allocated before a device reset point at memory that is gone (or, by now, at
+ * someone else's): a launch over them would poison the new context. One context id query per
+ * launch. */
+static int check_contexts(l2p_call *c)
+{
+    unsigned long long now = 0;
+    l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
+    if (s && s->ctx && (now = l2p_context_id_current()) && now != s->ctx) {
+        PyErr_Format(PyExc_ValueError, "stream: device %d was reset after this Stream was "
+                     "made; make a new one", s->device);
+        return -1;
+    }
+    for (int i = 0; i < n_args(c->k); i++) {
+        l2p_BufferObject *b = c->k->args[i].type == L2P_A_BUFFER ? c->v[i].buf : NULL;
+        if (!b || !b->ctx) continue;
+        if (!now && !(now = l2p_context_id_current())) return 0;
+        if (l2p_buffer_check_context(b, now, c->k->args[i].name) < 0) return -1;
+    }
+    return 0;
+}
+
 /* Launch on the call's device; the previous device is restored only when it differs (the
  * common case of one device then costs no cudaSetDevice). */
 static int launch(l2p_call *c)
@@ -299,6 +320,10 @@ static int launch(l2p_call *c)
     cudaError_t rc = cudaSuccess;
     const char *what = c->k->name;
     if (l2p_call_core(c, l2p_device_enter(c->device, &prev)) < 0) return -1;
+    if (check_contexts(c) < 0) {
+        if (prev != c->device) l2p_device_leave(prev);
+        return -1;
+    }
     if (c->k->flags & L2P_K_SINK) {
         rc = l2p_device_sink(&c->sink);
         what = "cudaGetSymbolAddress(l2p_sink_word)";

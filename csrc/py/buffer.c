@@ -48,6 +48,29 @@ int l2p_buffer_check_open(l2p_BufferObject *b)
     return 0;
 }
 
+static int raise_reset(l2p_BufferObject *b, const char *name)
+{
+    PyErr_Format(PyExc_ValueError, "%s: device %d was reset (cudaDeviceReset, by l2persist's "
+                 "user or another library) after this DeviceBuffer was allocated: its memory is "
+                 "gone and its addresses may belong to new allocations. Allocate it again",
+                 name, b->device);
+    return -1;
+}
+
+int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name)
+{
+    return (!b->ctx || !now || now == b->ctx) ? 0 : raise_reset(b, name);
+}
+
+int l2p_buffer_check_alive(l2p_BufferObject *b)
+{
+    if (l2p_buffer_check_open(b) < 0) return -1;
+    return l2p_device_context_gone(b->device, b->ctx) ? raise_reset(b, "buffer") : 0;
+}
+
+/* Whether our memory still belongs to the device's current context (not after a reset). */
+static int memory_is_ours(l2p_BufferObject *b) { return !l2p_device_context_gone(b->device, b->ctx); }
+
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
 {
     l2p_StreamObject *s = (l2p_StreamObject *)stream;
@@ -84,6 +107,7 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->texture = 0;
     b->users = 0;
     b->free_pending = 0;
+    b->ctx = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
     return b;
@@ -97,7 +121,8 @@ void l2p_buffer_unpin(l2p_BufferObject *b)
     l2p_BufferObject *root = l2p_buffer_owner(b);
     if (--root->users == 0 && root->free_pending) {
         root->free_pending = 0;
-        (void)l2p_memory_free(root->device, root->ptr); /* nobody to report an error to */
+        if (memory_is_ours(root)) /* nobody to report an error to */
+            (void)l2p_memory_free(root->device, root->ptr);
         root->ptr = NULL;
     }
 }
@@ -134,11 +159,14 @@ static l2p_status buf_release(l2p_BufferObject *b)
     l2p_status st = L2P_OK;
     if (b->closed) return L2P_OK;
     b->closed = 1;
+    /* After a device reset the memory, the texture object and the stream are gone, and their
+     * addresses and handles may be someone else's by now: touch none of them. */
+    int gone = !memory_is_ours(b);
     /* A kernel may still read the texture or the borrowed memory: wait for it first. */
-    if (b->texture || lends_last_reference(b)) wait_for_use(b);
-    l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
+    if (!gone && (b->texture || lends_last_reference(b))) wait_for_use(b);
+    if (!gone) l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
     b->texture = 0;
-    if (b->owns && b->users > 0) {
+    if (b->owns && b->users > 0 && !gone) {
         /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
          * thread is copying it: freeing it now would let the next allocation show through.
          * The buffer is closed for us; the last user frees the memory (l2p_buffer_unpin). */
@@ -146,7 +174,7 @@ static l2p_status buf_release(l2p_BufferObject *b)
         Py_CLEAR(b->stream);
         return L2P_OK;
     }
-    if (b->owns) {
+    if (b->owns && !gone) {
         int device = b->device;
         void *ptr = b->ptr;
         Py_BEGIN_ALLOW_THREADS /* cudaFree waits for the device: let other threads run */
@@ -219,13 +247,16 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     l2p_status rc;
     void *ptr = NULL;
     size_t nbytes = b->nbytes;
+    unsigned long long ctx = 0;
     /* cudaMalloc and the zeroing (a legacy-stream memset and its sync) wait for the device:
      * let other threads run. Nobody else can see the buffer yet. */
     Py_BEGIN_ALLOW_THREADS
     rc = l2p_memory_alloc(device, nbytes, &ptr);
     if (rc == L2P_OK && zero) rc = l2p_memory_set(device, ptr, 0, nbytes, NULL);
+    if (rc == L2P_OK) rc = l2p_device_context_id(device, &ctx);
     Py_END_ALLOW_THREADS
     b->ptr = ptr;
+    b->ctx = ctx;
     if (rc != L2P_OK) {
         l2p_py_raise(st);
         Py_DECREF(b);
@@ -342,6 +373,7 @@ static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
                      "works within one device", s->device, d->device);
         goto done;
     }
+    if (l2p_buffer_check_alive(d) < 0 || l2p_buffer_check_alive(s) < 0) goto done;
     if (stream_ref && ((l2p_StreamObject *)stream_ref)->device != d->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the buffers to device "
                      "%d", ((l2p_StreamObject *)stream_ref)->device, d->device);
@@ -381,6 +413,9 @@ PyMethodDef l2p_buffer_functions[] = {
 
 #define OPEN_OR_NULL(b) \
     do { if (l2p_buffer_check_open(b) < 0) return NULL; } while (0)
+/* For the operations that touch the memory. */
+#define ALIVE_OR_NULL(b) \
+    do { if (l2p_buffer_check_alive(b) < 0) return NULL; } while (0)
 
 static PyObject *buf_to_numpy(PyObject *self, PyObject *noargs)
 {
@@ -388,7 +423,7 @@ static PyObject *buf_to_numpy(PyObject *self, PyObject *noargs)
     npy_intp dims[NPY_MAXDIMS];
     l2p_status rc;
     (void)noargs;
-    OPEN_OR_NULL(b);
+    ALIVE_OR_NULL(b);
     for (int i = 0; i < b->ndim; i++) dims[i] = b->shape[i];
     Py_INCREF(b->dtype);
     PyArrayObject *a = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, b->dtype, b->ndim,
@@ -420,7 +455,7 @@ static int same_shape(l2p_BufferObject *b, PyArrayObject *a)
 static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
-    OPEN_OR_NULL(b);
+    ALIVE_OR_NULL(b);
     PyArrayObject *a = host_array(obj);
     if (!a) return NULL;
     if (!same_shape(b, a) || !PyArray_EquivTypes(PyArray_DESCR(a), b->dtype)) {
@@ -444,7 +479,7 @@ static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
 static PyObject *buf_fill_bytes(PyObject *self, PyObject *arg)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
-    OPEN_OR_NULL(b);
+    ALIVE_OR_NULL(b);
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred()) return NULL;
     if (v < 0 || v > 255) return PyErr_Format(PyExc_ValueError, "byte: %ld is outside [0, 255]", v);
@@ -515,6 +550,7 @@ static PyObject *buf_subscript(PyObject *self, PyObject *key)
     if (!v) return NULL;
     v->ptr = b->ptr + (size_t)start * (size_t)PyDataType_ELSIZE(b->dtype);
     v->base = Py_NewRef(self);
+    v->ctx = b->ctx;
     v->stream = Py_XNewRef(b->stream);
     return (PyObject *)v;
 }

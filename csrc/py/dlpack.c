@@ -6,8 +6,9 @@
 #include "dlpack.h"
 #include "l2p_memory.h"
 
-#define OPEN_OR_NULL(b) \
-    do { if (l2p_buffer_check_open(b) < 0) return NULL; } while (0)
+/* Exports hand out the memory: it must still exist (not after a device reset). */
+#define ALIVE_OR_NULL(b) \
+    do { if (l2p_buffer_check_alive(b) < 0) return NULL; } while (0)
 
 /* ---- foreign objects: __cuda_array_interface__ and DLPack ---- */
 
@@ -222,7 +223,7 @@ PyObject *l2p_buffer_cai(PyObject *self, void *c)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
     (void)c;
-    OPEN_OR_NULL(b);
+    ALIVE_OR_NULL(b);
     PyObject *stream = Py_None;
     if (b->stream && !((l2p_StreamObject *)b->stream)->closed) {
         cudaStream_t h = ((l2p_StreamObject *)b->stream)->handle;
@@ -316,7 +317,7 @@ PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", names, &stream, &maxv,
                                      &dl_device, &copy))
         return NULL;
-    OPEN_OR_NULL(b);
+    ALIVE_OR_NULL(b);
     if (copy == Py_True)
         return PyErr_Format(PyExc_BufferError, "copy=True: DeviceBuffer exports without copying");
     l2p_DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t);

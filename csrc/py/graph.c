@@ -23,9 +23,9 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
 {
     l2p_GraphObject *g = PyObject_GC_New(l2p_GraphObject, st->Graph);
     if (!g) return NULL;
-    g->g.graph = graph;
     g->g.exec = NULL;
     g->g.device = device;
+    l2p_graph_adopt(&g->g, graph);
     g->closed = 0;
     g->refs = Py_XNewRef(refs);
     PyObject_GC_Track(g);

@@ -33,6 +33,7 @@ typedef struct {
     /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
     void *flush[L2P_MAX_DEVICES];
     size_t flush_bytes[L2P_MAX_DEVICES];
+    unsigned long long flush_ctx[L2P_MAX_DEVICES]; /* context ids they were allocated in */
 } l2p_state;
 
 typedef struct {
@@ -61,6 +62,8 @@ typedef struct {
     unsigned long long texture; /* cached texture object of the texture gather, or 0 */
     Py_ssize_t users;   /* DLPack exports and copies in flight without the GIL (on the owner) */
     int free_pending;   /* closed with users alive: freed when the last one lets go */
+    unsigned long long ctx; /* id of the context our memory was allocated in (views: their
+                             * parent's); 0 for foreign memory. A reset device has a new one. */
     PyObject *weakreflist;
 } l2p_BufferObject;
 
@@ -72,6 +75,7 @@ typedef struct {
     int closed;
     PyObject *owner;        /* the foreign stream object kept alive, or NULL */
     PyObject *capture_refs; /* while capturing: objects the captured work uses */
+    unsigned long long ctx; /* owned streams: the context they were made in (0: foreign) */
 } l2p_StreamObject;
 
 typedef struct {
@@ -131,6 +135,11 @@ PyObject *l2p_buffer_cai(PyObject *self, void *closure);
 PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 int l2p_buffer_check_open(l2p_BufferObject *b);
+/* Open, and its memory still exists: ValueError naming the reset when the device's context
+ * was reset since the allocation (the addresses may belong to someone else by now). */
+int l2p_buffer_check_alive(l2p_BufferObject *b);
+/* The same test against the id of the context current on the buffer's device. */
+int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name);
 /* Remember the stream used with the buffer; keeps it (and the buffer) alive in a capture. */
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream);
 

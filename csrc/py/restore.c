@@ -163,7 +163,7 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
         (void)cudaGraphDestroy(graph); /* an exception passed: keep nothing half-recorded */
         graph = NULL;
     }
-    g->g.graph = graph;
+    l2p_graph_adopt(&g->g, graph);
     Py_XSETREF(g->refs, refs);
     if (!graph) g->closed = 1;
     return st;

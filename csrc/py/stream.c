@@ -22,6 +22,7 @@ static l2p_StreamObject *stream_alloc(PyTypeObject *type)
     s->closed = 0;
     s->owner = NULL;
     s->capture_refs = NULL;
+    s->ctx = 0;
     PyObject_GC_Track(s);
     return s;
 }
@@ -54,7 +55,8 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         return (PyObject *)s;
     }
     if (l2p_py_device_index(st, device, &s->device) < 0) goto fail;
-    if (l2p_stream_create(s->device, &s->handle) != L2P_OK) {
+    if (l2p_device_context_id(s->device, &s->ctx) != L2P_OK ||
+        l2p_stream_create(s->device, &s->handle) != L2P_OK) {
         l2p_py_raise(st);
         goto fail;
     }
@@ -71,7 +73,9 @@ static l2p_status stream_release(l2p_StreamObject *s)
     l2p_status st = L2P_OK;
     if (s->closed) return L2P_OK;
     s->closed = 1;
-    if (s->owns && s->handle) st = l2p_stream_destroy(s->device, s->handle);
+    /* Not after a device reset: the handle is gone and may be someone else's by now. */
+    if (s->owns && s->handle && !l2p_device_context_gone(s->device, s->ctx))
+        st = l2p_stream_destroy(s->device, s->handle);
     s->handle = NULL;
     Py_CLEAR(s->owner);
     Py_CLEAR(s->capture_refs);

@@ -87,12 +87,17 @@ static int count_arg(PyObject *obj, const char *name, long min, long *out)
  * Writing it evicts normal lines; lines held by the persisting set-aside stay. */
 static int flush_buffer(l2p_state *st, int device, void **ptr, size_t *nbytes)
 {
+    unsigned long long now = 0;
+    if (l2p_device_context_id(device, &now) != L2P_OK) return l2p_py_raise_int(st);
+    if (st->flush[device] && now && st->flush_ctx[device] && now != st->flush_ctx[device])
+        st->flush[device] = NULL; /* the device was reset: that memory is gone, not ours to free */
     if (!st->flush[device]) {
         l2p_device_props p;
         if (l2p_device_get_properties(device, &p) != L2P_OK ||
             l2p_memory_alloc(device, 2 * p.l2_cache_size, &st->flush[device]) != L2P_OK)
             return l2p_py_raise_int(st);
         st->flush_bytes[device] = 2 * p.l2_cache_size;
+        st->flush_ctx[device] = now;
     }
     *ptr = st->flush[device];
     *nbytes = st->flush_bytes[device];
@@ -123,7 +128,7 @@ static int capture_fn(timing_run *r)
         return -1;
     }
     if (rc != L2P_OK) return l2p_py_raise_int(r->st);
-    r->graph.graph = g;
+    l2p_graph_adopt(&r->graph, g);
     return 0;
 }
 
