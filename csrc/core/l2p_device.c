@@ -359,13 +359,19 @@ unsigned long long l2p_context_id_current(void)
         get_current = a;
         get_id = b;
     }
-    if (((int (*)(void **))get_current)(&ctx) != 0) return 0;
-    if (!ctx) { /* a new thread, or just after a reset: let the runtime make the context */
-        (void)cudaFree(0);
-        if (((int (*)(void **))get_current)(&ctx) != 0 || !ctx) return 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (((int (*)(void **))get_current)(&ctx) == 0 && ctx &&
+            ((int (*)(void *, unsigned long long *))get_id)(ctx, &id) == 0)
+            return id;
+        /* No context yet on this thread, or (measured: CUDA_ERROR_CONTEXT_IS_DESTROYED, same
+         * handle) the primary context was reset under us: let the runtime make it again, which
+         * gives it a new id. */
+        if (attempt == 0) {
+            (void)cudaFree(0);
+            (void)cudaGetLastError();
+        }
     }
-    if (((int (*)(void *, unsigned long long *))get_id)(ctx, &id) != 0) return 0;
-    return id;
+    return 0;
 }
 
 static l2p_status context_id_current(unsigned long long *id)
