@@ -1,7 +1,11 @@
 """What an MPS client sees of the persisting-L2 set-aside: the limit it reads, what setting
 it does, and whether a window still changes the hot/cold traffic (DRAM bytes, hit rate, time)
 at each limit it asks for. Prints one JSON object. Run it inside and outside MPS
-(tools/mps-check starts a private MPS daemon for that)."""
+(tools/mps-check starts a private MPS daemon for that).
+
+    mps_probe.py HOT_MIB                  limits 0, default, max/4, max: window vs none
+    mps_probe.py 0 reading                the limit this process reads (try the variable)
+    mps_probe.py 0 curve [LIMIT]          window hit rate against the hot set's size"""
 import json
 import os
 import sys
@@ -13,13 +17,28 @@ import l2persist
 from l2persist import kernels as K
 
 
+def raw_set_limit(limit):
+    """cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize) through the toolkit's shared cudart
+    (the limit belongs to the primary context, which every runtime in the process shares)."""
+    import ctypes
+    rt = ctypes.CDLL(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64",
+                                  "libcudart.so"))
+    value = ctypes.c_size_t()
+    assert rt.cudaDeviceSetLimit(0x06, ctypes.c_size_t(limit)) == 0
+    assert rt.cudaDeviceGetLimit(ctypes.byref(value), 0x06) == 0
+    return value.value
+
+
 def hot_cold(dev, hot_mib, limit):
     out = {"asked": limit}
     try:
         dev.persisting_l2_limit = limit
         out["read_back"] = dev.persisting_l2_limit
-    except Exception as e:  # noqa: BLE001 - the point is to see what happens
-        out["set_error"] = f"{type(e).__name__}: {e}"
+    except l2persist.NotSupportedError as e:
+        # l2persist refuses under MPS; ask the driver directly, as a plain CUDA program would,
+        # to show that the hardware ignores it.
+        out["set_error"] = str(e)[:120]
+        out["read_back"] = raw_set_limit(limit)
     with l2persist.zeros((hot_mib << 20) // 4, np.int32) as hot, \
             l2persist.zeros((512 << 20) // 4, np.int32) as cold, l2persist.Stream() as s:
         run = lambda: K.hot_cold(hot, cold, stream=s)  # noqa: E731
