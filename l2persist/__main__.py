@@ -179,6 +179,9 @@ def _run(argv: list[str]) -> int:
     except GpuRequired as e:
         print(f"{_prog()} run {args.study}: {e}", file=sys.stderr)
         return 2
+    except _core.NotSupportedError as e:  # e.g. a set-aside study on an MPS client or MIG
+        print(f"{_prog()} run {args.study}: this device cannot run it: {e}", file=sys.stderr)
+        return 2
     print(res.header())
     print()
     print(res.table())

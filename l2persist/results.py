@@ -21,6 +21,10 @@ FORMAT = 1  # version of the JSON layout
 
 
 def _git_revision() -> str | None:
+    """The checkout's revision; L2P_GIT_REVISION wins (a copy of the tree whose .git is not
+    the one it came from, as on a lent GPU machine, is told the revision by the caller)."""
+    if os.environ.get("L2P_GIT_REVISION"):
+        return os.environ["L2P_GIT_REVISION"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not os.path.exists(os.path.join(root, ".git")):
         return None

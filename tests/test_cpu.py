@@ -226,3 +226,12 @@ def test_cli_runs_the_model_study_and_saves_what_loads_back(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "l2persist", "list"], capture_output=True,
                              text=True, check=True).stdout
     assert "gather" in listing and "runs anywhere" in listing
+
+
+def test_metadata_names_the_revision_it_was_told(monkeypatch):
+    from l2persist.results import collect_metadata
+    monkeypatch.setenv("L2P_GIT_REVISION", "abc123def456+dirty")
+    assert collect_metadata()["git_revision"] == "abc123def456+dirty"
+    monkeypatch.delenv("L2P_GIT_REVISION")
+    rev = collect_metadata()["git_revision"]
+    assert rev is None or rev != "abc123def456+dirty"
