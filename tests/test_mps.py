@@ -51,6 +51,9 @@ def mps_server(tmp_path):
         daemon_env = dict(env)
         if percent is not None:
             daemon_env[PCT_VAR] = str(percent)
+        # The daemon serves the visible devices (pytest --l2p-gpu N sets them); its clients see
+        # them renumbered from 0 and must not filter again (the MPS guide says so).
+        env.pop("CUDA_VISIBLE_DEVICES", None)
         r = subprocess.run([control, "-d"], env=daemon_env, capture_output=True, text=True,
                            timeout=30)
         if r.returncode != 0:
