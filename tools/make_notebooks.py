@@ -199,7 +199,10 @@ else:
     display(dev.properties)
     print("persisting limit now", l2p.human_bytes(dev.persisting_l2_limit),
           "- default", l2p.human_bytes(dev.default_persisting_l2_limit),
-          "- granule", l2p.human_bytes(dev.persisting_l2_granule))'''),
+          "- granule", l2p.human_bytes(dev.persisting_l2_granule))
+    # Under MPS the set-aside is the MPS server's, fixed at its start: l2persist reads its
+    # size and refuses other values (the driver would accept them, the hardware ignore them).
+    print("set-aside decided by:", dev.persisting_l2_source, "- MPS client:", dev.mps)'''),
     new_markdown_cell("""The set-aside is a context manager: it restores the limit it found, even when an
 exception passes through. The driver rounds requests up to a granule; the value you get back
 is what you have."""),
