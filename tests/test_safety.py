@@ -170,6 +170,31 @@ def test_dlpack_export_outlives_close():
 
 
 @pytest.mark.gpu
+def test_cai_export_outlives_close_and_is_freed_with_the_last_reference():
+    cupy = pytest.importorskip("cupy")
+    import gc
+    n = 16 << 20  # 64 MiB of float32: well above the allocator's noise
+    host = np.random.default_rng().random(n, dtype=np.float32)
+    free0 = cupy.cuda.runtime.memGetInfo()[0]
+    buf = l2persist.to_device(host)
+    view = buf[8:]
+    a = cupy.asarray(view)  # zero-copy through __cuda_array_interface__; a holds the view
+    assert a.data.ptr == view.ptr
+    del view
+    buf.close()  # closed for l2persist; CuPy still reads the memory
+    with pytest.raises(ValueError, match="closed"):
+        buf.to_numpy()
+    others = [l2persist.to_device(np.full(n, 7.0, np.float32)) for _ in range(3)]
+    np.testing.assert_array_equal(cupy.asnumpy(a), host[8:])  # not the new buffers' sevens
+    for o in others:
+        o.close()
+    del a, buf  # the last references: now the memory goes
+    gc.collect()
+    l2persist.Device(0).synchronize()
+    assert cupy.cuda.runtime.memGetInfo()[0] >= free0 - (4 << 20)
+
+
+@pytest.mark.gpu
 def test_dlpack_consumer_stream_waits_for_our_work():
     torch = pytest.importorskip("torch")
     host = np.random.default_rng().random(1 << 22, dtype=np.float32)

@@ -107,6 +107,7 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->texture = 0;
     b->users = 0;
     b->free_pending = 0;
+    b->cai_exported = 0;
     b->ctx = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
@@ -116,15 +117,20 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
 /* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
 void l2p_buffer_pin(l2p_BufferObject *b) { l2p_buffer_owner(b)->users++; }
 
+/* The deferred free of a closed owner, once nobody can reach the memory any more. */
+static void free_deferred(l2p_BufferObject *root)
+{
+    root->free_pending = 0;
+    if (memory_is_ours(root)) /* nobody to report an error to */
+        (void)l2p_memory_free(root->device, root->ptr);
+    root->ptr = NULL;
+}
+
 void l2p_buffer_unpin(l2p_BufferObject *b)
 {
     l2p_BufferObject *root = l2p_buffer_owner(b);
-    if (--root->users == 0 && root->free_pending) {
-        root->free_pending = 0;
-        if (memory_is_ours(root)) /* nobody to report an error to */
-            (void)l2p_memory_free(root->device, root->ptr);
-        root->ptr = NULL;
-    }
+    /* A CAI consumer may still read it: that free waits for the last reference. */
+    if (--root->users == 0 && root->free_pending && !root->cai_exported) free_deferred(root);
 }
 
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
@@ -166,10 +172,12 @@ static l2p_status buf_release(l2p_BufferObject *b)
     if (!gone && (b->texture || lends_last_reference(b))) wait_for_use(b);
     if (!gone) l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
     b->texture = 0;
-    if (b->owns && b->users > 0 && !gone) {
+    if (b->owns && (b->users > 0 || b->cai_exported) && !gone) {
         /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
-         * thread is copying it: freeing it now would let the next allocation show through.
-         * The buffer is closed for us; the last user frees the memory (l2p_buffer_unpin). */
+         * thread is copying it, or a CUDA-array-interface consumer may hold us: freeing it now
+         * would let the next allocation show through. The buffer is closed for us; the last
+         * DLPack user (l2p_buffer_unpin) or, after a CAI export, the last reference
+         * (buf_dealloc) frees the memory. */
         b->free_pending = 1;
         Py_CLEAR(b->stream);
         return L2P_OK;
@@ -653,6 +661,7 @@ static void buf_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     if (b->weakreflist) PyObject_ClearWeakRefs(self);
     (void)buf_release(b); /* never raises from dealloc; a failed free is dropped */
+    if (b->free_pending && b->users == 0) free_deferred(b); /* closed after a CAI export */
     Py_CLEAR(b->dtype);
     tp->tp_free(self);
     Py_DECREF(tp);

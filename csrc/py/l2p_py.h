@@ -61,6 +61,9 @@ typedef struct {
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
     unsigned long long texture; /* cached texture object of the texture gather, or 0 */
     Py_ssize_t users;   /* DLPack exports and copies in flight without the GIL (on the owner) */
+    int cai_exported;   /* the CUDA array interface was read (on the owner): its consumers hold
+                         * a reference to us but cannot be counted, so the free waits for the
+                         * last reference (tp_dealloc) */
     int free_pending;   /* closed with users alive: freed when the last one lets go */
     unsigned long long ctx; /* id of the context our memory was allocated in (views: their
                              * parent's); 0 for foreign memory. A reset device has a new one. */
