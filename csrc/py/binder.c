@@ -303,7 +303,7 @@ static int check_contexts(l2p_call *c)
                      "made; make a new one", s->device);
         return -1;
     }
-    for (int i = 0; i < n_args(c->k); i++) {
+    for (int i = 0, n = n_args(c->k); i < n; i++) {
         l2p_BufferObject *b = c->k->args[i].type == L2P_A_BUFFER ? c->v[i].buf : NULL;
         if (!b || !b->ctx) continue;
         if (!now && !(now = l2p_context_id_current())) return 0;
