@@ -7,6 +7,8 @@ KERNELS: tuple
 LOAD_FLAVOURS: tuple
 STORE_FLAVOURS: tuple
 
+def _release_drain(): ...  # Retry the deferred releases now; returns how many still wait.
+def _release_pending(): ...  # Releases (frees, destroys) deferred because a capture refused them; dr
 def analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, active=None): ...  # Per-warp arrays and totals of the coalescing model.
 def as_buffer(obj): ...  # Wrap, without copying, a DeviceBuffer or any object exposing __cuda_ar
 def base_metrics(device=None): ...  # The chip's base metric names, from CUPTI.

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "l2p_device.h"
+#include "l2p_release.h"
 
 l2p_status l2p_stream_create(int device, cudaStream_t *out)
 {
@@ -16,12 +17,7 @@ l2p_status l2p_stream_create(int device, cudaStream_t *out)
 
 l2p_status l2p_stream_destroy(int device, cudaStream_t stream)
 {
-    int prev;
-    cudaError_t rc;
-    L2P_TRY(l2p_device_enter(device, &prev));
-    rc = cudaStreamDestroy(stream);
-    l2p_device_leave(prev);
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamDestroy");
+    return l2p_release(device, L2P_RELEASE_STREAM, (void *)stream);
 }
 
 l2p_status l2p_stream_synchronize(cudaStream_t stream)
@@ -47,7 +43,8 @@ l2p_status l2p_stream_order(int device, cudaStream_t producer, cudaStream_t cons
     if (rc == cudaSuccess) {
         rc = cudaEventRecord(ev, producer);
         if (rc == cudaSuccess) rc = cudaStreamWaitEvent(consumer, ev, 0);
-        (void)cudaEventDestroy(ev); /* released once the wait has been satisfied */
+        /* released once the wait has been satisfied */
+        if (l2p_release(device, L2P_RELEASE_EVENT, (void *)ev) != L2P_OK) l2p_clear_error();
     }
     l2p_device_leave(prev);
     return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamWaitEvent");
@@ -72,7 +69,12 @@ l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
     *graph = NULL;
     cudaError_t rc = cudaStreamEndCapture(stream, graph);
     if (rc != cudaSuccess) {
-        if (*graph) (void)cudaGraphDestroy(*graph);
+        if (*graph) {
+            int device = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                l2p_release(device, L2P_RELEASE_GRAPH, (void *)*graph) != L2P_OK)
+                l2p_clear_error();
+        }
         *graph = NULL;
         (void)cudaGetLastError();
         return l2p_fail_cuda(rc, "cudaStreamEndCapture");
@@ -117,6 +119,7 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
     int prev;
     cudaError_t rc = cudaSuccess;
     unsigned long long now;
+    l2p_release_drain(); /* a safe point for releases deferred during a capture */
     L2P_TRY(l2p_device_enter(g->device, &prev));
     /* Its kernels and memory belonged to a context a reset destroyed: launching would crash
      * or poison the new one. */
@@ -137,7 +140,8 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
 
 void l2p_graph_invalidate(l2p_graph *g)
 {
-    if (g->exec) (void)cudaGraphExecDestroy(g->exec);
+    if (g->exec && l2p_release(g->device, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec) != L2P_OK)
+        l2p_clear_error();
     g->exec = NULL;
 }
 
@@ -149,6 +153,7 @@ void l2p_graph_destroy(l2p_graph *g)
         return;
     }
     l2p_graph_invalidate(g);
-    if (g->graph) (void)cudaGraphDestroy(g->graph);
+    if (g->graph && l2p_release(g->device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
+        l2p_clear_error();
     g->graph = NULL;
 }
