@@ -88,14 +88,29 @@ static cudaError_t release_call(l2p_release_kind kind, void *h)
     }
 }
 
+int l2p_capture_relax(void)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return (int)mode;
+}
+
+void l2p_capture_restore(int previous)
+{
+    enum cudaStreamCaptureMode mode = (enum cudaStreamCaptureMode)previous;
+    if (previous >= 0) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 /* One attempt with the calling thread relaxed, the device current. */
 static cudaError_t release_relaxed(l2p_release_kind kind, void *h)
 {
-    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaError_t ex = cudaThreadExchangeStreamCaptureMode(&mode);
+    int mode = l2p_capture_relax();
     cudaError_t rc = release_call(kind, h);
-    if (ex == cudaSuccess) (void)cudaThreadExchangeStreamCaptureMode(&mode); /* restore */
     if (rc != cudaSuccess) (void)cudaGetLastError(); /* not sticky: keep it from the next check */
+    l2p_capture_restore(mode);
     return rc;
 }
 
@@ -106,9 +121,13 @@ l2p_status l2p_release(int device, l2p_release_kind kind, void *handle)
     if ((unsigned)kind >= L2P_RELEASE_KINDS)
         return l2p_fail(L2P_ERR_VALUE, "release: kind %d is not one of 0..%d", (int)kind,
                         L2P_RELEASE_KINDS - 1);
-    L2P_TRY(l2p_device_enter(device, &prev));
+    int mode = l2p_capture_relax(); /* entering the device and the context query too */
+    l2p_status st = l2p_device_enter(device, &prev);
+    if (st != L2P_OK) {
+        l2p_capture_restore(mode);
+        return st;
+    }
     cudaError_t rc = release_relaxed(kind, handle);
-    l2p_status st = L2P_OK;
     if (rc != cudaSuccess && l2p_release_capture_error(rc)) {
         l2p_deferred d = {kind, device, handle, l2p_context_id_current()};
         st = l2p_release_defer(&d);
@@ -116,6 +135,7 @@ l2p_status l2p_release(int device, l2p_release_kind kind, void *handle)
         st = l2p_fail_cuda(rc, l2p_release_call(kind));
     }
     l2p_device_leave(prev);
+    l2p_capture_restore(mode);
     return st;
 }
 
@@ -123,6 +143,8 @@ void l2p_release_drain(void)
 {
     size_t n = l2p_release_pending(); /* a snapshot: what is refused again waits for later */
     l2p_deferred d;
+    if (!n) return; /* the common case: no CUDA call at all */
+    int mode = l2p_capture_relax();
     for (size_t i = 0; i < n && l2p_release_take(&d); i++) {
         int prev;
         /* gone with a reset context: the handle is not ours to release any more */
@@ -136,4 +158,5 @@ void l2p_release_drain(void)
         if (rc != cudaSuccess && l2p_release_capture_error(rc) && l2p_release_defer(&d) != L2P_OK)
             l2p_clear_error();
     }
+    l2p_capture_restore(mode);
 }

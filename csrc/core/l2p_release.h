@@ -48,6 +48,12 @@ void l2p_release_drain(void);
 /* Number of releases waiting in the queue. */
 size_t l2p_release_pending(void);
 
+/* Relax the calling thread's capture mode for a stretch of releases and the checks around
+ * them (a context query, a wait on our own stream); returns the previous mode for
+ * l2p_capture_restore (-1: nothing to restore). Nests. */
+int l2p_capture_relax(void);
+void l2p_capture_restore(int previous);
+
 /* Whether a release that failed with `code` was refused because of a stream capture
  * (and so is deferred rather than reported). Pure; tested without a GPU. */
 int l2p_release_capture_error(cudaError_t code);

@@ -147,7 +147,10 @@ void l2p_graph_invalidate(l2p_graph *g)
 
 void l2p_graph_destroy(l2p_graph *g)
 {
-    if ((g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx)) {
+    int mode = l2p_capture_relax(); /* the context check too must not break a capture */
+    int gone = (g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx);
+    l2p_capture_restore(mode);
+    if (gone) {
         g->graph = NULL; /* gone with the reset context: the handles are not ours to destroy */
         g->exec = NULL;
         return;
