@@ -82,26 +82,47 @@ l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
     return L2P_OK;
 }
 
-l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count)
+/* Depth-first over the graph and the graphs of its child-graph nodes (a replay of another
+ * graph captured into this one, a library's sub-graph): their kernels are this graph's work. */
+static cudaError_t list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t cap,
+                                size_t *kept, int depth)
 {
-    size_t n = 0, kept = 0;
-    cudaGraphNode_t *all;
-    L2P_CUDA_TRY(cudaGraphGetNodes(g->graph, NULL, &n));
-    all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
-    if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory listing %zu graph nodes", n);
-    cudaError_t rc = cudaGraphGetNodes(g->graph, all, &n);
+    size_t n = 0;
+    cudaError_t rc = cudaGraphGetNodes(graph, NULL, &n);
+    if (rc != cudaSuccess) return rc;
+    cudaGraphNode_t *all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
+    if (!all) return cudaErrorMemoryAllocation;
+    rc = cudaGraphGetNodes(graph, all, &n);
     for (size_t i = 0; rc == cudaSuccess && i < n; i++) {
         enum cudaGraphNodeType t;
+        cudaGraph_t child;
         rc = cudaGraphNodeGetType(all[i], &t);
         if (rc == cudaSuccess && t == cudaGraphNodeTypeKernel) {
-            if (nodes && kept < *count) nodes[kept] = all[i];
-            kept++;
+            if (nodes && *kept < cap) nodes[*kept] = all[i];
+            (*kept)++;
+        } else if (rc == cudaSuccess && t == cudaGraphNodeTypeGraph && depth < 16) {
+            rc = cudaGraphChildGraphNodeGetGraph(all[i], &child);
+            if (rc == cudaSuccess) rc = list_kernels(child, nodes, cap, kept, depth + 1);
         }
     }
     free(all);
+    return rc;
+}
+
+l2p_status l2p_graph_list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count)
+{
+    size_t kept = 0;
+    cudaError_t rc = list_kernels(graph, nodes, nodes ? *count : 0, &kept, 0);
+    if (rc == cudaErrorMemoryAllocation)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory listing graph nodes");
     if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGraphGetNodes");
     *count = kept;
     return L2P_OK;
+}
+
+l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count)
+{
+    return l2p_graph_list_kernels(g->graph, nodes, count);
 }
 
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph)

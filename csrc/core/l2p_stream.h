@@ -41,8 +41,10 @@ typedef struct {
 /* Take ownership of a captured graph on g->device, noting the context it belongs to. */
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph);
 
-/* The graph's kernel nodes in the order the driver lists them; call with nodes NULL to get
- * the count. */
+/* The kernel nodes of a graph and of its child graphs (depth first, in the order the driver
+ * lists them); call with nodes NULL to get the count. */
+l2p_status l2p_graph_list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count);
+/* The same for an l2p_graph. */
 l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count);
 /* Instantiate when needed, then launch on `stream`. */
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream);
