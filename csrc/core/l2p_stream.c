@@ -64,6 +64,12 @@ l2p_status l2p_capture_begin(cudaStream_t stream)
     return L2P_OK;
 }
 
+l2p_status l2p_capture_begin_relaxed(cudaStream_t stream)
+{
+    L2P_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    return L2P_OK;
+}
+
 l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
 {
     *graph = NULL;
@@ -177,6 +183,7 @@ void l2p_graph_destroy(l2p_graph *g)
         return;
     }
     l2p_graph_invalidate(g);
+    if (g->borrowed) g->graph = NULL; /* its owner destroys it */
     if (g->graph && l2p_release(g->device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
         l2p_clear_error();
     g->graph = NULL;
