@@ -503,7 +503,7 @@ def _function_of(kernel: Any) -> tuple[int, bool]:
     if mod.startswith("cuda.core"):               # a cuda.core Kernel holds a CUkernel
         h = getattr(kernel, "handle", None) or getattr(kernel, "_handle", None)
         if h is not None:
-            return int(h), True
+            return int(h), type(h).__name__ != "CUfunction"
     if mod.startswith("triton"):
         if getattr(kernel, "function", None) is None and hasattr(kernel, "_init_handles"):
             kernel._init_handles()
