@@ -19,6 +19,10 @@ Where a window set on a borrowed graph takes effect (measured on the H100, drive
 * **CuPy** ``cupy.cuda.Graph``: CuPy destroys the ``cudaGraph_t`` right after instantiating
   it and keeps only the executable, whose nodes the driver can neither list nor window:
   ``as_graph`` refuses and says to capture the CuPy calls on an l2persist stream instead.
+* **cuda.core** ``GraphBuilder``: after ``end_building()`` the builder holds the
+  ``CUgraph``; ``as_graph(builder)`` borrows it, and every ``builder.complete()`` made after
+  the windows were set instantiates them (a ``cuda.core`` ``Graph`` already completed is an
+  executable and is refused like one). Not yet measured on a GPU.
 * **Raw handles**: an int (or a cuda.bindings ``CUgraph``) is taken as a ``cudaGraph_t`` that
   the caller vouches for. Windows are set on its nodes; an executable made *after* that (by the
   caller, or by ``Graph.launch``) has them; one made before does not.
@@ -105,6 +109,18 @@ def as_graph(obj: Any = None, *, exec: Any = None, device: Any = None) -> Graph:
                 "the same calls with l2persist instead: `with s.capture() as g:` on an "
                 "l2persist.Stream s, running them inside `with cupy.cuda.ExternalStream(s.handle):`")
         return _core._borrow_graph(handle, device, obj)
+    if mod.startswith("cuda.core") and name == "GraphBuilder":
+        mnff = getattr(obj, "_mnff", None)
+        handle = getattr(mnff, "graph", None)
+        if not handle:
+            raise ValueError("as_graph: this cuda.core GraphBuilder holds no graph yet: call "
+                             "end_building() first (and complete() after setting windows)")
+        return _core._borrow_graph(int(handle), device, obj)
+    if mod.startswith("cuda.core") and name == "Graph":
+        raise ValueError(
+            "as_graph: a cuda.core Graph is an executable (cudaGraphExec_t), whose nodes cannot "
+            "be windowed: borrow its GraphBuilder after end_building() with as_graph(builder), "
+            "set the windows, then call builder.complete() for an executable that has them")
     if "Exec" in name:
         return as_graph(None, exec=obj)
     if isinstance(obj, bool):

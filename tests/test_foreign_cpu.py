@@ -148,3 +148,17 @@ def test_raw_range_exposes_the_cuda_array_interface():
 def test_discover_without_a_device_says_so():
     with pytest.raises(foreign.DiscoveryError, match="candidates="):
         foreign.discover(lambda: None)
+
+
+def test_cuda_core_owners():
+    class GraphBuilder:
+        _mnff = types.SimpleNamespace(graph=None)
+    GraphBuilder.__module__ = "cuda.core._graph._graph_builder"
+    with pytest.raises(ValueError, match="end_building"):
+        l2persist.as_graph(GraphBuilder())
+
+    class Graph:
+        pass
+    Graph.__module__ = "cuda.core._graph"
+    with pytest.raises(ValueError, match="executable"):
+        l2persist.as_graph(Graph())
