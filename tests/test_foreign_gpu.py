@@ -87,6 +87,35 @@ def test_node_group_sets_only_its_nodes(rng):
     assert (a.to_numpy() == 1).all() and (b.to_numpy() == 2).all()
 
 
+def test_child_graph_kernels_are_listed_and_scanned(rng):
+    """A graph embedding another as a child-graph node (a library's sub-graph): its kernels
+    are the parent's, for listing, discovery and windows."""
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    host = rng.random(1 << 16).astype(np.float32)
+    data = l2persist.to_device(host)
+    with l2persist.Stream() as s:
+        with s.capture() as child:
+            K.scale_shift(data, 2.0, 1.0, stream=s)
+        err, parent = rt.cudaGraphCreate(0)
+        assert err == rt.cudaError_t.cudaSuccess
+        err, _ = rt.cudaGraphAddChildGraphNode(parent, None, 0, child.handle)
+        assert err == rt.cudaError_t.cudaSuccess
+        try:
+            G = l2persist.as_graph(int(parent))
+            assert G.owner == int(parent) and len(G.kernel_nodes) == 1
+            assert G.kernel_nodes[0].name == child.kernel_nodes[0].name
+            by = {r.name: r for r in G.buffers({"data": data})}
+            assert "data" in by and by["data"].nodes[0].position == 0
+            G.nodes_window([0]).access_policy_window = _window(data)
+            assert G.kernel_nodes[0].access_policy_window.base_ptr == data.ptr
+            G.launch(stream=s)
+            s.synchronize()
+            G.close()
+        finally:
+            rt.cudaGraphDestroy(parent)
+    np.testing.assert_allclose(data.to_numpy(), host * 2 + 1, rtol=1e-6)
+
+
 # ---- PyTorch ---------------------------------------------------------------------------------
 
 def _torch_graph(torch, acc_elems=1 << 21, n=1 << 22):
