@@ -7,6 +7,12 @@ KERNELS: tuple
 LOAD_FLAVOURS: tuple
 STORE_FLAVOURS: tuple
 
+def _borrow_graph(handle, device, owner): ...  # A Graph over a foreign cudaGraph_t, never destroyed by l2persist (use 
+def _capture_begin_relaxed(stream): ...  # Begin a relaxed-mode capture (discovery).
+def _capture_end(stream, refs): ...  # End a capture; the Graph (keeps refs alive).
+def _launch_ex(func, is_kernel, grid, block, args, stream, window, shared_mem, device): ...  # cuLaunchKernelEx of a CUfunction (or CUkernel) with an optional window
+def _release_drain(): ...  # Retry the deferred releases now; returns how many still wait.
+def _release_pending(): ...  # Releases (frees, destroys) deferred because a capture refused them; dr
 def analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, active=None): ...  # Per-warp arrays and totals of the coalescing model.
 def as_buffer(obj): ...  # Wrap, without copying, a DeviceBuffer or any object exposing __cuda_ar
 def base_metrics(device=None): ...  # The chip's base metric names, from CUPTI.
@@ -125,16 +131,25 @@ class DeviceProperties:
 class Graph:
     def __enter__(self, /): ...
     def __exit__(self, exc_type=None, exc=None, tb=None, /): ...
+    def buffers(self, /, candidates=None): ...
     def close(self, /): ...
     closed: Any
+    handle: Any
     instantiated: Any
     kernel_nodes: Any
     def launch(self, /, stream=None): ...
-    def set_access_policy_window(self, window, /): ...
+    def nodes_window(self, nodes, /): ...
+    owner: Any
+    def set_access_policy_window(self, /, window, nodes=None): ...
 
 class KernelNode:
     access_policy_window: Any
+    block: Any
+    graph: Any
+    grid: Any
+    name: Any
     position: Any
+    shared_mem: Any
 
 class NoDeviceError(CudaError):
     code: int

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "l2p_device.h"
+#include "l2p_release.h"
 
 l2p_status l2p_memory_alloc(int device, size_t nbytes, void **out)
 {
@@ -11,6 +12,7 @@ l2p_status l2p_memory_alloc(int device, size_t nbytes, void **out)
     cudaError_t rc;
     *out = NULL;
     if (nbytes == 0) return L2P_OK;
+    l2p_release_drain(); /* a safe point: releases refused during a capture go now */
     L2P_TRY(l2p_device_enter(device, &prev));
     rc = cudaMalloc(out, nbytes);
     l2p_device_leave(prev);
@@ -27,13 +29,7 @@ l2p_status l2p_memory_alloc(int device, size_t nbytes, void **out)
 
 l2p_status l2p_memory_free(int device, void *ptr)
 {
-    int prev;
-    cudaError_t rc;
-    if (!ptr) return L2P_OK;
-    L2P_TRY(l2p_device_enter(device, &prev));
-    rc = cudaFree(ptr);
-    l2p_device_leave(prev);
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaFree");
+    return l2p_release(device, L2P_RELEASE_MEMORY, ptr); /* never breaks a capture */
 }
 
 static l2p_status copy(int device, void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
@@ -120,10 +116,8 @@ l2p_status l2p_texture_create(int device, const void *ptr, size_t nbytes,
 
 void l2p_texture_destroy(int device, unsigned long long tex)
 {
-    int prev;
-    if (!tex || l2p_device_enter(device, &prev) != L2P_OK) return;
-    (void)cudaDestroyTextureObject((cudaTextureObject_t)tex);
-    l2p_device_leave(prev);
+    if (l2p_release(device, L2P_RELEASE_TEXTURE, (void *)(size_t)tex) != L2P_OK)
+        l2p_clear_error(); /* a destroy that fails leaves nothing to do */
 }
 
 l2p_status l2p_texture_max_width(int device, size_t *out)

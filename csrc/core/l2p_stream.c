@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "l2p_device.h"
+#include "l2p_release.h"
 
 l2p_status l2p_stream_create(int device, cudaStream_t *out)
 {
@@ -16,12 +17,7 @@ l2p_status l2p_stream_create(int device, cudaStream_t *out)
 
 l2p_status l2p_stream_destroy(int device, cudaStream_t stream)
 {
-    int prev;
-    cudaError_t rc;
-    L2P_TRY(l2p_device_enter(device, &prev));
-    rc = cudaStreamDestroy(stream);
-    l2p_device_leave(prev);
-    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamDestroy");
+    return l2p_release(device, L2P_RELEASE_STREAM, (void *)stream);
 }
 
 l2p_status l2p_stream_synchronize(cudaStream_t stream)
@@ -47,7 +43,8 @@ l2p_status l2p_stream_order(int device, cudaStream_t producer, cudaStream_t cons
     if (rc == cudaSuccess) {
         rc = cudaEventRecord(ev, producer);
         if (rc == cudaSuccess) rc = cudaStreamWaitEvent(consumer, ev, 0);
-        (void)cudaEventDestroy(ev); /* released once the wait has been satisfied */
+        /* released once the wait has been satisfied */
+        if (l2p_release(device, L2P_RELEASE_EVENT, (void *)ev) != L2P_OK) l2p_clear_error();
     }
     l2p_device_leave(prev);
     return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamWaitEvent");
@@ -67,12 +64,23 @@ l2p_status l2p_capture_begin(cudaStream_t stream)
     return L2P_OK;
 }
 
+l2p_status l2p_capture_begin_relaxed(cudaStream_t stream)
+{
+    L2P_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    return L2P_OK;
+}
+
 l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
 {
     *graph = NULL;
     cudaError_t rc = cudaStreamEndCapture(stream, graph);
     if (rc != cudaSuccess) {
-        if (*graph) (void)cudaGraphDestroy(*graph);
+        if (*graph) {
+            int device = 0;
+            if (cudaGetDevice(&device) != cudaSuccess ||
+                l2p_release(device, L2P_RELEASE_GRAPH, (void *)*graph) != L2P_OK)
+                l2p_clear_error();
+        }
         *graph = NULL;
         (void)cudaGetLastError();
         return l2p_fail_cuda(rc, "cudaStreamEndCapture");
@@ -80,26 +88,47 @@ l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph)
     return L2P_OK;
 }
 
-l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count)
+/* Depth-first over the graph and the graphs of its child-graph nodes (a replay of another
+ * graph captured into this one, a library's sub-graph): their kernels are this graph's work. */
+static cudaError_t list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t cap,
+                                size_t *kept, int depth)
 {
-    size_t n = 0, kept = 0;
-    cudaGraphNode_t *all;
-    L2P_CUDA_TRY(cudaGraphGetNodes(g->graph, NULL, &n));
-    all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
-    if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory listing %zu graph nodes", n);
-    cudaError_t rc = cudaGraphGetNodes(g->graph, all, &n);
+    size_t n = 0;
+    cudaError_t rc = cudaGraphGetNodes(graph, NULL, &n);
+    if (rc != cudaSuccess) return rc;
+    cudaGraphNode_t *all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
+    if (!all) return cudaErrorMemoryAllocation;
+    rc = cudaGraphGetNodes(graph, all, &n);
     for (size_t i = 0; rc == cudaSuccess && i < n; i++) {
         enum cudaGraphNodeType t;
+        cudaGraph_t child;
         rc = cudaGraphNodeGetType(all[i], &t);
         if (rc == cudaSuccess && t == cudaGraphNodeTypeKernel) {
-            if (nodes && kept < *count) nodes[kept] = all[i];
-            kept++;
+            if (nodes && *kept < cap) nodes[*kept] = all[i];
+            (*kept)++;
+        } else if (rc == cudaSuccess && t == cudaGraphNodeTypeGraph && depth < 16) {
+            rc = cudaGraphChildGraphNodeGetGraph(all[i], &child);
+            if (rc == cudaSuccess) rc = list_kernels(child, nodes, cap, kept, depth + 1);
         }
     }
     free(all);
+    return rc;
+}
+
+l2p_status l2p_graph_list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count)
+{
+    size_t kept = 0;
+    cudaError_t rc = list_kernels(graph, nodes, nodes ? *count : 0, &kept, 0);
+    if (rc == cudaErrorMemoryAllocation)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory listing graph nodes");
     if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaGraphGetNodes");
     *count = kept;
     return L2P_OK;
+}
+
+l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count)
+{
+    return l2p_graph_list_kernels(g->graph, nodes, count);
 }
 
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph)
@@ -117,6 +146,7 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
     int prev;
     cudaError_t rc = cudaSuccess;
     unsigned long long now;
+    l2p_release_drain(); /* a safe point for releases deferred during a capture */
     L2P_TRY(l2p_device_enter(g->device, &prev));
     /* Its kernels and memory belonged to a context a reset destroyed: launching would crash
      * or poison the new one. */
@@ -137,18 +167,24 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
 
 void l2p_graph_invalidate(l2p_graph *g)
 {
-    if (g->exec) (void)cudaGraphExecDestroy(g->exec);
+    if (g->exec && l2p_release(g->device, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec) != L2P_OK)
+        l2p_clear_error();
     g->exec = NULL;
 }
 
 void l2p_graph_destroy(l2p_graph *g)
 {
-    if ((g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx)) {
+    int mode = l2p_capture_relax(); /* the context check too must not break a capture */
+    int gone = (g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx);
+    l2p_capture_restore(mode);
+    if (gone) {
         g->graph = NULL; /* gone with the reset context: the handles are not ours to destroy */
         g->exec = NULL;
         return;
     }
     l2p_graph_invalidate(g);
-    if (g->graph) (void)cudaGraphDestroy(g->graph);
+    if (g->borrowed) g->graph = NULL; /* its owner destroys it */
+    if (g->graph && l2p_release(g->device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
+        l2p_clear_error();
     g->graph = NULL;
 }

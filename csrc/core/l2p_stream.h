@@ -28,6 +28,10 @@ l2p_status l2p_stream_is_capturing(cudaStream_t stream, int *capturing);
 
 /* Capture: thread-local mode, so other threads' CUDA calls are not disturbed. */
 l2p_status l2p_capture_begin(cudaStream_t stream);
+/* Capture in relaxed mode: for capturing someone else's code to discover its buffers, where a
+ * cudaMalloc or a free of theirs must not break the capture (the graph is scanned, and
+ * replayed only by the tuner while those buffers live). */
+l2p_status l2p_capture_begin_relaxed(cudaStream_t stream);
 /* Ends capture; *graph is NULL when capture was invalidated (and the status says why). */
 l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph);
 
@@ -36,13 +40,16 @@ typedef struct {
     cudaGraphExec_t exec; /* NULL until the first launch, and after a node changed */
     int device;
     unsigned long long ctx; /* the context it was captured in (l2p_device_context_id) */
+    int borrowed;           /* 1: another library owns `graph` (as_graph); only exec is ours */
 } l2p_graph;
 
 /* Take ownership of a captured graph on g->device, noting the context it belongs to. */
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph);
 
-/* The graph's kernel nodes in the order the driver lists them; call with nodes NULL to get
- * the count. */
+/* The kernel nodes of a graph and of its child graphs (depth first, in the order the driver
+ * lists them); call with nodes NULL to get the count. */
+l2p_status l2p_graph_list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count);
+/* The same for an l2p_graph. */
 l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count);
 /* Instantiate when needed, then launch on `stream`. */
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream);

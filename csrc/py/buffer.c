@@ -2,6 +2,8 @@
  * (__cuda_array_interface__ v3 and DLPack, both ways) is in dlpack.c. */
 #include "l2p_py.h"
 
+#include "l2p_release.h"
+
 #include <structmember.h>
 
 #include "dlpack.h"
@@ -160,7 +162,7 @@ static int lends_last_reference(l2p_BufferObject *b)
     return b->base && Py_TYPE(b->base) != Py_TYPE(b) && Py_REFCNT(b->base) == 1;
 }
 
-static l2p_status buf_release(l2p_BufferObject *b)
+static l2p_status buf_release_relaxed(l2p_BufferObject *b)
 {
     l2p_status st = L2P_OK;
     if (b->closed) return L2P_OK;
@@ -197,6 +199,16 @@ static l2p_status buf_release(l2p_BufferObject *b)
     b->ptr = NULL;
     Py_CLEAR(b->base);
     Py_CLEAR(b->stream);
+    return st;
+}
+
+/* No capture on any stream may be broken by a buffer going: its context checks, the wait for
+ * our own stream and the frees run with the thread's capture mode relaxed (l2p_release.h). */
+static l2p_status buf_release(l2p_BufferObject *b)
+{
+    int mode = l2p_capture_relax();
+    l2p_status st = buf_release_relaxed(b);
+    l2p_capture_restore(mode);
     return st;
 }
 

@@ -1,6 +1,9 @@
 /* l2persist.Graph (a captured CUDA graph) and l2persist.KernelNode (one of its kernels). */
 #include "l2p_py.h"
 
+#include <string.h>
+
+#include "l2p_graphscan.h"
 #include "l2p_window.h"
 
 static l2p_state *graph_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
@@ -25,11 +28,38 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     if (!g) return NULL;
     g->g.exec = NULL;
     g->g.device = device;
+    g->g.borrowed = 0;
     l2p_graph_adopt(&g->g, graph);
     g->closed = 0;
     g->refs = Py_XNewRef(refs);
+    g->owner = NULL;
     PyObject_GC_Track(g);
     return (PyObject *)g;
+}
+
+PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObject *owner)
+{
+    PyObject *refs = PyList_New(0);
+    if (!refs) return NULL;
+    l2p_GraphObject *g = (l2p_GraphObject *)l2p_graph_new(st, graph, device, refs);
+    Py_DECREF(refs);
+    if (!g) return NULL;
+    g->g.borrowed = 1;
+    g->owner = Py_NewRef(owner); /* its graph lives as long as the owner object */
+    return (PyObject *)g;
+}
+
+/* A node's window changed: the owner's executable still has the old one. The owner-specific
+ * step (PyTorch: instantiate() again) is l2persist.foreign._owner_changed's. */
+static int notify_owner(l2p_GraphObject *g)
+{
+    if (!g->owner) return 0;
+    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
+    if (!mod) return -1;
+    PyObject *r = PyObject_CallMethod(mod, "_owner_changed", "O", (PyObject *)g);
+    Py_DECREF(mod);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
 }
 
 static PyObject *node_new(l2p_state *st, PyObject *graph, cudaGraphNode_t node, Py_ssize_t pos)
@@ -67,21 +97,87 @@ static PyObject *graph_kernel_nodes(PyObject *self, void *c)
     return list;
 }
 
-static PyObject *graph_set_window(PyObject *self, PyObject *window)
+/* Which of the n kernel nodes `sel` names (None: all): KernelNodes of this graph or positions.
+ * Fills pick[i] with 1 for a chosen node. */
+static int parse_node_selection(l2p_GraphObject *g, PyObject *sel, size_t n, char *pick)
 {
+    if (sel == Py_None) {
+        memset(pick, 1, n);
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(sel, "nodes: expected None or a sequence of KernelNode or "
+                                         "int positions");
+    if (!seq) return -1;
+    memset(pick, 0, n);
+    l2p_state *st = graph_state((PyObject *)g);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t pos;
+        if (PyObject_TypeCheck(o, st->KernelNode)) {
+            l2p_KernelNodeObject *kn = (l2p_KernelNodeObject *)o;
+            if (kn->graph != (PyObject *)g) {
+                PyErr_SetString(PyExc_ValueError, "nodes: a KernelNode of another Graph");
+                Py_DECREF(seq);
+                return -1;
+            }
+            pos = kn->position;
+        } else if (PyLong_Check(o) && !PyBool_Check(o)) {
+            pos = PyLong_AsSsize_t(o);
+            if (pos == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return -1;
+            }
+        } else {
+            PyErr_Format(PyExc_TypeError, "nodes: expected KernelNode or int, got %s",
+                         Py_TYPE(o)->tp_name);
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (pos < 0 || (size_t)pos >= n) {
+            PyErr_Format(PyExc_ValueError, "nodes: position %zd is outside 0..%zd", pos,
+                         (Py_ssize_t)n - 1);
+            Py_DECREF(seq);
+            return -1;
+        }
+        pick[pos] = 1;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *graph_set_window(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"window", "nodes", NULL};
     l2p_GraphObject *g = (l2p_GraphObject *)self;
+    PyObject *window, *sel = Py_None;
     const l2p_window *w;
     size_t n = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:set_access_policy_window", names, &window,
+                                     &sel))
+        return NULL;
     if (graph_check(g) < 0 || l2p_py_window_arg(graph_state(self), window, &w) < 0) return NULL;
     if (l2p_graph_kernel_nodes(&g->g, NULL, &n) != L2P_OK) return l2p_py_raise(graph_state(self));
     cudaGraphNode_t *nodes = PyMem_Calloc(n + 1, sizeof *nodes);
-    if (!nodes) return PyErr_NoMemory();
+    char *pick = PyMem_Calloc(n + 1, 1);
+    if (!nodes || !pick) {
+        PyMem_Free(nodes);
+        PyMem_Free(pick);
+        return PyErr_NoMemory();
+    }
     l2p_status rc = l2p_graph_kernel_nodes(&g->g, nodes, &n);
-    for (size_t i = 0; rc == L2P_OK && i < n; i++) rc = l2p_graph_node_set_window(nodes[i], w);
+    if (rc == L2P_OK && parse_node_selection(g, sel, n, pick) < 0) { /* checked before any change */
+        PyMem_Free(nodes);
+        PyMem_Free(pick);
+        return NULL;
+    }
+    for (size_t i = 0; rc == L2P_OK && i < n; i++)
+        if (pick[i]) rc = l2p_graph_node_set_window(nodes[i], w);
     PyMem_Free(nodes);
+    PyMem_Free(pick);
     l2p_graph_invalidate(&g->g);
     if (rc != L2P_OK) return l2p_py_raise(graph_state(self));
     if (window != Py_None && PyList_Append(g->refs, window) < 0) return NULL;
+    if (notify_owner(g) < 0) return NULL; /* once for all the nodes */
     Py_RETURN_NONE;
 }
 
@@ -122,6 +218,7 @@ static PyObject *graph_close(PyObject *self, PyObject *noargs)
     l2p_graph_destroy(&g->g);
     g->closed = 1;
     Py_CLEAR(g->refs);
+    Py_CLEAR(g->owner);
     Py_RETURN_NONE;
 }
 
@@ -152,16 +249,154 @@ static PyObject *graph_get_instantiated(PyObject *self, void *c)
     return PyBool_FromLong(((l2p_GraphObject *)self)->g.exec != NULL);
 }
 
+static PyObject *graph_get_owner(PyObject *self, void *c)
+{
+    PyObject *o = ((l2p_GraphObject *)self)->owner;
+    (void)c;
+    return Py_NewRef(o ? o : Py_None);
+}
+
+static PyObject *graph_get_handle(PyObject *self, void *c)
+{
+    l2p_GraphObject *g = (l2p_GraphObject *)self;
+    (void)c;
+    if (graph_check(g) < 0) return NULL;
+    return PyLong_FromVoidPtr((void *)g->g.graph);
+}
+
+static PyObject *shape_tuple(const unsigned v[3])
+{
+    return Py_BuildValue("(III)", v[0], v[1], v[2]);
+}
+
+/* Parse offers: a sequence of (ptr, nbytes) int pairs. */
+static int parse_offers(PyObject *obj, l2p_offer **out, size_t *n)
+{
+    PyObject *seq = PySequence_Fast(obj, "_scan: offers must be a sequence of (ptr, nbytes)");
+    *out = NULL;
+    *n = 0;
+    if (!seq) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    *out = PyMem_Calloc((size_t)len + 1, sizeof **out);
+    if (!*out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned long long p, b;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KK:_scan offer", &p, &b)) {
+            Py_DECREF(seq);
+            PyMem_Free(*out);
+            *out = NULL;
+            return -1;
+        }
+        (*out)[i].ptr = p;
+        (*out)[i].nbytes = b;
+    }
+    *n = (size_t)len;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *scan_tuples(const l2p_graph_scan *sc, const l2p_buffer_record *rec, size_t nrec,
+                             const size_t *record_of)
+{
+    PyObject *kernels = PyList_New((Py_ssize_t)sc->n_kernels);
+    PyObject *records = PyList_New((Py_ssize_t)nrec);
+    PyObject *uses = PyList_New((Py_ssize_t)sc->n_uses);
+    for (size_t i = 0; kernels && records && uses && i < sc->n_kernels; i++) {
+        const l2p_kernel_info *k = &sc->kernels[i];
+        PyObject *t = Py_BuildValue("(nsNNIn)", (Py_ssize_t)i, k->name, shape_tuple(k->grid),
+                                    shape_tuple(k->block), k->shared_mem,
+                                    (Py_ssize_t)k->num_params);
+        if (!t) Py_CLEAR(kernels);
+        else PyList_SET_ITEM(kernels, (Py_ssize_t)i, t);
+    }
+    for (size_t i = 0; kernels && records && uses && i < nrec; i++) {
+        PyObject *t = Py_BuildValue("(KKl)", (unsigned long long)rec[i].address,
+                                    (unsigned long long)rec[i].size, rec[i].offer);
+        if (!t) Py_CLEAR(records);
+        else PyList_SET_ITEM(records, (Py_ssize_t)i, t);
+    }
+    for (size_t i = 0; kernels && records && uses && i < sc->n_uses; i++) {
+        const l2p_buffer_use *u = &sc->uses[i];
+        PyObject *t = Py_BuildValue("(nIIKn)", (Py_ssize_t)u->kernel, u->param, u->offset,
+                                    (unsigned long long)u->word, (Py_ssize_t)record_of[i]);
+        if (!t) Py_CLEAR(uses);
+        else PyList_SET_ITEM(uses, (Py_ssize_t)i, t);
+    }
+    if (!kernels || !records || !uses) {
+        Py_XDECREF(kernels);
+        Py_XDECREF(records);
+        Py_XDECREF(uses);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", kernels, records, uses);
+}
+
+/* _scan(offers): the raw discovery ((kernels, records, uses) tuples) for l2persist.foreign. */
+static PyObject *graph_scan(PyObject *self, PyObject *offers_obj)
+{
+    l2p_GraphObject *g = (l2p_GraphObject *)self;
+    l2p_offer *offers;
+    size_t n_offers;
+    l2p_graph_scan sc;
+    l2p_buffer_record *rec = NULL;
+    size_t nrec = 0;
+    if (graph_check(g) < 0 || parse_offers(offers_obj, &offers, &n_offers) < 0) return NULL;
+    if (l2p_graph_scan_run(g->g.device, g->g.graph, &sc) != L2P_OK) {
+        PyMem_Free(offers);
+        return l2p_py_raise(graph_state(self));
+    }
+    size_t *record_of = PyMem_Calloc(sc.n_uses + 1, sizeof *record_of);
+    PyObject *r = NULL;
+    if (!record_of) PyErr_NoMemory();
+    else if (l2p_buffers_build(sc.uses, sc.n_uses, offers, n_offers, &rec, &nrec, record_of) !=
+             L2P_OK)
+        l2p_py_raise(graph_state(self));
+    else r = scan_tuples(&sc, rec, nrec, record_of);
+    free(rec);
+    PyMem_Free(record_of);
+    PyMem_Free(offers);
+    l2p_graph_scan_free(&sc);
+    return r;
+}
+
+static PyObject *graph_buffers(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"candidates", NULL};
+    PyObject *candidates = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:buffers", names, &candidates)) return NULL;
+    if (graph_check((l2p_GraphObject *)self) < 0) return NULL;
+    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
+    if (!mod) return NULL;
+    PyObject *r = PyObject_CallMethod(mod, "_graph_buffers", "OO", self, candidates);
+    Py_DECREF(mod);
+    return r;
+}
+
+static PyObject *graph_nodes_window(PyObject *self, PyObject *nodes)
+{
+    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
+    if (!mod) return NULL;
+    PyObject *r = PyObject_CallMethod(mod, "NodeGroup", "OO", self, nodes);
+    Py_DECREF(mod);
+    return r;
+}
+
 static int graph_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(((l2p_GraphObject *)self)->refs);
+    Py_VISIT(((l2p_GraphObject *)self)->owner);
     return 0;
 }
 
 static int graph_clear(PyObject *self)
 {
     Py_CLEAR(((l2p_GraphObject *)self)->refs);
+    Py_CLEAR(((l2p_GraphObject *)self)->owner);
     return 0;
 }
 
@@ -180,16 +415,32 @@ static PyGetSetDef graph_getset[] = {
     {"closed", graph_get_closed, NULL, "Whether close() was called or capture failed.", NULL},
     {"instantiated", graph_get_instantiated, NULL,
      "Whether an executable graph is ready (made at launch, dropped when a node changes).", NULL},
+    {"owner", graph_get_owner, NULL,
+     "The foreign graph object this Graph borrows (l2persist.as_graph), or None when l2persist "
+     "captured it.", NULL},
+    {"handle", graph_get_handle, NULL, "The cudaGraph_t, as an int.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef graph_methods[] = {
-    {"set_access_policy_window", graph_set_window, METH_O,
-     "set_access_policy_window($self, window, /)\n--\n\nPut the window (None "
-     "disables) on every kernel node."},
+    {"set_access_policy_window", (PyCFunction)(void (*)(void))graph_set_window,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_access_policy_window($self, /, window, nodes=None)\n--\n\nPut the window (None "
+     "disables) on every kernel node, or on `nodes` (KernelNodes or positions). On a borrowed "
+     "PyTorch graph the owner is re-instantiated so that its next replay() has it."},
+    {"nodes_window", (PyCFunction)(void (*)(void))graph_nodes_window, METH_O,
+     "nodes_window($self, nodes, /)\n--\n\nA carrier (l2persist.foreign.NodeGroup) whose "
+     "access_policy_window reads and sets the window of these nodes."},
     {"launch", (PyCFunction)(void (*)(void))graph_launch, METH_VARARGS | METH_KEYWORDS,
      "launch($self, stream=None)\n--\n\nInstantiate if needed (again after node "
      "changes) and launch."},
-    {"close", graph_close, METH_NOARGS, "close($self, /)\n--\n\nDestroy the graph and its executable; idempotent."},
+    {"buffers", (PyCFunction)(void (*)(void))graph_buffers, METH_VARARGS | METH_KEYWORDS,
+     "buffers($self, /, candidates=None)\n--\n\nThe buffers the kernel nodes use, found from "
+     "their argument bytes (l2persist.foreign.BufferTable); candidates= (tensors, a module, a "
+     "dict name -> tensor, l2persist buffers) names them."},
+    {"_scan", graph_scan, METH_O,
+     "_scan($self, offers, /)\n--\n\nRaw discovery: (kernels, records, uses) tuples; offers "
+     "is a sequence of (ptr, nbytes)."},
+    {"close", graph_close, METH_NOARGS, "close($self, /)\n--\n\nDestroy the graph and its executable (a borrowed graph: only ours); idempotent."},
     {"__enter__", graph_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
     {"__exit__", graph_exit, METH_VARARGS,
      "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
@@ -239,7 +490,7 @@ static int node_set_window(PyObject *self, PyObject *value, void *c)
     if (l2p_graph_node_set_window(n->node, w) != L2P_OK) return l2p_py_raise_int(graph_state(self));
     l2p_graph_invalidate(&g->g); /* the executable copy still has the old window */
     if (value != Py_None && PyList_Append(g->refs, value) < 0) return -1;
-    return 0;
+    return notify_owner(g);
 }
 
 static PyObject *node_get_position(PyObject *self, void *c)
@@ -248,10 +499,60 @@ static PyObject *node_get_position(PyObject *self, void *c)
     return PyLong_FromSsize_t(((l2p_KernelNodeObject *)self)->position);
 }
 
+static int node_describe(PyObject *self, l2p_kernel_info *k)
+{
+    l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
+    if (node_check(n) < 0) return -1;
+    if (l2p_kernel_node_describe(n->node, k) != L2P_OK) return l2p_py_raise_int(graph_state(self));
+    return 0;
+}
+
+static PyObject *node_get_name(PyObject *self, void *c)
+{
+    l2p_kernel_info k;
+    (void)c;
+    return node_describe(self, &k) < 0 ? NULL : PyUnicode_FromString(k.name);
+}
+
+static PyObject *node_get_grid(PyObject *self, void *c)
+{
+    l2p_kernel_info k;
+    (void)c;
+    return node_describe(self, &k) < 0 ? NULL : shape_tuple(k.grid);
+}
+
+static PyObject *node_get_block(PyObject *self, void *c)
+{
+    l2p_kernel_info k;
+    (void)c;
+    return node_describe(self, &k) < 0 ? NULL : shape_tuple(k.block);
+}
+
+static PyObject *node_get_shared_mem(PyObject *self, void *c)
+{
+    l2p_kernel_info k;
+    (void)c;
+    return node_describe(self, &k) < 0 ? NULL : PyLong_FromUnsignedLong(k.shared_mem);
+}
+
+static PyObject *node_get_graph(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((l2p_KernelNodeObject *)self)->graph);
+}
+
 static PyObject *node_repr(PyObject *self)
 {
-    return PyUnicode_FromFormat("l2persist.KernelNode(position=%zd)",
-                                ((l2p_KernelNodeObject *)self)->position);
+    l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
+    l2p_kernel_info k;
+    if (((l2p_GraphObject *)n->graph)->closed || !((l2p_GraphObject *)n->graph)->g.graph ||
+        l2p_kernel_node_describe(n->node, &k) != L2P_OK) {
+        l2p_clear_error();
+        return PyUnicode_FromFormat("l2persist.KernelNode(position=%zd)", n->position);
+    }
+    return PyUnicode_FromFormat("l2persist.KernelNode(position=%zd, name='%.80s', grid=(%u, %u, "
+                                "%u), block=(%u, %u, %u))", n->position, k.name, k.grid[0],
+                                k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2]);
 }
 
 static int node_traverse(PyObject *self, visitproc visit, void *arg)
@@ -280,6 +581,11 @@ static PyGetSetDef node_getset[] = {
     {"access_policy_window", node_get_window, node_set_window,
      "The node's window (cudaKernelNodeAttributeAccessPolicyWindow); None when disabled.", NULL},
     {"position", node_get_position, NULL, "Index among the graph's kernel nodes.", NULL},
+    {"name", node_get_name, NULL, "The kernel's (mangled) name, from the driver.", NULL},
+    {"grid", node_get_grid, NULL, "Grid dimensions (x, y, z).", NULL},
+    {"block", node_get_block, NULL, "Block dimensions (x, y, z).", NULL},
+    {"shared_mem", node_get_shared_mem, NULL, "Dynamic shared memory per block, bytes.", NULL},
+    {"graph", node_get_graph, NULL, "The Graph the node belongs to.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot node_slots[] = {

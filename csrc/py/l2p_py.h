@@ -92,6 +92,7 @@ typedef struct {
     l2p_graph g;
     int closed;
     PyObject *refs; /* buffers and streams the captured work uses */
+    PyObject *owner; /* the foreign graph object borrowed from (as_graph), or NULL */
 } l2p_GraphObject;
 
 typedef struct {
@@ -154,6 +155,8 @@ int l2p_py_gather_flag_raise(l2p_state *st, int device);
 PyObject *l2p_device_new(l2p_state *st, int index);
 PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target);
 PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *refs);
+/* A Graph over another library's cudaGraph_t, never destroyed by us; `owner` kept alive. */
+PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObject *owner);
 PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size);
 PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset);
 PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
@@ -175,6 +178,7 @@ extern PyMethodDef l2p_timing_functions[];
 extern PyMethodDef l2p_counter_functions[];
 extern PyMethodDef l2p_model_functions[];
 extern PyMethodDef l2p_tune_functions[];
+extern PyMethodDef l2p_foreign_functions[];
 
 /* A heap type made from a spec, with the module as its defining module. */
 PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);

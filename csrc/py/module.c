@@ -6,6 +6,7 @@
 #include "binder.h"
 #include "l2p_flavour.h"
 #include "l2p_memory.h"
+#include "l2p_release.h"
 
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
 
@@ -181,7 +182,7 @@ static int module_exec(PyObject *m)
     if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
         add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0 ||
         add_functions(m, l2p_counter_functions) < 0 || add_functions(m, l2p_model_functions) < 0 ||
-        add_functions(m, l2p_tune_functions) < 0)
+        add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }
@@ -236,6 +237,7 @@ static void module_free(void *m)
                 (void)l2p_memory_free(i, st->flush[i]);
             st->flush[i] = NULL;
         }
+    l2p_release_drain(); /* releases a capture refused: the last safe point */
     module_clear((PyObject *)m);
 }
 

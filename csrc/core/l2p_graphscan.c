@@ -1,0 +1,273 @@
+#include "l2p_graphscan.h"
+
+#include <cuda.h> /* driver types only: the entry points come through l2p_driver_symbol */
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2p_device.h"
+#include "l2p_stream.h"
+
+/* ---- pure parts ---- */
+
+int l2p_word_may_be_pointer(uint64_t w)
+{
+    return w >= (1ull << 16) && w < (1ull << 57);
+}
+
+size_t l2p_scan_param_words(const unsigned char *bytes, size_t param_offset, size_t size,
+                            unsigned *offsets, uint64_t *words, size_t cap)
+{
+    size_t found = 0;
+    size_t k = (8 - param_offset % 8) % 8; /* first offset aligned in the argument buffer */
+    for (; k + 8 <= size; k += 8) {
+        uint64_t w;
+        memcpy(&w, bytes + k, sizeof w);
+        if (!l2p_word_may_be_pointer(w)) continue;
+        if (found < cap) {
+            offsets[found] = (unsigned)k;
+            words[found] = w;
+        }
+        found++;
+    }
+    return found;
+}
+
+/* The offer a word belongs to, or -1. */
+static long owning_offer(uint64_t w, const l2p_offer *offers, size_t n)
+{
+    long best = -1;
+    for (size_t i = 0; i < n; i++) {
+        const l2p_offer *o = &offers[i];
+        if (!(o->ptr <= w && w - o->ptr < o->nbytes)) continue;
+        if (best < 0) { best = (long)i; continue; }
+        const l2p_offer *b = &offers[best];
+        int o_starts = o->ptr == w, b_starts = b->ptr == w;
+        if (o_starts > b_starts || (o_starts == b_starts && o->nbytes < b->nbytes)) best = (long)i;
+    }
+    return best;
+}
+
+static int record_cmp(const void *a, const void *b)
+{
+    const l2p_buffer_record *x = (const l2p_buffer_record *)a, *y = (const l2p_buffer_record *)b;
+    if (x->address != y->address) return x->address < y->address ? -1 : 1;
+    /* at one address an offered tensor before the allocation that holds it */
+    unsigned long xo = (unsigned long)x->offer, yo = (unsigned long)y->offer; /* -1 sorts last */
+    return xo == yo ? 0 : xo < yo ? -1 : 1;
+}
+
+static size_t find_record(const l2p_buffer_record *r, size_t n, uint64_t address, long offer)
+{
+    for (size_t i = 0; i < n; i++)
+        if (r[i].offer == offer && (offer >= 0 || r[i].address == address)) return i;
+    return n;
+}
+
+l2p_status l2p_buffers_build(const l2p_buffer_use *uses, size_t n_uses, const l2p_offer *offers,
+                             size_t n_offers, l2p_buffer_record **out, size_t *n_out,
+                             size_t *record_of)
+{
+    l2p_buffer_record *r = (l2p_buffer_record *)calloc(n_uses ? n_uses : 1, sizeof *r);
+    size_t n = 0;
+    *out = NULL;
+    *n_out = 0;
+    if (!r) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory grouping %zu uses", n_uses);
+    for (size_t i = 0; i < n_uses; i++) { /* one record per offer, or per allocation */
+        long o = owning_offer(uses[i].word, offers, n_offers);
+        uint64_t address = o >= 0 ? offers[o].ptr : uses[i].range_start;
+        if (find_record(r, n, address, o) == n) {
+            r[n].address = address;
+            r[n].size = o >= 0 ? offers[o].nbytes : uses[i].range_size;
+            r[n].offer = o;
+            n++;
+        }
+    }
+    qsort(r, n, sizeof *r, record_cmp);
+    for (size_t i = 0; record_of && i < n_uses; i++) {
+        long o = owning_offer(uses[i].word, offers, n_offers);
+        record_of[i] = find_record(r, n, o >= 0 ? offers[o].ptr : uses[i].range_start, o);
+    }
+    *out = r;
+    *n_out = n;
+    return L2P_OK;
+}
+
+/* ---- the driver ---- */
+
+typedef CUresult (*get_params_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*param_info_fn)(CUfunction, size_t, size_t *, size_t *);
+typedef CUresult (*func_name_fn)(const char **, CUfunction);
+typedef CUresult (*kernel_function_fn)(CUfunction *, CUkernel);
+typedef CUresult (*pointer_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+
+typedef struct {
+    get_params_fn get_params;
+    param_info_fn param_info; /* NULL before driver 12.4 */
+    func_name_fn func_name;   /* NULL before driver 12.3 */
+    kernel_function_fn kernel_function;
+    pointer_attr_fn pointer_attr;
+} driver_calls;
+
+/* Resolved once; the optional ones may stay NULL (a driver too old for them). */
+static l2p_status driver(const driver_calls **out)
+{
+    static driver_calls d;
+    static int resolved;
+    if (!resolved) {
+        void *f;
+        L2P_TRY(l2p_driver_symbol("cuGraphKernelNodeGetParams", &f));
+        d.get_params = (get_params_fn)f;
+        L2P_TRY(l2p_driver_symbol("cuPointerGetAttribute", &f));
+        d.pointer_attr = (pointer_attr_fn)f;
+        d.param_info = l2p_driver_symbol("cuFuncGetParamInfo", &f) == L2P_OK ? (param_info_fn)f : NULL;
+        d.func_name = l2p_driver_symbol("cuFuncGetName", &f) == L2P_OK ? (func_name_fn)f : NULL;
+        d.kernel_function =
+            l2p_driver_symbol("cuKernelGetFunction", &f) == L2P_OK ? (kernel_function_fn)f : NULL;
+        l2p_clear_error();
+        resolved = 1;
+    }
+    *out = &d;
+    return L2P_OK;
+}
+
+/* The node's parameters, with func filled from `kern` when the node names a library kernel. */
+static l2p_status node_params(const driver_calls *d, cudaGraphNode_t node,
+                              CUDA_KERNEL_NODE_PARAMS *p)
+{
+    memset(p, 0, sizeof *p);
+    CUresult rc = d->get_params((CUgraphNode)node, p);
+    if (rc != CUDA_SUCCESS)
+        return l2p_fail(L2P_ERR_CUDA, "cuGraphKernelNodeGetParams failed (CUresult %d)", (int)rc);
+    if (!p->func && p->kern && d->kernel_function &&
+        d->kernel_function(&p->func, p->kern) != CUDA_SUCCESS)
+        p->func = NULL;
+    return L2P_OK;
+}
+
+static size_t count_params(const driver_calls *d, CUfunction f)
+{
+    size_t i = 0, off, size;
+    if (!d->param_info || !f) return 0;
+    while (i < 4096 && d->param_info(f, i, &off, &size) == CUDA_SUCCESS) i++;
+    return i;
+}
+
+l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out)
+{
+    const driver_calls *d;
+    CUDA_KERNEL_NODE_PARAMS p;
+    const char *name = NULL;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(driver(&d));
+    L2P_TRY(node_params(d, node, &p));
+    out->node = node;
+    out->func = (void *)p.func;
+    if (p.func && d->func_name && d->func_name(&name, p.func) == CUDA_SUCCESS && name)
+        strncpy(out->name, name, L2P_KERNEL_NAME_MAX - 1);
+    out->grid[0] = p.gridDimX, out->grid[1] = p.gridDimY, out->grid[2] = p.gridDimZ;
+    out->block[0] = p.blockDimX, out->block[1] = p.blockDimY, out->block[2] = p.blockDimZ;
+    out->shared_mem = p.sharedMemBytes;
+    out->num_params = count_params(d, p.func);
+    return L2P_OK;
+}
+
+/* The argument bytes in the `extra` form: one buffer holding every parameter at its offset. */
+static const unsigned char *extra_buffer(void **extra, size_t *size)
+{
+    const unsigned char *buf = NULL;
+    *size = 0;
+    for (size_t j = 0; extra && extra[j] != CU_LAUNCH_PARAM_END && j < 64; j += 2) {
+        if (extra[j] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = (const unsigned char *)extra[j + 1];
+        else if (extra[j] == CU_LAUNCH_PARAM_BUFFER_SIZE) *size = *(const size_t *)extra[j + 1];
+        else break; /* an option we do not know: its value's form is unknown too */
+    }
+    return buf;
+}
+
+static l2p_status push_use(l2p_graph_scan *s, size_t *cap, const l2p_buffer_use *u)
+{
+    if (s->n_uses == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        l2p_buffer_use *n = (l2p_buffer_use *)realloc(s->uses, c * sizeof *n);
+        if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning a graph");
+        s->uses = n;
+        *cap = c;
+    }
+    s->uses[s->n_uses++] = *u;
+    return L2P_OK;
+}
+
+/* Every pointer-like word of one parameter that the driver knows as device memory. */
+static l2p_status scan_param(const driver_calls *d, l2p_graph_scan *s, size_t *cap, size_t kernel,
+                             unsigned param, const unsigned char *bytes, size_t offset,
+                             size_t size)
+{
+    enum { MAX_WORDS = 512 }; /* 4 KiB of by-value structs per parameter */
+    unsigned offs[MAX_WORDS];
+    uint64_t words[MAX_WORDS];
+    size_t n = l2p_scan_param_words(bytes, offset, size, offs, words, MAX_WORDS);
+    for (size_t i = 0; i < n && i < MAX_WORDS; i++) {
+        CUdeviceptr start = 0;
+        size_t range = 0;
+        if (d->pointer_attr(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)words[i]) !=
+                CUDA_SUCCESS ||
+            d->pointer_attr(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)words[i]) !=
+                CUDA_SUCCESS || !range)
+            continue; /* not device memory: an integer, a host pointer, a freed address */
+        l2p_buffer_use u = {kernel, param, offs[i], words[i], (uint64_t)start, (uint64_t)range};
+        L2P_TRY(push_use(s, cap, &u));
+    }
+    return L2P_OK;
+}
+
+static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, size_t *cap, size_t kernel)
+{
+    CUDA_KERNEL_NODE_PARAMS p;
+    size_t extra_size = 0;
+    L2P_TRY(node_params(d, s->kernels[kernel].node, &p));
+    const unsigned char *buf = p.kernelParams ? NULL : extra_buffer(p.extra, &extra_size);
+    for (size_t i = 0; i < s->kernels[kernel].num_params; i++) {
+        size_t off = 0, size = 0;
+        if (d->param_info(p.func, i, &off, &size) != CUDA_SUCCESS) break;
+        const unsigned char *bytes = NULL;
+        if (p.kernelParams) bytes = (const unsigned char *)p.kernelParams[i];
+        else if (buf && off + size <= extra_size) bytes = buf + off;
+        if (bytes) L2P_TRY(scan_param(d, s, cap, kernel, (unsigned)i, bytes, off, size));
+    }
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out)
+{
+    const driver_calls *d;
+    size_t n = 0, cap = 0;
+    int prev;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(driver(&d));
+    if (!d->param_info)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "discovery needs cuFuncGetParamInfo (a CUDA 12.4 "
+                        "or newer driver) to find each kernel parameter's bytes");
+    L2P_TRY(l2p_graph_list_kernels(graph, NULL, &n));
+    L2P_TRY(l2p_device_enter(device, &prev)); /* the pointer queries need its context */
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
+    out->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *out->kernels);
+    l2p_status st = !nodes || !out->kernels
+                        ? l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning %zu nodes", n)
+                        : l2p_graph_list_kernels(graph, nodes, &n);
+    for (size_t k = 0; st == L2P_OK && k < n; k++) {
+        st = l2p_kernel_node_describe(nodes[k], &out->kernels[k]);
+        out->n_kernels = k + 1;
+        if (st == L2P_OK) st = scan_node(d, out, &cap, k);
+    }
+    l2p_device_leave(prev);
+    free(nodes);
+    if (st != L2P_OK) l2p_graph_scan_free(out);
+    return st;
+}
+
+void l2p_graph_scan_free(l2p_graph_scan *s)
+{
+    free(s->kernels);
+    free(s->uses);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,95 @@
+/* Discovery: which buffers the kernels of a CUDA graph use, found from the driver alone.
+ *
+ * For each kernel node (child graphs included): cuGraphKernelNodeGetParams gives the function
+ * and the argument bytes (kernelParams, or the `extra` buffer form); cuFuncGetParamInfo gives
+ * each parameter's offset and size; every 8-byte-aligned word of every parameter is a possible
+ * pointer (pointers sit inside by-value structs too), and cuPointerGetAttribute(RANGE_START_ADDR
+ * / RANGE_SIZE) names the allocation it falls in. Measured on the H100: this named exactly the
+ * buffers of PyTorch's index_add_ and index_select in a torch.cuda.CUDAGraph.
+ *
+ * An allocation may hold several tensors (a caching allocator's segment), so the allocation is
+ * only a fallback name: offered tensors [ptr, ptr + nbytes) are matched against the words
+ * themselves (l2p_buffers_build).
+ */
+#ifndef L2P_GRAPHSCAN_H
+#define L2P_GRAPHSCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "l2p_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define L2P_KERNEL_NAME_MAX 256
+
+typedef struct {
+    cudaGraphNode_t node;    /* the kernel node, in the graph or one of its child graphs */
+    void *func;              /* its CUfunction */
+    char name[L2P_KERNEL_NAME_MAX]; /* the (mangled) kernel name; "" when the driver cannot say */
+    unsigned grid[3], block[3];
+    unsigned shared_mem;     /* dynamic shared memory, bytes */
+    size_t num_params;       /* 0 when cuFuncGetParamInfo is missing (driver < 12.4) */
+} l2p_kernel_info;
+
+typedef struct {
+    size_t kernel;           /* index into the scan's kernels */
+    unsigned param;          /* the parameter */
+    unsigned offset;         /* byte offset of the word inside that parameter */
+    uint64_t word;           /* the address found */
+    uint64_t range_start;    /* the allocation it falls in */
+    uint64_t range_size;
+} l2p_buffer_use;
+
+typedef struct {
+    l2p_kernel_info *kernels;
+    size_t n_kernels;
+    l2p_buffer_use *uses;
+    size_t n_uses;
+} l2p_graph_scan;
+
+/* Describe one kernel node (no parameter scan): name, launch shape, parameter count. */
+l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out);
+/* Scan every kernel node of `graph` on `device`; free with l2p_graph_scan_free. */
+l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out);
+void l2p_graph_scan_free(l2p_graph_scan *s);
+
+/* ---- pure parts (C-tested without a GPU) ---- */
+
+/* A word that can be a device address: not small (integers, sizes, flags) and within the
+ * 57-bit virtual address space. */
+int l2p_word_may_be_pointer(uint64_t w);
+/* The 8-byte-aligned words of one parameter's bytes: alignment is that of the whole argument
+ * buffer (param_offset + k), as a struct member pointer is placed. Writes up to `cap` (offset,
+ * word) pairs that may be pointers; returns how many there are. */
+size_t l2p_scan_param_words(const unsigned char *bytes, size_t param_offset, size_t size,
+                            unsigned *offsets, uint64_t *words, size_t cap);
+
+/* A tensor the caller offers by address. */
+typedef struct {
+    uint64_t ptr, nbytes;
+} l2p_offer;
+
+/* One buffer of the graph: an offered tensor that some word points into, or else the
+ * allocation of words no offer contains. */
+typedef struct {
+    uint64_t address, size;
+    long offer;              /* index of the offered tensor; -1: a whole allocation */
+} l2p_buffer_record;
+
+/* Group the uses into buffers. A word belongs to the offer that contains it
+ * (ptr <= word < ptr + nbytes); among several (a tensor and its view) the one starting at the
+ * word, else the smallest. Words no offer contains group by allocation. Records are sorted by
+ * address; record_of[i] gives use i's record. Free *out with free(). */
+l2p_status l2p_buffers_build(const l2p_buffer_use *uses, size_t n_uses, const l2p_offer *offers,
+                             size_t n_offers, l2p_buffer_record **out, size_t *n_out,
+                             size_t *record_of);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,565 @@
+"""Other libraries' CUDA graphs and kernels: borrow them, find their buffers, window their nodes.
+
+``as_graph(obj)`` gives an l2persist :class:`~l2persist.Graph` over a graph another library
+owns (never destroying it), whose kernel nodes carry per-node access policy windows.
+``Graph.buffers(candidates=...)`` lists the buffers its kernels use (the scan is the C core's:
+``csrc/core/l2p_graphscan.h``). ``discover(fn)`` finds, for the tuner, the buffers a callable's
+kernels use and a carrier per buffer on which a window reaches those kernels.
+
+Where a window set on a borrowed graph takes effect (measured on the H100, driver 580, torch
+2.11; /work/fixtures/foreign-findings.txt):
+
+* **PyTorch** ``torch.cuda.CUDAGraph(keep_graph=True)``: the window is set on the raw graph's
+  nodes (``raw_cuda_graph()``), then l2persist calls the owner's ``instantiate()``, which
+  destroys PyTorch's executable and instantiates the raw graph again: the owner's next
+  ``g.replay()`` runs with the window (0.869 ms against 1.679 ms without; setting it to None the
+  same way removes it). Without ``keep_graph=True`` PyTorch keeps no raw graph: ``as_graph``
+  says so. Setting an attribute after instantiation and calling ``cuGraphExecUpdate`` reports
+  success and changes nothing, so l2persist never relies on it.
+* **CuPy** ``cupy.cuda.Graph``: CuPy destroys the ``cudaGraph_t`` right after instantiating
+  it and keeps only the executable, whose nodes the driver can neither list nor window:
+  ``as_graph`` refuses and says to capture the CuPy calls on an l2persist stream instead.
+* **cuda.core** ``GraphBuilder``: after ``end_building()`` the builder holds the
+  ``CUgraph``; ``as_graph(builder)`` borrows it, and every ``builder.complete()`` made after
+  the windows were set instantiates them (a ``cuda.core`` ``Graph`` already completed is an
+  executable and is refused like one). Not yet measured on a GPU.
+* **Raw handles**: an int (or a cuda.bindings ``CUgraph``) is taken as a ``cudaGraph_t`` that
+  the caller vouches for. Windows are set on its nodes; an executable made *after* that (by the
+  caller, or by ``Graph.launch``) has them; one made before does not.
+* A bare ``cudaGraphExec_t`` cannot be windowed at all: the driver gives no way back from an
+  executable to its nodes' attributes.
+
+Persisting lines outlive the graph that made them until ``l2persist.reset_persisting_l2()``:
+reset between trials.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from . import _core
+from ._core import Graph, KernelNode
+from ._format import human_bytes
+
+__all__ = ["as_graph", "discover", "launch", "BufferRecord", "BufferTable", "NodeGroup", "Candidate",
+           "DiscoveryError"]
+
+
+class DiscoveryError(RuntimeError):
+    """fn could not be captured into a CUDA graph, so its buffers cannot be found."""
+
+
+# ---- owners -------------------------------------------------------------------------------
+
+def _module_of(obj: Any) -> str:
+    return type(obj).__module__ or ""
+
+
+def _is_torch_graph(obj: Any) -> bool:
+    return _module_of(obj).startswith("torch") and hasattr(obj, "raw_cuda_graph")
+
+
+def _torch_device(device):
+    if device is not None:
+        return device
+    torch = sys.modules.get("torch")
+    return torch.cuda.current_device() if torch is not None else None
+
+
+def as_graph(obj: Any = None, *, exec: Any = None, device: Any = None) -> Graph:
+    """An l2persist Graph over another library's CUDA graph, borrowed (never destroyed).
+
+    ``obj``: a ``torch.cuda.CUDAGraph`` made with ``keep_graph=True`` after its capture ended;
+    a ``cudaGraph_t`` as an int or a cuda.bindings ``CUgraph``; an l2persist Graph (returned as
+    is). ``exec=``: a ``cudaGraphExec_t`` alone is refused (its nodes cannot be windowed).
+    The Graph lists ``kernel_nodes`` (name, grid, block), reads and sets per-node windows
+    (``node.access_policy_window``, ``set_access_policy_window(w, nodes=...)``,
+    ``nodes_window(nodes)``), and ``buffers()``. For a PyTorch owner each change re-instantiates
+    the owner so that its own ``replay()`` has the windows; see the module's docstring for the
+    other owners.
+    """
+    if isinstance(obj, Graph):
+        return obj
+    if obj is None:
+        if exec is not None:
+            raise ValueError(
+                "as_graph: a cudaGraphExec_t alone cannot carry windows: the driver can neither "
+                "list an executable graph's nodes nor set their attributes (and cuGraphExecUpdate "
+                "was measured to apply no window). Pass the cudaGraph_t it was instantiated from "
+                "and instantiate again after setting windows")
+        raise TypeError("as_graph: obj is required (a torch.cuda.CUDAGraph, a cudaGraph_t int)")
+    if _is_torch_graph(obj):
+        try:
+            handle = int(obj.raw_cuda_graph())
+        except RuntimeError as e:
+            raise ValueError(
+                "as_graph: this torch.cuda.CUDAGraph keeps no raw graph: make it with "
+                "torch.cuda.CUDAGraph(keep_graph=True) and call as_graph after its capture "
+                f"ended ({e})") from e
+        return _core._borrow_graph(handle, _torch_device(device), obj)
+    mod, name = _module_of(obj), type(obj).__name__
+    if mod.startswith("cupy"):
+        handle = int(getattr(obj, "graph", 0) or 0)
+        if not handle:
+            raise ValueError(
+                "as_graph: this CuPy graph keeps only its executable (CuPy destroys the "
+                "cudaGraph_t after instantiating it), whose nodes cannot be windowed. Capture "
+                "the same calls with l2persist instead: `with s.capture() as g:` on an "
+                "l2persist.Stream s, running them inside `with cupy.cuda.ExternalStream(s.handle):`")
+        return _core._borrow_graph(handle, device, obj)
+    if mod.startswith("cuda.core") and name == "GraphBuilder":
+        mnff = getattr(obj, "_mnff", None)
+        handle = getattr(mnff, "graph", None)
+        if not handle:
+            raise ValueError("as_graph: this cuda.core GraphBuilder holds no graph yet: call "
+                             "end_building() first (and complete() after setting windows)")
+        return _core._borrow_graph(int(handle), device, obj)
+    if mod.startswith("cuda.core") and name == "Graph":
+        raise ValueError(
+            "as_graph: a cuda.core Graph is an executable (cudaGraphExec_t), whose nodes cannot "
+            "be windowed: borrow its GraphBuilder after end_building() with as_graph(builder), "
+            "set the windows, then call builder.complete() for an executable that has them")
+    if "Exec" in name:
+        return as_graph(None, exec=obj)
+    if isinstance(obj, bool):
+        raise TypeError("as_graph: expected a graph, got bool")
+    if isinstance(obj, int) or name in ("CUgraph", "cudaGraph_t"):
+        return _core._borrow_graph(int(obj), device, obj)
+    raise TypeError(
+        f"as_graph: expected a torch.cuda.CUDAGraph(keep_graph=True), a cudaGraph_t (int or "
+        f"CUgraph) or an l2persist Graph, got {mod}.{name}")
+
+
+def _owner_changed(graph: Graph) -> None:
+    """A window on a borrowed graph's node changed: make the owner's next replay see it.
+
+    Called by the C layer after every change. PyTorch: instantiate() again (it destroys its
+    executable and instantiates the raw graph, attributes included). Other owners: nothing can
+    reach their executable; l2persist's own launch() instantiates afresh."""
+    owner = graph.owner
+    if owner is not None and _is_torch_graph(owner):
+        owner.instantiate()
+
+
+def owner_sees_windows(graph: Graph) -> bool:
+    """Whether windows set on `graph`'s nodes reach its owner's own replay (True for PyTorch
+    and for graphs l2persist captured; False for raw handles, whose executable is the
+    caller's)."""
+    owner = graph.owner
+    return owner is None or _is_torch_graph(owner)
+
+
+# ---- candidates offered by the caller -----------------------------------------------------
+
+@dataclass
+class _Offer:
+    name: str
+    obj: Any
+    ptr: int
+    nbytes: int
+
+
+def _address_of(obj: Any) -> tuple[int, int]:
+    """(ptr, nbytes) of a buffer-like object, through l2persist's own import."""
+    if isinstance(obj, _core.DeviceBuffer):
+        return obj.ptr, obj.nbytes
+    b = _core.as_buffer(obj)
+    return b.ptr, b.nbytes
+
+
+def _named(candidates: Any) -> list[tuple[str, Any]]:
+    if candidates is None:
+        return []
+    if isinstance(candidates, dict):
+        return [(str(k), v) for k, v in candidates.items()]
+    if hasattr(candidates, "named_parameters") and hasattr(candidates, "named_buffers"):
+        pairs = list(candidates.named_parameters()) + list(candidates.named_buffers())
+        return [(n, t) for n, t in pairs if getattr(t, "is_cuda", True)]
+    if isinstance(candidates, (list, tuple)):
+        out = []
+        for i, c in enumerate(candidates):
+            if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], str):
+                out.append(c)
+            else:
+                out.append((f"candidates[{i}]", c))
+        return out
+    return [("candidate", candidates)]
+
+
+def _offers(candidates: Any) -> list[_Offer]:
+    """Normalise candidates= (tensors, a module's parameters and buffers, a dict name ->
+    tensor, l2persist buffers, (name, tensor) pairs) into named address ranges."""
+    offers = []
+    for name, obj in _named(candidates):
+        try:
+            ptr, nbytes = _address_of(obj)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"candidates: {name!r} is not a device buffer ({e})") from e
+        if nbytes:
+            offers.append(_Offer(name, obj, ptr, nbytes))
+    return offers
+
+
+class _RawRange:
+    """A device address range as a CUDA-array-interface object (bytes), for l2persist's view."""
+
+    def __init__(self, ptr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3, "strides": None}
+
+
+# ---- buffers of a graph -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BufferUse:
+    node: int        # kernel node position
+    param: int       # parameter index
+    offset: int      # byte offset of the pointer inside that parameter
+    address: int     # the address found there
+
+
+@dataclass
+class BufferRecord:
+    """One buffer the graph's kernels use: an offered tensor, or an allocation no offer
+    covers (then the whole allocation, which may hold several tensors)."""
+    address: int
+    size: int
+    name: str
+    nodes: tuple          # KernelNode objects that use it
+    uses: tuple           # BufferUse records
+    source: Any = None    # the offered object, or None
+    allocation: bool = False
+    _view: Any = field(default=None, repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    @property
+    def buffer(self):
+        """An l2persist DeviceBuffer over the range (borrowed), for AccessPolicyWindow."""
+        if self._view is None:
+            src = self.source
+            if isinstance(src, _core.DeviceBuffer):
+                self._view = src
+            elif src is not None:
+                self._view = _core.as_buffer(src)
+            else:
+                self._view = _core.as_buffer(_RawRange(self.address, self.size))
+        return self._view
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+class BufferTable(list):
+    """BufferRecords with a text table and an HTML view."""
+
+    _HEAD = ("name", "address", "size", "nodes", "param@offset")
+
+    def _rows(self):
+        for r in self:
+            nodes = ", ".join(f"{n.position}:{_short(n.name, 32)}" for n in r.nodes)
+            where = ", ".join(sorted({f"{u.node}.p{u.param}@{u.offset}" for u in r.uses}))
+            yield (r.name + (" (allocation)" if r.allocation else ""), f"0x{r.address:x}",
+                   human_bytes(r.size), nodes, where)
+
+    def table(self) -> str:
+        rows = [self._HEAD, *self._rows()]
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(self._HEAD))]
+        return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+                         for row in rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_html_(self) -> str:
+        import html
+        head = "".join(f"<th>{h}</th>" for h in self._HEAD)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
+                       for row in self._rows())
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _graph_buffers(graph: Graph, candidates: Any = None) -> BufferTable:
+    """Graph.buffers(): the C scan, named and grouped for people."""
+    offers = _offers(candidates)
+    kernels, records, uses = graph._scan([(o.ptr, o.nbytes) for o in offers])
+    nodes = graph.kernel_nodes
+    table = BufferTable()
+    for index, (address, size, offer) in enumerate(records):
+        mine = [u for u in uses if u[4] == index]
+        positions = sorted({u[0] for u in mine})
+        o = offers[offer] if offer >= 0 else None
+        table.append(BufferRecord(
+            address=address, size=size,
+            name=o.name if o else f"buffer@0x{address:x}",
+            nodes=tuple(nodes[p] for p in positions),
+            uses=tuple(BufferUse(u[0], u[1], u[2], u[3]) for u in mine),
+            source=o.obj if o else None, allocation=o is None))
+    return table
+
+
+# ---- carriers -----------------------------------------------------------------------------
+
+class NodeGroup:
+    """A group of a graph's kernel nodes carrying one window: the tuner's per-node carrier.
+
+    Setting ``access_policy_window`` sets it on every node of the group (None disables) and
+    makes it effective for the owner's next replay where the owner allows (see
+    ``owner_sees_windows``)."""
+
+    def __init__(self, graph: Graph, nodes: Iterable):
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph: expected an l2persist Graph, got {type(graph).__name__}")
+        all_nodes = graph.kernel_nodes
+        picked = []
+        for n in nodes:
+            if isinstance(n, KernelNode):
+                if n.graph is not graph:
+                    raise ValueError("nodes: a KernelNode of another Graph")
+                picked.append(all_nodes[n.position])
+            elif isinstance(n, int) and not isinstance(n, bool):
+                if not 0 <= n < len(all_nodes):
+                    raise ValueError(f"nodes: position {n} is outside 0..{len(all_nodes) - 1}")
+                picked.append(all_nodes[n])
+            else:
+                raise TypeError(f"nodes: expected KernelNode or int, got {type(n).__name__}")
+        if not picked:
+            raise ValueError("nodes: at least one kernel node is needed")
+        self.graph = graph
+        self.nodes = tuple(picked)
+
+    @property
+    def access_policy_window(self):
+        """The window of the group's first node (they are set together); None when off."""
+        return self.nodes[0].access_policy_window
+
+    @access_policy_window.setter
+    def access_policy_window(self, window) -> None:
+        self.graph.set_access_policy_window(window, nodes=[n.position for n in self.nodes])
+
+    @property
+    def effective_on_owner(self) -> bool:
+        return owner_sees_windows(self.graph)
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{n.position}:{_short(n.name, 24)}" for n in self.nodes)
+        return f"NodeGroup([{names}])"
+
+
+# ---- discovery for the tuner --------------------------------------------------------------
+
+@dataclass
+class Candidate:
+    """A buffer worth considering for a window, and where a window on it goes.
+
+    ``carrier``: a NodeGroup on the graph that will be timed (None when fn could not be
+    captured and the buffer came from candidates= alone: window it on the stream).
+    ``timing``: None when windows on the carrier reach fn's own work (call fn to time), else a
+    callable that replays the graph the windows were put on (time that instead)."""
+    name: str
+    nbytes: int
+    address: int
+    nodes: tuple
+    carrier: NodeGroup | None
+    timing: Callable[[], None] | None
+    record: BufferRecord | None = None
+    source: Any = None
+
+    @property
+    def buffer(self):
+        if self.record is not None:
+            return self.record.buffer
+        src = self.source
+        return src if isinstance(src, _core.DeviceBuffer) else _core.as_buffer(src)
+
+
+def _replayed_torch_graphs(fn: Callable[[], Any]) -> list:
+    """Run fn once for real, noting the torch CUDAGraphs it replays (a replay cannot be
+    captured: PyTorch refuses, and leaves a raw capture active)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch.cuda, "CUDAGraph"):
+        fn()
+        return []
+    cls = torch.cuda.CUDAGraph
+    original = cls.replay
+    seen: dict[int, Any] = {}
+
+    def replay(self, *a, **k):
+        seen.setdefault(id(self), self)
+        return original(self, *a, **k)
+
+    cls.replay = replay
+    try:
+        fn()
+    finally:
+        cls.replay = original
+    torch.cuda.synchronize()
+    return list(seen.values())
+
+
+def _foreign_stream_contexts(handle: int):
+    """Make CuPy's current stream the capturing one, where CuPy is in use."""
+    import contextlib
+    stack = contextlib.ExitStack()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        stack.enter_context(cupy.cuda.ExternalStream(handle))
+    return stack
+
+
+def _stream_handle(stream) -> int:
+    return stream.handle if isinstance(stream, _core.Stream) else _core.Stream(wrap=stream).handle
+
+
+def _capture_torch(fn, stream):
+    torch = sys.modules["torch"]
+    tg = torch.cuda.CUDAGraph(keep_graph=True)
+    side = torch.cuda.ExternalStream(_stream_handle(stream)) if stream is not None else None
+    with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
+        with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
+            fn()
+    return as_graph(tg), tg.replay
+
+
+def _capture_l2persist(fn, stream, device):
+    s = stream if stream is not None else _core.Stream(device)
+    _core._capture_begin_relaxed(s)
+    failure = None
+    try:
+        with _foreign_stream_contexts(_stream_handle(s)):
+            fn()
+    except BaseException as e:  # the capture must end whatever fn did
+        failure = e
+    g = _core._capture_end(s, [s])
+    if failure is not None:
+        g.close()
+        raise failure
+    return g, lambda: g.launch(stream=s)
+
+
+def _capture(fn, stream, device):
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return _capture_torch(fn, stream)
+    return _capture_l2persist(fn, stream, device)
+
+
+def _from_graph(graph: Graph, candidates, timing) -> list[Candidate]:
+    out = []
+    for r in graph.buffers(candidates):
+        if not r.nodes or not r.size:
+            continue
+        out.append(Candidate(name=r.name, nbytes=r.size, address=r.address, nodes=r.nodes,
+                             carrier=NodeGroup(graph, r.nodes), timing=timing, record=r,
+                             source=r.source))
+    return out
+
+
+def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None) -> list[Candidate]:
+    """The buffers fn's kernels use, each with a carrier for a window: the tuner's targets.
+
+    fn is run once for real. If it replays PyTorch CUDA graphs (made with keep_graph=True),
+    those graphs are borrowed and scanned, and windows on their nodes reach fn's own replays
+    (timing None). Otherwise fn is captured once (relaxed mode) on `stream` (or a private one;
+    through PyTorch's graph capture when PyTorch is in use, with CuPy's current stream pointed
+    at it), the capture is scanned, and timing replays that captured graph. candidates= names
+    the buffers (else "buffer@0x..."). Sorted largest first.
+
+    Raises DiscoveryError when fn cannot be captured and no candidates= were given; with
+    candidates= it then returns them without nodes (carrier None: window them on the stream).
+    """
+    graphs = _replayed_torch_graphs(fn)
+    found: list[Candidate] = []
+    if graphs:
+        for tg in graphs:
+            found += _from_graph(as_graph(tg, device=device), candidates, None)
+    else:
+        try:
+            graph, timing = _capture(fn, stream, device)
+        except Exception as e:  # noqa: BLE001 - any failure means: not capturable
+            graph, why = None, e
+        if graph is not None and not graph.kernel_nodes:
+            graph, why = None, "fn queued no kernel on the capturing stream"
+        if graph is None:
+            if candidates is None:
+                raise DiscoveryError(
+                    f"discover: fn could not be captured into a CUDA graph ({why}); pass "
+                    "candidates= (tensors, a module, a dict name -> tensor, l2persist buffers) "
+                    "to name the buffers to try") from (why if isinstance(why, BaseException)
+                                                        else None)
+            return [Candidate(name=o.name, nbytes=o.nbytes, address=o.ptr, nodes=(),
+                              carrier=None, timing=None, source=o.obj)
+                    for o in _offers(candidates)]
+        found = _from_graph(graph, candidates, timing)
+    found.sort(key=lambda c: c.nbytes, reverse=True)
+    return found
+
+
+# ---- foreign launches ---------------------------------------------------------------------
+
+def _function_of(kernel: Any) -> tuple[int, bool]:
+    """(handle, is_kernel) for the kinds of kernel objects l2persist.launch takes."""
+    if isinstance(kernel, bool):
+        raise TypeError("kernel: expected a kernel object or a CUfunction int, got bool")
+    if isinstance(kernel, int):
+        return kernel, False
+    mod, name = _module_of(kernel), type(kernel).__name__
+    if name == "CUfunction":                      # cuda.bindings
+        return int(kernel), False
+    if name == "CUkernel":
+        return int(kernel), True
+    if mod.startswith("cupy"):
+        fn = kernel.kernel if hasattr(kernel, "kernel") else kernel   # RawKernel -> Function
+        return int(fn.ptr), False
+    if mod.startswith("cuda.core"):               # a cuda.core Kernel holds a CUkernel
+        h = getattr(kernel, "handle", None) or getattr(kernel, "_handle", None)
+        if h is not None:
+            return int(h), type(h).__name__ != "CUfunction"
+    if mod.startswith("triton"):
+        if getattr(kernel, "function", None) is None and hasattr(kernel, "_init_handles"):
+            kernel._init_handles()
+        f = getattr(kernel, "function", None)
+        if f is not None:
+            return int(f), False
+    raise TypeError(
+        f"kernel: expected a cuda.core Kernel, a CuPy RawKernel or RawModule function, a Triton "
+        f"compiled kernel or a CUfunction int, got {mod}.{name}")
+
+
+def _dims(name: str, v: Any) -> tuple[int, int, int]:
+    if isinstance(v, bool):
+        raise TypeError(f"{name}: expected an int or a tuple of 1-3 ints, got bool")
+    if isinstance(v, int):
+        v = (v,)
+    try:
+        t = tuple(int(x) for x in v)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int or a tuple of 1-3 ints, got "
+                        f"{type(v).__name__}") from None
+    if not 1 <= len(t) <= 3 or any(x < 1 or x > 0xFFFFFFFF for x in t):
+        raise ValueError(f"{name}: 1-3 dimensions, each in 1..4294967295, got {v!r}")
+    return t + (1,) * (3 - len(t))
+
+
+def launch(kernel: Any, grid: Any, block: Any, args: Iterable = (), *, stream=None, window=None,
+           shared_mem: int = 0, device=None) -> None:
+    """Launch another library's kernel through cuLaunchKernelEx, with an access policy window
+    on this one launch.
+
+    kernel: a cuda.core ``Kernel``, a CuPy ``RawKernel`` or ``RawModule.get_function(...)``,
+    a Triton compiled kernel, or a ``CUfunction`` int. grid, block: an int or 1-3 ints.
+    args: buffers (DeviceBuffer, CuPy / PyTorch arrays: their device address), ints, floats,
+    NumPy scalars, each written at the width of the kernel's parameter (cuFuncGetParamInfo);
+    the count must match. window: an AccessPolicyWindow or None. stream: an l2persist Stream,
+    a foreign stream, or None (the legacy default stream on `device`).
+    """
+    handle, is_kernel = _function_of(kernel)
+    if not isinstance(shared_mem, int) or isinstance(shared_mem, bool):
+        raise TypeError(f"shared_mem: expected an int, got {type(shared_mem).__name__}")
+    _core._launch_ex(handle, is_kernel, _dims("grid", grid), _dims("block", block), list(args),
+                     stream, window, shared_mem, device)

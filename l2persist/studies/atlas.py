@@ -1,0 +1,339 @@
+"""An atlas of where persistence pays: other libraries' workloads at several structure sizes
+relative to the L2, each tuned three ways: tune() with no targets (discovery), tune() told the
+right target, and an exhaustive grid of set-aside levels x hit ratios on that target.
+
+Workloads: an atomic histogram (PyTorch index_add_), a Bloom filter insert (CuPy atomicOr), an
+embedding lookup (PyTorch index_select, Zipf ids), a CSR SpMV (CuPy sparse), GEMV weights in a
+PyTorch CUDA graph, a streaming pass (l2persist), and a composite step of three kernels on
+different buffers captured as a PyTorch CUDA graph. A workload whose library is missing is
+skipped with a note. Speedups are against the better of limit 0 and the default limit with no
+window, measured in the same run; persisting lines are reset before every timing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .. import _core, kernels as K
+from ..results import PlotSpec
+from ..tune import Target, tune
+
+TITLE = "Atlas: where persistence pays, across libraries and sizes relative to L2"
+NEEDS_GPU = True
+SOURCE = ("issue 18: tune with no targets against tune told the target and an exhaustive grid, "
+          "on PyTorch / CuPy / l2persist workloads at several sizes / L2")
+MIB = 1 << 20
+FRACTIONS = (0.3, 0.6, 0.8, 1.2)
+QUICK_FRACTIONS = (0.6,)
+HIT_RATIOS = (0.25, 0.5, 0.75, 1.0)
+
+
+class _Skip(Exception):
+    """A workload that cannot run here (its library is missing)."""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise _Skip("PyTorch is not installed") from e
+    if not torch.cuda.is_available():
+        raise _Skip("PyTorch sees no CUDA device")
+    return torch
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as e:
+        raise _Skip("CuPy is not installed") from e
+    return cupy
+
+
+class _Workload:
+    """fn runs the work on the study's stream; target is what the right answer windows;
+    candidates names the buffers for tune with no targets; keep holds what must live."""
+
+    def __init__(self, fn, target, candidates, keep=(), graph=None):
+        self.fn, self.target, self.candidates, self.keep, self.graph = (
+            fn, target, candidates, list(keep), graph)
+
+    def close(self):
+        if self.graph is not None:
+            self.graph.close()          # the borrowed l2persist Graph; its owner stays alive
+        self.keep.clear()
+
+
+def _on_stream(torch, s, body):
+    ext = torch.cuda.ExternalStream(s.handle)
+
+    def fn():
+        with torch.cuda.stream(ext):
+            body()
+    return fn
+
+
+def _torch_graph(torch, s, body):
+    """Capture body in torch.cuda.CUDAGraph(keep_graph=True) after a warm-up; (fn, graph,
+    borrowed l2persist Graph)."""
+    from ..foreign import as_graph
+    ext = torch.cuda.ExternalStream(s.handle)
+    with torch.cuda.stream(ext):
+        body()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        body()
+
+    def fn():
+        with torch.cuda.stream(ext):
+            g.replay()
+    return fn, g, as_graph(g)
+
+
+def histogram(s, size, n, rng):
+    torch = _torch()
+    acc = torch.zeros(size // 4, device="cuda")
+    idx = torch.randint(0, acc.numel(), (n,), device="cuda", dtype=torch.int32)
+    vals = torch.rand(n, device="cuda")
+    fn = _on_stream(torch, s, lambda: acc.index_add_(0, idx, vals))
+    return _Workload(fn, acc, {"acc": acc, "idx": idx, "vals": vals}, (acc, idx, vals))
+
+
+BLOOM = r"""
+extern "C" __global__ void bloom_insert(unsigned *bits, const unsigned *keys, long long n,
+                                        unsigned nbits)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        unsigned k = keys[i];
+        for (unsigned h = 0; h < 4; h++) {
+            unsigned x = k * (2654435761u + 2u * h) ^ (k >> (7 + h));
+            unsigned b = x % nbits;
+            atomicOr(&bits[b >> 5], 1u << (b & 31));
+        }
+    }
+}
+"""
+
+
+def bloom(s, size, n, rng):
+    cp = _cupy()
+    bits = cp.zeros(size // 4, dtype=cp.uint32)
+    keys = cp.asarray(rng.integers(0, 1 << 32, n, dtype=np.uint32))
+    kern = cp.RawKernel(BLOOM, "bloom_insert")
+    ext = cp.cuda.ExternalStream(s.handle)
+    nbits = np.uint32(min(bits.size * 32, (1 << 32) - 1))
+
+    def fn():
+        with ext:
+            kern((1024,), (256,), (bits, keys, np.int64(n), nbits))
+    return _Workload(fn, bits, {"bits": bits, "keys": keys}, (bits, keys))
+
+
+def embedding(s, size, n, rng):
+    torch = _torch()
+    dim = 64
+    table = torch.rand(max(size // (4 * dim), 1), dim, device="cuda")
+    zipf = np.minimum(rng.zipf(1.2, n), table.shape[0]) - 1
+    ids = torch.from_numpy(zipf.astype(np.int64)).cuda()
+    out = torch.empty(n, dim, device="cuda")
+    fn = _on_stream(torch, s, lambda: torch.index_select(table, 0, ids, out=out))
+    return _Workload(fn, table, {"table": table, "ids": ids, "out": out}, (table, ids, out))
+
+
+def spmv(s, size, n, rng):
+    cp = _cupy()
+    from cupyx.scipy import sparse
+    cols = size // 4
+    rows = max(n // 16, 1)
+    nnz = rows * 16
+    indptr = cp.arange(0, nnz + 1, 16, dtype=cp.int32)
+    indices = cp.asarray(rng.integers(0, cols, nnz, dtype=np.int32))
+    data = cp.asarray(rng.random(nnz, dtype=np.float32))
+    a = sparse.csr_matrix((data, indices, indptr), shape=(rows, cols))
+    x = cp.asarray(rng.random(cols, dtype=np.float32))
+    ext = cp.cuda.ExternalStream(s.handle)
+
+    def fn():
+        with ext:
+            a.dot(x)
+    return _Workload(fn, x, {"x": x, "values": data, "indices": indices}, (a, x, data, indices))
+
+
+def gemv_graph(s, size, n, rng):
+    torch = _torch()
+    cols = 4096
+    w = torch.rand(max(size // (4 * cols), 1), cols, device="cuda")
+    x = torch.rand(cols, 1, device="cuda")
+    y = torch.empty(w.shape[0], 1, device="cuda")
+    fn, g, graph = _torch_graph(torch, s, lambda: torch.mm(w, x, out=y))
+    return _Workload(fn, Target(w, on=graph), {"weights": w, "x": x, "y": y}, (w, x, y, g),
+                     graph)
+
+
+def streaming(s, size, n, rng):
+    src = _core.zeros(max(4 * n, 2 * size), np.uint8, device=s.device)
+    fn = lambda: K.stream_read(src, stream=s)  # noqa: E731
+    return _Workload(fn, Target(src, num_bytes=size), {"src": src}, (src,))
+
+
+def composite(s, size, n, rng):
+    torch = _torch()
+    acc = torch.zeros(size // 4, device="cuda")
+    idx = torch.randint(0, acc.numel(), (n,), device="cuda", dtype=torch.int32)
+    vals = torch.rand(n, device="cuda")
+    x = torch.rand(n, device="cuda")
+    y = torch.empty_like(x)
+    table = torch.rand(1 << 16, 64, device="cuda")
+    ids = torch.randint(0, table.shape[0], (n // 64,), device="cuda")
+    out = torch.empty(ids.numel(), 64, device="cuda")
+
+    def step():
+        acc.index_add_(0, idx, vals)
+        torch.mul(x, 2, out=y)
+        torch.index_select(table, 0, ids, out=out)
+    fn, g, graph = _torch_graph(torch, s, step)
+    names = {"acc": acc, "idx": idx, "vals": vals, "x": x, "y": y, "table": table, "ids": ids,
+             "out": out}
+    return _Workload(fn, Target(acc, on=graph), names, (*names.values(), g), graph)
+
+
+WORKLOADS = {
+    "histogram": histogram, "bloom": bloom, "embedding": embedding, "spmv": spmv,
+    "gemv-graph": gemv_graph, "streaming": streaming, "composite-graph": composite,
+}
+
+
+def _median_ms(fn, s, dev, repeat):
+    _core.reset_persisting_l2(dev.index)
+    return float(np.median(_core.time_calls(fn, stream=s, warmup=2, repeat=repeat, device=dev)))
+
+
+def _grid(w, s, dev, levels, hit_ratios, repeat):
+    """Every (set-aside level, hit ratio) with a PERSISTING/STREAMING window on the target's
+    carrier, and the two baselines; the reference the tuner is judged against."""
+    t = w.target if isinstance(w.target, Target) else Target(w.target)
+    carrier = t.on if t.on is not None else s
+    buf = _core.as_buffer(t.buffer)
+    default = dev.default_persisting_l2_limit
+    dev.persisting_l2_limit = 0
+    limit0 = _median_ms(w.fn, s, dev, repeat)
+    dev.persisting_l2_limit = default
+    default_ms = _median_ms(w.fn, s, dev, repeat)
+    best = (min(limit0, default_ms), None, None)
+    for level in levels:
+        if not level:
+            continue
+        dev.persisting_l2_limit = level
+        for hr in hit_ratios:
+            win = _core.AccessPolicyWindow(buf, t.num_bytes, offset=t.offset, hit_ratio=hr,
+                                           hit_prop=_core.AccessProperty.PERSISTING,
+                                           miss_prop=_core.AccessProperty.STREAMING, clamp=True)
+            _set_window(carrier, win)
+            ms = _median_ms(w.fn, s, dev, repeat)
+            if ms < best[0]:
+                best = (ms, level, hr)
+        _set_window(carrier, None)
+    dev.persisting_l2_limit = default
+    return limit0, default_ms, best
+
+
+def _set_window(carrier, win):
+    if isinstance(carrier, _core.Graph):
+        carrier.set_access_policy_window(win)
+    else:
+        carrier.access_policy_window = win
+
+
+def _tune_auto(w, s, dev, repeat):
+    """tune() with no targets, where this build has it (the tuner's rework)."""
+    try:
+        return tune(w.fn, None, candidates=w.candidates, stream=s, device=dev, repeat=repeat)
+    except TypeError as e:
+        if "candidates" in str(e) or "targets" in str(e) or "NoneType" in str(e):
+            return None
+        raise
+
+
+def _speedup(r):
+    return r.speedup if r.persistence_helps else 1.0
+
+
+def run(ctx):
+    dev = ctx.device
+    props = dev.properties
+    l2 = props.l2_cache_size
+    rng = np.random.default_rng()
+    fractions = QUICK_FRACTIONS if ctx.quick else FRACTIONS
+    repeat = 5 if ctx.quick else 9
+    n = (16 if ctx.quick else 64) * MIB
+    levels = list(_core.set_aside_levels(dev.persisting_l2_granule,
+                                         props.persisting_l2_cache_max_size,
+                                         dev.default_persisting_l2_limit))
+    if ctx.quick:
+        levels = levels[::3]
+    hit_ratios = (0.5, 1.0) if ctx.quick else HIT_RATIOS
+    skipped = {}
+    auto_missing = []
+
+    with _core.Stream(dev) as s:
+        def point(workload, fraction):
+            size = int(fraction * l2) // 256 * 256
+            try:
+                w = WORKLOADS[workload](s, size, n, rng)
+            except _Skip as e:
+                skipped[workload] = str(e)
+                return []
+            try:
+                right = tune(w.fn, [w.target], stream=s, device=dev, repeat=repeat)
+                auto = _tune_auto(w, s, dev, repeat)
+                if auto is None:
+                    auto_missing.append(workload)
+                limit0, default_ms, (best_ms, level, hr) = _grid(w, s, dev, levels, hit_ratios,
+                                                                 repeat)
+            finally:
+                w.close()
+                _core.reset_persisting_l2(dev.index)
+            better = min(limit0, default_ms)
+            return {"workload": workload, "size_mib": size / MIB, "size_over_l2": fraction,
+                    "limit0_ms": limit0, "default_ms": default_ms,
+                    "grid_speedup": better / best_ms, "grid_level_mib": (level or 0) / MIB,
+                    "grid_hit_ratio": hr,
+                    "right_speedup": _speedup(right), "right_helps": right.persistence_helps,
+                    "right_evals": right.evals,
+                    "auto_speedup": None if auto is None else _speedup(auto),
+                    "auto_helps": None if auto is None else auto.persistence_helps,
+                    "auto_evals": None if auto is None else auto.evals,
+                    "auto_s": None if auto is None else auto.wall_s}
+
+        records = ctx.sweep({"workload": list(WORKLOADS), "fraction": list(fractions)}, point)
+    for r in records:
+        r.pop("fraction", None)
+    notes = [f"{k} skipped: {why}" for k, why in skipped.items()]
+    if auto_missing:
+        notes.append("tune() with no targets is not available in this build: auto columns empty")
+    for r in records:
+        pays = r["grid_speedup"] >= 1.02
+        notes.append(
+            f"{r['workload']} at {r['size_over_l2']:.2f} x L2 ({r['size_mib']:.1f} MiB): grid best "
+            f"{r['grid_speedup']:.3f}x" + (f" (set-aside {r['grid_level_mib']:.2f} MiB, hit "
+                                          f"ratio {r['grid_hit_ratio']})" if pays else
+                                          " - persistence does not pay")
+            + f"; tune told the target {r['right_speedup']:.3f}x"
+            + ("" if r["auto_speedup"] is None else f"; tune with no targets {r['auto_speedup']:.3f}x"))
+    return ctx.results(
+        records, notes=notes,
+        columns=[("workload", "workload"), ("size_over_l2", "size / L2"),
+                 ("size_mib", "MiB"), ("grid_speedup", "grid best"),
+                 ("right_speedup", "tune (target)"), ("auto_speedup", "tune (no targets)"),
+                 ("right_evals", "evals (target)"), ("auto_evals", "evals (none)"),
+                 ("auto_s", "tune s (none)")],
+        plot=PlotSpec(x="size_over_l2", y=["grid_speedup", "right_speedup", "auto_speedup"],
+                      hue="workload", xlabel="structure size / L2",
+                      ylabel="speedup vs the better of limit 0 / default",
+                      title="Where persistence pays (Hopper)"),
+        summary={"fractions": list(fractions), "levels": levels, "hit_ratios": list(hit_ratios),
+                 "skipped": skipped, "python": sys.version.split()[0]})

@@ -1,0 +1,164 @@
+"""Foreign graphs, discovery and launches without a GPU: argument checking, candidate naming,
+the buffer table, and the capture-safe release queue's Python view."""
+
+import types
+
+import pytest
+
+import l2persist
+from l2persist import _core, foreign
+
+
+def test_exports():
+    assert l2persist.as_graph is foreign.as_graph and l2persist.launch is foreign.launch
+    assert callable(foreign.discover) and issubclass(foreign.DiscoveryError, RuntimeError)
+    assert "nodes" in l2persist.Graph.set_access_policy_window.__doc__
+    for name in ("buffers", "nodes_window", "owner", "handle"):
+        assert hasattr(l2persist.Graph, name)
+    for name in ("name", "grid", "block", "shared_mem", "graph"):
+        assert hasattr(l2persist.KernelNode, name)
+
+
+def test_release_queue_is_empty_and_drains_without_cuda():
+    assert _core._release_pending() == 0
+    assert _core._release_drain() == 0
+
+
+def test_as_graph_refusals():
+    with pytest.raises(ValueError, match="cudaGraphExec_t alone"):
+        l2persist.as_graph(None, exec=0x1234)
+    with pytest.raises(TypeError, match="obj is required"):
+        l2persist.as_graph()
+    with pytest.raises(TypeError, match="got bool"):
+        l2persist.as_graph(True)
+    with pytest.raises(TypeError, match="expected a torch.cuda.CUDAGraph"):
+        l2persist.as_graph("graph")
+    with pytest.raises(ValueError, match="nonzero"):
+        l2persist.as_graph(0)
+
+    class CupyGraph:                                   # CuPy keeps only the executable
+        graph = 0
+        graphExec = 0x5678
+    CupyGraph.__module__ = "cupy.cuda.graph"
+    with pytest.raises(ValueError, match="keeps only its executable"):
+        l2persist.as_graph(CupyGraph())
+
+    class CUgraphExec:
+        pass
+    with pytest.raises(ValueError, match="cudaGraphExec_t alone"):
+        l2persist.as_graph(CUgraphExec())
+
+    class CUDAGraph:                                   # torch without keep_graph=True
+        def raw_cuda_graph(self):
+            raise RuntimeError("You cannot access the raw cudaGraph_t instance unless ...")
+    CUDAGraph.__module__ = "torch.cuda.graphs"
+    with pytest.raises(ValueError, match="keep_graph=True"):
+        l2persist.as_graph(CUDAGraph())
+
+
+def test_launch_refusals_name_the_argument():
+    with pytest.raises(TypeError, match="kernel:"):
+        l2persist.launch("axpy", 1, 1)
+    with pytest.raises(TypeError, match="kernel:"):
+        l2persist.launch(True, 1, 1)
+    with pytest.raises(ValueError, match="grid: 1-3 dimensions"):
+        l2persist.launch(1, 0, 1)
+    with pytest.raises(ValueError, match="block: 1-3 dimensions"):
+        l2persist.launch(1, 1, (1, 1, 1, 1))
+    with pytest.raises(TypeError, match="grid"):
+        l2persist.launch(1, 1.5, 1)
+    with pytest.raises(TypeError, match="shared_mem"):
+        l2persist.launch(1, 1, 1, shared_mem=1.0)
+    assert foreign._dims("grid", 7) == (7, 1, 1)
+    assert foreign._dims("block", (32, 4)) == (32, 4, 1)
+
+
+def test_function_handles_of_each_kind():
+    assert foreign._function_of(0xABC) == (0xABC, False)
+
+    class Function:
+        ptr = 0x1111
+    Function.__module__ = "cupy.cuda.function"
+    assert foreign._function_of(Function()) == (0x1111, False)
+
+    class RawKernel:
+        kernel = Function()
+    RawKernel.__module__ = "cupy._core.raw"
+    assert foreign._function_of(RawKernel()) == (0x1111, False)
+
+    class CUkernel(int):
+        pass
+
+    class Kernel:
+        _handle = CUkernel(0x2222)
+    Kernel.__module__ = "cuda.core._module"
+    assert foreign._function_of(Kernel()) == (0x2222, True)
+
+    class CompiledKernel:
+        function = None
+
+        def _init_handles(self):
+            self.function = 0x3333
+    CompiledKernel.__module__ = "triton.compiler.compiler"
+    assert foreign._function_of(CompiledKernel()) == (0x3333, False)
+
+
+def test_candidate_names():
+    a, b = object(), object()
+    assert foreign._named(None) == []
+    assert foreign._named({"acc": a, 3: b}) == [("acc", a), ("3", b)]
+    assert foreign._named([a, ("weights", b)]) == [("candidates[0]", a), ("weights", b)]
+    assert foreign._named(a) == [("candidate", a)]
+    module = types.SimpleNamespace(
+        named_parameters=lambda: [("fc.weight", types.SimpleNamespace(is_cuda=True))],
+        named_buffers=lambda: [("bn.running_mean", types.SimpleNamespace(is_cuda=False))])
+    assert [n for n, _ in foreign._named(module)] == ["fc.weight"]   # CPU tensors left out
+    with pytest.raises(TypeError, match="candidates: 'x' is not a device buffer"):
+        foreign._offers({"x": 42})
+
+
+def test_buffer_table_text_and_html():
+    node = types.SimpleNamespace(position=2, name="void indexFuncLargeIndex<float>(...)")
+    rec = foreign.BufferRecord(address=0x7f0000000000, size=36 << 20, name="acc", nodes=(node,),
+                               uses=(foreign.BufferUse(2, 0, 16, 0x7f0000000000),))
+    raw = foreign.BufferRecord(address=0x7f1000000000, size=2 << 20, name="buffer@0x7f1000000000",
+                               nodes=(node,), uses=(), allocation=True)
+    t = foreign.BufferTable([rec, raw])
+    text = t.table()
+    assert text.splitlines()[0].split() == ["name", "address", "size", "nodes", "param@offset"]
+    assert "acc" in text and "36 MiB" in text and "2.p0@16" in text and "(allocation)" in text
+    html = t._repr_html_()
+    assert html.startswith("<table>") and "&lt;float&gt;" in html
+    assert str(t) == text and rec.nbytes == 36 << 20
+
+
+def test_node_group_needs_a_graph():
+    with pytest.raises(TypeError, match="graph: expected an l2persist Graph"):
+        foreign.NodeGroup(object(), [0])
+
+
+def test_raw_range_exposes_the_cuda_array_interface():
+    r = foreign._RawRange(0x7f0000000000, 4096)
+    cai = r.__cuda_array_interface__
+    assert cai["data"] == (0x7f0000000000, False) and cai["shape"] == (4096,)
+    assert cai["typestr"] == "|u1" and cai["version"] == 3
+
+
+@pytest.mark.skipif(l2persist.is_available(), reason="checks the no-GPU path")
+def test_discover_without_a_device_says_so():
+    with pytest.raises(foreign.DiscoveryError, match="candidates="):
+        foreign.discover(lambda: None)
+
+
+def test_cuda_core_owners():
+    class GraphBuilder:
+        _mnff = types.SimpleNamespace(graph=None)
+    GraphBuilder.__module__ = "cuda.core._graph._graph_builder"
+    with pytest.raises(ValueError, match="end_building"):
+        l2persist.as_graph(GraphBuilder())
+
+    class Graph:
+        pass
+    Graph.__module__ = "cuda.core._graph"
+    with pytest.raises(ValueError, match="executable"):
+        l2persist.as_graph(Graph())

@@ -1,0 +1,348 @@
+"""Foreign graphs and kernels on the GPU (issue 18): discovery of a graph's buffers, windows on a
+PyTorch graph's nodes that its own replay() sees (by counters: exactly the windowed nodes),
+l2persist.launch with a window for CuPy and cuda.core kernels, and foreign.discover.
+Results are checked against NumPy references on poisoned outputs."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import AccessPolicyWindow, AccessProperty, foreign
+from l2persist import kernels as K
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+PERSIST = ["l2_persisting_requests"]
+
+
+def _counters_or_skip():
+    ok, why = l2persist.counters_available()
+    if not ok:
+        pytest.skip(f"CUPTI: {why}")
+
+
+def _window(buf):
+    return AccessPolicyWindow(buf, hit_ratio=1.0, hit_prop=AccessProperty.PERSISTING,
+                              miss_prop=AccessProperty.STREAMING)
+
+
+# ---- l2persist's own graph: discovery without PyTorch --------------------------------------
+
+def test_buffers_of_an_l2persist_graph(rng):
+    host = rng.random(1 << 16).astype(np.float32)
+    data = l2persist.to_device(host)
+    src = l2persist.to_device(rng.random(1 << 16).astype(np.float32))
+    mp = l2persist.to_device(rng.integers(0, 1 << 16, 1 << 16).astype(np.int32))
+    out = l2persist.zeros(1 << 16, np.float32)
+    other = l2persist.zeros(1 << 10, np.float32)         # offered, never used by the graph
+    with l2persist.Stream() as s:
+        with s.capture() as g:
+            K.scale_shift(data, 2.0, 1.0, stream=s)
+            K.gather(out, src, mp, check=False, stream=s)
+        nodes = g.kernel_nodes
+        assert len(nodes) == 2
+        assert all(n.name and min(n.grid) >= 1 and min(n.block) >= 1 for n in nodes)
+        table = g.buffers({"data": data, "src": src, "map": mp, "out": out, "other": other})
+        by = {r.name: r for r in table}
+        assert {"data", "src", "map", "out"} <= set(by) and "other" not in by
+        assert [n.position for n in by["data"].nodes] == [0]
+        assert {n.position for n in by["out"].nodes} == {1}
+        assert by["data"].address == data.ptr and by["data"].size == data.nbytes
+        assert "data" in table.table() and "<table>" in table._repr_html_()
+        unnamed = g.buffers()                               # allocations, named by address
+        assert all(r.allocation and r.name.startswith("buffer@0x") for r in unnamed)
+        assert any(r.address <= data.ptr < r.address + r.size for r in unnamed)
+        out.fill_bytes(0xFF)                                # poison, then run the graph
+        g.launch(stream=s)
+        s.synchronize()
+    np.testing.assert_allclose(data.to_numpy(), host * 2 + 1, rtol=1e-6)
+    np.testing.assert_array_equal(out.to_numpy(), src.to_numpy()[mp.to_numpy()])
+
+
+def test_node_group_sets_only_its_nodes(rng):
+    a = l2persist.zeros(1 << 16, np.float32)
+    b = l2persist.zeros(1 << 16, np.float32)
+    with l2persist.Stream() as s:
+        with s.capture() as g:
+            K.scale_shift(a, 1.0, 1.0, stream=s)
+            K.scale_shift(b, 1.0, 2.0, stream=s)
+        group = g.nodes_window([1])
+        group.access_policy_window = _window(b)
+        w0, w1 = (n.access_policy_window for n in g.kernel_nodes)
+        assert w0 is None and w1 is not None and w1.base_ptr == b.ptr
+        assert group.effective_on_owner
+        with pytest.raises(ValueError, match="nodes"):
+            g.nodes_window([5])
+        with pytest.raises(ValueError, match="nodes"):
+            g.set_access_policy_window(None, nodes=[7])
+        assert g.kernel_nodes[1].access_policy_window is not None   # unchanged by the refusal
+        g.launch(stream=s)
+        s.synchronize()
+    assert (a.to_numpy() == 1).all() and (b.to_numpy() == 2).all()
+
+
+def test_child_graph_kernels_are_listed_and_scanned(rng):
+    """A graph embedding another as a child-graph node (a library's sub-graph): its kernels
+    are the parent's, for listing, discovery and windows."""
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    host = rng.random(1 << 16).astype(np.float32)
+    data = l2persist.to_device(host)
+    with l2persist.Stream() as s:
+        with s.capture() as child:
+            K.scale_shift(data, 2.0, 1.0, stream=s)
+        err, parent = rt.cudaGraphCreate(0)
+        assert err == rt.cudaError_t.cudaSuccess
+        err, _ = rt.cudaGraphAddChildGraphNode(parent, None, 0, child.handle)
+        assert err == rt.cudaError_t.cudaSuccess
+        try:
+            G = l2persist.as_graph(int(parent))
+            assert G.owner == int(parent) and len(G.kernel_nodes) == 1
+            assert G.kernel_nodes[0].name == child.kernel_nodes[0].name
+            by = {r.name: r for r in G.buffers({"data": data})}
+            assert "data" in by and by["data"].nodes[0].position == 0
+            G.nodes_window([0]).access_policy_window = _window(data)
+            assert G.kernel_nodes[0].access_policy_window.base_ptr == data.ptr
+            G.launch(stream=s)
+            s.synchronize()
+            G.close()
+        finally:
+            rt.cudaGraphDestroy(parent)
+    np.testing.assert_allclose(data.to_numpy(), host * 2 + 1, rtol=1e-6)
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+
+def _torch_graph(torch, acc_elems=1 << 21, n=1 << 22):
+    """A two-kernel-family step: index_add_ into acc, and y = 2 x (no shared buffers)."""
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    acc = torch.zeros(acc_elems, device="cuda")
+    idx = torch.randint(0, acc_elems, (n,), device="cuda", generator=gen)
+    vals = torch.rand(n, device="cuda", generator=gen)
+    x = torch.rand(1 << 20, device="cuda", generator=gen)
+    y = torch.empty_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                       # warm-up, as PyTorch asks
+        acc.index_add_(0, idx, vals)
+        torch.mul(x, 2, out=y)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+        torch.mul(x, 2, out=y)
+    names = {"acc": acc, "idx": idx, "vals": vals, "x": x, "y": y}
+    return g, names
+
+
+def _torch_check(torch, g, t):
+    t["acc"].zero_()
+    t["y"].fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    ref = np.zeros(t["acc"].numel(), np.float64)
+    np.add.at(ref, t["idx"].cpu().numpy(), t["vals"].cpu().numpy())
+    np.testing.assert_allclose(t["acc"].cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(t["y"].cpu().numpy(), t["x"].cpu().numpy() * 2, rtol=1e-6)
+
+
+def test_as_graph_of_a_torch_graph_lists_and_names():
+    torch = pytest.importorskip("torch")
+    g, t = _torch_graph(torch)
+    G = l2persist.as_graph(g)
+    assert G.owner is g and G.handle == g.raw_cuda_graph()
+    nodes = G.kernel_nodes
+    assert len(nodes) >= 2 and all(n.name for n in nodes)
+    by = {r.name: r for r in G.buffers(t)}
+    assert {"acc", "idx", "vals", "x", "y"} <= set(by), G.buffers(t).table()
+    acc_nodes = {n.position for n in by["acc"].nodes}
+    assert acc_nodes and not acc_nodes & {n.position for n in by["x"].nodes}
+    assert by["acc"].buffer.ptr == t["acc"].data_ptr()
+    G.close()                                  # borrowed: PyTorch's graph lives on
+    _torch_check(torch, g, t)
+    plain = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(plain):
+        t["y"].add_(1)
+    with pytest.raises(ValueError, match="keep_graph=True"):
+        l2persist.as_graph(plain)
+
+
+def test_windows_on_a_torch_graph_reach_its_own_replay(device):
+    """The bar: windows set through as_graph change the persisting-request counters of exactly
+    the windowed nodes, in the owner's own g.replay()."""
+    torch = pytest.importorskip("torch")
+    _counters_or_skip()
+    g, t = _torch_graph(torch)
+    G = l2persist.as_graph(g)
+    by = {r.name: r for r in G.buffers(t)}
+    w_acc = _window(by["acc"].buffer)
+    w_x = _window(by["x"].buffer)
+    measure = lambda: l2persist.measure(lambda: g.replay(), PERSIST)[PERSIST[0]]  # noqa: E731
+    with device.persisting_l2():
+        off = measure()
+        G.nodes_window(by["acc"].nodes).access_policy_window = w_acc
+        on_acc = measure()
+        _torch_check(torch, g, t)                     # still right with the window
+        G.set_access_policy_window(None)
+        cleared = measure()
+        G.nodes_window(by["x"].nodes).access_policy_window = w_acc  # nodes that never touch acc
+        wrong_nodes = measure()
+        G.nodes_window(by["x"].nodes).access_policy_window = w_x
+        on_x = measure()
+        per_kernel = l2persist.measure(lambda: g.replay(), PERSIST, per_kernel=True)
+        G.set_access_policy_window(None)
+    l2persist.reset_persisting_l2()
+    n = t["idx"].numel()
+    print(f"\npersisting requests: off {off} acc {on_acc} cleared {cleared} "
+          f"wrong-nodes {wrong_nodes} x {on_x}; per kernel {[(r.name, r[PERSIST[0]]) for r in per_kernel]}")
+    assert on_acc > n / 4                              # index_add_'s atomics on acc persist
+    assert off < on_acc / 100 and cleared < on_acc / 100 and wrong_nodes < on_acc / 100
+    assert on_x > 10 * max(off, 1)                     # the mul's loads of x persist now
+    if len(per_kernel) == len(G.kernel_nodes):         # CUPTI split the replay per node
+        persisting = [r for r in per_kernel if r[PERSIST[0]] > 0]
+        assert len(persisting) == len(by["x"].nodes), [(r.name, r[PERSIST[0]]) for r in per_kernel]
+
+
+def test_discover_a_torch_replay_and_an_eager_step():
+    torch = pytest.importorskip("torch")
+    g, t = _torch_graph(torch)
+    found = foreign.discover(lambda: g.replay(), candidates=t)
+    by = {c.name: c for c in found}
+    assert {"acc", "x", "y"} <= set(by)
+    c = by["acc"]
+    assert c.timing is None and c.carrier.graph.owner is g and c.nbytes == t["acc"].nbytes
+    assert c.buffer.ptr == t["acc"].data_ptr()
+    assert [c.nbytes for c in found] == sorted((c.nbytes for c in found), reverse=True)
+    # an eager step is captured once (PyTorch's capture, relaxed) and timed by its own replay
+    acc, idx, vals = t["acc"], t["idx"], t["vals"]
+    found = foreign.discover(lambda: acc.index_add_(0, idx, vals), candidates=t)
+    by = {c.name: c for c in found}
+    assert "acc" in by and by["acc"].timing is not None and by["acc"].carrier is not None
+    acc.zero_()
+    by["acc"].timing()
+    torch.cuda.synchronize()
+    ref = np.zeros(acc.numel(), np.float64)
+    np.add.at(ref, idx.cpu().numpy(), vals.cpu().numpy())
+    np.testing.assert_allclose(acc.cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_discover_l2persist_work_on_the_tune_stream(rng):
+    host = rng.random(1 << 16).astype(np.float32)
+    buf = l2persist.to_device(host)
+    with l2persist.Stream() as s:
+        found = foreign.discover(lambda: K.scale_shift(buf, 2.0, 1.0, stream=s), stream=s,
+                                 candidates={"buf": buf})
+        assert [c.name for c in found] == ["buf"] and found[0].buffer.ptr == buf.ptr
+        np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)  # the real run
+        found[0].timing()
+        s.synchronize()
+        l2persist.Device(0).synchronize()      # the replay may run on PyTorch's stream
+    np.testing.assert_allclose(buf.to_numpy(), (host * 2 + 1) * 2 + 1, rtol=1e-6)
+
+
+def test_discover_refuses_what_cannot_be_captured():
+    """In a fresh process: a failed capture must leave nothing behind."""
+    pytest.importorskip("torch")
+    code = textwrap.dedent("""
+        import torch, l2persist
+        from l2persist import foreign
+        a = torch.rand(1 << 20, device="cuda")
+        fn = lambda: float(a.sum())                  # a host sync: not capturable
+        try:
+            foreign.discover(fn)
+        except foreign.DiscoveryError as e:
+            assert "candidates=" in str(e), e
+        else:
+            raise AssertionError("no DiscoveryError")
+        found = foreign.discover(fn, candidates={"a": a})
+        assert [c.name for c in found] == ["a"] and found[0].carrier is None
+        b = torch.ones(4, device="cuda") * 3         # the process still works
+        assert float(b.sum()) == 12.0
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+# ---- foreign launches --------------------------------------------------------------------
+
+AXPY = r"""
+extern "C" __global__ void axpy(float a, const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+def _launch_and_count(kernel, x, y, n, window, stream=None):
+    args = [np.float32(2.0), x, y, n]
+    return l2persist.measure(
+        lambda: l2persist.launch(kernel, (n + 255) // 256, 256, args, window=window,
+                                 stream=stream), PERSIST)[PERSIST[0]]
+
+
+def test_launch_cupy_raw_kernel_with_a_window(device, rng):
+    cp = pytest.importorskip("cupy")
+    _counters_or_skip()
+    n = 1 << 20
+    k = cp.RawKernel(AXPY, "axpy")
+    hx, hy = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    x, y = cp.asarray(hx), cp.asarray(hy)
+    l2persist.launch(k, (n + 255) // 256, 256, [np.float32(2.0), x, y, n])
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(y), 2 * hx + hy, rtol=1e-6)
+    yb = l2persist.as_buffer(y)
+    with device.persisting_l2():
+        off = _launch_and_count(k, x, y, n, None)
+        on = _launch_and_count(k, x, y, n, _window(yb))
+    l2persist.reset_persisting_l2()
+    print(f"\nCuPy axpy persisting requests: off {off} on {on}")
+    assert on >= n / 32 and off < on / 100       # y's loads and stores are tagged
+    with pytest.raises(ValueError, match="takes 4 parameters"):
+        l2persist.launch(k, 1, 32, [x, y])
+    with pytest.raises(TypeError, match=r"args\[1\]"):
+        l2persist.launch(k, 1, 32, [1.0, "x", y, n])
+    with pytest.raises(TypeError, match=r"args\[0\]"):
+        l2persist.launch(k, 1, 32, [x, x, y, n])     # a buffer for the float parameter
+    mod = cp.RawModule(code=AXPY)
+    f = mod.get_function("axpy")
+    y[:] = cp.asarray(hy)
+    l2persist.launch(f, (n + 255) // 256, (256,), [2.0, x, y, np.int32(n)],
+                     stream=l2persist.Stream(cp.cuda.Stream(non_blocking=True)))
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(y), 2 * hx + hy, rtol=1e-6)
+
+
+def test_launch_cuda_core_kernel_with_a_window(device, rng):
+    pytest.importorskip("cuda.core")
+    _counters_or_skip()
+    try:
+        from cuda.core import Device, Program, ProgramOptions
+    except ImportError:
+        from cuda.core.experimental import Device, Program, ProgramOptions
+    dev = Device(0)
+    dev.set_current()
+    cc = dev.compute_capability
+    prog = Program(AXPY, code_type="c++", options=ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}"))
+    kernel = prog.compile("cubin").get_kernel("axpy")
+    n = 1 << 20
+    hx, hy = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    x, y = l2persist.to_device(hx), l2persist.to_device(hy)
+    with l2persist.Stream() as s:
+        l2persist.launch(kernel, (n + 255) // 256, 256, [np.float32(2.0), x, y, n], stream=s)
+        s.synchronize()
+        np.testing.assert_allclose(y.to_numpy(), 2 * hx + hy, rtol=1e-6)
+        with device.persisting_l2():
+            off = _launch_and_count(kernel, x, y, n, None, stream=s)
+            on = _launch_and_count(kernel, x, y, n, _window(y), stream=s)
+        l2persist.reset_persisting_l2()
+    print(f"\ncuda.core axpy persisting requests: off {off} on {on}")
+    assert on >= n / 32 and off < on / 100
