@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import cell_text, load_json, markdown_table, save_json
+from ._format import cell_text, markdown_table, read_json, save_json
 
 FORMAT = 1  # version of the JSON layout
 
@@ -94,6 +94,7 @@ class Results:
     plot_spec: PlotSpec | None = None
     notes: list = field(default_factory=list)   # the findings, in words
     summary: dict = field(default_factory=dict)  # the headline numbers
+    bars: list = field(default_factory=list)  # {"bar": what was required, "met": bool}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -109,24 +110,25 @@ class Results:
         return {"format": FORMAT, "study": self.study, "meta": self.meta,
                 "columns": [list(c) for c in self.columns] if self.columns else None,
                 "plot": self.plot_spec.as_dict() if self.plot_spec else None,
-                "notes": list(self.notes), "summary": self.summary, "records": self.records}
+                "notes": list(self.notes), "summary": self.summary, "bars": list(self.bars),
+                "records": self.records}
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         return save_json(self.as_dict(), path, indent=1, default=_jsonable)
 
     @classmethod
     def from_json(cls, text_or_path) -> "Results":
-        """Load what to_json wrote (a JSON string or a path)."""
-        d = load_json(text_or_path)
-        if d.get("format") != FORMAT:
-            raise ValueError(f"format: {d.get('format')!r} is not {FORMAT}, the layout this "
-                             "l2persist reads")
-        return cls(study=d["study"], records=d["records"], meta=d["meta"],
-                   columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
-                   plot_spec=PlotSpec(**d["plot"]) if d.get("plot") else None,
-                   notes=d.get("notes", []), summary=d.get("summary", {}))
+        """Load what to_json wrote (a JSON string, or a path as str or os.PathLike). A file
+        that is not a Results layout raises ValueError naming the file and the field."""
+        d, where = read_json(text_or_path)
+        return cls(**_fields(d, where))
 
     load = from_json
+
+    def unmet_bars(self) -> list:
+        """The bars this run checked and did not meet (the CLI exits 1 when there are any)."""
+        return [b["bar"] for b in self.bars if not b["met"]]
+
 
     def keys(self) -> list:
         keys = []
@@ -259,6 +261,49 @@ class Results:
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
+
+
+# field -> (type it must have, required); the layout FORMAT names
+_SCHEMA = {"format": (int, True), "study": (str, True), "meta": (dict, True),
+           "records": (list, True), "columns": ((list, type(None)), False),
+           "plot": ((dict, type(None)), False), "notes": (list, False),
+           "summary": (dict, False), "bars": (list, False)}
+
+
+def _fields(d, where: str) -> dict:
+    """The constructor arguments of a Results from a parsed JSON layout, or ValueError."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: a Results file holds a JSON object, not "
+                         f"{type(d).__name__}")
+    for key, (kind, required) in _SCHEMA.items():
+        if key not in d:
+            if required:
+                raise ValueError(f"{where}: the key {key!r} is missing")
+            continue
+        if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is int:
+            raise ValueError(f"{where}: {key!r} must be a JSON "
+                             f"{_json_kind(kind)}, not {type(d[key]).__name__}")
+    if d["format"] != FORMAT:
+        raise ValueError(f"{where}: format {d['format']!r} is not {FORMAT}, the layout this "
+                         "l2persist reads")
+    bad = next((i for i, r in enumerate(d["records"]) if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise ValueError(f"{where}: 'records' must hold objects; record {bad} is "
+                         f"{type(d['records'][bad]).__name__}")
+    try:
+        plot = PlotSpec(**d["plot"]) if d.get("plot") else None
+    except TypeError as e:
+        raise ValueError(f"{where}: 'plot' is not a plot layout ({e})") from None
+    return dict(study=d["study"], records=d["records"], meta=d["meta"],
+                columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
+                plot_spec=plot, notes=d.get("notes", []), summary=d.get("summary", {}),
+                bars=d.get("bars", []))
+
+
+def _json_kind(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {int: "integer", str: "string", dict: "object", list: "array", type(None): "null"}
+    return " or ".join(names[k] for k in kinds)
 
 
 def _interactive() -> bool:

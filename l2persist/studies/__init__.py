@@ -31,6 +31,11 @@ _MODULES = {
 }
 
 
+def study_names() -> list[str]:
+    """The names `run` accepts, in the order `list` shows them."""
+    return list(_MODULES)
+
+
 def _module(name: str):
     if name not in _MODULES:
         raise ValueError(f"study: {name!r} is not one of {', '.join(_MODULES)}")
@@ -143,4 +148,4 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
         _core.reset_persisting_l2(dev.index)
 
 
-__all__ = ["Context", "GpuRequired", "StudyInfo", "list_studies", "run"]
+__all__ = ["Context", "GpuRequired", "StudyInfo", "list_studies", "run", "study_names"]
