@@ -66,7 +66,14 @@ def collect_metadata(device=None) -> dict:
 
 @dataclass
 class PlotSpec:
-    """How a study's records are drawn: y columns against x, one line per hue value."""
+    """How a study's records are drawn: y columns against x, one series per hue value.
+
+    ``labels`` maps raw names (hue values, y columns) to the words a legend shows.
+    ``interval`` names two columns (low, high) drawn as an error bar at each point.
+    ``hline`` draws a reference line (1.0 where speedups are drawn); ``vlines`` maps x values
+    to the words written beside a vertical line there. ``facet`` draws one panel per value of
+    that column (``facet_titles`` names them). Series get distinct markers and line styles,
+    so that one lying on another stays visible."""
 
     x: str
     y: list
@@ -75,9 +82,15 @@ class PlotSpec:
     logy: bool = False
     xlabel: str = ""
     ylabel: str = ""
-    kind: str = "line"  # or "bar"
+    kind: str = "line"  # "line", "bar" or "heatmap"
     title: str = ""
     where: dict | None = None  # draw only records whose values match (a list: any of)
+    labels: dict | None = None
+    interval: list | None = None
+    hline: float | None = None
+    vlines: dict | None = None
+    facet: str | None = None
+    facet_titles: dict | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -200,67 +213,133 @@ class Results:
         except ImportError as e:
             raise ImportError("plot needs matplotlib: pip install 'l2persist[plot]'") from e
         spec = self.plot_spec
-        fig = None
+        facets = ([None] if not spec.facet else
+                  list(dict.fromkeys(r.get(spec.facet) for r in self._selected(spec))))
         if ax is None:
-            fig, ax = plt.subplots(figsize=(7.5, 4.5))
+            width = 7.5 if len(facets) == 1 else 5.2 * len(facets)
+            fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False,
+                                     sharey=True)
+            axes = list(axes[0])
         else:
-            fig = ax.figure
-        groups = {}
-        where = spec.where or {}
-        for r in self.records:
-            if any(r.get(k) not in (v if isinstance(v, list) else [v]) for k, v in where.items()):
-                continue
-            groups.setdefault(r.get(spec.hue) if spec.hue else None, []).append(r)
-        series = []
-        for hue, recs in groups.items():
-            for y in spec.y:
-                pts = [(r[spec.x], r[y]) for r in recs if r.get(y) is not None and spec.x in r]
-                if pts:
-                    label = " ".join(str(s) for s in (hue, y if len(spec.y) > 1 else None)
-                                     if s is not None)
-                    series.append((label or None, pts))
-        if spec.kind == "bar":  # grouped bars, one group per x value
-            xs = list(dict.fromkeys(x for _, pts in series for x, _ in pts))
-            width = 0.8 / max(1, len(series))
-            for i, (label, pts) in enumerate(series):
-                vals = dict(pts)
-                ax.bar([xs.index(x) + (i - (len(series) - 1) / 2) * width for x in vals],
-                       list(vals.values()), width=width, label=label)
-            ax.set_xticks(range(len(xs)))
-            ax.set_xticklabels([str(x) for x in xs], rotation=30, ha="right", fontsize=8)
-        elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
-            rows = list(groups)
-            cols = list(dict.fromkeys(r[spec.x] for recs in groups.values() for r in recs))
-            grid = [[next((r[spec.y[0]] for r in groups[h] if r[spec.x] == c), float("nan"))
-                     for c in cols] for h in rows]
-            im = ax.imshow(grid, cmap="RdYlGn", aspect="auto")
-            for i, row in enumerate(grid):
-                for j, v in enumerate(row):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-            ax.set_xticks(range(len(cols)))
-            ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
-            ax.set_yticks(range(len(rows)))
-            ax.set_yticklabels([str(r) for r in rows], fontsize=8)
-            fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+            fig, axes = ax.figure, [ax] * len(facets)
+        for a, value in zip(axes, facets):
+            recs = [r for r in self._selected(spec)
+                    if spec.facet is None or r.get(spec.facet) == value]
+            _draw(a, spec, recs, fig)
+            if spec.facet:
+                a.set_title((spec.facet_titles or {}).get(str(value), str(value)), fontsize=9)
+        title = spec.title or self.header()
+        if spec.facet:
+            fig.suptitle(title, fontsize=10)
         else:
-            for label, pts in series:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="o", ms=3, label=label)
-        if spec.logx:
-            ax.set_xscale("log", base=2)
-        if spec.logy:
-            ax.set_yscale("log")
-        ax.set_xlabel(spec.xlabel or spec.x)
-        ax.set_ylabel(spec.hue if spec.kind == "heatmap" else spec.ylabel or ", ".join(spec.y))
-        ax.set_title(spec.title or self.header(), fontsize=9)
-        if spec.kind != "heatmap":
-            ax.grid(True, alpha=0.3)
-            if len(series) > 1:
-                ax.legend(fontsize=7)
+            axes[0].set_title(title, fontsize=9)
         fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
+
+    def _selected(self, spec) -> list:
+        where = spec.where or {}
+        return [r for r in self.records
+                if all(r.get(k) in (v if isinstance(v, list) else [v]) for k, v in where.items())]
+
+
+# Series styles: each series differs from its neighbours in colour, marker and line style,
+# and markers are hollow, so a series drawn exactly on another still shows.
+_MARKERS = "osD^vx+<>*"
+_LINES = ("-", "--", ":", "-.")
+
+
+def _style(i: int) -> dict:
+    return {"marker": _MARKERS[i % len(_MARKERS)], "linestyle": _LINES[i % len(_LINES)],
+            "color": f"C{i % 10}", "ms": 7 - (i % 3) * 1.5, "mfc": "none", "lw": 1.4}
+
+
+def _series(spec, recs) -> list:
+    """(label, [(x, y, (low, high) or None)]) per hue value and y column."""
+    labels = spec.labels or {}
+    groups = {}
+    for r in recs:
+        groups.setdefault(r.get(spec.hue) if spec.hue else None, []).append(r)
+    out = []
+    for hue, rs in groups.items():
+        for y in spec.y:
+            pts = [(r[spec.x], r[y], (r[spec.interval[0]], r[spec.interval[1]])
+                    if spec.interval and r.get(spec.interval[0]) is not None else None)
+                   for r in rs if r.get(y) is not None and spec.x in r]
+            if not pts:
+                continue
+            parts = [labels.get(str(hue), str(hue)) if hue is not None else None,
+                     labels.get(y, y) if len(spec.y) > 1 or hue is None else None]
+            out.append((", ".join(p for p in parts if p) or None, pts))
+    return out
+
+
+def _draw(ax, spec, recs, fig) -> None:
+    series = _series(spec, recs)
+    if spec.kind == "bar":  # grouped bars, one group per x value
+        xs = list(dict.fromkeys(x for _, pts in series for x, _, _ in pts))
+        width = 0.8 / max(1, len(series))
+        for i, (label, pts) in enumerate(series):
+            pos = [xs.index(x) + (i - (len(series) - 1) / 2) * width for x, _, _ in pts]
+            ax.bar(pos, [y for _, y, _ in pts], width=width, label=label, color=f"C{i % 10}",
+                   hatch=("", "//", "..", "xx")[i % 4], edgecolor="white")
+            iv = [(p, lo, hi) for p, (_, _, ci) in zip(pos, pts) if ci for lo, hi in [ci]]
+            if iv:
+                ax.errorbar([p for p, _, _ in iv], [(lo + hi) / 2 for _, lo, hi in iv],
+                            yerr=[(hi - lo) / 2 for _, lo, hi in iv], fmt="none", ecolor="k",
+                            capsize=5, lw=1.5, label="95 % interval")
+        top = max([y for _, pts in series for _, y, _ in pts]
+                  + [ci[1] for _, pts in series for _, _, ci in pts if ci] + [spec.hline or 0])
+        ax.set_ylim(0, top * 1.3)  # room for the legend above the bars
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([(spec.labels or {}).get(str(x), str(x)) for x in xs],
+                           rotation=20, ha="right", fontsize=8)
+    elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
+        rows = list(dict.fromkeys(r[spec.hue] for r in recs))
+        cols = list(dict.fromkeys(r[spec.x] for r in recs))
+        cell = {(r[spec.hue], r[spec.x]): r[spec.y[0]] for r in recs}
+        grid = [[cell.get((h, c), float("nan")) for c in cols] for h in rows]
+        vals = [v for row in grid for v in row if v == v]
+        span = max(abs(v - (spec.hline or 0)) for v in vals) if vals else 1
+        centre = spec.hline if spec.hline is not None else None
+        im = ax.imshow(grid, cmap="RdYlGn", aspect="auto",
+                       vmin=None if centre is None else centre - span,
+                       vmax=None if centre is None else centre + span)
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([str(r) for r in rows], fontsize=8)
+        fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+    else:
+        for i, (label, pts) in enumerate(series):
+            pts = sorted(pts, key=lambda p: p[0])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **_style(i))
+            iv = [(x, ci) for x, _, ci in pts if ci]
+            if iv:
+                ax.errorbar([x for x, _ in iv], [(lo + hi) / 2 for _, (lo, hi) in iv],
+                            yerr=[(hi - lo) / 2 for _, (lo, hi) in iv], fmt="none",
+                            ecolor=f"C{i % 10}", capsize=4)
+    if spec.kind != "heatmap":
+        if spec.hline is not None:
+            ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0)
+        for x, text in (spec.vlines or {}).items():
+            ax.axvline(float(x), color="grey", lw=0.9, ls=":")
+            ax.annotate(text, (float(x), 0.02), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=7, color="dimgrey", ha="right", va="bottom")
+        if spec.logx:
+            ax.set_xscale("log", base=2)
+        if spec.logy:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        if len(series) > 1 or spec.interval:
+            ax.legend(fontsize=7)
+    ax.set_xlabel(spec.xlabel or spec.x)
+    ax.set_ylabel((spec.labels or {}).get(spec.hue, spec.hue) if spec.kind == "heatmap"
+                  else spec.ylabel or ", ".join(spec.y))
 
 
 # field -> (type it must have, required); the layout FORMAT names
