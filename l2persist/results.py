@@ -222,10 +222,11 @@ class Results:
             axes = list(axes[0])
         else:
             fig, axes = ax.figure, [ax] * len(facets)
+        outside = bool(spec.facet) or len(_series(spec, self._selected(spec))) > 6
         for a, value in zip(axes, facets):
             recs = [r for r in self._selected(spec)
                     if spec.facet is None or r.get(spec.facet) == value]
-            _draw(a, spec, recs, fig)
+            _draw(a, spec, recs, fig, legend=not outside)
             if spec.facet:
                 a.set_title((spec.facet_titles or {}).get(str(value), str(value)), fontsize=9)
         title = spec.title or self.header()
@@ -233,7 +234,15 @@ class Results:
             fig.suptitle(title, fontsize=10)
         else:
             axes[0].set_title(title, fontsize=9)
-        fig.tight_layout()
+        bottom = 0.0
+        if outside:  # many series: one legend under the panels, not over the data
+            handles, labels = axes[0].get_legend_handles_labels()
+            ncol = 3
+            fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7.5,
+                       frameon=False)
+            bottom = 0.05 * (-(-len(labels) // ncol)) + 0.03
+            fig.set_figheight(fig.get_figheight() + 4.6 * bottom)
+        fig.tight_layout(rect=(0, bottom, 1, 1))
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
@@ -275,7 +284,7 @@ def _series(spec, recs) -> list:
     return out
 
 
-def _draw(ax, spec, recs, fig) -> None:
+def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
     series = _series(spec, recs)
     if spec.kind == "bar":  # grouped bars, one group per x value
         xs = list(dict.fromkeys(x for _, pts in series for x, _, _ in pts))
@@ -332,10 +341,14 @@ def _draw(ax, spec, recs, fig) -> None:
                         rotation=90, fontsize=7, color="dimgrey", ha="right", va="bottom")
         if spec.logx:
             ax.set_xscale("log", base=2)
+            xs = [p[0] for _, pts in series for p in pts]
+            if xs and max(xs) < 4096:  # small values read better as numbers than as 2^n
+                from matplotlib.ticker import FuncFormatter
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         if spec.logy:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        if len(series) > 1 or spec.interval:
+        if legend and (len(series) > 1 or spec.interval):
             ax.legend(fontsize=7)
     ax.set_xlabel(spec.xlabel or spec.x)
     ax.set_ylabel((spec.labels or {}).get(spec.hue, spec.hue) if spec.kind == "heatmap"
