@@ -74,6 +74,21 @@ def info(name: str) -> StudyInfo:
                      getattr(m, "ROW", m.TITLE), getattr(m, "INTRO", ""), getattr(m, "WHY", ""))
 
 
+def notebook_cells(name: str) -> list:
+    """Extra code cells the study's notebook runs after its findings (NOTEBOOK_CELLS)."""
+    return list(getattr(_module(name), "NOTEBOOK_CELLS", []))
+
+
+def readme_table() -> str:
+    """The README's study table, generated from the study modules (tests check it is current)."""
+    rows = ["| study | what it runs | needs | notebook |", "| --- | --- | --- | --- |"]
+    for i, s in enumerate(list_studies(), start=1):
+        book = f"notebooks/{i:02d}_{s.name.replace('-', '_')}.ipynb"
+        rows.append(f"| `{s.name}` | {s.row} | {', '.join(s.needs) or 'nothing'} | "
+                    f"[`{i:02d}`]({book}) |")
+    return "\n".join(rows)
+
+
 def list_studies() -> list[StudyInfo]:
     """Every study: its name, title, needs, source and prose."""
     return [info(name) for name in _MODULES]
@@ -295,4 +310,4 @@ def load(path) -> Results:
 
 
 __all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "info",
-           "list_studies", "load", "missing", "refresh", "run", "study_names"]
+           "list_studies", "load", "missing", "notebook_cells", "readme_table", "refresh", "run", "study_names"]

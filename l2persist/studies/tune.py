@@ -27,7 +27,23 @@ interval of the speedup lies above 1 and the gain is at least 1 %.
 worked example, each tuned from scratch."""
 WHY = """**Reading the verdicts.** A "does not help" is an answer, not a failure: the honest
 baseline is the device as it comes. The foreign workloads in `l2persist.workloads` (PyTorch
-embedding lookups, SpMV, an MLP) get the same treatment below when PyTorch is installed."""
+embedding lookups, SpMV, an MLP) get the same treatment above when PyTorch is installed."""
+# extra notebook cells, after the findings
+NOTEBOOK_CELLS = ['''# Workloads from other libraries (PyTorch): tune them the same way.
+try:
+    import torch
+    from l2persist import workloads
+    HAVE_TORCH = LIVE and torch.cuda.is_available()
+except ImportError:
+    HAVE_TORCH = False
+if HAVE_TORCH:
+    for name, build in workloads.WORKLOADS.items():
+        w = build()
+        r = l2persist.tune(w.fn, w.targets, stream=w.stream, repeat=7)
+        print(f"{name} ({w.description}); results still right: {w.check()}")
+        print("   ", r.verdict())
+else:
+    print("PyTorch with a GPU is needed to tune its workloads here.")''']
 
 
 def run(ctx):
