@@ -1,0 +1,165 @@
+"""The experiments framework without a GPU: declared needs and their reasons, ctx.measure's
+repeat-until-quiet rule (over a fake timer), bars that make the CLI exit 1, the study
+interface other modules are written against, and metadata declared once."""
+
+import sys
+import types
+
+import pytest
+
+import l2persist
+from l2persist import studies, timing
+from l2persist.results import Results
+
+
+def fake_module(name, run, **attrs):
+    mod = types.ModuleType(f"l2persist.studies.{name}")
+    mod.TITLE, mod.NEEDS_GPU, mod.SOURCE, mod.run = f"fake {name}", False, "a test", run
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    return mod
+
+
+@pytest.fixture
+def register(monkeypatch):
+    """Add a study module under a name, for this test only."""
+    def add(name, mod):
+        monkeypatch.setitem(studies._MODULES, name, name.replace("-", "_"))
+        monkeypatch.setitem(sys.modules, mod.__name__.rsplit(".", 1)[0] + "."
+                            + name.replace("-", "_"), mod)
+    return add
+
+
+def test_every_study_declares_its_metadata_once():
+    for s in studies.list_studies():
+        assert s.title and s.source and s.row and s.intro and s.why, s.name
+        assert set(s.needs) <= set(studies.NEED_NAMES)
+        assert ("gpu" in s.needs) == s.needs_gpu, s.name
+    assert [s.name for s in studies.list_studies() if not s.needs] == ["coalescing"]
+
+
+def test_readme_table_has_every_study_and_its_needs():
+    table = studies.readme_table()
+    for s in studies.list_studies():
+        line = next(l for l in table.splitlines() if l.startswith(f"| `{s.name}` |"))
+        assert s.row in line and (", ".join(s.needs) or "nothing") in line
+
+
+def test_missing_needs_give_reasons():
+    with pytest.raises(ValueError, match="need.*'fpga'.*gpu"):
+        studies.missing("fpga")
+    if not l2persist.is_available():
+        assert "needs a CUDA GPU" in studies.missing("gpu")
+        assert "needs a CUDA GPU" in studies.missing("counters")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert "cupy" in studies.missing("cupy")
+
+
+def test_a_study_with_a_missing_need_is_unavailable_with_the_reason(register):
+    ran = []
+    register("needy", fake_module("needy", lambda ctx: ran.append(1), NEEDS=("ncu",),
+                                  NEEDS_GPU=False))
+    if studies.missing("ncu") is None:
+        pytest.skip("ncu is installed here")
+    with pytest.raises(studies.Unavailable, match="needy study cannot run here.*ncu"):
+        studies.run("needy")
+    assert not ran
+    assert issubclass(studies.Unavailable, studies.GpuRequired) or \
+        studies.Unavailable is studies.GpuRequired
+
+
+def test_unknown_need_is_refused(register):
+    register("odd", fake_module("odd", lambda ctx: None, NEEDS=("fpga",)))
+    with pytest.raises(ValueError, match="NEEDS.*fpga"):
+        studies.info("odd")
+
+
+def test_todays_interface_still_runs(register):
+    """A module with only TITLE, NEEDS_GPU, SOURCE and run(ctx) using ctx.sweep/ctx.results
+    (how set-aside-tax and atlas are written) runs, lists and saves."""
+    def run(ctx):
+        recs = ctx.sweep({"a": [1, 2], "b": ["x"]}, lambda a, b: {"y": a * 10})
+        return ctx.results(recs, notes=["n"], summary={"s": 1})
+    register("plain-old", fake_module("plain_old", run))
+    res = studies.run("plain-old", progress=False)
+    assert [r["y"] for r in res] == [10, 20] and res.notes == ["n"] and res.bars == []
+    assert "plain-old" in studies.study_names()
+    info = studies.info("plain-old")
+    assert info.needs == () and info.row == info.title == "fake plain_old"
+    assert Results.from_json(res.to_json()) == res
+
+
+def test_findings_plot_and_bars_come_from_the_module(register):
+    def run(ctx):
+        return ctx.results(ctx.sweep({"x": [1, 2, 3]}, lambda x: {"ms": float(x)}))
+    register("declared", fake_module(
+        "declared", run, findings=lambda res: [f"{len(res.records)} points"],
+        derive=lambda recs: [r.setdefault("double", 2 * r["ms"]) for r in recs],
+        plot_spec=lambda res: studies.PlotSpec(x="x", y=["double"]),
+        bars=lambda res: [("ours at or below theirs", False), ("fits", True)]))
+    res = studies.run("declared", progress=False)
+    assert res.notes == ["3 points"] and res.records[2]["double"] == 6.0
+    assert res.plot_spec.y == ["double"]
+    assert res.unmet_bars() == ["ours at or below theirs"]
+    back = studies.refresh(Results.from_json(res.to_json()))
+    assert back.notes == res.notes and back.bars == res.bars
+
+
+def test_cli_exits_1_with_one_line_when_a_bar_is_unmet(register, capsys):
+    from l2persist.__main__ import main
+
+    def run(ctx):
+        return ctx.results([{"x": 1}])
+    register("barred", fake_module("barred", run, bars=lambda res: [
+        ("l2persist's launch at or under cuda.core's (5.3 us vs 5.1 us)", False)]))
+    assert main(["run", "barred"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["python -m l2persist run barred: bar not met: l2persist's launch at or under "
+                   "cuda.core's (5.3 us vs 5.1 us)"] or (len(err) == 1 and "bar not met" in err[0])
+    register("fine", fake_module("fine", run, bars=lambda res: [("ok", True)]))
+    assert main(["run", "fine"]) == 0
+
+
+class FakeTimer:
+    """benchmark() stand-in: hands out the given sample rounds in turn."""
+
+    def __init__(self, rounds):
+        self.rounds, self.calls = list(rounds), []
+
+    def __call__(self, fn, *, stream=None, warmup=3, repeat=20, **kw):
+        self.calls.append(repeat)
+        samples = self.rounds.pop(0)[:repeat]
+        return timing.Timing.from_samples(samples)
+
+
+def context():
+    return studies.Context("fake", None, quick=False, progress=False)
+
+
+def test_measure_stops_when_quiet(monkeypatch):
+    fake = FakeTimer([[1.0, 1.001, 0.999, 1.0, 1.0]])
+    monkeypatch.setattr(timing, "benchmark", fake)
+    out = context().measure(lambda: None, stream=None, repeat=5, bytes_moved=10**9)
+    assert fake.calls == [5] and out["samples"] == 5
+    assert out["ms"] == 1.0 and out["q1_ms"] <= out["ms"] <= out["q3_ms"]
+    assert out["tbs"] == pytest.approx(1.0) and out["pct_of_peak"] is None  # no device: no peak
+
+
+def test_measure_repeats_while_noisy_and_keeps_the_spread(monkeypatch):
+    noisy = [1.0, 1.5, 0.7, 1.3, 0.9]
+    quiet = [1.0, 1.002, 0.998, 1.001, 0.999]
+    fake = FakeTimer([noisy, quiet, quiet])
+    monkeypatch.setattr(timing, "benchmark", fake)
+    out = context().measure(lambda: None, stream=None, repeat=5)
+    assert fake.calls == [5, 5] and out["samples"] == 10
+    assert 0 < out["iqr_rel"] <= studies.Context.NOISE
+    assert out["q1_ms"] < out["ms"] < out["q3_ms"]
+
+
+def test_measure_stops_at_the_cap(monkeypatch):
+    fake = FakeTimer([[1.0, 2.0, 3.0, 4.0]] * 10)
+    monkeypatch.setattr(timing, "benchmark", fake)
+    out = context().measure(lambda: None, stream=None, repeat=4, max_samples=10)
+    assert sum(fake.calls) == 10 and out["samples"] == 10 and out["iqr_rel"] > 0.02
