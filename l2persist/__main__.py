@@ -217,6 +217,8 @@ def _save(res, args) -> list[str]:
         try:
             write(path)
             saved.append(path)
+        except ValueError as e:  # a study that declares no plot: say so, keep the rest
+            print(f"{_prog()} run {res.study}: {e}", file=sys.stderr)
         except OSError as e:
             fd, keep = tempfile.mkstemp(prefix=f"l2persist-{res.study}-", suffix=".json")
             with open(fd, "w") as f:

@@ -82,7 +82,7 @@ class PlotSpec:
     logy: bool = False
     xlabel: str = ""
     ylabel: str = ""
-    kind: str = "line"  # "line", "bar" or "heatmap"
+    kind: str = "line"  # "line", "scatter" (points only), "bar" or "heatmap"
     title: str = ""
     where: dict | None = None  # draw only records whose values match (a list: any of)
     labels: dict | None = None
@@ -91,6 +91,7 @@ class PlotSpec:
     vlines: dict | None = None
     facet: str | None = None
     facet_titles: dict | None = None
+    interval_label: str = "95 % interval"
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -297,7 +298,7 @@ def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
             if iv:
                 ax.errorbar([p for p, _, _ in iv], [(lo + hi) / 2 for _, lo, hi in iv],
                             yerr=[(hi - lo) / 2 for _, lo, hi in iv], fmt="none", ecolor="k",
-                            capsize=5, lw=1.5, label="95 % interval")
+                            capsize=5, lw=1.5, label=spec.interval_label)
         top = max([y for _, pts in series for _, y, _ in pts]
                   + [ci[1] for _, pts in series for _, _, ci in pts if ci] + [spec.hline or 0])
         ax.set_ylim(0, top * 1.3)  # room for the legend above the bars
@@ -326,7 +327,10 @@ def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
     else:
         for i, (label, pts) in enumerate(series):
             pts = sorted(pts, key=lambda p: p[0])
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **_style(i))
+            style = _style(i)
+            if spec.kind == "scatter":
+                style["linestyle"] = "none"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
             iv = [(x, ci) for x, _, ci in pts if ci]
             if iv:
                 ax.errorbar([x for x, _ in iv], [(lo + hi) / 2 for _, (lo, hi) in iv],

@@ -43,9 +43,7 @@ def make_notebooks():
 
 
 def stored_notebook(study):
-    i = studies.study_names().index(study) + 1
-    return json.loads((ROOT / "notebooks" / f"{i:02d}_{study.replace('-', '_')}.ipynb")
-                      .read_text())
+    return json.loads((ROOT / "notebooks" / studies.notebook_file(study)).read_text())
 
 
 def printed(nb, marker):

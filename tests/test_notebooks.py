@@ -46,8 +46,8 @@ def test_notebooks_are_committed_with_outputs_from_a_gpu():
     stored results of a GPU run), never a GPU-less failure."""
     from l2persist import studies
     assert len(BOOKS) >= 6
-    gpu_books = {f"{i:02d}_{s.name.replace('-', '_')}.ipynb" for i, s in
-                 enumerate(studies.list_studies(), start=1) if s.needs} | {"00_tour.ipynb"}
+    gpu_books = {studies.notebook_file(s.name) for s in studies.list_studies()
+                 if s.needs} | {"00_tour.ipynb"}
     with_plots = 0
     for path in BOOKS:
         nb = json.loads(path.read_text())

@@ -123,11 +123,6 @@ timed against no set-aside at all (limit 0)."""),
 ]
 
 
-def notebook_name(index: int, study: str) -> str:
-    """01_guide_example.ipynb: the study's place in `list`, its name with underscores."""
-    return f"{index:02d}_{study.replace('-', '_')}.ipynb"
-
-
 def study_notebook(study: str):
     """One study's notebook, its prose and extra cells taken from the study module."""
     from l2persist import studies
@@ -156,6 +151,8 @@ def write(nb, path) -> None:
             if c.cell_type == "code" and c.source in stored:
                 c.outputs = stored[c.source].outputs
                 c.execution_count = stored[c.source].execution_count
+    for i, c in enumerate(nb.cells):  # stable ids: a rewrite changes only what changed
+        c.id = f"cell-{i:02d}"
     nbformat.write(nb, path)
 
 
@@ -201,9 +198,9 @@ def main():
     sys.path.insert(0, HERE)
     from l2persist import studies
     os.makedirs(OUT, exist_ok=True)
-    names = studies.study_names()
-    for i, study in enumerate(names, start=1):
-        write(study_notebook(study), os.path.join(OUT, notebook_name(i, study)))
+    names = [n for n in studies.study_names() if studies.notebook_file(n)]
+    for study in names:
+        write(study_notebook(study), os.path.join(OUT, studies.notebook_file(study)))
     tour = new_notebook(cells=TOUR)
     tour.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     write(tour, os.path.join(OUT, "00_tour.ipynb"))

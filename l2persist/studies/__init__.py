@@ -22,6 +22,7 @@ It may also define, and then the runner, the notebooks and the README use them:
   / ``res.summary`` only, so the same text comes from a live run and from stored results.
 - ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns).
 - ``bars(res) -> list[(text, met)]``: requirements; an unmet one makes the CLI exit 1.
+- ``NOTEBOOK = False``: no notebook (the benchmarks); ``NOTEBOOK_CELLS``: extra code cells.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ _MODULES = {
     "guide-example": "guide_example", "persistence": "persistence", "gather": "gather",
     "granularity": "granularity", "coalescing": "coalescing", "bandwidth": "bandwidth",
     "hints": "hints", "tune": "tune",
+    # the benchmarks (no notebook; their bars make `run` exit 1 when unmet)
+    "launch-overhead": "launch_overhead", "timing-agreement": "timing_agreement",
+    "model-vs-hardware": "model_vs_hardware", "counter-tables": "counter_tables",
+    "foreign-workloads": "foreign_workloads", "tune-grid": "tune_grid",
+    "set-aside-counters": "set_aside_counters",
 }
 
 
@@ -79,13 +85,24 @@ def notebook_cells(name: str) -> list:
     return list(getattr(_module(name), "NOTEBOOK_CELLS", []))
 
 
+def notebook_file(name: str) -> str | None:
+    """The study's notebook under notebooks/ (01_guide_example.ipynb: its place among the
+    studies that have one, its name with underscores), or None (NOTEBOOK = False: the
+    benchmarks, whose results are their bars)."""
+    books = [n for n in _MODULES if getattr(_module(n), "NOTEBOOK", True)]
+    if name not in books:
+        _module(name)  # an unknown name raises
+        return None
+    return f"{books.index(name) + 1:02d}_{name.replace('-', '_')}.ipynb"
+
+
 def readme_table() -> str:
     """The README's study table, generated from the study modules (tests check it is current)."""
     rows = ["| study | what it runs | needs | notebook |", "| --- | --- | --- | --- |"]
-    for i, s in enumerate(list_studies(), start=1):
-        book = f"notebooks/{i:02d}_{s.name.replace('-', '_')}.ipynb"
+    for s in list_studies():
+        book = notebook_file(s.name)
         rows.append(f"| `{s.name}` | {s.row} | {', '.join(s.needs) or 'nothing'} | "
-                    f"[`{i:02d}`]({book}) |")
+                    + (f"[`{book[:2]}`](notebooks/{book})" if book else "-") + " |")
     return "\n".join(rows)
 
 
@@ -310,4 +327,4 @@ def load(path) -> Results:
 
 
 __all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "info",
-           "list_studies", "load", "missing", "notebook_cells", "readme_table", "refresh", "run", "study_names"]
+           "list_studies", "load", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]
