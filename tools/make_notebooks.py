@@ -54,7 +54,7 @@ TOUR_WINDOW = """**The window made it slower.** In the stored run on the H200 th
 against 0.577 ms at limit 0: **46 % slower**, on the stream, per launch and on the graph alike.
 The window is not what costs: `dev.persisting_l2()` sets the guide's set-aside (37.5 MiB here),
 and on Hopper a set-aside slows read-write traffic through the rest of the L2 (the
-`persistence` notebook's "set-aside alone" rows; the `set-aside-tax` study). This hot region
+`persistence` notebook's "set-aside alone" rows; `run set-aside-counters`). This hot region
 is read-write, so the window wins back less than the set-aside takes. Compare against limit
 0, not against the set-aside without a window, and let `l2persist.tune` decide per workload."""
 

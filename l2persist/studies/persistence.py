@@ -32,7 +32,7 @@ read-only, over set-aside levels x hitRatio, each against the better of (a) limi
 default limit without a window; `tune`'s pick for each case is measured in the same run."""
 WHY = """**Why.** Two effects pull against each other. A window keeps the hot lines in the L2 while
 the cold stream passes (fewer DRAM reads), but the set-aside itself slows read-write traffic
-(the `set-aside-tax` study's counters show the same sector counts with half the L2
+(the `set-aside-counters` study shows the same sector counts with half the L2
 throughput). Read-only work does not pay that price, which is why the read-only rows can gain
 where read-write rows lose. Quoting the window against "same set-aside, no window" hides the
 cost; the table above does not."""

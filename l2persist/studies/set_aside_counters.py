@@ -20,7 +20,7 @@ NOTEBOOK = False
 SOURCE = ("l2persist's own question: the set-aside alone slows read-write work up to 2.2x; "
           "which counters move with it?")
 ROW = ("every L2 / DRAM counter of the hot/cold kernel at limit 0, the maximum set-aside and "
-       "the maximum with a window (was tools/explain_set_aside.py)")
+       "the maximum with a window")
 MIB = 1 << 20
 KEYS = ("persist", "evict", "fabric", "fill", "dirty", "clean", "reclaim", "lookup_miss",
         "throughput", "sectors_op_write", "sectors_op_read")
