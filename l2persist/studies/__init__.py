@@ -167,9 +167,9 @@ def missing(need: str) -> str | None:
 class Context:
     """What a study's run() gets: the device, the mode, progress, and the record builder."""
 
-    # ctx.measure's defaults: repeat until IQR / median is under NOISE, at most MAX_SAMPLES
+    # ctx.measure's defaults: repeat until IQR / median is under NOISE, at most ROUNDS rounds
     NOISE = 0.02
-    MAX_SAMPLES = 200
+    ROUNDS = 4
 
     def __init__(self, study: str, device, quick: bool, progress: bool | None):
         self.study = study
@@ -191,13 +191,14 @@ class Context:
                 warmup: int = 3, noise: float | None = None, max_samples: int | None = None,
                 **benchmark_kw) -> dict:
         """Time ``fn`` (l2persist.benchmark) in rounds of ``repeat`` samples until the spread
-        (IQR / median) is under ``noise`` or ``max_samples`` were taken. Returns the record
+        (IQR / median) is under ``noise`` (default NOISE) or ``max_samples`` were taken
+        (default ROUNDS rounds, 2 in quick mode). Returns the record
         fields: ms (median), q1_ms, q3_ms, iqr_rel, samples, and with ``bytes_moved``:
         bytes_moved, tbs (at the median) and pct_of_peak (of the device's DRAM peak)."""
         from ..timing import benchmark
         repeat = repeat or (7 if self.quick else 15)
         noise = self.NOISE if noise is None else noise
-        cap = max(repeat, max_samples or (3 * repeat if self.quick else self.MAX_SAMPLES))
+        cap = max(repeat, max_samples or (2 if self.quick else self.ROUNDS) * repeat)
         samples = []
         while True:
             t = benchmark(fn, stream=stream, warmup=warmup if not samples else 1,

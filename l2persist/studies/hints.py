@@ -40,7 +40,7 @@ def run(ctx):
         def point(hot_load, cold_load):
             return ctx.measure(lambda: K.hot_cold_read(hot, cold, hot_load=hot_load,
                                                        cold_load=cold_load, stream=s),
-                               stream=s, warmup=2, bytes_moved=hot.nbytes + cold.nbytes)
+                               stream=s, warmup=2)
 
         records = ctx.sweep({"hot_load": flavours, "cold_load": flavours}, point)
     derive(records)

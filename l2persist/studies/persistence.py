@@ -55,29 +55,33 @@ def run(ctx):
             _core.to_device(rng.integers(0, 9, cold_n, dtype=np.int32), dev) as cold, \
             _core.to_device(rng.integers(0, 9, max(hots) * MIB // 4, dtype=np.int32),
                             dev) as hot_all:
-        def time_config(fn, limit, window):
+        def time_config(fn, limit, window, traffic):
+            """The measure fields of fn under (limit, window), and the limit granted."""
             with dev.persisting_l2(limit) as granted, s.access_policy(window, reset=True):
-                return benchmark(fn, stream=s, warmup=2, repeat=repeat).median, granted
+                m = ctx.measure(fn, stream=s, warmup=2, repeat=repeat, bytes_moved=traffic)
+            return m, granted
 
         def point(mode, hot_mib):
             hot = hot_all[: hot_mib * MIB // 4]
             fn = (lambda: K.hot_cold(hot, cold, read_only=mode == "ro", stream=s))
+            # one thread per cold word touches it and a hot word: read (+ write when rw)
+            traffic = (2 if mode == "ro" else 4) * cold.nbytes
             out = []
-            a, _ = time_config(fn, 0, None)
-            b, b_lim = time_config(fn, dev.default_persisting_l2_limit, None)
-            base = min(a, b)
-            out.append(dict(config="(a) limit 0, no window", set_aside=0, hit_ratio=None, ms=a))
+            a, _ = time_config(fn, 0, None, traffic)
+            b, b_lim = time_config(fn, dev.default_persisting_l2_limit, None, traffic)
+            base = min(a["ms"], b["ms"])
+            out.append(dict(config="(a) limit 0, no window", set_aside=0, hit_ratio=None, **a))
             out.append(dict(config="(b) default limit, no window", set_aside=b_lim,
-                            hit_ratio=None, ms=b))
+                            hit_ratio=None, **b))
             for aside in asides:
-                ms, granted = time_config(fn, aside, None)
+                m, granted = time_config(fn, aside, None, traffic)
                 out.append(dict(config=f"set-aside {granted / MIB:g} MiB, no window",
-                                set_aside=granted, hit_ratio=None, ms=ms))
+                                set_aside=granted, hit_ratio=None, **m))
                 for h in ratios:
                     w = _core.AccessPolicyWindow(hot, hit_ratio=h, clamp=True)
-                    ms, granted = time_config(fn, aside, w)
+                    m, granted = time_config(fn, aside, w, traffic)
                     out.append(dict(config=f"set-aside {granted / MIB:g} MiB, hitRatio {h}",
-                                    set_aside=granted, hit_ratio=h, ms=ms))
+                                    set_aside=granted, hit_ratio=h, **m))
             r = tune(fn, [hot], stream=s, device=dev, repeat=repeat)
             out.append(dict(config="tune's pick", pick=_describe(r.recommended),
                             set_aside=r.recommended["set_aside"], hit_ratio=None,
