@@ -185,8 +185,10 @@ class Results:
         m = self.meta
         where = (f"{m['device_name']} (cc {m['compute_capability']}, L2 "
                  f"{m['l2_cache_size'] >> 20} MiB)" if "device_name" in m else "no GPU")
-        return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, driver "
-                f"{m.get('driver_supports')}; l2persist {m.get('l2persist_version')} "
+        driver = (f"driver supports CUDA {m['driver_supports']}" if m.get("driver_supports")
+                  else "no NVIDIA driver")
+        return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, {driver}; "
+                f"l2persist {m.get('l2persist_version')} "
                 f"({m.get('git_revision') or 'no git'}); {m.get('date')}")
 
     def __repr__(self) -> str:

@@ -252,3 +252,18 @@ def test_benchmarks_have_no_notebook_and_a_readme_row():
         assert studies.notebook_file(name) is None
         assert f"| `{name}` |" in studies.readme_table()
     assert studies.notebook_file("tune") == "08_tune.ipynb"
+
+
+def test_a_study_without_prose_gets_no_notebook(register):
+    register("prose-less", fake_module("prose_less", lambda ctx: ctx.results([])))
+    assert studies.notebook_file("prose-less") is None
+    register("with-prose", fake_module("with_prose", lambda ctx: ctx.results([]), INTRO="# x",
+                                       WHY="y", NOTEBOOK=False))
+    assert studies.notebook_file("with-prose") is None
+
+
+def test_header_says_when_there_is_no_driver():
+    res = Results("x", [], {"cuda_runtime": "13.0", "driver_supports": None})
+    assert "no NVIDIA driver" in res.header() and "driver None" not in res.header()
+    res.meta["driver_supports"] = "13.0"
+    assert "driver supports CUDA 13.0" in res.header()

@@ -22,7 +22,8 @@ It may also define, and then the runner, the notebooks and the README use them:
   / ``res.summary`` only, so the same text comes from a live run and from stored results.
 - ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns).
 - ``bars(res) -> list[(text, met)]``: requirements; an unmet one makes the CLI exit 1.
-- ``NOTEBOOK = False``: no notebook (the benchmarks); ``NOTEBOOK_CELLS``: extra code cells.
+- ``NOTEBOOK``: whether it has a notebook (default: when it has ``INTRO``; its results must
+  then be stored in notebooks/results/ from a GPU run); ``NOTEBOOK_CELLS``: extra code cells.
 """
 
 from __future__ import annotations
@@ -89,11 +90,16 @@ def notebook_file(name: str) -> str | None:
     """The study's notebook under notebooks/ (01_guide_example.ipynb: its place among the
     studies that have one, its name with underscores), or None (NOTEBOOK = False: the
     benchmarks, whose results are their bars)."""
-    books = [n for n in _MODULES if getattr(_module(n), "NOTEBOOK", True)]
+    books = [n for n in _MODULES if _has_notebook(_module(n))]
     if name not in books:
         _module(name)  # an unknown name raises
         return None
     return f"{books.index(name) + 1:02d}_{name.replace('-', '_')}.ipynb"
+
+
+def _has_notebook(mod) -> bool:
+    """NOTEBOOK when declared; otherwise a study with notebook prose (INTRO) has one."""
+    return bool(getattr(mod, "NOTEBOOK", hasattr(mod, "INTRO")))
 
 
 def readme_table() -> str:
