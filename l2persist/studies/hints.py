@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core, kernels as K
-from ..timing import benchmark
 from ..results import PlotSpec
 
 TITLE = "Cache hints: hot-set flavour x cold-stream flavour"

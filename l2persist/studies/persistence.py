@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core, kernels as K
-from ..timing import benchmark
 from ..tune import _describe, tune
 from ..results import PlotSpec
 
