@@ -267,3 +267,16 @@ def test_header_says_when_there_is_no_driver():
     assert "no NVIDIA driver" in res.header() and "driver None" not in res.header()
     res.meta["driver_supports"] = "13.0"
     assert "driver supports CUDA 13.0" in res.header()
+
+
+def test_a_part_skipped_at_several_points_is_noted_once(register):
+    def run(ctx):
+        for _ in range(3):
+            ctx.has("ncu", "ncu's times")
+        return ctx.results([{"x": 1}])
+    register("skips", fake_module("skips", run))
+    if studies.missing("ncu") is None:
+        pytest.skip("ncu is installed here")
+    res = studies.run("skips")
+    assert [n for n in res.notes if n.startswith("skipped ncu's times: ")] == res.notes
+    assert len(res.notes) == 1 and res.summary["skipped"][0][0] == "ncu's times"

@@ -319,8 +319,9 @@ def refresh(res: Results, ctx: Context | None = None) -> Results:
     if hasattr(mod, "findings"):
         res.notes = list(mod.findings(res))
     if ctx is not None and ctx.skipped:
-        res.notes += [f"skipped {what}: {why}" for what, why in ctx.skipped]
-        res.summary["skipped"] = [list(x) for x in ctx.skipped]
+        skipped = list(dict.fromkeys(ctx.skipped))  # a part skipped at several points: once
+        res.notes += [f"skipped {what}: {why}" for what, why in skipped]
+        res.summary["skipped"] = [list(x) for x in skipped]
     if hasattr(mod, "plot_spec"):
         res.plot_spec = mod.plot_spec(res)
     if hasattr(mod, "bars"):

@@ -68,7 +68,7 @@ def run(ctx):
             out = []
             a, _ = time_config(fn, 0, None, traffic)
             b, b_lim = time_config(fn, dev.default_persisting_l2_limit, None, traffic)
-            base = min(a["ms"], b["ms"])
+            base = min(a["ms"], b["ms"])  # INTEGRATOR: the better-baseline rule (issue 17)
             out.append(dict(config="(a) limit 0, no window", set_aside=0, hit_ratio=None, **a))
             out.append(dict(config="(b) default limit, no window", set_aside=b_lim,
                             hit_ratio=None, **b))
