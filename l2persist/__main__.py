@@ -5,7 +5,8 @@ Without a GPU it says so, with the runtime's reason, shows what needs no GPU, an
 
     python -m l2persist list                 the studies, and which need a GPU
     python -m l2persist run STUDY [--device N] [--quick] [--json PATH] [--csv PATH]
-                                  [--plot PATH]"""
+                                  [--plot PATH]
+    python -m l2persist check [...]          the persisting-L2 state check (l2persist.state)"""
 
 from __future__ import annotations
 
@@ -144,24 +145,98 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (exit 2), not usage text plus the error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _fail(prog: str, message: str) -> int:
+    """A user's mistake: one line on stderr, exit status 2, no traceback."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_output(option: str, path: str) -> str | None:
+    """Why `path` cannot be written (None: it can); checked before a study runs so that a
+    typo never costs a finished sweep."""
+    import os
+    full = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(full)
+    if os.path.isdir(full):
+        return f"{option} {path}: is a directory; give a file name"
+    if not os.path.isdir(parent):
+        return f"{option} {path}: the directory {parent} does not exist"
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return f"{option} {path}: the file is not writable"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{option} {path}: the directory {parent} is not writable"
+    return None
+
+
+def _check_plot(path: str) -> str | None:
+    """Why `--plot path` cannot be drawn here: no matplotlib, or a suffix it cannot write."""
+    import os
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        return (f"--plot {path}: drawing needs matplotlib, which is not installed "
+                "(pip install 'l2persist[plot]', or leave out --plot)")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix not in kinds:
+        return (f"--plot {path}: unknown image format {suffix or '(no suffix)'!r}; "
+                f"use one of {', '.join('.' + k for k in sorted(kinds))}")
+    return None
+
+
 def _list(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog=f"{_prog()} list", description="List the studies.")
+    p = _Parser(prog=f"{_prog()} list", description="List the studies.")
     p.parse_args(argv)
     from .studies import list_studies
     have_gpu = _core.device_count() > 0
-    for s in list_studies():
-        need = "needs a GPU" if s.needs_gpu else "runs anywhere"
-        mark = "" if have_gpu or not s.needs_gpu else " (no GPU here)"
-        print(f"{s.name:14s} {need:13s}{mark}  {s.title}")
+    rows = [(s.name, ("needs a GPU" if s.needs_gpu else "runs anywhere")
+             + ("" if have_gpu or not s.needs_gpu else " (none here)"), s.title)
+            for s in list_studies()]
+    w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
+    for name, need, title in rows:
+        print(f"{name:<{w0}}  {need:<{w1}}  {title}")
     return 0
 
 
+def _save(res, args) -> list[str]:
+    """Write what was asked; a write that fails after the checks (disk full, a directory
+    removed meanwhile) still keeps the records: they go to a temporary JSON file."""
+    import tempfile
+    saved = []
+    for path, write in ((args.json, res.to_json), (args.csv, res.to_csv),
+                        (args.plot, res.plot)):
+        if not path:
+            continue
+        try:
+            write(path)
+            saved.append(path)
+        except ValueError as e:  # a study that declares no plot: say so, keep the rest
+            print(f"{_prog()} run {res.study}: {e}", file=sys.stderr)
+        except OSError as e:
+            fd, keep = tempfile.mkstemp(prefix=f"l2persist-{res.study}-", suffix=".json")
+            with open(fd, "w") as f:
+                f.write(res.to_json())
+            raise SystemExit(f"{_prog()} run {res.study}: could not write {path} ({e.strerror or e}); "
+                             f"the records are kept in {keep}") from None
+    return saved
+
+
 def _run(argv: list[str]) -> int:
-    from .studies import GpuRequired, _MODULES, run
-    p = argparse.ArgumentParser(prog=f"{_prog()} run", description=(
+    from .studies import GpuRequired, run, study_names
+    prog = f"{_prog()} run"
+    p = _Parser(prog=prog, description=(
         "Run one study: print its table and findings; save its records and metadata (JSON, "
-        "CSV) and its plot. Progress goes to stderr when it is a terminal."))
-    p.add_argument("study", choices=list(_MODULES))
+        "CSV) and its plot. Progress goes to stderr when it is a terminal. Exit status: 0 "
+        "done, 1 a bar the study checks is not met, 2 a usage error or a study this machine "
+        "cannot run."))
+    p.add_argument("study", help="one of: " + ", ".join(study_names()))
     p.add_argument("--device", type=int, default=0, help="GPU index (default 0)")
     p.add_argument("--quick", action="store_true", help="a smaller sweep (seconds)")
     p.add_argument("--json", metavar="PATH", help="write records + metadata as JSON")
@@ -169,32 +244,51 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--plot", metavar="PATH", help="save the plot (PNG, SVG, PDF: by suffix)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     args = p.parse_args(argv)
+    if args.study not in study_names():
+        return _fail(prog, f"unknown study {args.study!r}; the studies: "
+                           + ", ".join(study_names()))
+    problems = [_check_output(opt, path) for opt, path in
+                (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)) if path]
+    if args.plot:
+        problems.append(_check_plot(args.plot))
+    problems = [x for x in problems if x]
+    if problems:
+        return _fail(prog, problems[0])
     count = _core.device_count()
     if count and not 0 <= args.device < count:
-        p.error(f"--device {args.device}: this machine has {count} CUDA device(s), "
-                f"indices 0..{count - 1}")
+        return _fail(prog, f"--device {args.device}: this machine has {count} CUDA device(s), "
+                           f"indices 0..{count - 1}")
     try:
         res = run(args.study, args.device, quick=args.quick,
                   progress=False if args.no_progress else None)
     except GpuRequired as e:
-        print(f"{_prog()} run {args.study}: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"{prog} {args.study}", str(e))
     except _core.NotSupportedError as e:  # e.g. a set-aside study on an MPS client or MIG
-        print(f"{_prog()} run {args.study}: this device cannot run it: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"{prog} {args.study}", f"this device cannot run it: {e}")
     print(res.header())
     print()
     print(res.table())
-    if args.json:
-        res.to_json(args.json)
-    if args.csv:
-        res.to_csv(args.csv)
-    if args.plot:
-        res.plot(args.plot)
-    saved = [x for x in (args.json, args.csv, args.plot) if x]
+    saved = _save(res, args)
     if saved:
         print("\nwrote " + ", ".join(saved))
+    unmet = res.unmet_bars()
+    if unmet:
+        print(f"{prog} {args.study}: bar not met: {unmet[0]}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _check(argv: list[str]) -> int:
+    """`check`: the persisting-state check, written in l2persist.state (imported lazily: the
+    report and the studies work without it)."""
+    try:
+        from .state import check_main
+    except ModuleNotFoundError as e:
+        if e.name not in ("l2persist.state", f"{__package__}.state"):
+            raise
+        return _fail(f"{_prog()} check", "this l2persist has no state checker "
+                                         "(l2persist.state.check_main is missing)")
+    return check_main(argv)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -203,7 +297,9 @@ def _main(argv: list[str] | None) -> int:
         return _list(argv[1:])
     if argv and argv[0] == "run":
         return _run(argv[1:])
-    p = argparse.ArgumentParser(prog=_prog(), description=__doc__,
+    if argv and argv[0] == "check":
+        return _check(argv[1:])
+    p = _Parser(prog=_prog(), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument("--device", type=int, default=None, help="report only this GPU index")

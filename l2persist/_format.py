@@ -33,13 +33,33 @@ def save_json(obj, path=None, **kw) -> str:
     return text
 
 
-def load_json(text_or_path):
-    """Parse a JSON string, or the file at a path."""
-    text = str(text_or_path)
-    if not text.lstrip().startswith(("{", "[")):
-        with open(text_or_path) as f:
+def read_json(text_or_path):
+    """(parsed object, where it came from) of a JSON string or of the file at a path (str or
+    os.PathLike). Bytes are refused: they are neither a path nor text here. A syntax error
+    names the file."""
+    import os
+    if isinstance(text_or_path, (bytes, bytearray, memoryview)):
+        raise TypeError("load: give a path (str or os.PathLike) or JSON text, not "
+                        f"{type(text_or_path).__name__}")
+    if isinstance(text_or_path, os.PathLike) or (
+            isinstance(text_or_path, str) and not text_or_path.lstrip().startswith(("{", "["))):
+        where = os.fspath(text_or_path)
+        with open(where) as f:
             text = f.read()
-    return json.loads(text)
+    elif isinstance(text_or_path, str):
+        where, text = "JSON text", text_or_path
+    else:
+        raise TypeError("load: give a path (str or os.PathLike) or JSON text, not "
+                        f"{type(text_or_path).__name__}")
+    try:
+        return json.loads(text), where
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e}); was the file cut short?") from None
+
+
+def load_json(text_or_path):
+    """The parsed object of read_json, without where it came from."""
+    return read_json(text_or_path)[0]
 
 
 def human_bytes(n: int | float) -> str:
@@ -77,5 +97,5 @@ def record_html(kind: str, record) -> str:
         for k, v in record.as_dict().items())
     return f"<table><caption>{html.escape(kind)}</caption>{rows}</table>"
 
-__all__ = ["cell_text", "human_bytes", "load_json", "markdown_table", "record_repr",
+__all__ = ["cell_text", "human_bytes", "load_json", "markdown_table", "read_json", "record_repr",
            "record_html", "save_json"]

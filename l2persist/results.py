@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import cell_text, load_json, markdown_table, save_json
+from ._format import cell_text, markdown_table, read_json, save_json
 
 FORMAT = 1  # version of the JSON layout
 
@@ -66,7 +66,14 @@ def collect_metadata(device=None) -> dict:
 
 @dataclass
 class PlotSpec:
-    """How a study's records are drawn: y columns against x, one line per hue value."""
+    """How a study's records are drawn: y columns against x, one series per hue value.
+
+    ``labels`` maps raw names (hue values, y columns) to the words a legend shows.
+    ``interval`` names two columns (low, high) drawn as an error bar at each point.
+    ``hline`` draws a reference line (1.0 where speedups are drawn); ``vlines`` maps x values
+    to the words written beside a vertical line there. ``facet`` draws one panel per value of
+    that column (``facet_titles`` names them). Series get distinct markers and line styles,
+    so that one lying on another stays visible."""
 
     x: str
     y: list
@@ -75,9 +82,16 @@ class PlotSpec:
     logy: bool = False
     xlabel: str = ""
     ylabel: str = ""
-    kind: str = "line"  # or "bar"
+    kind: str = "line"  # "line", "scatter" (points only), "bar" or "heatmap"
     title: str = ""
     where: dict | None = None  # draw only records whose values match (a list: any of)
+    labels: dict | None = None
+    interval: list | None = None
+    hline: float | None = None
+    vlines: dict | None = None
+    facet: str | None = None
+    facet_titles: dict | None = None
+    interval_label: str = "95 % interval"
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -94,6 +108,7 @@ class Results:
     plot_spec: PlotSpec | None = None
     notes: list = field(default_factory=list)   # the findings, in words
     summary: dict = field(default_factory=dict)  # the headline numbers
+    bars: list = field(default_factory=list)  # {"bar": what was required, "met": bool}
 
     def __len__(self) -> int:
         return len(self.records)
@@ -109,24 +124,25 @@ class Results:
         return {"format": FORMAT, "study": self.study, "meta": self.meta,
                 "columns": [list(c) for c in self.columns] if self.columns else None,
                 "plot": self.plot_spec.as_dict() if self.plot_spec else None,
-                "notes": list(self.notes), "summary": self.summary, "records": self.records}
+                "notes": list(self.notes), "summary": self.summary, "bars": list(self.bars),
+                "records": self.records}
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         return save_json(self.as_dict(), path, indent=1, default=_jsonable)
 
     @classmethod
     def from_json(cls, text_or_path) -> "Results":
-        """Load what to_json wrote (a JSON string or a path)."""
-        d = load_json(text_or_path)
-        if d.get("format") != FORMAT:
-            raise ValueError(f"format: {d.get('format')!r} is not {FORMAT}, the layout this "
-                             "l2persist reads")
-        return cls(study=d["study"], records=d["records"], meta=d["meta"],
-                   columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
-                   plot_spec=PlotSpec(**d["plot"]) if d.get("plot") else None,
-                   notes=d.get("notes", []), summary=d.get("summary", {}))
+        """Load what to_json wrote (a JSON string, or a path as str or os.PathLike). A file
+        that is not a Results layout raises ValueError naming the file and the field."""
+        d, where = read_json(text_or_path)
+        return cls(**_fields(d, where))
 
     load = from_json
+
+    def unmet_bars(self) -> list:
+        """The bars this run checked and did not meet (the CLI exits 1 when there are any)."""
+        return [b["bar"] for b in self.bars if not b["met"]]
+
 
     def keys(self) -> list:
         keys = []
@@ -169,8 +185,10 @@ class Results:
         m = self.meta
         where = (f"{m['device_name']} (cc {m['compute_capability']}, L2 "
                  f"{m['l2_cache_size'] >> 20} MiB)" if "device_name" in m else "no GPU")
-        return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, driver "
-                f"{m.get('driver_supports')}; l2persist {m.get('l2persist_version')} "
+        driver = (f"driver supports CUDA {m['driver_supports']}" if m.get("driver_supports")
+                  else "no NVIDIA driver")
+        return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, {driver}; "
+                f"l2persist {m.get('l2persist_version')} "
                 f"({m.get('git_revision') or 'no git'}); {m.get('date')}")
 
     def __repr__(self) -> str:
@@ -198,67 +216,192 @@ class Results:
         except ImportError as e:
             raise ImportError("plot needs matplotlib: pip install 'l2persist[plot]'") from e
         spec = self.plot_spec
-        fig = None
+        facets = ([None] if not spec.facet else
+                  list(dict.fromkeys(r.get(spec.facet) for r in self._selected(spec))))
         if ax is None:
-            fig, ax = plt.subplots(figsize=(7.5, 4.5))
+            width = 7.5 if len(facets) == 1 else 5.2 * len(facets)
+            fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False,
+                                     sharey=True)
+            axes = list(axes[0])
         else:
-            fig = ax.figure
-        groups = {}
-        where = spec.where or {}
-        for r in self.records:
-            if any(r.get(k) not in (v if isinstance(v, list) else [v]) for k, v in where.items()):
-                continue
-            groups.setdefault(r.get(spec.hue) if spec.hue else None, []).append(r)
-        series = []
-        for hue, recs in groups.items():
-            for y in spec.y:
-                pts = [(r[spec.x], r[y]) for r in recs if r.get(y) is not None and spec.x in r]
-                if pts:
-                    label = " ".join(str(s) for s in (hue, y if len(spec.y) > 1 else None)
-                                     if s is not None)
-                    series.append((label or None, pts))
-        if spec.kind == "bar":  # grouped bars, one group per x value
-            xs = list(dict.fromkeys(x for _, pts in series for x, _ in pts))
-            width = 0.8 / max(1, len(series))
-            for i, (label, pts) in enumerate(series):
-                vals = dict(pts)
-                ax.bar([xs.index(x) + (i - (len(series) - 1) / 2) * width for x in vals],
-                       list(vals.values()), width=width, label=label)
-            ax.set_xticks(range(len(xs)))
-            ax.set_xticklabels([str(x) for x in xs], rotation=30, ha="right", fontsize=8)
-        elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
-            rows = list(groups)
-            cols = list(dict.fromkeys(r[spec.x] for recs in groups.values() for r in recs))
-            grid = [[next((r[spec.y[0]] for r in groups[h] if r[spec.x] == c), float("nan"))
-                     for c in cols] for h in rows]
-            im = ax.imshow(grid, cmap="RdYlGn", aspect="auto")
-            for i, row in enumerate(grid):
-                for j, v in enumerate(row):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-            ax.set_xticks(range(len(cols)))
-            ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
-            ax.set_yticks(range(len(rows)))
-            ax.set_yticklabels([str(r) for r in rows], fontsize=8)
-            fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+            fig, axes = ax.figure, [ax] * len(facets)
+        outside = bool(spec.facet) or len(_series(spec, self._selected(spec))) > 6
+        for a, value in zip(axes, facets):
+            recs = [r for r in self._selected(spec)
+                    if spec.facet is None or r.get(spec.facet) == value]
+            _draw(a, spec, recs, fig, legend=not outside)
+            if spec.facet:
+                a.set_title((spec.facet_titles or {}).get(str(value), str(value)), fontsize=9)
+        title = spec.title or self.header()
+        if spec.facet:
+            fig.suptitle(title, fontsize=10)
         else:
-            for label, pts in series:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="o", ms=3, label=label)
-        if spec.logx:
-            ax.set_xscale("log", base=2)
-        if spec.logy:
-            ax.set_yscale("log")
-        ax.set_xlabel(spec.xlabel or spec.x)
-        ax.set_ylabel(spec.hue if spec.kind == "heatmap" else spec.ylabel or ", ".join(spec.y))
-        ax.set_title(spec.title or self.header(), fontsize=9)
-        if spec.kind != "heatmap":
-            ax.grid(True, alpha=0.3)
-            if len(series) > 1:
-                ax.legend(fontsize=7)
-        fig.tight_layout()
+            axes[0].set_title(title, fontsize=9)
+        bottom = 0.0
+        if outside:  # many series: one legend under the panels, not over the data
+            handles, labels = axes[0].get_legend_handles_labels()
+            ncol = 3
+            fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7.5,
+                       frameon=False)
+            bottom = 0.05 * (-(-len(labels) // ncol)) + 0.03
+            fig.set_figheight(fig.get_figheight() + 4.6 * bottom)
+        fig.tight_layout(rect=(0, bottom, 1, 1))
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
+
+    def _selected(self, spec) -> list:
+        where = spec.where or {}
+        return [r for r in self.records
+                if all(r.get(k) in (v if isinstance(v, list) else [v]) for k, v in where.items())]
+
+
+# Series styles: each series differs from its neighbours in colour, marker and line style,
+# and markers are hollow, so a series drawn exactly on another still shows.
+_MARKERS = "osD^vx+<>*"
+_LINES = ("-", "--", ":", "-.")
+
+
+def _style(i: int) -> dict:
+    return {"marker": _MARKERS[i % len(_MARKERS)], "linestyle": _LINES[i % len(_LINES)],
+            "color": f"C{i % 10}", "ms": 7 - (i % 3) * 1.5, "mfc": "none", "lw": 1.4}
+
+
+def _series(spec, recs) -> list:
+    """(label, [(x, y, (low, high) or None)]) per hue value and y column."""
+    labels = spec.labels or {}
+    groups = {}
+    for r in recs:
+        groups.setdefault(r.get(spec.hue) if spec.hue else None, []).append(r)
+    out = []
+    for hue, rs in groups.items():
+        for y in spec.y:
+            pts = [(r[spec.x], r[y], (r[spec.interval[0]], r[spec.interval[1]])
+                    if spec.interval and r.get(spec.interval[0]) is not None else None)
+                   for r in rs if r.get(y) is not None and spec.x in r]
+            if not pts:
+                continue
+            parts = [labels.get(str(hue), str(hue)) if hue is not None else None,
+                     labels.get(y, y) if len(spec.y) > 1 or hue is None else None]
+            out.append((", ".join(p for p in parts if p) or None, pts))
+    return out
+
+
+def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
+    series = _series(spec, recs)
+    if spec.kind == "bar":  # grouped bars, one group per x value
+        xs = list(dict.fromkeys(x for _, pts in series for x, _, _ in pts))
+        width = 0.8 / max(1, len(series))
+        for i, (label, pts) in enumerate(series):
+            pos = [xs.index(x) + (i - (len(series) - 1) / 2) * width for x, _, _ in pts]
+            ax.bar(pos, [y for _, y, _ in pts], width=width, label=label, color=f"C{i % 10}",
+                   hatch=("", "//", "..", "xx")[i % 4], edgecolor="white")
+            iv = [(p, lo, hi) for p, (_, _, ci) in zip(pos, pts) if ci for lo, hi in [ci]]
+            if iv:
+                ax.errorbar([p for p, _, _ in iv], [(lo + hi) / 2 for _, lo, hi in iv],
+                            yerr=[(hi - lo) / 2 for _, lo, hi in iv], fmt="none", ecolor="k",
+                            capsize=5, lw=1.5, label=spec.interval_label)
+        top = max([y for _, pts in series for _, y, _ in pts]
+                  + [ci[1] for _, pts in series for _, _, ci in pts if ci] + [spec.hline or 0])
+        ax.set_ylim(0, top * 1.3)  # room for the legend above the bars
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([(spec.labels or {}).get(str(x), str(x)) for x in xs],
+                           rotation=20, ha="right", fontsize=8)
+    elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
+        rows = list(dict.fromkeys(r[spec.hue] for r in recs))
+        cols = list(dict.fromkeys(r[spec.x] for r in recs))
+        cell = {(r[spec.hue], r[spec.x]): r[spec.y[0]] for r in recs}
+        grid = [[cell.get((h, c), float("nan")) for c in cols] for h in rows]
+        vals = [v for row in grid for v in row if v == v]
+        span = max(abs(v - (spec.hline or 0)) for v in vals) if vals else 1
+        centre = spec.hline if spec.hline is not None else None
+        im = ax.imshow(grid, cmap="RdYlGn", aspect="auto",
+                       vmin=None if centre is None else centre - span,
+                       vmax=None if centre is None else centre + span)
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([str(r) for r in rows], fontsize=8)
+        fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+    else:
+        for i, (label, pts) in enumerate(series):
+            pts = sorted(pts, key=lambda p: p[0])
+            style = _style(i)
+            if spec.kind == "scatter":
+                style["linestyle"] = "none"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
+            iv = [(x, ci) for x, _, ci in pts if ci]
+            if iv:
+                ax.errorbar([x for x, _ in iv], [(lo + hi) / 2 for _, (lo, hi) in iv],
+                            yerr=[(hi - lo) / 2 for _, (lo, hi) in iv], fmt="none",
+                            ecolor=f"C{i % 10}", capsize=4)
+    if spec.kind != "heatmap":
+        if spec.hline is not None:
+            ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0)
+        for x, text in (spec.vlines or {}).items():
+            ax.axvline(float(x), color="grey", lw=0.9, ls=":")
+            ax.annotate(text, (float(x), 0.02), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=7, color="dimgrey", ha="right", va="bottom")
+        if spec.logx:
+            ax.set_xscale("log", base=2)
+            xs = [p[0] for _, pts in series for p in pts]
+            if xs and max(xs) < 4096:  # small values read better as numbers than as 2^n
+                from matplotlib.ticker import FuncFormatter
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        if spec.logy:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        if legend and (len(series) > 1 or spec.interval):
+            ax.legend(fontsize=7)
+    ax.set_xlabel(spec.xlabel or spec.x)
+    ax.set_ylabel((spec.labels or {}).get(spec.hue, spec.hue) if spec.kind == "heatmap"
+                  else spec.ylabel or ", ".join(spec.y))
+
+
+# field -> (type it must have, required); the layout FORMAT names
+_SCHEMA = {"format": (int, True), "study": (str, True), "meta": (dict, True),
+           "records": (list, True), "columns": ((list, type(None)), False),
+           "plot": ((dict, type(None)), False), "notes": (list, False),
+           "summary": (dict, False), "bars": (list, False)}
+
+
+def _fields(d, where: str) -> dict:
+    """The constructor arguments of a Results from a parsed JSON layout, or ValueError."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: a Results file holds a JSON object, not "
+                         f"{type(d).__name__}")
+    for key, (kind, required) in _SCHEMA.items():
+        if key not in d:
+            if required:
+                raise ValueError(f"{where}: the key {key!r} is missing")
+            continue
+        if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is int:
+            raise ValueError(f"{where}: {key!r} must be a JSON "
+                             f"{_json_kind(kind)}, not {type(d[key]).__name__}")
+    if d["format"] != FORMAT:
+        raise ValueError(f"{where}: format {d['format']!r} is not {FORMAT}, the layout this "
+                         "l2persist reads")
+    bad = next((i for i, r in enumerate(d["records"]) if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise ValueError(f"{where}: 'records' must hold objects; record {bad} is "
+                         f"{type(d['records'][bad]).__name__}")
+    try:
+        plot = PlotSpec(**d["plot"]) if d.get("plot") else None
+    except TypeError as e:
+        raise ValueError(f"{where}: 'plot' is not a plot layout ({e})") from None
+    return dict(study=d["study"], records=d["records"], meta=d["meta"],
+                columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
+                plot_spec=plot, notes=d.get("notes", []), summary=d.get("summary", {}),
+                bars=d.get("bars", []))
+
+
+def _json_kind(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {int: "integer", str: "string", dict: "object", list: "array", type(None): "null"}
+    return " or ".join(names[k] for k in kinds)
 
 
 def _interactive() -> bool:

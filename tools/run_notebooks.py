@@ -5,7 +5,10 @@ their outputs: what tools/gpu-check runs on the GPU to refresh the committed not
     python tools/run_notebooks.py [--out DIR] [--timeout S] notebooks/*.ipynb
 
 Each notebook runs with its own folder as the working directory (it reads and writes
-results/<study>.json there). Exits 1 if any notebook raised."""
+results/<study>.json there) and imports this tree's l2persist. Without a GPU a study
+notebook draws the results stored in results/ with the current study code: the way to
+refresh stored pictures after a change to a plot or a finding. Exits 1 if any notebook
+raised."""
 
 import argparse
 import os
@@ -32,6 +35,10 @@ def main():
     args = p.parse_args()
     import nbformat
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend must draw the plots
+    # the kernel imports this tree's l2persist, whatever another install says
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     failed = 0
     for path in args.notebooks:
         t0 = time.perf_counter()

@@ -7,15 +7,30 @@
 
 From a shell: ``python -m l2persist list`` and ``python -m l2persist run STUDY [--quick]``.
 
-A study module defines ``TITLE``, ``NEEDS_GPU``, ``SOURCE`` (what the source study claimed)
-and ``run(ctx) -> Results``. It declares its axes through ``ctx.sweep`` (a record per point,
-progress on stderr) and builds its Results through ``ctx.results`` (metadata included).
+A study is one module. It must define ``TITLE``, ``NEEDS_GPU``, ``SOURCE`` (what the source
+study claimed) and ``run(ctx) -> Results``: it declares its axes through ``ctx.sweep`` (a record
+per point, progress on stderr), times through ``ctx.measure`` (repeats until the spread is
+small, keeps q1/q3, computes bandwidth and % of peak from the bytes a point moves) and builds
+its Results through ``ctx.results`` (metadata included).
+
+It may also define, and then the runner, the notebooks and the README use them:
+
+- ``NEEDS``: what it cannot run without, from ``NEED_NAMES`` (default: ``("gpu",)`` when
+  ``NEEDS_GPU``); a missing need makes ``run`` raise ``Unavailable`` with the reason.
+- ``ROW``: the README's "what it runs" cell; ``INTRO`` and ``WHY``: the notebook's prose.
+- ``findings(res) -> list[str]``: the findings, computed from ``res.records`` / ``res.meta``
+  / ``res.summary`` only, so the same text comes from a live run and from stored results.
+- ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns).
+- ``bars(res) -> list[(text, met)]``: requirements; an unmet one makes the CLI exit 1.
+- ``NOTEBOOK``: whether it has a notebook (default: when it has ``INTRO``; its results must
+  then be stored in notebooks/results/ from a GPU run); ``NOTEBOOK_CELLS``: extra code cells.
 """
 
 from __future__ import annotations
 
 import importlib
 import itertools
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -28,7 +43,17 @@ _MODULES = {
     "guide-example": "guide_example", "persistence": "persistence", "gather": "gather",
     "granularity": "granularity", "coalescing": "coalescing", "bandwidth": "bandwidth",
     "hints": "hints", "tune": "tune",
+    # the benchmarks (no notebook; their bars make `run` exit 1 when unmet)
+    "launch-overhead": "launch_overhead", "timing-agreement": "timing_agreement",
+    "model-vs-hardware": "model_vs_hardware", "counter-tables": "counter_tables",
+    "foreign-workloads": "foreign_workloads", "tune-grid": "tune_grid",
+    "set-aside-counters": "set_aside_counters",
 }
+
+
+def study_names() -> list[str]:
+    """The names `run` accepts, in the order `list` shows them."""
+    return list(_MODULES)
 
 
 def _module(name: str):
@@ -43,19 +68,114 @@ class StudyInfo:
     title: str
     needs_gpu: bool
     source: str
+    needs: tuple = ()
+    row: str = ""  # the README's "what it runs"
+    intro: str = ""  # the notebook's prose before the results
+    why: str = ""  # and after the findings
+
+
+def info(name: str) -> StudyInfo:
+    """One study's metadata, declared once in its module."""
+    m = _module(name)
+    return StudyInfo(name, m.TITLE, m.NEEDS_GPU, m.SOURCE, needs(m),
+                     getattr(m, "ROW", m.TITLE), getattr(m, "INTRO", ""), getattr(m, "WHY", ""))
+
+
+def notebook_cells(name: str) -> list:
+    """Extra code cells the study's notebook runs after its findings (NOTEBOOK_CELLS)."""
+    return list(getattr(_module(name), "NOTEBOOK_CELLS", []))
+
+
+def notebook_file(name: str) -> str | None:
+    """The study's notebook under notebooks/ (01_guide_example.ipynb: its place among the
+    studies that have one, its name with underscores), or None (NOTEBOOK = False: the
+    benchmarks, whose results are their bars)."""
+    books = [n for n in _MODULES if _has_notebook(_module(n))]
+    if name not in books:
+        _module(name)  # an unknown name raises
+        return None
+    return f"{books.index(name) + 1:02d}_{name.replace('-', '_')}.ipynb"
+
+
+def _has_notebook(mod) -> bool:
+    """NOTEBOOK when declared; otherwise a study with notebook prose (INTRO) has one."""
+    return bool(getattr(mod, "NOTEBOOK", hasattr(mod, "INTRO")))
+
+
+def readme_table() -> str:
+    """The README's study table, generated from the study modules (tests check it is current)."""
+    rows = ["| study | what it runs | needs | notebook |", "| --- | --- | --- | --- |"]
+    for s in list_studies():
+        book = notebook_file(s.name)
+        rows.append(f"| `{s.name}` | {s.row} | {', '.join(s.needs) or 'nothing'} | "
+                    + (f"[`{book[:2]}`](notebooks/{book})" if book else "-") + " |")
+    return "\n".join(rows)
 
 
 def list_studies() -> list[StudyInfo]:
-    """Every study: its name, title, whether it needs a GPU, and its source."""
-    out = []
-    for name in _MODULES:
-        m = _module(name)
-        out.append(StudyInfo(name, m.TITLE, m.NEEDS_GPU, m.SOURCE))
-    return out
+    """Every study: its name, title, needs, source and prose."""
+    return [info(name) for name in _MODULES]
+
+
+# ---- needs: what a study cannot run without, each with the reason it is missing ----
+
+def _missing_gpu():
+    if _core.device_count() == 0:
+        from .. import no_device_reason
+        return f"it needs a CUDA GPU and none can be used ({no_device_reason()})"
+    return None
+
+
+def _missing_module(module: str, pip: str):
+    def check():
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            return f"it needs {module} ({e}; pip install {pip})"
+        return None
+    return check
+
+
+def _missing_counters():
+    from .. import counters_available
+    ok, why = counters_available()
+    return None if ok else f"it needs the performance counters ({why})"
+
+
+def _missing_ncu():
+    return None if shutil.which("ncu") else "it needs Nsight Compute's ncu on PATH"
+
+
+_NEED_CHECKS = {"gpu": _missing_gpu, "counters": _missing_counters,
+                "cupy": _missing_module("cupy", "cupy-cuda12x"),
+                "torch": _missing_module("torch", "torch"),
+                "cuda.core": _missing_module("cuda.core", "cuda-core"), "ncu": _missing_ncu}
+NEED_NAMES = tuple(_NEED_CHECKS)
+
+
+def needs(mod) -> tuple:
+    declared = tuple(getattr(mod, "NEEDS", ("gpu",) if mod.NEEDS_GPU else ()))
+    unknown = [n for n in declared if n not in _NEED_CHECKS]
+    if unknown:
+        raise ValueError(f"{mod.__name__}.NEEDS: {unknown} not among {NEED_NAMES}")
+    return declared
+
+
+def missing(need: str) -> str | None:
+    """Why ``need`` (one of NEED_NAMES) is not met here, or None when it is."""
+    if need not in _NEED_CHECKS:
+        raise ValueError(f"need: {need!r} is not one of {', '.join(NEED_NAMES)}")
+    if need == "counters" and _missing_gpu():
+        return _missing_gpu()
+    return _NEED_CHECKS[need]()
 
 
 class Context:
     """What a study's run() gets: the device, the mode, progress, and the record builder."""
+
+    # ctx.measure's defaults: repeat until IQR / median is under NOISE, at most ROUNDS rounds
+    NOISE = 0.02
+    ROUNDS = 4
 
     def __init__(self, study: str, device, quick: bool, progress: bool | None):
         self.study = study
@@ -64,6 +184,44 @@ class Context:
         self.progress = progress
         self.meta = collect_metadata(device)
         self.t0 = time.perf_counter()
+        self.skipped = []  # (what, why): parts of the study left out for a missing need
+
+    def has(self, need: str, what: str = "") -> bool:
+        """Whether ``need`` is met; when not, the part ``what`` is recorded as skipped."""
+        why = missing(need)
+        if why is not None:
+            self.skipped.append((what or need, why))
+        return why is None
+
+    def measure(self, fn, *, stream, bytes_moved: int | None = None, repeat: int | None = None,
+                warmup: int = 3, noise: float | None = None, max_samples: int | None = None,
+                **benchmark_kw) -> dict:
+        """Time ``fn`` (l2persist.benchmark) in rounds of ``repeat`` samples until the spread
+        (IQR / median) is under ``noise`` (default NOISE) or ``max_samples`` were taken
+        (default ROUNDS rounds, 2 in quick mode). Returns the record
+        fields: ms (median), q1_ms, q3_ms, iqr_rel, samples, and with ``bytes_moved``:
+        bytes_moved, tbs (at the median) and pct_of_peak (of the device's DRAM peak)."""
+        from ..timing import benchmark
+        repeat = repeat or (7 if self.quick else 15)
+        noise = self.NOISE if noise is None else noise
+        cap = max(repeat, max_samples or (2 if self.quick else self.ROUNDS) * repeat)
+        samples = []
+        while True:
+            t = benchmark(fn, stream=stream, warmup=warmup if not samples else 1,
+                          repeat=min(repeat, cap - len(samples)), **benchmark_kw)
+            samples += t.samples
+            st = _core.stats(samples)
+            if st["iqr"] <= noise * st["median"] or len(samples) >= cap:
+                break
+        out = {"ms": st["median"], "q1_ms": st["q1"], "q3_ms": st["q3"],
+               "iqr_rel": st["iqr"] / st["median"] if st["median"] else 0.0,
+               "samples": len(samples)}
+        if bytes_moved is not None:
+            bw = bytes_moved / (st["median"] * 1e-3)
+            out.update(bytes_moved=bytes_moved, tbs=bw / 1e12)
+            peak = self.device.properties.peak_memory_bandwidth if self.device else 0
+            out["pct_of_peak"] = 100.0 * bw / peak if peak else None
+        return out
 
     def sweep(self, axes: dict, fn, *, desc: str | None = None) -> list[dict]:
         """Call ``fn(**point)`` for every point of the product of ``axes`` (name -> values);
@@ -115,32 +273,66 @@ def _progress(total: int, desc: str, enabled: bool | None):
                 unit="pt")
 
 
-class GpuRequired(RuntimeError):
-    """The study needs a CUDA device and none can be used."""
+class Unavailable(RuntimeError):
+    """The study cannot run here: a need (GPU, counters, CuPy, PyTorch, ...) is missing."""
+
+
+GpuRequired = Unavailable  # the name studies and the CLI used before needs were declared
 
 
 def run(name: str, device=0, *, quick: bool = False, progress: bool | None = None) -> Results:
     """Run one study and return its Results. ``quick`` runs a smaller sweep (seconds).
-    The persisting-L2 limit is restored afterwards whatever the study did."""
+    The persisting-L2 limit is restored afterwards whatever the study did. Raises
+    Unavailable, with the reason, when a need the study declares is missing here."""
     mod = _module(name)
+    for need in needs(mod):
+        why = missing(need)
+        if why is not None:
+            anywhere = [s.name for s in list_studies() if not s.needs]
+            raise Unavailable(f"the {name} study cannot run here: {why}"
+                              + ("; studies that run anywhere: " + ", ".join(anywhere)
+                                 if need == "gpu" else ""))
     dev = None
     if mod.NEEDS_GPU or _core.device_count() > 0:
-        if _core.device_count() == 0:
-            from .. import no_device_reason
-            raise GpuRequired(f"the {name} study needs a CUDA GPU and none can be used "
-                              f"({no_device_reason()}); studies that run anywhere: "
-                              + ", ".join(s.name for s in list_studies() if not s.needs_gpu))
         from .. import Device
         dev = device if isinstance(device, Device) else Device(device)
     ctx = Context(name, dev, quick, progress)
     if dev is None:
-        return mod.run(ctx)
+        return refresh(mod.run(ctx), ctx)
     limit = dev.persisting_l2_limit
     try:
-        return mod.run(ctx)
+        return refresh(mod.run(ctx), ctx)
     finally:
+        # INTEGRATOR: replace with the one restore of the persisting state (issue 17).
         dev.persisting_l2_limit = limit
         _core.reset_persisting_l2(dev.index)
 
 
-__all__ = ["Context", "GpuRequired", "StudyInfo", "list_studies", "run"]
+def refresh(res: Results, ctx: Context | None = None) -> Results:
+    """Recompute what a study derives from its records (presentation columns, findings, plot,
+    bars) with the study's own functions: a live run and stored results read the same."""
+    if res.study not in _MODULES:
+        return res
+    mod = _module(res.study)
+    if hasattr(mod, "derive"):
+        mod.derive(res.records)
+    if hasattr(mod, "findings"):
+        res.notes = list(mod.findings(res))
+    if ctx is not None and ctx.skipped:
+        skipped = list(dict.fromkeys(ctx.skipped))  # a part skipped at several points: once
+        res.notes += [f"skipped {what}: {why}" for what, why in skipped]
+        res.summary["skipped"] = [list(x) for x in skipped]
+    if hasattr(mod, "plot_spec"):
+        res.plot_spec = mod.plot_spec(res)
+    if hasattr(mod, "bars"):
+        res.bars = [{"bar": text, "met": bool(met)} for text, met in mod.bars(res)]
+    return res
+
+
+def load(path) -> Results:
+    """Stored results (Results.load), with findings and plot from the study's current code."""
+    return refresh(Results.load(path))
+
+
+__all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "info",
+           "list_studies", "load", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]

@@ -7,14 +7,31 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core, kernels as K
-from ..timing import benchmark
 from ..results import PlotSpec
 
 TITLE = "Streaming and L2-resident bandwidth vs cudaMemcpy"
 NEEDS_GPU = True
+NEEDS = ("gpu",)  # CuPy adds the reference kernel; skipped with a reason without it
 SOURCE = ("STREAM's kernels; the gpu-benches L2 kernel (te42kyfo/gpu-benches gpu-l2-cache) read "
           "9.65-9.95 TB/s on an H200 at 8-24 MB (DESIGN.md).")
 MIB = 1 << 20
+ROW = ("STREAM kernels and the L2-resident read vs cudaMemcpy and a gpu-benches-scheme "
+       "reference")
+INTRO = """# Streaming and L2-resident bandwidth
+
+**What we measure.** cudaMemcpy device-to-device (read + write counted) against STREAM-style
+read / write / copy / triad with each load and store flavour, and the L2-resident read: our
+`l2_read` (8- and 16-byte loads), the bulk copy engine (`bulk_read`), and — with CuPy installed
+— a reference kernel built on te42kyfo/gpu-benches' L2 scheme (1024 threads, 64 independent
+8-byte loads each, 512 KB per block, 100000 blocks), same buffer, same stream. Each point is
+repeated until its spread (IQR) is under 2 % of the median."""
+WHY = """**Why.** An L2-resident read is limited by how many loads each SM keeps in flight. Blocks
+whose footprint exceeds the L1 and that never read a word twice keep the L1 out of the way
+(the counters show every requested sector served by the L2, tests/test_counters_gpu.py), and
+many short blocks keep every SM's queue full to the end. Past the L2's capacity for a read
+from every SM (less than its total size: Hopper's L2 is two partitions, and data read by SMs
+on both sides takes room in both) part of each pass comes from DRAM, and the rate falls
+toward DRAM's."""
 
 # gpu-benches' L2 scheme, written for this study: 1024 threads, 64 independent 8-byte loads
 # each, rows of 1024 doubles `chunks` rows apart, block b on chunk b % chunks.
@@ -57,7 +74,7 @@ def run(ctx):
     loads = ("default", "cs") if ctx.quick else ("default", "cg", "cs", "nc", "lu", "evict_first")
     stores = ("wb",) if ctx.quick else ("wb", "cs")
     l2_sizes = (16,) if ctx.quick else (8, 16, 24, 32, 48)
-    ref = _reference(dev)
+    ref = _reference(dev) if ctx.has("cupy", "the gpu-benches-scheme reference") else None
     with _core.Stream(dev) as s, _core.empty(nbytes // 4, np.float32, dev) as a, \
             _core.empty(nbytes // 4, np.float32, dev) as b, \
             _core.empty(nbytes // 4, np.float32, dev) as c:
@@ -65,8 +82,7 @@ def run(ctx):
             K.stream_write(buf, stream=s)
 
         def timed(fn, traffic):
-            t = benchmark(fn, stream=s, repeat=repeat, warmup=3)
-            return {"ms": t.median, "bytes_moved": traffic, "tbs": t.bandwidth(traffic) / 1e12}
+            return ctx.measure(fn, stream=s, repeat=repeat, warmup=3, bytes_moved=traffic)
 
         streaming = [("cudaMemcpy D2D", "copy", "-", "-",
                       lambda: _core.copy(b, a, stream=s), 2 * nbytes)]
@@ -113,25 +129,73 @@ def run(ctx):
         records += ctx.sweep({"l2_mib": l2_sizes}, l2_point, desc="bandwidth: L2")
     for r in records:
         r.pop("case", None)
-    dram = [r for r in records if r["where"] == "DRAM"]
-    memcpy = dram[0]["tbs"]
-    best_read = max(r["tbs"] for r in dram if r["op"] == "read")
+    derive(records)
+    return ctx.results(
+        records,
+        columns=[("where", "from"), ("kernel", "kernel"), ("size_mib", "MiB"), ("ms", "median ms"),
+                 ("tbs", "TB/s"), ("vs_memcpy", "/ memcpy")])
+
+
+def derive(records) -> None:
+    memcpy = records[0]["tbs"] if records[0]["kernel"] == "cudaMemcpy D2D" else next(
+        r["tbs"] for r in records if r["kernel"] == "cudaMemcpy D2D")
     for r in records:
         r["vs_memcpy"] = r["tbs"] / memcpy
+
+
+def numbers(records, meta) -> dict:
+    dram = [r for r in records if r["where"] == "DRAM"]
+    memcpy = next(r["tbs"] for r in dram if r["kernel"] == "cudaMemcpy D2D")
     l2 = [r for r in records if r["where"] == "L2"]
-    ours = max((r["tbs"] for r in l2 if r["kernel"].startswith("l2_read")), default=0.0)
-    refs = [r["tbs"] for r in l2 if r["kernel"].startswith("reference")]
-    notes = [f"streaming read {best_read:.2f} TB/s = {best_read / memcpy:.3f}x cudaMemcpy D2D "
-             f"({memcpy:.2f} TB/s, read + write counted)",
-             f"L2-resident read: l2_read {ours:.2f} TB/s at best" + (
-                 f", the gpu-benches-scheme reference {max(refs):.2f} TB/s "
-                 f"({ours / max(refs):.3f}x)" if refs else " (CuPy absent: no reference run)")]
-    return ctx.results(
-        records, notes=notes,
-        summary={"memcpy_tbs": memcpy, "read_tbs": best_read, "l2_read_tbs": ours,
-                 "reference_tbs": max(refs) if refs else None},
-        columns=[("where", "from"), ("kernel", "kernel"), ("size_mib", "MiB"), ("ms", "median ms"),
-                 ("tbs", "TB/s"), ("vs_memcpy", "/ memcpy")],
-        plot=PlotSpec(x="size_mib", y=["tbs"], hue="kernel", logx=True,
-                      xlabel="L2-resident data set, MiB", ylabel="TB/s",
-                      title="L2-resident read bandwidth", where={"where": "L2"}))
+    ours = [r for r in l2 if r["kernel"].startswith("l2_read")]
+    refs = [r for r in l2 if r["kernel"].startswith("reference")]
+    best = max(ours, key=lambda r: r["tbs"]) if ours else None
+    sizes = sorted({r["size_mib"] for r in ours})
+    plateau = [max(r["tbs"] for r in ours if r["size_mib"] == m) for m in sizes]
+    # the first size whose best l2_read falls >10 % below the best smaller size: past the L2's
+    # capacity for this access (None: no drop in the sweep)
+    drop = next(((sizes[i - 1], m, plateau[i]) for i, m in enumerate(sizes)
+                 if i and plateau[i] < 0.9 * max(plateau[:i])), None)
+    return {"memcpy_tbs": memcpy, "read_tbs": max(r["tbs"] for r in dram if r["op"] == "read"),
+            "l2_read_tbs": best["tbs"] if best else 0.0, "l2_read_mib": best and best["size_mib"],
+            "reference_tbs": max(r["tbs"] for r in refs) if refs else None, "drop": drop,
+            "l2_mib": meta.get("l2_cache_size", 0) / MIB}
+
+
+def findings(res) -> list:
+    n = numbers(res.records, res.meta)
+    res.summary.update({k: v for k, v in n.items() if k != "drop"})
+    notes = [f"streaming read {n['read_tbs']:.2f} TB/s = {n['read_tbs'] / n['memcpy_tbs']:.3f}x "
+             f"cudaMemcpy D2D ({n['memcpy_tbs']:.2f} TB/s, read + write counted)",
+             f"L2-resident read: l2_read {n['l2_read_tbs']:.2f} TB/s at best" + (
+                 f", the gpu-benches-scheme reference {n['reference_tbs']:.2f} TB/s "
+                 f"({n['l2_read_tbs'] / n['reference_tbs']:.3f}x)" if n["reference_tbs"]
+                 else " (CuPy absent: no reference run)")]
+    if n["drop"]:
+        below, at, tbs = n["drop"]
+        notes.append(f"between {below:g} and {at:g} MiB the read falls to {tbs:.2f} TB/s: the "
+                     f"working set passes the L2's capacity for a read from every SM (below "
+                     f"its {n['l2_mib']:g} MiB: data read from both partitions takes room in "
+                     f"each), so part of each pass comes from DRAM "
+                     f"({n['read_tbs']:.2f} TB/s streaming)")
+    return notes
+
+
+_LABELS = {"l2_read (8-byte, 64 loads)": "l2_read, 8-byte loads",
+           "l2_read (8-byte nc, 64 loads)": "l2_read, 8-byte ld.global.nc",
+           "l2_read (16-byte, 32 loads)": "l2_read, 16-byte loads",
+           "bulk_read (bulk copy engine)": "bulk copy engine (bulk_read)",
+           "reference (gpu-benches scheme, CuPy)": "reference, gpu-benches scheme (CuPy)"}
+
+
+def plot_spec(res) -> PlotSpec:
+    n = numbers(res.records, res.meta)
+    title = f"L2-resident read: l2_read {n['l2_read_tbs']:.2f} TB/s"
+    if n["reference_tbs"]:
+        title += f" ({n['l2_read_tbs'] / n['reference_tbs']:.3f}x the reference)"
+    if n["drop"]:
+        title += f"; past {n['drop'][0]:g} MiB it reads partly from DRAM"
+    return PlotSpec(x="size_mib", y=["tbs"], hue="kernel", logx=True, labels=_LABELS,
+                    vlines={n["l2_mib"]: f"L2 {n['l2_mib']:g} MiB"} if n["l2_mib"] else None,
+                    xlabel="L2-resident data set, MiB", ylabel="read bandwidth, TB/s",
+                    title=title, where={"where": "L2"})

@@ -1,0 +1,148 @@
+"""tune() against an exhaustive grid, on the hot/cold kernel (read-write and read-only; hot 8,
+16, 32, 64 MiB; 1 GiB cold) and on the CUDA guide's worked example (kernel A x10 + B on data1).
+
+The grid: set-aside 0, the default, every second granule up to the max, x hitRatio 0.1..1.0
+(PERSISTING hits, STREAMING misses), plus the baselines (a) limit 0 and (b) the default limit
+without a window. At the end the grid's best point and tune's pick are re-measured interleaved
+(same run), so "pick vs grid best" compares like with like. The bars: the pick within 2 % of
+the grid's best, in at most a quarter of the grid's evaluations."""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+
+import numpy as np
+
+from .. import _core, kernels as K
+from ..results import PlotSpec
+from ..timing import benchmark
+
+TITLE = "tune() against an exhaustive set-aside x hitRatio grid"
+NEEDS_GPU = True
+NEEDS = ("gpu",)
+NOTEBOOK = False
+SOURCE = "l2persist's own claim: tune finds what a full grid finds, in a quarter of the time."
+ROW = ("`tune()` vs an exhaustive set-aside x hitRatio grid on hot/cold and the guide's "
+       "example; bars: within 2 % of the grid's best, <= 1/4 of its evaluations")
+MIB = 1 << 20
+WITHIN, EVALS = 1.02, 0.25
+
+
+def grid(dev) -> list:
+    """The grid's configurations, in tune's layout ({"set_aside", "windows": [None | dict]})."""
+    g, pmax = dev.persisting_l2_granule, dev.properties.persisting_l2_cache_max_size
+    levels = sorted({0, dev.default_persisting_l2_limit,
+                     *[min(k * g, pmax) for k in range(2, pmax // g + 2, 2)]})
+    props = {"hit_prop": _core.AccessProperty.PERSISTING,
+             "miss_prop": _core.AccessProperty.STREAMING}
+    configs = [{"set_aside": 0, "windows": [None]},
+               {"set_aside": dev.default_persisting_l2_limit, "windows": [None]}]
+    return configs + [{"set_aside": s, "windows": [dict(hit_ratio=h / 10, **props)]}
+                      for s in levels for h in range(1, 11)]
+
+
+def describe(config) -> str:
+    w = config["windows"][0]
+    aside = f"set-aside {config['set_aside'] / MIB:g} MiB"
+    return aside + (", no window" if w is None else f", hitRatio {w['hit_ratio']:.2f} "
+                    f"{getattr(w['hit_prop'], 'name', w['hit_prop'])}/"
+                    f"{getattr(w['miss_prop'], 'name', w['miss_prop'])}".lower())
+
+
+def _samples(fn, s, dev, target, config, repeat) -> list:
+    """fn's times under config, installed with the public scopes (restored on exit)."""
+    w = config["windows"][0]
+    window = None if w is None else _core.AccessPolicyWindow(
+        target, hit_ratio=w["hit_ratio"], hit_prop=w["hit_prop"], miss_prop=w["miss_prop"],
+        clamp=True)
+    with ExitStack() as stack:
+        stack.enter_context(dev.persisting_l2(config["set_aside"]))
+        stack.enter_context(s.access_policy(window, reset=True))
+        return list(benchmark(fn, stream=s, warmup=2, repeat=repeat).samples)
+
+
+def _case(name, fn, target, s, dev, repeat):
+    from ..tune import tune
+    t0 = time.perf_counter()
+    points = [(c, float(np.median(_samples(fn, s, dev, target, c, repeat)))) for c in grid(dev)]
+    grid_s = time.perf_counter() - t0
+    best_cfg, best_ms = min(points, key=lambda x: x[1])
+    base_ms = min(points[0][1], points[1][1])
+    r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
+    pick, gbest = [], []
+    for _ in range(5):  # tune's pick and the grid's best, interleaved in one run
+        pick += _samples(fn, s, dev, target, r.recommended, repeat)
+        gbest += _samples(fn, s, dev, target, best_cfg, repeat)
+    pick_ms, gbest_ms = float(np.median(pick)), float(np.median(gbest))
+    return {"case": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
+            "pick": describe(r.recommended), "pick_ms": pick_ms, "helps": r.persistence_helps,
+            "ci_low": r.ci[0], "ci_high": r.ci[1], "grid_best": describe(best_cfg),
+            "grid_best_ms": gbest_ms, "grid_best_vs_base": base_ms / best_ms,
+            "pick_vs_grid": pick_ms / gbest_ms, "evals": r.evals, "grid_evals": len(points),
+            "tune_s": r.wall_s, "grid_s": grid_s}
+
+
+def run(ctx):
+    dev = ctx.device
+    repeat = 5 if ctx.quick else 10
+    hots = (16,) if ctx.quick else (8, 16, 32, 64)
+    rng = np.random.default_rng()
+    cold_n = (256 if ctx.quick else 1024) * MIB // 4
+    aside = _core.default_set_aside(dev.properties.l2_cache_size,
+                                    dev.properties.persisting_l2_cache_max_size)
+    with _core.Stream(dev) as s, \
+            _core.to_device(rng.integers(0, 1 << 20, cold_n, dtype=np.int32), dev) as cold, \
+            _core.to_device(rng.integers(0, 1 << 20, max(hots) * MIB // 4, dtype=np.int32),
+                            dev) as hot_all, \
+            _core.to_device(rng.random(aside // 4, dtype=np.float32), dev) as data1:
+        def guide():
+            for _ in range(10):
+                K.scale_shift(data1, 1.0, 1.0, stream=s)
+            K.scale_shift(data1, 2.0, 0.0, stream=s)
+
+        def point(case):
+            mode, mib = case
+            if mode == "guide":
+                return _case("guide example A x10 + B", guide, data1, s, dev, repeat)
+            hot = hot_all[: mib * MIB // 4]
+            return _case(f"hot/cold {mode} {mib} MiB",
+                         lambda: K.hot_cold(hot, cold, read_only=mode == "ro", stream=s),
+                         hot, s, dev, repeat)
+
+        cases = [(m, h) for h in hots for m in ("rw", "ro")] + [("guide", 0)]
+        records = ctx.sweep({"case_": cases}, point, desc="tune vs grid")
+    for r in records:
+        r.pop("case_", None)
+    return ctx.results(records, columns=[
+        ("case", "case"), ("pick", "tune's pick"), ("grid_best", "grid's best"),
+        ("grid_best_vs_base", "grid best vs baseline"), ("pick_vs_grid", "pick / grid best"),
+        ("evals", "tune evals"), ("grid_evals", "grid evals"), ("tune_s", "tune s")])
+
+
+def findings(res) -> list:
+    worst = max(res.records, key=lambda r: r["pick_vs_grid"])
+    evals = max(r["evals"] / r["grid_evals"] for r in res.records)
+    return [f"{r['case']}: pick {r['pick']} at {r['pick_vs_grid']:.3f}x the grid's best time "
+            f"({r['grid_best']}, {r['grid_best_vs_base']:.3f}x the baseline)"
+            for r in res.records] + [
+        f"worst pick / grid best {worst['pick_vs_grid']:.3f} ({worst['case']}); evaluations at "
+        f"most {evals:.2f} of the grid's; tune took at most "
+        f"{max(r['tune_s'] for r in res.records):.1f} s"]
+
+
+def bars(res) -> list:
+    worst = max(r["pick_vs_grid"] for r in res.records)
+    evals = max(r["evals"] / r["grid_evals"] for r in res.records)
+    return [(f"tune's pick within {(WITHIN - 1) * 100:g} % of the grid's best (worst "
+             f"{worst:.3f})", worst <= WITHIN),
+            (f"tune uses at most {EVALS:g} of the grid's evaluations (worst {evals:.2f})",
+             evals <= EVALS)]
+
+
+def plot_spec(res) -> PlotSpec:
+    worst = max(r["pick_vs_grid"] for r in res.records)
+    return PlotSpec(x="case", y=["pick_vs_grid"], kind="bar", hline=1.0,
+                    labels={"pick_vs_grid": "tune's pick / grid's best (time)"},
+                    xlabel="workload", ylabel="time of tune's pick / grid's best (<= 1.02: bar)",
+                    title=f"tune vs an exhaustive grid: worst pick {worst:.3f}x the grid's best")

@@ -1,0 +1,136 @@
+"""The CLI checks what it will write before a study runs, and a user's mistake is one line on
+stderr with exit status 2, never a traceback (subprocesses, as a user runs it)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, block_matplotlib=False, cwd=None):
+    """Run `python -m l2persist ARGS`; with block_matplotlib, as if it were not installed."""
+    code = ("import sys\n"
+            + ("sys.modules['matplotlib'] = None\n" if block_matplotlib else "")
+            + "from l2persist.__main__ import main\nsys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, cwd=cwd or ROOT, timeout=120)
+
+
+def one_line_error(p, *words):
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def ran(p):
+    """Whether the study ran: its header and table reach stdout."""
+    return "coalescing:" in p.stdout
+
+
+def test_missing_json_directory_fails_before_running():
+    p = cli("run", "coalescing", "--json", "/nonexistent/dir/x.json")
+    one_line_error(p, "--json", "/nonexistent/dir", "does not exist")
+    assert not ran(p)
+
+
+def test_unknown_plot_format_fails_before_running():
+    pytest.importorskip("matplotlib")
+    p = cli("run", "coalescing", "--plot", "x.xyz")
+    one_line_error(p, "--plot", "'xyz'", ".png")
+    assert not ran(p)
+
+
+def test_csv_to_a_directory_fails_before_running(tmp_path):
+    p = cli("run", "coalescing", "--csv", str(tmp_path))
+    one_line_error(p, "--csv", "is a directory")
+    assert not ran(p)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root writes into read-only directories")
+def test_unwritable_directory_fails_before_running(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        p = cli("run", "coalescing", "--json", str(ro / "x.json"))
+    finally:
+        ro.chmod(0o700)
+    one_line_error(p, "--json", "not writable")
+    assert not ran(p)
+
+
+def test_readonly_file_fails_before_running(tmp_path):
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("root writes read-only files")
+    f = tmp_path / "x.csv"
+    f.write_text("old")
+    f.chmod(0o400)
+    one_line_error(cli("run", "coalescing", "--csv", str(f)), "--csv", "not writable")
+    assert f.read_text() == "old"
+
+
+def test_plot_without_matplotlib_is_one_line():
+    p = cli("run", "coalescing", "--plot", "c.svg", block_matplotlib=True)
+    one_line_error(p, "--plot", "matplotlib", "pip install")
+    assert not ran(p)
+
+
+def test_unknown_study_is_one_line_naming_the_studies():
+    line = one_line_error(cli("run", "nosuch"), "'nosuch'", "coalescing", "gather")
+    assert "usage" not in line
+
+
+def test_usage_errors_are_one_line():
+    one_line_error(cli("run", "coalescing", "--bogus"), "--bogus")
+    one_line_error(cli("run"), "study")
+    one_line_error(cli("--device", "x"), "--device")
+
+
+def test_gpu_study_without_gpu_is_one_line():
+    import l2persist
+    if l2persist.is_available():
+        pytest.skip("a GPU is here: the study would run")
+    one_line_error(cli("run", "gather", "--quick"), "gather", "needs a CUDA GPU", "coalescing")
+
+
+def test_run_writes_every_output(tmp_path):
+    pytest.importorskip("matplotlib")
+    j, c, g = tmp_path / "c.json", tmp_path / "c.csv", tmp_path / "c.png"
+    p = cli("run", "coalescing", "--quick", "--json", str(j), "--csv", str(c), "--plot", str(g))
+    assert p.returncode == 0, p.stderr
+    assert ran(p) and "wrote" in p.stdout
+    assert json.loads(j.read_text())["study"] == "coalescing"
+    assert c.read_text().splitlines()[0].startswith("size,rule,")
+    assert g.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_list_columns_are_aligned():
+    p = cli("list")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) >= 8
+    # the title column starts at the same offset on every line
+    import l2persist.studies as S
+    titles = [s.title for s in S.list_studies()]
+    starts = {l.index(t) for l, t in zip(lines, titles)}
+    assert len(starts) == 1, lines
+
+
+def test_check_subcommand_calls_the_state_checker_or_says_it_is_missing():
+    p = cli("check")
+    try:
+        import l2persist.state  # noqa: F401
+    except ModuleNotFoundError:
+        one_line_error(p, "check", "l2persist.state")
+    else:
+        assert "Traceback" not in p.stderr

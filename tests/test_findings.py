@@ -1,0 +1,198 @@
+"""Every number the findings quote is recomputed here from the stored results
+(notebooks/results/*.json), independently of the study code, and the notebooks' stored
+outputs and the README quote the findings the study code gives today."""
+
+import importlib.util
+import json
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from l2persist import studies
+from l2persist.results import Results
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "notebooks" / "results"
+MIB = 1 << 20
+
+
+def raw(name):
+    """The stored records, as plain JSON (no study code involved)."""
+    return json.loads((RESULTS / f"{name}.json").read_text())["records"]
+
+
+def notes(name):
+    return studies.load(RESULTS / f"{name}.json").notes
+
+
+def note(name, start):
+    hits = [n for n in notes(name) if n.startswith(start)]
+    assert len(hits) == 1, (start, notes(name))
+    return hits[0]
+
+
+def make_notebooks():
+    pytest.importorskip("nbformat")
+    spec = importlib.util.spec_from_file_location("make_notebooks",
+                                                  ROOT / "tools" / "make_notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def stored_notebook(study):
+    return json.loads((ROOT / "notebooks" / studies.notebook_file(study)).read_text())
+
+
+def printed(nb, marker):
+    """The stdout of the code cell whose source contains marker."""
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code"
+                and marker in "".join(c["source"]))
+    return "".join("".join(o.get("text", "")) for o in cell["outputs"])
+
+
+STORED = sorted(p.stem for p in RESULTS.glob("*.json"))
+
+
+@pytest.mark.parametrize("study", STORED)
+def test_notebook_prints_the_findings_of_today(study):
+    """Each study notebook's stored "What we found" output equals findings() on its records:
+    change a finding and the notebooks must be re-executed (tools/run_notebooks.py)."""
+    out = printed(stored_notebook(study), "for note in res.notes")
+    assert out.splitlines() == [f"- {n}" for n in notes(study)]
+
+
+def test_readme_table_and_findings_are_current():
+    mk = make_notebooks()
+    text = (ROOT / "README.md").read_text()
+    assert mk.readme_with_table(text) == text, "run python tools/make_notebooks.py"
+    for study in STORED:
+        for n in notes(study):
+            assert n in text, n
+
+
+def test_hints_fastest_quotes_its_own_time():
+    recs = raw("hints")
+    base = next(r["ms"] for r in recs if r["hot_load"] == r["cold_load"] == "default")
+    best = min(recs, key=lambda r: r["ms"])
+    n = note("hints", "fastest")
+    assert f"hot {best['hot_load']} / cold {best['cold_load']} at {best['ms']:.3f} ms" in n
+    assert f"{base / best['ms']:.2f}x default/default ({base:.3f} ms)" in n
+    assert f"{best['ms']:.3f}" != f"{base:.3f}"  # the fastest's time, not the baseline's
+    alone = [r for r in recs if r["hot_load"] == "default" != r["cold_load"]]
+    flat = [r["cold_load"] for r in alone if abs(base / r["ms"] - 1) < 0.02]
+    assert note("hints", f"{len(flat)} of {len(alone)} ").count(",") >= len(flat) - 1
+
+
+def test_guide_example_says_kernel_c_slows():
+    recs = {r["key"]: r for r in raw("guide-example")}
+    c_base = min(recs["limit0"]["C_ms"], recs["default"]["C_ms"])
+    n = note("guide-example", "kernel C")
+    assert (f"{recs['set_aside']['C_ms'] / c_base:.2f}x slower under (c) and "
+            f"{recs['window']['C_ms'] / c_base:.2f}x under (d)") in n
+    assert f"({c_base:.4f} -> {recs['set_aside']['C_ms']:.4f} / {recs['window']['C_ms']:.4f} ms)" in n
+    assert recs["window"]["C_ms"] / c_base > 1.5  # the stored run: C is much slower
+
+
+def test_guide_example_recipe_and_sizes():
+    recs = {r["key"]: r for r in raw("guide-example")}
+    ab = {k: r["A_ms"] * 10 + r["B_ms"] for k, r in recs.items()}
+    base = min(ab["limit0"], ab["default"])
+    n = note("guide-example", "the guide's recipe")
+    assert f"(d) slows the work: A x10 + B at {base / ab['window']:.3f}x" in n
+    assert f"(c) at {base / ab['set_aside']:.3f}x" in n
+    meta = json.loads((RESULTS / "guide-example.json").read_text())["meta"]
+    guide = min(meta["l2_cache_size"] * 3 // 4, meta["persisting_l2_cache_max_size"])
+    first = note("guide-example", "guide's set-aside")
+    assert f"set-aside {guide / MIB:g} MiB" in first and "37.5 MiB" in first
+    assert f"default limit {meta['default_persisting_l2_limit'] / MIB:g} MiB" in first
+
+
+def test_readme_guide_example_sentence():
+    recs = {r["key"]: r for r in raw("guide-example")}
+    a = min(recs["limit0"]["A_ms"], recs["default"]["A_ms"])
+    c = min(recs["limit0"]["C_ms"], recs["default"]["C_ms"])
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"ran kernel A at {a / recs['window']['A_ms']:.2f}x of that baseline and (c) at "
+            f"{a / recs['set_aside']['A_ms']:.2f}x; kernel C, run after the window is off, at "
+            f"{c / recs['window']['C_ms']:.2f}x") in text
+
+
+def test_gather_band_and_texture_cost():
+    recs = raw("gather")
+    band = [r for r in recs if 32 << 10 <= r["bytes"] <= 4 << 20]
+    r_ = np.median([r["speedup_vs_plain"] for r in band if r["variant"] == "restrict"])
+    t_ = np.median([r["speedup_vs_plain"] for r in band if r["variant"] == "texture"])
+    assert f"restrict {r_:.3f}x, texture {t_:.3f}x plain" in note("gather", "32 KiB..4 MiB")
+    small = {(r["log2n"], r["variant"]): r["us"] for r in recs if r["log2n"] <= 4}
+    cost = np.median([small[n, "texture"] - small[n, "plain"] for n in range(5)]) * 1e3
+    assert f"{cost:.0f} ns of GPU time" in note("gather", "texture minus plain")
+
+
+def test_persistence_exact_set_aside_sizes_and_numbers():
+    recs = raw("persistence")
+    for mode, word in (("rw", "read-write"), ("ro", "read-only")):
+        grid = [r for r in recs if r["mode"] == mode and r["hit_ratio"] is not None]
+        best = max(grid, key=lambda r: r["vs_best_baseline"])
+        n = note("persistence", word)
+        assert (f"best grid point {best['vs_best_baseline']:.3f}x (set-aside "
+                f"{best['set_aside'] / MIB:g} MiB, hitRatio {best['hit_ratio']}, hot "
+                f"{best['hot_mib']} MiB)") in n
+    text = " ".join(notes("persistence"))
+    assert "18.8 MiB" not in text and "11.2 MiB" not in text
+    worst = min((r for r in recs if r["mode"] == "rw" and r["hit_ratio"] is None
+                 and r["config"].startswith("set-aside")), key=lambda r: r["vs_best_baseline"])
+    assert f"down to {worst['vs_best_baseline']:.2f}x" in note("persistence", "the set-aside alone")
+
+
+def test_persistence_legend_keeps_exact_sizes():
+    res = studies.load(RESULTS / "persistence.json")
+    labels = set(res.plot_spec.labels.values())
+    assert {"set-aside 11.25 MiB, no window", "set-aside 18.75 MiB, hitRatio 1.0"} <= labels
+    assert not any(re.search(r"\b(11\.2|18\.8) MiB", s) for s in labels)
+    assert res.plot_spec.facet == "mode"  # read-write and read-only both drawn
+
+
+def test_bandwidth_numbers_and_the_drop():
+    recs = raw("bandwidth")
+    memcpy = next(r["tbs"] for r in recs if r["kernel"] == "cudaMemcpy D2D")
+    read = max(r["tbs"] for r in recs if r["where"] == "DRAM" and r["op"] == "read")
+    assert f"streaming read {read:.2f} TB/s = {read / memcpy:.3f}x" in note("bandwidth", "stream")
+    ours = [r for r in recs if r["kernel"].startswith("l2_read")]
+    ref = max(r["tbs"] for r in recs if r["kernel"].startswith("reference"))
+    best = max(r["tbs"] for r in ours)
+    assert (f"l2_read {best:.2f} TB/s at best, the gpu-benches-scheme reference {ref:.2f} TB/s "
+            f"({best / ref:.3f}x)") in note("bandwidth", "L2-resident")
+    at48 = max(r["tbs"] for r in ours if r["size_mib"] == 48)
+    n = note("bandwidth", "between 32 and 48 MiB")
+    assert f"falls to {at48:.2f} TB/s" in n and "capacity" in n and "DRAM" in n
+
+
+def test_granularity_and_tune_counts():
+    recs = raw("granularity")
+    assert note("granularity", f"{sum(r['agree'] for r in recs)} of {len(recs)} cases")
+    for r in raw("tune"):
+        n = note("tune", r["workload"] + ":")
+        assert f"{r['ci_low']:.3f}-{r['ci_high']:.3f}" in n
+        assert (f"{r['speedup']:.3f}x" in n) == r["helps"]
+
+
+def test_tour_quotes_its_stored_window_times():
+    tour = json.loads((ROOT / "notebooks" / "00_tour.ipynb").read_text())
+    out = printed(tour, "on_stream = l2p.benchmark")
+    base, window = map(float, re.search(r"limit 0, no window ([\d.]+) ms; window on the stream "
+                                        r"([\d.]+) ms", out).groups())
+    text = "".join("".join(c["source"]) for c in tour["cells"] if c["cell_type"] == "markdown")
+    quoted = f"the window took {window:.3f} ms against {base:.3f} ms at limit 0: **" \
+             f"{round((window / base - 1) * 100)} % slower**"
+    assert quoted in " ".join(text.split())
+    assert make_notebooks().TOUR_WINDOW in text  # the generator and the notebook agree
+
+
+def test_findings_are_the_same_live_and_stored():
+    """refresh() replaces whatever notes a file carries by the study's findings."""
+    res = Results.load(RESULTS / "hints.json")
+    res.notes = ["stale"]
+    assert studies.refresh(res).notes == notes("hints")

@@ -1,0 +1,109 @@
+"""Results.load checks its layout: a malformed file raises ValueError naming the file and the
+field, a truncated one names the file, bytes are refused (TypeError)."""
+
+import json
+import pathlib
+
+import pytest
+
+from l2persist.results import Results
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+STORED = ROOT / "notebooks" / "results" / "granularity.json"
+
+
+def write(tmp_path, d, name="r.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(d))
+    return p
+
+
+def good():
+    return json.loads(STORED.read_text())
+
+
+def test_stored_file_loads_from_str_and_pathlike():
+    a, b = Results.load(str(STORED)), Results.load(STORED)
+    assert a == b and len(a) == len(good()["records"]) and a.study == "granularity"
+
+
+def test_records_as_a_string_names_records_and_the_file(tmp_path):
+    d = good()
+    d["records"] = "0123456789"
+    p = write(tmp_path, d)
+    with pytest.raises(ValueError, match=r"r\.json.*'records'.*array"):
+        Results.load(p)
+
+
+def test_a_record_that_is_not_an_object(tmp_path):
+    d = good()
+    d["records"][1] = 5
+    with pytest.raises(ValueError, match=r"r\.json.*record 1"):
+        Results.load(write(tmp_path, d))
+
+
+@pytest.mark.parametrize("key", ["format", "study", "meta", "records"])
+def test_missing_key_names_key_and_file(tmp_path, key):
+    d = good()
+    del d[key]
+    with pytest.raises(ValueError, match=rf"r\.json.*{key!r}.*missing"):
+        Results.load(write(tmp_path, d))
+
+
+@pytest.mark.parametrize("key,value", [("meta", []), ("study", 3), ("notes", "x"),
+                                       ("summary", []), ("format", True), ("plot", 1)])
+def test_wrong_types_name_the_field(tmp_path, key, value):
+    d = good()
+    d[key] = value
+    with pytest.raises(ValueError, match=rf"r\.json.*{key!r}"):
+        Results.load(write(tmp_path, d))
+
+
+def test_other_format_version(tmp_path):
+    d = good()
+    d["format"] = 99
+    with pytest.raises(ValueError, match=r"r\.json.*format 99"):
+        Results.load(write(tmp_path, d))
+
+
+def test_not_an_object(tmp_path):
+    with pytest.raises(ValueError, match=r"r\.json.*object"):
+        Results.load(write(tmp_path, [1, 2]))
+
+
+def test_truncated_file_names_the_file(tmp_path):
+    p = tmp_path / "cut.json"
+    p.write_text(STORED.read_text()[:500])
+    with pytest.raises(ValueError, match=r"cut\.json.*not valid JSON"):
+        Results.load(p)
+
+
+def test_bad_plot_layout(tmp_path):
+    d = good()
+    d["plot"] = {"nonsense": 1}
+    with pytest.raises(ValueError, match=r"r\.json.*'plot'"):
+        Results.load(write(tmp_path, d))
+
+
+@pytest.mark.parametrize("value", [STORED.read_bytes(), bytes(str(STORED), "utf-8"),
+                                   bytearray(b"{}")])
+def test_bytes_are_not_a_path(value):
+    with pytest.raises(TypeError, match="bytes|bytearray"):
+        Results.load(value)
+
+
+def test_other_types_are_refused():
+    with pytest.raises(TypeError, match="int"):
+        Results.load(3)
+
+
+def test_missing_file_is_oserror_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        Results.load(tmp_path / "nope.json")
+
+
+def test_round_trip_keeps_bars():
+    r = Results.load(STORED)
+    r.bars = [{"bar": "x below y", "met": False}, {"bar": "z", "met": True}]
+    back = Results.from_json(r.to_json())
+    assert back == r and back.unmet_bars() == ["x below y"]

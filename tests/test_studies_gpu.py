@@ -1,0 +1,62 @@
+"""The experiments framework on a GPU: quick runs of a few studies keep the spread in their
+records, compute bandwidth and % of peak from the bytes a point moves, restore the persisting
+limit, and give findings and bars; the CLI runs one end to end."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import l2persist
+from l2persist import studies
+
+pytestmark = pytest.mark.gpu
+
+
+def test_bandwidth_quick_keeps_the_spread_and_the_peak(device):
+    before = device.persisting_l2_limit
+    res = studies.run("bandwidth", device.index, quick=True, progress=False)
+    assert device.persisting_l2_limit == before
+    timed = [r for r in res.records if "q1_ms" in r]
+    assert len(timed) == len(res.records) > 5
+    peak = device.properties.peak_memory_bandwidth
+    for r in timed:
+        assert 0 < r["q1_ms"] <= r["ms"] <= r["q3_ms"], r
+        assert r["samples"] >= 10 and r["iqr_rel"] >= 0
+        assert r["tbs"] == pytest.approx(r["bytes_moved"] / (r["ms"] * 1e-3) / 1e12)
+        assert r["pct_of_peak"] == pytest.approx(100 * r["tbs"] * 1e12 / peak)
+    dram = [r for r in timed if r["where"] == "DRAM"]
+    assert all(5 < r["pct_of_peak"] < 110 for r in dram), dram  # streaming: near the DRAM peak
+    assert res.notes and res.notes == studies.refresh(res).notes
+
+
+def test_hints_quick_findings_name_the_fastest_cell(device):
+    res = studies.run("hints", device.index, quick=True, progress=False)
+    best = min(res.records, key=lambda r: r["ms"])
+    assert f"{best['ms']:.3f} ms" in res.notes[0]
+    assert all(r["q1_ms"] <= r["ms"] <= r["q3_ms"] for r in res.records)
+
+
+def test_launch_overhead_bar_and_cli_exit_status(device, tmp_path):
+    """`run launch-overhead` exits 0 when l2persist's launch is at or under cuda.core's in
+    the same run and 1 (one line naming the bar) when not; the JSON keeps the bar."""
+    if studies.missing("cuda.core"):
+        pytest.fail(f"cuda.core is required on the GPU machine: {studies.missing('cuda.core')}")
+    out = tmp_path / "l.json"
+    p = subprocess.run([sys.executable, "-m", "l2persist", "run", "launch-overhead", "--quick",
+                        "--no-progress", "--device", str(device.index), "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    bars = json.loads(out.read_text())["bars"]
+    assert len(bars) == 1 and "cuda.core" in bars[0]["bar"]
+    if bars[0]["met"]:
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 1 and p.stderr.strip().count("\n") == 0
+        assert "bar not met" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_counters_need_is_met_or_named(device):
+    why = studies.missing("counters")
+    ok, reason = l2persist.counters_available()
+    assert (why is None) == ok and (ok or reason in why)
