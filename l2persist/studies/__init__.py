@@ -48,6 +48,8 @@ _MODULES = {
     "model-vs-hardware": "model_vs_hardware", "counter-tables": "counter_tables",
     "foreign-workloads": "foreign_workloads", "tune-grid": "tune_grid",
     "set-aside-counters": "set_aside_counters",
+    # whole-step persistence: other libraries' workloads x sizes / L2
+    "atlas": "atlas",
 }
 
 
