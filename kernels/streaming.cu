@@ -130,7 +130,8 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
  *   1024-thread blocks (Hopper's 2048 resident threads) share each SM: while one block drains
  *   at its end, the other keeps loads in flight. The compiler issues the L loads in batches
  *   that fit those registers (about 12 in flight per thread). 16-byte words at 32 registers
- *   spill to local memory, so they keep 42 registers and one 1024-thread block per SM.
+ *   spill to local memory, so they name no minimum (the 0): 42 registers, one 1024-thread
+ *   block per SM, as before.
  * - The block's chunk is a 32-bit remainder (the launcher keeps chunks below 2^31) and the
  *   count of whole rows comes from the host: a 64-bit division is a long software sequence
  *   that every block would run before its first load. */
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : 0)
     if (row + (size_t)(L - 1) * chunks < full_rows) { /* every row whole: no per-load test */
 #pragma unroll
         for (int i = 0; i < L; i++) acc ^= l2p_fold(l2p_load<F>(p + i * step, pol));
-    } else { /* the last chunk's blocks, where rows run past the end: rare, kept short */
+    } else { /* blocks whose last rows run past the end of src: each load is tested */
 #pragma unroll
         for (int i = 0; i < L; i++) {
             size_t e = (row + (size_t)i * chunks) * row_words + threadIdx.x;
