@@ -130,13 +130,15 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
  *   1024-thread blocks (Hopper's 2048 resident threads) share each SM: while one block drains
  *   at its end, the other keeps loads in flight. The compiler issues the L loads in batches
  *   that fit those registers (about 12 in flight per thread). 16-byte words at 32 registers
- *   spill to local memory, so they name no minimum (the 0): 42 registers, one 1024-thread
- *   block per SM, as before.
+ *   spill to local memory, so they run one 1024-thread block per SM and take more registers
+ *   instead, for more 16-byte loads in flight: up to 16 loads, a minimum of 1 block lets
+ *   the compiler use 64 registers (about 14 loads in flight, no spill); at 32 and 64 loads
+ *   that spills, so they name no minimum (the 0): 42 registers, as before.
  * - The block's chunk is a 32-bit remainder (the launcher keeps chunks below 2^31) and the
  *   count of whole rows comes from the host: a 64-bit division is a long software sequence
  *   that every block would run before its first load. */
 template <int F, typename T, int L>
-__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : 0)
+__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     l2p_l2_read_kernel(const T *src, size_t n, unsigned chunks, size_t full_rows, unsigned *sink)
 {
     uint64_t pol = l2p_load_policy<F>();
