@@ -123,24 +123,35 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
 /* The L2-resident read (shape in csrc/core/l2p_grid.h): block b reads chunk b % chunks, one
  * row of blockDim.x words per load, rows `chunks` apart, L independent loads per thread. The
  * block's footprint exceeds the L1 and no block reads a word twice, so the loads are served
- * by the L2 whatever the load flavour; many short blocks keep every SM's load queue full. */
-/* At most 1024 threads: the launch bound caps registers at 64 per thread, so a full block
- * fits on an SM (the compiler issues the loads in register-sized batches). */
+ * by the L2 whatever the load flavour; many short blocks keep every SM's load queue full.
+ *
+ * Why it is written this way (the scheme of te42kyfo/gpu-benches' L2 kernel, our own code):
+ * - 8-byte words: __launch_bounds__(1024, 2) holds the kernel to 32 registers, so two
+ *   1024-thread blocks (Hopper's 2048 resident threads) share each SM: while one block drains
+ *   at its end, the other keeps loads in flight. The compiler issues the L loads in batches
+ *   that fit those registers (about 12 in flight per thread). 16-byte words at 32 registers
+ *   spill to local memory, so they run one 1024-thread block per SM and take more registers
+ *   instead, for more 16-byte loads in flight: up to 16 loads, a minimum of 1 block lets
+ *   the compiler use 64 registers (about 14 loads in flight, no spill); at 32 and 64 loads
+ *   that spills, so they name no minimum (the 0): 42 registers, as before.
+ * - The block's chunk is a 32-bit remainder (the launcher keeps chunks below 2^31) and the
+ *   count of whole rows comes from the host: a 64-bit division is a long software sequence
+ *   that every block would run before its first load. */
 template <int F, typename T, int L>
-__global__ void __launch_bounds__(1024) l2p_l2_read_kernel(const T *src, size_t n, size_t chunks,
-                                                          unsigned *sink)
+__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
+    l2p_l2_read_kernel(const T *src, size_t n, unsigned chunks, size_t full_rows, unsigned *sink)
 {
     uint64_t pol = l2p_load_policy<F>();
-    size_t row = blockIdx.x % chunks, row_words = blockDim.x, full_rows = n / row_words;
-    const T *p = src + row * row_words + threadIdx.x;
-    size_t step = chunks * row_words;
+    unsigned row = blockIdx.x % chunks;
+    size_t row_words = blockDim.x, step = (size_t)chunks * row_words;
+    const T *p = src + (size_t)row * row_words + threadIdx.x;
     unsigned acc = 0;
     /* Folding each value as it is used lets the compiler keep as many loads in flight as
-     * the 64 registers hold, without spilling them to local memory. */
+     * the registers hold, without spilling them to local memory. */
     if (row + (size_t)(L - 1) * chunks < full_rows) { /* every row whole: no per-load test */
 #pragma unroll
         for (int i = 0; i < L; i++) acc ^= l2p_fold(l2p_load<F>(p + i * step, pol));
-    } else {
+    } else { /* blocks whose last rows run past the end of src: each load is tested */
 #pragma unroll
         for (int i = 0; i < L; i++) {
             size_t e = (row + (size_t)i * chunks) * row_words + threadIdx.x;
@@ -167,10 +178,11 @@ static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int l
     size_t n = nbytes / sizeof(T), chunks = l2p_l2_read_chunks(n, threads, (unsigned)loads);
     size_t blocks = chunks * (size_t)repeats;
     if (n == 0 || repeats <= 0) return cudaSuccess;
-    if (blocks > 2147483647u) return cudaErrorInvalidValue;
+    if (threads == 0 || threads > 1024 || blocks > 2147483647u) return cudaErrorInvalidValue;
     L2P_DISPATCH_LOAD(load_flavour, F, L2P_DISPATCH_LOADS(loads, L,
         return l2p_launch(l2p_l2_read_kernel<F, T, L>, dim3((unsigned)blocks), dim3(threads), 0,
-                          stream, window, (const T *)src, n, chunks, sink)));
+                          stream, window, (const T *)src, n, (unsigned)chunks, n / threads,
+                          sink)));
     return cudaErrorInvalidValue;
 }
 
