@@ -334,9 +334,15 @@ static l2p_status probe_support(int index, int *out)
 
 l2p_status l2p_driver_symbol(const char *name, void **fn)
 {
+    return l2p_driver_symbol_at(name, 12000, fn);
+}
+
+l2p_status l2p_driver_symbol_at(const char *name, int cuda_version, void **fn)
+{
     enum cudaDriverEntryPointQueryResult q;
     *fn = NULL;
-    L2P_CUDA_TRY(cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q));
+    L2P_CUDA_TRY(cudaGetDriverEntryPointByVersion(name, fn, (unsigned)cuda_version,
+                                                  cudaEnableDefault, &q));
     if (!*fn || q != cudaDriverEntryPointSuccess)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "the driver does not export %s", name);
     return L2P_OK;

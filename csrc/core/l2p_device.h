@@ -104,6 +104,10 @@ l2p_status l2p_device_context_id(int index, unsigned long long *id);
 int l2p_device_context_gone(int index, unsigned long long ctx);
 /* A driver API function by name, through the runtime (l2persist does not link libcuda). */
 l2p_status l2p_driver_symbol(const char *name, void **fn);
+/* The same for an entry point that first appeared in a later CUDA version (e.g. 12040 for
+ * cuFuncGetParamInfo): asked for at 12.0 the driver does not find it. The ABI is that
+ * version's, so the caller's prototype must be the one that version introduced. */
+l2p_status l2p_driver_symbol_at(const char *name, int cuda_version, void **fn);
 /* cc >= 8.0, a nonzero persisting maximum, and the driver accepts a limit. */
 l2p_status l2p_device_supports_persisting(int index, int *out);
 

@@ -119,8 +119,8 @@ static l2p_status driver(const driver_calls **out)
         d.get_params = (get_params_fn)f;
         L2P_TRY(l2p_driver_symbol("cuPointerGetAttribute", &f));
         d.pointer_attr = (pointer_attr_fn)f;
-        d.param_info = l2p_driver_symbol("cuFuncGetParamInfo", &f) == L2P_OK ? (param_info_fn)f : NULL;
-        d.func_name = l2p_driver_symbol("cuFuncGetName", &f) == L2P_OK ? (func_name_fn)f : NULL;
+        d.param_info = l2p_driver_symbol_at("cuFuncGetParamInfo", 12040, &f) == L2P_OK ? (param_info_fn)f : NULL;
+        d.func_name = l2p_driver_symbol_at("cuFuncGetName", 12030, &f) == L2P_OK ? (func_name_fn)f : NULL;
         d.kernel_function =
             l2p_driver_symbol("cuKernelGetFunction", &f) == L2P_OK ? (kernel_function_fn)f : NULL;
         l2p_clear_error();

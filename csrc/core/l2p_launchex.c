@@ -145,7 +145,7 @@ l2p_status l2p_launch_ex(int device, void *func, int is_kernel, const unsigned g
     if (!func) return l2p_fail(L2P_ERR_VALUE, "kernel: a null function handle");
     L2P_TRY(check_dims("grid", grid));
     L2P_TRY(check_dims("block", block));
-    L2P_TRY(l2p_driver_symbol("cuFuncGetParamInfo", &info));
+    L2P_TRY(l2p_driver_symbol_at("cuFuncGetParamInfo", 12040, &info));
     L2P_TRY(l2p_driver_symbol("cuLaunchKernelEx", &go));
     if (is_kernel) L2P_TRY(l2p_driver_symbol("cuKernelGetFunction", &kf));
     L2P_TRY(l2p_device_enter(device, &prev));
