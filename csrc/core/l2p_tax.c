@@ -6,17 +6,18 @@
 
 #define MIB 1048576.0
 
-static const char *const kind_names[L2P_TAX_KIND_COUNT] = {"read", "write", "rmw", "atomic"};
+const char *const l2p_tax_kind_names[L2P_TAX_KIND_COUNT + 1] = {"read", "write", "rmw", "atomic",
+                                                                NULL};
 
 const char *l2p_tax_kind_name(int kind)
 {
-    return kind >= 0 && kind < L2P_TAX_KIND_COUNT ? kind_names[kind] : NULL;
+    return kind >= 0 && kind < L2P_TAX_KIND_COUNT ? l2p_tax_kind_names[kind] : NULL;
 }
 
 l2p_status l2p_tax_kind_parse(const char *name, int *kind)
 {
     for (int i = 0; i < L2P_TAX_KIND_COUNT; i++)
-        if (strcmp(name, kind_names[i]) == 0) {
+        if (strcmp(name, l2p_tax_kind_names[i]) == 0) {
             *kind = i;
             return L2P_OK;
         }

@@ -62,6 +62,8 @@ typedef enum {
     L2P_TAX_KIND_COUNT
 } l2p_tax_kind;
 
+/* The kinds' names in order, NULL-terminated (the kernel binding's choices). */
+extern const char *const l2p_tax_kind_names[L2P_TAX_KIND_COUNT + 1];
 const char *l2p_tax_kind_name(int kind);
 l2p_status l2p_tax_kind_parse(const char *name, int *kind);
 
