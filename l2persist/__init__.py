@@ -36,6 +36,8 @@ from .counters import Counters, counter_names, counters_available, measure
 from . import examples
 from .tune import Target, TuneResult
 from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
+from . import tax
+from .state import L2State, l2_state, persisting_l2_disabled
 
 __version__ = "0.1.0"
 
@@ -60,5 +62,5 @@ __all__ = [
     "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
     "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
-    "TuneResult", "tune",
+    "TuneResult", "tune", "tax", "L2State", "l2_state", "persisting_l2_disabled",
 ]
