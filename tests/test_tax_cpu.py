@@ -94,3 +94,53 @@ def test_bad_fit_input():
         tax.predict(H200, 0).slowdown_at(MIB, "scatter")
     with pytest.raises(ValueError, match="ws_bytes"):
         tax.predict(H200, 0).slowdown_at(-1)
+
+
+class FakeH200(dict):
+    """What the study's analysis asks of a device, without a GPU: the model's mapping plus
+    .properties."""
+
+    def __init__(self):
+        super().__init__(H200)
+        from types import SimpleNamespace
+        self.properties = SimpleNamespace(l2_cache_size=H200["l2_cache_size"],
+                                          persisting_l2_cache_max_size=H200[
+                                              "persisting_l2_cache_max_size"])
+
+
+def synthetic_records(dev, true_coeff):
+    """Times the model would give on a chip whose knee is L2 - true_coeff * s."""
+    l2, granule = H200["l2_cache_size"], H200["l2_cache_size"] // 16
+    records = []
+    for g in (0, 4, 6, 8, 10):
+        s = g * granule
+        cap = l2 - true_coeff * s
+        for ws in range(4 * MIB, l2 + 8 * MIB + 1, 4 * MIB):
+            for kind, p in (("write", 5.0), ("read", 0.0)):
+                m = max(0.0, 1 - cap / ws) if s else 0.0
+                m0 = max(0.0, 1 - l2 / ws)
+                ms = 0.1 * (1 + p * max(m, m0))
+                records.append(dict(set_aside=s, kind=kind, pattern="random", ws=ws,
+                                    ws_mib=ws / MIB, set_aside_mib=s / MIB, ms=ms))
+    return records
+
+
+def test_study_analysis_finds_the_knees_it_was_given():
+    from l2persist.studies import set_aside_tax as study
+
+    dev = FakeH200()
+    records = synthetic_records(dev, 1.25)
+    study._add_slowdowns(records, dev)
+    assert all(r["slowdown"] == pytest.approx(1.0) for r in records if r["kind"] == "read")
+    notes, summary = study._findings(records, dev, have_counters=False)
+    knees = summary["knees"]
+    assert [k["set_aside_mib"] for k in knees] == [15, 22.5, 30, 37.5]
+    for k in knees:  # the true knee lies within a step (4 MiB) of the measured interval
+        true = 60 - 1.25 * k["set_aside_mib"]
+        assert max(k["measured_lo_mib"] - true, true - k["measured_hi_mib"], 0) <= 4, k
+        assert k["off_mib"] is not None and k["off_mib"] <= 4
+    assert summary["refit"]["capacity_coeff"] == pytest.approx(1.25, abs=0.1)
+    assert summary["heatmap"]["line"][0] == (15.0, pytest.approx(knees[0]["model_mib"]))
+    assert any(n.startswith("write (random) at the maximum set-aside 37.5 MiB") for n in notes)
+    assert any("4 of 4 within 4 MiB" in n for n in notes)
+    assert any("counters unavailable" in n for n in notes)
