@@ -23,7 +23,6 @@ from . import _core
 from ._format import human_bytes
 
 KINDS = ("read", "write", "rmw", "atomic")
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class TaxPrediction:
     knee_bytes: int
     capacity_coeff: float   # c of knee = L2 - c * set_aside
     penalty: dict           # P per access kind (a miss's cost relative to a hit)
+    probe_working_set: int  # the standard write-heavy probe's working set (just above the knee)
     basis: str              # the measured chip whose constants these are
     exact: bool             # False: an unmeasured chip, given the closest one's constants
     probe: "TaxProbe | None" = field(default=None, compare=False)
@@ -54,7 +54,7 @@ class TaxPrediction:
         """The tax in one line."""
         if self.set_aside == 0:
             return "no set-aside: no tax"
-        ws = min(self.l2_bytes, max(self.knee_bytes + 4 * MIB, self.knee_bytes * 3 // 2))
+        ws = self.probe_working_set
         basis = "" if self.exact else f" (constants of the {self.basis}, the closest measured chip)"
         return (f"set-aside {human_bytes(self.set_aside)}: written working sets above "
                 f"{human_bytes(self.knee_bytes)} slow down (random writes over "
@@ -120,14 +120,13 @@ def predict(device_or_properties, set_aside: int) -> TaxPrediction:
     return TaxPrediction(name=name, compute_capability=cc, l2_bytes=m["l2_bytes"],
                          set_aside=m["set_aside"], granule=m["granule"], persisting_max=pmax,
                          knee_bytes=m["knee_bytes"], capacity_coeff=m["capacity_coeff"],
+                         probe_working_set=m["probe_working_set"],
                          penalty=dict(m["penalty"]), basis=m["basis"], exact=m["exact"])
 
 
 def probe_working_set(prediction: TaxPrediction) -> int:
-    """The probe's working set: just above the predicted knee (by half of it, at least 4 MiB),
-    never above the L2, in whole MiB."""
-    ws = max(prediction.knee_bytes + 4 * MIB, prediction.knee_bytes * 3 // 2)
-    return max(MIB, min(prediction.l2_bytes, ws) // MIB * MIB)
+    """The standard probe's working set for a prediction (the C core's rule)."""
+    return prediction.probe_working_set
 
 
 def probe(device, set_aside: int, *, stream=None, repeat: int = 9,

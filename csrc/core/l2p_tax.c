@@ -223,11 +223,22 @@ l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_m
     L2P_TRY(chip_penalties(basis, m.penalty));
     double cap = (double)m.l2_bytes - m.capacity_coeff * (double)m.set_aside;
     m.knee_bytes = cap > 0 ? (size_t)cap : 0;
+    m.probe_bytes = l2p_tax_probe_working_set(m.knee_bytes, m.l2_bytes);
     m.basis = basis->chip;
     m.exact = same_chip(basis->cc_major, basis->cc_minor, basis->l2_mib, c->cc_major,
                         c->cc_minor, (double)c->l2_bytes / MIB);
     *out = m;
     return L2P_OK;
+}
+
+size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes)
+{
+    const size_t mib = 1u << 20;
+    size_t ws = knee_bytes + 4 * mib > knee_bytes / 2 * 3 ? knee_bytes + 4 * mib
+                                                          : knee_bytes / 2 * 3;
+    if (ws > l2_bytes) ws = l2_bytes;
+    ws = ws / mib * mib;
+    return ws < mib ? mib : ws;
 }
 
 double l2p_tax_slowdown(const l2p_tax_model *m, int kind, double ws)

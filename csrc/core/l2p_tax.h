@@ -106,6 +106,7 @@ typedef struct {
     double capacity_coeff; /* c */
     double penalty[L2P_TAX_KIND_COUNT]; /* P per kind; 0 for reads */
     size_t knee_bytes;     /* C(s) */
+    size_t probe_bytes;    /* the standard probe's working set (l2p_tax_probe_working_set) */
     const char *basis;     /* the chip whose rows gave the constants ("H200", ...) */
     int exact;             /* 1: rows of this very chip (cc and L2 size); 0: the closest */
 } l2p_tax_model;
@@ -120,6 +121,11 @@ l2p_status l2p_tax_fit_penalty(double l2, double coeff, size_t n, const double *
 
 /* The model for `chip` at set-aside `set_aside` (bytes, in [0, persisting_max]). */
 l2p_status l2p_tax_predict(const l2p_tax_chip *chip, long long set_aside, l2p_tax_model *out);
+
+/* The standard write-heavy probe's working set: just above the knee, where the tax shows
+ * clearly (by half the knee, at least 4 MiB), never above the L2, in whole MiB (>= 1 MiB).
+ * At the maximum set-aside of an H200 or H100 that is 15 MiB, next to the issue's 16. */
+size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes);
 
 /* Miss fraction of random accesses over ws bytes into a capacity of cap bytes. */
 double l2p_tax_miss_fraction(double ws, double cap);

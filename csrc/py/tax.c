@@ -35,10 +35,12 @@ static PyObject *model_dict(const l2p_tax_model *m)
         Py_XDECREF(v);
     }
     if (!pen) return NULL;
-    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:N,s:n,s:s,s:O}", "l2_bytes", (Py_ssize_t)m->l2_bytes,
+    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:N,s:n,s:n,s:s,s:O}", "l2_bytes",
+                         (Py_ssize_t)m->l2_bytes,
                          "set_aside", (Py_ssize_t)m->set_aside, "granule",
                          (Py_ssize_t)m->granule, "capacity_coeff", m->capacity_coeff,
-                         "penalty", pen, "knee_bytes", (Py_ssize_t)m->knee_bytes, "basis",
+                         "penalty", pen, "knee_bytes", (Py_ssize_t)m->knee_bytes,
+                         "probe_working_set", (Py_ssize_t)m->probe_bytes, "basis",
                          m->basis, "exact", m->exact ? Py_True : Py_False);
 }
 

@@ -124,6 +124,19 @@ static void test_granules(void)
     CHECK(m.set_aside == 2u << 20);
 }
 
+static void test_probe_working_set(void)
+{
+    l2p_tax_chip h200 = chip(9, 0, 60);
+    l2p_tax_model m;
+    CHECK(l2p_tax_predict(&h200, (long long)(37.5 * MIB), &m) == L2P_OK);
+    CHECK(m.probe_bytes == 15u << 20 && m.probe_bytes > m.knee_bytes);
+    CHECK(l2p_tax_slowdown(&m, L2P_TAX_WRITE, (double)m.probe_bytes) > 2.0);
+    CHECK(l2p_tax_probe_working_set(40u << 20, 60u << 20) == 60u << 20); /* half above: 60 */
+    CHECK(l2p_tax_probe_working_set(58u << 20, 60u << 20) == 60u << 20); /* capped */
+    CHECK(l2p_tax_probe_working_set(0, 60u << 20) == 4u << 20);
+    CHECK(l2p_tax_probe_working_set(0, 1000) == 1u << 20);              /* at least 1 MiB */
+}
+
 static void test_fits(void)
 {
     /* Exact data on a line recovers its slope; slowdowns made by the model recover P. */
@@ -185,6 +198,7 @@ int main(void)
     test_slowdowns();
     test_fallback();
     test_granules();
+    test_probe_working_set();
     test_fits();
     test_measured_knee();
     test_bad_input();
