@@ -87,7 +87,8 @@ def _chip(obj):
         obj = _core.Device(obj)
     granule = 0
     if isinstance(obj, _core.Device):
-        granule = obj.persisting_l2_granule
+        # the driver's step, probed on the device; without persisting L2 the model refuses
+        granule = obj.persisting_l2_granule if obj.supports_persisting_l2 else 0
         obj = obj.properties
     if isinstance(obj, _core.DeviceProperties):
         obj = obj.as_dict()
