@@ -1,9 +1,11 @@
 """The set-aside tax: what a persisting-L2 set-aside costs work that never asks for
 persistence.
 
-On Hopper a set-aside shrinks the L2 capacity that *written* lines can use, by more than the
-set-aside itself: random writes slow down once their working set exceeds about
-``L2 - (4/3) * set_aside``, reads are untouched, atomics pay less. The model, its constants
+On Hopper a set-aside of a quarter of the L2 or more shrinks the L2 capacity that *written*
+lines can use, by more than the set-aside itself: random writes slow down once their working
+set exceeds about ``L2 - 1.3 * set_aside`` (up to 4.8x at the maximum); atomics pay up to 2x,
+reads only at the maximum and over large tables; the driver's default (3 of 16 granules)
+costs nothing. The model, its constants
 and the measurements they are fitted to live in the C core (``csrc/core/l2p_tax.h``); this
 module only gathers a chip's facts and measures.
 
@@ -38,6 +40,9 @@ class TaxPrediction:
     persisting_max: int
     knee_bytes: int
     capacity_coeff: float   # c of knee = L2 - c * set_aside
+    onset_fraction: float   # the tax starts at set-asides of this fraction of the L2
+    base_bytes: int         # the capacity written lines have at limit 0
+    taxed: bool             # the set-aside reaches the onset
     penalty: dict           # P per access kind (a miss's cost relative to a hit)
     probe_working_set: int  # the standard write-heavy probe's working set (just above the knee)
     basis: str              # the measured chip whose constants these are
@@ -54,11 +59,17 @@ class TaxPrediction:
         """The tax in one line."""
         if self.set_aside == 0:
             return "no set-aside: no tax"
+        if not self.taxed:
+            return (f"set-aside {human_bytes(self.set_aside)}: no tax (it starts at "
+                    f"{self.onset_fraction:.0%} of the L2, "
+                    f"{human_bytes(int(self.onset_fraction * self.l2_bytes))})")
         ws = self.probe_working_set
         basis = "" if self.exact else f" (constants of the {self.basis}, the closest measured chip)"
         return (f"set-aside {human_bytes(self.set_aside)}: written working sets above "
                 f"{human_bytes(self.knee_bytes)} slow down (random writes over "
-                f"{human_bytes(ws)}: {self.slowdown_at(ws):.1f}x; reads untouched){basis}")
+                f"{human_bytes(ws)}: {self.slowdown_at(ws):.1f}x, atomics "
+                f"{self.slowdown_at(ws, 'atomic'):.1f}x, reads {self.slowdown_at(ws, 'read'):.1f}x)"
+                f"{basis}")
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,8 @@ def predict(device_or_properties, set_aside: int) -> TaxPrediction:
     return TaxPrediction(name=name, compute_capability=cc, l2_bytes=m["l2_bytes"],
                          set_aside=m["set_aside"], granule=m["granule"], persisting_max=pmax,
                          knee_bytes=m["knee_bytes"], capacity_coeff=m["capacity_coeff"],
+                         onset_fraction=m["onset_fraction"], base_bytes=m["base_bytes"],
+                         taxed=m["taxed"],
                          probe_working_set=m["probe_working_set"],
                          penalty=dict(m["penalty"]), basis=m["basis"], exact=m["exact"])
 
@@ -185,8 +198,9 @@ def set_aside_tax(device, set_aside: int | None = None, *, probe: bool = False,
     return dataclasses.replace(p, probe=_measure(dev, set_aside, stream=stream))
 
 
-def measurements() -> tuple[list, list]:
-    """The rows the model is fitted to (and held out from the fit): (knees, slowdowns)."""
+def measurements() -> tuple[list, list, list]:
+    """The rows the model is fitted to (and held out from the fit): (knees, slowdowns,
+    limit-0 knees)."""
     return _core.tax_rows()
 
 
@@ -201,10 +215,11 @@ def fit_capacity(l2_bytes, set_asides, knees) -> float:
     return _core.tax_fit_capacity(float(l2_bytes), list(set_asides), list(knees))
 
 
-def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns) -> float:
-    """The miss penalty P that best explains measured slowdowns, given c."""
+def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> float:
+    """The miss penalty P that best explains measured slowdowns, given c and the capacity
+    of written lines at limit 0 (``base``; default: the L2 size)."""
     return _core.tax_fit_penalty(float(l2_bytes), float(coeff), list(set_asides), list(ws),
-                                 list(slowdowns))
+                                 list(slowdowns), base=-1.0 if base is None else float(base))
 
 
 __all__ = ["KINDS", "TaxPrediction", "TaxProbe", "fit_capacity", "fit_penalty",

@@ -25,41 +25,107 @@ l2p_status l2p_tax_kind_parse(const char *name, int *kind)
 }
 
 /* ---- measurements ----
- * Knees: the issue's sweep stepped the working set by 4 MiB, so "8-12" is (8, 12] and
- * "about 32" the first slowed point, (28, 32]. Fit: the maximum and the middle set-aside of
- * each chip; held out (checked by tests/c/test_tax.c): the other two. */
-#define ISSUE19 "issue 19 (random 4-byte writes, CuPy, no window, fresh processes)"
+ * Knees: random 4-byte writes, the first working set (4 MiB steps) 1.15x slower than at limit
+ * 0 (hi 0: none up to lo). The fit uses 3, 4, 6 and 10 granules of each chip (the largest
+ * set-aside without a tax, the smallest with one, a middle one and the maximum); the others
+ * are held out (tests/c/test_tax.c checks them). */
+#define FIX_H200 "fixtures/tax-h200.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
+#define FIX_H100 "fixtures/tax-h100.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
 static const l2p_tax_knee_row knee_rows[] = {
-    {"H200", 9, 0, 60, 37.5, 8, 12, 1, ISSUE19},
-    {"H200", 9, 0, 60, 30.0, 20, 24, 0, ISSUE19},
-    {"H200", 9, 0, 60, 22.5, 28, 32, 1, ISSUE19},
-    {"H200", 9, 0, 60, 15.0, 44, 48, 0, ISSUE19},
-    {"H100", 9, 0, 50, 31.25, 8, 12, 1, ISSUE19},
-    {"H100", 9, 0, 50, 25.0, 16, 20, 0, ISSUE19},
-    {"H100", 9, 0, 50, 18.75, 24, 28, 1, ISSUE19},
-    {"H100", 9, 0, 50, 12.5, 36, 40, 0, ISSUE19},
+    {"H200", 9, 0, 60, 3.75, 68, 0, 0, FIX_H200},
+    {"H200", 9, 0, 60, 7.5, 68, 0, 0, FIX_H200},
+    {"H200", 9, 0, 60, 11.25, 68, 0, 1, FIX_H200},
+    {"H200", 9, 0, 60, 15, 44, 48, 1, FIX_H200},
+    {"H200", 9, 0, 60, 18.75, 32, 36, 0, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 28, 32, 1, FIX_H200},
+    {"H200", 9, 0, 60, 26.25, 24, 28, 0, FIX_H200},
+    {"H200", 9, 0, 60, 30, 20, 24, 0, FIX_H200},
+    {"H200", 9, 0, 60, 33.75, 12, 16, 0, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 8, 12, 1, FIX_H200},
+    {"H100", 9, 0, 50, 3.125, 56, 0, 0, FIX_H100},
+    {"H100", 9, 0, 50, 6.25, 56, 0, 0, FIX_H100},
+    {"H100", 9, 0, 50, 9.375, 56, 0, 1, FIX_H100},
+    {"H100", 9, 0, 50, 12.5, 36, 40, 1, FIX_H100},
+    {"H100", 9, 0, 50, 15.625, 28, 32, 0, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 24, 28, 1, FIX_H100},
+    {"H100", 9, 0, 50, 21.875, 20, 24, 0, FIX_H100},
+    {"H100", 9, 0, 50, 25, 16, 20, 0, FIX_H100},
+    {"H100", 9, 0, 50, 28.125, 12, 16, 0, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 8, 12, 1, FIX_H100},
 };
 
-/* Slowdowns against limit 0. The atomic row stands for "1.1-1.9x at the maximum" whose
- * working sets the issue does not give: its midpoint at 16 MiB, until tools/tax-sweep's
- * measurement replaces it. Reads: 0.118-0.121 ms at every set-aside (8-28 MiB). */
+/* Writes at limit 0: the first working set 1.15x slower than over small tables. */
+static const l2p_tax_base_row base_rows[] = {
+    {"H200", 9, 0, 60, 48, 52, FIX_H200},
+    {"H100", 9, 0, 50, 44, 48, FIX_H100},
+};
+
+/* Slowdowns against limit 0 at the fitted set-asides (6 and 10 granules), per kind. */
 static const l2p_tax_slowdown_row slowdown_rows[] = {
-    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_WRITE, 3.1, ISSUE19},
-    {"H200", 9, 0, 60, 37.5, 48, L2P_TAX_WRITE, 4.7, ISSUE19},
-    {"H100", 9, 0, 50, 31.25, 16, L2P_TAX_WRITE, 3.5, ISSUE19},
-    {"H200", 9, 0, 60, 37.5, 8, L2P_TAX_READ, 1.0, ISSUE19},
-    {"H200", 9, 0, 60, 37.5, 28, L2P_TAX_READ, 1.0, ISSUE19},
-    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_ATOMIC, 1.5, "issue 19 (atomicAdd: 1.1-1.9x at the "
-     "maximum; working set assumed 16 MiB)"},
+    {"H200", 9, 0, 60, 22.5, 16, L2P_TAX_WRITE, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 32, L2P_TAX_WRITE, 1.29, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 48, L2P_TAX_WRITE, 2.01, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 16, L2P_TAX_RMW, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 32, L2P_TAX_RMW, 1.19, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 48, L2P_TAX_RMW, 1.73, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 16, L2P_TAX_ATOMIC, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 32, L2P_TAX_ATOMIC, 1.02, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 48, L2P_TAX_ATOMIC, 1.17, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 16, L2P_TAX_READ, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 32, L2P_TAX_READ, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 22.5, 48, L2P_TAX_READ, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_WRITE, 3.06, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 32, L2P_TAX_WRITE, 4.48, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 48, L2P_TAX_WRITE, 4.78, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_RMW, 2.28, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 32, L2P_TAX_RMW, 3.43, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 48, L2P_TAX_RMW, 3.61, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_ATOMIC, 1.10, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 32, L2P_TAX_ATOMIC, 1.57, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 48, L2P_TAX_ATOMIC, 2.01, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 16, L2P_TAX_READ, 1.00, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 32, L2P_TAX_READ, 1.04, FIX_H200},
+    {"H200", 9, 0, 60, 37.5, 48, L2P_TAX_READ, 1.33, FIX_H200},
+    {"H100", 9, 0, 50, 18.75, 16, L2P_TAX_WRITE, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 32, L2P_TAX_WRITE, 1.55, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 48, L2P_TAX_WRITE, 1.76, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 16, L2P_TAX_RMW, 1.01, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 32, L2P_TAX_RMW, 1.45, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 48, L2P_TAX_RMW, 1.71, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 16, L2P_TAX_ATOMIC, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 32, L2P_TAX_ATOMIC, 1.01, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 48, L2P_TAX_ATOMIC, 1.17, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 16, L2P_TAX_READ, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 32, L2P_TAX_READ, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 18.75, 48, L2P_TAX_READ, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 16, L2P_TAX_WRITE, 3.51, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 32, L2P_TAX_WRITE, 4.60, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 48, L2P_TAX_WRITE, 3.27, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 16, L2P_TAX_RMW, 2.61, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 32, L2P_TAX_RMW, 3.51, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 48, L2P_TAX_RMW, 3.24, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 16, L2P_TAX_ATOMIC, 1.13, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 32, L2P_TAX_ATOMIC, 1.69, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 48, L2P_TAX_ATOMIC, 1.78, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 16, L2P_TAX_READ, 1.00, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 32, L2P_TAX_READ, 1.11, FIX_H100},
+    {"H100", 9, 0, 50, 31.25, 48, L2P_TAX_READ, 1.29, FIX_H100},
 };
 
 #define N_KNEE (sizeof knee_rows / sizeof knee_rows[0])
 #define N_SLOW (sizeof slowdown_rows / sizeof slowdown_rows[0])
+#define N_BASE (sizeof base_rows / sizeof base_rows[0])
 
 const l2p_tax_knee_row *l2p_tax_knee_rows(size_t *n)
 {
     *n = N_KNEE;
     return knee_rows;
+}
+
+const l2p_tax_base_row *l2p_tax_base_rows(size_t *n)
+{
+    *n = N_BASE;
+    return base_rows;
 }
 
 const l2p_tax_slowdown_row *l2p_tax_slowdown_rows(size_t *n)
@@ -90,15 +156,22 @@ l2p_status l2p_tax_fit_capacity(double l2, size_t n, const double *set_aside,
 }
 
 /* slowdown S = (1 + P m) / (1 + P m0)  <=>  P (m - S m0) = S - 1: least squares in P. */
-l2p_status l2p_tax_fit_penalty(double l2, double coeff, size_t n, const double *set_aside,
-                               const double *ws, const double *slowdown, double *penalty)
+static void penalty_terms(double cap, double base, double ws, double slowdown, double *num,
+                          double *den)
+{
+    double a = l2p_tax_miss_fraction(ws, cap) - slowdown * l2p_tax_miss_fraction(ws, base);
+    *num += a * (slowdown - 1.0);
+    *den += a * a;
+}
+
+l2p_status l2p_tax_fit_penalty(double l2, double coeff, double base, size_t n,
+                               const double *set_aside, const double *ws,
+                               const double *slowdown, double *penalty)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        double a = l2p_tax_miss_fraction(ws[i], l2 - coeff * set_aside[i]) -
-                   slowdown[i] * l2p_tax_miss_fraction(ws[i], l2);
-        num += a * (slowdown[i] - 1.0);
-        den += a * a;
+        double cap = l2 - coeff * set_aside[i];
+        penalty_terms(cap < base ? cap : base, base, ws[i], slowdown[i], &num, &den);
     }
     if (den <= 0)
         return l2p_fail(L2P_ERR_VALUE, "ws: no measured working set lies above the knee");
@@ -131,23 +204,53 @@ static const l2p_tax_knee_row *closest_chip(const l2p_tax_chip *c)
     return best;
 }
 
-static l2p_status fit_chip_capacity(const l2p_tax_knee_row *chip, double *coeff)
+/* A chip's dimensionless constants. */
+typedef struct {
+    double coeff;          /* c */
+    double onset_fraction; /* o */
+    double base_fraction;  /* b */
+} chip_fit;
+
+static int row_of(const l2p_tax_knee_row *r, const l2p_tax_knee_row *chip)
 {
-    double s[N_KNEE], k[N_KNEE];
+    return same_chip(r->cc_major, r->cc_minor, r->l2_mib, chip->cc_major, chip->cc_minor,
+                     chip->l2_mib);
+}
+
+/* c from the fit rows with a knee; o: the smallest fitted set-aside with a knee (every
+ * fitted one below it has none); b from the chip's limit-0 row (1 when it has none). */
+static l2p_status fit_chip(const l2p_tax_knee_row *chip, chip_fit *out)
+{
+    double s[N_KNEE], k[N_KNEE], onset = 1e300;
     size_t n = 0;
     for (size_t i = 0; i < N_KNEE; i++) {
         const l2p_tax_knee_row *r = &knee_rows[i];
-        if (!r->fit || !same_chip(r->cc_major, r->cc_minor, r->l2_mib, chip->cc_major,
-                                  chip->cc_minor, chip->l2_mib))
-            continue;
+        if (!r->fit || !row_of(r, chip) || r->knee_hi_mib <= 0) continue;
         s[n] = r->set_aside_mib;
         k[n++] = 0.5 * (r->knee_lo_mib + r->knee_hi_mib);
+        if (r->set_aside_mib < onset) onset = r->set_aside_mib;
     }
-    return l2p_tax_fit_capacity(chip->l2_mib, n, s, k, coeff);
+    L2P_TRY(l2p_tax_fit_capacity(chip->l2_mib, n, s, k, &out->coeff));
+    out->onset_fraction = onset / chip->l2_mib;
+    out->base_fraction = 1.0;
+    for (size_t i = 0; i < N_BASE; i++)
+        if (same_chip(base_rows[i].cc_major, base_rows[i].cc_minor, base_rows[i].l2_mib,
+                      chip->cc_major, chip->cc_minor, chip->l2_mib))
+            out->base_fraction = 0.5 * (base_rows[i].knee_lo_mib + base_rows[i].knee_hi_mib) /
+                                 chip->l2_mib;
+    return L2P_OK;
+}
+
+/* C(s) and C(0) of a chip of l2 bytes (any unit) with constants f. */
+static double capacity(const chip_fit *f, double l2, double s)
+{
+    double base = f->base_fraction * l2, cap = l2 - f->coeff * s;
+    if (s < f->onset_fraction * l2 * (1 - 1e-9)) return base;
+    return cap < 0 ? 0 : cap < base ? cap : base;
 }
 
 /* P of `kind` from the chip's own rows (all_chips 0) or every chip's (1), each row against
- * its own L2 and that chip's c. *found is 0 when no row applies. */
+ * its own chip's constants. *found is 0 when no row applies. */
 static l2p_status fit_kind_penalty(const l2p_tax_knee_row *chip, int kind, int all_chips,
                                    double *penalty, int *found)
 {
@@ -156,6 +259,7 @@ static l2p_status fit_kind_penalty(const l2p_tax_knee_row *chip, int kind, int a
     for (size_t i = 0; i < N_SLOW; i++) {
         const l2p_tax_slowdown_row *r = &slowdown_rows[i];
         const l2p_tax_knee_row *own = chip;
+        chip_fit f;
         if (r->kind != kind) continue;
         if (!same_chip(r->cc_major, r->cc_minor, r->l2_mib, chip->cc_major, chip->cc_minor,
                        chip->l2_mib)) {
@@ -163,12 +267,9 @@ static l2p_status fit_kind_penalty(const l2p_tax_knee_row *chip, int kind, int a
             l2p_tax_chip c = {r->cc_major, r->cc_minor, (size_t)(r->l2_mib * MIB), 0, 0};
             own = closest_chip(&c);
         }
-        double coeff, a;
-        L2P_TRY(fit_chip_capacity(own, &coeff));
-        a = l2p_tax_miss_fraction(r->ws_mib, r->l2_mib - coeff * r->set_aside_mib) -
-            r->slowdown * l2p_tax_miss_fraction(r->ws_mib, r->l2_mib);
-        num += a * (r->slowdown - 1.0);
-        den += a * a;
+        L2P_TRY(fit_chip(own, &f));
+        penalty_terms(capacity(&f, r->l2_mib, r->set_aside_mib), capacity(&f, r->l2_mib, 0),
+                      r->ws_mib, r->slowdown, &num, &den);
         *found = 1;
     }
     *penalty = den > 0 && num > 0 ? num / den : 0.0;
@@ -213,16 +314,21 @@ l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_m
 {
     L2P_TRY(check_chip(c, set_aside));
     const l2p_tax_knee_row *basis = closest_chip(c);
+    chip_fit f;
     l2p_tax_model m = {0};
     m.l2_bytes = c->l2_bytes;
     m.granule = c->granule ? c->granule : c->l2_bytes / 16;
     /* The driver grants whole granules: the hardware sets aside the rounded-up size. */
     m.set_aside = (size_t)((set_aside + (long long)m.granule - 1) / (long long)m.granule) *
                   m.granule;
-    L2P_TRY(fit_chip_capacity(basis, &m.capacity_coeff));
+    L2P_TRY(fit_chip(basis, &f));
     L2P_TRY(chip_penalties(basis, m.penalty));
-    double cap = (double)m.l2_bytes - m.capacity_coeff * (double)m.set_aside;
-    m.knee_bytes = cap > 0 ? (size_t)cap : 0;
+    m.capacity_coeff = f.coeff;
+    m.onset_fraction = f.onset_fraction;
+    m.base_fraction = f.base_fraction;
+    m.base_bytes = (size_t)capacity(&f, (double)m.l2_bytes, 0);
+    m.knee_bytes = (size_t)capacity(&f, (double)m.l2_bytes, (double)m.set_aside);
+    m.taxed = m.knee_bytes < m.base_bytes;
     m.probe_bytes = l2p_tax_probe_working_set(m.knee_bytes, m.l2_bytes);
     m.basis = basis->chip;
     m.exact = same_chip(basis->cc_major, basis->cc_minor, basis->l2_mib, c->cc_major,
@@ -243,10 +349,10 @@ size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes)
 
 double l2p_tax_slowdown(const l2p_tax_model *m, int kind, double ws)
 {
-    if (kind < 0 || kind >= L2P_TAX_KIND_COUNT || m->set_aside == 0) return 1.0;
+    if (kind < 0 || kind >= L2P_TAX_KIND_COUNT || !m->taxed) return 1.0;
     double p = m->penalty[kind];
     double at = 1.0 + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
-    double base = 1.0 + p * l2p_tax_miss_fraction(ws, (double)m->l2_bytes);
+    double base = 1.0 + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
     return at / base;
 }
 

@@ -35,13 +35,15 @@ static PyObject *model_dict(const l2p_tax_model *m)
         Py_XDECREF(v);
     }
     if (!pen) return NULL;
-    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:N,s:n,s:n,s:s,s:O}", "l2_bytes",
-                         (Py_ssize_t)m->l2_bytes,
-                         "set_aside", (Py_ssize_t)m->set_aside, "granule",
-                         (Py_ssize_t)m->granule, "capacity_coeff", m->capacity_coeff,
+    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O}",
+                         "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
+                         (Py_ssize_t)m->set_aside, "granule", (Py_ssize_t)m->granule,
+                         "capacity_coeff", m->capacity_coeff, "onset_fraction",
+                         m->onset_fraction, "base_fraction", m->base_fraction, "base_bytes",
+                         (Py_ssize_t)m->base_bytes, "taxed", m->taxed ? Py_True : Py_False,
                          "penalty", pen, "knee_bytes", (Py_ssize_t)m->knee_bytes,
-                         "probe_working_set", (Py_ssize_t)m->probe_bytes, "basis",
-                         m->basis, "exact", m->exact ? Py_True : Py_False);
+                         "probe_working_set", (Py_ssize_t)m->probe_bytes, "basis", m->basis,
+                         "exact", m->exact ? Py_True : Py_False);
 }
 
 static PyObject *fn_predict(PyObject *mod, PyObject *args, PyObject *kw)
@@ -131,17 +133,20 @@ static PyObject *fn_fit_capacity(PyObject *mod, PyObject *args)
     return out;
 }
 
-static PyObject *fn_fit_penalty(PyObject *mod, PyObject *args)
+static PyObject *fn_fit_penalty(PyObject *mod, PyObject *args, PyObject *kw)
 {
-    double l2, coeff, p, *s = NULL, *w = NULL, *sl = NULL;
+    static char *names[] = {"l2", "coeff", "set_asides", "ws", "slowdowns", "base", NULL};
+    double l2, coeff, base = -1, p, *s = NULL, *w = NULL, *sl = NULL;
     PyObject *so, *wo, *slo, *out = NULL;
     Py_ssize_t ns = 0, nw = 0, nsl = 0;
-    if (!PyArg_ParseTuple(args, "ddOOO:tax_fit_penalty", &l2, &coeff, &so, &wo, &slo))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddOOO|$d:tax_fit_penalty", names, &l2, &coeff,
+                                     &so, &wo, &slo, &base))
         return NULL;
     if ((s = doubles(so, "set_asides", &ns)) && (w = doubles(wo, "ws", &nw)) &&
         (sl = doubles(slo, "slowdowns", &nsl)) && same_length(ns, nw, "set_asides", "ws") == 0 &&
         same_length(ns, nsl, "set_asides", "slowdowns") == 0) {
-        if (l2p_tax_fit_penalty(l2, coeff, (size_t)ns, s, w, sl, &p) != L2P_OK)
+        if (l2p_tax_fit_penalty(l2, coeff, base < 0 ? l2 : base, (size_t)ns, s, w, sl, &p) !=
+            L2P_OK)
             l2p_py_raise(l2p_state_from_module(mod));
         else
             out = PyFloat_FromDouble(p);
@@ -197,7 +202,18 @@ static PyObject *fn_rows(PyObject *mod, PyObject *noargs)
         if (!r || PyList_Append(slows, r) < 0) Py_CLEAR(slows);
         Py_XDECREF(r);
     }
-    if (knees && slows) return Py_BuildValue("(NN)", knees, slows);
+    size_t nb;
+    const l2p_tax_base_row *b = l2p_tax_base_rows(&nb);
+    PyObject *bases = knees && slows ? PyList_New(0) : NULL;
+    for (size_t i = 0; bases && i < nb; i++) {
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:d,s:d,s:d,s:s}", "chip", b[i].chip,
+                                    "compute_capability", b[i].cc_major, b[i].cc_minor, "l2_mib",
+                                    b[i].l2_mib, "knee_lo_mib", b[i].knee_lo_mib, "knee_hi_mib",
+                                    b[i].knee_hi_mib, "source", b[i].source);
+        if (!r || PyList_Append(bases, r) < 0) Py_CLEAR(bases);
+        Py_XDECREF(r);
+    }
+    if (bases) return Py_BuildValue("(NNN)", knees, slows, bases);
     Py_XDECREF(knees);
     Py_XDECREF(slows);
     return NULL;
@@ -213,13 +229,14 @@ PyMethodDef l2p_tax_functions[] = {
      "kind, ws)\n--\n\nThe model's slowdown of `kind` over a working set of ws bytes."},
     {"tax_fit_capacity", fn_fit_capacity, METH_VARARGS,
      "tax_fit_capacity(l2, set_asides, knees, /)\n--\n\nLeast-squares c of knee = l2 - c * s."},
-    {"tax_fit_penalty", fn_fit_penalty, METH_VARARGS,
-     "tax_fit_penalty(l2, coeff, set_asides, ws, slowdowns, /)\n--\n\nLeast-squares miss "
-     "penalty P from measured slowdowns."},
+    {"tax_fit_penalty", (PyCFunction)(void (*)(void))fn_fit_penalty,
+     METH_VARARGS | METH_KEYWORDS,
+     "tax_fit_penalty(l2, coeff, set_asides, ws, slowdowns, *, base=-1.0)\n--\n\n"
+     "Least-squares miss penalty P from measured slowdowns; base: C(0) (default: l2)."},
     {"tax_measured_knee", fn_measured_knee, METH_VARARGS,
      "tax_measured_knee(ws, slowdowns, threshold, /)\n--\n\n(lo, hi]: where a measured curve "
      "first reaches threshold (hi 0: never)."},
     {"tax_rows", fn_rows, METH_NOARGS,
-     "tax_rows($module, /)\n--\n\n(knee rows, slowdown rows): the measurements the model is "
-     "fitted to."},
+     "tax_rows($module, /)\n--\n\n(knee rows, slowdown rows, limit-0 rows): the "
+     "measurements the model is fitted to."},
     {NULL, NULL, 0, NULL}};

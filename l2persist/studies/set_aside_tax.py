@@ -33,7 +33,9 @@ def _axes(dev, quick):
     granule = dev.persisting_l2_granule
     top = pmax // granule
     if quick:
-        asides = sorted({0, *(g * granule for g in (top - 6, top - 4, top - 2, top) if g > 0)})
+        # 3 granules: the driver's default, and the largest set-aside without a tax
+        asides = sorted({0, *(g * granule for g in (top - 7, top - 6, top - 4, top - 2, top)
+                              if g > 0)})
         step, hi = 4 * MIB, l2 + 8 * MIB
         kinds = [("read", "random"), ("write", "random"), ("rmw", "random"),
                  ("atomic", "random"), ("write", "streaming")]
@@ -118,18 +120,23 @@ def _add_slowdowns(records, dev):
 
 
 def _knees(records, dev):
-    """Per set-aside: the measured knee of random writes and the model's."""
+    """Per set-aside: the measured knee of random writes and the model's (off_mib: how far
+    the model's lies outside the measured interval; 0 when both say there is none)."""
     out = []
     for aside in sorted({r["set_aside"] for r in records if r["set_aside"] > 0}):
         curve = sorted((r["ws"], r["slowdown"]) for r in records
                        if r["set_aside"] == aside and r["kind"] == "write"
                        and r["pattern"] == "random" and r["slowdown"] is not None)
         lo, hi = tax.measured_knee([w for w, _ in curve], [s for _, s in curve], THRESHOLD)
-        model = tax.predict(dev, aside).knee_bytes
-        off = None if hi == 0 else max(lo - model, model - hi, 0) / MIB
+        p = tax.predict(dev, aside)
+        model = p.knee_bytes if p.taxed else None
+        if hi:  # a measured knee: how far the model's lies outside (lo, hi]
+            off = None if model is None else max(lo - model, model - hi, 0) / MIB
+        else:   # none measured up to lo: the model agrees when it predicts none below lo
+            off = 0.0 if model is None or model >= lo else (lo - model) / MIB
         out.append(dict(set_aside_mib=aside / MIB, measured_lo_mib=lo / MIB,
-                        measured_hi_mib=hi / MIB if hi else None, model_mib=model / MIB,
-                        off_mib=off))
+                        measured_hi_mib=hi / MIB if hi else None,
+                        model_mib=None if model is None else model / MIB, off_mib=off))
     return out
 
 
@@ -146,41 +153,65 @@ def _findings(records, dev, have_counters):
     within = [k for k in knees if k["off_mib"] is not None and k["off_mib"] <= 4]
     notes.append(f"random-write knees (first working set {THRESHOLD}x slower): "
                  + "; ".join(f"s={k['set_aside_mib']:g} MiB: measured "
-                             f"({k['measured_lo_mib']:g}, {k['measured_hi_mib']}] vs model "
-                             f"{k['model_mib']:.1f}" for k in knees)
+                             + (f"({k['measured_lo_mib']:g}, {k['measured_hi_mib']:g}]"
+                                if k["measured_hi_mib"] else
+                                f"none up to {k['measured_lo_mib']:g}")
+                             + " vs model " + (f"{k['model_mib']:.1f}" if k["model_mib"]
+                                               is not None else "none") for k in knees)
                  + f"; {len(within)} of {len(knees)} within 4 MiB")
     fit = _refit(knees, records, l2)
     if fit:
-        notes.append(f"refit from this run: knee = L2 - {fit['capacity_coeff']:.3f} s, miss "
-                     f"penalty of writes {fit.get('penalty_write', float('nan')):.2f}")
+        notes.append(f"refit from this run: knee = L2 - {fit['capacity_coeff']:.3f} s from "
+                     f"s = {fit['onset_mib']:g} MiB on; writes at limit 0 slow past "
+                     + (f"{fit['base_mib']:g} MiB" if fit["base_mib"] else "no point swept")
+                     + "; miss penalty of writes "
+                     f"{fit.get('penalty_write', float('nan')):.2f}")
     if have_counters:
         notes.extend(_mechanism(records, top))
     else:
         notes.append("counters unavailable (CUPTI): the mechanism is not shown in this run")
     heatmap = {"x": "set_aside_mib", "y": "ws_mib", "value": "slowdown",
                "facets": ["kind", "pattern"],
-               "line": [(k["set_aside_mib"], k["model_mib"]) for k in knees],
+               "line": [(k["set_aside_mib"], k["model_mib"]) for k in knees
+                        if k["model_mib"] is not None],
                "line_label": "model knee L2 - c s"}
     return notes, {"knees": knees, "refit": fit, "heatmap": heatmap}
 
 
 def _refit(knees, records, l2):
     pts = [k for k in knees if k["measured_hi_mib"] and k["measured_lo_mib"] > 0]
+    base = _base_capacity(records)
     if not pts:
         return None
     s = [k["set_aside_mib"] for k in pts]
     mid = [(k["measured_lo_mib"] + k["measured_hi_mib"]) / 2 for k in pts]
     c = tax.fit_capacity(l2 / MIB, s, mid)
-    fit = {"capacity_coeff": c}
+    onset = min(s)  # the smallest set-aside with a measured knee
+    fit = {"capacity_coeff": c, "onset_mib": onset,
+           "base_mib": None if base is None else base / MIB}
     w = [r for r in records if r["kind"] == "write" and r["pattern"] == "random"
-         and r["set_aside"] > 0 and r["slowdown"] is not None]
+         and r["set_aside_mib"] >= onset and r["slowdown"] is not None]
     try:
         fit["penalty_write"] = tax.fit_penalty(l2 / MIB, c, [r["set_aside_mib"] for r in w],
                                                [r["ws_mib"] for r in w],
-                                               [r["slowdown"] for r in w])
+                                               [r["slowdown"] for r in w],
+                                               base=None if base is None else base / MIB)
     except ValueError:
         pass
     return fit
+
+
+def _base_capacity(records):
+    """Where random writes at limit 0 slow down against small tables (C(0)), as (lo, hi]'s
+    midpoint in bytes; None when they never do."""
+    curve = sorted((r["ws"], r["ms"]) for r in records if r["set_aside"] == 0
+                   and r["kind"] == "write" and r["pattern"] == "random")
+    if not curve:
+        return None
+    small = min(ms for _, ms in curve[: max(1, len(curve) // 3)])
+    lo, hi = tax.measured_knee([w for w, _ in curve], [ms / small for _, ms in curve],
+                               THRESHOLD)
+    return (lo + hi) / 2 if hi and lo else None
 
 
 def _mechanism(records, top):
