@@ -103,7 +103,7 @@ def _default_stream_windows(index: int) -> list:
                 if s.device.index != index:
                     continue
                 w = s.access_policy_window
-        except (_core.CudaError, ValueError, TypeError):
+        except (_core.CudaError, _core.NotSupportedError, ValueError, TypeError):
             continue  # the runtime cannot read it here: nothing to compare
         if w is not None:
             rows.append(_window_row(name, w))
@@ -121,7 +121,7 @@ def _stream_windows(index: int) -> list:
             if obj.device.index != index:
                 continue
             w = obj.access_policy_window
-        except (_core.CudaError, ValueError):
+        except (_core.CudaError, _core.NotSupportedError, ValueError):
             continue  # a stream of a reset context: it holds no window any more
         if w is not None:
             rows.append(_window_row(f"stream {obj.handle:#x}", w))
