@@ -36,9 +36,10 @@
  * granule set aside takes about 1.25-1.3 granules from them, more than the set-aside itself,
  * so at the maximum (10 granules) dirty lines keep about L2/6. What stays open: why the
  * restriction switches on at a quarter of the L2 (both chips), why its slope exceeds 1 (a
- * per-set limit on dirty ways would give steps: the knees do step, by 2 granules between 8
- * and 9), and which resource atomics and reads lose; the counters of the set-aside-tax study
- * (write hit rate, DRAM write bytes) are the test.
+ * per-set limit on dirty ways would give steps: the H200's knees do drop by 8 MiB between 8
+ * and 9 granules, against 4 MiB per granule elsewhere), and which resource atomics and reads
+ * lose; the counters of the set-aside-tax study (write hit rate, DRAM write bytes) are the
+ * test.
  *
  * Constants are never written for one GPU: they are fitted, each time they are asked for,
  * from the measurement rows in l2p_tax.c (each citing where it was measured), keyed by what
