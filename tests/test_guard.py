@@ -1,6 +1,7 @@
 """The pytest guard (--l2p-guard) catches planted leaking tests and names them; L2State
 snapshots compare and diff. No GPU needed: the planted suite replaces the snapshot source."""
 
+import os
 import pathlib
 
 import pytest
@@ -187,7 +188,7 @@ def test_persisting_l2_disabled_restores_also_on_errors(device):
 def test_check_flags_a_set_aside_that_is_not_the_default(device, capsys):
     from l2persist import state
 
-    if device.persisting_l2_source != "process" or state.PERCENT_VAR in __import__("os").environ:
+    if device.persisting_l2_source != "process" or state.PERCENT_VAR in os.environ:
         pytest.skip("the set-aside is set outside this process")
     pmax = device.properties.persisting_l2_cache_max_size
     default = device.default_persisting_l2_limit

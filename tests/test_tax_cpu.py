@@ -115,7 +115,7 @@ class FakeH200(dict):
                                               "persisting_l2_cache_max_size"])
 
 
-def synthetic_records(dev, true_coeff):
+def synthetic_records(true_coeff):
     """Times the model would give on a chip whose knee is L2 - true_coeff * s."""
     l2, granule = H200["l2_cache_size"], H200["l2_cache_size"] // 16
     records = []
@@ -136,7 +136,7 @@ def test_study_analysis_finds_the_knees_it_was_given():
     from l2persist.studies import set_aside_tax as study
 
     dev = FakeH200()
-    records = synthetic_records(dev, 1.25)
+    records = synthetic_records(1.25)
     study._add_slowdowns(records, dev)
     assert all(r["slowdown"] == pytest.approx(1.0) for r in records if r["kind"] == "read")
     notes, summary = study._findings(records, dev, have_counters=False)
