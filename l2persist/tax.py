@@ -25,6 +25,7 @@ from . import _core
 from ._format import human_bytes
 
 KINDS = ("read", "write", "rmw", "atomic")
+KNEE_THRESHOLD = 1.15  # a measured knee: the first working set this much slower (as the fits')
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def measurements() -> tuple[list, list, list]:
     return _core.tax_rows()
 
 
-def measured_knee(ws, slowdowns, threshold: float = 1.15) -> tuple[float, float]:
+def measured_knee(ws, slowdowns, threshold: float = KNEE_THRESHOLD) -> tuple[float, float]:
     """(lo, hi]: where a measured slowdown curve (ws ascending) first reaches ``threshold``;
     hi is 0 when it never does."""
     return _core.tax_measured_knee(list(ws), list(slowdowns), float(threshold))
@@ -222,6 +223,6 @@ def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> flo
                                  list(slowdowns), base=-1.0 if base is None else float(base))
 
 
-__all__ = ["KINDS", "TaxPrediction", "TaxProbe", "fit_capacity", "fit_penalty",
+__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxPrediction", "TaxProbe", "fit_capacity", "fit_penalty",
            "measured_knee", "measurements", "predict", "probe", "probe_working_set",
            "set_aside_tax"]

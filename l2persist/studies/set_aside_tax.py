@@ -20,7 +20,7 @@ SOURCE = ("CUDA Programming Guide, 'L2 set-aside for persisting accesses': norma
           "may use the set-aside while persisting lines do not (issue 19 measured that written "
           "lines lose capacity beyond the set-aside on Hopper: knee near L2 - (4/3) s).")
 MIB = 1 << 20
-THRESHOLD = 1.15  # a measured knee: the first working set slowed down by this much
+THRESHOLD = tax.KNEE_THRESHOLD
 # What explains the tax: write-backs (DRAM write bytes), refills (DRAM read bytes), how
 # often written sectors hit, the L2's misses and how busy it is.
 COUNTERS = ("gpu_time_ns", "l2_write_hit_rate", "l2_hit_rate", "l2_miss_sectors",
