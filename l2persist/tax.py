@@ -223,6 +223,6 @@ def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> flo
                                  list(slowdowns), base=-1.0 if base is None else float(base))
 
 
-__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxPrediction", "TaxProbe", "fit_capacity", "fit_penalty",
-           "measured_knee", "measurements", "predict", "probe", "probe_working_set",
-           "set_aside_tax"]
+__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxPrediction", "TaxProbe", "fit_capacity",
+           "fit_penalty", "measured_knee", "measurements", "predict", "probe",
+           "probe_working_set", "set_aside_tax"]
