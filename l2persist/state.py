@@ -44,7 +44,8 @@ class L2State:
     source: str | None          # 'process', 'mps-server' or 'mps-server-unknown'
     mps: bool | None
     mps_server_percentage: float | None
-    windows: tuple = ()         # ((where, base_ptr, num_bytes, hit_ratio, hit_prop, miss_prop), ...)
+    # ((where, base_ptr, num_bytes, hit_ratio, hit_prop, miss_prop), ...)
+    windows: tuple = ()
 
     def diff(self, other: "L2State") -> list[str]:
         """What changed from this snapshot to ``other``, one line per change."""

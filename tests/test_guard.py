@@ -87,7 +87,8 @@ def test_guard_names_the_leaking_tests(planted):
     r.stdout.fnmatch_lines([
         "*ERROR at teardown of test_d_leaks_window*",
         "*--l2p-guard: test_planted.py::test_d_leaks_window left the L2 state changed: "
-        "window added on stream 0x1234: 1 MiB at 0x7f0000000000, hitRatio 1, hit PERSISTING, miss STREAMING*",
+        "window added on stream 0x1234: 1 MiB at 0x7f0000000000, hitRatio 1, "
+        "hit PERSISTING, miss STREAMING*",
         "*ERROR at teardown of test_e_leaks_limit*",
         "*--l2p-guard: test_planted.py::test_e_leaks_limit left the L2 state changed: "
         "persisting limit: 0 B -> 11.25 MiB",
