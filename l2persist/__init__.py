@@ -38,6 +38,8 @@ from .tune import Target, TuneResult
 from . import foreign
 from .foreign import as_graph, launch
 from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
+from . import tax
+from .state import L2State, l2_state, persisting_l2_disabled
 
 __version__ = "0.1.0"
 
@@ -62,5 +64,6 @@ __all__ = [
     "NotSupportedError", "Stream", "Timing", "as_buffer", "copy", "benchmark", "device_count", "empty",
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
     "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
-    "TuneResult", "tune", "foreign", "as_graph", "launch",
+    "TuneResult", "tune", "foreign", "as_graph", "launch", "tax", "L2State", "l2_state",
+    "persisting_l2_disabled",
 ]

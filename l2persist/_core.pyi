@@ -45,6 +45,13 @@ def speedup_ci(base, cand, *, confidence=0.95, seed=1): ...  # median(base) / me
 def spin(ns=0, *, stream=None, device=None): ...  # One thread spins for `ns` nanoseconds of the GPU's clock: queued first
 def stats(samples): ...  # N, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percenti
 def streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', store='wb', blocks=None, threads=None, stream=None, window=None): ...  # STREAM-style read / write / copy / triad over 16-byte words (triad: ds
+def tax_fit_capacity(l2, set_asides, knees, /): ...  # Least-squares c of knee = l2 - c * s.
+def tax_fit_penalty(l2, coeff, set_asides, ws, slowdowns, *, base=-1.0): ...  # Least-squares miss penalty P from measured slowdowns; base: C(0) (defa
+def tax_measured_knee(ws, slowdowns, threshold, /): ...  # (lo, hi]: where a measured curve first reaches threshold (hi 0: never)
+def tax_predict(compute_capability, l2_cache_size, set_aside, *, granule=0, persisting_max=0): ...  # The set-aside tax model of a chip at one set-aside (bytes): knee, cons
+def tax_probe(table, kind, *, pattern='random', accesses=None, seed=1, blocks=None, threads=None, stream=None, window=None): ...  # The set-aside tax probe: `accesses` (default: 4 per word) 4-byte reads
+def tax_rows(): ...  # (knee rows, slowdown rows, limit-0 rows): the measurements the model i
+def tax_slowdown(compute_capability, l2_cache_size, set_aside, granule, persisting_max, kind, ws): ...  # The model's slowdown of `kind` over a working set of ws bytes.
 def time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, graph=False, hold_us=50.0): ...  # Call fn() warmup + repeat times between CUDA events on the stream (or 
 def to_device(array, device=None): ...  # Copy a host array (anything NumPy accepts) to the device.
 def tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, facts=None): ...  # The C tuner's search; evaluate(config, repeat) installs a configuratio

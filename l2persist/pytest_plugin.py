@@ -1,7 +1,10 @@
 """A pytest plugin for GPU tests: the `gpu` marker, skipped with the CUDA runtime's reason where
 no device is found, an `l2p_device` fixture, and ``--l2p-gpu N`` to run the GPU tests on GPU N
-(it becomes device 0 of the run; loop over N to cover every GPU). Enable it in a conftest.py
-with ``pytest_plugins = ["l2persist.pytest_plugin"]``."""
+(it becomes device 0 of the run; loop over N to cover every GPU), and ``--l2p-guard``: any
+test that leaves the persisting-L2 limit or an access policy window changed (after its
+fixtures' teardown, against before their setup) errors at teardown, named, with what changed
+(``l2persist.l2_state`` snapshots; module and session fixtures may hold state across tests).
+Enable it in a conftest.py with ``pytest_plugins = ["l2persist.pytest_plugin"]``."""
 
 import os
 
@@ -14,6 +17,9 @@ def pytest_addoption(parser):
     parser.addoption("--l2p-gpu", metavar="N", default=None,
                      help="run the GPU tests on this GPU (sets CUDA_VISIBLE_DEVICES before "
                           "CUDA starts)")
+    parser.addoption("--l2p-guard", action="store_true", default=False,
+                     help="fail (at teardown) any test that leaves the persisting-L2 limit or "
+                          "an access policy window changed, naming the test and the change")
 
 
 def pytest_configure(config):
@@ -37,10 +43,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _guard_device():
+    """The device the guard watches, or None when there is nothing to watch: no GPU and no
+    replaced snapshot source."""
+    from . import state
+    if state._source is state._read and _core.device_count() == 0:
+        return None
+    return 0
+
+
+@pytest.fixture(autouse=True)
+def _l2p_guard(request):
+    """--l2p-guard: the L2 state after a test (and its function fixtures) equals the state
+    before. Autouse and set up first, so it is torn down last of the test's fixtures."""
+    if not request.config.getoption("--l2p-guard"):
+        yield
+        return
+    from .state import l2_state
+
+    device = _guard_device()
+    before = None if device is None else l2_state(device)
+    yield
+    if before is None:
+        return
+    after = l2_state(device)
+    if after != before:
+        pytest.fail(f"--l2p-guard: {request.node.nodeid} left the L2 state changed: "
+                    + "; ".join(before.diff(after)), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def l2p_device():
     """Device 0 (GPU tests only)."""
     return _core.Device(0)
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_collection_modifyitems",
-           "l2p_device"]
+           "l2p_device"]  # and the autouse _l2p_guard fixture

@@ -6,7 +6,7 @@ import pytest
 
 import l2persist
 
-pytest_plugins = ["l2persist.pytest_plugin"]
+pytest_plugins = ["l2persist.pytest_plugin", "pytester"]
 
 
 @pytest.fixture(scope="session")

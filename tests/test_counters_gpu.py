@@ -49,11 +49,11 @@ def test_study_store_efficiency(bufs, threads, offset, efficiency, sectors):
     assert c["global_store_sectors"] == sectors and c["global_store_requests"] == 1
 
 
-def _cold_l2(dev, scratch):
+def _cold_l2(dev, scratch, stream=None):
     """Before each pass: demote persisting lines and evict the L2 by writing 2x its size."""
     def prep():
         l2persist.reset_persisting_l2(dev)
-        K.stream_write(scratch)
+        K.stream_write(scratch, stream=stream)
     return prep
 
 
@@ -70,17 +70,36 @@ def test_streaming_read_dram_bytes(device):
     assert c["lts__t_sectors_op_read.sum"] > 1.2 * n / 32
 
 
-def test_l2_resident_reread_hits(device):
+@pytest.fixture
+def known_l2(device):
+    """The L2 state the counts below assume, whatever earlier tests left: no set-aside and no
+    persisting lines (restored after). Under MPS the set-aside is the server's: lines are
+    only reset."""
+    if device.persisting_l2_source != "process":
+        device.reset_persisting_l2()
+        yield
+        return
+    with l2persist.persisting_l2_disabled(device):
+        yield
+
+
+def test_l2_resident_reread_hits(device, known_l2):
+    # In full-suite runs on the H200 the warm pass once counted exactly 7/8 of the sectors as
+    # hits (passing alone): the test now starts from limit 0, reset lines and a fresh stream
+    # (no window an earlier test may have left on the default stream). --l2p-guard names a
+    # test that leaks the limit or a window.
     scratch_n = 2 * device.properties.l2_cache_size
     with l2persist.zeros(8 << 20, np.uint8) as src, \
-            l2persist.empty(scratch_n, np.uint8) as scratch:
-        c = l2persist.measure(lambda: K.l2_read(src, 10), ["l2_hit_rate", "dram_bytes_read"],
-                              warmup=lambda: K.l2_read(src, 1))
+            l2persist.empty(scratch_n, np.uint8) as scratch, l2persist.Stream(device) as s:
+        c = l2persist.measure(lambda: K.l2_read(src, 10, stream=s),
+                              ["l2_hit_rate", "dram_bytes_read"],
+                              warmup=lambda: K.l2_read(src, 1, stream=s))
         # Cold: a 2x-L2 write evicts the region first (the last pass may have left it in L2).
-        cold = l2persist.measure(lambda: K.l2_read(src, 1), ["l2_read_hit_sectors"],
-                                 warmup=_cold_l2(device, scratch))
-        warm = l2persist.measure(lambda: K.l2_read(src, 1), ["l2_read_hit_sectors"],
-                                 warmup=lambda: K.l2_read(src, 1))
+        cold = l2persist.measure(lambda: K.l2_read(src, 1, stream=s), ["l2_read_hit_sectors"],
+                                 warmup=_cold_l2(device, scratch, s))
+        warm = l2persist.measure(lambda: K.l2_read(src, 1, stream=s),
+                                 ["l2_read_hit_sectors", "l2_fabric_sectors"],
+                                 warmup=lambda: K.l2_read(src, 1, stream=s))
     # Served by the L2, not DRAM. (Lookups in the SM's near L2 partition of lines homed in the
     # far one count as misses there and are served over the fabric: hit rates stay below 100.)
     assert c["dram_bytes_read"] < 0.1 * 10 * (8 << 20) and c["l2_hit_rate"] > 80
@@ -97,7 +116,10 @@ def test_l2_resident_reread_hits(device):
     # A pass starts with a cold L2; the in-pass warm-up fills it for the region.
     n_sectors = (8 << 20) // 32
     assert cold["l2_read_hit_sectors"] < 0.1 * n_sectors
-    assert warm["l2_read_hit_sectors"] > 0.9 * n_sectors
+    # 7/8 would be 2 of l2_read's 16 blocks (512 KiB each): the fabric count says whether the
+    # missed sectors crossed between Hopper's two L2 partitions (a block placed on the other
+    # side than in the warm-up) rather than being evicted.
+    assert warm["l2_read_hit_sectors"] > 0.9 * n_sectors, dict(warm)
 
 
 def test_hot_cold_window_cuts_dram_reads(device):

@@ -101,6 +101,7 @@ def test_first_launch_of_each_kernel_inside_a_capture():
         "pattern": "K.pattern(a, a, stream=s)",
         "bulk_read": "K.bulk_read(a, 1, stream=s)",
         "streaming": "K.streaming('copy', dst=a, src=a, stream=s)",
+        "tax_probe": "K.tax_probe(i, 'atomic', stream=s)",
     }
     # Every row of the kernel table is covered: a new kernel must be added here.
     assert set(_core.KERNELS) <= set(calls), set(_core.KERNELS) - set(calls)

@@ -10,6 +10,7 @@
 #include "l2p_kernels.h"
 #include "l2p_memory.h"
 #include "l2p_seedmap.h"
+#include "l2p_tax.h"
 
 #define BUF(n, k, w, al, fl) {.name = n, .type = L2P_A_BUFFER, .flags = fl, .kinds = k, .widths = w, .align = al}
 #define INT(n, d, l, h, fl) {.name = n, .type = L2P_A_INT, .flags = fl, .lo = l, .hi = h, .ival = d}
@@ -437,6 +438,32 @@ static cudaError_t hot_cold_read_launch(l2p_call *c)
 
 /* ---- the table ---- */
 
+/* ---- the set-aside tax probe ---- */
+
+enum { TP_TABLE, TP_KIND, TP_PATTERN, TP_ACCESSES, TP_SEED, TP_BLOCKS, TP_THREADS };
+static const char *const tax_patterns[] = {"random", "streaming", NULL};
+
+static int tax_probe_check(l2p_call *c)
+{
+    size_t n = count_of(L2P_BUF(c, TP_TABLE));
+    if (n == 0 || n > 0xffffffffull) {
+        PyErr_Format(PyExc_ValueError, "table: %zu words is outside [1, 2^32 - 1]", n);
+        return -1;
+    }
+    if (!c->v[TP_ACCESSES].given) L2P_INT(c, TP_ACCESSES) = 4 * (long long)n;
+    return 0;
+}
+
+static cudaError_t tax_probe_launch(l2p_call *c)
+{
+    l2p_BufferObject *t = L2P_BUF(c, TP_TABLE);
+    return l2p_launch_tax_probe((int)L2P_INT(c, TP_KIND), L2P_INT(c, TP_PATTERN) == 0,
+                                (uint32_t *)t->ptr, count_of(t),
+                                (unsigned long long)L2P_INT(c, TP_ACCESSES),
+                                (unsigned)L2P_INT(c, TP_SEED), (unsigned)L2P_INT(c, TP_BLOCKS),
+                                (unsigned)L2P_INT(c, TP_THREADS), c->sink, c->stream, c->window);
+}
+
 #define BLOCKS(d, fl) INT("blocks", d, 1, INT_MAX_LL, (fl) | L2P_A_BLOCKS)
 #define THREADS(d, fl) INT("threads", d, 1, 1024, (fl) | L2P_A_THREADS)
 
@@ -505,6 +532,13 @@ const l2p_kernel l2p_kernel_table[] = {
      hot_cold_read_launch, NULL,
      {BUF("hot", NULL, 0, 16, 0), BUF("cold", NULL, 0, 16, 0), CHOICE("hot_load", LOADS, 0, KW),
       CHOICE("cold_load", LOADS, 0, KW), BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+    {"tax_probe", "The set-aside tax probe: `accesses` (default: 4 per word) 4-byte reads, "
+     "writes, read-modify-writes or atomicAdds over a 32-bit table at random (from `seed`) or "
+     "streaming positions; blocks and threads default to 4 x 512 per SM.", L2P_K_SINK,
+     l2p_streaming_grid, tax_probe_check, tax_probe_launch, NULL,
+     {BUF("table", "iu", W4, 0, 0), CHOICE("kind", l2p_tax_kind_names, -1, 0),
+      CHOICE("pattern", tax_patterns, 0, KW), INT("accesses", 0, 1, LLONG_MAX, KW | OPT),
+      INT("seed", 1, 0, 4294967295LL, KW), BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
     {NULL, NULL, 0, NULL, NULL, NULL, NULL, {{0}}}};
 
 /* ---- host helpers beside the kernels ---- */

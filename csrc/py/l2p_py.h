@@ -179,6 +179,7 @@ extern PyMethodDef l2p_counter_functions[];
 extern PyMethodDef l2p_model_functions[];
 extern PyMethodDef l2p_tune_functions[];
 extern PyMethodDef l2p_foreign_functions[];
+extern PyMethodDef l2p_tax_functions[];
 
 /* A heap type made from a spec, with the module as its defining module. */
 PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);

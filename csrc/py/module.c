@@ -182,7 +182,8 @@ static int module_exec(PyObject *m)
     if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
         add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0 ||
         add_functions(m, l2p_counter_functions) < 0 || add_functions(m, l2p_model_functions) < 0 ||
-        add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0)
+        add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0 ||
+        add_functions(m, l2p_tax_functions) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }

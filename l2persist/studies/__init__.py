@@ -50,6 +50,8 @@ _MODULES = {
     "set-aside-counters": "set_aside_counters",
     # whole-step persistence: other libraries' workloads x sizes / L2
     "atlas": "atlas",
+    # what a set-aside costs the rest of the process
+    "set-aside-tax": "set_aside_tax",
 }
 
 

@@ -1,0 +1,84 @@
+/* The set-aside tax probe: 4-byte reads, writes, read-modify-writes or atomicAdds over a
+ * table of n words, at random (uniform) or streaming (coalesced, cyclic) positions, with no
+ * window and no persisting access: what a set-aside costs work that never asks for it. */
+#include <stdint.h>
+
+#include "l2p_kernels.h"
+#include "l2p_launch.cuh"
+
+#define L2P_TAX_MAGIC 0x9e3779b9u
+
+/* A per-thread seed that differs in every bit between neighbouring threads (Murmur3's mix). */
+__device__ static inline unsigned l2p_tax_mix(unsigned x)
+{
+    x ^= x >> 16;
+    x *= 0x85ebca6bu;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35u;
+    x ^= x >> 16;
+    return x;
+}
+
+/* KIND: 0 read, 1 write, 2 read-modify-write, 3 atomicAdd (l2p_tax_kind's order). Indices
+ * stay 32-bit (the table has fewer than 2^32 words): 64-bit division would make the random
+ * variant compute-bound. */
+template <int KIND, int RANDOM>
+__global__ void l2p_tax_probe_kernel(unsigned *table, unsigned n, unsigned long long accesses,
+                                     unsigned seed, unsigned *sink)
+{
+    unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned x = l2p_tax_mix(seed ^ l2p_tax_mix((unsigned)t)) | 1u; /* xorshift: nonzero */
+    unsigned pos = (unsigned)(t % n), step = (unsigned)(stride % n), acc = 0;
+    for (unsigned long long i = t; i < accesses; i += stride) {
+        unsigned idx;
+        if (RANDOM) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            idx = __umulhi(x, n); /* uniform in [0, n) without a division */
+        } else {
+            idx = pos; /* pos = i % n, kept without a division per access */
+            pos += step;
+            if (pos >= n) pos -= n;
+        }
+        if (KIND == 0) acc += table[idx];
+        else if (KIND == 1) table[idx] = x;
+        else if (KIND == 2) table[idx] = table[idx] * 3u + 1u;
+        else atomicAdd(&table[idx], 1u);
+    }
+    if (KIND == 0 && acc == L2P_TAX_MAGIC) sink[0] = acc;
+}
+
+template <int RANDOM>
+static cudaError_t launch_kind(int kind, unsigned *table, unsigned n, unsigned long long accesses,
+                               unsigned seed, dim3 grid, dim3 block, unsigned *sink,
+                               cudaStream_t stream, const l2p_window *window)
+{
+    switch (kind) {
+    case 0: return l2p_launch(l2p_tax_probe_kernel<0, RANDOM>, grid, block, 0, stream, window,
+                              table, n, accesses, seed, sink);
+    case 1: return l2p_launch(l2p_tax_probe_kernel<1, RANDOM>, grid, block, 0, stream, window,
+                              table, n, accesses, seed, sink);
+    case 2: return l2p_launch(l2p_tax_probe_kernel<2, RANDOM>, grid, block, 0, stream, window,
+                              table, n, accesses, seed, sink);
+    case 3: return l2p_launch(l2p_tax_probe_kernel<3, RANDOM>, grid, block, 0, stream, window,
+                              table, n, accesses, seed, sink);
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t l2p_launch_tax_probe(int kind, int random, uint32_t *table, size_t n,
+                                            unsigned long long accesses, unsigned seed,
+                                            unsigned blocks, unsigned threads, unsigned *sink,
+                                            cudaStream_t stream, const l2p_window *window)
+{
+    if (accesses == 0) return cudaSuccess;
+    if (n == 0 || n > 0xffffffffull || blocks == 0 || threads == 0)
+        return cudaErrorInvalidValue;
+    if (random)
+        return launch_kind<1>(kind, table, (unsigned)n, accesses, seed, dim3(blocks),
+                              dim3(threads), sink, stream, window);
+    return launch_kind<0>(kind, table, (unsigned)n, accesses, seed, dim3(blocks), dim3(threads),
+                          sink, stream, window);
+}

@@ -1,0 +1,251 @@
+"""The set-aside tax: 4-byte reads, writes, read-modify-writes and atomicAdds (random and
+streaming) over a table of h bytes, with no window and no persisting access, swept over the
+set-aside s and h; each point against limit 0. Counters at the maximum set-aside against
+limit 0 show the mechanism; the measured knees are compared with the model's
+(l2persist.tax) and the model's constants refitted from them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core, kernels as K
+from .. import tax
+from ..counters import counters_available, measure
+from ..results import PlotSpec
+from ..timing import benchmark
+
+TITLE = "The set-aside tax: what a persisting set-aside costs work that never asks for it"
+NEEDS_GPU = True
+SOURCE = ("CUDA Programming Guide, 'L2 set-aside for persisting accesses': normal accesses "
+          "may use the set-aside while persisting lines do not (issue 19 measured that written "
+          "lines lose capacity beyond the set-aside on Hopper: knee near L2 - (4/3) s).")
+MIB = 1 << 20
+THRESHOLD = tax.KNEE_THRESHOLD
+# What explains the tax: write-backs (DRAM write bytes), refills (DRAM read bytes), how
+# often written sectors hit, the L2's misses and how busy it is.
+COUNTERS = ("gpu_time_ns", "l2_write_hit_rate", "l2_hit_rate", "l2_miss_sectors",
+            "dram_bytes_write", "dram_bytes_read", "l2_throughput_pct")
+
+
+def _axes(dev, quick):
+    props = dev.properties
+    l2, pmax = props.l2_cache_size, props.persisting_l2_cache_max_size
+    granule = dev.persisting_l2_granule
+    top = pmax // granule
+    if quick:
+        # 3 granules: the driver's default, and the largest set-aside without a tax
+        asides = sorted({0, *(g * granule for g in (top - 7, top - 6, top - 4, top - 2, top)
+                              if g > 0)})
+        step, hi = 4 * MIB, l2 + 8 * MIB
+        kinds = [("read", "random"), ("write", "random"), ("rmw", "random"),
+                 ("atomic", "random"), ("write", "streaming")]
+    else:
+        asides = [g * granule for g in range(top + 1)]
+        step, hi = 2 * MIB, l2 * 3 // 2
+        kinds = [(k, p) for p in ("random", "streaming") for k in tax.KINDS]
+    ws = list(range(step, hi + 1, step))
+    return asides, ws, kinds
+
+
+def run(ctx):
+    dev = ctx.device
+    if dev.persisting_l2_source != "process":
+        raise _core.NotSupportedError(
+            "the set-aside-tax study sweeps the set-aside, and under MPS it is the server's; "
+            "run it outside MPS (python -m l2persist check shows the server's tax)")
+    asides, sizes, kinds = _axes(dev, ctx.quick)
+    repeat = 5 if ctx.quick else 11
+    have_counters = counters_available()[0]
+    with _core.Stream(dev) as s, _core.zeros(max(sizes) // 4, np.uint32, dev) as table:
+        def time_point(kind, pattern, ws, aside):
+            view = table[: ws // 4]
+            accesses = 1 << 24  # as the integrator's sweep: 16.8 M accesses per launch
+
+            def fn():
+                K.tax_probe(view, kind, pattern=pattern, accesses=accesses, stream=s)
+
+            with dev.persisting_l2(aside) as granted:
+                t = benchmark(fn, stream=s, warmup=2, repeat=repeat)
+                rec = dict(set_aside=granted, ms=t.median, iqr_ms=t.iqr)
+                if have_counters and _counted(ctx.quick, kind, pattern, ws, granted, dev):
+                    c = measure(fn, list(COUNTERS), device=dev, warmup=fn)
+                    rec.update({k: float(c[k]) for k in COUNTERS})
+            return rec
+
+        records = ctx.sweep({"set_aside_req": asides, "kind_pattern": kinds, "ws": sizes},
+                            lambda set_aside_req, kind_pattern, ws: time_point(
+                                *kind_pattern, ws, set_aside_req))
+    for r in records:
+        r["kind"], r["pattern"] = r.pop("kind_pattern")
+        r.pop("set_aside_req")
+        r["ws_mib"] = r["ws"] / MIB
+        r["set_aside_mib"] = r["set_aside"] / MIB
+    _add_slowdowns(records, dev)
+    notes, summary = _findings(records, dev, have_counters)
+    return ctx.results(
+        records, notes=notes, summary=summary,
+        columns=[("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set-aside MiB"),
+                 ("ws_mib", "working set MiB"), ("ms", "median ms"),
+                 ("slowdown", "vs limit 0"), ("predicted", "model"),
+                 ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")],
+        plot=PlotSpec(x="ws_mib", y=["slowdown"], hue="set_aside_mib",
+                      xlabel="written working set, MiB (random 4-byte writes)",
+                      ylabel="time / time at limit 0",
+                      title="The set-aside tax on random writes",
+                      where={"kind": "write", "pattern": "random"}))
+
+
+def _counted(quick, kind, pattern, ws, aside, dev):
+    """Counters where they tell the mechanism: random accesses at limit 0 and at the maximum
+    set-aside; quick: writes just above the model's knee and at the L2 size; full: writes,
+    atomics and reads every 8 MiB."""
+    props = dev.properties
+    if pattern != "random" or aside not in (0, props.persisting_l2_cache_max_size):
+        return False
+    if quick:
+        probe_ws = tax.probe_working_set(tax.predict(dev, props.persisting_l2_cache_max_size))
+        step = 4 * MIB  # the quick sweep's
+        return kind == "write" and ws in (probe_ws // step * step + step,
+                                          props.l2_cache_size // step * step)
+    return kind in ("write", "atomic", "read") and ws % (8 * MIB) == 0
+
+
+def _add_slowdowns(records, dev):
+    base = {(r["kind"], r["pattern"], r["ws"]): r["ms"] for r in records if r["set_aside"] == 0}
+    for r in records:
+        b = base.get((r["kind"], r["pattern"], r["ws"]))
+        r["slowdown"] = None if b is None else r["ms"] / b
+        r["predicted"] = (tax.predict(dev, r["set_aside"]).slowdown_at(r["ws"], r["kind"])
+                          if r["pattern"] == "random" else None)
+
+
+def _knees(records, dev):
+    """Per set-aside: the measured knee of random writes and the model's (off_mib: how far
+    the model's lies outside the measured interval; 0 when both say there is none)."""
+    out = []
+    for aside in sorted({r["set_aside"] for r in records if r["set_aside"] > 0}):
+        curve = sorted((r["ws"], r["slowdown"]) for r in records
+                       if r["set_aside"] == aside and r["kind"] == "write"
+                       and r["pattern"] == "random" and r["slowdown"] is not None)
+        lo, hi = tax.measured_knee([w for w, _ in curve], [s for _, s in curve], THRESHOLD)
+        p = tax.predict(dev, aside)
+        model = p.knee_bytes if p.taxed else None
+        if hi:  # a measured knee: how far the model's lies outside (lo, hi]
+            off = None if model is None else max(lo - model, model - hi, 0) / MIB
+        else:   # none measured up to lo: the model agrees when it predicts none below lo
+            off = 0.0 if model is None or model >= lo else (lo - model) / MIB
+        out.append(dict(set_aside_mib=aside / MIB, measured_lo_mib=lo / MIB,
+                        measured_hi_mib=hi / MIB if hi else None,
+                        model_mib=None if model is None else model / MIB, off_mib=off))
+    return out
+
+
+def _findings(records, dev, have_counters):
+    notes, l2 = [], dev.properties.l2_cache_size
+    top = max(r["set_aside"] for r in records)
+    for kind, pattern in dict.fromkeys((r["kind"], r["pattern"]) for r in records):
+        at_top = [r for r in records if r["set_aside"] == top and r["kind"] == kind
+                  and r["pattern"] == pattern and r["slowdown"] is not None]
+        worst = max(at_top, key=lambda r: r["slowdown"])
+        notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: up to "
+                     f"{worst['slowdown']:.2f}x (working set {worst['ws_mib']:g} MiB)")
+    knees = _knees(records, dev)
+    within = [k for k in knees if k["off_mib"] is not None and k["off_mib"] <= 4]
+    notes.append(f"random-write knees (first working set {THRESHOLD}x slower): "
+                 + "; ".join(f"s={k['set_aside_mib']:g} MiB: measured "
+                             + (f"({k['measured_lo_mib']:g}, {k['measured_hi_mib']:g}]"
+                                if k["measured_hi_mib"] else
+                                f"none up to {k['measured_lo_mib']:g}")
+                             + " vs model " + (f"{k['model_mib']:.1f}" if k["model_mib"]
+                                               is not None else "none") for k in knees)
+                 + f"; {len(within)} of {len(knees)} within 4 MiB")
+    fit = _refit(knees, records, l2)
+    if fit:
+        notes.append(f"refit from this run: knee = L2 - {fit['capacity_coeff']:.3f} s from "
+                     f"s = {fit['onset_mib']:g} MiB on; writes at limit 0 slow past "
+                     + (f"{fit['base_mib']:g} MiB" if fit["base_mib"] else "no point swept")
+                     + "; miss penalty of writes "
+                     f"{fit.get('penalty_write', float('nan')):.2f}")
+    if have_counters:
+        notes.extend(_mechanism(records, top))
+    else:
+        notes.append("counters unavailable (CUPTI): the mechanism is not shown in this run")
+    heatmap = {"x": "set_aside_mib", "y": "ws_mib", "value": "slowdown",
+               "facets": ["kind", "pattern"],
+               "line": [(k["set_aside_mib"], k["model_mib"]) for k in knees
+                        if k["model_mib"] is not None],
+               "line_label": "model knee L2 - c s"}
+    return notes, {"knees": knees, "refit": fit, "heatmap": heatmap}
+
+
+def _refit(knees, records, l2):
+    pts = [k for k in knees if k["measured_hi_mib"] and k["measured_lo_mib"] > 0]
+    base = _base_capacity(records)
+    if not pts:
+        return None
+    s = [k["set_aside_mib"] for k in pts]
+    mid = [(k["measured_lo_mib"] + k["measured_hi_mib"]) / 2 for k in pts]
+    c = tax.fit_capacity(l2 / MIB, s, mid)
+    onset = min(s)  # the smallest set-aside with a measured knee
+    fit = {"capacity_coeff": c, "onset_mib": onset,
+           "base_mib": None if base is None else base / MIB}
+    w = [r for r in records if r["kind"] == "write" and r["pattern"] == "random"
+         and r["set_aside_mib"] >= onset and r["slowdown"] is not None]
+    try:
+        fit["penalty_write"] = tax.fit_penalty(l2 / MIB, c, [r["set_aside_mib"] for r in w],
+                                               [r["ws_mib"] for r in w],
+                                               [r["slowdown"] for r in w],
+                                               base=None if base is None else base / MIB)
+    except ValueError:
+        pass
+    return fit
+
+
+def _base_capacity(records):
+    """Where random writes at limit 0 slow down against small tables (C(0)), as (lo, hi]'s
+    midpoint in bytes; None when they never do."""
+    curve = sorted((r["ws"], r["ms"]) for r in records if r["set_aside"] == 0
+                   and r["kind"] == "write" and r["pattern"] == "random")
+    if not curve:
+        return None
+    small = min(ms for _, ms in curve[: max(1, len(curve) // 3)])
+    lo, hi = tax.measured_knee([w for w, _ in curve], [ms / small for _, ms in curve],
+                               THRESHOLD)
+    return (lo + hi) / 2 if hi and lo else None
+
+
+def _mechanism(records, top):
+    """Which counter moves with the tax: random writes at the maximum against limit 0."""
+    pairs = []
+    for r in records:
+        if r["set_aside"] != top or r["kind"] != "write" or r["pattern"] != "random" \
+                or "dram_bytes_write" not in r:
+            continue
+        base = next((b for b in records if b["set_aside"] == 0 and b["kind"] == "write"
+                     and b["pattern"] == "random" and b["ws"] == r["ws"]
+                     and "dram_bytes_write" in b), None)
+        if base:
+            pairs.append((base, r))
+    if not pairs:
+        return ["no counter pairs were measured"]
+    notes = []
+    for base, r in pairs:
+        wb = r["dram_bytes_write"] / max(base["dram_bytes_write"], 1.0)
+        notes.append(f"random writes over {r['ws_mib']:g} MiB, limit 0 -> {top / MIB:g} MiB: "
+                     f"{r['slowdown']:.2f}x slower; write hit rate "
+                     f"{base['l2_write_hit_rate']:.1f} -> {r['l2_write_hit_rate']:.1f} %; DRAM "
+                     f"write bytes x{wb:.2f}; DRAM read bytes "
+                     f"{base['dram_bytes_read'] / MIB:.1f} -> {r['dram_bytes_read'] / MIB:.1f} "
+                     f"MiB; L2 throughput {base['l2_throughput_pct']:.0f} -> "
+                     f"{r['l2_throughput_pct']:.0f} %")
+    slowed = [(b, r) for b, r in pairs if r["slowdown"] and r["slowdown"] > THRESHOLD]
+    explained = [p for p in slowed if p[1]["dram_bytes_write"] > 1.5 * max(
+        p[0]["dram_bytes_write"], 1.0) and p[1]["l2_write_hit_rate"] < p[0]["l2_write_hit_rate"]]
+    if slowed and len(explained) == len(slowed):
+        notes.append("explained by: l2_write_hit_rate falls and dram_bytes_write (write-backs) "
+                     "grows wherever the writes slow down: dirty lines are evicted early")
+    elif slowed:
+        notes.append("open: the slowdown is not matched by write-backs and lost write hits at "
+                     "every slowed point; which resource the set-aside takes from written "
+                     "lines remains to be found")
+    return notes

@@ -1,0 +1,153 @@
+"""The set-aside tax model from Python, without a GPU: predictions against the measurements
+(held-out knees within the issue's 4 MiB), the fits, and bad input."""
+
+import pytest
+
+import l2persist
+from l2persist import tax
+
+MIB = 1 << 20
+H200 = {"name": "H200", "compute_capability": (9, 0), "l2_cache_size": 60 * MIB,
+        "persisting_l2_cache_max_size": 37 * MIB + MIB // 2}
+H100 = {"name": "H100", "compute_capability": (9, 0), "l2_cache_size": 50 * MIB,
+        "persisting_l2_cache_max_size": 31 * MIB + MIB // 4}
+
+
+def test_held_out_knees_within_4_mib():
+    knees = tax.measurements()[0]
+    held_out = [r for r in knees if not r["fit"]]
+    assert len(held_out) >= 12
+    for r in knees:
+        chip = {"compute_capability": r["compute_capability"],
+                "l2_cache_size": int(r["l2_mib"] * MIB)}
+        p = tax.predict(chip, int(r["set_aside_mib"] * MIB))
+        if not r["knee_hi_mib"]:  # none measured: none predicted
+            assert not p.taxed, r
+            continue
+        k = p.knee_bytes / MIB
+        assert p.taxed and max(r["knee_lo_mib"] - k, k - r["knee_hi_mib"], 0) <= 4, (r, k)
+
+
+def test_prediction_at_the_maximum():
+    p = tax.predict(H200, H200["persisting_l2_cache_max_size"])
+    assert p.set_aside == 37 * MIB + MIB // 2 and p.granule == 60 * MIB // 16
+    assert p.exact and p.basis == "H200" and p.taxed
+    assert 8 * MIB < p.knee_bytes <= 12 * MIB
+    assert 1.2 < p.capacity_coeff < 1.4
+    # measured (fixtures/tax-h200.json): 4.48x at 32 MiB, 4.78x at 48 MiB
+    assert p.slowdown_at(32 * MIB) == pytest.approx(4.48, rel=0.3)
+    assert p.slowdown_at(48 * MIB) == pytest.approx(4.78, rel=0.3)
+    assert 1.0 <= p.slowdown_at(16 * MIB, "read") < 1.1
+    assert 1.1 <= p.slowdown_at(16 * MIB, "atomic") <= 1.9
+    assert p.slowdown_at(4 * MIB) == 1.0
+    assert "slow down" in p.summary() and "MiB" in p.summary()
+    q = tax.predict(H100, H100["persisting_l2_cache_max_size"])
+    assert q.slowdown_at(32 * MIB) == pytest.approx(4.60, rel=0.3)
+
+
+def test_rounds_to_granules_and_small_set_asides_are_free():
+    p = tax.predict(H200, 1)
+    assert p.set_aside == 60 * MIB // 16
+    z = tax.predict(H200, 0)
+    assert z.knee_bytes == z.base_bytes and not z.taxed and z.slowdown_at(200 * MIB) == 1.0
+    assert z.summary() == "no set-aside: no tax"
+    d = tax.predict(H200, 11796480)  # the driver's default: 3 granules
+    assert not d.taxed and d.slowdown_at(55 * MIB) == 1.0
+    assert d.summary().startswith("set-aside 11.25 MiB: no tax (it starts at 25% of the L2")
+
+
+def test_unmeasured_chip_takes_the_closest():
+    p = tax.predict({"compute_capability": (10, 0), "l2_cache_size": 126 * MIB}, 40 * MIB)
+    assert not p.exact and p.basis == "H200" and p.taxed
+    assert p.knee_bytes == pytest.approx(126 * MIB - p.capacity_coeff * p.set_aside, abs=1)
+    assert "closest measured chip" in p.summary()
+
+
+def test_fits_recover_their_constants():
+    assert tax.fit_capacity(100, [10, 20], [85, 70]) == pytest.approx(1.5)
+    # slowdowns the model itself makes, then P back
+    s, ws, P = [20, 20, 20], [80, 90, 120], 3.0
+    sl = [(1 + P * max(0, 1 - 70 / w)) / (1 + P * max(0, 1 - 100 / w)) for w in ws]
+    assert tax.fit_penalty(100, 1.5, s, ws, sl) == pytest.approx(P)
+    assert tax.measured_knee([4, 8, 12], [1.0, 1.3, 2.0]) == (4.0, 8.0)
+    assert tax.measured_knee([4, 8], [1.0, 1.0]) == (8.0, 0.0)
+
+
+@pytest.mark.parametrize("args, exc, words", [
+    ((H200, -1), ValueError, "set_aside"),
+    ((H200, 38 * MIB), ValueError, "set_aside"),
+    ((H200, 1.5), TypeError, "set_aside"),
+    ((H200, True), TypeError, "set_aside"),
+    (({"compute_capability": (7, 0), "l2_cache_size": 6 * MIB}, 0),
+     l2persist.NotSupportedError, "8.0"),
+    (({"l2_cache_size": 6 * MIB}, 0), ValueError, "compute_capability"),
+    (("H200", 0), TypeError, "device_or_properties"),
+])
+def test_bad_input(args, exc, words):
+    with pytest.raises(exc, match=words):
+        tax.predict(*args)
+
+
+def test_bad_fit_input():
+    with pytest.raises(ValueError, match="knees"):
+        tax.fit_capacity(100, [10, 20], [85])
+    with pytest.raises(ValueError, match="set_aside"):
+        tax.fit_capacity(100, [0], [85])
+    with pytest.raises(ValueError, match="ascend"):
+        tax.measured_knee([8, 4], [1, 2])
+    with pytest.raises(TypeError, match="ws"):
+        tax.measured_knee(["a"], [1])
+    with pytest.raises(ValueError, match="kind"):
+        tax.predict(H200, 0).slowdown_at(MIB, "scatter")
+    with pytest.raises(ValueError, match="ws_bytes"):
+        tax.predict(H200, 0).slowdown_at(-1)
+
+
+class FakeH200(dict):
+    """What the study's analysis asks of a device, without a GPU: the model's mapping plus
+    .properties."""
+
+    def __init__(self):
+        super().__init__(H200)
+        from types import SimpleNamespace
+        self.properties = SimpleNamespace(l2_cache_size=H200["l2_cache_size"],
+                                          persisting_l2_cache_max_size=H200[
+                                              "persisting_l2_cache_max_size"])
+
+
+def synthetic_records(true_coeff):
+    """Times the model would give on a chip whose knee is L2 - true_coeff * s."""
+    l2, granule = H200["l2_cache_size"], H200["l2_cache_size"] // 16
+    records = []
+    for g in (0, 4, 6, 8, 10):
+        s = g * granule
+        cap = l2 - true_coeff * s
+        for ws in range(4 * MIB, l2 + 8 * MIB + 1, 4 * MIB):
+            for kind, p in (("write", 5.0), ("read", 0.0)):
+                m = max(0.0, 1 - cap / ws) if s else 0.0
+                m0 = max(0.0, 1 - l2 / ws)
+                ms = 0.1 * (1 + p * max(m, m0))
+                records.append(dict(set_aside=s, kind=kind, pattern="random", ws=ws,
+                                    ws_mib=ws / MIB, set_aside_mib=s / MIB, ms=ms))
+    return records
+
+
+def test_study_analysis_finds_the_knees_it_was_given():
+    from l2persist.studies import set_aside_tax as study
+
+    dev = FakeH200()
+    records = synthetic_records(1.25)
+    study._add_slowdowns(records, dev)
+    assert all(r["slowdown"] == pytest.approx(1.0) for r in records if r["kind"] == "read")
+    notes, summary = study._findings(records, dev, have_counters=False)
+    knees = summary["knees"]
+    assert [k["set_aside_mib"] for k in knees] == [15, 22.5, 30, 37.5]
+    for k in knees:  # the true knee lies within a step (4 MiB) of the measured interval
+        true = 60 - 1.25 * k["set_aside_mib"]
+        assert max(k["measured_lo_mib"] - true, true - k["measured_hi_mib"], 0) <= 4, k
+        assert k["off_mib"] is not None and k["off_mib"] <= 4
+    assert summary["refit"]["capacity_coeff"] == pytest.approx(1.25, abs=0.1)
+    assert summary["heatmap"]["line"][0] == (15.0, pytest.approx(knees[0]["model_mib"]))
+    assert any(n.startswith("write (random) at the maximum set-aside 37.5 MiB") for n in notes)
+    assert any("4 of 4 within 4 MiB" in n for n in notes)
+    assert any("counters unavailable" in n for n in notes)

@@ -1,0 +1,162 @@
+"""The set-aside tax on a GPU: the probe kernel against NumPy, and the measured probe (the
+tax shows for writes at the maximum set-aside, not for reads; the limit is restored)."""
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import kernels as K
+from l2persist import tax
+
+pytestmark = pytest.mark.gpu
+MIB = 1 << 20
+POISON = np.uint32(0xDEADBEEF)
+
+
+@pytest.fixture
+def n():
+    return (1 << 20) + 12345  # not a multiple of any grid
+
+
+def test_streaming_atomics_count_every_access(n, device):
+    accesses = 3 * n + 777
+    with l2persist.zeros(n, np.uint32, device) as t:
+        with l2persist.Stream(device) as s:
+            K.tax_probe(t, "atomic", pattern="streaming", accesses=accesses, stream=s)
+            s.synchronize()
+        got = t.to_numpy()
+    want = np.full(n, accesses // n, np.uint32)
+    want[: accesses % n] += 1
+    np.testing.assert_array_equal(got, want)
+
+
+def test_random_atomics_cover_the_table(n, device, rng):
+    accesses = 4 * n
+    with l2persist.zeros(n, np.uint32, device) as t:
+        with l2persist.Stream(device) as s:
+            K.tax_probe(t, "atomic", accesses=accesses, seed=int(rng.integers(1, 2**32)),
+                        stream=s)
+            s.synchronize()
+        got = t.to_numpy()
+    assert int(got.sum(dtype=np.uint64)) == accesses
+    # uniform: a word is missed with probability e^-4 (1.8 %); Poisson(4) counts
+    assert abs(np.mean(got == 0) - np.exp(-4)) < 0.005
+    assert got.max() < 25
+
+
+def test_streaming_rmw_and_random_writes(n, device, rng):
+    v = rng.integers(0, 2**32, n, dtype=np.uint32)
+    with l2persist.to_device(v, device) as t:
+        with l2persist.Stream(device) as s:
+            K.tax_probe(t, "rmw", pattern="streaming", accesses=n, stream=s)
+            s.synchronize()
+        np.testing.assert_array_equal(t.to_numpy(), v * np.uint32(3) + np.uint32(1))
+    with l2persist.to_device(np.full(n, POISON), device) as t:
+        with l2persist.Stream(device) as s:
+            K.tax_probe(t, "write", accesses=4 * n, stream=s)
+            s.synchronize()
+        left = np.mean(t.to_numpy() == POISON)
+    assert abs(left - np.exp(-4)) < 0.005
+
+
+def test_reads_change_nothing(n, device, rng):
+    v = rng.integers(0, 2**32, n, dtype=np.uint32)
+    with l2persist.to_device(v, device) as t:
+        with l2persist.Stream(device) as s:
+            K.tax_probe(t, "read", stream=s)
+            K.tax_probe(t, "read", pattern="streaming", stream=s)
+            s.synchronize()
+        np.testing.assert_array_equal(t.to_numpy(), v)
+
+
+def test_probe_kernel_bad_arguments(device):
+    with l2persist.zeros(16, np.uint32, device) as t:
+        with pytest.raises(ValueError, match="kind"):
+            K.tax_probe(t, "scatter")
+        with pytest.raises(ValueError, match="pattern"):
+            K.tax_probe(t, "write", pattern="zigzag")
+        with pytest.raises(ValueError, match="table"):
+            K.tax_probe(t[:0], "write")
+        with pytest.raises(ValueError, match="accesses"):
+            K.tax_probe(t, "write", accesses=0)
+        np.testing.assert_array_equal(t.to_numpy(), 0)  # nothing ran
+    with l2persist.zeros(16, np.float64, device) as f:
+        with pytest.raises((TypeError, ValueError), match="table"):
+            K.tax_probe(f, "write")
+
+
+def needs_own_limit(device):
+    if device.persisting_l2_source != "process" or not device.supports_persisting_l2:
+        pytest.skip("the set-aside is not this process's to change (MPS or no persisting L2)")
+
+
+def test_probe_shows_the_write_tax_and_restores_the_limit(device):
+    needs_own_limit(device)
+    pmax = device.properties.persisting_l2_cache_max_size
+    before = device.persisting_l2_limit
+    r = tax.probe(device, pmax)
+    assert device.persisting_l2_limit == before
+    p = tax.predict(device, pmax)
+    assert r.set_aside == p.set_aside
+    assert p.knee_bytes < r.working_set <= device.properties.l2_cache_size
+    assert r.base_ms > 0 and r.at_ms > 0
+    # issue 19: 3.1x (H200) / 3.5x (H100) at 16 MiB; the bar here is that a tax shows at all
+    assert r.slowdown > 1.5, r
+    print(f"probe at {pmax / MIB:.2f} MiB over {r.working_set / MIB:.0f} MiB: "
+          f"{r.slowdown:.2f}x measured, {r.predicted:.2f}x predicted")
+
+
+def test_reads_pay_no_tax(device):
+    needs_own_limit(device)
+    pmax = device.properties.persisting_l2_cache_max_size
+    r = tax.probe(device, pmax, kind="read")
+    assert 0.85 < r.slowdown < 1.15, r
+
+
+def test_set_aside_tax_with_probe(device):
+    needs_own_limit(device)
+    before = device.persisting_l2_limit
+    p = tax.set_aside_tax(device, device.properties.persisting_l2_cache_max_size, probe=True)
+    assert p.probe is not None and p.probe.set_aside == p.set_aside
+    assert device.persisting_l2_limit == before
+    q = tax.set_aside_tax(device)  # the current limit, no probe
+    assert q.probe is None and q.set_aside >= before
+
+
+def test_probe_refuses_bad_input_and_leaves_the_limit(device):
+    before = device.persisting_l2_limit
+    with pytest.raises(ValueError, match="set_aside"):
+        tax.probe(device, device.properties.persisting_l2_cache_max_size + 1)
+    with pytest.raises(ValueError, match="kind"):
+        tax.probe(device, 0, kind="scatter")
+    with pytest.raises(ValueError, match="repeat"):
+        tax.probe(device, 0, repeat=0)
+    assert device.persisting_l2_limit == before
+
+
+def test_knee_at_the_maximum_is_where_the_model_puts_it(device):
+    """The issue's bar on this GPU, at the maximum set-aside: the measured knee (first working
+    set 1.15x slower, 4 MiB steps) within 4 MiB of the model's."""
+    needs_own_limit(device)
+    pmax = device.properties.persisting_l2_cache_max_size
+    p = tax.predict(device, pmax)
+    ws = list(range(4 * MIB, 28 * MIB + 1, 4 * MIB))
+    slow = [tax.probe(device, pmax, working_set=w, repeat=5).slowdown for w in ws]
+    lo, hi = tax.measured_knee(ws, slow)
+    print("slowdowns:", [f"{w // MIB}: {s:.2f}" for w, s in zip(ws, slow)],
+          f"model knee {p.knee_bytes / MIB:.1f} MiB")
+    assert hi, slow
+    assert max(lo - p.knee_bytes, p.knee_bytes - hi, 0) <= 4 * MIB, (lo, hi, p.knee_bytes)
+
+
+def test_set_asides_below_the_onset_cost_nothing(device):
+    """Up to 3 granules (the driver's default on an H100 / H200) the model predicts no tax,
+    and writes over most of the L2 are measured as fast as at limit 0."""
+    needs_own_limit(device)
+    g = device.persisting_l2_granule
+    p = tax.predict(device, 3 * g)
+    if p.taxed:
+        pytest.skip(f"on this chip 3 granules already reach the onset ({p.onset_fraction:.0%})")
+    ws = device.properties.l2_cache_size * 2 // 3 // MIB * MIB
+    r = tax.probe(device, 3 * g, working_set=ws)
+    assert 0.9 < r.slowdown < 1.1, r
