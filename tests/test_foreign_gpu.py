@@ -195,18 +195,17 @@ def test_windows_on_a_torch_graph_reach_its_own_replay(device):
         wrong_nodes = measure()
         G.nodes_window(by["x"].nodes).access_policy_window = w_x
         on_x = measure()
-        per_kernel = l2persist.measure(lambda: g.replay(), PERSIST, per_kernel=True)
+        # Per-kernel ranges over a graph replay are not an option: the range profiler's stop
+        # failed with CUPTI_ERROR_UNKNOWN there (H100, CUDA 13.0). Windowing each node group in
+        # turn (above) tells the nodes apart instead.
         G.set_access_policy_window(None)
     l2persist.reset_persisting_l2()
     n = t["idx"].numel()
     print(f"\npersisting requests: off {off} acc {on_acc} cleared {cleared} "
-          f"wrong-nodes {wrong_nodes} x {on_x}; per kernel {[(r.name, r[PERSIST[0]]) for r in per_kernel]}")
+          f"wrong-nodes {wrong_nodes} x {on_x}")
     assert on_acc > n / 4                              # index_add_'s atomics on acc persist
     assert off < on_acc / 100 and cleared < on_acc / 100 and wrong_nodes < on_acc / 100
     assert on_x > 10 * max(off, 1)                     # the mul's loads of x persist now
-    if len(per_kernel) == len(G.kernel_nodes):         # CUPTI split the replay per node
-        persisting = [r for r in per_kernel if r[PERSIST[0]] > 0]
-        assert len(persisting) == len(by["x"].nodes), [(r.name, r[PERSIST[0]]) for r in per_kernel]
 
 
 def test_discover_a_torch_replay_and_an_eager_step():
