@@ -72,10 +72,26 @@ def _l2p_guard(request):
                     + "; ".join(before.diff(after)), pytrace=False)
 
 
+def need(module: str):
+    """Import ``module`` (``"cupy"``, ``"torch"``) for an interop test. Where a GPU is found
+    the module is required: a missing one fails the test, because a GPU run that silently
+    skipped its CuPy and PyTorch tests would claim coverage it does not have. Without a GPU
+    the test skips, like ``pytest.importorskip``."""
+    from . import is_available
+    if not is_available():
+        return pytest.importorskip(module)
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.fail(f"{module} is required on a GPU machine (interop tests must run there) "
+                    f"and cannot be imported: {e}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def l2p_device():
     """Device 0 (GPU tests only)."""
     return _core.Device(0)
 
 __all__ = ["pytest_addoption", "pytest_configure", "pytest_collection_modifyitems",
-           "l2p_device"]  # and the autouse _l2p_guard fixture
+           "l2p_device", "need"]  # and the autouse _l2p_guard fixture

@@ -25,6 +25,7 @@ import threading
 import numpy as np
 import l2persist as l2p
 from l2persist import _core, kernels as K
+from l2persist.pytest_plugin import need
 rng = np.random.default_rng()
 
 def fresh_f32(n):
@@ -84,7 +85,7 @@ def test_rebinding_loop_alone():
 def test_rebinding_loop_while_torch_captures():
     """The rebinding loop inside a PyTorch capture (global mode) on another stream: the torch
     capture completes and replays right, and the last l2persist graph launches right."""
-    pytest.importorskip("torch")
+    need("torch")
     run_fresh("""
         torch, x, y = torch_setup()
         host, buf = fresh_f32(1 << 16)
@@ -108,7 +109,7 @@ def test_rebinding_loop_while_torch_captures():
 def test_free_inside_another_streams_capture():
     """Closing and dropping l2persist buffers (cudaFree) inside a PyTorch capture, and inside
     an l2persist capture of another stream."""
-    pytest.importorskip("torch")
+    need("torch")
     run_fresh("""
         torch, x, y = torch_setup()
         a = l2p.zeros(1 << 20, np.float32)
@@ -138,7 +139,7 @@ def test_torch_capture_while_l2persist_objects_die():
     """While PyTorch captures (global mode), l2persist objects die: a launched Graph (exec +
     graph), an owned Stream, a buffer with a texture object, on the capturing thread and on
     another thread."""
-    pytest.importorskip("torch")
+    need("torch")
     run_fresh("""
         torch, x, y = torch_setup()
 
@@ -171,7 +172,7 @@ def test_torch_capture_while_l2persist_objects_die():
 
 def test_cupy_capture_while_a_graph_dies():
     """The same with a CuPy capture (global mode by default)."""
-    pytest.importorskip("cupy")
+    need("cupy")
     run_fresh("""
         import cupy as cp
         host, buf = fresh_f32(1 << 16)

@@ -14,6 +14,7 @@ import pytest
 import l2persist
 from l2persist import AccessPolicyWindow, AccessProperty, foreign
 from l2persist import kernels as K
+from l2persist.pytest_plugin import need
 
 pytestmark = pytest.mark.gpu
 
@@ -153,7 +154,7 @@ def _torch_check(torch, g, t):
 
 
 def test_as_graph_of_a_torch_graph_lists_and_names():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     g, t = _torch_graph(torch)
     G = l2persist.as_graph(g)
     assert G.owner is g and G.handle == g.raw_cuda_graph()
@@ -176,7 +177,7 @@ def test_as_graph_of_a_torch_graph_lists_and_names():
 def test_windows_on_a_torch_graph_reach_its_own_replay(device):
     """The bar: windows set through as_graph change the persisting-request counters of exactly
     the windowed nodes, in the owner's own g.replay()."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     _counters_or_skip()
     g, t = _torch_graph(torch)
     G = l2persist.as_graph(g)
@@ -209,7 +210,7 @@ def test_windows_on_a_torch_graph_reach_its_own_replay(device):
 
 
 def test_discover_a_torch_replay_and_an_eager_step():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     g, t = _torch_graph(torch)
     found = foreign.discover(lambda: g.replay(), candidates=t)
     by = {c.name: c for c in found}
@@ -247,7 +248,7 @@ def test_discover_l2persist_work_on_the_tune_stream(rng):
 
 def test_discover_refuses_what_cannot_be_captured():
     """In a fresh process: a failed capture must leave nothing behind."""
-    pytest.importorskip("torch")
+    need("torch")
     code = textwrap.dedent("""
         import torch, l2persist
         from l2persist import foreign
@@ -289,7 +290,7 @@ def _launch_and_count(kernel, x, y, n, window, stream=None):
 
 
 def test_launch_cupy_raw_kernel_with_a_window(device, rng):
-    cp = pytest.importorskip("cupy")
+    cp = need("cupy")
     _counters_or_skip()
     n = 1 << 20
     k = cp.RawKernel(AXPY, "axpy")

@@ -11,13 +11,14 @@ import pytest
 import l2persist
 from l2persist import AccessPolicyWindow
 from l2persist import kernels as K
+from l2persist.pytest_plugin import need
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     l2persist.device_count() < 2, reason="needs two CUDA devices")]
 
 
 def _current_device():
-    cupy = pytest.importorskip("cupy")
+    cupy = need("cupy")
     return cupy.cuda.runtime.getDevice()
 
 

@@ -6,6 +6,7 @@ import pytest
 
 import l2persist
 from l2persist import AccessPolicyWindow, AccessProperty
+from l2persist.pytest_plugin import need
 
 pytestmark = pytest.mark.gpu
 
@@ -32,8 +33,8 @@ def test_stream_lifecycle():
 
 
 def test_wrap_foreign_streams():
-    cupy = pytest.importorskip("cupy")
-    torch = pytest.importorskip("torch")
+    cupy = need("cupy")
+    torch = need("torch")
     cs = cupy.cuda.Stream(non_blocking=True)
     w = l2persist.Stream(cs)
     assert w.handle == cs.ptr and not w.owned
