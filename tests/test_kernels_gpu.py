@@ -220,6 +220,11 @@ def test_streaming_bad_inputs():
             K.triad(a, a, a)
         with pytest.raises(ValueError, match="op"):
             K.streaming("scale", src=a)
+        # Only dst to a read: once a NULL dereference, now the missing src is named.
+        with pytest.raises(TypeError, match="src: op 'read' needs this buffer"):
+            K.streaming("read", dst=a)
+        with pytest.raises(TypeError, match="dst: op 'write' needs this buffer"):
+            K.streaming("write", src=a)
         with pytest.raises(ValueError, match="repeats"):
             K.l2_read(a, 0)
         with pytest.raises(ValueError, match="loads: 3"):

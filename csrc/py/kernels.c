@@ -8,6 +8,7 @@
 #include "l2p_flavour.h"
 #include "l2p_grid.h"
 #include "l2p_kernels.h"
+#include "l2p_launch.h"
 #include "l2p_memory.h"
 #include "l2p_seedmap.h"
 
@@ -25,6 +26,19 @@
 #define INT_MAX_LL 2147483647LL
 
 static size_t count_of(l2p_BufferObject *b) { return b->nbytes / (size_t)PyDataType_ELSIZE(b->dtype); }
+
+/* A buffer as the core's launch checks see it (all zero when absent). */
+static l2p_buf_desc desc_of(l2p_BufferObject *b)
+{
+    l2p_buf_desc d = {0};
+    if (!b) return d;
+    d.present = 1;
+    d.ptr = (uintptr_t)b->ptr;
+    d.nbytes = b->nbytes;
+    d.itemsize = (size_t)PyDataType_ELSIZE(b->dtype);
+    d.kind = b->dtype->kind;
+    return d;
+}
 
 /* ---- noop, scale_shift ---- */
 
@@ -91,11 +105,8 @@ static int gather_texture(l2p_call *c, l2p_BufferObject *src, int per_launch)
 {
     size_t max_width;
     if (l2p_call_core(c, l2p_texture_max_width(c->device, &max_width)) < 0) return -1;
-    if (src->nbytes / 4 > max_width) {
-        PyErr_Format(PyExc_ValueError, "src: %zu elements exceed the device's largest 1-D linear "
-                     "texture (%zu elements); use variant='restrict'", src->nbytes / 4, max_width);
-        return -1;
-    }
+    l2p_buf_desc d = desc_of(src);
+    if (l2p_call_core(c, l2p_launch_check_gather_texture(&d, max_width)) < 0) return -1;
     if (!per_launch && src->texture) {
         c->tex = src->texture;
         return 0;
@@ -122,23 +133,15 @@ static int gather_flag(l2p_call *c)
 
 static int gather_check(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
-    if (!PyArray_EquivTypes(out->dtype, src->dtype)) {
-        PyErr_Format(PyExc_TypeError, "out: dtype %R differs from src's %R", (PyObject *)out->dtype,
-                     (PyObject *)src->dtype);
-        return -1;
-    }
-    if (count_of(out) != count_of(map)) {
-        PyErr_Format(PyExc_ValueError, "out: %zu elements, but map has %zu", count_of(out),
-                     count_of(map));
-        return -1;
-    }
+    l2p_buf_desc out = desc_of(L2P_BUF(c, G_OUT)), src = desc_of(L2P_BUF(c, G_SRC)),
+                 map = desc_of(L2P_BUF(c, G_MAP));
+    if (l2p_call_core(c, l2p_launch_check_gather(&out, &src, &map)) < 0) return -1;
     if (L2P_INT(c, G_CHECK) != CHECK_OFF && gather_flag(c) < 0) return -1;
     /* A synchronous check must not report an earlier launch's entries as this one's. */
     if (L2P_INT(c, G_CHECK) == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0)
         return -1;
     if (L2P_INT(c, G_VARIANT) == L2P_GATHER_TEXTURE)
-        return gather_texture(c, src, L2P_INT(c, G_TEXTURE) == 1);
+        return gather_texture(c, L2P_BUF(c, G_SRC), L2P_INT(c, G_TEXTURE) == 1);
     return 0;
 }
 
@@ -184,16 +187,9 @@ enum { RM_OUT, RM_SEED, RM_RANGE };
 
 static int random_map_check(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, RM_OUT);
-    int is64 = PyDataType_ELSIZE(out->dtype) == 8;
-    if (!c->v[RM_RANGE].given) L2P_INT(c, RM_RANGE) = (long long)count_of(out);
-    long long range = L2P_INT(c, RM_RANGE);
-    if (range < 1 || (!is64 && range > INT_MAX_LL)) {
-        PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, %s]", range,
-                     is64 ? "2^63 - 1" : "2^31 - 1 (int32 map)");
-        return -1;
-    }
-    return 0;
+    l2p_buf_desc out = desc_of(L2P_BUF(c, RM_OUT));
+    return l2p_call_core(c, l2p_launch_random_map_range(&out, c->v[RM_RANGE].given,
+                                                        &L2P_INT(c, RM_RANGE)));
 }
 
 static cudaError_t random_map_launch(l2p_call *c)
@@ -209,53 +205,19 @@ static cudaError_t random_map_launch(l2p_call *c)
 enum { P_SRC, P_DST, P_THREADS, P_BLOCKS, P_WIDTH, P_LOAD_OFFSET, P_LOAD_STRIDE, P_STORE_OFFSET,
        P_STORE_STRIDE, P_INDEX, P_SRC2, P_BROADCAST, P_LOAD, P_STORE };
 
-/* Indices are checked on the host: patterns are small, and a bad index would fault. The copy
- * is synchronous, so an indexed pattern cannot be captured: say so instead of breaking the
- * capture. */
-static int pattern_index(l2p_call *c, l2p_BufferObject *idx, long long total, long long limit)
-{
-    int capturing = 0;
-    if (count_of(idx) < (size_t)total) {
-        PyErr_Format(PyExc_ValueError, "index: %zu entries for %lld threads", count_of(idx), total);
-        return -1;
-    }
-    if (l2p_call_core(c, l2p_stream_is_capturing(c->stream, &capturing)) < 0) return -1;
-    if (capturing) {
-        PyErr_SetString(PyExc_ValueError, "index: an indexed pattern checks its indices on the "
-                        "host, which a stream capture forbids; launch it outside the capture");
-        return -1;
-    }
-    int32_t *host = PyMem_Malloc((size_t)total * 4 + 4);
-    if (!host) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    l2p_status rc = l2p_memory_to_host(idx->device, host, idx->ptr, (size_t)total * 4);
-    if (rc == L2P_OK) rc = l2p_check_index_range(host, total, limit, "index");
-    PyMem_Free(host);
-    return l2p_call_core(c, rc);
-}
-
+/* Indices are checked on the host (l2p_launch_check_pattern_index): patterns are small, and
+ * a bad index would fault. */
 static int pattern_check(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, P_SRC), *dst = L2P_BUF(c, P_DST), *src2 = L2P_BUF(c, P_SRC2);
-    long long w = L2P_INT(c, P_WIDTH), total = L2P_INT(c, P_BLOCKS) * L2P_INT(c, P_THREADS);
-    if (l2p_call_core(c, l2p_check_alignment((uintptr_t)src->ptr, (int)w, "src")) < 0 ||
-        l2p_call_core(c, l2p_check_alignment((uintptr_t)dst->ptr, (int)w, "dst")) < 0 ||
-        l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_STORE_OFFSET),
-                                                L2P_INT(c, P_STORE_STRIDE), total,
-                                                (long long)(dst->nbytes / (size_t)w), "store")) < 0)
-        return -1;
-    if (src2 && (l2p_call_core(c, l2p_check_alignment((uintptr_t)src2->ptr, (int)w, "src2")) < 0 ||
-                 l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_BROADCAST), 0, 1,
-                                                         (long long)(src2->nbytes / (size_t)w),
-                                                         "broadcast_index")) < 0))
-        return -1;
-    long long src_n = (long long)(src->nbytes / (size_t)w);
-    if (L2P_BUF(c, P_INDEX)) return pattern_index(c, L2P_BUF(c, P_INDEX), total, src_n);
-    return l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_LOAD_OFFSET),
-                                                   L2P_INT(c, P_LOAD_STRIDE), total, src_n,
-                                                   "load"));
+    l2p_pattern_check p = {
+        .src = desc_of(L2P_BUF(c, P_SRC)), .dst = desc_of(L2P_BUF(c, P_DST)),
+        .src2 = desc_of(L2P_BUF(c, P_SRC2)), .index = desc_of(L2P_BUF(c, P_INDEX)),
+        .blocks = L2P_INT(c, P_BLOCKS), .threads = L2P_INT(c, P_THREADS),
+        .width = L2P_INT(c, P_WIDTH), .load_offset = L2P_INT(c, P_LOAD_OFFSET),
+        .load_stride = L2P_INT(c, P_LOAD_STRIDE), .store_offset = L2P_INT(c, P_STORE_OFFSET),
+        .store_stride = L2P_INT(c, P_STORE_STRIDE), .broadcast_index = L2P_INT(c, P_BROADCAST)};
+    if (l2p_call_core(c, l2p_launch_check_pattern(&p)) < 0) return -1;
+    return l2p_call_core(c, l2p_launch_check_pattern_index(c->device, c->stream, &p));
 }
 
 static cudaError_t pattern_launch(l2p_call *c)
@@ -275,34 +237,16 @@ static cudaError_t pattern_launch(l2p_call *c)
 /* ---- streaming ---- */
 
 enum { S_OP, S_DST, S_SRC, S_SRC2, S_SCALAR, S_LOAD, S_STORE, S_BLOCKS, S_THREADS };
-static const char *const stream_ops[] = {"read", "write", "copy", "triad", NULL};
+#define stream_ops l2p_stream_op_names
+_Static_assert((int)L2P_STREAM_READ == (int)L2P_OP_READ && (int)L2P_STREAM_WRITE == (int)L2P_OP_WRITE &&
+               (int)L2P_STREAM_COPY == (int)L2P_OP_COPY && (int)L2P_STREAM_TRIAD == (int)L2P_OP_TRIAD,
+               "l2p_launch.h's ops follow l2p_kernels.h's");
 
-/* Which buffers the op needs, and that they all have one size. */
 static int streaming_check(l2p_call *c)
 {
-    int op = (int)L2P_INT(c, S_OP);
-    const int need[3] = {op != L2P_STREAM_READ, op != L2P_STREAM_WRITE, op == L2P_STREAM_TRIAD};
-    const char *names[3] = {"dst", "src", "src2"};
-    l2p_BufferObject *first = L2P_BUF(c, need[1] ? S_SRC : S_DST);
-    for (int i = 0; i < 3; i++) {
-        l2p_BufferObject *b = L2P_BUF(c, S_DST + i);
-        if (need[i] && !b) {
-            PyErr_Format(PyExc_TypeError, "%s: op '%s' needs this buffer", names[i], stream_ops[op]);
-            return -1;
-        }
-        if (b && b->nbytes != first->nbytes) {
-            PyErr_Format(PyExc_ValueError, "%s: %zu bytes, but %s has %zu", names[i], b->nbytes,
-                         need[1] ? "src" : "dst", first->nbytes);
-            return -1;
-        }
-        if (b && op == L2P_STREAM_TRIAD &&
-            (b->dtype->kind != 'f' || PyDataType_ELSIZE(b->dtype) != 4)) {
-            PyErr_Format(PyExc_TypeError, "%s: triad works on float32, got %R", names[i],
-                         (PyObject *)b->dtype);
-            return -1;
-        }
-    }
-    return 0;
+    l2p_buf_desc dst = desc_of(L2P_BUF(c, S_DST)), src = desc_of(L2P_BUF(c, S_SRC)),
+                 src2 = desc_of(L2P_BUF(c, S_SRC2));
+    return l2p_call_core(c, l2p_launch_check_streaming((int)L2P_INT(c, S_OP), &dst, &src, &src2));
 }
 
 static void *ptr_of(l2p_BufferObject *b) { return b ? b->ptr : NULL; }
@@ -324,18 +268,10 @@ enum { L_SRC, L_REPEATS, L_LOAD, L_WIDTH, L_LOADS, L_THREADS };
 
 static int l2_read_check(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, L_SRC);
-    long long w = L2P_INT(c, L_WIDTH), loads = L2P_INT(c, L_LOADS);
-    if (l2p_call_core(c, l2p_check_words((uintptr_t)src->ptr, src->nbytes, (unsigned)w, "src")) < 0)
-        return -1;
-    size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)w, (unsigned)L2P_INT(c, L_THREADS),
-                                       (unsigned)loads);
-    if (chunks && (size_t)L2P_INT(c, L_REPEATS) > (size_t)INT_MAX_LL / chunks) {
-        PyErr_Format(PyExc_ValueError, "repeats: %lld passes of %zu blocks exceed a grid's "
-                     "2^31 - 1 blocks", L2P_INT(c, L_REPEATS), chunks);
-        return -1;
-    }
-    return 0;
+    l2p_buf_desc src = desc_of(L2P_BUF(c, L_SRC));
+    return l2p_call_core(c, l2p_launch_check_l2_read(&src, L2P_INT(c, L_REPEATS),
+                                                     L2P_INT(c, L_WIDTH), L2P_INT(c, L_LOADS),
+                                                     L2P_INT(c, L_THREADS)));
 }
 
 static cudaError_t l2_read_launch(l2p_call *c)
@@ -349,38 +285,13 @@ static cudaError_t l2_read_launch(l2p_call *c)
 
 enum { B_SRC, B_REPEATS, B_CHUNK, B_BLOCKS };
 
-static void bulk_grid(int sms, unsigned *blocks, unsigned *threads)
-{
-    *blocks = 2u * (unsigned)(sms > 0 ? sms : 1);
-    *threads = 32;
-}
-
 static int bulk_read_check(l2p_call *c)
 {
     l2p_device_props p;
-    long long chunk = L2P_INT(c, B_CHUNK);
-    if ((uintptr_t)L2P_BUF(c, B_SRC)->ptr % 16) { /* the copy engine faults: the context dies */
-        PyErr_Format(PyExc_ValueError, "src: address 0x%zx is not 16-byte aligned (the bulk "
-                     "copy engine needs 16)", (size_t)(uintptr_t)L2P_BUF(c, B_SRC)->ptr);
-        return -1;
-    }
-    if (chunk % 16) {
-        PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in [16, 49152]",
-                     chunk);
-        return -1;
-    }
-    if (L2P_BUF(c, B_SRC)->nbytes < (size_t)chunk) {
-        PyErr_Format(PyExc_ValueError, "src: %zu bytes, less than one chunk (%lld)",
-                     L2P_BUF(c, B_SRC)->nbytes, chunk);
-        return -1;
-    }
+    l2p_buf_desc src = desc_of(L2P_BUF(c, B_SRC));
     if (l2p_call_core(c, l2p_device_get_properties(c->device, &p)) < 0) return -1;
-    if (p.cc_major < 9) {
-        l2p_fail(L2P_ERR_NOT_SUPPORTED, "bulk_read: the bulk copy engine needs compute "
-                 "capability 9.0 or newer; this device is %d.%d", p.cc_major, p.cc_minor);
-        return l2p_py_raise_int(c->st);
-    }
-    return 0;
+    return l2p_call_core(c, l2p_launch_check_bulk_read(&src, L2P_INT(c, B_CHUNK), p.cc_major,
+                                                       p.cc_minor));
 }
 
 static cudaError_t bulk_read_launch(l2p_call *c)
@@ -398,14 +309,9 @@ enum { H_HOT, H_COLD, H_ACCESSES, H_READ_ONLY };
 
 static int hot_cold_check(l2p_call *c)
 {
-    size_t hn = count_of(L2P_BUF(c, H_HOT)), cn = count_of(L2P_BUF(c, H_COLD));
-    if (hn == 0 || cn == 0 || hn > (size_t)U32_MAX_LL || cn > (size_t)U32_MAX_LL) {
-        PyErr_Format(PyExc_ValueError, "hot, cold: sizes must be in [1, 2^32) elements (hot %zu, "
-                     "cold %zu)", hn, cn);
-        return -1;
-    }
-    if (!c->v[H_ACCESSES].given) L2P_INT(c, H_ACCESSES) = (long long)cn;
-    return 0;
+    l2p_buf_desc hot = desc_of(L2P_BUF(c, H_HOT)), cold = desc_of(L2P_BUF(c, H_COLD));
+    return l2p_call_core(c, l2p_launch_hot_cold_accesses(&hot, &cold, c->v[H_ACCESSES].given,
+                                                         &L2P_INT(c, H_ACCESSES)));
 }
 
 static cudaError_t hot_cold_launch(l2p_call *c)
@@ -420,9 +326,8 @@ enum { HR_HOT, HR_COLD, HR_HOT_LOAD, HR_COLD_LOAD, HR_BLOCKS, HR_THREADS };
 
 static int hot_cold_read_check(l2p_call *c)
 {
-    if (L2P_BUF(c, HR_HOT)->nbytes != 0) return 0;
-    PyErr_SetString(PyExc_ValueError, "hot: must hold at least 16 bytes");
-    return -1;
+    l2p_buf_desc hot = desc_of(L2P_BUF(c, HR_HOT));
+    return l2p_call_core(c, l2p_launch_check_hot_cold_read(&hot));
 }
 
 static cudaError_t hot_cold_read_launch(l2p_call *c)
@@ -491,7 +396,7 @@ const l2p_kernel l2p_kernel_table[] = {
       INT("loads", 64, 8, 64, KW | L2P_A_POW2),
       THREADS(1024, KW)}},
     {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "
-     "(sm_90+); blocks default to 2 per SM.", 0, bulk_grid, bulk_read_check, bulk_read_launch,
+     "(sm_90+); blocks default to 2 per SM.", 0, l2p_bulk_read_grid, bulk_read_check, bulk_read_launch,
      NULL,
      {BUF("src", NULL, 0, 0, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
       INT("chunk", 16384, 16, 49152, KW), BLOCKS(0, KW | OPT)}},
@@ -536,7 +441,6 @@ static PyObject *fn_seed_map(PyObject *m, PyObject *args, PyObject *kw)
     PyArray_Descr *d = NULL;
     long long n, range;
     unsigned int seed = 0;
-    (void)m;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O$OI:seed_map", names, &n, &range_obj,
                                      &dtype_obj, &seed) ||
         !PyArray_DescrConverter2(dtype_obj, &d))
@@ -547,10 +451,7 @@ static PyObject *fn_seed_map(PyObject *m, PyObject *args, PyObject *kw)
     if (!ok) return NULL;
     range = n;
     if (range_obj != Py_None && l2p_py_size_arg(range_obj, "range", &range) < 0) return NULL;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "n: %lld must be >= 0", n);
-    if (range < 1 || range > INT_MAX_LL)
-        return PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, 2^31 - 1] (rand() "
-                            "yields 31 bits)", range);
+    if (l2p_seed_map_check(n, range) != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
     npy_intp dims[1] = {(npy_intp)n};
     PyArrayObject *a = (PyArrayObject *)PyArray_SimpleNew(1, dims, is64 ? NPY_INT64 : NPY_INT32);
     if (!a) return NULL;
