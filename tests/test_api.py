@@ -100,3 +100,18 @@ def test_every_submodule_declares_all():
             assert hasattr(mod, n), f"{info.name}.{n}"
     for n in l2persist.__all__:
         assert hasattr(l2persist, n), n
+
+
+def test_timing_defaults_have_one_source():
+    """time_calls' documented defaults are its C defaults (L2P_TIME_* in l2p_timing.h); every
+    Python caller that re-states hold_us takes the same value: a hold of 50 us, so the events
+    time the GPU rather than the host's launch latency."""
+    core = inspect.signature(_core.time_calls).parameters
+    assert core["hold_us"].default == 50.0
+    assert (core["warmup"].default, core["repeat"].default) == (3, 20)
+    assert "hold_us" in _core.time_calls.__doc__
+    for fn in (l2persist.benchmark, l2persist.tune):
+        params = inspect.signature(fn).parameters
+        assert params["hold_us"].default == core["hold_us"].default, fn.__name__
+    bench = inspect.signature(l2persist.benchmark).parameters
+    assert (bench["warmup"].default, bench["repeat"].default) == (3, 20)

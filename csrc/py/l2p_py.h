@@ -19,6 +19,7 @@
 #include "l2p_error.h"
 #include "l2p_policy.h"
 #include "l2p_stream.h"
+#include "l2p_timing.h"
 
 typedef struct {
     PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
@@ -31,9 +32,7 @@ typedef struct {
     int import_stream_set;
     const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
     /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
-    void *flush[L2P_MAX_DEVICES];
-    size_t flush_bytes[L2P_MAX_DEVICES];
-    unsigned long long flush_ctx[L2P_MAX_DEVICES]; /* context ids they were allocated in */
+    l2p_flush_cache flush;
 } l2p_state;
 
 typedef struct {

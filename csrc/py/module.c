@@ -228,14 +228,7 @@ static int module_clear(PyObject *m)
 static void module_free(void *m)
 {
     l2p_state *st = l2p_state_from_module((PyObject *)m);
-    for (int i = 0; st && i < L2P_MAX_DEVICES; i++)
-        if (st->flush[i]) {
-            unsigned long long now = 0;
-            /* not after a reset: the address may be someone else's by now */
-            if (l2p_device_context_id(i, &now) == L2P_OK && (!now || now == st->flush_ctx[i]))
-                (void)l2p_memory_free(i, st->flush[i]);
-            st->flush[i] = NULL;
-        }
+    if (st) l2p_flush_release(&st->flush);
     module_clear((PyObject *)m);
 }
 

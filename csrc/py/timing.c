@@ -2,11 +2,12 @@
 #include "l2p_py.h"
 
 #include "l2p_kernels.h"
-#include "l2p_memory.h"
 #include "l2p_timing.h"
 
 #include <math.h>
-#include <string.h>
+
+#define L2P_STR_(x) #x
+#define L2P_STR(x) L2P_STR_(x)
 
 static PyObject *stats_dict(const l2p_stats *s)
 {
@@ -53,121 +54,71 @@ static PyObject *fn_stats(PyObject *m, PyObject *obj)
     return stats_dict(&s);
 }
 
-/* One timed call: events around fn() on the stream. */
-static int time_one(l2p_state *st, l2p_timer *t, PyObject *fn, cudaStream_t stream, double *ms)
-{
-    l2p_status rc;
-    if (l2p_timer_start(t, stream) != L2P_OK) return l2p_py_raise_int(st);
-    PyObject *r = PyObject_CallNoArgs(fn);
-    if (!r) return -1;
-    Py_DECREF(r);
-    if (l2p_timer_stop(t, stream) != L2P_OK) return l2p_py_raise_int(st);
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_timer_elapsed_ms(t, ms);
-    Py_END_ALLOW_THREADS
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
-}
-
 static int count_arg(PyObject *obj, const char *name, long min, long *out)
 {
     if (PyBool_Check(obj) || !PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an int >= %ld", name, min);
+        PyErr_Format(PyExc_TypeError, "%s: expected an int in [%ld, %d]", name, min,
+                     L2P_TIME_MAX_COUNT);
         return -1;
     }
-    *out = PyLong_AsLong(obj);
+    int overflow = 0;
+    *out = PyLong_AsLongAndOverflow(obj, &overflow);
     if (*out == -1 && PyErr_Occurred()) return -1;
-    if (*out < min || *out > 1000000) {
-        PyErr_Format(PyExc_ValueError, "%s: %ld is outside [%ld, 1000000]", name, *out, min);
+    if (overflow || *out < min || *out > L2P_TIME_MAX_COUNT) {
+        PyErr_Format(PyExc_ValueError, "%s: %S is outside [%ld, %d]", name, obj, min,
+                     L2P_TIME_MAX_COUNT);
         return -1;
     }
     return 0;
 }
 
-/* A per-device buffer of 2x the L2, written before each sample when flush_l2 is asked for.
- * Writing it evicts normal lines; lines held by the persisting set-aside stay. */
-static int flush_buffer(l2p_state *st, int device, void **ptr, size_t *nbytes)
+/* The core's callback: call the user's fn (the GIL is held here). */
+static l2p_status call_fn(void *fn, cudaStream_t stream)
 {
-    unsigned long long now = 0;
-    if (l2p_device_context_id(device, &now) != L2P_OK) return l2p_py_raise_int(st);
-    if (st->flush[device] && now && st->flush_ctx[device] && now != st->flush_ctx[device])
-        st->flush[device] = NULL; /* the device was reset: that memory is gone, not ours to free */
-    if (!st->flush[device]) {
-        l2p_device_props p;
-        if (l2p_device_get_properties(device, &p) != L2P_OK ||
-            l2p_memory_alloc(device, 2 * p.l2_cache_size, &st->flush[device]) != L2P_OK)
-            return l2p_py_raise_int(st);
-        st->flush_bytes[device] = 2 * p.l2_cache_size;
-        st->flush_ctx[device] = now;
-    }
-    *ptr = st->flush[device];
-    *nbytes = st->flush_bytes[device];
-    return 0;
+    (void)stream; /* fn enqueues on the stream it was given by the caller */
+    PyObject *r = PyObject_CallNoArgs((PyObject *)fn);
+    if (!r) return l2p_fail(L2P_ERR_CALLBACK, "fn raised");
+    Py_DECREF(r);
+    return L2P_OK;
 }
 
-typedef struct {
-    l2p_state *st;
-    PyObject *fn;
-    cudaStream_t stream;
-    l2p_timer timer;
-    void *flush;          /* NULL: no flush */
-    unsigned long long hold_ns; /* spin queued before each sample; 0: none */
-    size_t flush_bytes;
-    l2p_graph graph;      /* graph.graph NULL: call fn each time */
-} timing_run;
+static void *release_gil(void) { return PyEval_SaveThread(); }
+static void take_gil(void *token) { PyEval_RestoreThread((PyThreadState *)token); }
 
-/* Capture fn once into a graph on the (non-default) stream. */
-static int capture_fn(timing_run *r)
+static cudaError_t spin(unsigned long long ns, cudaStream_t stream)
 {
-    if (l2p_capture_begin(r->stream) != L2P_OK) return l2p_py_raise_int(r->st);
-    PyObject *res = PyObject_CallNoArgs(r->fn);
-    Py_XDECREF(res);
-    cudaGraph_t g = NULL;
-    l2p_status rc = l2p_capture_end(r->stream, &g);
-    if (!res) {
-        if (g) (void)cudaGraphDestroy(g);
-        return -1;
-    }
-    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
-    l2p_graph_adopt(&r->graph, g);
-    return 0;
+    return l2p_launch_spin(ns, stream);
 }
 
-static int run_sample(timing_run *r, double *ms)
+/* The device of the run: the stream's, else device=; both given must agree. */
+static int run_device(l2p_state *st, PyObject *stream_ref, cudaStream_t stream, PyObject *dev,
+                      int *index)
 {
-    l2p_status rc = L2P_OK;
-    if (r->flush)
-        rc = l2p_memory_set(r->timer.device, r->flush, 0x5a, r->flush_bytes, r->stream);
-    if (rc == L2P_OK && r->hold_ns) {
-        cudaError_t e = l2p_launch_spin(r->hold_ns, r->stream);
-        if (e != cudaSuccess) rc = l2p_fail_cuda(e, "l2p_launch_spin");
-    }
-    if (rc == L2P_OK && r->graph.graph) {
-        if (l2p_timer_start(&r->timer, r->stream) != L2P_OK ||
-            l2p_graph_launch(&r->graph, r->stream) != L2P_OK ||
-            l2p_timer_stop(&r->timer, r->stream) != L2P_OK)
-            return l2p_py_raise_int(r->st);
-        Py_BEGIN_ALLOW_THREADS
-        rc = l2p_timer_elapsed_ms(&r->timer, ms);
-        Py_END_ALLOW_THREADS
-        return rc == L2P_OK ? 0 : l2p_py_raise_int(r->st);
-    }
-    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
-    return time_one(r->st, &r->timer, r->fn, r->stream, ms);
-}
-
-static PyObject *collect(timing_run *r, long warmup, long repeat)
-{
-    PyObject *samples = PyList_New(0);
-    for (long i = 0; samples && i < warmup + repeat; i++) {
-        double ms;
-        if (run_sample(r, &ms) < 0) Py_CLEAR(samples);
-        else if (i >= warmup) {
-            PyObject *v = PyFloat_FromDouble(ms);
-            if (!v || PyList_Append(samples, v) < 0) Py_CLEAR(samples);
-            Py_XDECREF(v);
+    if (stream_ref) *index = ((l2p_StreamObject *)stream_ref)->device;
+    else if (stream) { /* a foreign stream: its events and flush buffer go on its device */
+        if (l2p_stream_device(stream, index) != L2P_OK) return l2p_py_raise_int(st);
+    } else return l2p_py_device_index(st, dev, index);
+    if (dev != Py_None) {
+        int asked;
+        if (l2p_py_device_index(st, dev, &asked) < 0) return -1;
+        if (asked != *index) {
+            PyErr_Format(PyExc_ValueError, "device: %d, but the stream belongs to device %d",
+                         asked, *index);
+            return -1;
         }
     }
-    return samples;
+    return 0;
+}
+
+static PyObject *samples_list(const double *v, long n)
+{
+    PyObject *list = PyList_New(n);
+    for (long i = 0; list && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, f);
+    }
+    return list;
 }
 
 static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
@@ -176,51 +127,29 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
                             "hold_us", NULL};
     PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
     PyObject *stream_ref, *samples = NULL;
-    long warmup = 3, repeat = 20;
-    int index, flush = 0, graph = 0;
-    double hold_us = 0.0;
-    timing_run r;
-    memset(&r, 0, sizeof r);
-    r.st = l2p_state_from_module(m);
+    int flush = 0, graph = 0;
+    l2p_state *st = l2p_state_from_module(m);
+    l2p_timing_run r = {.warmup = L2P_TIME_WARMUP, .repeat = L2P_TIME_REPEAT,
+                        .hold_us = L2P_TIME_HOLD_US, .enqueue = call_fn, .spin = spin,
+                        .wait_begin = release_gil, .wait_end = take_gil};
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOppd:time_calls", names, &fn, &stream_obj,
-                                     &warm_obj, &rep_obj, &dev, &flush, &graph, &hold_us))
+                                     &warm_obj, &rep_obj, &dev, &flush, &graph, &r.hold_us))
         return NULL;
-    if (!(hold_us >= 0.0 && hold_us <= 1e6))
-        return l2p_fail(L2P_ERR_VALUE, "hold_us: %g is outside [0, 1e6]", hold_us),
-               l2p_py_raise(r.st);
-    r.hold_ns = (unsigned long long)(hold_us * 1e3);
     if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
-    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
-        (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
-        l2p_py_stream_arg(r.st, stream_obj, &r.stream, &stream_ref) < 0)
+    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &r.warmup) < 0) ||
+        (rep_obj && count_arg(rep_obj, "repeat", 1, &r.repeat) < 0) ||
+        l2p_py_stream_arg(st, stream_obj, &r.stream, &stream_ref) < 0)
         return NULL;
-    if (graph && !r.stream)
-        return PyErr_Format(PyExc_ValueError, "stream: graph=True captures fn on a stream; pass "
-                            "stream= (the legacy default stream cannot be captured)");
-    if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
-    else if (r.stream) { /* a foreign stream: its events and flush buffer go on its device */
-        if (l2p_stream_device(r.stream, &index) != L2P_OK) return l2p_py_raise(r.st);
-    } else if (l2p_py_device_index(r.st, dev, &index) < 0) return NULL;
-    if (dev != Py_None && (stream_ref || r.stream)) {
-        int asked;
-        if (l2p_py_device_index(r.st, dev, &asked) < 0) return NULL;
-        if (asked != index)
-            return PyErr_Format(PyExc_ValueError, "device: %d, but the stream belongs to "
-                                "device %d", asked, index);
-    }
-    r.fn = fn;
-    r.graph.device = index;
-    if (flush && flush_buffer(r.st, index, &r.flush, &r.flush_bytes) < 0) return NULL;
-    if (l2p_timer_create(index, &r.timer) != L2P_OK) return l2p_py_raise(r.st);
-    int prev;
-    if (l2p_device_enter(index, &prev) != L2P_OK) {
-        l2p_timer_destroy(&r.timer);
-        return l2p_py_raise(r.st);
-    }
-    if (!graph || capture_fn(&r) == 0) samples = collect(&r, warmup, repeat);
-    l2p_device_leave(prev);
-    l2p_graph_destroy(&r.graph);
-    l2p_timer_destroy(&r.timer);
+    r.ctx = fn;
+    r.graph = graph;
+    r.flush = flush ? &st->flush : NULL;
+    if (l2p_timing_check(&r) != L2P_OK) return l2p_py_raise(st);
+    if (run_device(st, stream_ref, r.stream, dev, &r.device) < 0) return NULL;
+    double *v = PyMem_Calloc((size_t)r.repeat, sizeof *v);
+    if (!v) return PyErr_NoMemory();
+    if (l2p_time_samples(&r, v) == L2P_OK) samples = samples_list(v, r.repeat);
+    else if (!PyErr_Occurred()) l2p_py_raise(st); /* else fn's own exception stands */
+    PyMem_Free(v);
     return samples;
 }
 
@@ -229,8 +158,10 @@ PyMethodDef l2p_timing_functions[] = {
      "stats(samples)\n--\n\nN, median, min, max, mean, stdev, q1, q3, iqr (NumPy's "
      "linear percentiles), computed in C."},
     {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
-     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, "
-     "flush_l2=False, graph=False, hold_us=50.0)\n--\n\nCall fn() warmup + repeat times between "
-     "CUDA events on the stream (or capture it once and replay the graph); the repeat "
-     "samples in ms."},
+     "time_calls(fn, *, stream=None, warmup=" L2P_STR(L2P_TIME_WARMUP) ", repeat="
+     L2P_STR(L2P_TIME_REPEAT) ", device=None, flush_l2=False, graph=False, hold_us="
+     L2P_STR(L2P_TIME_HOLD_US) ")\n--\n\nCall fn() warmup + repeat times between CUDA events "
+     "on the stream (or capture it once and replay the graph); the repeat samples in ms. "
+     "Before each sample, flush_l2 writes a buffer of twice the L2, and a one-thread kernel "
+     "spins for hold_us microseconds so the events time the GPU, not the host's launches."},
     {NULL, NULL, 0, NULL}};
