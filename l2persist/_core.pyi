@@ -14,7 +14,7 @@ def bulk_read(src, repeats=10, *, chunk=16384, blocks=None, stream=None, window=
 def copy(dst, src, *, stream=None): ...  # cudaMemcpyAsync device to device (same byte count).
 def counter_friendly(): ...  # [(friendly name, raw metric, doc)].
 def counters_available(): ...  # (True, '') when libcupti loads, else (False, why).
-def default_set_aside(l2_cache_size, persisting_l2_cache_max_size): ...  # The guide's min(0.75 * L2, max).
+def default_set_aside(l2_cache_size, persisting_l2_cache_max_size): ...  # The guide's min(0.75 * L2, max), in bytes.
 def device_count(): ...  # Number of CUDA devices; 0 where there is no GPU or driver. Never raise
 def driver_version(): ...  # The CUDA version the driver supports (major, minor), or None without a
 def empty(shape, dtype='float64', device=None): ...  # An uninitialised DeviceBuffer.
@@ -27,8 +27,8 @@ def measure(fn, metrics, *, device=None, warmup=None, per_kernel=False, max_rang
 def no_device_reason(): ...  # None when a device exists, else (code, name, description) of the runti
 def noop(*, stream=None, window=None, device=None): ...  # Launch an empty kernel (1 thread): what a launch costs.
 def pattern(src, dst, *, threads=32, blocks=1, width=4, load_offset=0, load_stride=1, store_offset=0, store_stride=1, index=None, src2=None, broadcast_index=0, load='default', store='wb', stream=None, window=None): ...  # The coalescing study's kernel: blocks x threads threads, thread t load
-def plan_hit_ratios(sizes, weights, set_aside, max_window=18446744073709551615): ...  # [(num_bytes, hit_ratio)], the arithmetic of plan_windows without a dev
-def plan_windows(device, targets, set_aside=None): ...  # One PERSISTING window per target (a target, or (target, weight)), with
+def plan_hit_ratios(sizes, weights, set_aside, max_window=None): ...  # [(num_bytes, hit_ratio)]: the arithmetic of plan_windows without a dev
+def plan_windows(device, targets, set_aside=None): ...  # One PERSISTING window per target, with hit ratios that keep sum(hit_ra
 def random_map(out, seed=0, *, range=None, stream=None): ...  # Fill an int32/int64 buffer with indices uniform in [0, range) (default
 def reset_persisting_l2(device=None): ...  # cudaCtxResetPersistingL2Cache; persisting lines become normal (the set
 def runtime_version(): ...  # The CUDA runtime built in (major, minor).

@@ -1,5 +1,6 @@
 /* l2persist.AccessPolicyWindow and plan_windows(): Python faces of l2p_policy. */
 #include "l2p_py.h"
+#include "params.h"
 
 static l2p_state *win_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
@@ -285,30 +286,25 @@ static PyObject *plan_result(l2p_state *st, plan *p)
     return list;
 }
 
-static PyObject *fn_plan_windows(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    int device;
+    PyObject *targets;
+    l2p_opt set_aside;
+} plan_windows_args;
+
+static PyObject *plan_windows_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"device", "targets", "set_aside", NULL};
-    PyObject *device = Py_None, *targets, *set_aside_obj = Py_None, *result = NULL;
+    const plan_windows_args *a = args;
+    PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
     l2p_device_props props;
-    long long set_aside;
-    int index;
+    size_t set_aside = (size_t)a->set_aside.i;
     plan p = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:plan_windows", names, &device, &targets,
-                                     &set_aside_obj))
-        return NULL;
-    if (l2p_py_device_index(st, device, &index) < 0) return NULL;
-    if (set_aside_obj != Py_None) {
-        if (l2p_py_size_arg(set_aside_obj, "set_aside", &set_aside) < 0) return NULL;
-    } else {
-        size_t limit;
-        if (l2p_device_get_persisting_limit(index, &limit) != L2P_OK) return l2p_py_raise(st);
-        set_aside = (long long)limit;
-    }
-    if (set_aside < 0) return PyErr_Format(PyExc_ValueError, "set_aside: must be >= 0");
-    if (l2p_device_get_properties(index, &props) != L2P_OK) return l2p_py_raise(st);
-    if (plan_parse(st, targets, &p) == 0) {
-        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, (size_t)set_aside,
+    if (!a->set_aside.given && l2p_device_get_persisting_limit(a->device, &set_aside) != L2P_OK)
+        return l2p_py_raise(st);
+    if (l2p_device_get_properties(a->device, &props) != L2P_OK) return l2p_py_raise(st);
+    if (plan_parse(st, a->targets, &p) == 0) {
+        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, set_aside,
                                     props.access_policy_max_window_size, p.num_bytes,
                                     p.ratios) != L2P_OK)
             l2p_py_raise(st);
@@ -318,28 +314,49 @@ static PyObject *fn_plan_windows(PyObject *m, PyObject *args, PyObject *kw)
     plan_free(&p);
     return result;
 }
+L2P_DEFINE_FN(plan_windows_fn, plan_windows_args, plan_windows_impl, "plan_windows",
+              "One PERSISTING window per target, with hit ratios that keep sum(hit_ratio * "
+              "num_bytes) within the set-aside (weights share it: water-filling).",
+              "list[AccessPolicyWindow]",
+              L2P_PARAM(plan_windows_args, device, L2P_P_DEVICE, .flags = L2P_P_REQUIRED,
+                        .doc = "the device (index or Device) whose window size limit applies"),
+              L2P_PARAM(plan_windows_args, targets, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[object]", .doc = "buffers (anything as_buffer "
+                        "accepts), or (buffer, weight) pairs"),
+              L2P_PARAM(plan_windows_args, set_aside, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "the bytes to share; None: "
+                        "the device's current persisting limit"));
 
 /* The arithmetic alone, for planning without a GPU (and for tests on any machine). */
-static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *sizes, *weights;
+    long long set_aside;
+    l2p_opt max_window;
+} plan_hit_ratios_args;
+
+static PyObject *plan_hit_ratios_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"sizes", "weights", "set_aside", "max_window", NULL};
-    PyObject *sizes, *weights, *result = NULL;
-    unsigned long long set_aside, max_window = (unsigned long long)-1;
+    const plan_hit_ratios_args *a = args;
+    PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOK|K:plan_hit_ratios", names, &sizes, &weights,
-                                     &set_aside, &max_window))
-        return NULL;
-    Py_ssize_t n = PySequence_Size(sizes);
-    if (n < 0) return NULL;
-    if (PySequence_Size(weights) != n)
+    size_t max_window = a->max_window.given ? (size_t)a->max_window.i : SIZE_MAX;
+    Py_ssize_t n = PySequence_Size(a->sizes);
+    if (n < 0) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "sizes: expected a sequence of ints, got %s",
+                            Py_TYPE(a->sizes)->tp_name);
+    }
+    Py_ssize_t nw = PySequence_Size(a->weights);
+    if (nw < 0) PyErr_Clear();
+    if (nw != n)
         return PyErr_Format(PyExc_ValueError, "weights: need one weight per size (%zd)", n);
     size_t *b = PyMem_Calloc((size_t)n + 1, sizeof *b), *nb = PyMem_Calloc((size_t)n + 1, sizeof *nb);
     double *w = PyMem_Calloc((size_t)n + 1, sizeof *w), *r = PyMem_Calloc((size_t)n + 1, sizeof *r);
     int ok = b && nb && w && r;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        PyObject *s = PySequence_GetItem(sizes, i), *x = PySequence_GetItem(weights, i);
+        PyObject *s = PySequence_GetItem(a->sizes, i), *x = PySequence_GetItem(a->weights, i);
         long long v = 0;
-        ok = s && x && l2p_py_size_arg(s, "sizes", &v) == 0;
+        ok = s && x && l2p_py_ranged_int(s, "sizes", "bytes", 0, LLONG_MAX, &v) == 0;
         if (ok) {
             b[i] = (size_t)v;
             w[i] = PyFloat_AsDouble(x);
@@ -349,7 +366,7 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
         Py_XDECREF(x);
     }
     if (!ok && !PyErr_Occurred()) PyErr_NoMemory();
-    if (ok && l2p_policy_plan_windows((size_t)n, b, w, (size_t)set_aside, (size_t)max_window, nb,
+    if (ok && l2p_policy_plan_windows((size_t)n, b, w, (size_t)a->set_aside, max_window, nb,
                                       r) != L2P_OK)
         l2p_py_raise(st);
     else if (ok) {
@@ -366,16 +383,19 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
     PyMem_Free(r);
     return result;
 }
+L2P_DEFINE_FN(plan_hit_ratios_fn, plan_hit_ratios_args, plan_hit_ratios_impl, "plan_hit_ratios",
+              "[(num_bytes, hit_ratio)]: the arithmetic of plan_windows without a device.",
+              "list[tuple[int, float]]",
+              L2P_PARAM(plan_hit_ratios_args, sizes, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "each region's size in bytes"),
+              L2P_PARAM(plan_hit_ratios_args, weights, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "each region's share weight "
+                        "(finite, >= 0), one per size"),
+              L2P_PARAM(plan_hit_ratios_args, set_aside, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes", .doc = "the persisting "
+                        "set-aside to share"),
+              L2P_PARAM(plan_hit_ratios_args, max_window, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes", .doc = "the largest window "
+                        "(accessPolicyMaxWindowSize); None: no limit"));
 
-PyMethodDef l2p_window_functions[] = {
-    {"plan_windows", (PyCFunction)(void (*)(void))fn_plan_windows, METH_VARARGS | METH_KEYWORDS,
-     "plan_windows(device, targets, set_aside=None)\n--\n\nOne PERSISTING window per "
-     "target (a target, or (target, weight)), with hit ratios that keep sum(hit_ratio "
-     "* num_bytes) within the set-aside (default: the device's current persisting "
-     "limit)."},
-    {"plan_hit_ratios", (PyCFunction)(void (*)(void))fn_plan_hit_ratios,
-     METH_VARARGS | METH_KEYWORDS,
-     "plan_hit_ratios(sizes, weights, set_aside, "
-     "max_window=18446744073709551615)\n--\n\n[(num_bytes, hit_ratio)], the arithmetic of "
-     "plan_windows without a device."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_window_fns[] = {&plan_windows_fn, &plan_hit_ratios_fn, NULL};

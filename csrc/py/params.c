@@ -1,0 +1,482 @@
+/* The one argument parser of the extension's functions and methods (params.h), and the text
+ * signatures, docstrings and stub types made from the same rows. */
+#include "params.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+static int n_params(const l2p_fn *f)
+{
+    int n = 0;
+    while (f->params[n].name) n++;
+    return n;
+}
+
+static int is_required(const l2p_param *p) { return (p->flags & L2P_P_REQUIRED) != 0; }
+
+/* Parameters that may be passed by position: those before the first keyword-only one. */
+static int n_positional(const l2p_fn *f, int n)
+{
+    int i = 0;
+    while (i < n && !(f->params[i].flags & L2P_P_KWONLY)) i++;
+    return i;
+}
+
+/* ---- matching arguments to parameters ---- */
+
+static int place(const l2p_fn *f, int n, PyObject *key, PyObject *value, PyObject **slots)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyUnicode_CompareWithASCIIString(key, f->params[i].name) != 0) continue;
+        if (f->params[i].flags & L2P_P_POSONLY) break;
+        if (slots[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", f->name,
+                         f->params[i].name);
+            return -1;
+        }
+        slots[i] = value;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", f->name, key);
+    return -1;
+}
+
+static int match(const l2p_fn *f, int n, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, PyObject **slots)
+{
+    int npos = n_positional(f, n);
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
+                     f->name, npos, npos == 1 ? "" : "s", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) slots[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (place(f, n, PyTuple_GET_ITEM(kwnames, i), args[nargs + i], slots) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (!slots[i] && is_required(&f->params[i])) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", f->name,
+                         f->params[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- converters ---- */
+
+int l2p_py_ranged_int(PyObject *obj, const char *name, const char *what, long long lo,
+                      long long hi, long long *out)
+{
+    char range[128], hi_text[32];
+    if (hi == LLONG_MAX) snprintf(hi_text, sizeof hi_text, "2^63 - 1");
+    else snprintf(hi_text, sizeof hi_text, "%lld", hi);
+    snprintf(range, sizeof range, "an int%s%s%s in [%lld, %s]", what ? " (" : "",
+             what ? what : "", what ? ")" : "", lo, hi_text);
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s", name, range,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *v = PyNumber_Index(obj);
+    if (!v) return -1;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || *out < lo || *out > hi) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "%s: %S is outside the range: expected %s", name, v,
+                         range);
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int convert_float(const l2p_param *p, PyObject *obj, double *out)
+{
+    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyIndex_Check(obj) ||
+                               PyNumber_Check(obj))) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %s", p->name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyFloat_AsDouble(obj);
+    if (*out == -1.0 && PyErr_Occurred()) return -1;
+    int bounded = p->flo != 0.0 || p->fhi != 0.0;
+    if (!isfinite(*out) || (bounded && !(*out >= p->flo && *out <= p->fhi))) {
+        if (bounded) {
+            char range[64];
+            snprintf(range, sizeof range, "[%g, %g]", p->flo, p->fhi);
+            PyErr_Format(PyExc_ValueError, "%s: %R is outside %s", p->name, obj, range);
+        } else
+            PyErr_Format(PyExc_ValueError, "%s: %R is not a finite number", p->name, obj);
+        return -1;
+    }
+    return 0;
+}
+
+static int convert_choice(const l2p_param *p, PyObject *obj, int *out)
+{
+    if (PyUnicode_Check(obj)) {
+        const char *s = PyUnicode_AsUTF8(obj);
+        if (!s) return -1;
+        for (int i = 0; p->choices[i]; i++)
+            if (strcmp(s, p->choices[i]) == 0) {
+                *out = i;
+                return 0;
+            }
+    }
+    PyObject *list = PyUnicode_FromString("");
+    for (int i = 0; list && p->choices[i]; i++)
+        Py_SETREF(list, PyUnicode_FromFormat("%U%s'%s'", list, i ? ", " : "", p->choices[i]));
+    if (list) {
+        PyErr_Format(PyUnicode_Check(obj) ? PyExc_ValueError : PyExc_TypeError,
+                     "%s: %R is not one of %U", p->name, obj, list);
+        Py_DECREF(list);
+    }
+    return -1;
+}
+
+/* The row's default into the field. */
+static void set_default(const l2p_param *p, char *field)
+{
+    if (p->flags & L2P_P_NONE) {
+        memset(field, 0, sizeof(l2p_opt));
+        return;
+    }
+    switch (p->type) {
+    case L2P_P_INT: *(long long *)field = p->ival; break;
+    case L2P_P_FLOAT: *(double *)field = p->fval; break;
+    case L2P_P_BOOL:
+    case L2P_P_CHOICE: *(int *)field = (int)p->ival; break;
+    case L2P_P_OBJECT:
+    case L2P_P_CALLABLE: *(PyObject **)field = Py_None; break;
+    case L2P_P_WINDOW: ((l2p_window_val *)field)->obj = Py_None; break;
+    default: break; /* DEVICE, STREAM: converted from None below */
+    }
+}
+
+static int convert(l2p_state *st, const l2p_param *p, PyObject *obj, char *field)
+{
+    if (p->flags & L2P_P_NONE) {
+        l2p_opt *o = (l2p_opt *)field;
+        if (obj == Py_None) return 0;
+        o->given = 1;
+        if (p->type == L2P_P_FLOAT) return convert_float(p, obj, &o->f);
+        return l2p_py_ranged_int(obj, p->name, p->what, p->lo, p->hi, &o->i);
+    }
+    switch (p->type) {
+    case L2P_P_OBJECT: *(PyObject **)field = obj; return 0;
+    case L2P_P_CALLABLE:
+        if (!PyCallable_Check(obj)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a callable, got %s", p->name,
+                         Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        *(PyObject **)field = obj;
+        return 0;
+    case L2P_P_INT:
+        return l2p_py_ranged_int(obj, p->name, p->what, p->lo, p->hi, (long long *)field);
+    case L2P_P_FLOAT: return convert_float(p, obj, (double *)field);
+    case L2P_P_BOOL: {
+        int v = PyObject_IsTrue(obj);
+        if (v < 0) return -1;
+        *(int *)field = v;
+        return 0;
+    }
+    case L2P_P_CHOICE: return convert_choice(p, obj, (int *)field);
+    case L2P_P_DEVICE: return l2p_py_device_index(st, obj, (int *)field);
+    case L2P_P_STREAM: {
+        l2p_stream_val *s = (l2p_stream_val *)field;
+        return l2p_py_stream_arg(st, obj, &s->handle, &s->obj);
+    }
+    case L2P_P_WINDOW: {
+        l2p_window_val *w = (l2p_window_val *)field;
+        w->obj = obj;
+        return l2p_py_window_arg(st, obj, &w->w);
+    }
+    }
+    PyErr_Format(PyExc_SystemError, "%s: a parameter row without a type", p->name);
+    return -1;
+}
+
+static l2p_state *state_of(PyObject *self)
+{
+    if (PyModule_Check(self)) return l2p_state_from_module(self);
+    return l2p_state_from_type(PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self));
+}
+
+/* Omitted DEVICE and STREAM parameters are converted from None too (the current device is
+ * looked up only when a row has one). Converted in row order, so errors come in it. */
+static int convert_all(const l2p_fn *f, int n, PyObject *self, PyObject **slots, char *values)
+{
+    l2p_state *st = state_of(self);
+    if (!st) return -1;
+    for (int i = 0; i < n; i++) {
+        const l2p_param *p = &f->params[i];
+        char *field = values + p->offset;
+        set_default(p, field);
+        PyObject *obj = slots[i];
+        if (!obj && (p->type == L2P_P_DEVICE || p->type == L2P_P_STREAM)) obj = Py_None;
+        if (obj && convert(st, p, obj, field) < 0) return -1;
+    }
+    return 0;
+}
+
+PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    PyObject *slots[L2P_MAX_PARAMS] = {0}, *result = NULL;
+    int n = n_params(f);
+    nargs = PyVectorcall_NARGS(nargs);
+    if (match(f, n, args, nargs, kwnames, slots) < 0) return NULL;
+    char *values = PyMem_Calloc(1, f->args_size ? f->args_size : 1);
+    if (!values) return PyErr_NoMemory();
+    if (convert_all(f, n, self, slots, values) == 0) result = f->impl(self, values);
+    PyMem_Free(values);
+    return result;
+}
+
+PyObject *l2p_fn_call_tuple(const l2p_fn *f, PyObject *self, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = kw ? PyDict_GET_SIZE(kw) : 0;
+    PyObject *stack[2 * L2P_MAX_PARAMS], *kwnames = NULL, *key, *value, *result;
+    if (nargs + nkw > 2 * L2P_MAX_PARAMS) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments", f->name, n_params(f));
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) stack[i] = PyTuple_GET_ITEM(args, i);
+    if (nkw) {
+        Py_ssize_t pos = 0, j = 0;
+        kwnames = PyTuple_New(nkw);
+        if (!kwnames) return NULL;
+        while (PyDict_Next(kw, &pos, &key, &value)) {
+            PyTuple_SET_ITEM(kwnames, j, Py_NewRef(key));
+            stack[nargs + j++] = value;
+        }
+    }
+    result = l2p_fn_call(f, self, stack, nargs, kwnames);
+    Py_XDECREF(kwnames);
+    return result;
+}
+
+/* ---- signatures, docstrings, stub types ---- */
+
+static int append(PyObject *parts, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *s = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    int rc = s ? PyList_Append(parts, s) : -1;
+    Py_XDECREF(s);
+    return rc;
+}
+
+/* The default as Python source, or NULL for a required parameter (new reference). */
+static PyObject *default_text(const l2p_param *p)
+{
+    if (is_required(p)) Py_RETURN_NONE;
+    if (p->flags & L2P_P_NONE) return PyUnicode_FromString("None");
+    switch (p->type) {
+    case L2P_P_INT: return PyUnicode_FromFormat("%lld", p->ival);
+    case L2P_P_FLOAT: {
+        char *s = PyOS_double_to_string(p->fval, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        PyObject *r = s ? PyUnicode_FromString(s) : NULL;
+        PyMem_Free(s);
+        return r;
+    }
+    case L2P_P_BOOL: return PyUnicode_FromString(p->ival ? "True" : "False");
+    case L2P_P_CHOICE: return PyUnicode_FromFormat("'%s'", p->choices[p->ival]);
+    default: return PyUnicode_FromString("None");
+    }
+}
+
+/* The stub's type of a parameter (new reference). */
+static PyObject *type_text(const l2p_param *p)
+{
+    const char *t = p->pytype;
+    if (!t) {
+        switch (p->type) {
+        case L2P_P_OBJECT: t = "object"; break;
+        case L2P_P_CALLABLE: t = "Callable[[], object]"; break;
+        case L2P_P_INT: t = "int"; break;
+        case L2P_P_FLOAT: t = "float"; break;
+        case L2P_P_BOOL: t = "bool"; break;
+        case L2P_P_DEVICE: t = "DeviceLike"; break;
+        case L2P_P_STREAM: t = "StreamLike"; break;
+        case L2P_P_WINDOW: t = "AccessPolicyWindow | None"; break;
+        case L2P_P_CHOICE: {
+            PyObject *s = PyUnicode_FromString("Literal[");
+            for (int i = 0; s && p->choices[i]; i++)
+                Py_SETREF(s, PyUnicode_FromFormat("%U%s'%s'", s, i ? ", " : "", p->choices[i]));
+            return s ? PyUnicode_FromFormat("%U]", s) : NULL;
+        }
+        }
+    }
+    return PyUnicode_FromFormat((p->flags & L2P_P_NONE) ? "%s | None" : "%s", t);
+}
+
+/* "(a, b=1, /, c=2, *, d=None)" with a leading "$self, " / "$module, " marker. */
+static int append_signature(PyObject *parts, const l2p_fn *f, const char *marker)
+{
+    int n = n_params(f), star = 0, slash = 0;
+    if (append(parts, "%s(%s", f->name, marker) < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        const l2p_param *p = &f->params[i];
+        if ((p->flags & L2P_P_KWONLY) && !star && (star = 1) && append(parts, "*, ") < 0)
+            return -1;
+        PyObject *d = default_text(p);
+        if (!d || append(parts, d == Py_None ? "%s" : "%s=%U", p->name, d) < 0) {
+            Py_XDECREF(d);
+            return -1;
+        }
+        Py_DECREF(d);
+        int last_pos = (p->flags & L2P_P_POSONLY) &&
+                       (i + 1 == n || !(f->params[i + 1].flags & L2P_P_POSONLY));
+        if (last_pos && !slash && (slash = 1) && append(parts, ", /") < 0) return -1;
+        if (i + 1 < n && append(parts, ", ") < 0) return -1;
+    }
+    return append(parts, ")");
+}
+
+/* The docstring: signature, summary, then one line per parameter. */
+static char *make_doc(const l2p_fn *f, const char *marker)
+{
+    PyObject *parts = PyList_New(0), *sep = NULL, *doc = NULL;
+    char *copy = NULL;
+    int n = n_params(f);
+    if (!parts || append_signature(parts, f, marker) < 0 ||
+        append(parts, "\n--\n\n%s", f->summary) < 0)
+        goto done;
+    if (n && append(parts, "\n\nArguments:") < 0) goto done;
+    for (int i = 0; i < n; i++) {
+        const l2p_param *p = &f->params[i];
+        PyObject *t = type_text(p);
+        int rc = t ? append(parts, "\n    %s (%U): %s", p->name, t, p->doc ? p->doc : "") : -1;
+        Py_XDECREF(t);
+        if (rc < 0) goto done;
+    }
+    if (f->returns && append(parts, "\n\nReturns: %s", f->returns) < 0) goto done;
+    sep = PyUnicode_FromString("");
+    if (sep) doc = PyUnicode_Join(sep, parts);
+    const char *text = doc ? PyUnicode_AsUTF8(doc) : NULL;
+    if (text && (copy = PyMem_RawMalloc(strlen(text) + 1))) strcpy(copy, text);
+    else if (text) PyErr_NoMemory();
+done:
+    Py_XDECREF(parts);
+    Py_XDECREF(sep);
+    Py_XDECREF(doc);
+    return copy;
+}
+
+static int check_row(const l2p_fn *f)
+{
+    if (n_params(f) > L2P_MAX_PARAMS) {
+        PyErr_Format(PyExc_SystemError, "%s: %d parameters, more than L2P_MAX_PARAMS (%d)",
+                     f->name, n_params(f), L2P_MAX_PARAMS);
+        return -1;
+    }
+    return 0;
+}
+
+/* Tables already built, so that a second module instance reuses them. */
+typedef struct built {
+    const l2p_fn *const *rows;
+    PyMethodDef *defs;
+    struct built *next;
+} built;
+static built *built_tables;
+
+static PyMethodDef *build_methods(const l2p_fn *const *rows, int is_method)
+{
+    int count = 0;
+    while (rows[count]) count++;
+    PyMethodDef *d = PyMem_RawCalloc((size_t)count + 1, sizeof *d);
+    if (!d) return (PyMethodDef *)PyErr_NoMemory();
+    for (int i = 0; i < count; i++) {
+        char *doc = check_row(rows[i]) < 0 ? NULL : make_doc(rows[i], is_method ? "$self, " : "");
+        if (!doc) return NULL; /* the partial table leaks once, at a failed import */
+        d[i] = (PyMethodDef){rows[i]->name, (PyCFunction)(void (*)(void))rows[i]->entry,
+                             METH_FASTCALL | METH_KEYWORDS, doc};
+    }
+    return d;
+}
+
+PyMethodDef *l2p_fn_methods(const l2p_fn *const *rows, int is_method)
+{
+    for (built *b = built_tables; b; b = b->next)
+        if (b->rows == rows) return b->defs;
+    built *b = PyMem_RawMalloc(sizeof *b);
+    if (!b) return (PyMethodDef *)PyErr_NoMemory();
+    b->defs = build_methods(rows, is_method);
+    if (!b->defs) {
+        PyMem_RawFree(b);
+        return NULL;
+    }
+    b->rows = rows;
+    b->next = built_tables;
+    built_tables = b;
+    return b->defs;
+}
+
+const char *l2p_fn_type_doc(const l2p_fn *f)
+{
+    return check_row(f) < 0 ? NULL : make_doc(f, "");
+}
+
+/* {qualname: (params, return type)}, params ((name, type, default or None, kind), ...), kind
+ * one of "positional", "keyword", "keyword_only". */
+static int note(PyObject *m, const char *qualname, const l2p_fn *f)
+{
+    PyObject *sigs = PyObject_GetAttrString(m, "_signatures");
+    if (!sigs) {
+        PyErr_Clear();
+        sigs = PyDict_New();
+        if (!sigs || PyModule_AddObjectRef(m, "_signatures", sigs) < 0) {
+            Py_XDECREF(sigs);
+            return -1;
+        }
+    }
+    int n = n_params(f);
+    PyObject *params = PyTuple_New(n), *entry = NULL;
+    for (int i = 0; params && i < n; i++) {
+        const l2p_param *p = &f->params[i];
+        const char *kind = (p->flags & L2P_P_KWONLY)    ? "keyword_only"
+                           : (p->flags & L2P_P_POSONLY) ? "positional"
+                                                        : "keyword";
+        PyObject *t = type_text(p), *d = default_text(p);
+        PyObject *item = t && d ? Py_BuildValue("(sOOs)", p->name, t, d, kind) : NULL;
+        Py_XDECREF(t);
+        Py_XDECREF(d);
+        if (!item) Py_CLEAR(params);
+        else PyTuple_SET_ITEM(params, i, item);
+    }
+    if (params) entry = Py_BuildValue("(Os)", params, f->returns ? f->returns : "None");
+    int rc = entry ? PyDict_SetItemString(sigs, qualname, entry) : -1;
+    Py_XDECREF(params);
+    Py_XDECREF(entry);
+    Py_DECREF(sigs);
+    return rc;
+}
+
+int l2p_note_signatures(PyObject *m, const char *type_name, const l2p_fn *const *rows)
+{
+    for (int i = 0; rows[i]; i++) {
+        char q[128];
+        if (type_name && strcmp(rows[i]->name, type_name) == 0) snprintf(q, sizeof q, "%s", type_name);
+        else if (type_name) snprintf(q, sizeof q, "%s.%s", type_name, rows[i]->name);
+        else snprintf(q, sizeof q, "%s", rows[i]->name);
+        if (note(m, q, rows[i]) < 0) return -1;
+    }
+    return 0;
+}
+
+int l2p_add_fns(PyObject *m, const l2p_fn *const *rows)
+{
+    PyMethodDef *defs = l2p_fn_methods(rows, 0);
+    if (!defs || PyModule_AddFunctions(m, defs) < 0) return -1;
+    return l2p_note_signatures(m, NULL, rows);
+}
