@@ -33,11 +33,11 @@ def random_map(out, seed=0, *, range=None, stream=None): ...  # Fill an int32/in
 def reset_persisting_l2(device=None): ...  # cudaCtxResetPersistingL2Cache; persisting lines become normal (the set
 def runtime_version(): ...  # The CUDA runtime built in (major, minor).
 def scale_shift(data, scale=2.0, shift=1.0, *, stream=None, window=None): ...  # data = data * scale + shift over a float32 buffer, in place (the guide
-def seed_map(n, range=None, *, dtype=None, seed=0): ...  # The study's host map: srand(seed); rand() % range (default n), with gl
+def seed_map(n, range=None, *, dtype=None, seed=0): ...  # The study's host map: srand(seed); rand() % range, with glibc's genera
 def set_aside_levels(granule, persisting_max, default_limit): ...  # The set-aside levels the tuner searches: 0, each granule up to the max
 def speedup_ci(base, cand, *, confidence=0.95, seed=1): ...  # median(base) / median(cand) and its percentile-bootstrap interval, com
 def spin(ns=0, *, stream=None, device=None): ...  # One thread spins for `ns` nanoseconds of the GPU's clock: queued first
-def stats(samples): ...  # N, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percenti
+def stats(samples, /): ...  # n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percenti
 def streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', store='wb', blocks=None, threads=None, stream=None, window=None): ...  # STREAM-style read / write / copy / triad over 16-byte words (triad: ds
 def time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, graph=False, hold_us=50.0): ...  # Call fn() warmup + repeat times between CUDA events on the stream (or 
 def to_device(array, device=None): ...  # Copy a host array (anything NumPy accepts) to the device.

@@ -168,10 +168,7 @@ int l2p_add_scope_type(PyObject *m, l2p_state *st);
 
 /* Module-level functions defined outside module.c. */
 extern PyMethodDef l2p_buffer_functions[];
-extern PyMethodDef l2p_kernel_functions[];
-extern PyMethodDef l2p_timing_functions[];
 extern PyMethodDef l2p_counter_functions[];
-extern PyMethodDef l2p_model_functions[];
 extern PyMethodDef l2p_tune_functions[];
 
 /* A heap type made from a spec, with the module as its defining module. */

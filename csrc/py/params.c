@@ -2,6 +2,8 @@
  * signatures, docstrings and stub types made from the same rows. */
 #include "params.h"
 
+#include "l2p_flavour.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -117,26 +119,16 @@ static int convert_float(const l2p_param *p, PyObject *obj, double *out)
     return 0;
 }
 
-static int convert_choice(const l2p_param *p, PyObject *obj, int *out)
+/* Through the core's choice parser (l2p_parse_choice), as the kernels' rows do. */
+static int convert_choice(l2p_state *st, const l2p_param *p, PyObject *obj, int *out)
 {
-    if (PyUnicode_Check(obj)) {
-        const char *s = PyUnicode_AsUTF8(obj);
-        if (!s) return -1;
-        for (int i = 0; p->choices[i]; i++)
-            if (strcmp(s, p->choices[i]) == 0) {
-                *out = i;
-                return 0;
-            }
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a str, got %s", p->name, Py_TYPE(obj)->tp_name);
+        return -1;
     }
-    PyObject *list = PyUnicode_FromString("");
-    for (int i = 0; list && p->choices[i]; i++)
-        Py_SETREF(list, PyUnicode_FromFormat("%U%s'%s'", list, i ? ", " : "", p->choices[i]));
-    if (list) {
-        PyErr_Format(PyUnicode_Check(obj) ? PyExc_ValueError : PyExc_TypeError,
-                     "%s: %R is not one of %U", p->name, obj, list);
-        Py_DECREF(list);
-    }
-    return -1;
+    const char *s = PyUnicode_AsUTF8(obj);
+    if (!s) return -1;
+    return l2p_parse_choice(s, p->name, p->choices, out) == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
 /* The row's default into the field. */
@@ -186,7 +178,7 @@ static int convert(l2p_state *st, const l2p_param *p, PyObject *obj, char *field
         *(int *)field = v;
         return 0;
     }
-    case L2P_P_CHOICE: return convert_choice(p, obj, (int *)field);
+    case L2P_P_CHOICE: return convert_choice(st, p, obj, (int *)field);
     case L2P_P_DEVICE: return l2p_py_device_index(st, obj, (int *)field);
     case L2P_P_STREAM: {
         l2p_stream_val *s = (l2p_stream_val *)field;

@@ -128,6 +128,9 @@ int l2p_note_signatures(PyObject *m, const char *type_name, const l2p_fn *const 
 
 /* The rows of each file's module functions (NULL-terminated). */
 extern const l2p_fn *const l2p_window_fns[];
+extern const l2p_fn *const l2p_timing_fns[];
+extern const l2p_fn *const l2p_kernel_fns[];
+extern const l2p_fn *const l2p_model_fns[];
 
 /* An int argument in [lo, hi]; the message names the argument and what it is:
  * "threads: an int (threads per block) in [1, 1024]". */

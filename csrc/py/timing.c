@@ -1,13 +1,12 @@
 /* Event timing of a Python callable, with the statistics computed in C. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_kernels.h"
 #include "l2p_timing.h"
 
 #include <math.h>
 
-#define L2P_STR_(x) #x
-#define L2P_STR(x) L2P_STR_(x)
 
 static PyObject *stats_dict(const l2p_stats *s)
 {
@@ -42,35 +41,27 @@ static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
     return 0;
 }
 
-static PyObject *fn_stats(PyObject *m, PyObject *obj)
+typedef struct {
+    PyObject *samples;
+} stats_args;
+
+static PyObject *stats_impl(PyObject *m, const void *args)
 {
+    const stats_args *a = args;
     double *v;
     Py_ssize_t n;
     l2p_stats s;
-    if (samples_arg(obj, &v, &n) < 0) return NULL;
+    if (samples_arg(a->samples, &v, &n) < 0) return NULL;
     l2p_status rc = l2p_stats_compute(v, (size_t)n, &s);
     PyMem_Free(v);
     if (rc != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
     return stats_dict(&s);
 }
-
-static int count_arg(PyObject *obj, const char *name, long min, long *out)
-{
-    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an int in [%ld, %d]", name, min,
-                     L2P_TIME_MAX_COUNT);
-        return -1;
-    }
-    int overflow = 0;
-    *out = PyLong_AsLongAndOverflow(obj, &overflow);
-    if (*out == -1 && PyErr_Occurred()) return -1;
-    if (overflow || *out < min || *out > L2P_TIME_MAX_COUNT) {
-        PyErr_Format(PyExc_ValueError, "%s: %S is outside [%ld, %d]", name, obj, min,
-                     L2P_TIME_MAX_COUNT);
-        return -1;
-    }
-    return 0;
-}
+L2P_DEFINE_FN(stats_fn, stats_args, stats_impl, "stats",
+              "n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percentiles), "
+              "computed in C.", "dict[str, float]",
+              L2P_PARAM(stats_args, samples, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .pytype = "Sequence[float]", .doc = "finite times (at least one)"));
 
 /* The core's callback: call the user's fn (the GIL is held here). */
 static l2p_status call_fn(void *fn, cudaStream_t stream)
@@ -121,30 +112,27 @@ static PyObject *samples_list(const double *v, long n)
     return list;
 }
 
-static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *fn;
+    l2p_stream_val stream;
+    long long warmup, repeat;
+    PyObject *device;
+    int flush_l2, graph;
+    double hold_us;
+} time_calls_args;
+
+static PyObject *time_calls_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"fn", "stream", "warmup", "repeat", "device", "flush_l2", "graph",
-                            "hold_us", NULL};
-    PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
-    PyObject *stream_ref, *samples = NULL;
-    int flush = 0, graph = 0;
+    const time_calls_args *a = args;
+    PyObject *samples = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    l2p_timing_run r = {.warmup = L2P_TIME_WARMUP, .repeat = L2P_TIME_REPEAT,
-                        .hold_us = L2P_TIME_HOLD_US, .enqueue = call_fn, .spin = spin,
-                        .wait_begin = release_gil, .wait_end = take_gil};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOppd:time_calls", names, &fn, &stream_obj,
-                                     &warm_obj, &rep_obj, &dev, &flush, &graph, &r.hold_us))
-        return NULL;
-    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
-    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &r.warmup) < 0) ||
-        (rep_obj && count_arg(rep_obj, "repeat", 1, &r.repeat) < 0) ||
-        l2p_py_stream_arg(st, stream_obj, &r.stream, &stream_ref) < 0)
-        return NULL;
-    r.ctx = fn;
-    r.graph = graph;
-    r.flush = flush ? &st->flush : NULL;
+    l2p_timing_run r = {.stream = a->stream.handle, .enqueue = call_fn, .ctx = a->fn,
+                        .warmup = (long)a->warmup, .repeat = (long)a->repeat,
+                        .hold_us = a->hold_us, .spin = spin, .graph = a->graph,
+                        .flush = a->flush_l2 ? &st->flush : NULL, .wait_begin = release_gil,
+                        .wait_end = take_gil};
     if (l2p_timing_check(&r) != L2P_OK) return l2p_py_raise(st);
-    if (run_device(st, stream_ref, r.stream, dev, &r.device) < 0) return NULL;
+    if (run_device(st, a->stream.obj, r.stream, a->device, &r.device) < 0) return NULL;
     double *v = PyMem_Calloc((size_t)r.repeat, sizeof *v);
     if (!v) return PyErr_NoMemory();
     if (l2p_time_samples(&r, v) == L2P_OK) samples = samples_list(v, r.repeat);
@@ -152,16 +140,31 @@ static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
     PyMem_Free(v);
     return samples;
 }
+L2P_DEFINE_FN(time_calls_fn, time_calls_args, time_calls_impl, "time_calls",
+              "Call fn() warmup + repeat times between CUDA events on the stream (or capture "
+              "it once and replay the graph); the repeat samples in ms.", "list[float]",
+              L2P_PARAM(time_calls_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .doc = "enqueues the work to time on `stream`"),
+              L2P_PARAM(time_calls_args, stream, L2P_P_STREAM, .flags = L2P_P_KWONLY,
+                        .doc = "where the events (and the flush, the hold) go; None: the "
+                        "legacy default stream"),
+              L2P_PARAM(time_calls_args, warmup, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TIME_WARMUP, .lo = 0, .hi = L2P_TIME_MAX_COUNT,
+                        .what = "calls", .doc = "untimed calls first"),
+              L2P_PARAM(time_calls_args, repeat, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TIME_REPEAT, .lo = 1, .hi = L2P_TIME_MAX_COUNT,
+                        .what = "samples", .doc = "timed calls"),
+              L2P_PARAM(time_calls_args, device, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "DeviceLike", .doc = "the device when no stream names it "
+                        "(None: the current one); must match the stream's"),
+              L2P_PARAM(time_calls_args, flush_l2, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "write a buffer of twice the L2 before each sample (outside "
+                        "the timed region)"),
+              L2P_PARAM(time_calls_args, graph, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "capture fn once and time graph replays (needs stream=)"),
+              L2P_PARAM(time_calls_args, hold_us, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = L2P_TIME_HOLD_US, .flo = 0.0, .fhi = L2P_TIME_MAX_HOLD_US,
+                        .doc = "a one-thread spin before each sample, so the events time the "
+                        "GPU and not the host's launches; 0: none"));
 
-PyMethodDef l2p_timing_functions[] = {
-    {"stats", fn_stats, METH_O,
-     "stats(samples)\n--\n\nN, median, min, max, mean, stdev, q1, q3, iqr (NumPy's "
-     "linear percentiles), computed in C."},
-    {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
-     "time_calls(fn, *, stream=None, warmup=" L2P_STR(L2P_TIME_WARMUP) ", repeat="
-     L2P_STR(L2P_TIME_REPEAT) ", device=None, flush_l2=False, graph=False, hold_us="
-     L2P_STR(L2P_TIME_HOLD_US) ")\n--\n\nCall fn() warmup + repeat times between CUDA events "
-     "on the stream (or capture it once and replay the graph); the repeat samples in ms. "
-     "Before each sample, flush_l2 writes a buffer of twice the L2, and a one-thread kernel "
-     "spins for hold_us microseconds so the events time the GPU, not the host's launches."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_timing_fns[] = {&stats_fn, &time_calls_fn, NULL};
