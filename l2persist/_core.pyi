@@ -8,16 +8,16 @@ LOAD_FLAVOURS: tuple
 STORE_FLAVOURS: tuple
 
 def analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, active=None): ...  # Per-warp arrays and totals of the coalescing model.
-def as_buffer(obj): ...  # Wrap, without copying, a DeviceBuffer or any object exposing __cuda_ar
+def as_buffer(obj, /): ...  # Wrap, without copying, a DeviceBuffer or any object exposing __cuda_ar
 def base_metrics(device=None): ...  # The chip's base metric names, from CUPTI.
 def bulk_read(src, repeats=10, *, chunk=16384, blocks=None, stream=None, window=None): ...  # Read src `repeats` times through the bulk copy engine into shared memo
-def copy(dst, src, *, stream=None): ...  # cudaMemcpyAsync device to device (same byte count).
+def copy(dst, src, *, stream=None): ...  # cudaMemcpyAsync device to device (same byte count, same device).
 def counter_friendly(): ...  # [(friendly name, raw metric, doc)].
 def counters_available(): ...  # (True, '') when libcupti loads, else (False, why).
 def default_set_aside(l2_cache_size, persisting_l2_cache_max_size): ...  # The guide's min(0.75 * L2, max), in bytes.
 def device_count(): ...  # Number of CUDA devices; 0 where there is no GPU or driver. Never raise
 def driver_version(): ...  # The CUDA version the driver supports (major, minor), or None without a
-def empty(shape, dtype='float64', device=None): ...  # An uninitialised DeviceBuffer.
+def empty(shape, dtype=None, device=None): ...  # An uninitialised DeviceBuffer.
 def gather(out, src, map, variant='plain', *, check=True, texture='cached', stream=None, window=None): ...  # out[i] = src[map[i]] on 32-bit data with an int32 or int64 map. check=
 def gather_errors(device=None): ...  # Whether a checked gather on the device read map entries outside its sr
 def hot_cold(hot, cold, *, accesses=None, read_only=False, stream=None, window=None): ...  # The Best Practices guide's kernel on int32 buffers: `accesses` threads
@@ -42,7 +42,7 @@ def streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', 
 def time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, graph=False, hold_us=50.0): ...  # Call fn() warmup + repeat times between CUDA events on the stream (or 
 def to_device(array, device=None): ...  # Copy a host array (anything NumPy accepts) to the device.
 def tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, facts=None): ...  # The C tuner's search; evaluate(config, repeat) installs a configuratio
-def zeros(shape, dtype='float64', device=None): ...  # A zero-filled DeviceBuffer.
+def zeros(shape, dtype=None, device=None): ...  # A zero-filled DeviceBuffer.
 
 class AccessPolicyWindow:
     def __init__(self, target, num_bytes=None, *, offset=0, hit_ratio=1.0, hit_prop=..., miss_prop=..., clamp=False): ...

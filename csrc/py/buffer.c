@@ -1,6 +1,7 @@
 /* l2persist.DeviceBuffer: NumPy-shaped device memory, its views, its lifetime. Interop
  * (__cuda_array_interface__ v3 and DLPack, both ways) is in dlpack.c. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include <structmember.h>
 
@@ -273,23 +274,33 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     return (PyObject *)b;
 }
 
-static PyObject *fn_empty(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *shape, *dtype, *device;
+} alloc_args;
+
+static PyObject *empty_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"shape", "dtype", "device", NULL};
-    PyObject *shape, *dtype = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:empty", names, &shape, &dtype, &device))
-        return NULL;
-    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 0);
+    const alloc_args *a = args;
+    return make_buffer(l2p_state_from_module(m), a->shape, a->dtype, a->device, 0);
 }
 
-static PyObject *fn_zeros(PyObject *m, PyObject *args, PyObject *kw)
+static PyObject *zeros_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"shape", "dtype", "device", NULL};
-    PyObject *shape, *dtype = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:zeros", names, &shape, &dtype, &device))
-        return NULL;
-    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 1);
+    const alloc_args *a = args;
+    return make_buffer(l2p_state_from_module(m), a->shape, a->dtype, a->device, 1);
 }
+
+#define ALLOC_PARAMS                                                                         \
+    L2P_PARAM(alloc_args, shape, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,                      \
+              .pytype = "int | Sequence[int]", .doc = "an int or a tuple of ints, as NumPy"), \
+        L2P_PARAM(alloc_args, dtype, L2P_P_OBJECT, .pytype = "DTypeLike",                    \
+                  .doc = "anything numpy.dtype accepts; None: float64"),                     \
+        L2P_PARAM(alloc_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",                  \
+                  .doc = "the device (index or Device); None: the current one")
+L2P_DEFINE_FN(empty_fn, alloc_args, empty_impl, "empty", "An uninitialised DeviceBuffer.",
+              "DeviceBuffer", ALLOC_PARAMS);
+L2P_DEFINE_FN(zeros_fn, alloc_args, zeros_impl, "zeros", "A zero-filled DeviceBuffer.",
+              "DeviceBuffer", ALLOC_PARAMS);
 
 /* A C-contiguous ndarray of obj (new reference). */
 static PyArrayObject *host_array(PyObject *obj)
@@ -313,14 +324,16 @@ static int copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a)
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
-static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *array, *device;
+} to_device_args;
+
+static PyObject *to_device_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"array", "device", NULL};
-    PyObject *obj, *device = Py_None;
+    const to_device_args *t = args;
+    PyObject *device = t->device;
     l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:to_device", names, &obj, &device))
-        return NULL;
-    PyArrayObject *a = host_array(obj);
+    PyArrayObject *a = host_array(t->array);
     if (!a) return NULL;
     PyObject *shape = PyTuple_New(PyArray_NDIM(a));
     for (int i = 0; shape && i < PyArray_NDIM(a); i++) {
@@ -334,6 +347,12 @@ static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
     Py_DECREF(a);
     return b;
 }
+L2P_DEFINE_FN(to_device_fn, to_device_args, to_device_impl, "to_device",
+              "Copy a host array (anything NumPy accepts) to the device.", "DeviceBuffer",
+              L2P_PARAM(to_device_args, array, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "ArrayLike", .doc = "the host data"),
+              L2P_PARAM(to_device_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",
+                        .doc = "the device (index or Device); None: the current one"));
 
 PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
 {
@@ -355,22 +374,33 @@ PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
                         "got %s", Py_TYPE(obj)->tp_name);
 }
 
-static PyObject *fn_as_buffer(PyObject *m, PyObject *obj)
-{
-    return l2p_buffer_as_buffer(l2p_state_from_module(m), obj);
-}
+typedef struct {
+    PyObject *obj;
+} as_buffer_args;
 
-static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
+static PyObject *as_buffer_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"dst", "src", "stream", NULL};
-    PyObject *d_obj, *s_obj, *stream_obj = Py_None, *stream_ref, *result = NULL;
+    return l2p_buffer_as_buffer(l2p_state_from_module(m), ((const as_buffer_args *)args)->obj);
+}
+L2P_DEFINE_FN(as_buffer_fn, as_buffer_args, as_buffer_impl, "as_buffer",
+              "Wrap, without copying, a DeviceBuffer or any object exposing "
+              "__cuda_array_interface__ or __dlpack__; the object is kept alive.", "DeviceBuffer",
+              L2P_PARAM(as_buffer_args, obj, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .pytype = "BufferLike", .doc = "the device memory to wrap"));
+
+typedef struct {
+    PyObject *dst, *src;
+    l2p_stream_val stream;
+} copy_args;
+
+static PyObject *copy_impl(PyObject *m, const void *args)
+{
+    const copy_args *a = args;
+    PyObject *stream_ref = a->stream.obj, *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    cudaStream_t stream;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O:copy", names, &d_obj, &s_obj, &stream_obj))
-        return NULL;
-    if (l2p_py_stream_arg(st, stream_obj, &stream, &stream_ref) < 0) return NULL;
-    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, d_obj);
-    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, s_obj) : NULL;
+    cudaStream_t stream = a->stream.handle;
+    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->dst);
+    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->src) : NULL;
     if (!s) goto done;
     if (d->nbytes != s->nbytes) {
         PyErr_Format(PyExc_ValueError, "dst: %zu bytes, but src has %zu", d->nbytes, s->nbytes);
@@ -400,21 +430,17 @@ done:
     return result;
 }
 
-PyMethodDef l2p_buffer_functions[] = {
-    {"copy", (PyCFunction)(void (*)(void))fn_copy, METH_VARARGS | METH_KEYWORDS,
-     "copy(dst, src, *, stream=None)\n--\n\ncudaMemcpyAsync device to device (same "
-     "byte count)."},
-    {"empty", (PyCFunction)(void (*)(void))fn_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float64', device=None)\n--\n\nAn uninitialised DeviceBuffer."},
-    {"zeros", (PyCFunction)(void (*)(void))fn_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype='float64', device=None)\n--\n\nA zero-filled DeviceBuffer."},
-    {"to_device", (PyCFunction)(void (*)(void))fn_to_device, METH_VARARGS | METH_KEYWORDS,
-     "to_device(array, device=None)\n--\n\nCopy a host array (anything NumPy accepts) "
-     "to the device."},
-    {"as_buffer", fn_as_buffer, METH_O,
-     "as_buffer(obj)\n--\n\nWrap, without copying, a DeviceBuffer or any object "
-     "exposing __cuda_array_interface__ or __dlpack__; the object is kept alive."},
-    {NULL, NULL, 0, NULL}};
+L2P_DEFINE_FN(copy_fn, copy_args, copy_impl, "copy",
+              "cudaMemcpyAsync device to device (same byte count, same device).", "None",
+              L2P_PARAM(copy_args, dst, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "BufferLike", .doc = "the destination"),
+              L2P_PARAM(copy_args, src, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "BufferLike", .doc = "the source, as many bytes as dst"),
+              L2P_PARAM(copy_args, stream, L2P_P_STREAM, .flags = L2P_P_KWONLY,
+                        .doc = "where the copy runs; None: the legacy default stream"));
+
+const l2p_fn *const l2p_buffer_fns[] = {&copy_fn, &empty_fn, &zeros_fn, &to_device_fn,
+                                        &as_buffer_fn, NULL};
 
 /* ---- DeviceBuffer methods ---- */
 

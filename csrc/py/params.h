@@ -131,6 +131,8 @@ extern const l2p_fn *const l2p_window_fns[];
 extern const l2p_fn *const l2p_timing_fns[];
 extern const l2p_fn *const l2p_kernel_fns[];
 extern const l2p_fn *const l2p_model_fns[];
+extern const l2p_fn *const l2p_counter_fns[];
+extern const l2p_fn *const l2p_buffer_fns[];
 
 /* An int argument in [lo, hi]; the message names the argument and what it is:
  * "threads: an int (threads per block) in [1, 1024]". */
