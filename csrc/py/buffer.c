@@ -717,9 +717,6 @@ static PyMethodDef buf_methods[] = {
     {"__enter__", buf_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
     {"__exit__", buf_exit, METH_VARARGS,
      "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))l2p_buffer_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
-     "DLPack export (no copy)."},
     {"__dlpack_device__", l2p_buffer_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
     {NULL, NULL, 0, NULL}};
 
@@ -748,6 +745,6 @@ static PyType_Spec buf_spec = {"l2persist.DeviceBuffer", sizeof(l2p_BufferObject
 
 int l2p_add_buffer_type(PyObject *m, l2p_state *st)
 {
-    st->DeviceBuffer = l2p_make_type(m, &buf_spec, NULL);
+    st->DeviceBuffer = l2p_make_type_rows(m, &buf_spec, NULL, l2p_buffer_method_rows);
     return st->DeviceBuffer ? 0 : -1;
 }

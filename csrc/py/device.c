@@ -1,5 +1,6 @@
 /* l2persist.Device and l2persist.DeviceProperties. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include <stddef.h>
 
@@ -121,25 +122,26 @@ PyObject *l2p_device_new(l2p_state *st, int index)
     return (PyObject *)d;
 }
 
+typedef struct {
+    long long index;
+} dev_new_args;
+
+static PyObject *dev_new_impl(PyObject *type, const void *args)
+{
+    const dev_new_args *a = args;
+    l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
+    if (l2p_device_check((int)a->index) != L2P_OK) return l2p_py_raise(st);
+    return l2p_device_new(st, (int)a->index);
+}
+L2P_DEFINE_FN(dev_new_fn, dev_new_args, dev_new_impl, "Device",
+              "A CUDA device, its L2 properties and its persisting-L2 set-aside.", "Device",
+              L2P_PARAM(dev_new_args, index, L2P_P_INT, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "a device index", .pytype = "SupportsIndex",
+                        .doc = "the device's index (or a Device)"));
+
 static PyObject *dev_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"index", NULL};
-    PyObject *index_obj = NULL;
-    int index = 0;
-    l2p_state *st = l2p_state_from_type(type);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Device", names, &index_obj)) return NULL;
-    if (index_obj && PyObject_TypeCheck(index_obj, st->Device)) {
-        index = ((l2p_DeviceObject *)index_obj)->index;
-    } else if (index_obj && index_obj != Py_None) {
-        if (PyBool_Check(index_obj) || !PyLong_Check(index_obj))
-            return PyErr_Format(PyExc_TypeError, "index: expected an int device index, got %s",
-                                Py_TYPE(index_obj)->tp_name);
-        long v = PyLong_AsLong(index_obj);
-        if (v == -1 && PyErr_Occurred()) return NULL;
-        index = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
-    }
-    if (l2p_device_check(index) != L2P_OK) return l2p_py_raise(st);
-    return l2p_device_new(st, index);
+    return l2p_fn_call_tuple(&dev_new_fn, (PyObject *)type, args, kw);
 }
 
 static PyObject *dev_get_index(PyObject *self, void *c)
@@ -276,16 +278,29 @@ static int scope_size(PyObject *self, PyObject *size, PyObject *fraction, long l
     return 0;
 }
 
-static PyObject *dev_persisting_l2(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *size, *fraction;
+} persisting_args;
+
+static PyObject *dev_persisting_l2_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"size", "fraction", NULL};
-    PyObject *size = Py_None, *fraction = Py_None;
+    const persisting_args *a = args;
     long long bytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:persisting_l2", names, &size, &fraction))
-        return NULL;
-    if (scope_size(self, size, fraction, &bytes) < 0) return NULL;
+    if (scope_size(self, a->size, a->fraction, &bytes) < 0) return NULL;
     return l2p_scope_persisting(dev_state(self), dev_index(self), bytes);
 }
+L2P_DEFINE_FN(dev_persisting_l2_fn, persisting_args, dev_persisting_l2_impl, "persisting_l2",
+              "A context manager that sets the set-aside, yields the granted bytes, and on exit "
+              "resets persisting lines and restores the previous limit, also when an exception "
+              "passes through.", "_Scope",
+              L2P_PARAM(persisting_args, size, L2P_P_OBJECT, .pytype = "int | None",
+                        .doc = "bytes to set aside (the driver rounds up to its granule); None: "
+                        "min(0.75 * l2_cache_size, persisting_l2_cache_max_size)"),
+              L2P_PARAM(persisting_args, fraction, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "float | None", .doc = "instead of size: a fraction in [0, 1] "
+                        "of persisting_l2_cache_max_size"));
+
+static const l2p_fn *const dev_method_rows[] = {&dev_persisting_l2_fn, NULL};
 
 static PyObject *dev_release(PyObject *self, PyObject *noargs)
 {
@@ -366,13 +381,6 @@ static PyGetSetDef dev_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef dev_methods[] = {
-    {"persisting_l2", (PyCFunction)(void (*)(void))dev_persisting_l2,
-     METH_VARARGS | METH_KEYWORDS,
-     "persisting_l2($self, size=None, *, fraction=None)\n--\n\nA context manager that "
-     "sets the set-aside (default: min(0.75 * l2_cache_size, "
-     "persisting_l2_cache_max_size); fraction: of persisting_l2_cache_max_size), "
-     "yields the granted bytes, and on exit resets persisting lines and restores the "
-     "previous limit, also when an exception passes through."},
     {"release_persisting_l2", dev_release, METH_NOARGS,
      "release_persisting_l2($self, /)\n--\n\nReset persisting lines and set the limit "
      "to 0 (a reset alone keeps the set-aside)."},
@@ -383,8 +391,7 @@ static PyMethodDef dev_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot dev_slots[] = {
-    {Py_tp_doc, "Device(index=0)\n--\n\nA CUDA device, its L2 properties and its persisting-L2 "
-                "set-aside."},
+    {Py_tp_doc, NULL}, /* from dev_new_fn */
     {Py_tp_new, dev_new},
     {Py_tp_getset, dev_getset},
     {Py_tp_methods, dev_methods},
@@ -407,6 +414,6 @@ int l2p_add_device_types(PyObject *m, l2p_state *st)
     }
     st->DeviceProperties = l2p_make_type(m, &props_spec, NULL);
     if (!st->DeviceProperties) return -1;
-    st->Device = l2p_make_type(m, &dev_spec, NULL);
+    st->Device = l2p_make_type_rows(m, &dev_spec, &dev_new_fn, dev_method_rows);
     return st->Device ? 0 : -1;
 }

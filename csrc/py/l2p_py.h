@@ -134,7 +134,6 @@ int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new re
 PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
 PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
 PyObject *l2p_buffer_cai(PyObject *self, void *closure);
-PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 int l2p_buffer_check_open(l2p_BufferObject *b);
 /* Open, and its memory still exists: ValueError naming the reset when the device's context

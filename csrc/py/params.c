@@ -382,28 +382,33 @@ typedef struct built {
 } built;
 static built *built_tables;
 
-static PyMethodDef *build_methods(const l2p_fn *const *rows, int is_method)
+/* The rows' definitions after `extra` (static ones, NULL-name terminated; may be NULL). */
+static PyMethodDef *build_methods(const l2p_fn *const *rows, int is_method,
+                                  const PyMethodDef *extra)
 {
-    int count = 0;
+    int count = 0, n_extra = 0;
     while (rows[count]) count++;
-    PyMethodDef *d = PyMem_RawCalloc((size_t)count + 1, sizeof *d);
+    while (extra && extra[n_extra].ml_name) n_extra++;
+    PyMethodDef *d = PyMem_RawCalloc((size_t)(count + n_extra) + 1, sizeof *d);
     if (!d) return (PyMethodDef *)PyErr_NoMemory();
+    for (int i = 0; i < n_extra; i++) d[i] = extra[i];
     for (int i = 0; i < count; i++) {
         char *doc = check_row(rows[i]) < 0 ? NULL : make_doc(rows[i], is_method ? "$self, " : "");
         if (!doc) return NULL; /* the partial table leaks once, at a failed import */
-        d[i] = (PyMethodDef){rows[i]->name, (PyCFunction)(void (*)(void))rows[i]->entry,
-                             METH_FASTCALL | METH_KEYWORDS, doc};
+        d[n_extra + i] = (PyMethodDef){rows[i]->name, (PyCFunction)(void (*)(void))rows[i]->entry,
+                                       METH_FASTCALL | METH_KEYWORDS, doc};
     }
     return d;
 }
 
-PyMethodDef *l2p_fn_methods(const l2p_fn *const *rows, int is_method)
+static PyMethodDef *methods_with(const l2p_fn *const *rows, int is_method,
+                                 const PyMethodDef *extra)
 {
     for (built *b = built_tables; b; b = b->next)
         if (b->rows == rows) return b->defs;
     built *b = PyMem_RawMalloc(sizeof *b);
     if (!b) return (PyMethodDef *)PyErr_NoMemory();
-    b->defs = build_methods(rows, is_method);
+    b->defs = build_methods(rows, is_method, extra);
     if (!b->defs) {
         PyMem_RawFree(b);
         return NULL;
@@ -412,6 +417,11 @@ PyMethodDef *l2p_fn_methods(const l2p_fn *const *rows, int is_method)
     b->next = built_tables;
     built_tables = b;
     return b->defs;
+}
+
+PyMethodDef *l2p_fn_methods(const l2p_fn *const *rows, int is_method)
+{
+    return methods_with(rows, is_method, NULL);
 }
 
 const char *l2p_fn_type_doc(const l2p_fn *f)
@@ -471,4 +481,42 @@ int l2p_add_fns(PyObject *m, const l2p_fn *const *rows)
     PyMethodDef *defs = l2p_fn_methods(rows, 0);
     if (!defs || PyModule_AddFunctions(m, defs) < 0) return -1;
     return l2p_note_signatures(m, NULL, rows);
+}
+
+PyTypeObject *l2p_make_type_rows(PyObject *m, PyType_Spec *spec, const l2p_fn *ctor,
+                                 const l2p_fn *const *methods)
+{
+    PyType_Slot *doc_slot = NULL, *methods_slot = NULL;
+    const char *short_name = strrchr(spec->name, '.') ? strrchr(spec->name, '.') + 1 : spec->name;
+    char *doc = NULL;
+    for (PyType_Slot *sl = spec->slots; sl->slot; sl++) {
+        if (sl->slot == Py_tp_doc) doc_slot = sl;
+        if (sl->slot == Py_tp_methods) methods_slot = sl;
+    }
+    if ((ctor && !doc_slot) || (methods && !methods_slot)) {
+        PyErr_Format(PyExc_SystemError, "%s: the spec needs Py_tp_doc and Py_tp_methods slots "
+                     "for its rows", spec->name);
+        return NULL;
+    }
+    if (methods) {
+        /* The first call replaces the static table by the merged one (kept for later calls). */
+        PyMethodDef *merged = methods_with(methods, 1, (const PyMethodDef *)methods_slot->pfunc);
+        if (!merged) return NULL;
+        methods_slot->pfunc = merged;
+    }
+    if (ctor) {
+        if (!(doc = (char *)l2p_fn_type_doc(ctor))) return NULL;
+        /* PyType_FromSpec wants "Name(...)": the row is named after the type. */
+        doc_slot->pfunc = doc;
+    }
+    PyTypeObject *t = l2p_make_type(m, spec, NULL);
+    if (ctor) doc_slot->pfunc = NULL; /* copied by the type; freed below */
+    PyMem_RawFree(doc);
+    if (!t) return NULL;
+    if ((ctor && l2p_note_signatures(m, short_name, (const l2p_fn *const[]){ctor, NULL}) < 0) ||
+        (methods && l2p_note_signatures(m, short_name, methods) < 0)) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return t;
 }

@@ -133,6 +133,13 @@ extern const l2p_fn *const l2p_kernel_fns[];
 extern const l2p_fn *const l2p_model_fns[];
 extern const l2p_fn *const l2p_counter_fns[];
 extern const l2p_fn *const l2p_buffer_fns[];
+extern const l2p_fn *const l2p_buffer_method_rows[]; /* dlpack.c */
+
+/* A type from `spec` whose tp_doc comes from the constructor row `ctor` (named after the
+ * type; its tp_new calls l2p_fn_call_tuple) and whose methods are the spec's Py_tp_methods
+ * plus the rows `methods` (either may be NULL). Records their signatures too. */
+PyTypeObject *l2p_make_type_rows(PyObject *m, PyType_Spec *spec, const l2p_fn *ctor,
+                                 const l2p_fn *const *methods);
 
 /* An int argument in [lo, hi]; the message names the argument and what it is:
  * "threads: an int (threads per block) in [1, 1024]". */

@@ -14,63 +14,68 @@ PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target)
     return (PyObject *)o;
 }
 
-static int prop_arg(PyObject *obj, const char *name, int *out)
-{
-    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an AccessProperty (NORMAL, STREAMING, "
-                     "PERSISTING), got %s", name, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    *out = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
-    return 0;
-}
+typedef struct {
+    PyObject *target;
+    l2p_opt num_bytes;
+    long long offset;
+    double hit_ratio;
+    long long hit_prop, miss_prop;
+    int clamp;
+} win_new_args;
 
-static int ratio_arg(PyObject *obj, double *out)
+static PyObject *win_new_impl(PyObject *type, const void *args)
 {
-    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyLong_Check(obj))) {
-        PyErr_Format(PyExc_TypeError, "hit_ratio: expected a number in [0, 1], got %s",
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = PyFloat_AsDouble(obj);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"target", "num_bytes", "offset", "hit_ratio", "hit_prop",
-                            "miss_prop", "clamp", NULL};
-    PyObject *target, *nb_obj = Py_None, *off_obj = NULL, *ratio_obj = NULL;
-    PyObject *hit_obj = NULL, *miss_obj = NULL;
-    int clamp = 0, hit = L2P_ACCESS_PERSISTING, miss = L2P_ACCESS_STREAMING;
-    long long num_bytes = -1, offset = 0;
-    double ratio = 1.0;
+    const win_new_args *a = args;
     l2p_device_props p;
     l2p_window w;
-    l2p_state *st = l2p_state_from_type(type);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$OOOOp:AccessPolicyWindow", names, &target,
-                                     &nb_obj, &off_obj, &ratio_obj, &hit_obj, &miss_obj, &clamp))
-        return NULL;
-    if ((nb_obj != Py_None && l2p_py_size_arg(nb_obj, "num_bytes", &num_bytes) < 0) ||
-        (off_obj && l2p_py_size_arg(off_obj, "offset", &offset) < 0) ||
-        (ratio_obj && ratio_arg(ratio_obj, &ratio) < 0) ||
-        (hit_obj && prop_arg(hit_obj, "hit_prop", &hit) < 0) ||
-        (miss_obj && prop_arg(miss_obj, "miss_prop", &miss) < 0))
-        return NULL;
-    PyObject *buf = l2p_buffer_as_buffer(st, target);
+    l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
+    PyObject *buf = l2p_buffer_as_buffer(st, a->target);
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;
     if (l2p_device_get_properties(b->device, &p) != L2P_OK ||
-        l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, offset, num_bytes, ratio, hit, miss,
-                               p.access_policy_max_window_size, clamp, &w) != L2P_OK) {
+        l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, a->offset,
+                               a->num_bytes.given ? a->num_bytes.i : -1, a->hit_ratio,
+                               (int)a->hit_prop, (int)a->miss_prop,
+                               p.access_policy_max_window_size, a->clamp, &w) != L2P_OK) {
         Py_DECREF(buf);
         return l2p_py_raise(st);
     }
     PyObject *o = l2p_window_new(st, &w, buf);
     Py_DECREF(buf);
     return o;
+}
+/* The properties' range is the core's to check (l2p_policy_make_window names the value). */
+L2P_DEFINE_FN(win_new_fn, win_new_args, win_new_impl, "AccessPolicyWindow",
+              "A window over a buffer (or anything as_buffer accepts), validated in C: "
+              "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at most "
+              "access_policy_max_window_size (cut to fit only with clamp=True); miss_prop never "
+              "PERSISTING. The window keeps its target alive.", "AccessPolicyWindow",
+              L2P_PARAM(win_new_args, target, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "BufferLike", .doc = "the memory the window covers"),
+              L2P_PARAM(win_new_args, num_bytes, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "the window's size; None: from "
+                        "offset to the target's end"),
+              L2P_PARAM(win_new_args, offset, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "where the window starts in "
+                        "the target"),
+              L2P_PARAM(win_new_args, hit_ratio, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 1.0, .flo = 0.0, .fhi = 1.0, .doc = "the fraction of accesses "
+                        "given hit_prop"),
+              L2P_PARAM(win_new_args, hit_prop, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_ACCESS_PERSISTING, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "an AccessProperty", .pytype = "AccessProperty | int",
+                        .doc = "the property of hits (2: PERSISTING)"),
+              L2P_PARAM(win_new_args, miss_prop, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_ACCESS_STREAMING, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "an AccessProperty", .pytype = "AccessProperty | int",
+                        .doc = "the property of the rest (1: STREAMING; never PERSISTING)"),
+              L2P_PARAM(win_new_args, clamp, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "cut the window to the target and the device's limit instead of "
+                        "refusing"));
+
+static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    return l2p_fn_call_tuple(&win_new_fn, (PyObject *)type, args, kw);
 }
 
 static l2p_window *W(PyObject *self) { return &((l2p_WindowObject *)self)->w; }
@@ -183,13 +188,7 @@ static PyMethodDef win_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot win_slots[] = {
-    {Py_tp_doc, "AccessPolicyWindow(target, num_bytes=None, *, offset=0, hit_ratio=1.0, "
-                "hit_prop=AccessProperty.PERSISTING, miss_prop=AccessProperty.STREAMING, "
-                "clamp=False)\n--\n\n"
-                "A window over a buffer (or anything as_buffer accepts), validated in C: "
-                "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at "
-                "most access_policy_max_window_size (cut to fit only with clamp=True); "
-                "miss_prop never PERSISTING. The window keeps its target alive."},
+    {Py_tp_doc, NULL}, /* from win_new_fn */
     {Py_tp_new, win_new},
     {Py_tp_getset, win_getset},
     {Py_tp_methods, win_methods},
@@ -206,7 +205,7 @@ static PyType_Spec win_spec = {"l2persist.AccessPolicyWindow", sizeof(l2p_Window
 
 int l2p_add_window_type(PyObject *m, l2p_state *st)
 {
-    st->AccessPolicyWindow = l2p_make_type(m, &win_spec, NULL);
+    st->AccessPolicyWindow = l2p_make_type_rows(m, &win_spec, &win_new_fn, NULL);
     return st->AccessPolicyWindow ? 0 : -1;
 }
 
