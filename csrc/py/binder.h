@@ -52,6 +52,7 @@ typedef struct {
     const char *const *choices; /* CHOICE: NULL-terminated */
     int (*convert)(PyObject *obj, long long *out); /* OBJECT; obj NULL when omitted */
     const char *deftext;        /* OBJECT: the default as the signature shows it */
+    const char *pytype;         /* OBJECT: the stub's type */
 } l2p_arg;
 
 typedef struct {

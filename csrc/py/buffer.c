@@ -694,15 +694,15 @@ static void buf_dealloc(PyObject *self)
 }
 
 static PyGetSetDef buf_getset[] = {
-    {"shape", buf_get_shape, NULL, "The shape, as NumPy's.", NULL},
-    {"dtype", buf_get_dtype, NULL, "The NumPy dtype.", NULL},
-    {"size", buf_get_size, NULL, "Number of elements.", NULL},
-    {"nbytes", buf_get_nbytes, NULL, "Number of bytes.", NULL},
-    {"ptr", buf_get_ptr, NULL, "The device address.", NULL},
-    {"device", buf_get_device, NULL, "The Device holding the memory.", NULL},
-    {"closed", buf_get_closed, NULL, "Whether close() was called.", NULL},
-    {"base", buf_get_base, NULL, "The parent of a view, or the wrapped foreign object.", NULL},
-    {"__cuda_array_interface__", l2p_buffer_cai, NULL, "CUDA Array Interface, version 3.", NULL},
+    {"shape", buf_get_shape, NULL, "tuple[int, ...]: The shape, as NumPy's.", NULL},
+    {"dtype", buf_get_dtype, NULL, "numpy.dtype: The NumPy dtype.", NULL},
+    {"size", buf_get_size, NULL, "int: Number of elements.", NULL},
+    {"nbytes", buf_get_nbytes, NULL, "int: Number of bytes.", NULL},
+    {"ptr", buf_get_ptr, NULL, "int: The device address.", NULL},
+    {"device", buf_get_device, NULL, "Device: The Device holding the memory.", NULL},
+    {"closed", buf_get_closed, NULL, "bool: Whether close() was called.", NULL},
+    {"base", buf_get_base, NULL, "object: The parent of a view, or the wrapped foreign object.", NULL},
+    {"__cuda_array_interface__", l2p_buffer_cai, NULL, "dict[str, object]: CUDA Array Interface, version 3.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {

@@ -52,6 +52,18 @@ static PyObject *field_value(const l2p_device_props *p, const field *f)
     Py_RETURN_NONE;
 }
 
+/* "type: doc" (the stub reads the type from the doc), made once from the field's kind. */
+static const char *field_doc(const field *f)
+{
+    static char docs[N_FIELDS][320];
+    static const char *const types[] = {[F_STR] = "str", [F_INT] = "int", [F_SIZE] = "int",
+                                        [F_BOOL] = "bool", [F_DOUBLE] = "float",
+                                        [F_CC] = "tuple[int, int]"};
+    char *d = docs[f - fields];
+    snprintf(d, sizeof docs[0], "%s: %s", types[f->kind], f->doc);
+    return d;
+}
+
 static PyObject *props_get(PyObject *self, void *closure)
 {
     return field_value(&((l2p_PropertiesObject *)self)->p, (const field *)closure);
@@ -347,37 +359,37 @@ static PyObject *dev_richcompare(PyObject *a, PyObject *b, int op)
 static PyObject *dev_as_index(PyObject *self) { return PyLong_FromLong(dev_index(self)); }
 
 static PyGetSetDef dev_getset[] = {
-    {"index", dev_get_index, NULL, "The device index.", NULL},
-    {"properties", dev_get_properties, NULL, "DeviceProperties of this device.", NULL},
+    {"index", dev_get_index, NULL, "int: The device index.", NULL},
+    {"properties", dev_get_properties, NULL, "DeviceProperties: DeviceProperties of this device.", NULL},
     {"persisting_l2_limit", dev_get_limit, dev_set_limit,
-     "The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
+     "int: The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
      "validates 0..persisting_l2_cache_max_size; the driver rounds up to a granule, and "
      "reading it back gives what was granted. Under MPS it reads the server's set-aside and "
      "setting any other value raises NotSupportedError (the driver would accept it and the "
      "hardware ignore it).",
      NULL},
     {"persisting_l2_granule", dev_get_granule, NULL,
-     "The driver's rounding step for the set-aside (probed once; the limit is restored).",
+     "int: The driver's rounding step for the set-aside (probed once; the limit is restored).",
      NULL},
     {"default_persisting_l2_limit", dev_get_default_limit, NULL,
-     "The set-aside found when this process first touched the device through l2persist.", NULL},
+     "int: The set-aside found when this process first touched the device through l2persist.", NULL},
     {"mps", dev_get_mps, NULL,
-     "True when this process reaches the device through an MPS server (the driver's "
+     "bool | None: True when this process reaches the device through an MPS server (the driver's "
      "CU_DEVICE_ATTRIBUTE_MPS_ENABLED), False when not, None when the driver cannot say. "
      "Under MPS the set-aside is the server's: see persisting_l2_source.", NULL},
     {"persisting_l2_source", dev_get_source, NULL,
-     "Who decides the set-aside this process's work gets: 'process' (this process, through "
+     "str: Who decides the set-aside this process's work gets: 'process' (this process, through "
      "persisting_l2_limit), 'mps-server' (an MPS server, fixed when it started from its "
      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT; persisting_l2_limit reads its "
      "size and refuses other values) or 'mps-server-unknown' (an MPS server whose setting "
      "could not be read; persisting_l2_limit shows this client's reading, which may differ).",
      NULL},
     {"mps_server_percentage", dev_get_mps_percent, NULL,
-     "The MPS server's CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT (percent of "
+     "int | None: The MPS server's CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT (percent of "
      "the L2 size, rounded up to the granule), or None (no MPS, not set, or not readable).",
      NULL},
     {"supports_persisting_l2", dev_get_supports, NULL,
-     "cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
+     "bool: cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef dev_methods[] = {
@@ -409,7 +421,7 @@ int l2p_add_device_types(PyObject *m, l2p_state *st)
     for (size_t i = 0; i < N_FIELDS; i++) {
         props_getset[i].name = fields[i].name;
         props_getset[i].get = props_get;
-        props_getset[i].doc = fields[i].doc;
+        props_getset[i].doc = field_doc(&fields[i]);
         props_getset[i].closure = (void *)&fields[i];
     }
     st->DeviceProperties = l2p_make_type(m, &props_spec, NULL);

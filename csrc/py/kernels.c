@@ -364,7 +364,7 @@ const l2p_kernel l2p_kernel_table[] = {
      {BUF("out", "iuf", W4, 0, 0), BUF("src", "iuf", W4, 0, 0), BUF("map", "i", W48, 0, 0),
       CHOICE("variant", gather_variants, 0, 0),
       {.name = "check", .type = L2P_A_OBJECT, .flags = KW, .convert = check_convert,
-       .deftext = "True"},
+       .deftext = "True", .pytype = "bool | Literal['sync']"},
       CHOICE("texture", texture_modes, 0, KW)}},
     {"random_map", "Fill an int32/int64 buffer with indices uniform in [0, range) (default: its "
      "size), on the device.", L2P_K_NO_WINDOW, NULL, random_map_check, random_map_launch, NULL,

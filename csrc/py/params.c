@@ -429,9 +429,7 @@ const char *l2p_fn_type_doc(const l2p_fn *f)
     return check_row(f) < 0 ? NULL : make_doc(f, "");
 }
 
-/* {qualname: (params, return type)}, params ((name, type, default or None, kind), ...), kind
- * one of "positional", "keyword", "keyword_only". */
-static int note(PyObject *m, const char *qualname, const l2p_fn *f)
+int l2p_note_signature(PyObject *m, const char *qualname, PyObject *params, const char *returns)
 {
     PyObject *sigs = PyObject_GetAttrString(m, "_signatures");
     if (!sigs) {
@@ -442,8 +440,17 @@ static int note(PyObject *m, const char *qualname, const l2p_fn *f)
             return -1;
         }
     }
+    PyObject *entry = Py_BuildValue("(Os)", params, returns ? returns : "None");
+    int rc = entry ? PyDict_SetItemString(sigs, qualname, entry) : -1;
+    Py_XDECREF(entry);
+    Py_DECREF(sigs);
+    return rc;
+}
+
+static int note(PyObject *m, const char *qualname, const l2p_fn *f)
+{
     int n = n_params(f);
-    PyObject *params = PyTuple_New(n), *entry = NULL;
+    PyObject *params = PyTuple_New(n);
     for (int i = 0; params && i < n; i++) {
         const l2p_param *p = &f->params[i];
         const char *kind = (p->flags & L2P_P_KWONLY)    ? "keyword_only"
@@ -456,11 +463,8 @@ static int note(PyObject *m, const char *qualname, const l2p_fn *f)
         if (!item) Py_CLEAR(params);
         else PyTuple_SET_ITEM(params, i, item);
     }
-    if (params) entry = Py_BuildValue("(Os)", params, f->returns ? f->returns : "None");
-    int rc = entry ? PyDict_SetItemString(sigs, qualname, entry) : -1;
+    int rc = params ? l2p_note_signature(m, qualname, params, f->returns) : -1;
     Py_XDECREF(params);
-    Py_XDECREF(entry);
-    Py_DECREF(sigs);
     return rc;
 }
 

@@ -135,6 +135,11 @@ extern const l2p_fn *const l2p_counter_fns[];
 extern const l2p_fn *const l2p_buffer_fns[];
 extern const l2p_fn *const l2p_buffer_method_rows[]; /* dlpack.c */
 
+/* Record one signature in _core._signatures: {qualname: (params, return type)}, params a
+ * tuple of (name, type, default as source or None when required, kind), kind one of
+ * "positional", "keyword", "keyword_only". tools/gen_stub.py writes the stub from them. */
+int l2p_note_signature(PyObject *m, const char *qualname, PyObject *params, const char *returns);
+
 /* A type from `spec` whose tp_doc comes from the constructor row `ctor` (named after the
  * type; its tp_new calls l2p_fn_call_tuple) and whose methods are the spec's Py_tp_methods
  * plus the rows `methods` (either may be NULL). Records their signatures too. */

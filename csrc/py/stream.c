@@ -258,12 +258,12 @@ static void stream_dealloc(PyObject *self)
 }
 
 static PyGetSetDef stream_getset[] = {
-    {"handle", stream_get_handle, NULL, "The cudaStream_t as an int.", NULL},
-    {"device", stream_get_device, NULL, "The stream's Device.", NULL},
-    {"closed", stream_get_closed, NULL, "Whether close() was called.", NULL},
-    {"owned", stream_get_owned, NULL, "False for a wrapped foreign stream.", NULL},
+    {"handle", stream_get_handle, NULL, "int: The cudaStream_t as an int.", NULL},
+    {"device", stream_get_device, NULL, "Device: The stream's Device.", NULL},
+    {"closed", stream_get_closed, NULL, "bool: Whether close() was called.", NULL},
+    {"owned", stream_get_owned, NULL, "bool: False for a wrapped foreign stream.", NULL},
     {"access_policy_window", stream_get_window, stream_set_window,
-     "The stream's access policy window, read back from the driver (None when disabled). "
+     "AccessPolicyWindow | None: The stream's access policy window, read back from the driver (None when disabled). "
      "Setting None disables it (num_bytes = 0, the guide's way).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};

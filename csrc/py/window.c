@@ -172,12 +172,12 @@ static void win_dealloc(PyObject *self)
 }
 
 static PyGetSetDef win_getset[] = {
-    {"base_ptr", win_get_base, NULL, "Start address of the window.", NULL},
-    {"num_bytes", win_get_num_bytes, NULL, "Size of the window in bytes.", NULL},
-    {"hit_ratio", win_get_ratio, NULL, "Fraction of accesses given hit_prop (float32).", NULL},
-    {"hit_prop", win_get_hit, NULL, "AccessProperty of the hit_ratio share.", NULL},
-    {"miss_prop", win_get_miss, NULL, "AccessProperty of the rest.", NULL},
-    {"target", win_get_target, NULL, "The buffer covered (None when read from the driver).",
+    {"base_ptr", win_get_base, NULL, "int: Start address of the window.", NULL},
+    {"num_bytes", win_get_num_bytes, NULL, "int: Size of the window in bytes.", NULL},
+    {"hit_ratio", win_get_ratio, NULL, "float: Fraction of accesses given hit_prop (float32).", NULL},
+    {"hit_prop", win_get_hit, NULL, "AccessProperty: AccessProperty of the hit_ratio share.", NULL},
+    {"miss_prop", win_get_miss, NULL, "AccessProperty: AccessProperty of the rest.", NULL},
+    {"target", win_get_target, NULL, "object: The buffer covered (None when read from the driver).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
