@@ -1,5 +1,6 @@
 #include "l2p_device.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +44,47 @@ void l2p_device_count(int *count, cudaError_t *reason)
     *reason = rc;
 }
 
+/* Whether the driver library exists (the runtime dlopens it; RTLD_LAZY loads nothing new
+ * when it is already mapped). */
+static int libcuda_loadable(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return 0;
+    dlclose(h);
+    return 1;
+}
+
+void l2p_no_device_reason(cudaError_t why, char *buf, size_t size)
+{
+    int driver = 0;
+    if (why == cudaErrorInsufficientDriver && !libcuda_loadable()) {
+        snprintf(buf, size, "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded)");
+        return;
+    }
+    if (why == cudaErrorInsufficientDriver) {
+        (void)cudaDriverGetVersion(&driver);
+        (void)cudaGetLastError();
+        snprintf(buf, size, "the NVIDIA driver is too old: it supports CUDA %d.%d, and "
+                 "l2persist was built with the CUDA %d.%d runtime; install a driver that "
+                 "supports CUDA %d.%d or newer", driver / 1000, (driver % 1000) / 10,
+                 CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10, CUDART_VERSION / 1000,
+                 (CUDART_VERSION % 1000) / 10);
+        return;
+    }
+    snprintf(buf, size, "%s", cudaGetErrorString(why));
+}
+
 l2p_status l2p_device_check(int index)
 {
     int n;
     cudaError_t why;
     l2p_device_count(&n, &why);
-    if (n == 0)
+    if (n == 0) {
+        char reason[256];
+        l2p_no_device_reason(why, reason, sizeof reason);
         return l2p_fail_cuda_msg(L2P_ERR_NO_DEVICE, why, "cudaGetDeviceCount",
-                                 "no CUDA device was found (%s)", cudaGetErrorString(why));
+                                 "no CUDA device was found: %s", reason);
+    }
     if (index < 0 || index >= n || index >= L2P_MAX_DEVICES)
         return l2p_fail(L2P_ERR_VALUE, "index: device %d does not exist; this machine has %d "
                         "CUDA device%s (valid indices 0..%d)", index, n, n == 1 ? "" : "s", n - 1);

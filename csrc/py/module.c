@@ -53,11 +53,14 @@ static PyObject *no_device_reason_impl(PyObject *m, const void *args)
     (void)args;
     l2p_device_count(&n, &why);
     if (n > 0) Py_RETURN_NONE;
-    return Py_BuildValue("(iss)", (int)why, cudaGetErrorName(why), cudaGetErrorString(why));
+    char reason[256];
+    l2p_no_device_reason(why, reason, sizeof reason);
+    return Py_BuildValue("(iss)", (int)why, cudaGetErrorName(why), reason);
 }
 L2P_DEFINE_FN(no_device_reason_fn, l2p_no_args, no_device_reason_impl, "no_device_reason",
-              "None when a device exists, else (code, name, description) of the runtime's "
-              "reason.", "tuple[int, str, str] | None", L2P_NO_PARAMS);
+              "None when a device exists, else (code, name, reason): the runtime's error and "
+              "what it means here (no driver installed, or a driver too old, and which CUDA "
+              "version it needs).", "tuple[int, str, str] | None", L2P_NO_PARAMS);
 
 typedef struct {
     int device;
