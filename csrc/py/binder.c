@@ -166,15 +166,19 @@ static int pow2_error(const l2p_arg *a, long long v)
     return -1;
 }
 
+/* Through the functions' ranged converter (params.c), so both say what the number is:
+ * "threads: expected an int (threads per block) in [1, 1024]". */
 static int convert_int(const l2p_arg *a, PyObject *obj, l2p_val *v)
 {
-    if (l2p_py_int_arg(obj, a->name, &v->i) < 0) return -1;
-    if ((a->flags & L2P_A_POW2) &&
-        (v->i < a->lo || v->i > a->hi || v->i <= 0 || (v->i & (v->i - 1))))
-        return pow2_error(a, v->i);
-    if (v->i < a->lo || v->i > a->hi) {
-        PyErr_Format(PyExc_ValueError, "%s: %lld is outside [%lld, %lld]", a->name, v->i, a->lo,
-                     a->hi);
+    const char *what = (a->flags & L2P_A_THREADS) ? "threads per block"
+                       : (a->flags & L2P_A_BLOCKS) ? "blocks of the grid"
+                                                   : NULL;
+    if (a->flags & L2P_A_POW2) {
+        if (l2p_py_ranged_int(obj, a->name, "a power of two", LLONG_MIN, LLONG_MAX, &v->i) < 0)
+            return -1;
+        if (v->i < a->lo || v->i > a->hi || v->i <= 0 || (v->i & (v->i - 1)))
+            return pow2_error(a, v->i);
+    } else if (l2p_py_ranged_int(obj, a->name, what, a->lo, a->hi, &v->i) < 0) {
         return -1;
     }
     v->given = 1;

@@ -65,6 +65,14 @@ static cudaError_t spin_launch(l2p_call *c)
 
 enum { G_OUT, G_SRC, G_MAP, G_VARIANT, G_CHECK, G_TEXTURE };
 enum { CHECK_OFF = 0, CHECK_ASYNC = 1, CHECK_SYNC = 2 };
+
+/* gather's scratch: the texture object and the device's out-of-range flag. */
+typedef struct {
+    unsigned long long tex;
+    int *flag;
+} gather_scratch;
+L2P_SCRATCH_FITS(gather_scratch);
+#define G_SCRATCH(c) L2P_SCRATCH(c, gather_scratch)
 static const char *const gather_variants[] = {"plain", "restrict", "texture", NULL};
 static const char *const texture_modes[] = {"cached", "per_launch", NULL};
 
@@ -109,12 +117,13 @@ static int gather_texture(l2p_call *c, l2p_BufferObject *src, int per_launch)
     l2p_buf_desc d = desc_of(src);
     if (l2p_call_core(c, l2p_launch_check_gather_texture(&d, max_width)) < 0) return -1;
     if (!per_launch && src->texture) {
-        c->tex = src->texture;
+        G_SCRATCH(c)->tex = src->texture;
         return 0;
     }
-    if (l2p_call_core(c, l2p_texture_create(c->device, src->ptr, src->nbytes, &c->tex)) < 0)
+    unsigned long long *tex = &G_SCRATCH(c)->tex;
+    if (l2p_call_core(c, l2p_texture_create(c->device, src->ptr, src->nbytes, tex)) < 0)
         return -1;
-    if (!per_launch) src->texture = c->tex;
+    if (!per_launch) src->texture = G_SCRATCH(c)->tex;
     return 0;
 }
 
@@ -125,7 +134,7 @@ static int gather_flag(l2p_call *c)
     int prev;
     cudaError_t rc;
     if (l2p_call_core(c, l2p_device_enter(c->device, &prev)) < 0) return -1;
-    rc = l2p_device_gather_flag(&c->flag);
+    rc = l2p_device_gather_flag(&G_SCRATCH(c)->flag);
     l2p_device_leave(prev);
     if (rc == cudaSuccess) return 0;
     l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_gather_oob)");
@@ -151,7 +160,7 @@ static cudaError_t gather_launch(l2p_call *c)
     l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
     return l2p_launch_gather((int)L2P_INT(c, G_VARIANT), (uint32_t *)out->ptr,
                              (const uint32_t *)src->ptr, src->nbytes / 4, map->ptr,
-                             PyDataType_ELSIZE(map->dtype) == 8, count_of(out), c->tex, c->flag,
+                             PyDataType_ELSIZE(map->dtype) == 8, count_of(out), G_SCRATCH(c)->tex, G_SCRATCH(c)->flag,
                              c->stream, c->window);
 }
 
@@ -171,13 +180,13 @@ static int gather_after(l2p_call *c, int launched)
     int rc = 0;
     if (launched && L2P_INT(c, G_CHECK) == CHECK_SYNC)
         rc = sync_stream(c) < 0 || l2p_py_gather_flag_raise(c->st, c->device) != 0 ? -1 : 0;
-    if (L2P_INT(c, G_TEXTURE) == 1 && c->tex) {
+    if (L2P_INT(c, G_TEXTURE) == 1 && G_SCRATCH(c)->tex) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
         if (launched) (void)sync_stream(c);
         PyErr_Clear();
         PyErr_Restore(t, v, tb);
-        l2p_texture_destroy(c->device, c->tex);
+        l2p_texture_destroy(c->device, G_SCRATCH(c)->tex);
     }
     return rc;
 }

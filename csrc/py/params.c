@@ -73,9 +73,14 @@ int l2p_py_ranged_int(PyObject *obj, const char *name, const char *what, long lo
 {
     char range[128], hi_text[32];
     if (hi == LLONG_MAX) snprintf(hi_text, sizeof hi_text, "2^63 - 1");
+    else if (hi == INT_MAX) snprintf(hi_text, sizeof hi_text, "2^31 - 1");
     else snprintf(hi_text, sizeof hi_text, "%lld", hi);
-    snprintf(range, sizeof range, "an int%s%s%s in [%lld, %s]", what ? " (" : "",
-             what ? what : "", what ? ")" : "", lo, hi_text);
+    char lo_text[32];
+    if (lo == LLONG_MIN) snprintf(lo_text, sizeof lo_text, "-2^63");
+    else if (lo == INT_MIN) snprintf(lo_text, sizeof lo_text, "-2^31");
+    else snprintf(lo_text, sizeof lo_text, "%lld", lo);
+    snprintf(range, sizeof range, "an int%s%s%s in [%s, %s]", what ? " (" : "",
+             what ? what : "", what ? ")" : "", lo_text, hi_text);
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s: expected %s, got %s", name, range,
                      Py_TYPE(obj)->tp_name);
@@ -87,8 +92,8 @@ int l2p_py_ranged_int(PyObject *obj, const char *name, const char *what, long lo
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || *out < lo || *out > hi) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "%s: %S is outside the range: expected %s", name, v,
-                         range);
+            PyErr_Format(PyExc_ValueError, "%s: %S is outside [%s, %s]%s%s%s", name, v, lo_text,
+                         hi_text, what ? " (" : "", what ? what : "", what ? ")" : "");
         Py_DECREF(v);
         return -1;
     }
