@@ -68,6 +68,13 @@ def _text_sig(obj):
     return s
 
 
+# Slot methods (mapping protocol) have no rows: their types, by class.
+_SLOTS = {
+    ("DeviceBuffer", "__getitem__"): "def __getitem__(self, key: int | slice | tuple, /) -> DeviceBuffer: ...",
+    ("DeviceBuffer", "__len__"): "def __len__(self, /) -> int: ...",
+}
+
+
 def _attr_type(descr):
     m = _ATTR_TYPE.match(inspect.getdoc(descr) or "")
     return m.group(1) if m else "Any"
@@ -111,6 +118,8 @@ def render(core) -> str:
                 continue
             if isinstance(v, (types.GetSetDescriptorType, types.MemberDescriptorType)):
                 body.append(f"    {m}: {_attr_type(v)}")
+            elif (n, m) in _SLOTS:
+                body.append("    " + _SLOTS[(n, m)])
             elif f"{n}.{m}" in sigs:
                 body.append(_def(m, sigs[f"{n}.{m}"], self_=True, indent="    "))
             elif callable(v):

@@ -705,19 +705,19 @@ static PyGetSetDef buf_getset[] = {
     {"__cuda_array_interface__", l2p_buffer_cai, NULL, "dict[str, object]: CUDA Array Interface, version 3.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(buf_to_numpy_fn, buf_to_numpy, "to_numpy", "Copy to a new host ndarray.", "numpy.ndarray");
+L2P_ONE_ARG_METHOD(buf_copy_from_fn, buf_copy_from, "copy_from", "Copy a host array of the same shape and dtype in.", "None", "array", "ArrayLike",
+                   "host data of the buffer's shape and dtype");
+L2P_ONE_ARG_METHOD(buf_fill_bytes_fn, buf_fill_bytes, "fill_bytes", "Memset every byte.", "None", "byte", "int",
+                   "the byte value, in [0, 255]");
+L2P_NOARGS_METHOD(buf_close_fn, buf_close, "close", "Free the memory (owned buffers) or release the wrapped object; idempotent.", "None");
+L2P_NOARGS_METHOD(buf_enter_fn, buf_enter, "__enter__", "Returns self.", "DeviceBuffer");
+L2P_EXIT_METHOD(buf_exit_fn, buf_exit, "Closes (restores).");
+L2P_NOARGS_METHOD(buf_dlpack_device_fn, l2p_buffer_dlpack_device, "__dlpack_device__", "(kDLCUDA, device index).", "tuple[int, int]");
+static const l2p_fn *const buf_rows[] = {&buf_to_numpy_fn, &buf_copy_from_fn, &buf_fill_bytes_fn, &buf_close_fn, &buf_enter_fn, &buf_exit_fn, &buf_dlpack_device_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef buf_methods[] = {
-    {"to_numpy", buf_to_numpy, METH_NOARGS, "to_numpy($self, /)\n--\n\nCopy to a new host ndarray."},
-    {"copy_from", buf_copy_from, METH_O,
-     "copy_from($self, array, /)\n--\n\nCopy a host array of the same shape and dtype "
-     "in."},
-    {"fill_bytes", buf_fill_bytes, METH_O, "fill_bytes($self, byte, /)\n--\n\nMemset every byte (0..255)."},
-    {"close", buf_close, METH_NOARGS,
-     "close($self, /)\n--\n\nFree the memory (owned buffers) or release the wrapped "
-     "object; idempotent."},
-    {"__enter__", buf_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", buf_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__dlpack_device__", l2p_buffer_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef buf_members[] = {
@@ -745,6 +745,18 @@ static PyType_Spec buf_spec = {"l2persist.DeviceBuffer", sizeof(l2p_BufferObject
 
 int l2p_add_buffer_type(PyObject *m, l2p_state *st)
 {
-    st->DeviceBuffer = l2p_make_type_rows(m, &buf_spec, NULL, l2p_buffer_method_rows);
+    /* This file's rows and dlpack.c's, in one list made once (its address keys the table). */
+    static const l2p_fn *rows[16];
+    const l2p_fn *const *parts[2] = {buf_rows, l2p_buffer_method_rows};
+    size_t n = 0;
+    for (int p = 0; p < 2 && !rows[0]; p++)
+        for (size_t i = 0; parts[p][i]; i++) {
+            if (n + 1 >= sizeof rows / sizeof rows[0]) { /* keep the NULL end */
+                PyErr_SetString(PyExc_SystemError, "DeviceBuffer: more method rows than fit");
+                return -1;
+            }
+            rows[n++] = parts[p][i];
+        }
+    st->DeviceBuffer = l2p_make_type_rows(m, &buf_spec, NULL, rows);
     return st->DeviceBuffer ? 0 : -1;
 }

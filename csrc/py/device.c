@@ -101,9 +101,12 @@ static PyObject *props_html(PyObject *self, PyObject *noargs)
 
 static PyGetSetDef props_getset[N_FIELDS + 1];
 
+L2P_NOARGS_METHOD(props_as_dict_fn, props_as_dict, "as_dict", "The properties as a dict.", "dict[str, object]");
+L2P_NOARGS_METHOD(props_html_fn, props_html, "_repr_html_", "An HTML table for Jupyter.", "str");
+static const l2p_fn *const props_method_rows[] = {&props_as_dict_fn, &props_html_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef props_methods[] = {
-    {"as_dict", props_as_dict, METH_NOARGS, "as_dict($self, /)\n--\n\nThe properties as a dict."},
-    {"_repr_html_", props_html, METH_NOARGS, "_repr_html_($self, /)\n--\n\nAn HTML table for Jupyter."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot props_slots[] = {
@@ -312,7 +315,6 @@ L2P_DEFINE_FN(dev_persisting_l2_fn, persisting_args, dev_persisting_l2_impl, "pe
                         .pytype = "float | None", .doc = "instead of size: a fraction in [0, 1] "
                         "of persisting_l2_cache_max_size"));
 
-static const l2p_fn *const dev_method_rows[] = {&dev_persisting_l2_fn, NULL};
 
 static PyObject *dev_release(PyObject *self, PyObject *noargs)
 {
@@ -392,14 +394,14 @@ static PyGetSetDef dev_getset[] = {
      "bool: cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(dev_release_fn, dev_release, "release_persisting_l2", "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside).", "None");
+L2P_NOARGS_METHOD(dev_reset_fn, dev_reset, "reset_persisting_l2", "cudaCtxResetPersistingL2Cache on this device.", "None");
+L2P_NOARGS_METHOD(dev_synchronize_fn, dev_synchronize, "synchronize", "cudaDeviceSynchronize on this device.", "None");
+static const l2p_fn *const dev_method_rows[] = {&dev_persisting_l2_fn, &dev_release_fn, &dev_reset_fn,
+                                                &dev_synchronize_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef dev_methods[] = {
-    {"release_persisting_l2", dev_release, METH_NOARGS,
-     "release_persisting_l2($self, /)\n--\n\nReset persisting lines and set the limit "
-     "to 0 (a reset alone keeps the set-aside)."},
-    {"reset_persisting_l2", dev_reset, METH_NOARGS,
-     "reset_persisting_l2($self, /)\n--\n\ncudaCtxResetPersistingL2Cache on this "
-     "device."},
-    {"synchronize", dev_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\ncudaDeviceSynchronize on this device."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot dev_slots[] = {
@@ -424,7 +426,7 @@ int l2p_add_device_types(PyObject *m, l2p_state *st)
         props_getset[i].doc = field_doc(&fields[i]);
         props_getset[i].closure = (void *)&fields[i];
     }
-    st->DeviceProperties = l2p_make_type(m, &props_spec, NULL);
+    st->DeviceProperties = l2p_make_type_rows(m, &props_spec, NULL, props_method_rows);
     if (!st->DeviceProperties) return -1;
     st->Device = l2p_make_type_rows(m, &dev_spec, &dev_new_fn, dev_method_rows);
     return st->Device ? 0 : -1;

@@ -320,7 +320,7 @@ static PyObject *type_text(const l2p_param *p)
 static int append_signature(PyObject *parts, const l2p_fn *f, const char *marker)
 {
     int n = n_params(f), star = 0, slash = 0;
-    if (append(parts, "%s(%s", f->name, marker) < 0) return -1;
+    if (append(parts, "%s(%s%s", f->name, marker, n && marker[0] ? ", " : "") < 0) return -1;
     for (int i = 0; i < n; i++) {
         const l2p_param *p = &f->params[i];
         if ((p->flags & L2P_P_KWONLY) && !star && (star = 1) && append(parts, "*, ") < 0)
@@ -398,7 +398,7 @@ static PyMethodDef *build_methods(const l2p_fn *const *rows, int is_method,
     if (!d) return (PyMethodDef *)PyErr_NoMemory();
     for (int i = 0; i < n_extra; i++) d[i] = extra[i];
     for (int i = 0; i < count; i++) {
-        char *doc = check_row(rows[i]) < 0 ? NULL : make_doc(rows[i], is_method ? "$self, " : "");
+        char *doc = check_row(rows[i]) < 0 ? NULL : make_doc(rows[i], is_method ? "$self" : "");
         if (!doc) return NULL; /* the partial table leaks once, at a failed import */
         d[n_extra + i] = (PyMethodDef){rows[i]->name, (PyCFunction)(void (*)(void))rows[i]->entry,
                                        METH_FASTCALL | METH_KEYWORDS, doc};

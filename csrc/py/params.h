@@ -107,6 +107,48 @@ struct l2p_fn {
                                .args_size = sizeof(S), .impl = fn_impl, .entry = var##_entry,  \
                                .params = (const l2p_param[]){__VA_ARGS__, {0}}}
 
+/* A row for a method without parameters, around an existing fn(self, NULL). */
+#define L2P_NOARGS_METHOD(var, fn, m_name, m_summary, m_returns)                               \
+    static PyObject *var##_impl(PyObject *self, const void *args)                              \
+    {                                                                                          \
+        (void)args;                                                                            \
+        return fn(self, NULL);                                                                 \
+    }                                                                                          \
+    L2P_DEFINE_FN(var, l2p_no_args, var##_impl, m_name, m_summary, m_returns, L2P_NO_PARAMS)
+
+/* A row for a method of one positional-only object, around an existing fn(self, obj). */
+typedef struct {
+    PyObject *value;
+} l2p_one_arg;
+#define L2P_ONE_ARG_METHOD(var, fn, m_name, m_summary, m_returns, p_name, p_type, p_doc)       \
+    static PyObject *var##_impl(PyObject *self, const void *args)                              \
+    {                                                                                          \
+        return fn(self, ((const l2p_one_arg *)args)->value);                                   \
+    }                                                                                          \
+    L2P_DEFINE_FN(var, l2p_one_arg, var##_impl, m_name, m_summary, m_returns,                  \
+                  {.name = p_name, .type = L2P_P_OBJECT,                                       \
+                   .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .offset = 0, .pytype = p_type,     \
+                   .doc = p_doc})
+
+/* __exit__(exc_type=None, exc=None, tb=None, /) around fn(self, NULL) (which ignores them). */
+typedef struct {
+    PyObject *exc_type, *exc, *tb;
+} l2p_exit_args;
+#define L2P_EXIT_METHOD(var, fn, m_summary)                                                    \
+    static PyObject *var##_impl(PyObject *self, const void *args)                              \
+    {                                                                                          \
+        (void)args;                                                                            \
+        return fn(self, NULL);                                                                 \
+    }                                                                                          \
+    L2P_DEFINE_FN(var, l2p_exit_args, var##_impl, "__exit__", m_summary, "bool",               \
+                  L2P_PARAM(l2p_exit_args, exc_type, L2P_P_OBJECT, .flags = L2P_P_POSONLY,     \
+                            .pytype = "type[BaseException] | None", .doc = "the exception's "  \
+                            "type, if one is passing"),                                        \
+                  L2P_PARAM(l2p_exit_args, exc, L2P_P_OBJECT, .flags = L2P_P_POSONLY,          \
+                            .pytype = "BaseException | None", .doc = "the exception"),         \
+                  L2P_PARAM(l2p_exit_args, tb, L2P_P_OBJECT, .flags = L2P_P_POSONLY,           \
+                            .pytype = "object", .doc = "its traceback"))
+
 /* Parse, convert and call. self: the module (functions), the instance (methods). */
 PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames);

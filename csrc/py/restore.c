@@ -2,6 +2,7 @@
  * a stream's access policy window, and stream capture into a Graph. Each is single-use, and
  * its __exit__ restores what __enter__ changed also when an exception passes through. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_window.h"
 
@@ -169,12 +170,11 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
     return st;
 }
 
-static PyObject *scope_exit(PyObject *self, PyObject *args)
+static PyObject *scope_exit_impl(PyObject *self, const void *args)
 {
     l2p_ScopeObject *s = (l2p_ScopeObject *)self;
-    PyObject *type = Py_None, *value = Py_None, *tb = Py_None;
+    PyObject *type = ((const l2p_exit_args *)args)->exc_type;
     l2p_status st = L2P_OK;
-    if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &type, &value, &tb)) return NULL;
     if (s->state != 1) Py_RETURN_FALSE;
     s->state = 2;
     switch (s->kind) {
@@ -216,11 +216,22 @@ static void scope_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static PyMethodDef scope_methods[] = {
-    {"__enter__", scope_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", scope_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {NULL, NULL, 0, NULL}};
+L2P_NOARGS_METHOD(scope_enter_fn, scope_enter, "__enter__", "Applies the change; returns "
+                  "what the scope yields (the granted bytes, the window, or the Graph).",
+                  "object");
+L2P_DEFINE_FN(scope_exit_fn, l2p_exit_args, scope_exit_impl, "__exit__",
+              "Restores what __enter__ changed, also when an exception passes through.", "bool",
+              L2P_PARAM(l2p_exit_args, exc_type, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "type[BaseException] | None",
+                        .doc = "the exception's type, if one is passing (a capture is then "
+                        "dropped)"),
+              L2P_PARAM(l2p_exit_args, exc, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "BaseException | None", .doc = "the exception"),
+              L2P_PARAM(l2p_exit_args, tb, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "object", .doc = "its traceback"));
+static const l2p_fn *const scope_rows[] = {&scope_enter_fn, &scope_exit_fn, NULL};
+
+static PyMethodDef scope_methods[] = {{NULL, NULL, 0, NULL}};
 
 static PyType_Slot scope_slots[] = {
     {Py_tp_doc, "A single-use context manager that restores what it changed."},
@@ -237,6 +248,6 @@ static PyType_Spec scope_spec = {"l2persist._Scope", sizeof(l2p_ScopeObject), 0,
 
 int l2p_add_scope_type(PyObject *m, l2p_state *st)
 {
-    st->Scope = l2p_make_type(m, &scope_spec, NULL);
+    st->Scope = l2p_make_type_rows(m, &scope_spec, NULL, scope_rows);
     return st->Scope ? 0 : -1;
 }

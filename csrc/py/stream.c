@@ -188,7 +188,6 @@ L2P_DEFINE_FN(access_policy_fn, access_policy_args, stream_access_policy_impl, "
                         .doc = "on exit, also reset persisting lines "
                         "(cudaCtxResetPersistingL2Cache)"));
 
-static const l2p_fn *const stream_method_rows[] = {&access_policy_fn, NULL};
 
 static PyObject *stream_capture(PyObject *self, PyObject *noargs)
 {
@@ -268,19 +267,16 @@ static PyGetSetDef stream_getset[] = {
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(stream_synchronize_fn, stream_synchronize, "synchronize", "Wait for the stream's work.", "None");
+L2P_NOARGS_METHOD(stream_close_fn, stream_close, "close", "Destroy an owned stream (a wrapped one is only released); idempotent.", "None");
+L2P_NOARGS_METHOD(stream_enter_fn, stream_enter, "__enter__", "Returns self.", "Stream");
+L2P_EXIT_METHOD(stream_exit_fn, stream_exit, "Closes (restores).");
+L2P_NOARGS_METHOD(stream_cuda_stream_fn, stream_cuda_stream, "__cuda_stream__", "(0, handle): the CUDA stream protocol.", "tuple[int, int]");
+L2P_NOARGS_METHOD(stream_capture_fn, stream_capture, "capture", "`with stream.capture() as graph:` records the stream's launches into a Graph. Captured kernel nodes carry the stream's access policy window.", "_Scope");
+static const l2p_fn *const stream_method_rows[] = {&access_policy_fn, &stream_synchronize_fn, &stream_close_fn, &stream_enter_fn, &stream_exit_fn, &stream_cuda_stream_fn, &stream_capture_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef stream_methods[] = {
-    {"synchronize", stream_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\nWait for the stream's work."},
-    {"close", stream_close, METH_NOARGS,
-     "close($self, /)\n--\n\nDestroy an owned stream (a wrapped one is only "
-     "released); idempotent."},
-    {"__enter__", stream_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", stream_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "__cuda_stream__($self, /)\n--\n\n(0, handle): the CUDA stream protocol."},
-    {"capture", stream_capture, METH_NOARGS,
-     "capture($self, /)\n--\n\n`with stream.capture() as graph:` records the stream's "
-     "launches into a Graph. Captured kernel nodes carry the stream's access policy "
-     "window."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot stream_slots[] = {

@@ -181,10 +181,11 @@ static PyGetSetDef win_getset[] = {
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(win_as_normal_fn, win_as_normal, "as_normal", "The same region with NORMAL hit and miss properties (the guide's first reset).", "AccessPolicyWindow");
+static const l2p_fn *const win_rows[] = {&win_as_normal_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef win_methods[] = {
-    {"as_normal", win_as_normal, METH_NOARGS,
-     "as_normal($self, /)\n--\n\nThe same region with NORMAL hit and miss properties "
-     "(the guide's first reset)."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot win_slots[] = {
@@ -205,7 +206,7 @@ static PyType_Spec win_spec = {"l2persist.AccessPolicyWindow", sizeof(l2p_Window
 
 int l2p_add_window_type(PyObject *m, l2p_state *st)
 {
-    st->AccessPolicyWindow = l2p_make_type_rows(m, &win_spec, &win_new_fn, NULL);
+    st->AccessPolicyWindow = l2p_make_type_rows(m, &win_spec, &win_new_fn, win_rows);
     return st->AccessPolicyWindow ? 0 : -1;
 }
 
