@@ -32,57 +32,50 @@ static int is_required(const l2p_arg *a)
            (a->type == L2P_A_CHOICE && a->ival < 0);
 }
 
+/* The row's arguments, then stream, window (unless L2P_K_NO_WINDOW), device (L2P_K_DEVICE):
+ * the extras sit after the row's in the slots. */
 typedef struct {
-    PyObject *given[L2P_MAX_KARGS];
+    PyObject *given[L2P_MAX_KARGS + 3];
     PyObject *stream, *window, *device;
 } raw_args;
 
-static int set_once(PyObject **slot, PyObject *value, const l2p_kernel *k, const char *name)
+typedef struct {
+    const l2p_kernel *k;
+    int n; /* the row's own arguments */
+    const char *extra[3];
+} kernel_view;
+
+static const char *kernel_arg_name(const void *rows, int i)
 {
-    if (*slot) {
-        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name, name);
-        return -1;
-    }
-    *slot = value;
-    return 0;
+    const kernel_view *v = rows;
+    return i < v->n ? v->k->args[i].name : v->extra[i - v->n];
 }
 
-/* Match one keyword to its slot: the common stream/window/device, then the row's names. */
-static int match_keyword(const l2p_kernel *k, int n, PyObject *key, PyObject *value, raw_args *r)
+static unsigned kernel_arg_flags(const void *rows, int i)
 {
-    if (PyUnicode_CompareWithASCIIString(key, "stream") == 0)
-        return set_once(&r->stream, value, k, "stream");
-    if (!(k->flags & L2P_K_NO_WINDOW) && PyUnicode_CompareWithASCIIString(key, "window") == 0)
-        return set_once(&r->window, value, k, "window");
-    if ((k->flags & L2P_K_DEVICE) && PyUnicode_CompareWithASCIIString(key, "device") == 0)
-        return set_once(&r->device, value, k, "device");
-    for (int i = 0; i < n; i++)
-        if (PyUnicode_CompareWithASCIIString(key, k->args[i].name) == 0)
-            return set_once(&r->given[i], value, k, k->args[i].name);
-    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", k->name, key);
-    return -1;
+    const kernel_view *v = rows;
+    return i < v->n && is_required(&v->k->args[i]) ? L2P_MATCH_REQUIRED : 0u;
 }
 
+/* Through the one matcher (params.c's l2p_match). */
 static int parse(const l2p_kernel *k, PyObject *const *args, Py_ssize_t nargs,
                  PyObject *kwnames, raw_args *r)
 {
-    int n = n_args(k), npos = n_positional(k, n);
+    kernel_view kv = {k, n_args(k), {"stream", NULL, NULL}};
+    int extras = 1;
+    if (!(k->flags & L2P_K_NO_WINDOW)) kv.extra[extras++] = "window";
+    if (k->flags & L2P_K_DEVICE) kv.extra[extras++] = "device";
+    l2p_sig_view view = {k->name, kv.n + extras, n_positional(k, kv.n), &kv, kernel_arg_name,
+                         kernel_arg_flags};
     memset(r, 0, sizeof *r);
-    if (nargs > npos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
-                     k->name, npos, npos == 1 ? "" : "s", nargs);
-        return -1;
+    if (l2p_match(&view, args, nargs, kwnames, r->given) < 0) return -1;
+    for (int e = 0; e < extras; e++) {
+        PyObject *v = r->given[kv.n + e];
+        r->given[kv.n + e] = NULL;
+        if (kv.extra[e][0] == 's') r->stream = v;
+        else if (kv.extra[e][0] == 'w') r->window = v;
+        else r->device = v;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++) r->given[i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t j = 0; j < nkw; j++)
-        if (match_keyword(k, n, PyTuple_GET_ITEM(kwnames, j), args[nargs + j], r) < 0) return -1;
-    for (int i = 0; i < n; i++)
-        if (!r->given[i] && is_required(&k->args[i])) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", k->name,
-                         k->args[i].name);
-            return -1;
-        }
     return 0;
 }
 

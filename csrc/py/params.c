@@ -25,45 +25,56 @@ static int n_positional(const l2p_fn *f, int n)
     return i;
 }
 
-/* ---- matching arguments to parameters ---- */
+/* ---- matching arguments to parameters (the one parser: l2p_fn rows and kernel rows) ---- */
 
-static int place(const l2p_fn *f, int n, PyObject *key, PyObject *value, PyObject **slots)
+static int place(const l2p_sig_view *v, PyObject *key, PyObject *value, PyObject **slots)
 {
-    for (int i = 0; i < n; i++) {
-        if (PyUnicode_CompareWithASCIIString(key, f->params[i].name) != 0) continue;
-        if (f->params[i].flags & L2P_P_POSONLY) break;
+    for (int i = 0; i < v->n; i++) {
+        if (PyUnicode_CompareWithASCIIString(key, v->name(v->rows, i)) != 0) continue;
+        if (v->flags(v->rows, i) & L2P_MATCH_POSONLY) break;
         if (slots[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", f->name,
-                         f->params[i].name);
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", v->fname,
+                         v->name(v->rows, i));
             return -1;
         }
         slots[i] = value;
         return 0;
     }
-    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", f->name, key);
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", v->fname, key);
     return -1;
 }
 
-static int match(const l2p_fn *f, int n, PyObject *const *args, Py_ssize_t nargs,
-                 PyObject *kwnames, PyObject **slots)
+int l2p_match(const l2p_sig_view *v, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+              PyObject **slots)
 {
-    int npos = n_positional(f, n);
-    if (nargs > npos) {
+    if (nargs > v->npos) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
-                     f->name, npos, npos == 1 ? "" : "s", nargs);
+                     v->fname, v->npos, v->npos == 1 ? "" : "s", nargs);
         return -1;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) slots[i] = args[i];
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nkw; i++)
-        if (place(f, n, PyTuple_GET_ITEM(kwnames, i), args[nargs + i], slots) < 0) return -1;
-    for (int i = 0; i < n; i++)
-        if (!slots[i] && is_required(&f->params[i])) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", f->name,
-                         f->params[i].name);
+        if (place(v, PyTuple_GET_ITEM(kwnames, i), args[nargs + i], slots) < 0) return -1;
+    for (int i = 0; i < v->n; i++)
+        if (!slots[i] && (v->flags(v->rows, i) & L2P_MATCH_REQUIRED)) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", v->fname,
+                         v->name(v->rows, i));
             return -1;
         }
     return 0;
+}
+
+static const char *param_name(const void *rows, int i)
+{
+    return ((const l2p_param *)rows)[i].name;
+}
+
+static unsigned param_flags(const void *rows, int i)
+{
+    unsigned f = ((const l2p_param *)rows)[i].flags;
+    return ((f & L2P_P_REQUIRED) ? L2P_MATCH_REQUIRED : 0u) |
+           ((f & L2P_P_POSONLY) ? L2P_MATCH_POSONLY : 0u);
 }
 
 /* ---- converters ---- */
@@ -227,8 +238,9 @@ PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py
 {
     PyObject *slots[L2P_MAX_PARAMS] = {0}, *result = NULL;
     int n = n_params(f);
+    l2p_sig_view view = {f->name, n, n_positional(f, n), f->params, param_name, param_flags};
     nargs = PyVectorcall_NARGS(nargs);
-    if (match(f, n, args, nargs, kwnames, slots) < 0) return NULL;
+    if (l2p_match(&view, args, nargs, kwnames, slots) < 0) return NULL;
     char *values = PyMem_Calloc(1, f->args_size ? f->args_size : 1);
     if (!values) return PyErr_NoMemory();
     if (convert_all(f, n, self, slots, values) == 0) result = f->impl(self, values);

@@ -149,6 +149,21 @@ typedef struct {
                   L2P_PARAM(l2p_exit_args, tb, L2P_P_OBJECT, .flags = L2P_P_POSONLY,           \
                             .pytype = "object", .doc = "its traceback"))
 
+/* The one argument matcher, for any row layout: `n` parameters named by name(rows, i), the
+ * first `npos` passable by position; flags(rows, i) says which are required or
+ * positional-only. slots[i] gets the argument of parameter i (NULL: not given); a TypeError
+ * names a duplicate, unknown or missing argument. */
+enum { L2P_MATCH_REQUIRED = 1u, L2P_MATCH_POSONLY = 2u };
+typedef struct {
+    const char *fname;
+    int n, npos;
+    const void *rows;
+    const char *(*name)(const void *rows, int i);
+    unsigned (*flags)(const void *rows, int i);
+} l2p_sig_view;
+int l2p_match(const l2p_sig_view *v, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+              PyObject **slots);
+
 /* Parse, convert and call. self: the module (functions), the instance (methods). */
 PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames);
