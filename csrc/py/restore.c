@@ -132,15 +132,48 @@ static PyObject *scope_enter(PyObject *self, PyObject *noargs)
     return r;
 }
 
-static l2p_status exit_persisting(l2p_ScopeObject *s)
+/* The one restore of the persisting state: demote persisting lines, then put the limit back.
+ * Reset first: lines marked persisting would otherwise stay so under the old limit. Both are
+ * attempted; the first failure is reported. */
+static l2p_status restore_persisting(int device, long long limit, size_t *granted)
 {
-    /* Reset first: lines marked persisting would otherwise stay so under the old limit. */
-    l2p_status st = l2p_device_reset_persisting(s->device);
-    size_t granted;
-    l2p_status st2 = l2p_device_set_persisting_limit(s->device, (long long)s->previous_limit,
-                                                     &granted);
+    l2p_status st = l2p_device_reset_persisting(device);
+    l2p_status st2 = l2p_device_set_persisting_limit(device, limit, granted);
     return st != L2P_OK ? st : st2;
 }
+
+static l2p_status exit_persisting(l2p_ScopeObject *s)
+{
+    size_t granted;
+    return restore_persisting(s->device, (long long)s->previous_limit, &granted);
+}
+
+typedef struct {
+    int device;
+    long long limit;
+} restore_args;
+
+static PyObject *restore_persisting_l2_impl(PyObject *m, const void *args)
+{
+    const restore_args *a = args;
+    size_t granted = 0;
+    if (restore_persisting(a->device, a->limit, &granted) != L2P_OK)
+        return l2p_py_raise(l2p_state_from_module(m));
+    return PyLong_FromSize_t(granted);
+}
+L2P_DEFINE_FN(restore_persisting_l2_fn, restore_args, restore_persisting_l2_impl,
+              "restore_persisting_l2",
+              "Put a device's persisting state back as Device.persisting_l2() does on exit: "
+              "reset persisting lines (cudaCtxResetPersistingL2Cache), then set the limit to "
+              "`limit`; returns the bytes granted. For code that changes the state outside a "
+              "with-block (the tuner, the studies).", "int",
+              L2P_PARAM(restore_args, device, L2P_P_DEVICE, .flags = L2P_P_REQUIRED,
+                        .doc = "the device (index or Device)"),
+              L2P_PARAM(restore_args, limit, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the persisting limit to put back (e.g. the one read before)"));
+
+const l2p_fn *const l2p_restore_fns[] = {&restore_persisting_l2_fn, NULL};
 
 static l2p_status exit_policy(l2p_ScopeObject *s)
 {
