@@ -128,6 +128,13 @@ PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b);
  * export or a copy running without the GIL. The last unpin of a closed buffer frees it. */
 void l2p_buffer_pin(l2p_BufferObject *b);
 void l2p_buffer_unpin(l2p_BufferObject *b);
+/* Release the memory (idempotent; waits for streams that still use it); the deferred free
+ * of a buffer closed while pinned or exported. (buffer_life.c) */
+l2p_status l2p_buffer_release(l2p_BufferObject *b);
+void l2p_buffer_free_deferred(l2p_BufferObject *root);
+/* Host data: a C-contiguous ndarray of obj (new ref), and its copy into b. (buffer_new.c) */
+PyArrayObject *l2p_buffer_host_array(PyObject *obj);
+int l2p_buffer_copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a);
 int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
 int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
 /* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
