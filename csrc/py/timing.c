@@ -63,6 +63,8 @@ L2P_DEFINE_FN(stats_fn, stats_args, stats_impl, "stats",
               L2P_PARAM(stats_args, samples, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
                         .pytype = "Sequence[float]", .doc = "finite times (at least one)"));
 
+/* The ranges of warmup, repeat and hold_us are the core's (l2p_timing_check). */
+
 /* The core's callback: call the user's fn (the GIL is held here). */
 static l2p_status call_fn(void *fn, cudaStream_t stream)
 {
@@ -149,11 +151,11 @@ L2P_DEFINE_FN(time_calls_fn, time_calls_args, time_calls_impl, "time_calls",
                         .doc = "where the events (and the flush, the hold) go; None: the "
                         "legacy default stream"),
               L2P_PARAM(time_calls_args, warmup, L2P_P_INT, .flags = L2P_P_KWONLY,
-                        .ival = L2P_TIME_WARMUP, .lo = 0, .hi = L2P_TIME_MAX_COUNT,
-                        .what = "calls", .doc = "untimed calls first"),
+                        .ival = L2P_TIME_WARMUP, .lo = LONG_MIN, .hi = LONG_MAX,
+                        .what = "calls", .doc = "untimed calls first, in [0, 1000000]"),
               L2P_PARAM(time_calls_args, repeat, L2P_P_INT, .flags = L2P_P_KWONLY,
-                        .ival = L2P_TIME_REPEAT, .lo = 1, .hi = L2P_TIME_MAX_COUNT,
-                        .what = "samples", .doc = "timed calls"),
+                        .ival = L2P_TIME_REPEAT, .lo = LONG_MIN, .hi = LONG_MAX,
+                        .what = "samples", .doc = "timed calls, in [1, 1000000]"),
               L2P_PARAM(time_calls_args, device, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
                         .pytype = "DeviceLike", .doc = "the device when no stream names it "
                         "(None: the current one); must match the stream's"),
@@ -163,8 +165,8 @@ L2P_DEFINE_FN(time_calls_fn, time_calls_args, time_calls_impl, "time_calls",
               L2P_PARAM(time_calls_args, graph, L2P_P_BOOL, .flags = L2P_P_KWONLY,
                         .doc = "capture fn once and time graph replays (needs stream=)"),
               L2P_PARAM(time_calls_args, hold_us, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
-                        .fval = L2P_TIME_HOLD_US, .flo = 0.0, .fhi = L2P_TIME_MAX_HOLD_US,
-                        .doc = "a one-thread spin before each sample, so the events time the "
-                        "GPU and not the host's launches; 0: none"));
+                        .fval = L2P_TIME_HOLD_US, .doc = "a one-thread spin before each "
+                        "sample, so the events time the GPU and not the host's launches; 0: "
+                        "none; at most 1e6"));
 
 const l2p_fn *const l2p_timing_fns[] = {&stats_fn, &time_calls_fn, NULL};

@@ -59,8 +59,8 @@ L2P_DEFINE_FN(win_new_fn, win_new_args, win_new_impl, "AccessPolicyWindow",
                         .hi = LLONG_MAX, .what = "bytes", .doc = "where the window starts in "
                         "the target"),
               L2P_PARAM(win_new_args, hit_ratio, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
-                        .fval = 1.0, .flo = 0.0, .fhi = 1.0, .doc = "the fraction of accesses "
-                        "given hit_prop"),
+                        .fval = 1.0, .doc = "the fraction of accesses given hit_prop, in [0, 1] "
+                        "(checked by the core)"),
               L2P_PARAM(win_new_args, hit_prop, L2P_P_INT, .flags = L2P_P_KWONLY,
                         .ival = L2P_ACCESS_PERSISTING, .lo = INT_MIN, .hi = INT_MAX,
                         .what = "an AccessProperty", .pytype = "AccessProperty | int",
