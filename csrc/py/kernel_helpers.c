@@ -85,11 +85,12 @@ static PyObject *seed_map_impl(PyObject *m, const void *args)
 L2P_DEFINE_FN(seed_map_fn, seed_map_args, seed_map_impl, "seed_map",
               "The study's host map: srand(seed); rand() % range, with glibc's generator "
               "reproduced exactly; int32 (default) or int64.", "numpy.ndarray",
-              L2P_PARAM(seed_map_args, n, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
-                        .hi = LLONG_MAX, .what = "entries", .doc = "the map's length"),
-              L2P_PARAM(seed_map_args, range, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
-                        .hi = INT_MAX_LL, .what = "exclusive upper bound",
-                        .doc = "entries lie in [0, range); None: n"),
+              /* n's and range's ranges are the core's (l2p_seed_map_check). */
+              L2P_PARAM(seed_map_args, n, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "entries", .doc = "the map's length, >= 0"),
+              L2P_PARAM(seed_map_args, range, L2P_P_INT, .flags = L2P_P_NONE, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "exclusive upper bound",
+                        .doc = "entries lie in [0, range), range in [1, 2^31 - 1]; None: n"),
               L2P_PARAM(seed_map_args, dtype, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
                         .pytype = "DTypeLike", .doc = "int32 (None) or int64"),
               L2P_PARAM(seed_map_args, seed, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0,
