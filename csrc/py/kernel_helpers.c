@@ -7,7 +7,6 @@
 #include "l2p_kernels.h"
 #include "l2p_seedmap.h"
 
-#define INT_MAX_LL 2147483647LL
 
 /* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
 int l2p_py_gather_flag_raise(l2p_state *st, int device)
