@@ -50,11 +50,13 @@ def is_available() -> bool:
 
 
 def no_device_reason() -> str | None:
-    """Why no device can be used (the runtime's error), or None when one can."""
+    """Why no device can be used, or None when one can: "<reason> (<runtime error>)", where
+    the reason tells a missing driver from one too old (and the CUDA version it needs). The
+    same words as NoDeviceError's and the report's (one C function makes them)."""
     from ._core import no_device_reason as _why
 
     why = _why()
-    return None if why is None else f"{why[1]}: {why[2]}"
+    return None if why is None else f"{why[2]} ({why[1]})"
 
 
 __all__ = [

@@ -111,10 +111,8 @@ def format_table(reports: list[dict]) -> str:
 
 def format_no_gpu(info: dict) -> str:
     reason = info["reason"]
-    if info["driver_supports"] is None:  # cudaDriverGetVersion gave 0: no driver at all
-        why = ": no NVIDIA driver is installed" + (f" ({reason['name']})." if reason else ".")
-    else:
-        why = f": {reason['name']}: {reason['description']}." if reason else "."
+    # The reason's words come from the C core (l2p_no_device_reason), as NoDeviceError's.
+    why = f": {reason['description']} ({reason['name']})." if reason else "."
     lines = [
         "No CUDA device was found" + why,
         "Without a GPU, l2persist can still show:",

@@ -56,7 +56,10 @@ class Counters(Mapping):
 
 def counter_names(device=None, *, raw: bool = False) -> dict | list:
     """The friendly names and the raw metrics they stand for; with ``raw=True`` the chip's
-    base metric names from CUPTI (needs a GPU; append ``.sum``, ``.avg``, ``.pct``...)."""
+    base metric names from CUPTI (needs a GPU; append ``.sum``, ``.avg``, ``.pct``...).
+
+    ``device``: whose chip (an index or ``Device``; None: the current one), used only with
+    ``raw=True``."""
     if raw:
         return sorted(_core.base_metrics(device))
     return dict(_FRIENDLY)
@@ -84,7 +87,13 @@ def _explain_unknown(err: ValueError, device) -> ValueError:
 def measure(fn, metrics=None, *, device=None, warmup=None, per_kernel: bool = False,
             max_ranges: int = 256):
     """Counters of ``fn()``: a ``Counters`` mapping, or with ``per_kernel=True`` a list of
-    them, one per kernel launch (named after the kernel)."""
+    them, one per kernel launch (named after the kernel).
+
+    ``fn`` is called once per CUPTI pass (a metric set may need several). ``metrics``:
+    friendly names (``counter_names()``) or raw metric names, one name or a list (None: the
+    default set). ``device``: an index or ``Device`` (None: the current one). ``warmup``: a
+    callable run before each pass, outside the measured range (e.g. an L2 flush).
+    ``max_ranges``: the most kernels one pass records, in [1, 100000]."""
     names = list(DEFAULT_METRICS if metrics is None else
                  ([metrics] if isinstance(metrics, str) else metrics))
     try:

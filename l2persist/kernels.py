@@ -19,25 +19,40 @@ globals().update({name: getattr(_core, name) for name in KERNELS})
 STREAM_TRAFFIC = {"read": 1, "write": 1, "copy": 2, "triad": 3}
 
 
+# streaming's triad scalar default, from its C row (one source).
+_TRIAD_SCALAR = float(next(d for n, _t, d, _k in _core._signatures["streaming"][0]
+                           if n == "scalar"))
+_KW_DOC = ("``**kw``: streaming's keyword arguments: ``load`` / ``store`` (flavours), "
+           "``blocks`` / ``threads`` (default 4 x 512 per SM), ``stream``, ``window``.")
+
+
 def stream_read(src, **kw):
-    """Read every 16-byte word of ``src`` once."""
+    """Read every 16-byte word of ``src`` (16-byte aligned, a multiple of 16 bytes) once.
+    """
     return _core.streaming("read", src=src, **kw)
 
 
 def stream_write(dst, **kw):
-    """Write every 16-byte word of ``dst`` once."""
+    """Write every 16-byte word of ``dst`` (16-byte aligned, a multiple of 16 bytes) once.
+    """
     return _core.streaming("write", dst=dst, **kw)
 
 
 def stream_copy(dst, src, **kw):
-    """dst = src, 16 bytes per access."""
+    """dst = src, 16 bytes per access; ``dst`` and ``src`` have one size.
+    """
     return _core.streaming("copy", dst=dst, src=src, **kw)
 
 
-def triad(dst, b, c, scalar=3.0, **kw):
-    """dst = b + scalar * c on float32 buffers (STREAM's triad)."""
+def triad(dst, b, c, scalar=_TRIAD_SCALAR, **kw):
+    """dst = b + scalar * c on float32 buffers of one size (STREAM's triad).
+    """
     return _core.streaming("triad", dst=dst, src=b, src2=c, scalar=scalar, **kw)
 
+
+for _f in (stream_read, stream_write, stream_copy, triad):
+    _f.__doc__ += "\n" + _KW_DOC
+del _f
 
 __all__ = ["KERNELS", "LOAD_FLAVOURS", "STORE_FLAVOURS", "STREAM_TRAFFIC", *KERNELS,
            "gather_errors", "seed_map", "stream_copy", "stream_read", "stream_write", "triad"]

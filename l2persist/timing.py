@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from . import _core
+
+# time_calls' defaults, from its C signature (csrc/core/l2p_timing.h's L2P_TIME_*): one source.
+_DEFAULTS = {p.name: p.default for p in inspect.signature(_core.time_calls).parameters.values()}
 
 
 @dataclass(frozen=True)
@@ -31,12 +35,16 @@ class Timing:
         return nbytes / (self.median * 1e-3)
 
 
-def benchmark(fn, *, stream=None, warmup: int = 3, repeat: int = 20, device=None,
-              flush_l2: bool = False, graph: bool = False, hold_us: float = 50.0,
+def benchmark(fn, *, stream=None, warmup: int = _DEFAULTS["warmup"],
+              repeat: int = _DEFAULTS["repeat"], device=None, flush_l2: bool = False,
+              graph: bool = False, hold_us: float = _DEFAULTS["hold_us"],
               counters=None) -> Timing:
     """Time ``fn()`` with CUDA events recorded on ``stream`` around each call.
 
-    ``fn`` must enqueue its work on that stream; ``warmup`` calls run first and are not kept.
+    ``fn`` must enqueue its work on that stream (``None``: the legacy default stream; a
+    ``Stream`` or a foreign stream handle); ``warmup`` calls run first and are not kept, then
+    ``repeat`` samples are taken. ``device`` (an index or ``Device``; default the current one)
+    names where the events go when no stream says it.
     ``flush_l2=True`` writes a buffer of twice the L2 before every sample (outside the timed
     region) so each sample starts with a cold cache; it does not release persisting lines
     (``reset_persisting_l2`` does that). ``graph=True`` captures ``fn`` once and times graph

@@ -92,6 +92,44 @@ def test_stub_is_current():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_stub_is_typed_from_the_rows():
+    """The stub types what the rows know: at most 5 Any, return types on every row-made
+    callable, and the rows' defaults are the text signatures' (one source)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_stub
+    finally:
+        sys.path.pop(0)
+    text = (ROOT / "l2persist" / "_core.pyi").read_text()
+    assert gen_stub.count_any(text) <= 5, text
+    for qualname, (params, returns) in _core._signatures.items():
+        assert returns, qualname
+        obj = _core
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        sig = inspect.signature(obj).parameters
+        for name, _type, default, _kind in params:
+            assert name in sig, (qualname, name)
+            shown = sig[name].default
+            if default is None:
+                assert shown is inspect.Parameter.empty, (qualname, name)
+            else:
+                assert repr(shown) == default or str(shown) == default, (qualname, name)
+    assert "def time_calls(" in text and "hold_us: float = 50.0" in text
+    assert "-> list[float]" in text
+
+
+def test_row_parameters_are_documented():
+    """Every parameter of a row-made callable has a line in its docstring."""
+    for qualname, (params, _) in _core._signatures.items():
+        obj = _core
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        doc = obj.__doc__ or ""
+        for name, *_ in params:
+            assert f"    {name} (" in doc, (qualname, name)
+
+
 def test_every_submodule_declares_all():
     for info in pkgutil.iter_modules(l2persist.__path__):
         if info.name == "_core":
@@ -102,3 +140,18 @@ def test_every_submodule_declares_all():
             assert hasattr(mod, n), f"{info.name}.{n}"
     for n in l2persist.__all__:
         assert hasattr(l2persist, n), n
+
+
+def test_timing_defaults_have_one_source():
+    """time_calls' documented defaults are its C defaults (L2P_TIME_* in l2p_timing.h); every
+    Python caller that re-states hold_us takes the same value: a hold of 50 us, so the events
+    time the GPU rather than the host's launch latency."""
+    core = inspect.signature(_core.time_calls).parameters
+    assert core["hold_us"].default == 50.0
+    assert (core["warmup"].default, core["repeat"].default) == (3, 20)
+    assert "hold_us" in _core.time_calls.__doc__
+    for fn in (l2persist.benchmark, l2persist.tune):
+        params = inspect.signature(fn).parameters
+        assert params["hold_us"].default == core["hold_us"].default, fn.__name__
+    bench = inspect.signature(l2persist.benchmark).parameters
+    assert (bench["warmup"].default, bench["repeat"].default) == (3, 20)

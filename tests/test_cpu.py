@@ -235,3 +235,34 @@ def test_metadata_names_the_revision_it_was_told(monkeypatch):
     monkeypatch.delenv("L2P_GIT_REVISION")
     rev = collect_metadata()["git_revision"]
     assert rev is None or rev != "abc123def456+dirty"
+
+
+def _libcuda_loads():
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+@no_gpu
+def test_one_no_driver_reason_everywhere():
+    """The reason says what is true here (no driver, or a driver too old), in the same words
+    in no_device_reason(), NoDeviceError and the report; never "driver version is
+    insufficient" when there is no driver at all."""
+    import subprocess
+    import sys
+    code, name, reason = l2persist._core.no_device_reason()
+    if name == "cudaErrorInsufficientDriver":
+        if _libcuda_loads():
+            assert reason.startswith("the NVIDIA driver is too old") and "CUDA" in reason
+        else:
+            assert reason.startswith("no NVIDIA driver is installed")
+    assert "insufficient" not in reason
+    assert l2persist.no_device_reason() == f"{reason} ({name})"
+    with pytest.raises(l2persist.NoDeviceError) as e:
+        l2persist.Device(0)
+    assert reason in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "l2persist"], capture_output=True, text=True)
+    assert reason in r.stdout + r.stderr

@@ -159,3 +159,22 @@ def test_cli_report_on_gpu(device):
     bad = subprocess.run([sys.executable, "-m", "l2persist", "--device", "99"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--device 99" in bad.stderr
+
+
+def test_restore_persisting_l2_is_the_scopes_restore(device):
+    """_core.restore_persisting_l2 (restore.c's one restore, for the tuner and the studies)
+    puts the limit back and demotes persisting lines, like persisting_l2()'s exit."""
+    if device.persisting_l2_source != "process":
+        pytest.skip("the set-aside is an MPS server's here")
+    start = device.persisting_l2_limit
+    other = 2 * device.persisting_l2_granule if start != 2 * device.persisting_l2_granule \
+        else 3 * device.persisting_l2_granule
+    device.persisting_l2_limit = other
+    try:
+        assert device.persisting_l2_limit == other
+    finally:
+        granted = l2persist._core.restore_persisting_l2(device, start)
+    assert granted == start == device.persisting_l2_limit
+    with pytest.raises(ValueError, match=r"^limit: -1 is outside \["):
+        l2persist._core.restore_persisting_l2(device, -1)
+    assert device.persisting_l2_limit == start

@@ -220,6 +220,11 @@ def test_streaming_bad_inputs():
             K.triad(a, a, a)
         with pytest.raises(ValueError, match="op"):
             K.streaming("scale", src=a)
+        # Only dst to a read: once a NULL dereference, now the missing src is named.
+        with pytest.raises(TypeError, match="src: op 'read' needs this buffer"):
+            K.streaming("read", dst=a)
+        with pytest.raises(TypeError, match="dst: op 'write' needs this buffer"):
+            K.streaming("write", src=a)
         with pytest.raises(ValueError, match="repeats"):
             K.l2_read(a, 0)
         with pytest.raises(ValueError, match="loads: 3"):
@@ -290,3 +295,22 @@ def test_benchmark_flush_and_graph(rng):
             l2persist.benchmark(lambda: None, hold_us=-1)
         idle = l2persist.benchmark(lambda: K.noop(stream=s), stream=s, repeat=10, hold_us=0)
         assert len(idle.samples) == 10
+
+
+def test_time_calls_passes_fn_errors_through():
+    """The timing loop lives in the C core (l2p_time_samples) and calls fn through a callback:
+    fn's own exception comes back unchanged, plain or captured, and a failed capture leaves
+    the stream usable."""
+    def boom():
+        raise KeyError("boom")
+
+    with l2persist.Stream() as s:
+        for graph in (False, True):
+            with pytest.raises(KeyError, match="boom"):
+                l2persist._core.time_calls(boom, stream=s, graph=graph, repeat=2)
+        samples = l2persist._core.time_calls(lambda: K.noop(stream=s), stream=s, repeat=3,
+                                             flush_l2=True)
+        assert len(samples) == 3 and all(0 < x < 1000 for x in samples)
+        graphed = l2persist._core.time_calls(lambda: K.noop(stream=s), stream=s, repeat=3,
+                                             graph=True, hold_us=0)
+        assert len(graphed) == 3 and all(0 < x < 1000 for x in graphed)

@@ -104,3 +104,21 @@ def test_helpers():
     p = C.permuted_within_line(rng, 32, 4, line=2)
     assert sorted(p) == list(range(256, 384, 4))
     assert C.analyze(p).sectors == 4 and C.analyze(p).lines == 1
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: C.contiguous(threads=-1), ValueError, r"threads: -1 is outside \[1, "),
+    (lambda: C.contiguous(threads=0), ValueError, "threads: 0"),
+    (lambda: C.contiguous(threads=True), TypeError, "threads"),
+    (lambda: C.contiguous(size=3), ValueError, "size: 3"),
+    (lambda: C.strided(stride=-1), ValueError, "offset, stride, base"),
+    (lambda: C.broadcast(element=-1), ValueError, "element, base"),
+    (lambda: C.analyze(None), TypeError, "addresses: expected a 1-D"),
+    (lambda: C.analyze([]), ValueError, "addresses: empty"),
+    (lambda: C.analyze([[0, 4]]), ValueError, "addresses:"),
+    (lambda: C.analyze([0, 4], rule="kepler"), ValueError, "rule: 'kepler' is not one of"),
+    (lambda: C.analyze([0, 4], size=0), ValueError, "size:"),
+])
+def test_patterns_and_analyze_name_their_bad_argument(call, err, match):
+    with pytest.raises(err, match=match):
+        call()

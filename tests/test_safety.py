@@ -346,3 +346,22 @@ def test_buffers_from_before_a_device_reset_are_refused_and_never_freed():
         assert err is not None and "was reset" in err, (name, err)
     assert out["errors"]["launch"].startswith("data: device 0 was reset")
     assert out["ok"] and out["timed"]
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: l2persist.plan_hit_ratios([16], [1], -1), "set_aside"),
+    (lambda: l2persist.plan_hit_ratios([16], [1], 2**64), "set_aside"),
+    (lambda: l2persist.plan_hit_ratios([16], [1], 16, -1), "max_window"),
+    (lambda: l2persist.plan_hit_ratios([16], [1], 16, max_window=2**64), "max_window"),
+    (lambda: l2persist._core.default_set_aside(-1, -1), "l2_cache_size"),
+    (lambda: l2persist._core.default_set_aside(1, 2**64), "persisting_l2_cache_max_size"),
+    (lambda: l2persist.Device(2**70), "index"),
+    (lambda: l2persist.reset_persisting_l2(2**70), "device"),
+    (lambda: l2persist._core.seed_map(4, seed=2**32), "seed"),
+    (lambda: l2persist._core.time_calls(lambda: None, repeat=2**70), "repeat"),
+])
+def test_arithmetic_that_would_wrap_is_refused(call, name):
+    """Issue 20, item 8: values that would wrap (negative sizes, 2**64) raise ValueError
+    naming the argument and its range, on any machine."""
+    with pytest.raises(ValueError, match=rf"^{name}: .* is outside \["):
+        call()

@@ -1,5 +1,6 @@
 #include "l2p_device.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +44,47 @@ void l2p_device_count(int *count, cudaError_t *reason)
     *reason = rc;
 }
 
+/* Whether the driver library exists (the runtime dlopens it; RTLD_LAZY loads nothing new
+ * when it is already mapped). */
+static int libcuda_loadable(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return 0;
+    dlclose(h);
+    return 1;
+}
+
+void l2p_no_device_reason(cudaError_t why, char *buf, size_t size)
+{
+    int driver = 0;
+    if (why == cudaErrorInsufficientDriver && !libcuda_loadable()) {
+        snprintf(buf, size, "no NVIDIA driver is installed (libcuda.so.1 cannot be loaded)");
+        return;
+    }
+    if (why == cudaErrorInsufficientDriver) {
+        (void)cudaDriverGetVersion(&driver);
+        (void)cudaGetLastError();
+        snprintf(buf, size, "the NVIDIA driver is too old: it supports CUDA %d.%d, and "
+                 "l2persist was built with the CUDA %d.%d runtime; install a driver that "
+                 "supports CUDA %d.%d or newer", driver / 1000, (driver % 1000) / 10,
+                 CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10, CUDART_VERSION / 1000,
+                 (CUDART_VERSION % 1000) / 10);
+        return;
+    }
+    snprintf(buf, size, "%s", cudaGetErrorString(why));
+}
+
 l2p_status l2p_device_check(int index)
 {
     int n;
     cudaError_t why;
     l2p_device_count(&n, &why);
-    if (n == 0)
+    if (n == 0) {
+        char reason[256];
+        l2p_no_device_reason(why, reason, sizeof reason);
         return l2p_fail_cuda_msg(L2P_ERR_NO_DEVICE, why, "cudaGetDeviceCount",
-                                 "no CUDA device was found (%s)", cudaGetErrorString(why));
+                                 "no CUDA device was found: %s", reason);
+    }
     if (index < 0 || index >= n || index >= L2P_MAX_DEVICES)
         return l2p_fail(L2P_ERR_VALUE, "index: device %d does not exist; this machine has %d "
                         "CUDA device%s (valid indices 0..%d)", index, n, n == 1 ? "" : "s", n - 1);
@@ -167,15 +201,17 @@ l2p_status l2p_device_sm_count(int index, int *out)
     return L2P_OK;
 }
 
-/* Run `body` with the device current and restore the previous device afterwards. */
-#define WITH_DEVICE(index, body)                    \
-    do {                                            \
-        int prev_;                                  \
-        L2P_TRY(l2p_device_enter((index), &prev_)); \
-        l2p_status st_ = (body);                    \
-        l2p_device_leave(prev_);                    \
-        return st_;                                 \
-    } while (0)
+/* The one way to work on a device here: l2p_device_enter(index, &prev), the work (as the
+ * argument, so it runs while the device is current), then leaving it through left(), which
+ * restores the previous device and passes the work's status on:
+ *     int prev;
+ *     L2P_TRY(l2p_device_enter(index, &prev));
+ *     return left(prev, work(...)); */
+static l2p_status left(int previous, l2p_status st)
+{
+    l2p_device_leave(previous);
+    return st;
+}
 
 
 l2p_status l2p_device_get_persisting_limit(int index, size_t *out)
@@ -242,7 +278,9 @@ l2p_status l2p_device_set_persisting_limit(int index, long long requested, size_
         if (granted) *granted = a.set_aside; /* asking for what the server gives: a no-op */
         return L2P_OK;
     }
-    WITH_DEVICE(index, check_and_set(index, requested, granted));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, check_and_set(index, requested, granted));
 }
 
 static l2p_status probe_granule(int index, size_t *out)
@@ -265,7 +303,9 @@ static l2p_status probe_granule(int index, size_t *out)
 
 l2p_status l2p_device_persisting_granule(int index, size_t *out)
 {
-    WITH_DEVICE(index, probe_granule(index, out));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, probe_granule(index, out));
 }
 
 static l2p_status read_default(int index, size_t *out)
@@ -282,7 +322,9 @@ l2p_status l2p_device_default_persisting_limit(int index, size_t *out)
         *out = a.set_aside; /* the client's own first reading is not what it gets */
         return L2P_OK;
     }
-    WITH_DEVICE(index, read_default(index, out));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, read_default(index, out));
 }
 
 static l2p_status reset_current(void)
@@ -293,7 +335,9 @@ static l2p_status reset_current(void)
 
 l2p_status l2p_device_reset_persisting(int index)
 {
-    WITH_DEVICE(index, reset_current());
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, reset_current());
 }
 
 static l2p_status release_current(void)
@@ -310,7 +354,9 @@ l2p_status l2p_device_release_persisting(int index)
         L2P_TRY(l2p_device_reset_persisting(index));
         return refuse_under_mps(&a, 0);
     }
-    WITH_DEVICE(index, release_current());
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, release_current());
 }
 
 static l2p_status probe_support(int index, int *out)
@@ -388,7 +434,9 @@ static l2p_status context_id_current(unsigned long long *id)
 
 l2p_status l2p_device_context_id(int index, unsigned long long *id)
 {
-    WITH_DEVICE(index, context_id_current(id));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, context_id_current(id));
 }
 
 int l2p_device_context_gone(int index, unsigned long long ctx)
@@ -424,7 +472,9 @@ static l2p_status probe_mps(int index, int *out)
 l2p_status l2p_device_mps_enabled(int index, int *out)
 {
     /* Entering the device initialises its context, which is when the client connects. */
-    WITH_DEVICE(index, probe_mps(index, out));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, probe_mps(index, out));
 }
 
 /* The MPS server's set-aside, from its percentage (or, when it has none, the driver's default,
@@ -476,13 +526,17 @@ l2p_status l2p_device_aside_info(int index, l2p_aside_info *out)
         pthread_mutex_unlock(&cache_lock);
     }
     *out = aside[index];
-    if (out->mps != 1) WITH_DEVICE(index, get_limit_current(&out->set_aside));
-    return L2P_OK;
+    if (out->mps == 1) return L2P_OK;
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, get_limit_current(&out->set_aside));
 }
 
 l2p_status l2p_device_supports_persisting(int index, int *out)
 {
-    WITH_DEVICE(index, probe_support(index, out));
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, probe_support(index, out));
 }
 
 static l2p_status synchronize_current(void)
@@ -493,5 +547,7 @@ static l2p_status synchronize_current(void)
 
 l2p_status l2p_device_synchronize(int index)
 {
-    WITH_DEVICE(index, synchronize_current());
+    int prev;
+    L2P_TRY(l2p_device_enter(index, &prev));
+    return left(prev, synchronize_current());
 }

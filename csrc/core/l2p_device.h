@@ -40,6 +40,12 @@ void l2p_device_count(int *count, cudaError_t *reason);
  * count when it is out of range. */
 l2p_status l2p_device_check(int index);
 
+/* Why no device can be used, in words, for a count that failed with `why` (the one wording of
+ * the no-driver case everywhere: NoDeviceError, no_device_reason(), the report, test skips).
+ * cudaErrorInsufficientDriver means "no driver" when libcuda cannot be loaded at all, and "the
+ * driver is too old" (with the CUDA version it supports and the one needed) when it can. */
+void l2p_no_device_reason(cudaError_t why, char *buf, size_t size);
+
 /* Make `index` current for the calling thread, saving the previous one; l2p_device_leave
  * restores it. The first enter of a device records its persisting limit as the default. */
 l2p_status l2p_device_enter(int index, int *previous);

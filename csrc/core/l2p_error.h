@@ -22,7 +22,9 @@ typedef enum {
     L2P_ERR_NO_DEVICE,     /* no usable CUDA device; cuda_code holds the runtime's reason */
     L2P_ERR_NO_MEMORY,     /* device or host memory exhausted */
     L2P_ERR_STATE,         /* an object used after close(), or in the wrong state */
-    L2P_ERR_CUPTI          /* a CUPTI call failed; cupti_code holds its CUptiResult */
+    L2P_ERR_CUPTI,         /* a CUPTI call failed; cupti_code holds its CUptiResult */
+    L2P_ERR_CALLBACK       /* a caller's callback failed; its own error (a Python exception,
+                            * say) tells why */
 } l2p_status;
 
 typedef struct {

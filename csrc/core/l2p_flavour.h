@@ -24,7 +24,8 @@ extern const char *const l2p_store_flavour_names[L2P_ST_COUNT + 1];
 
 const char *l2p_load_flavour_name(int flavour);
 const char *l2p_store_flavour_name(int flavour);
-/* The index of `name` in the NULL-terminated `names`; an unknown name is an error naming the
+/* The one choice parser of the core and the extension: the index of `name` in the
+ * NULL-terminated `names`; an unknown name is an error naming the
  * argument `arg` and listing the choices. */
 l2p_status l2p_parse_choice(const char *name, const char *arg, const char *const *names,
                             int *out);

@@ -14,3 +14,9 @@ size_t l2p_l2_read_chunks(size_t n_words, unsigned threads, unsigned loads)
     rows = (n_words + threads - 1) / threads;
     return (rows + loads - 1) / loads;
 }
+
+void l2p_bulk_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads)
+{
+    *blocks = 2u * (unsigned)(multiprocessor_count > 0 ? multiprocessor_count : 1);
+    *threads = 32;
+}

@@ -12,6 +12,9 @@ extern "C" {
 /* The streaming kernels' grid: enough resident threads to keep HBM busy on any SM count. */
 void l2p_streaming_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads);
 
+/* The bulk read's grid: 2 blocks of 32 threads (one warp drives the copy engine) per SM. */
+void l2p_bulk_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *threads);
+
 /* The L2-resident read's shape: blocks of `threads` threads, each thread making `loads`
  * independent loads, one per row of `threads` words, rows `chunks` apart; block b reads chunk
  * b % chunks, so `repeats` passes take repeats * chunks blocks. A block's footprint (1024

@@ -1,10 +1,13 @@
 #include "l2p_model.h"
 
+#include "l2p_flavour.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const rule_names[L2P_RULE_COUNT] = {"kepler_caching", "kepler_noncaching",
-                                                       "sectors"};
+const char *const l2p_rule_names[L2P_RULE_COUNT + 1] = {"kepler_caching", "kepler_noncaching",
+                                                        "sectors", NULL};
+#define rule_names l2p_rule_names
 
 const char *l2p_rule_name(int rule)
 {
@@ -13,13 +16,7 @@ const char *l2p_rule_name(int rule)
 
 l2p_status l2p_rule_parse(const char *name, int *rule)
 {
-    for (int i = 0; i < L2P_RULE_COUNT; i++)
-        if (strcmp(name, rule_names[i]) == 0) {
-            *rule = i;
-            return L2P_OK;
-        }
-    return l2p_fail(L2P_ERR_VALUE, "rule: '%s' is not one of kepler_caching, kepler_noncaching, "
-                    "sectors", name);
+    return l2p_parse_choice(name, "rule", l2p_rule_names, rule);
 }
 
 static int cmp_i64(const void *a, const void *b)

@@ -46,6 +46,8 @@ typedef struct {
     uint64_t bytes_requested, bytes_moved;
 } l2p_access_stats;
 
+/* The rules' names, in enum order, NULL-terminated. */
+extern const char *const l2p_rule_names[L2P_RULE_COUNT + 1];
 const char *l2p_rule_name(int rule);
 l2p_status l2p_rule_parse(const char *name, int *rule);
 

@@ -50,3 +50,12 @@ void l2p_seed_map_int64(int64_t *map, size_t n, uint64_t range, unsigned seed)
     glibc_srand(&g, seed);
     for (size_t i = 0; i < n; i++) map[i] = (int64_t)(glibc_rand_next(&g) % range);
 }
+
+l2p_status l2p_seed_map_check(long long n, long long range)
+{
+    if (n < 0) return l2p_fail(L2P_ERR_VALUE, "n: %lld must be >= 0", n);
+    if (range < 1 || range > 2147483647LL)
+        return l2p_fail(L2P_ERR_VALUE, "range: %lld is outside [1, 2^31 - 1] (rand() yields 31 "
+                        "bits)", range);
+    return L2P_OK;
+}

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "l2p_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,6 +16,8 @@ extern "C" {
  * any platform. */
 void l2p_seed_map_int32(int32_t *map, size_t n, uint32_t range, unsigned seed);
 void l2p_seed_map_int64(int64_t *map, size_t n, uint64_t range, unsigned seed);
+/* n >= 0 entries, range in [1, 2^31 - 1] (rand() yields 31 bits). */
+l2p_status l2p_seed_map_check(long long n, long long range);
 
 
 #ifdef __cplusplus

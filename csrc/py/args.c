@@ -4,7 +4,7 @@
 int l2p_py_int_arg(PyObject *obj, const char *name, long long *out)
 {
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an int number of bytes >= 0, got %s", name,
+        PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", name,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
@@ -57,9 +57,14 @@ int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index)
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    long v = PyLong_AsLong(obj);
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (v == -1 && PyErr_Occurred()) return -1;
-    if (v < INT_MIN || v > INT_MAX) v = -1;
+    if (overflow || v < INT_MIN || v > INT_MAX) { /* in range: the core names the count */
+        PyErr_Format(PyExc_ValueError, "device: %S is outside [0, device_count()) (a device "
+                     "index; or a Device, or None for the current one)", obj);
+        return -1;
+    }
     *index = (int)v;
     if (l2p_device_check(*index) != L2P_OK) return l2p_py_raise_int(st);
     return 0;

@@ -2,6 +2,7 @@
  * convention, conversion and validation from the row, the launch on the buffers' device,
  * and the text signature generated from the same row. */
 #include "binder.h"
+#include "params.h"
 
 #include "l2p_checks.h"
 #include "l2p_flavour.h"
@@ -31,57 +32,50 @@ static int is_required(const l2p_arg *a)
            (a->type == L2P_A_CHOICE && a->ival < 0);
 }
 
+/* The row's arguments, then stream, window (unless L2P_K_NO_WINDOW), device (L2P_K_DEVICE):
+ * the extras sit after the row's in the slots. */
 typedef struct {
-    PyObject *given[L2P_MAX_KARGS];
+    PyObject *given[L2P_MAX_KARGS + 3];
     PyObject *stream, *window, *device;
 } raw_args;
 
-static int set_once(PyObject **slot, PyObject *value, const l2p_kernel *k, const char *name)
+typedef struct {
+    const l2p_kernel *k;
+    int n; /* the row's own arguments */
+    const char *extra[3];
+} kernel_view;
+
+static const char *kernel_arg_name(const void *rows, int i)
 {
-    if (*slot) {
-        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", k->name, name);
-        return -1;
-    }
-    *slot = value;
-    return 0;
+    const kernel_view *v = rows;
+    return i < v->n ? v->k->args[i].name : v->extra[i - v->n];
 }
 
-/* Match one keyword to its slot: the common stream/window/device, then the row's names. */
-static int match_keyword(const l2p_kernel *k, int n, PyObject *key, PyObject *value, raw_args *r)
+static unsigned kernel_arg_flags(const void *rows, int i)
 {
-    if (PyUnicode_CompareWithASCIIString(key, "stream") == 0)
-        return set_once(&r->stream, value, k, "stream");
-    if (!(k->flags & L2P_K_NO_WINDOW) && PyUnicode_CompareWithASCIIString(key, "window") == 0)
-        return set_once(&r->window, value, k, "window");
-    if ((k->flags & L2P_K_DEVICE) && PyUnicode_CompareWithASCIIString(key, "device") == 0)
-        return set_once(&r->device, value, k, "device");
-    for (int i = 0; i < n; i++)
-        if (PyUnicode_CompareWithASCIIString(key, k->args[i].name) == 0)
-            return set_once(&r->given[i], value, k, k->args[i].name);
-    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", k->name, key);
-    return -1;
+    const kernel_view *v = rows;
+    return i < v->n && is_required(&v->k->args[i]) ? L2P_MATCH_REQUIRED : 0u;
 }
 
+/* Through the one matcher (params.c's l2p_match). */
 static int parse(const l2p_kernel *k, PyObject *const *args, Py_ssize_t nargs,
                  PyObject *kwnames, raw_args *r)
 {
-    int n = n_args(k), npos = n_positional(k, n);
+    kernel_view kv = {k, n_args(k), {"stream", NULL, NULL}};
+    int extras = 1;
+    if (!(k->flags & L2P_K_NO_WINDOW)) kv.extra[extras++] = "window";
+    if (k->flags & L2P_K_DEVICE) kv.extra[extras++] = "device";
+    l2p_sig_view view = {k->name, kv.n + extras, n_positional(k, kv.n), &kv, kernel_arg_name,
+                         kernel_arg_flags};
     memset(r, 0, sizeof *r);
-    if (nargs > npos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional argument%s (%zd given)",
-                     k->name, npos, npos == 1 ? "" : "s", nargs);
-        return -1;
+    if (l2p_match(&view, args, nargs, kwnames, r->given) < 0) return -1;
+    for (int e = 0; e < extras; e++) {
+        PyObject *v = r->given[kv.n + e];
+        r->given[kv.n + e] = NULL;
+        if (kv.extra[e][0] == 's') r->stream = v;
+        else if (kv.extra[e][0] == 'w') r->window = v;
+        else r->device = v;
     }
-    for (Py_ssize_t i = 0; i < nargs; i++) r->given[i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t j = 0; j < nkw; j++)
-        if (match_keyword(k, n, PyTuple_GET_ITEM(kwnames, j), args[nargs + j], r) < 0) return -1;
-    for (int i = 0; i < n; i++)
-        if (!r->given[i] && is_required(&k->args[i])) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", k->name,
-                         k->args[i].name);
-            return -1;
-        }
     return 0;
 }
 
@@ -165,15 +159,19 @@ static int pow2_error(const l2p_arg *a, long long v)
     return -1;
 }
 
+/* Through the functions' ranged converter (params.c), so both say what the number is:
+ * "threads: expected an int (threads per block) in [1, 1024]". */
 static int convert_int(const l2p_arg *a, PyObject *obj, l2p_val *v)
 {
-    if (l2p_py_int_arg(obj, a->name, &v->i) < 0) return -1;
-    if ((a->flags & L2P_A_POW2) &&
-        (v->i < a->lo || v->i > a->hi || v->i <= 0 || (v->i & (v->i - 1))))
-        return pow2_error(a, v->i);
-    if (v->i < a->lo || v->i > a->hi) {
-        PyErr_Format(PyExc_ValueError, "%s: %lld is outside [%lld, %lld]", a->name, v->i, a->lo,
-                     a->hi);
+    const char *what = (a->flags & L2P_A_THREADS) ? "threads per block"
+                       : (a->flags & L2P_A_BLOCKS) ? "blocks of the grid"
+                                                   : NULL;
+    if (a->flags & L2P_A_POW2) {
+        if (l2p_py_ranged_int(obj, a->name, "a power of two", LLONG_MIN, LLONG_MAX, &v->i) < 0)
+            return -1;
+        if (v->i < a->lo || v->i > a->hi || v->i <= 0 || (v->i & (v->i - 1)))
+            return pow2_error(a, v->i);
+    } else if (l2p_py_ranged_int(obj, a->name, what, a->lo, a->hi, &v->i) < 0) {
         return -1;
     }
     v->given = 1;
@@ -439,7 +437,38 @@ static int default_text(PyObject *parts, const l2p_arg *a)
     }
 }
 
-/* "name(a, b=1, *, c='x', stream=None, window=None)\n--\n\nsummary\n\nchoices". */
+static PyObject *arg_type(const l2p_arg *a);
+
+/* One docstring line per argument, from the row: its type and what it accepts. */
+static int arg_line(PyObject *parts, const l2p_arg *a)
+{
+    PyObject *t = arg_type(a);
+    int rc = t ? append(parts, "\n    %s (%U): ", a->name, t) : -1;
+    Py_XDECREF(t);
+    if (rc < 0) return -1;
+    switch (a->type) {
+    case L2P_A_BUFFER:
+        return append(parts, "device memory%s%s%s%s", a->kinds ? ", dtype kind '" : "",
+                      a->kinds ? a->kinds : "", a->kinds ? "'" : "",
+                      a->align ? ", 16-byte aligned" : "");
+    case L2P_A_INT:
+        if (a->flags & (L2P_A_BLOCKS | L2P_A_THREADS) && (a->flags & L2P_A_OPTIONAL))
+            rc = append(parts, "None: the kernel's default shape; ");
+        if (rc < 0) return -1;
+        return append(parts, "%s in [%lld, %lld]", (a->flags & L2P_A_POW2) ? "a power of two"
+                                                                          : "an int",
+                      a->lo, a->hi);
+    case L2P_A_CHOICE:
+        if (append(parts, "one of") < 0) return -1;
+        for (int j = 0; a->choices[j]; j++)
+            if (append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) return -1;
+        return 0;
+    case L2P_A_OBJECT: return append(parts, "see the summary");
+    default: return append(parts, "see the summary");
+    }
+}
+
+/* "name(a, b=1, *, c='x', stream=None, window=None)\n--\n\nsummary\n\nArguments: ...". */
 static PyObject *make_doc(const l2p_kernel *k)
 {
     PyObject *parts = PyList_New(0), *sep, *doc = NULL;
@@ -457,13 +486,17 @@ static PyObject *make_doc(const l2p_kernel *k)
         ((k->flags & L2P_K_DEVICE) && append(parts, ", device=None") < 0) ||
         append(parts, ")\n--\n\n%s", k->summary) < 0)
         goto done;
-    for (int i = 0; i < n; i++) {
-        const l2p_arg *a = &k->args[i];
-        if (a->type != L2P_A_CHOICE) continue;
-        if (append(parts, "\n%s: one of", a->name) < 0) goto done;
-        for (int j = 0; a->choices[j]; j++)
-            if (append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) goto done;
-    }
+    if (append(parts, "\n\nArguments:") < 0) goto done;
+    for (int i = 0; i < n; i++)
+        if (arg_line(parts, &k->args[i]) < 0) goto done;
+    if (append(parts, "\n    stream (StreamLike): where the kernel runs; None: the legacy "
+               "default stream") < 0 ||
+        (!(k->flags & L2P_K_NO_WINDOW) &&
+         append(parts, "\n    window (AccessPolicyWindow | None): an access policy window for "
+                "this launch only (cudaLaunchKernelEx); the stream's own stays") < 0) ||
+        ((k->flags & L2P_K_DEVICE) &&
+         append(parts, "\n    device (DeviceLike): the device; None: the current one") < 0))
+        goto done;
     sep = PyUnicode_FromString("");
     if (sep) doc = PyUnicode_Join(sep, parts);
     Py_XDECREF(sep);
@@ -496,6 +529,76 @@ static PyMethodDef *method_defs(const l2p_kernel *kernels, int count)
     return defs;
 }
 
+/* The stub's type of a kernel argument (new reference). */
+static PyObject *arg_type(const l2p_arg *a)
+{
+    const char *none = (a->flags & L2P_A_OPTIONAL) ? " | None" : "";
+    switch (a->type) {
+    case L2P_A_BUFFER: return PyUnicode_FromFormat("BufferLike%s", none);
+    case L2P_A_INT: return PyUnicode_FromFormat("int%s", none);
+    case L2P_A_FLOAT: return PyUnicode_FromString("float");
+    case L2P_A_BOOL: return PyUnicode_FromString("bool");
+    case L2P_A_OBJECT: return PyUnicode_FromString(a->pytype ? a->pytype : "object");
+    case L2P_A_CHOICE: {
+        PyObject *s = PyUnicode_FromString("Literal[");
+        for (int i = 0; s && a->choices[i]; i++)
+            Py_SETREF(s, PyUnicode_FromFormat("%U%s'%s'", s, i ? ", " : "", a->choices[i]));
+        return s ? PyUnicode_FromFormat("%U]", s) : NULL;
+    }
+    default: return PyUnicode_FromString("object");
+    }
+}
+
+/* The default as source, or None when required (new reference). */
+static PyObject *arg_default(const l2p_arg *a)
+{
+    if (is_required(a)) Py_RETURN_NONE;
+    PyObject *parts = PyList_New(0), *sep = PyUnicode_FromString(""), *text = NULL;
+    if (parts && sep && default_text(parts, a) == 0) text = PyUnicode_Join(sep, parts);
+    Py_XDECREF(parts);
+    Py_XDECREF(sep);
+    if (!text) return NULL;
+    PyObject *d = PyUnicode_Substring(text, 1, PyUnicode_GET_LENGTH(text)); /* drop the '=' */
+    Py_DECREF(text);
+    return d;
+}
+
+/* The row's signature for the stub (l2p_note_signature), with stream, window, device. */
+static int note_kernel(PyObject *m, const l2p_kernel *k)
+{
+    int n = n_args(k);
+    PyObject *params = PyList_New(0), *tuple = NULL;
+    for (int i = 0; params && i < n; i++) {
+        const l2p_arg *a = &k->args[i];
+        PyObject *t = arg_type(a), *d = t ? arg_default(a) : NULL;
+        PyObject *item = d ? Py_BuildValue("(sOOs)", a->name, t, d, (a->flags & L2P_A_KWONLY)
+                                                                       ? "keyword_only"
+                                                                       : "keyword")
+                           : NULL;
+        Py_XDECREF(t);
+        Py_XDECREF(d);
+        if (!item || PyList_Append(params, item) < 0) Py_CLEAR(params);
+        Py_XDECREF(item);
+    }
+    PyObject *extra[3] = {Py_BuildValue("(ssss)", "stream", "StreamLike", "None", "keyword_only"),
+                          (k->flags & L2P_K_NO_WINDOW) ? NULL
+                              : Py_BuildValue("(ssss)", "window", "AccessPolicyWindow | None",
+                                              "None", "keyword_only"),
+                          (k->flags & L2P_K_DEVICE) ? Py_BuildValue("(ssss)", "device",
+                                                                    "DeviceLike", "None",
+                                                                    "keyword_only")
+                                                    : NULL};
+    for (int i = 0; i < 3; i++) {
+        if (params && extra[i] && PyList_Append(params, extra[i]) < 0) Py_CLEAR(params);
+        Py_XDECREF(extra[i]);
+    }
+    if (params) tuple = PyList_AsTuple(params);
+    int rc = tuple ? l2p_note_signature(m, k->name, tuple, "None") : -1;
+    Py_XDECREF(params);
+    Py_XDECREF(tuple);
+    return rc;
+}
+
 int l2p_add_kernels(PyObject *m, l2p_state *st, const l2p_kernel *kernels)
 {
     int count = 0;
@@ -507,5 +610,8 @@ int l2p_add_kernels(PyObject *m, l2p_state *st, const l2p_kernel *kernels)
     PyMethodDef *defs = method_defs(kernels, count);
     if (!defs) return -1;
     st->kernels = kernels;
-    return PyModule_AddFunctions(m, defs);
+    if (PyModule_AddFunctions(m, defs) < 0) return -1;
+    for (int i = 0; i < count; i++)
+        if (note_kernel(m, &kernels[i]) < 0) return -1;
+    return 0;
 }

@@ -15,9 +15,12 @@
 #ifndef L2P_BINDER_H
 #define L2P_BINDER_H
 
+#include <stddef.h>
+
 #include "l2p_py.h"
 
-#define L2P_MAX_KARGS 16
+#define L2P_MAX_KARGS 16    /* a row with more arguments does not compile (args[] is full) */
+#define L2P_SCRATCH_BYTES 32
 
 typedef enum {
     L2P_A_END = 0,
@@ -52,6 +55,7 @@ typedef struct {
     const char *const *choices; /* CHOICE: NULL-terminated */
     int (*convert)(PyObject *obj, long long *out); /* OBJECT; obj NULL when omitted */
     const char *deftext;        /* OBJECT: the default as the signature shows it */
+    const char *pytype;         /* OBJECT: the stub's type */
 } l2p_arg;
 
 typedef struct {
@@ -91,10 +95,16 @@ struct l2p_call {
     PyObject *stream_obj; /* our Stream, or NULL for a foreign or the legacy stream */
     const l2p_window *window;
     unsigned *sink;
-    unsigned long long tex; /* kernel-specific scratch of check/after */
-    int *flag;
     l2p_val v[L2P_MAX_KARGS];
+    /* What one kernel's check passes to its launch and after (zeroed per call): read and
+     * written only through L2P_SCRATCH with the kernel's own struct type. */
+    _Alignas(max_align_t) unsigned char scratch[L2P_SCRATCH_BYTES];
 };
+
+/* The call's scratch as the kernel's struct `type` (kernels.c asserts that it fits). */
+#define L2P_SCRATCH(c, type) ((type *)(void *)(c)->scratch)
+#define L2P_SCRATCH_FITS(type)                                                            \
+    _Static_assert(sizeof(type) <= L2P_SCRATCH_BYTES, #type " exceeds L2P_SCRATCH_BYTES")
 
 /* The buffer, int, float of argument i. */
 #define L2P_BUF(c, k) ((c)->v[(k)].buf)

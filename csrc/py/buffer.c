@@ -1,8 +1,8 @@
-/* l2persist.DeviceBuffer: NumPy-shaped device memory, its views, its lifetime. Interop
- * (__cuda_array_interface__ v3 and DLPack, both ways) is in dlpack.c. */
+/* The l2persist.DeviceBuffer type: its methods, views and attributes. Its lifetime is in
+ * buffer_life.c, making buffers in buffer_new.c, interop (__cuda_array_interface__ v3 and
+ * DLPack, both ways) in dlpack.c. */
 #include "l2p_py.h"
-
-#include "l2p_release.h"
+#include "params.h"
 
 #include <structmember.h>
 
@@ -10,423 +10,6 @@
 #include "l2p_memory.h"
 
 static l2p_state *buf_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
-
-/* Bytes of a C-contiguous array; -1 with ValueError for a negative dimension or a size that
- * overflows (every import and allocation goes through here, so nbytes always matches the
- * shape that is exported again). */
-static int shape_bytes(int ndim, const Py_ssize_t *shape, size_t itemsize, size_t *out)
-{
-    size_t n = itemsize;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %zd; sizes must be >= 0", i,
-                         shape[i]);
-            return -1;
-        }
-        if (shape[i] != 0 && n > (size_t)PY_SSIZE_T_MAX / (size_t)shape[i]) {
-            PyErr_Format(PyExc_ValueError, "shape: the size overflows (dimension %d is %zd); at "
-                         "most %zd bytes", i, shape[i], PY_SSIZE_T_MAX);
-            return -1;
-        }
-        n *= (size_t)shape[i];
-    }
-    *out = n;
-    return 0;
-}
-
-int l2p_buffer_check_open(l2p_BufferObject *b)
-{
-    /* A view is usable only while every buffer it hangs from is open. */
-    for (l2p_BufferObject *p = b; p; ) {
-        if (p->closed) {
-            PyErr_SetString(PyExc_ValueError, p == b ? "buffer: this DeviceBuffer is closed"
-                                                     : "buffer: the DeviceBuffer this view "
-                                                       "belongs to is closed");
-            return -1;
-        }
-        PyObject *base = p->base;
-        p = (base && PyObject_TypeCheck(base, Py_TYPE(b))) ? (l2p_BufferObject *)base : NULL;
-    }
-    return 0;
-}
-
-static int raise_reset(l2p_BufferObject *b, const char *name)
-{
-    PyErr_Format(PyExc_ValueError, "%s: device %d was reset (cudaDeviceReset, by l2persist's "
-                 "user or another library) after this DeviceBuffer was allocated: its memory is "
-                 "gone and its addresses may belong to new allocations. Allocate it again",
-                 name, b->device);
-    return -1;
-}
-
-int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name)
-{
-    return (!b->ctx || !now || now == b->ctx) ? 0 : raise_reset(b, name);
-}
-
-int l2p_buffer_check_alive(l2p_BufferObject *b)
-{
-    if (l2p_buffer_check_open(b) < 0) return -1;
-    return l2p_device_context_gone(b->device, b->ctx) ? raise_reset(b, "buffer") : 0;
-}
-
-/* Whether our memory still belongs to the device's current context (not after a reset). */
-static int memory_is_ours(l2p_BufferObject *b) { return !l2p_device_context_gone(b->device, b->ctx); }
-
-int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
-{
-    l2p_StreamObject *s = (l2p_StreamObject *)stream;
-    if (!stream) return 0;
-    /* The view and every buffer it hangs from: an export or close of the parent must see
-     * work launched through the view. */
-    for (l2p_BufferObject *p = b; p;) {
-        Py_XSETREF(p->stream, Py_NewRef(stream));
-        p = (p->base && Py_TYPE(p->base) == Py_TYPE(b)) ? (l2p_BufferObject *)p->base : NULL;
-    }
-    /* Captured work keeps its buffers alive as long as the Graph lives. */
-    if (s->capture_refs && PyList_Append(s->capture_refs, (PyObject *)b) < 0) return -1;
-    return 0;
-}
-
-l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
-                                   PyArray_Descr *dtype, int device)
-{
-    size_t nbytes;
-    if (shape_bytes(ndim, shape, (size_t)PyDataType_ELSIZE(dtype), &nbytes) < 0) return NULL;
-    l2p_BufferObject *b = PyObject_GC_New(l2p_BufferObject, st->DeviceBuffer);
-    if (!b) return NULL;
-    b->ptr = NULL;
-    b->ndim = ndim;
-    for (int i = 0; i < ndim; i++) b->shape[i] = shape[i];
-    b->dtype = (PyArray_Descr *)Py_NewRef((PyObject *)dtype);
-    b->nbytes = nbytes;
-    b->device = device;
-    b->closed = 0;
-    b->owns = 0;
-    b->base = NULL;
-    b->dl_managed = NULL;
-    b->stream = NULL;
-    b->texture = 0;
-    b->users = 0;
-    b->free_pending = 0;
-    b->cai_exported = 0;
-    b->ctx = 0;
-    b->weakreflist = NULL;
-    PyObject_GC_Track(b);
-    return b;
-}
-
-/* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
-void l2p_buffer_pin(l2p_BufferObject *b) { l2p_buffer_owner(b)->users++; }
-
-/* The deferred free of a closed owner, once nobody can reach the memory any more. */
-static void free_deferred(l2p_BufferObject *root)
-{
-    root->free_pending = 0;
-    if (memory_is_ours(root)) /* nobody to report an error to */
-        (void)l2p_memory_free(root->device, root->ptr);
-    root->ptr = NULL;
-}
-
-void l2p_buffer_unpin(l2p_BufferObject *b)
-{
-    l2p_BufferObject *root = l2p_buffer_owner(b);
-    /* A CAI consumer may still read it: that free waits for the last reference. */
-    if (--root->users == 0 && root->free_pending && !root->cai_exported) free_deferred(root);
-}
-
-l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
-{
-    while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
-        b = (l2p_BufferObject *)b->base;
-    return b;
-}
-
-/* Wait for the work l2persist last queued on this buffer (on one of our Streams). */
-static void wait_for_use(l2p_BufferObject *b)
-{
-    l2p_StreamObject *s = (l2p_StreamObject *)b->stream;
-    if (!s || s->closed) return;
-    cudaStream_t h = s->handle;
-    Py_BEGIN_ALLOW_THREADS
-    (void)l2p_stream_synchronize(h);
-    Py_END_ALLOW_THREADS
-}
-
-/* Memory another library lent us is handed back once our work on it is done: when this
- * wrapper holds the producer's last reference or a consumed DLPack tensor. */
-static int lends_last_reference(l2p_BufferObject *b)
-{
-    if (b->owns) return 0;
-    if (b->dl_managed) return 1;
-    return b->base && Py_TYPE(b->base) != Py_TYPE(b) && Py_REFCNT(b->base) == 1;
-}
-
-static l2p_status buf_release_relaxed(l2p_BufferObject *b)
-{
-    l2p_status st = L2P_OK;
-    if (b->closed) return L2P_OK;
-    b->closed = 1;
-    /* After a device reset the memory, the texture object and the stream are gone, and their
-     * addresses and handles may be someone else's by now: touch none of them. */
-    int gone = !memory_is_ours(b);
-    /* A kernel may still read the texture or the borrowed memory: wait for it first. */
-    if (!gone && (b->texture || lends_last_reference(b))) wait_for_use(b);
-    if (!gone) l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
-    b->texture = 0;
-    if (b->owns && (b->users > 0 || b->cai_exported) && !gone) {
-        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
-         * thread is copying it, or a CUDA-array-interface consumer may hold us: freeing it now
-         * would let the next allocation show through. The buffer is closed for us; the last
-         * DLPack user (l2p_buffer_unpin) or, after a CAI export, the last reference
-         * (buf_dealloc) frees the memory. */
-        b->free_pending = 1;
-        Py_CLEAR(b->stream);
-        return L2P_OK;
-    }
-    if (b->owns && !gone) {
-        int device = b->device;
-        void *ptr = b->ptr;
-        Py_BEGIN_ALLOW_THREADS /* cudaFree waits for the device: let other threads run */
-        st = l2p_memory_free(device, ptr);
-        Py_END_ALLOW_THREADS
-    }
-    if (b->dl_managed) {
-        l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
-        b->dl_managed = NULL;
-        if (t->deleter) t->deleter(t);
-    }
-    b->ptr = NULL;
-    Py_CLEAR(b->base);
-    Py_CLEAR(b->stream);
-    return st;
-}
-
-/* No capture on any stream may be broken by a buffer going: its context checks, the wait for
- * our own stream and the frees run with the thread's capture mode relaxed (l2p_release.h). */
-static l2p_status buf_release(l2p_BufferObject *b)
-{
-    int mode = l2p_capture_relax();
-    l2p_status st = buf_release_relaxed(b);
-    l2p_capture_restore(mode);
-    return st;
-}
-
-/* ---- argument parsing: shapes and dtypes as NumPy takes them ---- */
-
-int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape)
-{
-    PyArray_Dims dims = {NULL, 0};
-    if (!PyArray_IntpConverter(obj, &dims)) return -1;
-    int ok = 0;
-    for (int i = 0; i < dims.len; i++) {
-        if (dims.ptr[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %zd; dimensions must be >= 0",
-                         i, (Py_ssize_t)dims.ptr[i]);
-            ok = -1;
-            break;
-        }
-        shape[i] = dims.ptr[i];
-    }
-    *ndim = dims.len;
-    PyDimMem_FREE(dims.ptr);
-    return ok;
-}
-
-int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out)
-{
-    *out = NULL;
-    if (!PyArray_DescrConverter2(obj, out)) return -1;
-    if (!*out) *out = PyArray_DescrFromType(NPY_DOUBLE); /* NumPy's default */
-    if (PyDataType_REFCHK(*out) || PyDataType_ELSIZE(*out) == 0) {
-        PyErr_Format(PyExc_TypeError, "dtype: %R is not a fixed-size dtype without Python "
-                     "objects", (PyObject *)*out);
-        Py_CLEAR(*out);
-        return -1;
-    }
-    return 0;
-}
-
-static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype_obj,
-                             PyObject *device_obj, int zero)
-{
-    int ndim, device;
-    Py_ssize_t shape[NPY_MAXDIMS];
-    PyArray_Descr *dtype;
-    if (l2p_buffer_parse_shape(shape_obj, &ndim, shape) < 0 ||
-        l2p_buffer_parse_dtype(dtype_obj, &dtype) < 0)
-        return NULL;
-    if (l2p_py_device_index(st, device_obj, &device) < 0) {
-        Py_DECREF(dtype);
-        return NULL;
-    }
-    l2p_BufferObject *b = l2p_buffer_alloc(st, ndim, shape, dtype, device);
-    Py_DECREF(dtype);
-    if (!b) return NULL;
-    b->owns = 1;
-    l2p_status rc;
-    void *ptr = NULL;
-    size_t nbytes = b->nbytes;
-    unsigned long long ctx = 0;
-    /* cudaMalloc and the zeroing (a legacy-stream memset and its sync) wait for the device:
-     * let other threads run. Nobody else can see the buffer yet. */
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_memory_alloc(device, nbytes, &ptr);
-    if (rc == L2P_OK && zero) rc = l2p_memory_set(device, ptr, 0, nbytes, NULL);
-    if (rc == L2P_OK) rc = l2p_device_context_id(device, &ctx);
-    Py_END_ALLOW_THREADS
-    b->ptr = ptr;
-    b->ctx = ctx;
-    if (rc != L2P_OK) {
-        l2p_py_raise(st);
-        Py_DECREF(b);
-        return NULL;
-    }
-    return (PyObject *)b;
-}
-
-static PyObject *fn_empty(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"shape", "dtype", "device", NULL};
-    PyObject *shape, *dtype = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:empty", names, &shape, &dtype, &device))
-        return NULL;
-    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 0);
-}
-
-static PyObject *fn_zeros(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"shape", "dtype", "device", NULL};
-    PyObject *shape, *dtype = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:zeros", names, &shape, &dtype, &device))
-        return NULL;
-    return make_buffer(l2p_state_from_module(m), shape, dtype, device, 1);
-}
-
-/* A C-contiguous ndarray of obj (new reference). */
-static PyArrayObject *host_array(PyObject *obj)
-{
-    return (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0,
-                                            NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
-}
-
-/* Host copies drop the GIL: the memory is pinned so a close() from another thread defers. */
-static int copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a)
-{
-    l2p_status rc;
-    int device = b->device;
-    void *dst = b->ptr, *src = PyArray_DATA(a);
-    size_t n = b->nbytes;
-    l2p_buffer_pin(b);
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_memory_to_device(device, dst, src, n);
-    Py_END_ALLOW_THREADS
-    l2p_buffer_unpin(b);
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
-}
-
-static PyObject *fn_to_device(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"array", "device", NULL};
-    PyObject *obj, *device = Py_None;
-    l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:to_device", names, &obj, &device))
-        return NULL;
-    PyArrayObject *a = host_array(obj);
-    if (!a) return NULL;
-    PyObject *shape = PyTuple_New(PyArray_NDIM(a));
-    for (int i = 0; shape && i < PyArray_NDIM(a); i++) {
-        PyObject *d = PyLong_FromSsize_t(PyArray_DIM(a, i));
-        if (!d) Py_CLEAR(shape);
-        else PyTuple_SET_ITEM(shape, i, d);
-    }
-    PyObject *b = shape ? make_buffer(st, shape, (PyObject *)PyArray_DESCR(a), device, 0) : NULL;
-    Py_XDECREF(shape);
-    if (b && copy_in(st, (l2p_BufferObject *)b, a) < 0) Py_CLEAR(b);
-    Py_DECREF(a);
-    return b;
-}
-
-PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
-{
-    if (PyObject_TypeCheck(obj, st->DeviceBuffer)) {
-        if (l2p_buffer_check_open((l2p_BufferObject *)obj) < 0) return NULL;
-        return Py_NewRef(obj);
-    }
-    PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
-    if (cai) {
-        PyObject *b = l2p_buffer_from_cai(st, obj, cai);
-        Py_DECREF(cai);
-        return b;
-    }
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
-    PyErr_Clear();
-    if (PyObject_HasAttrString(obj, "__dlpack__")) return l2p_buffer_from_dlpack(st, obj);
-    return PyErr_Format(PyExc_TypeError, "expected a DeviceBuffer or an object exposing "
-                        "__cuda_array_interface__ or __dlpack__ (CuPy, PyTorch, Numba, JAX), "
-                        "got %s", Py_TYPE(obj)->tp_name);
-}
-
-static PyObject *fn_as_buffer(PyObject *m, PyObject *obj)
-{
-    return l2p_buffer_as_buffer(l2p_state_from_module(m), obj);
-}
-
-static PyObject *fn_copy(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"dst", "src", "stream", NULL};
-    PyObject *d_obj, *s_obj, *stream_obj = Py_None, *stream_ref, *result = NULL;
-    l2p_state *st = l2p_state_from_module(m);
-    cudaStream_t stream;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O:copy", names, &d_obj, &s_obj, &stream_obj))
-        return NULL;
-    if (l2p_py_stream_arg(st, stream_obj, &stream, &stream_ref) < 0) return NULL;
-    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, d_obj);
-    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, s_obj) : NULL;
-    if (!s) goto done;
-    if (d->nbytes != s->nbytes) {
-        PyErr_Format(PyExc_ValueError, "dst: %zu bytes, but src has %zu", d->nbytes, s->nbytes);
-        goto done;
-    }
-    if (d->device != s->device) {
-        PyErr_Format(PyExc_ValueError, "src: buffer is on device %d, dst on device %d; copy "
-                     "works within one device", s->device, d->device);
-        goto done;
-    }
-    if (l2p_buffer_check_alive(d) < 0 || l2p_buffer_check_alive(s) < 0) goto done;
-    if (stream_ref && ((l2p_StreamObject *)stream_ref)->device != d->device) {
-        PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the buffers to device "
-                     "%d", ((l2p_StreamObject *)stream_ref)->device, d->device);
-        goto done;
-    }
-    if (l2p_memory_device_to_device(d->device, d->ptr, s->ptr, s->nbytes, stream) != L2P_OK) {
-        l2p_py_raise(st);
-        goto done;
-    }
-    /* Like a launch: a captured copy keeps dst and src alive with its graph. */
-    if (l2p_buffer_note_use(d, stream_ref) < 0 || l2p_buffer_note_use(s, stream_ref) < 0) goto done;
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(d);
-    Py_XDECREF(s);
-    return result;
-}
-
-PyMethodDef l2p_buffer_functions[] = {
-    {"copy", (PyCFunction)(void (*)(void))fn_copy, METH_VARARGS | METH_KEYWORDS,
-     "copy(dst, src, *, stream=None)\n--\n\ncudaMemcpyAsync device to device (same "
-     "byte count)."},
-    {"empty", (PyCFunction)(void (*)(void))fn_empty, METH_VARARGS | METH_KEYWORDS,
-     "empty(shape, dtype='float64', device=None)\n--\n\nAn uninitialised DeviceBuffer."},
-    {"zeros", (PyCFunction)(void (*)(void))fn_zeros, METH_VARARGS | METH_KEYWORDS,
-     "zeros(shape, dtype='float64', device=None)\n--\n\nA zero-filled DeviceBuffer."},
-    {"to_device", (PyCFunction)(void (*)(void))fn_to_device, METH_VARARGS | METH_KEYWORDS,
-     "to_device(array, device=None)\n--\n\nCopy a host array (anything NumPy accepts) "
-     "to the device."},
-    {"as_buffer", fn_as_buffer, METH_O,
-     "as_buffer(obj)\n--\n\nWrap, without copying, a DeviceBuffer or any object "
-     "exposing __cuda_array_interface__ or __dlpack__; the object is kept alive."},
-    {NULL, NULL, 0, NULL}};
 
 /* ---- DeviceBuffer methods ---- */
 
@@ -476,7 +59,7 @@ static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
 {
     l2p_BufferObject *b = (l2p_BufferObject *)self;
     ALIVE_OR_NULL(b);
-    PyArrayObject *a = host_array(obj);
+    PyArrayObject *a = l2p_buffer_host_array(obj);
     if (!a) return NULL;
     if (!same_shape(b, a) || !PyArray_EquivTypes(PyArray_DESCR(a), b->dtype)) {
         PyObject *shape = l2p_buffer_shape_tuple(b);
@@ -490,7 +73,7 @@ static PyObject *buf_copy_from(PyObject *self, PyObject *obj)
         Py_DECREF(a);
         return NULL;
     }
-    int rc = copy_in(buf_state(self), b, a);
+    int rc = l2p_buffer_copy_in(buf_state(self), b, a);
     Py_DECREF(a);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -519,7 +102,7 @@ static PyObject *buf_fill_bytes(PyObject *self, PyObject *arg)
 static PyObject *buf_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (buf_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
+    if (l2p_buffer_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
     Py_RETURN_NONE;
 }
 
@@ -533,7 +116,7 @@ static PyObject *buf_enter(PyObject *self, PyObject *noargs)
 static PyObject *buf_exit(PyObject *self, PyObject *args)
 {
     (void)args;
-    if (buf_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
+    if (l2p_buffer_release((l2p_BufferObject *)self) != L2P_OK) return l2p_py_raise(buf_state(self));
     Py_RETURN_FALSE;
 }
 
@@ -662,7 +245,7 @@ static int buf_traverse(PyObject *self, visitproc visit, void *arg)
 
 static int buf_clear(PyObject *self)
 {
-    (void)buf_release((l2p_BufferObject *)self); /* breaking a cycle: the memory goes too */
+    (void)l2p_buffer_release((l2p_BufferObject *)self); /* breaking a cycle: the memory goes too */
     return 0;
 }
 
@@ -672,41 +255,38 @@ static void buf_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     if (b->weakreflist) PyObject_ClearWeakRefs(self);
-    (void)buf_release(b); /* never raises from dealloc; a failed free is dropped */
-    if (b->free_pending && b->users == 0) free_deferred(b); /* closed after a CAI export */
+    (void)l2p_buffer_release(b); /* never raises from dealloc; a failed free is dropped */
+    if (b->free_pending && b->users == 0) l2p_buffer_free_deferred(b); /* closed after a CAI export */
     Py_CLEAR(b->dtype);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
 
 static PyGetSetDef buf_getset[] = {
-    {"shape", buf_get_shape, NULL, "The shape, as NumPy's.", NULL},
-    {"dtype", buf_get_dtype, NULL, "The NumPy dtype.", NULL},
-    {"size", buf_get_size, NULL, "Number of elements.", NULL},
-    {"nbytes", buf_get_nbytes, NULL, "Number of bytes.", NULL},
-    {"ptr", buf_get_ptr, NULL, "The device address.", NULL},
-    {"device", buf_get_device, NULL, "The Device holding the memory.", NULL},
-    {"closed", buf_get_closed, NULL, "Whether close() was called.", NULL},
-    {"base", buf_get_base, NULL, "The parent of a view, or the wrapped foreign object.", NULL},
-    {"__cuda_array_interface__", l2p_buffer_cai, NULL, "CUDA Array Interface, version 3.", NULL},
+    {"shape", buf_get_shape, NULL, "tuple[int, ...]: The shape, as NumPy's.", NULL},
+    {"dtype", buf_get_dtype, NULL, "numpy.dtype: The NumPy dtype.", NULL},
+    {"size", buf_get_size, NULL, "int: Number of elements.", NULL},
+    {"nbytes", buf_get_nbytes, NULL, "int: Number of bytes.", NULL},
+    {"ptr", buf_get_ptr, NULL, "int: The device address.", NULL},
+    {"device", buf_get_device, NULL, "Device: The Device holding the memory.", NULL},
+    {"closed", buf_get_closed, NULL, "bool: Whether close() was called.", NULL},
+    {"base", buf_get_base, NULL, "object: The parent of a view, or the wrapped foreign object.", NULL},
+    {"__cuda_array_interface__", l2p_buffer_cai, NULL, "dict[str, object]: CUDA Array Interface, version 3.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(buf_to_numpy_fn, buf_to_numpy, "to_numpy", "Copy to a new host ndarray.", "numpy.ndarray");
+L2P_ONE_ARG_METHOD(buf_copy_from_fn, buf_copy_from, "copy_from", "Copy a host array of the same shape and dtype in.", "None", "array", "ArrayLike",
+                   "host data of the buffer's shape and dtype");
+L2P_ONE_ARG_METHOD(buf_fill_bytes_fn, buf_fill_bytes, "fill_bytes", "Memset every byte.", "None", "byte", "int",
+                   "the byte value, in [0, 255]");
+L2P_NOARGS_METHOD(buf_close_fn, buf_close, "close", "Free the memory (owned buffers) or release the wrapped object; idempotent.", "None");
+L2P_NOARGS_METHOD(buf_enter_fn, buf_enter, "__enter__", "Returns self.", "DeviceBuffer");
+L2P_EXIT_METHOD(buf_exit_fn, buf_exit, "Closes (restores).");
+L2P_NOARGS_METHOD(buf_dlpack_device_fn, l2p_buffer_dlpack_device, "__dlpack_device__", "(kDLCUDA, device index).", "tuple[int, int]");
+static const l2p_fn *const buf_rows[] = {&buf_to_numpy_fn, &buf_copy_from_fn, &buf_fill_bytes_fn, &buf_close_fn, &buf_enter_fn, &buf_exit_fn, &buf_dlpack_device_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef buf_methods[] = {
-    {"to_numpy", buf_to_numpy, METH_NOARGS, "to_numpy($self, /)\n--\n\nCopy to a new host ndarray."},
-    {"copy_from", buf_copy_from, METH_O,
-     "copy_from($self, array, /)\n--\n\nCopy a host array of the same shape and dtype "
-     "in."},
-    {"fill_bytes", buf_fill_bytes, METH_O, "fill_bytes($self, byte, /)\n--\n\nMemset every byte (0..255)."},
-    {"close", buf_close, METH_NOARGS,
-     "close($self, /)\n--\n\nFree the memory (owned buffers) or release the wrapped "
-     "object; idempotent."},
-    {"__enter__", buf_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", buf_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))l2p_buffer_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
-     "DLPack export (no copy)."},
-    {"__dlpack_device__", l2p_buffer_dlpack_device, METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(kDLCUDA, device index)."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef buf_members[] = {
@@ -734,6 +314,18 @@ static PyType_Spec buf_spec = {"l2persist.DeviceBuffer", sizeof(l2p_BufferObject
 
 int l2p_add_buffer_type(PyObject *m, l2p_state *st)
 {
-    st->DeviceBuffer = l2p_make_type(m, &buf_spec, NULL);
+    /* This file's rows and dlpack.c's, in one list made once (its address keys the table). */
+    static const l2p_fn *rows[16];
+    const l2p_fn *const *parts[2] = {buf_rows, l2p_buffer_method_rows};
+    size_t n = 0;
+    for (int p = 0; p < 2 && !rows[0]; p++)
+        for (size_t i = 0; parts[p][i]; i++) {
+            if (n + 1 >= sizeof rows / sizeof rows[0]) { /* keep the NULL end */
+                PyErr_SetString(PyExc_SystemError, "DeviceBuffer: more method rows than fit");
+                return -1;
+            }
+            rows[n++] = parts[p][i];
+        }
+    st->DeviceBuffer = l2p_make_type_rows(m, &buf_spec, NULL, rows);
     return st->DeviceBuffer ? 0 : -1;
 }

@@ -1,5 +1,6 @@
 /* Hardware counters of a Python region: the pass loop of l2p_counters around a callable. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_counters.h"
 
@@ -91,33 +92,33 @@ static PyObject *collect_ranges(l2p_state *st, l2p_profiler *p, Py_ssize_t n_met
     return ranges;
 }
 
-static PyObject *fn_measure(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *fn, *metrics;
+    int device;
+    PyObject *warmup;
+    int per_kernel;
+    long long max_ranges;
+} measure_args;
+
+static PyObject *measure_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"fn", "metrics", "device", "warmup", "per_kernel", "max_ranges", NULL};
-    PyObject *fn, *metrics_obj, *device_obj = Py_None, *warmup = Py_None, *keep = NULL;
-    PyObject *result = NULL;
-    int per_kernel = 0, device;
-    Py_ssize_t max_ranges = 256, n = 0;
+    const measure_args *a = args;
+    PyObject *keep = NULL, *result = NULL;
+    Py_ssize_t n = 0;
     const char **metrics = NULL;
     l2p_profiler *p = NULL;
     l2p_state *st = l2p_state_from_module(m);
     size_t passes_run = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOpn:measure", names, &fn, &metrics_obj,
-                                     &device_obj, &warmup, &per_kernel, &max_ranges))
-        return NULL;
-    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
-    if (warmup != Py_None && !PyCallable_Check(warmup))
+    if (a->warmup != Py_None && !PyCallable_Check(a->warmup))
         return PyErr_Format(PyExc_TypeError, "warmup: expected a callable or None");
-    if (l2p_py_device_index(st, device_obj, &device) < 0 ||
-        metric_list(metrics_obj, &metrics, &n, &keep) < 0)
-        goto done;
-    if (max_ranges < 1) max_ranges = 0; /* the core names the allowed range */
-    if (l2p_profiler_open(device, metrics, (size_t)n, per_kernel, (size_t)max_ranges, &p) != L2P_OK) {
+    if (metric_list(a->metrics, &metrics, &n, &keep) < 0) goto done;
+    if (l2p_profiler_open(a->device, metrics, (size_t)n, a->per_kernel, (size_t)a->max_ranges,
+                          &p) != L2P_OK) {
         l2p_py_raise(st);
         goto done;
     }
     /* Whatever fn does, close() ends the pass in flight so the next session can start. */
-    if (run_passes(st, p, device, fn, warmup, per_kernel, &passes_run) == 0) {
+    if (run_passes(st, p, a->device, a->fn, a->warmup, a->per_kernel, &passes_run) == 0) {
         PyObject *ranges = collect_ranges(st, p, n);
         if (ranges) result = Py_BuildValue("{s:n,s:n,s:N}", "passes", (Py_ssize_t)passes_run,
                                            "planned_passes", (Py_ssize_t)l2p_profiler_passes(p),
@@ -129,11 +130,28 @@ done:
     Py_XDECREF(keep);
     return result;
 }
+L2P_DEFINE_FN(measure_fn, measure_args, measure_impl, "measure",
+              "Run fn once per CUPTI pass; {'passes', 'planned_passes', 'ranges': [(name, "
+              "values)]}.", "dict[str, object]",
+              L2P_PARAM(measure_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .doc = "the work to measure, called once per pass"),
+              L2P_PARAM(measure_args, metrics, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[str]", .doc = "raw CUPTI metric names"),
+              L2P_PARAM(measure_args, device, L2P_P_DEVICE, .flags = L2P_P_KWONLY,
+                        .doc = "the device (index or Device); None: the current one"),
+              L2P_PARAM(measure_args, warmup, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "Callable[[], object] | None", .doc = "called before each "
+                        "pass, outside the measured range (None: nothing)"),
+              L2P_PARAM(measure_args, per_kernel, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "one range per kernel rather than one for the whole call"),
+              L2P_PARAM(measure_args, max_ranges, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 256, .lo = 1, .hi = 100000, .what = "ranges",
+                        .doc = "the most ranges (kernels) a pass records"));
 
-static PyObject *fn_friendly(PyObject *m, PyObject *noargs)
+static PyObject *friendly_impl(PyObject *m, const void *args)
 {
     (void)m;
-    (void)noargs;
+    (void)args;
     size_t n = l2p_counter_friendly_count();
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list && i < n; i++) {
@@ -145,10 +163,10 @@ static PyObject *fn_friendly(PyObject *m, PyObject *noargs)
     return list;
 }
 
-static PyObject *fn_available(PyObject *m, PyObject *noargs)
+static PyObject *available_impl(PyObject *m, const void *args)
 {
     (void)m;
-    (void)noargs;
+    (void)args;
     if (l2p_counters_load() == L2P_OK) return Py_BuildValue("(Os)", Py_True, "");
     return Py_BuildValue("(Os)", Py_False, l2p_last_error()->message);
 }
@@ -160,16 +178,16 @@ static void append_name(const char *name, void *ctx)
     Py_XDECREF(s);
 }
 
-static PyObject *fn_base_metrics(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"device", NULL};
-    PyObject *device_obj = Py_None;
+typedef struct {
     int device;
+} base_metrics_args;
+
+static PyObject *base_metrics_impl(PyObject *m, const void *args)
+{
+    const base_metrics_args *a = args;
     l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:base_metrics", names, &device_obj)) return NULL;
-    if (l2p_py_device_index(st, device_obj, &device) < 0) return NULL;
     PyObject *list = PyList_New(0);
-    if (list && l2p_counters_base_metrics(device, append_name, list) != L2P_OK) {
+    if (list && l2p_counters_base_metrics(a->device, append_name, list) != L2P_OK) {
         Py_DECREF(list);
         return l2p_py_raise(st);
     }
@@ -177,15 +195,15 @@ static PyObject *fn_base_metrics(PyObject *m, PyObject *args, PyObject *kw)
     return list;
 }
 
-PyMethodDef l2p_counter_functions[] = {
-    {"measure", (PyCFunction)(void (*)(void))fn_measure, METH_VARARGS | METH_KEYWORDS,
-     "measure(fn, metrics, *, device=None, warmup=None, per_kernel=False, "
-     "max_ranges=256)\n--\n\nRun fn once per CUPTI pass; {'passes', 'planned_passes', "
-     "'ranges': [(name, values)]}."},
-    {"counter_friendly", fn_friendly, METH_NOARGS, "counter_friendly($module, /)\n--\n\n[(friendly name, raw metric, doc)]."},
-    {"counters_available", fn_available, METH_NOARGS,
-     "counters_available($module, /)\n--\n\n(True, '') when libcupti loads, else "
-     "(False, why)."},
-    {"base_metrics", (PyCFunction)(void (*)(void))fn_base_metrics, METH_VARARGS | METH_KEYWORDS,
-     "base_metrics(device=None)\n--\n\nThe chip's base metric names, from CUPTI."},
-    {NULL, NULL, 0, NULL}};
+L2P_DEFINE_FN(friendly_fn, l2p_no_args, friendly_impl, "counter_friendly",
+              "[(friendly name, raw metric, doc)].", "list[tuple[str, str, str]]", L2P_NO_PARAMS);
+L2P_DEFINE_FN(available_fn, l2p_no_args, available_impl, "counters_available",
+              "(True, '') when libcupti loads, else (False, why).", "tuple[bool, str]",
+              L2P_NO_PARAMS);
+L2P_DEFINE_FN(base_metrics_fn, base_metrics_args, base_metrics_impl, "base_metrics",
+              "The chip's base metric names, from CUPTI.", "list[str]",
+              L2P_PARAM(base_metrics_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+                        "Device); None: the current one"));
+
+const l2p_fn *const l2p_counter_fns[] = {&measure_fn, &friendly_fn, &available_fn,
+                                         &base_metrics_fn, NULL};

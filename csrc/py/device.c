@@ -1,5 +1,6 @@
 /* l2persist.Device and l2persist.DeviceProperties. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include <stddef.h>
 
@@ -51,6 +52,18 @@ static PyObject *field_value(const l2p_device_props *p, const field *f)
     Py_RETURN_NONE;
 }
 
+/* "type: doc" (the stub reads the type from the doc), made once from the field's kind. */
+static const char *field_doc(const field *f)
+{
+    static char docs[N_FIELDS][320];
+    static const char *const types[] = {[F_STR] = "str", [F_INT] = "int", [F_SIZE] = "int",
+                                        [F_BOOL] = "bool", [F_DOUBLE] = "float",
+                                        [F_CC] = "tuple[int, int]"};
+    char *d = docs[f - fields];
+    snprintf(d, sizeof docs[0], "%s: %s", types[f->kind], f->doc);
+    return d;
+}
+
 static PyObject *props_get(PyObject *self, void *closure)
 {
     return field_value(&((l2p_PropertiesObject *)self)->p, (const field *)closure);
@@ -88,9 +101,12 @@ static PyObject *props_html(PyObject *self, PyObject *noargs)
 
 static PyGetSetDef props_getset[N_FIELDS + 1];
 
+L2P_NOARGS_METHOD(props_as_dict_fn, props_as_dict, "as_dict", "The properties as a dict.", "dict[str, object]");
+L2P_NOARGS_METHOD(props_html_fn, props_html, "_repr_html_", "An HTML table for Jupyter.", "str");
+static const l2p_fn *const props_method_rows[] = {&props_as_dict_fn, &props_html_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef props_methods[] = {
-    {"as_dict", props_as_dict, METH_NOARGS, "as_dict($self, /)\n--\n\nThe properties as a dict."},
-    {"_repr_html_", props_html, METH_NOARGS, "_repr_html_($self, /)\n--\n\nAn HTML table for Jupyter."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot props_slots[] = {
@@ -121,25 +137,26 @@ PyObject *l2p_device_new(l2p_state *st, int index)
     return (PyObject *)d;
 }
 
+typedef struct {
+    long long index;
+} dev_new_args;
+
+static PyObject *dev_new_impl(PyObject *type, const void *args)
+{
+    const dev_new_args *a = args;
+    l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
+    if (l2p_device_check((int)a->index) != L2P_OK) return l2p_py_raise(st);
+    return l2p_device_new(st, (int)a->index);
+}
+L2P_DEFINE_FN(dev_new_fn, dev_new_args, dev_new_impl, "Device",
+              "A CUDA device, its L2 properties and its persisting-L2 set-aside.", "Device",
+              L2P_PARAM(dev_new_args, index, L2P_P_INT, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "a device index", .pytype = "SupportsIndex",
+                        .doc = "the device's index (or a Device)"));
+
 static PyObject *dev_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"index", NULL};
-    PyObject *index_obj = NULL;
-    int index = 0;
-    l2p_state *st = l2p_state_from_type(type);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Device", names, &index_obj)) return NULL;
-    if (index_obj && PyObject_TypeCheck(index_obj, st->Device)) {
-        index = ((l2p_DeviceObject *)index_obj)->index;
-    } else if (index_obj && index_obj != Py_None) {
-        if (PyBool_Check(index_obj) || !PyLong_Check(index_obj))
-            return PyErr_Format(PyExc_TypeError, "index: expected an int device index, got %s",
-                                Py_TYPE(index_obj)->tp_name);
-        long v = PyLong_AsLong(index_obj);
-        if (v == -1 && PyErr_Occurred()) return NULL;
-        index = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
-    }
-    if (l2p_device_check(index) != L2P_OK) return l2p_py_raise(st);
-    return l2p_device_new(st, index);
+    return l2p_fn_call_tuple(&dev_new_fn, (PyObject *)type, args, kw);
 }
 
 static PyObject *dev_get_index(PyObject *self, void *c)
@@ -276,16 +293,28 @@ static int scope_size(PyObject *self, PyObject *size, PyObject *fraction, long l
     return 0;
 }
 
-static PyObject *dev_persisting_l2(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *size, *fraction;
+} persisting_args;
+
+static PyObject *dev_persisting_l2_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"size", "fraction", NULL};
-    PyObject *size = Py_None, *fraction = Py_None;
+    const persisting_args *a = args;
     long long bytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:persisting_l2", names, &size, &fraction))
-        return NULL;
-    if (scope_size(self, size, fraction, &bytes) < 0) return NULL;
+    if (scope_size(self, a->size, a->fraction, &bytes) < 0) return NULL;
     return l2p_scope_persisting(dev_state(self), dev_index(self), bytes);
 }
+L2P_DEFINE_FN(dev_persisting_l2_fn, persisting_args, dev_persisting_l2_impl, "persisting_l2",
+              "A context manager that sets the set-aside, yields the granted bytes, and on exit "
+              "resets persisting lines and restores the previous limit, also when an exception "
+              "passes through.", "_Scope",
+              L2P_PARAM(persisting_args, size, L2P_P_OBJECT, .pytype = "int | None",
+                        .doc = "bytes to set aside (the driver rounds up to its granule); None: "
+                        "min(0.75 * l2_cache_size, persisting_l2_cache_max_size)"),
+              L2P_PARAM(persisting_args, fraction, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "float | None", .doc = "instead of size: a fraction in [0, 1] "
+                        "of persisting_l2_cache_max_size"));
+
 
 static PyObject *dev_release(PyObject *self, PyObject *noargs)
 {
@@ -332,59 +361,51 @@ static PyObject *dev_richcompare(PyObject *a, PyObject *b, int op)
 static PyObject *dev_as_index(PyObject *self) { return PyLong_FromLong(dev_index(self)); }
 
 static PyGetSetDef dev_getset[] = {
-    {"index", dev_get_index, NULL, "The device index.", NULL},
-    {"properties", dev_get_properties, NULL, "DeviceProperties of this device.", NULL},
+    {"index", dev_get_index, NULL, "int: The device index.", NULL},
+    {"properties", dev_get_properties, NULL, "DeviceProperties: DeviceProperties of this device.", NULL},
     {"persisting_l2_limit", dev_get_limit, dev_set_limit,
-     "The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
+     "int: The persisting-L2 set-aside in bytes (cudaLimitPersistingL2CacheSize). Setting it "
      "validates 0..persisting_l2_cache_max_size; the driver rounds up to a granule, and "
      "reading it back gives what was granted. Under MPS it reads the server's set-aside and "
      "setting any other value raises NotSupportedError (the driver would accept it and the "
      "hardware ignore it).",
      NULL},
     {"persisting_l2_granule", dev_get_granule, NULL,
-     "The driver's rounding step for the set-aside (probed once; the limit is restored).",
+     "int: The driver's rounding step for the set-aside (probed once; the limit is restored).",
      NULL},
     {"default_persisting_l2_limit", dev_get_default_limit, NULL,
-     "The set-aside found when this process first touched the device through l2persist.", NULL},
+     "int: The set-aside found when this process first touched the device through l2persist.", NULL},
     {"mps", dev_get_mps, NULL,
-     "True when this process reaches the device through an MPS server (the driver's "
+     "bool | None: True when this process reaches the device through an MPS server (the driver's "
      "CU_DEVICE_ATTRIBUTE_MPS_ENABLED), False when not, None when the driver cannot say. "
      "Under MPS the set-aside is the server's: see persisting_l2_source.", NULL},
     {"persisting_l2_source", dev_get_source, NULL,
-     "Who decides the set-aside this process's work gets: 'process' (this process, through "
+     "str: Who decides the set-aside this process's work gets: 'process' (this process, through "
      "persisting_l2_limit), 'mps-server' (an MPS server, fixed when it started from its "
      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT; persisting_l2_limit reads its "
      "size and refuses other values) or 'mps-server-unknown' (an MPS server whose setting "
      "could not be read; persisting_l2_limit shows this client's reading, which may differ).",
      NULL},
     {"mps_server_percentage", dev_get_mps_percent, NULL,
-     "The MPS server's CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT (percent of "
+     "int | None: The MPS server's CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT (percent of "
      "the L2 size, rounded up to the granule), or None (no MPS, not set, or not readable).",
      NULL},
     {"supports_persisting_l2", dev_get_supports, NULL,
-     "cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
+     "bool: cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(dev_release_fn, dev_release, "release_persisting_l2", "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside).", "None");
+L2P_NOARGS_METHOD(dev_reset_fn, dev_reset, "reset_persisting_l2", "cudaCtxResetPersistingL2Cache on this device.", "None");
+L2P_NOARGS_METHOD(dev_synchronize_fn, dev_synchronize, "synchronize", "cudaDeviceSynchronize on this device.", "None");
+static const l2p_fn *const dev_method_rows[] = {&dev_persisting_l2_fn, &dev_release_fn, &dev_reset_fn,
+                                                &dev_synchronize_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef dev_methods[] = {
-    {"persisting_l2", (PyCFunction)(void (*)(void))dev_persisting_l2,
-     METH_VARARGS | METH_KEYWORDS,
-     "persisting_l2($self, size=None, *, fraction=None)\n--\n\nA context manager that "
-     "sets the set-aside (default: min(0.75 * l2_cache_size, "
-     "persisting_l2_cache_max_size); fraction: of persisting_l2_cache_max_size), "
-     "yields the granted bytes, and on exit resets persisting lines and restores the "
-     "previous limit, also when an exception passes through."},
-    {"release_persisting_l2", dev_release, METH_NOARGS,
-     "release_persisting_l2($self, /)\n--\n\nReset persisting lines and set the limit "
-     "to 0 (a reset alone keeps the set-aside)."},
-    {"reset_persisting_l2", dev_reset, METH_NOARGS,
-     "reset_persisting_l2($self, /)\n--\n\ncudaCtxResetPersistingL2Cache on this "
-     "device."},
-    {"synchronize", dev_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\ncudaDeviceSynchronize on this device."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot dev_slots[] = {
-    {Py_tp_doc, "Device(index=0)\n--\n\nA CUDA device, its L2 properties and its persisting-L2 "
-                "set-aside."},
+    {Py_tp_doc, NULL}, /* from dev_new_fn */
     {Py_tp_new, dev_new},
     {Py_tp_getset, dev_getset},
     {Py_tp_methods, dev_methods},
@@ -402,11 +423,11 @@ int l2p_add_device_types(PyObject *m, l2p_state *st)
     for (size_t i = 0; i < N_FIELDS; i++) {
         props_getset[i].name = fields[i].name;
         props_getset[i].get = props_get;
-        props_getset[i].doc = fields[i].doc;
+        props_getset[i].doc = field_doc(&fields[i]);
         props_getset[i].closure = (void *)&fields[i];
     }
-    st->DeviceProperties = l2p_make_type(m, &props_spec, NULL);
+    st->DeviceProperties = l2p_make_type_rows(m, &props_spec, NULL, props_method_rows);
     if (!st->DeviceProperties) return -1;
-    st->Device = l2p_make_type(m, &dev_spec, NULL);
+    st->Device = l2p_make_type_rows(m, &dev_spec, &dev_new_fn, dev_method_rows);
     return st->Device ? 0 : -1;
 }

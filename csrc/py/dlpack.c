@@ -2,6 +2,7 @@
  * __cuda_array_interface__ (v3) or __dlpack__, and exporting ours through both protocols
  * (with stream ordering and export lifetimes). */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "dlpack.h"
 #include "l2p_memory.h"
@@ -310,16 +311,17 @@ static int dl_sync(l2p_BufferObject *b, PyObject *stream)
     return 0;
 }
 
-PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *stream, *max_version, *dl_device, *copy;
+} dlpack_args;
+
+static PyObject *dlpack_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
-    PyObject *stream = Py_None, *maxv = Py_None, *dl_device = Py_None, *copy = Py_None;
+    const dlpack_args *a = args;
+    PyObject *stream = a->stream;
     l2p_BufferObject *b = (l2p_BufferObject *)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO:__dlpack__", names, &stream, &maxv,
-                                     &dl_device, &copy))
-        return NULL;
     ALIVE_OR_NULL(b);
-    if (copy == Py_True)
+    if (a->copy == Py_True)
         return PyErr_Format(PyExc_BufferError, "copy=True: DeviceBuffer exports without copying");
     l2p_DLManagedTensor *t = PyMem_RawCalloc(1, sizeof *t);
     dl_context *ctx = PyMem_RawCalloc(1, sizeof *ctx);
@@ -345,6 +347,23 @@ fail:
     PyMem_RawFree(ctx);
     return NULL;
 }
+
+L2P_DEFINE_FN(dlpack_fn, dlpack_args, dlpack_impl, "__dlpack__",
+              "A DLPack capsule of the buffer (no copy), ordered after the buffer's last "
+              "stream for the consumer's stream.", "object",
+              L2P_PARAM(dlpack_args, stream, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "int | None", .doc = "the consumer's stream: None, -1 (no "
+                        "sync), 1, 2 or a handle"),
+              L2P_PARAM(dlpack_args, max_version, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "tuple[int, int] | None", .doc = "the newest DLPack version "
+                        "the consumer reads (the capsule is the unversioned one)"),
+              L2P_PARAM(dlpack_args, dl_device, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "tuple[int, int] | None", .doc = "the device the consumer "
+                        "wants (the buffer's own)"),
+              L2P_PARAM(dlpack_args, copy, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "bool | None", .doc = "True is refused: no copies"));
+
+const l2p_fn *const l2p_buffer_method_rows[] = {&dlpack_fn, NULL};
 
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs)
 {

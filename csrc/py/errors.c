@@ -77,6 +77,7 @@ PyObject *l2p_py_raise(l2p_state *st)
         PyErr_SetString(PyExc_SystemError, "l2persist: a core call failed without an error");
         return NULL;
     }
+    if (e->status == L2P_ERR_CALLBACK && PyErr_Occurred()) return NULL; /* the callback's own */
     exc = PyObject_CallFunction(type, "s", e->message);
     if (!exc) return NULL;
     if (PyObject_IsSubclass(type, st->CudaError) == 1 && set_cuda_attributes(exc, e) < 0) {

@@ -3,20 +3,29 @@
  * holds the relations between arguments that one argument's spec cannot say. `threads`
  * means threads per block everywhere. */
 #include "binder.h"
+#include "params.h"
 
 #include "l2p_checks.h"
 #include "l2p_flavour.h"
 #include "l2p_grid.h"
 #include "l2p_kernels.h"
+#include "l2p_launch.h"
 #include "l2p_memory.h"
 #include "l2p_seedmap.h"
 #include "l2p_tax.h"
 
-#define BUF(n, k, w, al, fl) {.name = n, .type = L2P_A_BUFFER, .flags = fl, .kinds = k, .widths = w, .align = al}
-#define INT(n, d, l, h, fl) {.name = n, .type = L2P_A_INT, .flags = fl, .lo = l, .hi = h, .ival = d}
-#define FLT(n, d, fl) {.name = n, .type = L2P_A_FLOAT, .flags = fl, .fval = d}
-#define CHOICE(n, c, d, fl) {.name = n, .type = L2P_A_CHOICE, .flags = fl, .choices = c, .ival = d}
-#define BOOL(n, d, fl) {.name = n, .type = L2P_A_BOOL, .flags = fl, .ival = d}
+/* Each kernel lists its arguments once, in an X-macro beside its glue: X(kernel, id, row).
+ * The list makes both the row's arguments (named after `id`) and the enum the glue reads
+ * them by (ARG_kernel_id), so the two cannot disagree. */
+#define ARG_ID(kernel, id, row) ARG_##kernel##_##id,
+#define ARG_ROW(kernel, id, row) {.name = #id, row},
+#define BUF(k, w, al, fl) .type = L2P_A_BUFFER, .flags = fl, .kinds = k, .widths = w, .align = al
+#define INT(d, l, h, fl) .type = L2P_A_INT, .flags = fl, .lo = l, .hi = h, .ival = d
+#define FLT(d, fl) .type = L2P_A_FLOAT, .flags = fl, .fval = d
+#define CHOICE(c, d, fl) .type = L2P_A_CHOICE, .flags = fl, .choices = c, .ival = d
+#define BOOL(d, fl) .type = L2P_A_BOOL, .flags = fl, .ival = d
+#define OBJECT(conv, dft, pyt, fl) \
+    .type = L2P_A_OBJECT, .flags = fl, .convert = conv, .deftext = dft, .pytype = pyt
 #define KW L2P_A_KWONLY
 #define OPT L2P_A_OPTIONAL
 #define W4 L2P_W(4)
@@ -27,30 +36,64 @@
 
 static size_t count_of(l2p_BufferObject *b) { return b->nbytes / (size_t)PyDataType_ELSIZE(b->dtype); }
 
+/* A buffer as the core's launch checks see it (all zero when absent). */
+static l2p_buf_desc desc_of(l2p_BufferObject *b)
+{
+    l2p_buf_desc d = {0};
+    if (!b) return d;
+    d.present = 1;
+    d.ptr = (uintptr_t)b->ptr;
+    d.nbytes = b->nbytes;
+    d.itemsize = (size_t)PyDataType_ELSIZE(b->dtype);
+    d.kind = b->dtype->kind;
+    return d;
+}
+
 /* ---- noop, scale_shift ---- */
 
 static cudaError_t noop_launch(l2p_call *c) { return l2p_launch_noop(c->stream, c->window); }
 
-enum { SS_DATA, SS_SCALE, SS_SHIFT };
+#define SCALE_SHIFT_ARGS(X)                  \
+    X(scale_shift, data, BUF("f", W4, 0, 0)) \
+    X(scale_shift, scale, FLT(2.0, 0))       \
+    X(scale_shift, shift, FLT(1.0, 0))
+enum { SCALE_SHIFT_ARGS(ARG_ID) };
 
 static cudaError_t scale_shift_launch(l2p_call *c)
 {
-    l2p_BufferObject *d = L2P_BUF(c, SS_DATA);
-    return l2p_launch_scale_shift((float *)d->ptr, d->nbytes / 4, (float)L2P_FLT(c, SS_SCALE),
-                                  (float)L2P_FLT(c, SS_SHIFT), c->stream, c->window);
+    l2p_BufferObject *d = L2P_BUF(c, ARG_scale_shift_data);
+    return l2p_launch_scale_shift((float *)d->ptr, d->nbytes / 4, (float)L2P_FLT(c, ARG_scale_shift_scale),
+                                  (float)L2P_FLT(c, ARG_scale_shift_shift), c->stream, c->window);
 }
 
-enum { SP_NS };
+#define SPIN_ARGS(X)                         \
+    X(spin, ns, INT(0, 0, 60000000000LL, 0))
+enum { SPIN_ARGS(ARG_ID) };
 
 static cudaError_t spin_launch(l2p_call *c)
 {
-    return l2p_launch_spin((unsigned long long)L2P_INT(c, SP_NS), c->stream);
+    return l2p_launch_spin((unsigned long long)L2P_INT(c, ARG_spin_ns), c->stream);
 }
 
 /* ---- gather ---- */
 
-enum { G_OUT, G_SRC, G_MAP, G_VARIANT, G_CHECK, G_TEXTURE };
+#define GATHER_ARGS(X)                                                            \
+    X(gather, out, BUF("iuf", W4, 0, 0))                                          \
+    X(gather, src, BUF("iuf", W4, 0, 0))                                          \
+    X(gather, map, BUF("i", W48, 0, 0))                                           \
+    X(gather, variant, CHOICE(gather_variants, 0, 0))                             \
+    X(gather, check, OBJECT(check_convert, "True", "bool | Literal['sync']", KW)) \
+    X(gather, texture, CHOICE(texture_modes, 0, KW))
+enum { GATHER_ARGS(ARG_ID) };
 enum { CHECK_OFF = 0, CHECK_ASYNC = 1, CHECK_SYNC = 2 };
+
+/* gather's scratch: the texture object and the device's out-of-range flag. */
+typedef struct {
+    unsigned long long tex;
+    int *flag;
+} gather_scratch;
+L2P_SCRATCH_FITS(gather_scratch);
+#define G_SCRATCH(c) L2P_SCRATCH(c, gather_scratch)
 static const char *const gather_variants[] = {"plain", "restrict", "texture", NULL};
 static const char *const texture_modes[] = {"cached", "per_launch", NULL};
 
@@ -67,43 +110,21 @@ static int check_convert(PyObject *obj, long long *out)
     return 0;
 }
 
-/* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
-int l2p_py_gather_flag_raise(l2p_state *st, int device)
-{
-    int prev, was_set = 0;
-    cudaError_t rc;
-    if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_gather_flag_take(&was_set);
-    Py_END_ALLOW_THREADS
-    l2p_device_leave(prev);
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, "cudaMemcpyFromSymbol(l2p_gather_oob)");
-        return l2p_py_raise_int(st);
-    }
-    if (!was_set) return 0;
-    PyErr_Format(PyExc_ValueError, "map: a checked gather on device %d read map entries outside "
-                 "its src (their outputs are 0)", device);
-    return 1;
-}
-
 /* The texture object of src: cached on the buffer, or made for this launch only. */
 static int gather_texture(l2p_call *c, l2p_BufferObject *src, int per_launch)
 {
     size_t max_width;
     if (l2p_call_core(c, l2p_texture_max_width(c->device, &max_width)) < 0) return -1;
-    if (src->nbytes / 4 > max_width) {
-        PyErr_Format(PyExc_ValueError, "src: %zu elements exceed the device's largest 1-D linear "
-                     "texture (%zu elements); use variant='restrict'", src->nbytes / 4, max_width);
-        return -1;
-    }
+    l2p_buf_desc d = desc_of(src);
+    if (l2p_call_core(c, l2p_launch_check_gather_texture(&d, max_width)) < 0) return -1;
     if (!per_launch && src->texture) {
-        c->tex = src->texture;
+        G_SCRATCH(c)->tex = src->texture;
         return 0;
     }
-    if (l2p_call_core(c, l2p_texture_create(c->device, src->ptr, src->nbytes, &c->tex)) < 0)
+    unsigned long long *tex = &G_SCRATCH(c)->tex;
+    if (l2p_call_core(c, l2p_texture_create(c->device, src->ptr, src->nbytes, tex)) < 0)
         return -1;
-    if (!per_launch) src->texture = c->tex;
+    if (!per_launch) src->texture = G_SCRATCH(c)->tex;
     return 0;
 }
 
@@ -114,7 +135,7 @@ static int gather_flag(l2p_call *c)
     int prev;
     cudaError_t rc;
     if (l2p_call_core(c, l2p_device_enter(c->device, &prev)) < 0) return -1;
-    rc = l2p_device_gather_flag(&c->flag);
+    rc = l2p_device_gather_flag(&G_SCRATCH(c)->flag);
     l2p_device_leave(prev);
     if (rc == cudaSuccess) return 0;
     l2p_fail_cuda(rc, "cudaGetSymbolAddress(l2p_gather_oob)");
@@ -123,32 +144,24 @@ static int gather_flag(l2p_call *c)
 
 static int gather_check(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
-    if (!PyArray_EquivTypes(out->dtype, src->dtype)) {
-        PyErr_Format(PyExc_TypeError, "out: dtype %R differs from src's %R", (PyObject *)out->dtype,
-                     (PyObject *)src->dtype);
-        return -1;
-    }
-    if (count_of(out) != count_of(map)) {
-        PyErr_Format(PyExc_ValueError, "out: %zu elements, but map has %zu", count_of(out),
-                     count_of(map));
-        return -1;
-    }
-    if (L2P_INT(c, G_CHECK) != CHECK_OFF && gather_flag(c) < 0) return -1;
+    l2p_buf_desc out = desc_of(L2P_BUF(c, ARG_gather_out)), src = desc_of(L2P_BUF(c, ARG_gather_src)),
+                 map = desc_of(L2P_BUF(c, ARG_gather_map));
+    if (l2p_call_core(c, l2p_launch_check_gather(&out, &src, &map)) < 0) return -1;
+    if (L2P_INT(c, ARG_gather_check) != CHECK_OFF && gather_flag(c) < 0) return -1;
     /* A synchronous check must not report an earlier launch's entries as this one's. */
-    if (L2P_INT(c, G_CHECK) == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0)
+    if (L2P_INT(c, ARG_gather_check) == CHECK_SYNC && l2p_py_gather_flag_raise(c->st, c->device) != 0)
         return -1;
-    if (L2P_INT(c, G_VARIANT) == L2P_GATHER_TEXTURE)
-        return gather_texture(c, src, L2P_INT(c, G_TEXTURE) == 1);
+    if (L2P_INT(c, ARG_gather_variant) == L2P_GATHER_TEXTURE)
+        return gather_texture(c, L2P_BUF(c, ARG_gather_src), L2P_INT(c, ARG_gather_texture) == 1);
     return 0;
 }
 
 static cudaError_t gather_launch(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, G_OUT), *src = L2P_BUF(c, G_SRC), *map = L2P_BUF(c, G_MAP);
-    return l2p_launch_gather((int)L2P_INT(c, G_VARIANT), (uint32_t *)out->ptr,
+    l2p_BufferObject *out = L2P_BUF(c, ARG_gather_out), *src = L2P_BUF(c, ARG_gather_src), *map = L2P_BUF(c, ARG_gather_map);
+    return l2p_launch_gather((int)L2P_INT(c, ARG_gather_variant), (uint32_t *)out->ptr,
                              (const uint32_t *)src->ptr, src->nbytes / 4, map->ptr,
-                             PyDataType_ELSIZE(map->dtype) == 8, count_of(out), c->tex, c->flag,
+                             PyDataType_ELSIZE(map->dtype) == 8, count_of(out), G_SCRATCH(c)->tex, G_SCRATCH(c)->flag,
                              c->stream, c->window);
 }
 
@@ -166,306 +179,271 @@ static int sync_stream(l2p_call *c)
 static int gather_after(l2p_call *c, int launched)
 {
     int rc = 0;
-    if (launched && L2P_INT(c, G_CHECK) == CHECK_SYNC)
+    if (launched && L2P_INT(c, ARG_gather_check) == CHECK_SYNC)
         rc = sync_stream(c) < 0 || l2p_py_gather_flag_raise(c->st, c->device) != 0 ? -1 : 0;
-    if (L2P_INT(c, G_TEXTURE) == 1 && c->tex) {
+    if (L2P_INT(c, ARG_gather_texture) == 1 && G_SCRATCH(c)->tex) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
         if (launched) (void)sync_stream(c);
         PyErr_Clear();
         PyErr_Restore(t, v, tb);
-        l2p_texture_destroy(c->device, c->tex);
+        l2p_texture_destroy(c->device, G_SCRATCH(c)->tex);
     }
     return rc;
 }
 
 /* ---- random_map ---- */
 
-enum { RM_OUT, RM_SEED, RM_RANGE };
+#define RANDOM_MAP_ARGS(X)                               \
+    X(random_map, out, BUF("i", W48, 0, 0))              \
+    X(random_map, seed, INT(0, 0, LLONG_MAX, 0))         \
+    X(random_map, range, INT(0, 1, LLONG_MAX, KW | OPT))
+enum { RANDOM_MAP_ARGS(ARG_ID) };
 
 static int random_map_check(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, RM_OUT);
-    int is64 = PyDataType_ELSIZE(out->dtype) == 8;
-    if (!c->v[RM_RANGE].given) L2P_INT(c, RM_RANGE) = (long long)count_of(out);
-    long long range = L2P_INT(c, RM_RANGE);
-    if (range < 1 || (!is64 && range > INT_MAX_LL)) {
-        PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, %s]", range,
-                     is64 ? "2^63 - 1" : "2^31 - 1 (int32 map)");
-        return -1;
-    }
-    return 0;
+    l2p_buf_desc out = desc_of(L2P_BUF(c, ARG_random_map_out));
+    return l2p_call_core(c, l2p_launch_random_map_range(&out, c->v[ARG_random_map_range].given,
+                                                        &L2P_INT(c, ARG_random_map_range)));
 }
 
 static cudaError_t random_map_launch(l2p_call *c)
 {
-    l2p_BufferObject *out = L2P_BUF(c, RM_OUT);
+    l2p_BufferObject *out = L2P_BUF(c, ARG_random_map_out);
     return l2p_launch_random_map(out->ptr, PyDataType_ELSIZE(out->dtype) == 8, count_of(out),
-                                 (size_t)L2P_INT(c, RM_RANGE), (uint64_t)L2P_INT(c, RM_SEED),
+                                 (size_t)L2P_INT(c, ARG_random_map_range), (uint64_t)L2P_INT(c, ARG_random_map_seed),
                                  c->stream);
 }
 
 /* ---- coalescing patterns ---- */
 
-enum { P_SRC, P_DST, P_THREADS, P_BLOCKS, P_WIDTH, P_LOAD_OFFSET, P_LOAD_STRIDE, P_STORE_OFFSET,
-       P_STORE_STRIDE, P_INDEX, P_SRC2, P_BROADCAST, P_LOAD, P_STORE };
+#define PATTERN_ARGS(X)                                          \
+    X(pattern, src, BUF(NULL, 0, 0, 0))                          \
+    X(pattern, dst, BUF(NULL, 0, 0, 0))                          \
+    X(pattern, threads, THREADS(32, KW))                         \
+    X(pattern, blocks, BLOCKS(1, KW))                            \
+    X(pattern, width, INT(4, 1, 16, L2P_A_POW2))                 \
+    X(pattern, load_offset, INT(0, LLONG_MIN, LLONG_MAX, 0))     \
+    X(pattern, load_stride, INT(1, LLONG_MIN, LLONG_MAX, 0))     \
+    X(pattern, store_offset, INT(0, LLONG_MIN, LLONG_MAX, 0))    \
+    X(pattern, store_stride, INT(1, LLONG_MIN, LLONG_MAX, 0))    \
+    X(pattern, index, BUF("i", W4, 0, OPT))                      \
+    X(pattern, src2, BUF(NULL, 0, 0, OPT))                       \
+    X(pattern, broadcast_index, INT(0, LLONG_MIN, LLONG_MAX, 0)) \
+    X(pattern, load, CHOICE(LOADS, 0, 0))                        \
+    X(pattern, store, CHOICE(STORES, 0, 0))
+enum { PATTERN_ARGS(ARG_ID) };
 
-/* Indices are checked on the host: patterns are small, and a bad index would fault. The copy
- * is synchronous, so an indexed pattern cannot be captured: say so instead of breaking the
- * capture. */
-static int pattern_index(l2p_call *c, l2p_BufferObject *idx, long long total, long long limit)
-{
-    int capturing = 0;
-    if (count_of(idx) < (size_t)total) {
-        PyErr_Format(PyExc_ValueError, "index: %zu entries for %lld threads", count_of(idx), total);
-        return -1;
-    }
-    if (l2p_call_core(c, l2p_stream_is_capturing(c->stream, &capturing)) < 0) return -1;
-    if (capturing) {
-        PyErr_SetString(PyExc_ValueError, "index: an indexed pattern checks its indices on the "
-                        "host, which a stream capture forbids; launch it outside the capture");
-        return -1;
-    }
-    int32_t *host = PyMem_Malloc((size_t)total * 4 + 4);
-    if (!host) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    l2p_status rc = l2p_memory_to_host(idx->device, host, idx->ptr, (size_t)total * 4);
-    if (rc == L2P_OK) rc = l2p_check_index_range(host, total, limit, "index");
-    PyMem_Free(host);
-    return l2p_call_core(c, rc);
-}
-
+/* Indices are checked on the host (l2p_launch_check_pattern_index): patterns are small, and
+ * a bad index would fault. */
 static int pattern_check(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, P_SRC), *dst = L2P_BUF(c, P_DST), *src2 = L2P_BUF(c, P_SRC2);
-    long long w = L2P_INT(c, P_WIDTH), total = L2P_INT(c, P_BLOCKS) * L2P_INT(c, P_THREADS);
-    if (l2p_call_core(c, l2p_check_alignment((uintptr_t)src->ptr, (int)w, "src")) < 0 ||
-        l2p_call_core(c, l2p_check_alignment((uintptr_t)dst->ptr, (int)w, "dst")) < 0 ||
-        l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_STORE_OFFSET),
-                                                L2P_INT(c, P_STORE_STRIDE), total,
-                                                (long long)(dst->nbytes / (size_t)w), "store")) < 0)
-        return -1;
-    if (src2 && (l2p_call_core(c, l2p_check_alignment((uintptr_t)src2->ptr, (int)w, "src2")) < 0 ||
-                 l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_BROADCAST), 0, 1,
-                                                         (long long)(src2->nbytes / (size_t)w),
-                                                         "broadcast_index")) < 0))
-        return -1;
-    long long src_n = (long long)(src->nbytes / (size_t)w);
-    if (L2P_BUF(c, P_INDEX)) return pattern_index(c, L2P_BUF(c, P_INDEX), total, src_n);
-    return l2p_call_core(c, l2p_check_affine_range(L2P_INT(c, P_LOAD_OFFSET),
-                                                   L2P_INT(c, P_LOAD_STRIDE), total, src_n,
-                                                   "load"));
+    l2p_pattern_check p = {
+        .src = desc_of(L2P_BUF(c, ARG_pattern_src)), .dst = desc_of(L2P_BUF(c, ARG_pattern_dst)),
+        .src2 = desc_of(L2P_BUF(c, ARG_pattern_src2)), .index = desc_of(L2P_BUF(c, ARG_pattern_index)),
+        .blocks = L2P_INT(c, ARG_pattern_blocks), .threads = L2P_INT(c, ARG_pattern_threads),
+        .width = L2P_INT(c, ARG_pattern_width), .load_offset = L2P_INT(c, ARG_pattern_load_offset),
+        .load_stride = L2P_INT(c, ARG_pattern_load_stride), .store_offset = L2P_INT(c, ARG_pattern_store_offset),
+        .store_stride = L2P_INT(c, ARG_pattern_store_stride), .broadcast_index = L2P_INT(c, ARG_pattern_broadcast_index)};
+    if (l2p_call_core(c, l2p_launch_check_pattern(&p)) < 0) return -1;
+    return l2p_call_core(c, l2p_launch_check_pattern_index(c->device, c->stream, &p));
 }
 
 static cudaError_t pattern_launch(l2p_call *c)
 {
-    l2p_BufferObject *src2 = L2P_BUF(c, P_SRC2), *index = L2P_BUF(c, P_INDEX);
+    l2p_BufferObject *src2 = L2P_BUF(c, ARG_pattern_src2), *index = L2P_BUF(c, ARG_pattern_index);
     l2p_pattern_args a = {
-        .src = L2P_BUF(c, P_SRC)->ptr, .dst = L2P_BUF(c, P_DST)->ptr,
+        .src = L2P_BUF(c, ARG_pattern_src)->ptr, .dst = L2P_BUF(c, ARG_pattern_dst)->ptr,
         .src2 = src2 ? src2->ptr : NULL, .index = index ? (const int32_t *)index->ptr : NULL,
-        .load_offset = L2P_INT(c, P_LOAD_OFFSET), .load_stride = L2P_INT(c, P_LOAD_STRIDE),
-        .store_offset = L2P_INT(c, P_STORE_OFFSET), .store_stride = L2P_INT(c, P_STORE_STRIDE),
-        .broadcast_index = L2P_INT(c, P_BROADCAST), .blocks = (unsigned)L2P_INT(c, P_BLOCKS),
-        .threads = (unsigned)L2P_INT(c, P_THREADS), .width = (int)L2P_INT(c, P_WIDTH),
-        .load_flavour = (int)L2P_INT(c, P_LOAD), .store_flavour = (int)L2P_INT(c, P_STORE)};
+        .load_offset = L2P_INT(c, ARG_pattern_load_offset), .load_stride = L2P_INT(c, ARG_pattern_load_stride),
+        .store_offset = L2P_INT(c, ARG_pattern_store_offset), .store_stride = L2P_INT(c, ARG_pattern_store_stride),
+        .broadcast_index = L2P_INT(c, ARG_pattern_broadcast_index), .blocks = (unsigned)L2P_INT(c, ARG_pattern_blocks),
+        .threads = (unsigned)L2P_INT(c, ARG_pattern_threads), .width = (int)L2P_INT(c, ARG_pattern_width),
+        .load_flavour = (int)L2P_INT(c, ARG_pattern_load), .store_flavour = (int)L2P_INT(c, ARG_pattern_store)};
     return l2p_launch_pattern(&a, c->stream, c->window);
 }
 
 /* ---- streaming ---- */
 
-enum { S_OP, S_DST, S_SRC, S_SRC2, S_SCALAR, S_LOAD, S_STORE, S_BLOCKS, S_THREADS };
-static const char *const stream_ops[] = {"read", "write", "copy", "triad", NULL};
+#define STREAMING_ARGS(X)                          \
+    X(streaming, op, CHOICE(stream_ops, -1, 0))    \
+    X(streaming, dst, BUF(NULL, 0, 16, KW | OPT))  \
+    X(streaming, src, BUF(NULL, 0, 16, KW | OPT))  \
+    X(streaming, src2, BUF(NULL, 0, 16, KW | OPT)) \
+    X(streaming, scalar, FLT(3.0, KW))             \
+    X(streaming, load, CHOICE(LOADS, 0, KW))       \
+    X(streaming, store, CHOICE(STORES, 0, KW))     \
+    X(streaming, blocks, BLOCKS(0, KW | OPT))      \
+    X(streaming, threads, THREADS(0, KW | OPT))
+enum { STREAMING_ARGS(ARG_ID) };
+#define stream_ops l2p_stream_op_names
+_Static_assert((int)L2P_STREAM_READ == (int)L2P_OP_READ && (int)L2P_STREAM_WRITE == (int)L2P_OP_WRITE &&
+               (int)L2P_STREAM_COPY == (int)L2P_OP_COPY && (int)L2P_STREAM_TRIAD == (int)L2P_OP_TRIAD,
+               "l2p_launch.h's ops follow l2p_kernels.h's");
 
-/* Which buffers the op needs, and that they all have one size. */
 static int streaming_check(l2p_call *c)
 {
-    int op = (int)L2P_INT(c, S_OP);
-    const int need[3] = {op != L2P_STREAM_READ, op != L2P_STREAM_WRITE, op == L2P_STREAM_TRIAD};
-    const char *names[3] = {"dst", "src", "src2"};
-    l2p_BufferObject *first = L2P_BUF(c, need[1] ? S_SRC : S_DST);
-    for (int i = 0; i < 3; i++) {
-        l2p_BufferObject *b = L2P_BUF(c, S_DST + i);
-        if (need[i] && !b) {
-            PyErr_Format(PyExc_TypeError, "%s: op '%s' needs this buffer", names[i], stream_ops[op]);
-            return -1;
-        }
-        if (b && b->nbytes != first->nbytes) {
-            PyErr_Format(PyExc_ValueError, "%s: %zu bytes, but %s has %zu", names[i], b->nbytes,
-                         need[1] ? "src" : "dst", first->nbytes);
-            return -1;
-        }
-        if (b && op == L2P_STREAM_TRIAD &&
-            (b->dtype->kind != 'f' || PyDataType_ELSIZE(b->dtype) != 4)) {
-            PyErr_Format(PyExc_TypeError, "%s: triad works on float32, got %R", names[i],
-                         (PyObject *)b->dtype);
-            return -1;
-        }
-    }
-    return 0;
+    l2p_buf_desc dst = desc_of(L2P_BUF(c, ARG_streaming_dst)), src = desc_of(L2P_BUF(c, ARG_streaming_src)),
+                 src2 = desc_of(L2P_BUF(c, ARG_streaming_src2));
+    return l2p_call_core(c, l2p_launch_check_streaming((int)L2P_INT(c, ARG_streaming_op), &dst, &src, &src2));
 }
 
 static void *ptr_of(l2p_BufferObject *b) { return b ? b->ptr : NULL; }
 
 static cudaError_t streaming_launch(l2p_call *c)
 {
-    int op = (int)L2P_INT(c, S_OP);
-    l2p_BufferObject *first = L2P_BUF(c, op != L2P_STREAM_WRITE ? S_SRC : S_DST);
-    return l2p_launch_streaming(op, ptr_of(L2P_BUF(c, S_DST)), ptr_of(L2P_BUF(c, S_SRC)),
-                                ptr_of(L2P_BUF(c, S_SRC2)), first->nbytes,
-                                (float)L2P_FLT(c, S_SCALAR), (int)L2P_INT(c, S_LOAD),
-                                (int)L2P_INT(c, S_STORE), (unsigned)L2P_INT(c, S_BLOCKS),
-                                (unsigned)L2P_INT(c, S_THREADS), c->sink, c->stream, c->window);
+    int op = (int)L2P_INT(c, ARG_streaming_op);
+    l2p_BufferObject *first = L2P_BUF(c, op != L2P_STREAM_WRITE ? ARG_streaming_src : ARG_streaming_dst);
+    return l2p_launch_streaming(op, ptr_of(L2P_BUF(c, ARG_streaming_dst)), ptr_of(L2P_BUF(c, ARG_streaming_src)),
+                                ptr_of(L2P_BUF(c, ARG_streaming_src2)), first->nbytes,
+                                (float)L2P_FLT(c, ARG_streaming_scalar), (int)L2P_INT(c, ARG_streaming_load),
+                                (int)L2P_INT(c, ARG_streaming_store), (unsigned)L2P_INT(c, ARG_streaming_blocks),
+                                (unsigned)L2P_INT(c, ARG_streaming_threads), c->sink, c->stream, c->window);
 }
 
 /* ---- L2-resident reads ---- */
 
-enum { L_SRC, L_REPEATS, L_LOAD, L_WIDTH, L_LOADS, L_THREADS };
+#define L2_READ_ARGS(X)                                \
+    X(l2_read, src, BUF(NULL, 0, 0, 0))                \
+    X(l2_read, repeats, INT(10, 1, INT_MAX_LL, 0))     \
+    X(l2_read, load, CHOICE(LOADS, 0, KW))             \
+    X(l2_read, width, INT(8, 8, 16, KW | L2P_A_POW2))  \
+    X(l2_read, loads, INT(64, 8, 64, KW | L2P_A_POW2)) \
+    X(l2_read, threads, THREADS(1024, KW))
+enum { L2_READ_ARGS(ARG_ID) };
 
 static int l2_read_check(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, L_SRC);
-    long long w = L2P_INT(c, L_WIDTH), loads = L2P_INT(c, L_LOADS);
-    if (l2p_call_core(c, l2p_check_words((uintptr_t)src->ptr, src->nbytes, (unsigned)w, "src")) < 0)
-        return -1;
-    size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)w, (unsigned)L2P_INT(c, L_THREADS),
-                                       (unsigned)loads);
-    if (chunks && (size_t)L2P_INT(c, L_REPEATS) > (size_t)INT_MAX_LL / chunks) {
-        PyErr_Format(PyExc_ValueError, "repeats: %lld passes of %zu blocks exceed a grid's "
-                     "2^31 - 1 blocks", L2P_INT(c, L_REPEATS), chunks);
-        return -1;
-    }
-    return 0;
+    l2p_buf_desc src = desc_of(L2P_BUF(c, ARG_l2_read_src));
+    return l2p_call_core(c, l2p_launch_check_l2_read(&src, L2P_INT(c, ARG_l2_read_repeats),
+                                                     L2P_INT(c, ARG_l2_read_width), L2P_INT(c, ARG_l2_read_loads),
+                                                     L2P_INT(c, ARG_l2_read_threads)));
 }
 
 static cudaError_t l2_read_launch(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, L_SRC);
-    return l2p_launch_l2_read(src->ptr, src->nbytes, (int)L2P_INT(c, L_REPEATS),
-                              (int)L2P_INT(c, L_LOAD), (int)L2P_INT(c, L_WIDTH),
-                              (int)L2P_INT(c, L_LOADS), (unsigned)L2P_INT(c, L_THREADS), c->sink,
+    l2p_BufferObject *src = L2P_BUF(c, ARG_l2_read_src);
+    return l2p_launch_l2_read(src->ptr, src->nbytes, (int)L2P_INT(c, ARG_l2_read_repeats),
+                              (int)L2P_INT(c, ARG_l2_read_load), (int)L2P_INT(c, ARG_l2_read_width),
+                              (int)L2P_INT(c, ARG_l2_read_loads), (unsigned)L2P_INT(c, ARG_l2_read_threads), c->sink,
                               c->stream, c->window);
 }
 
-enum { B_SRC, B_REPEATS, B_CHUNK, B_BLOCKS };
-
-static void bulk_grid(int sms, unsigned *blocks, unsigned *threads)
-{
-    *blocks = 2u * (unsigned)(sms > 0 ? sms : 1);
-    *threads = 32;
-}
+#define BULK_READ_ARGS(X)                            \
+    X(bulk_read, src, BUF(NULL, 0, 0, 0))            \
+    X(bulk_read, repeats, INT(10, 1, INT_MAX_LL, 0)) \
+    X(bulk_read, chunk, INT(16384, 16, 49152, KW))   \
+    X(bulk_read, blocks, BLOCKS(0, KW | OPT))
+enum { BULK_READ_ARGS(ARG_ID) };
 
 static int bulk_read_check(l2p_call *c)
 {
     l2p_device_props p;
-    long long chunk = L2P_INT(c, B_CHUNK);
-    if ((uintptr_t)L2P_BUF(c, B_SRC)->ptr % 16) { /* the copy engine faults: the context dies */
-        PyErr_Format(PyExc_ValueError, "src: address 0x%zx is not 16-byte aligned (the bulk "
-                     "copy engine needs 16)", (size_t)(uintptr_t)L2P_BUF(c, B_SRC)->ptr);
-        return -1;
-    }
-    if (chunk % 16) {
-        PyErr_Format(PyExc_ValueError, "chunk: %lld bytes; allowed multiples of 16 in [16, 49152]",
-                     chunk);
-        return -1;
-    }
-    if (L2P_BUF(c, B_SRC)->nbytes < (size_t)chunk) {
-        PyErr_Format(PyExc_ValueError, "src: %zu bytes, less than one chunk (%lld)",
-                     L2P_BUF(c, B_SRC)->nbytes, chunk);
-        return -1;
-    }
+    l2p_buf_desc src = desc_of(L2P_BUF(c, ARG_bulk_read_src));
     if (l2p_call_core(c, l2p_device_get_properties(c->device, &p)) < 0) return -1;
-    if (p.cc_major < 9) {
-        l2p_fail(L2P_ERR_NOT_SUPPORTED, "bulk_read: the bulk copy engine needs compute "
-                 "capability 9.0 or newer; this device is %d.%d", p.cc_major, p.cc_minor);
-        return l2p_py_raise_int(c->st);
-    }
-    return 0;
+    return l2p_call_core(c, l2p_launch_check_bulk_read(&src, L2P_INT(c, ARG_bulk_read_chunk), p.cc_major,
+                                                       p.cc_minor));
 }
 
 static cudaError_t bulk_read_launch(l2p_call *c)
 {
-    l2p_BufferObject *src = L2P_BUF(c, B_SRC);
-    return l2p_launch_bulk_read(src->ptr, src->nbytes, (int)L2P_INT(c, B_REPEATS),
-                                (unsigned)L2P_INT(c, B_CHUNK), (unsigned)L2P_INT(c, B_BLOCKS),
+    l2p_BufferObject *src = L2P_BUF(c, ARG_bulk_read_src);
+    return l2p_launch_bulk_read(src->ptr, src->nbytes, (int)L2P_INT(c, ARG_bulk_read_repeats),
+                                (unsigned)L2P_INT(c, ARG_bulk_read_chunk), (unsigned)L2P_INT(c, ARG_bulk_read_blocks),
                                 c->stream, c->window);
 }
 
 /* ---- persistence ---- */
 
-enum { H_HOT, H_COLD, H_ACCESSES, H_READ_ONLY };
+#define HOT_COLD_ARGS(X)                                   \
+    X(hot_cold, hot, BUF("i", W4, 0, 0))                   \
+    X(hot_cold, cold, BUF("i", W4, 0, 0))                  \
+    X(hot_cold, accesses, INT(0, 1, U32_MAX_LL, KW | OPT)) \
+    X(hot_cold, read_only, BOOL(0, KW))
+enum { HOT_COLD_ARGS(ARG_ID) };
 #define U32_MAX_LL 4294967295LL
 
 static int hot_cold_check(l2p_call *c)
 {
-    size_t hn = count_of(L2P_BUF(c, H_HOT)), cn = count_of(L2P_BUF(c, H_COLD));
-    if (hn == 0 || cn == 0 || hn > (size_t)U32_MAX_LL || cn > (size_t)U32_MAX_LL) {
-        PyErr_Format(PyExc_ValueError, "hot, cold: sizes must be in [1, 2^32) elements (hot %zu, "
-                     "cold %zu)", hn, cn);
-        return -1;
-    }
-    if (!c->v[H_ACCESSES].given) L2P_INT(c, H_ACCESSES) = (long long)cn;
-    return 0;
+    l2p_buf_desc hot = desc_of(L2P_BUF(c, ARG_hot_cold_hot)), cold = desc_of(L2P_BUF(c, ARG_hot_cold_cold));
+    return l2p_call_core(c, l2p_launch_hot_cold_accesses(&hot, &cold, c->v[ARG_hot_cold_accesses].given,
+                                                         &L2P_INT(c, ARG_hot_cold_accesses)));
 }
 
 static cudaError_t hot_cold_launch(l2p_call *c)
 {
-    l2p_BufferObject *hot = L2P_BUF(c, H_HOT), *cold = L2P_BUF(c, H_COLD);
+    l2p_BufferObject *hot = L2P_BUF(c, ARG_hot_cold_hot), *cold = L2P_BUF(c, ARG_hot_cold_cold);
     return l2p_launch_hot_cold((int32_t *)hot->ptr, count_of(hot), (int32_t *)cold->ptr,
-                               count_of(cold), (size_t)L2P_INT(c, H_ACCESSES),
-                               (int)L2P_INT(c, H_READ_ONLY), c->sink, c->stream, c->window);
+                               count_of(cold), (size_t)L2P_INT(c, ARG_hot_cold_accesses),
+                               (int)L2P_INT(c, ARG_hot_cold_read_only), c->sink, c->stream, c->window);
 }
 
-enum { HR_HOT, HR_COLD, HR_HOT_LOAD, HR_COLD_LOAD, HR_BLOCKS, HR_THREADS };
+#define HOT_COLD_READ_ARGS(X)                         \
+    X(hot_cold_read, hot, BUF(NULL, 0, 16, 0))        \
+    X(hot_cold_read, cold, BUF(NULL, 0, 16, 0))       \
+    X(hot_cold_read, hot_load, CHOICE(LOADS, 0, KW))  \
+    X(hot_cold_read, cold_load, CHOICE(LOADS, 0, KW)) \
+    X(hot_cold_read, blocks, BLOCKS(0, KW | OPT))     \
+    X(hot_cold_read, threads, THREADS(0, KW | OPT))
+enum { HOT_COLD_READ_ARGS(ARG_ID) };
 
 static int hot_cold_read_check(l2p_call *c)
 {
-    if (L2P_BUF(c, HR_HOT)->nbytes != 0) return 0;
-    PyErr_SetString(PyExc_ValueError, "hot: must hold at least 16 bytes");
-    return -1;
+    l2p_buf_desc hot = desc_of(L2P_BUF(c, ARG_hot_cold_read_hot));
+    return l2p_call_core(c, l2p_launch_check_hot_cold_read(&hot));
 }
 
 static cudaError_t hot_cold_read_launch(l2p_call *c)
 {
-    l2p_BufferObject *hot = L2P_BUF(c, HR_HOT), *cold = L2P_BUF(c, HR_COLD);
+    l2p_BufferObject *hot = L2P_BUF(c, ARG_hot_cold_read_hot), *cold = L2P_BUF(c, ARG_hot_cold_read_cold);
     return l2p_launch_hot_cold_read(hot->ptr, hot->nbytes, cold->ptr, cold->nbytes,
-                                    (int)L2P_INT(c, HR_HOT_LOAD), (int)L2P_INT(c, HR_COLD_LOAD),
-                                    (unsigned)L2P_INT(c, HR_BLOCKS),
-                                    (unsigned)L2P_INT(c, HR_THREADS), c->sink, c->stream,
+                                    (int)L2P_INT(c, ARG_hot_cold_read_hot_load), (int)L2P_INT(c, ARG_hot_cold_read_cold_load),
+                                    (unsigned)L2P_INT(c, ARG_hot_cold_read_blocks),
+                                    (unsigned)L2P_INT(c, ARG_hot_cold_read_threads), c->sink, c->stream,
                                     c->window);
 }
 
 /* ---- the table ---- */
 
+#define BLOCKS(d, fl) INT(d, 1, INT_MAX_LL, (fl) | L2P_A_BLOCKS)
+#define THREADS(d, fl) INT(d, 1, 1024, (fl) | L2P_A_THREADS)
+
+
 /* ---- the set-aside tax probe ---- */
 
-enum { TP_TABLE, TP_KIND, TP_PATTERN, TP_ACCESSES, TP_SEED, TP_BLOCKS, TP_THREADS };
 static const char *const tax_patterns[] = {"random", "streaming", NULL};
+
+#define TAX_PROBE_ARGS(X)                                         \
+    X(tax_probe, table, BUF("iu", W4, 0, 0))                      \
+    X(tax_probe, kind, CHOICE(l2p_tax_kind_names, -1, 0))         \
+    X(tax_probe, pattern, CHOICE(tax_patterns, 0, KW))            \
+    X(tax_probe, accesses, INT(0, 1, LLONG_MAX, KW | OPT))        \
+    X(tax_probe, seed, INT(1, 0, 4294967295LL, KW))               \
+    X(tax_probe, blocks, BLOCKS(0, KW | OPT))                     \
+    X(tax_probe, threads, THREADS(0, KW | OPT))
+enum { TAX_PROBE_ARGS(ARG_ID) };
 
 static int tax_probe_check(l2p_call *c)
 {
-    size_t n = count_of(L2P_BUF(c, TP_TABLE));
-    if (n == 0 || n > 0xffffffffull) {
-        PyErr_Format(PyExc_ValueError, "table: %zu words is outside [1, 2^32 - 1]", n);
-        return -1;
-    }
-    if (!c->v[TP_ACCESSES].given) L2P_INT(c, TP_ACCESSES) = 4 * (long long)n;
+    l2p_buf_desc t = desc_of(L2P_BUF(c, ARG_tax_probe_table));
+    if (l2p_call_core(c, l2p_launch_check_tax_probe(&t)) < 0) return -1;
+    /* the default: four accesses per word */
+    if (!c->v[ARG_tax_probe_accesses].given)
+        L2P_INT(c, ARG_tax_probe_accesses) = 4 * (long long)count_of(L2P_BUF(c, ARG_tax_probe_table));
     return 0;
 }
 
 static cudaError_t tax_probe_launch(l2p_call *c)
 {
-    l2p_BufferObject *t = L2P_BUF(c, TP_TABLE);
-    return l2p_launch_tax_probe((int)L2P_INT(c, TP_KIND), L2P_INT(c, TP_PATTERN) == 0,
-                                (uint32_t *)t->ptr, count_of(t),
-                                (unsigned long long)L2P_INT(c, TP_ACCESSES),
-                                (unsigned)L2P_INT(c, TP_SEED), (unsigned)L2P_INT(c, TP_BLOCKS),
-                                (unsigned)L2P_INT(c, TP_THREADS), c->sink, c->stream, c->window);
+    l2p_BufferObject *t = L2P_BUF(c, ARG_tax_probe_table);
+    return l2p_launch_tax_probe((int)L2P_INT(c, ARG_tax_probe_kind),
+                                L2P_INT(c, ARG_tax_probe_pattern) == 0, (uint32_t *)t->ptr,
+                                count_of(t), (unsigned long long)L2P_INT(c, ARG_tax_probe_accesses),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_seed),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_blocks),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_threads), c->sink, c->stream,
+                                c->window);
 }
-
-#define BLOCKS(d, fl) INT("blocks", d, 1, INT_MAX_LL, (fl) | L2P_A_BLOCKS)
-#define THREADS(d, fl) INT("threads", d, 1, 1024, (fl) | L2P_A_THREADS)
 
 const l2p_kernel l2p_kernel_table[] = {
     {"noop", "Launch an empty kernel (1 thread): what a launch costs.", L2P_K_DEVICE, NULL, NULL,
@@ -473,137 +451,48 @@ const l2p_kernel l2p_kernel_table[] = {
     {"spin", "One thread spins for `ns` nanoseconds of the GPU's clock: queued first, it keeps "
      "the GPU busy while the host enqueues what follows (so host launch costs can be timed).",
      L2P_K_DEVICE | L2P_K_NO_WINDOW, NULL, NULL, spin_launch, NULL,
-     {INT("ns", 0, 0, 60000000000LL, 0)}},
+     {SPIN_ARGS(ARG_ROW)}},
     {"scale_shift", "data = data * scale + shift over a float32 buffer, in place (the guide "
      "example's kernels).", 0, NULL, NULL, scale_shift_launch, NULL,
-     {BUF("data", "f", W4, 0, 0), FLT("scale", 2.0, 0), FLT("shift", 1.0, 0)}},
+     {SCALE_SHIFT_ARGS(ARG_ROW)}},
     {"gather", "out[i] = src[map[i]] on 32-bit data with an int32 or int64 map. check=True records "
      "out-of-range entries on the device (raised at the next Stream.synchronize() or "
      "gather_errors()); check='sync' waits and raises now; out-of-range outputs are 0. "
      "texture='per_launch' makes and destroys a texture object per call (the study's way).",
      0, NULL, gather_check, gather_launch, gather_after,
-     {BUF("out", "iuf", W4, 0, 0), BUF("src", "iuf", W4, 0, 0), BUF("map", "i", W48, 0, 0),
-      CHOICE("variant", gather_variants, 0, 0),
-      {.name = "check", .type = L2P_A_OBJECT, .flags = KW, .convert = check_convert,
-       .deftext = "True"},
-      CHOICE("texture", texture_modes, 0, KW)}},
+     {GATHER_ARGS(ARG_ROW)}},
     {"random_map", "Fill an int32/int64 buffer with indices uniform in [0, range) (default: its "
      "size), on the device.", L2P_K_NO_WINDOW, NULL, random_map_check, random_map_launch, NULL,
-     {BUF("out", "i", W48, 0, 0), INT("seed", 0, 0, LLONG_MAX, 0),
-      INT("range", 0, 1, LLONG_MAX, KW | OPT)}},
+     {RANDOM_MAP_ARGS(ARG_ROW)}},
     {"pattern", "The coalescing study's kernel: blocks x threads threads, thread t loads `width` "
      "bytes at element load_offset + t * load_stride (or index[t]) of src, optionally adds "
      "src2[broadcast_index], and stores at store_offset + t * store_stride of dst.",
      0, NULL, pattern_check, pattern_launch, NULL,
-     {BUF("src", NULL, 0, 0, 0), BUF("dst", NULL, 0, 0, 0), THREADS(32, KW), BLOCKS(1, KW),
-      INT("width", 4, 1, 16, L2P_A_POW2), INT("load_offset", 0, LLONG_MIN, LLONG_MAX, 0),
-      INT("load_stride", 1, LLONG_MIN, LLONG_MAX, 0),
-      INT("store_offset", 0, LLONG_MIN, LLONG_MAX, 0),
-      INT("store_stride", 1, LLONG_MIN, LLONG_MAX, 0), BUF("index", "i", W4, 0, OPT),
-      BUF("src2", NULL, 0, 0, OPT), INT("broadcast_index", 0, LLONG_MIN, LLONG_MAX, 0),
-      CHOICE("load", LOADS, 0, 0), CHOICE("store", STORES, 0, 0)}},
+     {PATTERN_ARGS(ARG_ROW)}},
     {"streaming", "STREAM-style read / write / copy / triad over 16-byte words (triad: dst = src "
      "+ scalar * src2 on float32); blocks and threads default to 4 x 512 per SM.", L2P_K_SINK,
      l2p_streaming_grid, streaming_check, streaming_launch, NULL,
-     {CHOICE("op", stream_ops, -1, 0), BUF("dst", NULL, 0, 16, KW | OPT),
-      BUF("src", NULL, 0, 16, KW | OPT), BUF("src2", NULL, 0, 16, KW | OPT),
-      FLT("scalar", 3.0, KW), CHOICE("load", LOADS, 0, KW), CHOICE("store", STORES, 0, KW),
-      BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+     {STREAMING_ARGS(ARG_ROW)}},
     {"l2_read", "Read src `repeats` times in one launch, in words of `width` bytes, each thread "
      "making `loads` independent loads, one per row of `threads` words (a block's footprint "
      "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks.", L2P_K_SINK,
      NULL, l2_read_check, l2_read_launch, NULL,
-     {BUF("src", NULL, 0, 0, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
-      CHOICE("load", LOADS, 0, KW), INT("width", 8, 8, 16, KW | L2P_A_POW2),
-      INT("loads", 64, 8, 64, KW | L2P_A_POW2),
-      THREADS(1024, KW)}},
+     {L2_READ_ARGS(ARG_ROW)}},
     {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "
-     "(sm_90+); blocks default to 2 per SM.", 0, bulk_grid, bulk_read_check, bulk_read_launch,
+     "(sm_90+); blocks default to 2 per SM.", 0, l2p_bulk_read_grid, bulk_read_check, bulk_read_launch,
      NULL,
-     {BUF("src", NULL, 0, 0, 0), INT("repeats", 10, 1, INT_MAX_LL, 0),
-      INT("chunk", 16384, 16, 49152, KW), BLOCKS(0, KW | OPT)}},
+     {BULK_READ_ARGS(ARG_ROW)}},
     {"hot_cold", "The Best Practices guide's kernel on int32 buffers: `accesses` threads (default: "
      "cold's size), thread t doubling hot[t % len(hot)] and cold[t % len(cold)] (read_only: "
      "summing them instead).", L2P_K_SINK, NULL, hot_cold_check, hot_cold_launch, NULL,
-     {BUF("hot", "i", W4, 0, 0), BUF("cold", "i", W4, 0, 0),
-      INT("accesses", 0, 1, U32_MAX_LL, KW | OPT), BOOL("read_only", 0, KW)}},
+     {HOT_COLD_ARGS(ARG_ROW)}},
     {"hot_cold_read", "Stream cold once while re-reading hot cyclically (16-byte words), each "
      "with its own load flavour.", L2P_K_SINK, l2p_streaming_grid, hot_cold_read_check,
      hot_cold_read_launch, NULL,
-     {BUF("hot", NULL, 0, 16, 0), BUF("cold", NULL, 0, 16, 0), CHOICE("hot_load", LOADS, 0, KW),
-      CHOICE("cold_load", LOADS, 0, KW), BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+     {HOT_COLD_READ_ARGS(ARG_ROW)}},
     {"tax_probe", "The set-aside tax probe: `accesses` (default: 4 per word) 4-byte reads, "
      "writes, read-modify-writes or atomicAdds over a 32-bit table at random (from `seed`) or "
      "streaming positions; blocks and threads default to 4 x 512 per SM.", L2P_K_SINK,
      l2p_streaming_grid, tax_probe_check, tax_probe_launch, NULL,
-     {BUF("table", "iu", W4, 0, 0), CHOICE("kind", l2p_tax_kind_names, -1, 0),
-      CHOICE("pattern", tax_patterns, 0, KW), INT("accesses", 0, 1, LLONG_MAX, KW | OPT),
-      INT("seed", 1, 0, 4294967295LL, KW), BLOCKS(0, KW | OPT), THREADS(0, KW | OPT)}},
+     {TAX_PROBE_ARGS(ARG_ROW)}},
     {NULL, NULL, 0, NULL, NULL, NULL, NULL, {{0}}}};
-
-/* ---- host helpers beside the kernels ---- */
-
-static PyObject *fn_gather_errors(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"device", NULL};
-    PyObject *dev = Py_None;
-    int index;
-    l2p_status sync;
-    l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:gather_errors", names, &dev) ||
-        l2p_py_device_index(st, dev, &index) < 0)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    sync = l2p_device_synchronize(index);
-    Py_END_ALLOW_THREADS
-    if (sync != L2P_OK) return l2p_py_raise(st);
-    int r = l2p_py_gather_flag_raise(st, index);
-    if (r < 0) return NULL;
-    if (r == 1) PyErr_Clear();
-    return PyBool_FromLong(r);
-}
-
-static PyObject *fn_seed_map(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"n", "range", "dtype", "seed", NULL};
-    PyObject *range_obj = Py_None, *dtype_obj = Py_None;
-    PyArray_Descr *d = NULL;
-    long long n, range;
-    unsigned int seed = 0;
-    (void)m;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|O$OI:seed_map", names, &n, &range_obj,
-                                     &dtype_obj, &seed) ||
-        !PyArray_DescrConverter2(dtype_obj, &d))
-        return NULL;
-    int is64 = d && d->type_num == NPY_INT64, ok = !d || is64 || d->type_num == NPY_INT32;
-    if (!ok) PyErr_Format(PyExc_TypeError, "dtype: map dtype must be int32 or int64, got %R", (PyObject *)d);
-    Py_XDECREF(d);
-    if (!ok) return NULL;
-    range = n;
-    if (range_obj != Py_None && l2p_py_size_arg(range_obj, "range", &range) < 0) return NULL;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "n: %lld must be >= 0", n);
-    if (range < 1 || range > INT_MAX_LL)
-        return PyErr_Format(PyExc_ValueError, "range: %lld is outside [1, 2^31 - 1] (rand() "
-                            "yields 31 bits)", range);
-    npy_intp dims[1] = {(npy_intp)n};
-    PyArrayObject *a = (PyArrayObject *)PyArray_SimpleNew(1, dims, is64 ? NPY_INT64 : NPY_INT32);
-    if (!a) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    if (is64) l2p_seed_map_int64((int64_t *)PyArray_DATA(a), (size_t)n, (uint64_t)range, seed);
-    else l2p_seed_map_int32((int32_t *)PyArray_DATA(a), (size_t)n, (uint32_t)range, seed);
-    Py_END_ALLOW_THREADS
-    return (PyObject *)a;
-}
-
-#define FN(f) (PyCFunction)(void (*)(void))(f)
-
-PyMethodDef l2p_kernel_functions[] = {
-    {"gather_errors", FN(fn_gather_errors), METH_VARARGS | METH_KEYWORDS,
-     "gather_errors(device=None)\n--\n\nWhether a checked gather on the device read map "
-     "entries outside its src since the last check (waits for the device's work; clears the "
-     "flag)."},
-    {"seed_map", FN(fn_seed_map), METH_VARARGS | METH_KEYWORDS,
-     "seed_map(n, range=None, *, dtype=None, seed=0)\n--\n\nThe study's host map: srand(seed); "
-     "rand() % range (default n), with glibc's generator reproduced exactly; int32 (default) "
-     "or int64."},
-    {NULL, NULL, 0, NULL}};

@@ -19,6 +19,7 @@
 #include "l2p_error.h"
 #include "l2p_policy.h"
 #include "l2p_stream.h"
+#include "l2p_timing.h"
 
 typedef struct {
     PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
@@ -31,9 +32,7 @@ typedef struct {
     int import_stream_set;
     const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
     /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
-    void *flush[L2P_MAX_DEVICES];
-    size_t flush_bytes[L2P_MAX_DEVICES];
-    unsigned long long flush_ctx[L2P_MAX_DEVICES]; /* context ids they were allocated in */
+    l2p_flush_cache flush;
 } l2p_state;
 
 typedef struct {
@@ -130,13 +129,19 @@ PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b);
  * export or a copy running without the GIL. The last unpin of a closed buffer frees it. */
 void l2p_buffer_pin(l2p_BufferObject *b);
 void l2p_buffer_unpin(l2p_BufferObject *b);
+/* Release the memory (idempotent; waits for streams that still use it); the deferred free
+ * of a buffer closed while pinned or exported. (buffer_life.c) */
+l2p_status l2p_buffer_release(l2p_BufferObject *b);
+void l2p_buffer_free_deferred(l2p_BufferObject *root);
+/* Host data: a C-contiguous ndarray of obj (new ref), and its copy into b. (buffer_new.c) */
+PyArrayObject *l2p_buffer_host_array(PyObject *obj);
+int l2p_buffer_copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a);
 int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
 int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
 /* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
 PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
 PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
 PyObject *l2p_buffer_cai(PyObject *self, void *closure);
-PyObject *l2p_buffer_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 int l2p_buffer_check_open(l2p_BufferObject *b);
 /* Open, and its memory still exists: ValueError naming the reset when the device's context
@@ -171,12 +176,6 @@ int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 
 /* Module-level functions defined outside module.c. */
-extern PyMethodDef l2p_buffer_functions[];
-extern PyMethodDef l2p_kernel_functions[];
-extern PyMethodDef l2p_window_functions[];
-extern PyMethodDef l2p_timing_functions[];
-extern PyMethodDef l2p_counter_functions[];
-extern PyMethodDef l2p_model_functions[];
 extern PyMethodDef l2p_tune_functions[];
 extern PyMethodDef l2p_foreign_functions[];
 extern PyMethodDef l2p_tax_functions[];

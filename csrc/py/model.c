@@ -1,12 +1,35 @@
 /* The coalescing model (l2p_model) over NumPy arrays of thread addresses. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_model.h"
 
 static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
 {
+    if (obj == Py_None || PyUnicode_Check(obj) || PyBytes_Check(obj) ||
+        !(PySequence_Check(obj) || PyObject_CheckBuffer(obj) ||
+          PyObject_HasAttrString(obj, "__array__") ||
+          PyObject_HasAttrString(obj, "__array_interface__"))) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-D sequence or array of ints, got %s",
+                     name, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
     PyArrayObject *in = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 1, 1, 0);
-    if (!in) return NULL;
+    if (!in) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_Format(PyExc_ValueError, "%s: expected a 1-D sequence or array of ints (%S)",
+                     name, v ? v : Py_None);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    if (PyArray_SIZE(in) == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: empty; expected at least one entry", name);
+        Py_DECREF(in);
+        return NULL;
+    }
     if (!PyArray_ISINTEGER(in) && !(type == NPY_BOOL && PyArray_ISBOOL(in))) {
         PyErr_Format(PyExc_TypeError, "%s: expected a 1-D integer array, got dtype %R", name,
                      (PyObject *)PyArray_DESCR(in));
@@ -112,28 +135,30 @@ static PyObject *result_dict(const l2p_access_stats *per_warp, size_t warps,
     return NULL;
 }
 
-static PyObject *fn_analyze(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *addresses;
+    long long size;
+    int rule, store;
+    PyObject *masks, *active;
+} analyze_args;
+
+static PyObject *analyze_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"addresses", "size", "rule", "store", "masks", "active", NULL};
-    PyObject *addr_obj, *masks_obj = Py_None, *active_obj = Py_None, *result = NULL;
-    int size = 4, store = 0, rule;
-    const char *rule_name = "sectors";
+    const analyze_args *a = args;
+    PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$ispOO:analyze", names, &addr_obj, &size,
-                                     &rule_name, &store, &masks_obj, &active_obj))
-        return NULL;
-    if (l2p_rule_parse(rule_name, &rule) != L2P_OK) return l2p_py_raise(st);
-    PyArrayObject *addr = int_array(addr_obj, "addresses", NPY_INT64);
+    PyArrayObject *addr = int_array(a->addresses, "addresses", NPY_INT64);
     if (!addr) return NULL;
     size_t n = (size_t)PyArray_DIM(addr, 0), warps = (n + 31) / 32;
     uint32_t *masks = NULL;
     l2p_access_stats *per_warp = PyMem_Calloc(warps + 1, sizeof *per_warp), total;
     if (!per_warp) {
         PyErr_NoMemory();
-    } else if (warp_masks(masks_obj, active_obj, n, &masks) == 0) {
+    } else if (warp_masks(a->masks, a->active, n, &masks) == 0) {
         l2p_status rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = l2p_model_analyze(PyArray_DATA(addr), n, masks, size, store, rule, per_warp, &total);
+        rc = l2p_model_analyze(PyArray_DATA(addr), n, masks, (int)a->size, a->store, a->rule,
+                               per_warp, &total);
         Py_END_ALLOW_THREADS
         if (rc != L2P_OK) l2p_py_raise(st);
         else result = result_dict(per_warp, warps, &total);
@@ -143,9 +168,24 @@ static PyObject *fn_analyze(PyObject *m, PyObject *args, PyObject *kw)
     Py_DECREF(addr);
     return result;
 }
+L2P_DEFINE_FN(analyze_fn, analyze_args, analyze_impl, "analyze",
+              "Per-warp arrays and totals of the coalescing model.", "dict[str, object]",
+              L2P_PARAM(analyze_args, addresses, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int] | numpy.ndarray",
+                        .doc = "one byte address per thread, 32 threads a warp"),
+              L2P_PARAM(analyze_args, size, L2P_P_INT, .flags = L2P_P_KWONLY, .ival = 4, .lo = 1,
+                        .hi = 16, .what = "bytes per access", .doc = "each thread's access "
+                        "width: 1, 2, 4, 8 or 16"),
+              L2P_PARAM(analyze_args, rule, L2P_P_CHOICE, .flags = L2P_P_KWONLY,
+                        .choices = l2p_rule_names, .ival = L2P_RULE_SECTORS,
+                        .doc = "the hardware's rule"),
+              L2P_PARAM(analyze_args, store, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "stores rather than loads"),
+              L2P_PARAM(analyze_args, masks, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "Sequence[int] | None", .doc = "one active-lane mask per warp "
+                        "(None: all active)"),
+              L2P_PARAM(analyze_args, active, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "Sequence[bool] | None", .doc = "one bool per thread, instead "
+                        "of masks"));
 
-PyMethodDef l2p_model_functions[] = {
-    {"analyze", (PyCFunction)(void (*)(void))fn_analyze, METH_VARARGS | METH_KEYWORDS,
-     "analyze(addresses, *, size=4, rule='sectors', store=False, masks=None, "
-     "active=None)\n--\n\nPer-warp arrays and totals of the coalescing model."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_model_fns[] = {&analyze_fn, NULL};

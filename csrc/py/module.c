@@ -4,6 +4,7 @@
 #include "l2p_py.h"
 
 #include "binder.h"
+#include "params.h"
 #include "l2p_flavour.h"
 #include "l2p_memory.h"
 #include "l2p_release.h"
@@ -32,85 +33,99 @@ PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base)
     return (PyTypeObject *)t;
 }
 
-static PyObject *py_device_count(PyObject *m, PyObject *noargs)
+static PyObject *device_count_impl(PyObject *m, const void *args)
 {
     int n;
     cudaError_t why;
     (void)m;
-    (void)noargs;
+    (void)args;
     l2p_device_count(&n, &why);
     return PyLong_FromLong(n);
 }
+L2P_DEFINE_FN(device_count_fn, l2p_no_args, device_count_impl, "device_count",
+              "Number of CUDA devices; 0 where there is no GPU or driver. Never raises.", "int",
+              L2P_NO_PARAMS);
 
-static PyObject *py_no_device_reason(PyObject *m, PyObject *noargs)
+static PyObject *no_device_reason_impl(PyObject *m, const void *args)
 {
     int n;
     cudaError_t why;
     (void)m;
-    (void)noargs;
+    (void)args;
     l2p_device_count(&n, &why);
     if (n > 0) Py_RETURN_NONE;
-    return Py_BuildValue("(iss)", (int)why, cudaGetErrorName(why), cudaGetErrorString(why));
+    char reason[256];
+    l2p_no_device_reason(why, reason, sizeof reason);
+    return Py_BuildValue("(iss)", (int)why, cudaGetErrorName(why), reason);
 }
+L2P_DEFINE_FN(no_device_reason_fn, l2p_no_args, no_device_reason_impl, "no_device_reason",
+              "None when a device exists, else (code, name, reason): the runtime's error and "
+              "what it means here (no driver installed, or a driver too old, and which CUDA "
+              "version it needs).", "tuple[int, str, str] | None", L2P_NO_PARAMS);
 
-static PyObject *py_reset_persisting_l2(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    int device;
+} reset_args;
+
+static PyObject *reset_persisting_l2_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"device", NULL};
-    PyObject *dev = Py_None;
-    int index;
-    l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:reset_persisting_l2", names, &dev)) return NULL;
-    if (l2p_py_device_index(st, dev, &index) < 0) return NULL;
-    if (l2p_device_reset_persisting(index) != L2P_OK) return l2p_py_raise(st);
+    const reset_args *a = args;
+    if (l2p_device_reset_persisting(a->device) != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
     Py_RETURN_NONE;
 }
+L2P_DEFINE_FN(reset_persisting_l2_fn, reset_args, reset_persisting_l2_impl, "reset_persisting_l2",
+              "cudaCtxResetPersistingL2Cache; persisting lines become normal (the set-aside "
+              "stays reserved).", "None",
+              L2P_PARAM(reset_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+                        "Device); None: the current one"));
 
-static PyObject *py_default_set_aside(PyObject *m, PyObject *args)
+typedef struct {
+    long long l2_cache_size, persisting_l2_cache_max_size;
+} set_aside_args;
+
+static PyObject *default_set_aside_impl(PyObject *m, const void *args)
 {
-    unsigned long long l2, max;
+    const set_aside_args *a = args;
     (void)m;
-    if (!PyArg_ParseTuple(args, "KK:default_set_aside", &l2, &max)) return NULL;
-    return PyLong_FromSize_t(l2p_policy_default_set_aside((size_t)l2, (size_t)max));
+    return PyLong_FromSize_t(l2p_policy_default_set_aside((size_t)a->l2_cache_size,
+                                                          (size_t)a->persisting_l2_cache_max_size));
 }
+L2P_DEFINE_FN(default_set_aside_fn, set_aside_args, default_set_aside_impl, "default_set_aside",
+              "The guide's min(0.75 * L2, max), in bytes.", "int",
+              L2P_PARAM(set_aside_args, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the L2's size (l2CacheSize)"),
+              L2P_PARAM(set_aside_args, persisting_l2_cache_max_size, L2P_P_INT,
+                        .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the largest set-aside (persistingL2CacheMaxSize)"));
 
-static PyObject *py_runtime_version(PyObject *m, PyObject *noargs)
+static PyObject *runtime_version_impl(PyObject *m, const void *args)
 {
     (void)m;
-    (void)noargs;
+    (void)args;
     return Py_BuildValue("(ii)", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
 }
+L2P_DEFINE_FN(runtime_version_fn, l2p_no_args, runtime_version_impl, "runtime_version",
+              "The CUDA runtime built in (major, minor).", "tuple[int, int]", L2P_NO_PARAMS);
 
-static PyObject *py_driver_version(PyObject *m, PyObject *noargs)
+static PyObject *driver_version_impl(PyObject *m, const void *args)
 {
     int v = 0;
     (void)m;
-    (void)noargs;
+    (void)args;
     if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) {
         (void)cudaGetLastError();
         Py_RETURN_NONE;
     }
     return Py_BuildValue("(ii)", v / 1000, (v % 1000) / 10);
 }
+L2P_DEFINE_FN(driver_version_fn, l2p_no_args, driver_version_impl, "driver_version",
+              "The CUDA version the driver supports (major, minor), or None without a driver.",
+              "tuple[int, int] | None", L2P_NO_PARAMS);
 
-static PyMethodDef module_functions[] = {
-    {"device_count", py_device_count, METH_NOARGS,
-     "device_count($module, /)\n--\n\nNumber of CUDA devices; 0 where there is no GPU "
-     "or driver. Never raises."},
-    {"no_device_reason", py_no_device_reason, METH_NOARGS,
-     "no_device_reason($module, /)\n--\n\nNone when a device exists, else (code, "
-     "name, description) of the runtime's reason."},
-    {"reset_persisting_l2", (PyCFunction)(void (*)(void))py_reset_persisting_l2,
-     METH_VARARGS | METH_KEYWORDS,
-     "reset_persisting_l2(device=None)\n--\n\ncudaCtxResetPersistingL2Cache; "
-     "persisting lines become normal (the set-aside stays reserved)."},
-    {"default_set_aside", py_default_set_aside, METH_VARARGS,
-     "default_set_aside(l2_cache_size, persisting_l2_cache_max_size)\n--\n\nThe "
-     "guide's min(0.75 * L2, max)."},
-    {"runtime_version", py_runtime_version, METH_NOARGS, "runtime_version($module, /)\n--\n\nThe CUDA runtime built in (major, minor)."},
-    {"driver_version", py_driver_version, METH_NOARGS,
-     "driver_version($module, /)\n--\n\nThe CUDA version the driver supports (major, "
-     "minor), or None without a driver."},
-    {NULL, NULL, 0, NULL}};
+static const l2p_fn *const module_fns[] = {
+    &device_count_fn, &no_device_reason_fn, &reset_persisting_l2_fn, &default_set_aside_fn,
+    &runtime_version_fn, &driver_version_fn, NULL};
 
 static int make_access_property(PyObject *m, l2p_state *st)
 {
@@ -178,11 +193,13 @@ static int module_exec(PyObject *m)
         l2p_add_stream_type(m, st) < 0 || l2p_add_window_type(m, st) < 0 ||
         l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0)
         return -1;
-    if (add_kernels(m, st) < 0) return -1;
-    if (add_functions(m, l2p_buffer_functions) < 0 || add_functions(m, l2p_kernel_functions) < 0 ||
-        add_functions(m, l2p_window_functions) < 0 || add_functions(m, l2p_timing_functions) < 0 ||
-        add_functions(m, l2p_counter_functions) < 0 || add_functions(m, l2p_model_functions) < 0 ||
-        add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0 ||
+    if (add_kernels(m, st) < 0 || l2p_add_fns(m, module_fns) < 0 ||
+        l2p_add_fns(m, l2p_window_fns) < 0 || l2p_add_fns(m, l2p_timing_fns) < 0 ||
+        l2p_add_fns(m, l2p_kernel_fns) < 0 || l2p_add_fns(m, l2p_model_fns) < 0 ||
+        l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
+        l2p_add_fns(m, l2p_restore_fns) < 0)
+        return -1;
+    if (add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0 ||
         add_functions(m, l2p_tax_functions) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
@@ -230,14 +247,7 @@ static int module_clear(PyObject *m)
 static void module_free(void *m)
 {
     l2p_state *st = l2p_state_from_module((PyObject *)m);
-    for (int i = 0; st && i < L2P_MAX_DEVICES; i++)
-        if (st->flush[i]) {
-            unsigned long long now = 0;
-            /* not after a reset: the address may be someone else's by now */
-            if (l2p_device_context_id(i, &now) == L2P_OK && (!now || now == st->flush_ctx[i]))
-                (void)l2p_memory_free(i, st->flush[i]);
-            st->flush[i] = NULL;
-        }
+    if (st) l2p_flush_release(&st->flush);
     l2p_release_drain(); /* releases a capture refused: the last safe point */
     module_clear((PyObject *)m);
 }
@@ -260,7 +270,7 @@ PyModuleDef l2p_module_def = {
     .m_doc = "l2persist's C core: devices, the persisting-L2 set-aside, buffers, streams, "
              "access policy windows, graphs, kernels and timing.",
     .m_size = sizeof(l2p_state),
-    .m_methods = module_functions,
+    .m_methods = NULL, /* the functions come from rows (params.h), added at exec */
     .m_slots = module_slots,
     .m_traverse = module_traverse,
     .m_clear = module_clear,

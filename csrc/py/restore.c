@@ -3,6 +3,9 @@
  * its __exit__ restores what __enter__ changed also when an exception passes through. */
 #include "l2p_py.h"
 
+#include "l2p_release.h"
+#include "params.h"
+
 #include "l2p_window.h"
 
 typedef enum { SCOPE_PERSISTING, SCOPE_POLICY, SCOPE_CAPTURE } scope_kind;
@@ -131,15 +134,48 @@ static PyObject *scope_enter(PyObject *self, PyObject *noargs)
     return r;
 }
 
-static l2p_status exit_persisting(l2p_ScopeObject *s)
+/* The one restore of the persisting state: demote persisting lines, then put the limit back.
+ * Reset first: lines marked persisting would otherwise stay so under the old limit. Both are
+ * attempted; the first failure is reported. */
+static l2p_status restore_persisting(int device, long long limit, size_t *granted)
 {
-    /* Reset first: lines marked persisting would otherwise stay so under the old limit. */
-    l2p_status st = l2p_device_reset_persisting(s->device);
-    size_t granted;
-    l2p_status st2 = l2p_device_set_persisting_limit(s->device, (long long)s->previous_limit,
-                                                     &granted);
+    l2p_status st = l2p_device_reset_persisting(device);
+    l2p_status st2 = l2p_device_set_persisting_limit(device, limit, granted);
     return st != L2P_OK ? st : st2;
 }
+
+static l2p_status exit_persisting(l2p_ScopeObject *s)
+{
+    size_t granted;
+    return restore_persisting(s->device, (long long)s->previous_limit, &granted);
+}
+
+typedef struct {
+    int device;
+    long long limit;
+} restore_args;
+
+static PyObject *restore_persisting_l2_impl(PyObject *m, const void *args)
+{
+    const restore_args *a = args;
+    size_t granted = 0;
+    if (restore_persisting(a->device, a->limit, &granted) != L2P_OK)
+        return l2p_py_raise(l2p_state_from_module(m));
+    return PyLong_FromSize_t(granted);
+}
+L2P_DEFINE_FN(restore_persisting_l2_fn, restore_args, restore_persisting_l2_impl,
+              "restore_persisting_l2",
+              "Put a device's persisting state back as Device.persisting_l2() does on exit: "
+              "reset persisting lines (cudaCtxResetPersistingL2Cache), then set the limit to "
+              "`limit`; returns the bytes granted. For code that changes the state outside a "
+              "with-block (the tuner, the studies).", "int",
+              L2P_PARAM(restore_args, device, L2P_P_DEVICE, .flags = L2P_P_REQUIRED,
+                        .doc = "the device (index or Device)"),
+              L2P_PARAM(restore_args, limit, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the persisting limit to put back (e.g. the one read before)"));
+
+const l2p_fn *const l2p_restore_fns[] = {&restore_persisting_l2_fn, NULL};
 
 static l2p_status exit_policy(l2p_ScopeObject *s)
 {
@@ -160,7 +196,8 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
     stream->capture_refs = NULL;
     l2p_status st = l2p_capture_end(stream->handle, &graph);
     if (st == L2P_OK && failing) {
-        (void)cudaGraphDestroy(graph); /* an exception passed: keep nothing half-recorded */
+        /* an exception passed: keep nothing half-recorded (a capture-safe release) */
+        if (l2p_release(stream->device, L2P_RELEASE_GRAPH, graph) != L2P_OK) l2p_clear_error();
         graph = NULL;
     }
     l2p_graph_adopt(&g->g, graph);
@@ -169,12 +206,11 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
     return st;
 }
 
-static PyObject *scope_exit(PyObject *self, PyObject *args)
+static PyObject *scope_exit_impl(PyObject *self, const void *args)
 {
     l2p_ScopeObject *s = (l2p_ScopeObject *)self;
-    PyObject *type = Py_None, *value = Py_None, *tb = Py_None;
+    PyObject *type = ((const l2p_exit_args *)args)->exc_type;
     l2p_status st = L2P_OK;
-    if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &type, &value, &tb)) return NULL;
     if (s->state != 1) Py_RETURN_FALSE;
     s->state = 2;
     switch (s->kind) {
@@ -216,11 +252,22 @@ static void scope_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
-static PyMethodDef scope_methods[] = {
-    {"__enter__", scope_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", scope_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {NULL, NULL, 0, NULL}};
+L2P_NOARGS_METHOD(scope_enter_fn, scope_enter, "__enter__", "Applies the change; returns "
+                  "what the scope yields (the granted bytes, the window, or the Graph).",
+                  "object");
+L2P_DEFINE_FN(scope_exit_fn, l2p_exit_args, scope_exit_impl, "__exit__",
+              "Restores what __enter__ changed, also when an exception passes through.", "bool",
+              L2P_PARAM(l2p_exit_args, exc_type, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "type[BaseException] | None",
+                        .doc = "the exception's type, if one is passing (a capture is then "
+                        "dropped)"),
+              L2P_PARAM(l2p_exit_args, exc, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "BaseException | None", .doc = "the exception"),
+              L2P_PARAM(l2p_exit_args, tb, L2P_P_OBJECT, .flags = L2P_P_POSONLY,
+                        .pytype = "object", .doc = "its traceback"));
+static const l2p_fn *const scope_rows[] = {&scope_enter_fn, &scope_exit_fn, NULL};
+
+static PyMethodDef scope_methods[] = {{NULL, NULL, 0, NULL}};
 
 static PyType_Slot scope_slots[] = {
     {Py_tp_doc, "A single-use context manager that restores what it changed."},
@@ -237,6 +284,6 @@ static PyType_Spec scope_spec = {"l2persist._Scope", sizeof(l2p_ScopeObject), 0,
 
 int l2p_add_scope_type(PyObject *m, l2p_state *st)
 {
-    st->Scope = l2p_make_type(m, &scope_spec, NULL);
+    st->Scope = l2p_make_type_rows(m, &scope_spec, NULL, scope_rows);
     return st->Scope ? 0 : -1;
 }

@@ -1,5 +1,6 @@
 /* l2persist.Stream: an owned or wrapped CUDA stream, its access policy window, capture. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_window.h"
 
@@ -29,12 +30,16 @@ static l2p_StreamObject *stream_alloc(PyTypeObject *type)
 
 /* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
  * cuda.core, or 0/1/2 for the default streams) without owning it. */
-static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *device, *wrap;
+} stream_new_args;
+
+static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
 {
-    static char *names[] = {"device", "wrap", NULL};
-    PyObject *device = Py_None, *wrap = Py_None;
+    const stream_new_args *a = args;
+    PyTypeObject *type = (PyTypeObject *)type_obj;
+    PyObject *device = a->device, *wrap = a->wrap;
     l2p_state *st = l2p_state_from_type(type);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:Stream", names, &device, &wrap)) return NULL;
     /* Stream(cupy_stream) reads naturally; route a non-device first argument to wrap. */
     if (wrap == Py_None && device != Py_None && !PyLong_Check(device) &&
         !PyObject_TypeCheck(device, st->Device)) {
@@ -66,6 +71,22 @@ fail:
     s->closed = 1;
     Py_DECREF(s);
     return NULL;
+}
+L2P_DEFINE_FN(stream_new_fn, stream_new_args, stream_new_impl, "Stream",
+              "Stream(device=None) makes a non-blocking stream; Stream(obj) wraps a foreign one "
+              "(anything with __cuda_stream__, CuPy's or PyTorch's streams, 0 / 1 / 2 for the "
+              "default streams) without owning it. A bare int handle is refused: it cannot be "
+              "checked.", "Stream",
+              L2P_PARAM(stream_new_args, device, L2P_P_OBJECT, .pytype = "DeviceLike | object",
+                        .doc = "the device of a new stream (None: the current one); a foreign "
+                        "stream here is taken as wrap"),
+              L2P_PARAM(stream_new_args, wrap, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "object", .doc = "a foreign stream to wrap without owning "
+                        "it"));
+
+static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    return l2p_fn_call_tuple(&stream_new_fn, (PyObject *)type, args, kw);
 }
 
 static l2p_status stream_release(l2p_StreamObject *s)
@@ -147,19 +168,26 @@ static int stream_set_window(PyObject *self, PyObject *value, void *c)
     return 0;
 }
 
-static PyObject *stream_access_policy(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    l2p_window_val window;
+    int reset;
+} access_policy_args;
+
+static PyObject *stream_access_policy_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"window", "reset", NULL};
-    PyObject *window = Py_None;
-    int reset = 0;
-    const l2p_window *w;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$p:access_policy", names, &window, &reset))
-        return NULL;
-    if (check_open((l2p_StreamObject *)self) < 0 ||
-        l2p_py_window_arg(stream_state(self), window, &w) < 0)
-        return NULL;
-    return l2p_scope_policy(stream_state(self), self, window, reset);
+    const access_policy_args *a = args;
+    if (check_open((l2p_StreamObject *)self) < 0) return NULL;
+    return l2p_scope_policy(stream_state(self), self, a->window.obj, a->reset);
 }
+L2P_DEFINE_FN(access_policy_fn, access_policy_args, stream_access_policy_impl, "access_policy",
+              "A context manager that sets the stream's window and restores the previous one "
+              "on exit (then resets persisting lines if reset).", "_Scope",
+              L2P_PARAM(access_policy_args, window, L2P_P_WINDOW, .flags = L2P_P_REQUIRED,
+                        .doc = "the window to set; None disables the stream's window"),
+              L2P_PARAM(access_policy_args, reset, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "on exit, also reset persisting lines "
+                        "(cudaCtxResetPersistingL2Cache)"));
+
 
 static PyObject *stream_capture(PyObject *self, PyObject *noargs)
 {
@@ -229,42 +257,30 @@ static void stream_dealloc(PyObject *self)
 }
 
 static PyGetSetDef stream_getset[] = {
-    {"handle", stream_get_handle, NULL, "The cudaStream_t as an int.", NULL},
-    {"device", stream_get_device, NULL, "The stream's Device.", NULL},
-    {"closed", stream_get_closed, NULL, "Whether close() was called.", NULL},
-    {"owned", stream_get_owned, NULL, "False for a wrapped foreign stream.", NULL},
+    {"handle", stream_get_handle, NULL, "int: The cudaStream_t as an int.", NULL},
+    {"device", stream_get_device, NULL, "Device: The stream's Device.", NULL},
+    {"closed", stream_get_closed, NULL, "bool: Whether close() was called.", NULL},
+    {"owned", stream_get_owned, NULL, "bool: False for a wrapped foreign stream.", NULL},
     {"access_policy_window", stream_get_window, stream_set_window,
-     "The stream's access policy window, read back from the driver (None when disabled). "
+     "AccessPolicyWindow | None: The stream's access policy window, read back from the driver (None when disabled). "
      "Setting None disables it (num_bytes = 0, the guide's way).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(stream_synchronize_fn, stream_synchronize, "synchronize", "Wait for the stream's work.", "None");
+L2P_NOARGS_METHOD(stream_close_fn, stream_close, "close", "Destroy an owned stream (a wrapped one is only released); idempotent.", "None");
+L2P_NOARGS_METHOD(stream_enter_fn, stream_enter, "__enter__", "Returns self.", "Stream");
+L2P_EXIT_METHOD(stream_exit_fn, stream_exit, "Closes (restores).");
+L2P_NOARGS_METHOD(stream_cuda_stream_fn, stream_cuda_stream, "__cuda_stream__", "(0, handle): the CUDA stream protocol.", "tuple[int, int]");
+L2P_NOARGS_METHOD(stream_capture_fn, stream_capture, "capture", "`with stream.capture() as graph:` records the stream's launches into a Graph. Captured kernel nodes carry the stream's access policy window.", "_Scope");
+static const l2p_fn *const stream_method_rows[] = {&access_policy_fn, &stream_synchronize_fn, &stream_close_fn, &stream_enter_fn, &stream_exit_fn, &stream_cuda_stream_fn, &stream_capture_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef stream_methods[] = {
-    {"synchronize", stream_synchronize, METH_NOARGS, "synchronize($self, /)\n--\n\nWait for the stream's work."},
-    {"close", stream_close, METH_NOARGS,
-     "close($self, /)\n--\n\nDestroy an owned stream (a wrapped one is only "
-     "released); idempotent."},
-    {"__enter__", stream_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", stream_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "__cuda_stream__($self, /)\n--\n\n(0, handle): the CUDA stream protocol."},
-    {"access_policy", (PyCFunction)(void (*)(void))stream_access_policy,
-     METH_VARARGS | METH_KEYWORDS,
-     "access_policy($self, window, *, reset=False)\n--\n\nA context manager that sets "
-     "the stream's window and restores the previous one on exit (then resets "
-     "persisting lines if reset)."},
-    {"capture", stream_capture, METH_NOARGS,
-     "capture($self, /)\n--\n\n`with stream.capture() as graph:` records the stream's "
-     "launches into a Graph. Captured kernel nodes carry the stream's access policy "
-     "window."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot stream_slots[] = {
-    {Py_tp_doc, "Stream(device=None, *, wrap=None)\n--\n\nStream(device=None) makes a "
-                "non-blocking stream; Stream(obj) wraps a foreign one (anything with "
-                "__cuda_stream__, CuPy's or PyTorch's streams, 0 / 1 / 2 for the default "
-                "streams) without owning it. A bare int handle is refused: it cannot be "
-                "checked."},
+    {Py_tp_doc, NULL}, /* from stream_new_fn */
     {Py_tp_new, stream_new},
     {Py_tp_getset, stream_getset},
     {Py_tp_methods, stream_methods},
@@ -281,6 +297,6 @@ static PyType_Spec stream_spec = {"l2persist.Stream", sizeof(l2p_StreamObject), 
 
 int l2p_add_stream_type(PyObject *m, l2p_state *st)
 {
-    st->Stream = l2p_make_type(m, &stream_spec, NULL);
+    st->Stream = l2p_make_type_rows(m, &stream_spec, &stream_new_fn, stream_method_rows);
     return st->Stream ? 0 : -1;
 }

@@ -1,12 +1,12 @@
 /* Event timing of a Python callable, with the statistics computed in C. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_kernels.h"
-#include "l2p_memory.h"
 #include "l2p_timing.h"
 
 #include <math.h>
-#include <string.h>
+
 
 static PyObject *stats_dict(const l2p_stats *s)
 {
@@ -41,196 +41,132 @@ static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
     return 0;
 }
 
-static PyObject *fn_stats(PyObject *m, PyObject *obj)
+typedef struct {
+    PyObject *samples;
+} stats_args;
+
+static PyObject *stats_impl(PyObject *m, const void *args)
 {
+    const stats_args *a = args;
     double *v;
     Py_ssize_t n;
     l2p_stats s;
-    if (samples_arg(obj, &v, &n) < 0) return NULL;
+    if (samples_arg(a->samples, &v, &n) < 0) return NULL;
     l2p_status rc = l2p_stats_compute(v, (size_t)n, &s);
     PyMem_Free(v);
     if (rc != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
     return stats_dict(&s);
 }
+L2P_DEFINE_FN(stats_fn, stats_args, stats_impl, "stats",
+              "n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percentiles), "
+              "computed in C.", "dict[str, float]",
+              L2P_PARAM(stats_args, samples, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .pytype = "Sequence[float]", .doc = "finite times (at least one)"));
 
-/* One timed call: events around fn() on the stream. */
-static int time_one(l2p_state *st, l2p_timer *t, PyObject *fn, cudaStream_t stream, double *ms)
+/* The ranges of warmup, repeat and hold_us are the core's (l2p_timing_check). */
+
+/* The core's callback: call the user's fn (the GIL is held here). */
+static l2p_status call_fn(void *fn, cudaStream_t stream)
 {
-    l2p_status rc;
-    if (l2p_timer_start(t, stream) != L2P_OK) return l2p_py_raise_int(st);
-    PyObject *r = PyObject_CallNoArgs(fn);
-    if (!r) return -1;
+    (void)stream; /* fn enqueues on the stream it was given by the caller */
+    PyObject *r = PyObject_CallNoArgs((PyObject *)fn);
+    if (!r) return l2p_fail(L2P_ERR_CALLBACK, "fn raised");
     Py_DECREF(r);
-    if (l2p_timer_stop(t, stream) != L2P_OK) return l2p_py_raise_int(st);
-    Py_BEGIN_ALLOW_THREADS
-    rc = l2p_timer_elapsed_ms(t, ms);
-    Py_END_ALLOW_THREADS
-    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+    return L2P_OK;
 }
 
-static int count_arg(PyObject *obj, const char *name, long min, long *out)
+static void *release_gil(void) { return PyEval_SaveThread(); }
+static void take_gil(void *token) { PyEval_RestoreThread((PyThreadState *)token); }
+
+static cudaError_t spin(unsigned long long ns, cudaStream_t stream)
 {
-    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an int >= %ld", name, min);
-        return -1;
-    }
-    *out = PyLong_AsLong(obj);
-    if (*out == -1 && PyErr_Occurred()) return -1;
-    if (*out < min || *out > 1000000) {
-        PyErr_Format(PyExc_ValueError, "%s: %ld is outside [%ld, 1000000]", name, *out, min);
-        return -1;
+    return l2p_launch_spin(ns, stream);
+}
+
+/* The device of the run: the stream's, else device=; both given must agree. */
+static int run_device(l2p_state *st, PyObject *stream_ref, cudaStream_t stream, PyObject *dev,
+                      int *index)
+{
+    if (stream_ref) *index = ((l2p_StreamObject *)stream_ref)->device;
+    else if (stream) { /* a foreign stream: its events and flush buffer go on its device */
+        if (l2p_stream_device(stream, index) != L2P_OK) return l2p_py_raise_int(st);
+    } else return l2p_py_device_index(st, dev, index);
+    if (dev != Py_None) {
+        int asked;
+        if (l2p_py_device_index(st, dev, &asked) < 0) return -1;
+        if (asked != *index) {
+            PyErr_Format(PyExc_ValueError, "device: %d, but the stream belongs to device %d",
+                         asked, *index);
+            return -1;
+        }
     }
     return 0;
 }
 
-/* A per-device buffer of 2x the L2, written before each sample when flush_l2 is asked for.
- * Writing it evicts normal lines; lines held by the persisting set-aside stay. */
-static int flush_buffer(l2p_state *st, int device, void **ptr, size_t *nbytes)
+static PyObject *samples_list(const double *v, long n)
 {
-    unsigned long long now = 0;
-    if (l2p_device_context_id(device, &now) != L2P_OK) return l2p_py_raise_int(st);
-    if (st->flush[device] && now && st->flush_ctx[device] && now != st->flush_ctx[device])
-        st->flush[device] = NULL; /* the device was reset: that memory is gone, not ours to free */
-    if (!st->flush[device]) {
-        l2p_device_props p;
-        if (l2p_device_get_properties(device, &p) != L2P_OK ||
-            l2p_memory_alloc(device, 2 * p.l2_cache_size, &st->flush[device]) != L2P_OK)
-            return l2p_py_raise_int(st);
-        st->flush_bytes[device] = 2 * p.l2_cache_size;
-        st->flush_ctx[device] = now;
+    PyObject *list = PyList_New(n);
+    for (long i = 0; list && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, f);
     }
-    *ptr = st->flush[device];
-    *nbytes = st->flush_bytes[device];
-    return 0;
+    return list;
 }
 
 typedef struct {
-    l2p_state *st;
     PyObject *fn;
-    cudaStream_t stream;
-    l2p_timer timer;
-    void *flush;          /* NULL: no flush */
-    unsigned long long hold_ns; /* spin queued before each sample; 0: none */
-    size_t flush_bytes;
-    l2p_graph graph;      /* graph.graph NULL: call fn each time */
-} timing_run;
+    l2p_stream_val stream;
+    long long warmup, repeat;
+    PyObject *device;
+    int flush_l2, graph;
+    double hold_us;
+} time_calls_args;
 
-/* Capture fn once into a graph on the (non-default) stream. */
-static int capture_fn(timing_run *r)
+static PyObject *time_calls_impl(PyObject *m, const void *args)
 {
-    if (l2p_capture_begin(r->stream) != L2P_OK) return l2p_py_raise_int(r->st);
-    PyObject *res = PyObject_CallNoArgs(r->fn);
-    Py_XDECREF(res);
-    cudaGraph_t g = NULL;
-    l2p_status rc = l2p_capture_end(r->stream, &g);
-    if (!res) {
-        if (g) (void)cudaGraphDestroy(g);
-        return -1;
-    }
-    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
-    l2p_graph_adopt(&r->graph, g);
-    return 0;
-}
-
-static int run_sample(timing_run *r, double *ms)
-{
-    l2p_status rc = L2P_OK;
-    if (r->flush)
-        rc = l2p_memory_set(r->timer.device, r->flush, 0x5a, r->flush_bytes, r->stream);
-    if (rc == L2P_OK && r->hold_ns) {
-        cudaError_t e = l2p_launch_spin(r->hold_ns, r->stream);
-        if (e != cudaSuccess) rc = l2p_fail_cuda(e, "l2p_launch_spin");
-    }
-    if (rc == L2P_OK && r->graph.graph) {
-        if (l2p_timer_start(&r->timer, r->stream) != L2P_OK ||
-            l2p_graph_launch(&r->graph, r->stream) != L2P_OK ||
-            l2p_timer_stop(&r->timer, r->stream) != L2P_OK)
-            return l2p_py_raise_int(r->st);
-        Py_BEGIN_ALLOW_THREADS
-        rc = l2p_timer_elapsed_ms(&r->timer, ms);
-        Py_END_ALLOW_THREADS
-        return rc == L2P_OK ? 0 : l2p_py_raise_int(r->st);
-    }
-    if (rc != L2P_OK) return l2p_py_raise_int(r->st);
-    return time_one(r->st, &r->timer, r->fn, r->stream, ms);
-}
-
-static PyObject *collect(timing_run *r, long warmup, long repeat)
-{
-    PyObject *samples = PyList_New(0);
-    for (long i = 0; samples && i < warmup + repeat; i++) {
-        double ms;
-        if (run_sample(r, &ms) < 0) Py_CLEAR(samples);
-        else if (i >= warmup) {
-            PyObject *v = PyFloat_FromDouble(ms);
-            if (!v || PyList_Append(samples, v) < 0) Py_CLEAR(samples);
-            Py_XDECREF(v);
-        }
-    }
+    const time_calls_args *a = args;
+    PyObject *samples = NULL;
+    l2p_state *st = l2p_state_from_module(m);
+    l2p_timing_run r = {.stream = a->stream.handle, .enqueue = call_fn, .ctx = a->fn,
+                        .warmup = (long)a->warmup, .repeat = (long)a->repeat,
+                        .hold_us = a->hold_us, .spin = spin, .graph = a->graph,
+                        .flush = a->flush_l2 ? &st->flush : NULL, .wait_begin = release_gil,
+                        .wait_end = take_gil};
+    if (l2p_timing_check(&r) != L2P_OK) return l2p_py_raise(st);
+    if (run_device(st, a->stream.obj, r.stream, a->device, &r.device) < 0) return NULL;
+    double *v = PyMem_Calloc((size_t)r.repeat, sizeof *v);
+    if (!v) return PyErr_NoMemory();
+    if (l2p_time_samples(&r, v) == L2P_OK) samples = samples_list(v, r.repeat);
+    else if (!PyErr_Occurred()) l2p_py_raise(st); /* else fn's own exception stands */
+    PyMem_Free(v);
     return samples;
 }
+L2P_DEFINE_FN(time_calls_fn, time_calls_args, time_calls_impl, "time_calls",
+              "Call fn() warmup + repeat times between CUDA events on the stream (or capture "
+              "it once and replay the graph); the repeat samples in ms.", "list[float]",
+              L2P_PARAM(time_calls_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .doc = "enqueues the work to time on `stream`"),
+              L2P_PARAM(time_calls_args, stream, L2P_P_STREAM, .flags = L2P_P_KWONLY,
+                        .doc = "where the events (and the flush, the hold) go; None: the "
+                        "legacy default stream"),
+              L2P_PARAM(time_calls_args, warmup, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TIME_WARMUP, .lo = LONG_MIN, .hi = LONG_MAX,
+                        .what = "calls", .doc = "untimed calls first, in [0, 1000000]"),
+              L2P_PARAM(time_calls_args, repeat, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TIME_REPEAT, .lo = LONG_MIN, .hi = LONG_MAX,
+                        .what = "samples", .doc = "timed calls, in [1, 1000000]"),
+              L2P_PARAM(time_calls_args, device, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "DeviceLike", .doc = "the device when no stream names it "
+                        "(None: the current one); must match the stream's"),
+              L2P_PARAM(time_calls_args, flush_l2, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "write a buffer of twice the L2 before each sample (outside "
+                        "the timed region)"),
+              L2P_PARAM(time_calls_args, graph, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "capture fn once and time graph replays (needs stream=)"),
+              L2P_PARAM(time_calls_args, hold_us, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = L2P_TIME_HOLD_US, .doc = "a one-thread spin before each "
+                        "sample, so the events time the GPU and not the host's launches; 0: "
+                        "none; at most 1e6"));
 
-static PyObject *fn_time_calls(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"fn", "stream", "warmup", "repeat", "device", "flush_l2", "graph",
-                            "hold_us", NULL};
-    PyObject *fn, *stream_obj = Py_None, *warm_obj = NULL, *rep_obj = NULL, *dev = Py_None;
-    PyObject *stream_ref, *samples = NULL;
-    long warmup = 3, repeat = 20;
-    int index, flush = 0, graph = 0;
-    double hold_us = 0.0;
-    timing_run r;
-    memset(&r, 0, sizeof r);
-    r.st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOppd:time_calls", names, &fn, &stream_obj,
-                                     &warm_obj, &rep_obj, &dev, &flush, &graph, &hold_us))
-        return NULL;
-    if (!(hold_us >= 0.0 && hold_us <= 1e6))
-        return l2p_fail(L2P_ERR_VALUE, "hold_us: %g is outside [0, 1e6]", hold_us),
-               l2p_py_raise(r.st);
-    r.hold_ns = (unsigned long long)(hold_us * 1e3);
-    if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "fn: expected a callable");
-    if ((warm_obj && count_arg(warm_obj, "warmup", 0, &warmup) < 0) ||
-        (rep_obj && count_arg(rep_obj, "repeat", 1, &repeat) < 0) ||
-        l2p_py_stream_arg(r.st, stream_obj, &r.stream, &stream_ref) < 0)
-        return NULL;
-    if (graph && !r.stream)
-        return PyErr_Format(PyExc_ValueError, "stream: graph=True captures fn on a stream; pass "
-                            "stream= (the legacy default stream cannot be captured)");
-    if (stream_ref) index = ((l2p_StreamObject *)stream_ref)->device;
-    else if (r.stream) { /* a foreign stream: its events and flush buffer go on its device */
-        if (l2p_stream_device(r.stream, &index) != L2P_OK) return l2p_py_raise(r.st);
-    } else if (l2p_py_device_index(r.st, dev, &index) < 0) return NULL;
-    if (dev != Py_None && (stream_ref || r.stream)) {
-        int asked;
-        if (l2p_py_device_index(r.st, dev, &asked) < 0) return NULL;
-        if (asked != index)
-            return PyErr_Format(PyExc_ValueError, "device: %d, but the stream belongs to "
-                                "device %d", asked, index);
-    }
-    r.fn = fn;
-    r.graph.device = index;
-    if (flush && flush_buffer(r.st, index, &r.flush, &r.flush_bytes) < 0) return NULL;
-    if (l2p_timer_create(index, &r.timer) != L2P_OK) return l2p_py_raise(r.st);
-    int prev;
-    if (l2p_device_enter(index, &prev) != L2P_OK) {
-        l2p_timer_destroy(&r.timer);
-        return l2p_py_raise(r.st);
-    }
-    if (!graph || capture_fn(&r) == 0) samples = collect(&r, warmup, repeat);
-    l2p_device_leave(prev);
-    l2p_graph_destroy(&r.graph);
-    l2p_timer_destroy(&r.timer);
-    return samples;
-}
-
-PyMethodDef l2p_timing_functions[] = {
-    {"stats", fn_stats, METH_O,
-     "stats(samples)\n--\n\nN, median, min, max, mean, stdev, q1, q3, iqr (NumPy's "
-     "linear percentiles), computed in C."},
-    {"time_calls", (PyCFunction)(void (*)(void))fn_time_calls, METH_VARARGS | METH_KEYWORDS,
-     "time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, "
-     "flush_l2=False, graph=False, hold_us=50.0)\n--\n\nCall fn() warmup + repeat times between "
-     "CUDA events on the stream (or capture it once and replay the graph); the repeat "
-     "samples in ms."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_timing_fns[] = {&stats_fn, &time_calls_fn, NULL};

@@ -1,5 +1,6 @@
 /* l2persist.AccessPolicyWindow and plan_windows(): Python faces of l2p_policy. */
 #include "l2p_py.h"
+#include "params.h"
 
 static l2p_state *win_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
@@ -13,63 +14,68 @@ PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target)
     return (PyObject *)o;
 }
 
-static int prop_arg(PyObject *obj, const char *name, int *out)
-{
-    if (PyBool_Check(obj) || !PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected an AccessProperty (NORMAL, STREAMING, "
-                     "PERSISTING), got %s", name, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long v = PyLong_AsLong(obj);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    *out = (v < INT_MIN || v > INT_MAX) ? -1 : (int)v;
-    return 0;
-}
+typedef struct {
+    PyObject *target;
+    l2p_opt num_bytes;
+    long long offset;
+    double hit_ratio;
+    long long hit_prop, miss_prop;
+    int clamp;
+} win_new_args;
 
-static int ratio_arg(PyObject *obj, double *out)
+static PyObject *win_new_impl(PyObject *type, const void *args)
 {
-    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyLong_Check(obj))) {
-        PyErr_Format(PyExc_TypeError, "hit_ratio: expected a number in [0, 1], got %s",
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = PyFloat_AsDouble(obj);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"target", "num_bytes", "offset", "hit_ratio", "hit_prop",
-                            "miss_prop", "clamp", NULL};
-    PyObject *target, *nb_obj = Py_None, *off_obj = NULL, *ratio_obj = NULL;
-    PyObject *hit_obj = NULL, *miss_obj = NULL;
-    int clamp = 0, hit = L2P_ACCESS_PERSISTING, miss = L2P_ACCESS_STREAMING;
-    long long num_bytes = -1, offset = 0;
-    double ratio = 1.0;
+    const win_new_args *a = args;
     l2p_device_props p;
     l2p_window w;
-    l2p_state *st = l2p_state_from_type(type);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$OOOOp:AccessPolicyWindow", names, &target,
-                                     &nb_obj, &off_obj, &ratio_obj, &hit_obj, &miss_obj, &clamp))
-        return NULL;
-    if ((nb_obj != Py_None && l2p_py_size_arg(nb_obj, "num_bytes", &num_bytes) < 0) ||
-        (off_obj && l2p_py_size_arg(off_obj, "offset", &offset) < 0) ||
-        (ratio_obj && ratio_arg(ratio_obj, &ratio) < 0) ||
-        (hit_obj && prop_arg(hit_obj, "hit_prop", &hit) < 0) ||
-        (miss_obj && prop_arg(miss_obj, "miss_prop", &miss) < 0))
-        return NULL;
-    PyObject *buf = l2p_buffer_as_buffer(st, target);
+    l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
+    PyObject *buf = l2p_buffer_as_buffer(st, a->target);
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;
     if (l2p_device_get_properties(b->device, &p) != L2P_OK ||
-        l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, offset, num_bytes, ratio, hit, miss,
-                               p.access_policy_max_window_size, clamp, &w) != L2P_OK) {
+        l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, a->offset,
+                               a->num_bytes.given ? a->num_bytes.i : -1, a->hit_ratio,
+                               (int)a->hit_prop, (int)a->miss_prop,
+                               p.access_policy_max_window_size, a->clamp, &w) != L2P_OK) {
         Py_DECREF(buf);
         return l2p_py_raise(st);
     }
     PyObject *o = l2p_window_new(st, &w, buf);
     Py_DECREF(buf);
     return o;
+}
+/* The properties' range is the core's to check (l2p_policy_make_window names the value). */
+L2P_DEFINE_FN(win_new_fn, win_new_args, win_new_impl, "AccessPolicyWindow",
+              "A window over a buffer (or anything as_buffer accepts), validated in C: "
+              "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at most "
+              "access_policy_max_window_size (cut to fit only with clamp=True); miss_prop never "
+              "PERSISTING. The window keeps its target alive.", "AccessPolicyWindow",
+              L2P_PARAM(win_new_args, target, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "BufferLike", .doc = "the memory the window covers"),
+              L2P_PARAM(win_new_args, num_bytes, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "the window's size; None: from "
+                        "offset to the target's end"),
+              L2P_PARAM(win_new_args, offset, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "where the window starts in "
+                        "the target"),
+              L2P_PARAM(win_new_args, hit_ratio, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 1.0, .doc = "the fraction of accesses given hit_prop, in [0, 1] "
+                        "(checked by the core)"),
+              L2P_PARAM(win_new_args, hit_prop, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_ACCESS_PERSISTING, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "an AccessProperty", .pytype = "AccessProperty | int",
+                        .doc = "the property of hits (2: PERSISTING)"),
+              L2P_PARAM(win_new_args, miss_prop, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_ACCESS_STREAMING, .lo = INT_MIN, .hi = INT_MAX,
+                        .what = "an AccessProperty", .pytype = "AccessProperty | int",
+                        .doc = "the property of the rest (1: STREAMING; never PERSISTING)"),
+              L2P_PARAM(win_new_args, clamp, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "cut the window to the target and the device's limit instead of "
+                        "refusing"));
+
+static PyObject *win_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    return l2p_fn_call_tuple(&win_new_fn, (PyObject *)type, args, kw);
 }
 
 static l2p_window *W(PyObject *self) { return &((l2p_WindowObject *)self)->w; }
@@ -166,29 +172,24 @@ static void win_dealloc(PyObject *self)
 }
 
 static PyGetSetDef win_getset[] = {
-    {"base_ptr", win_get_base, NULL, "Start address of the window.", NULL},
-    {"num_bytes", win_get_num_bytes, NULL, "Size of the window in bytes.", NULL},
-    {"hit_ratio", win_get_ratio, NULL, "Fraction of accesses given hit_prop (float32).", NULL},
-    {"hit_prop", win_get_hit, NULL, "AccessProperty of the hit_ratio share.", NULL},
-    {"miss_prop", win_get_miss, NULL, "AccessProperty of the rest.", NULL},
-    {"target", win_get_target, NULL, "The buffer covered (None when read from the driver).",
+    {"base_ptr", win_get_base, NULL, "int: Start address of the window.", NULL},
+    {"num_bytes", win_get_num_bytes, NULL, "int: Size of the window in bytes.", NULL},
+    {"hit_ratio", win_get_ratio, NULL, "float: Fraction of accesses given hit_prop (float32).", NULL},
+    {"hit_prop", win_get_hit, NULL, "AccessProperty: AccessProperty of the hit_ratio share.", NULL},
+    {"miss_prop", win_get_miss, NULL, "AccessProperty: AccessProperty of the rest.", NULL},
+    {"target", win_get_target, NULL, "object: The buffer covered (None when read from the driver).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+L2P_NOARGS_METHOD(win_as_normal_fn, win_as_normal, "as_normal", "The same region with NORMAL hit and miss properties (the guide's first reset).", "AccessPolicyWindow");
+static const l2p_fn *const win_rows[] = {&win_as_normal_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
 static PyMethodDef win_methods[] = {
-    {"as_normal", win_as_normal, METH_NOARGS,
-     "as_normal($self, /)\n--\n\nThe same region with NORMAL hit and miss properties "
-     "(the guide's first reset)."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot win_slots[] = {
-    {Py_tp_doc, "AccessPolicyWindow(target, num_bytes=None, *, offset=0, hit_ratio=1.0, "
-                "hit_prop=AccessProperty.PERSISTING, miss_prop=AccessProperty.STREAMING, "
-                "clamp=False)\n--\n\n"
-                "A window over a buffer (or anything as_buffer accepts), validated in C: "
-                "hit_ratio in [0, 1]; offset + num_bytes within the target and num_bytes at "
-                "most access_policy_max_window_size (cut to fit only with clamp=True); "
-                "miss_prop never PERSISTING. The window keeps its target alive."},
+    {Py_tp_doc, NULL}, /* from win_new_fn */
     {Py_tp_new, win_new},
     {Py_tp_getset, win_getset},
     {Py_tp_methods, win_methods},
@@ -205,7 +206,7 @@ static PyType_Spec win_spec = {"l2persist.AccessPolicyWindow", sizeof(l2p_Window
 
 int l2p_add_window_type(PyObject *m, l2p_state *st)
 {
-    st->AccessPolicyWindow = l2p_make_type(m, &win_spec, NULL);
+    st->AccessPolicyWindow = l2p_make_type_rows(m, &win_spec, &win_new_fn, win_rows);
     return st->AccessPolicyWindow ? 0 : -1;
 }
 
@@ -285,30 +286,25 @@ static PyObject *plan_result(l2p_state *st, plan *p)
     return list;
 }
 
-static PyObject *fn_plan_windows(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    int device;
+    PyObject *targets;
+    l2p_opt set_aside;
+} plan_windows_args;
+
+static PyObject *plan_windows_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"device", "targets", "set_aside", NULL};
-    PyObject *device = Py_None, *targets, *set_aside_obj = Py_None, *result = NULL;
+    const plan_windows_args *a = args;
+    PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
     l2p_device_props props;
-    long long set_aside;
-    int index;
+    size_t set_aside = (size_t)a->set_aside.i;
     plan p = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:plan_windows", names, &device, &targets,
-                                     &set_aside_obj))
-        return NULL;
-    if (l2p_py_device_index(st, device, &index) < 0) return NULL;
-    if (set_aside_obj != Py_None) {
-        if (l2p_py_size_arg(set_aside_obj, "set_aside", &set_aside) < 0) return NULL;
-    } else {
-        size_t limit;
-        if (l2p_device_get_persisting_limit(index, &limit) != L2P_OK) return l2p_py_raise(st);
-        set_aside = (long long)limit;
-    }
-    if (set_aside < 0) return PyErr_Format(PyExc_ValueError, "set_aside: must be >= 0");
-    if (l2p_device_get_properties(index, &props) != L2P_OK) return l2p_py_raise(st);
-    if (plan_parse(st, targets, &p) == 0) {
-        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, (size_t)set_aside,
+    if (!a->set_aside.given && l2p_device_get_persisting_limit(a->device, &set_aside) != L2P_OK)
+        return l2p_py_raise(st);
+    if (l2p_device_get_properties(a->device, &props) != L2P_OK) return l2p_py_raise(st);
+    if (plan_parse(st, a->targets, &p) == 0) {
+        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, set_aside,
                                     props.access_policy_max_window_size, p.num_bytes,
                                     p.ratios) != L2P_OK)
             l2p_py_raise(st);
@@ -318,28 +314,49 @@ static PyObject *fn_plan_windows(PyObject *m, PyObject *args, PyObject *kw)
     plan_free(&p);
     return result;
 }
+L2P_DEFINE_FN(plan_windows_fn, plan_windows_args, plan_windows_impl, "plan_windows",
+              "One PERSISTING window per target, with hit ratios that keep sum(hit_ratio * "
+              "num_bytes) within the set-aside (weights share it: water-filling).",
+              "list[AccessPolicyWindow]",
+              L2P_PARAM(plan_windows_args, device, L2P_P_DEVICE, .flags = L2P_P_REQUIRED,
+                        .doc = "the device (index or Device) whose window size limit applies"),
+              L2P_PARAM(plan_windows_args, targets, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[object]", .doc = "buffers (anything as_buffer "
+                        "accepts), or (buffer, weight) pairs"),
+              L2P_PARAM(plan_windows_args, set_aside, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "the bytes to share; None: "
+                        "the device's current persisting limit"));
 
 /* The arithmetic alone, for planning without a GPU (and for tests on any machine). */
-static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *sizes, *weights;
+    long long set_aside;
+    l2p_opt max_window;
+} plan_hit_ratios_args;
+
+static PyObject *plan_hit_ratios_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"sizes", "weights", "set_aside", "max_window", NULL};
-    PyObject *sizes, *weights, *result = NULL;
-    unsigned long long set_aside, max_window = (unsigned long long)-1;
+    const plan_hit_ratios_args *a = args;
+    PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOK|K:plan_hit_ratios", names, &sizes, &weights,
-                                     &set_aside, &max_window))
-        return NULL;
-    Py_ssize_t n = PySequence_Size(sizes);
-    if (n < 0) return NULL;
-    if (PySequence_Size(weights) != n)
+    size_t max_window = a->max_window.given ? (size_t)a->max_window.i : SIZE_MAX;
+    Py_ssize_t n = PySequence_Size(a->sizes);
+    if (n < 0) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "sizes: expected a sequence of ints, got %s",
+                            Py_TYPE(a->sizes)->tp_name);
+    }
+    Py_ssize_t nw = PySequence_Size(a->weights);
+    if (nw < 0) PyErr_Clear();
+    if (nw != n)
         return PyErr_Format(PyExc_ValueError, "weights: need one weight per size (%zd)", n);
     size_t *b = PyMem_Calloc((size_t)n + 1, sizeof *b), *nb = PyMem_Calloc((size_t)n + 1, sizeof *nb);
     double *w = PyMem_Calloc((size_t)n + 1, sizeof *w), *r = PyMem_Calloc((size_t)n + 1, sizeof *r);
     int ok = b && nb && w && r;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        PyObject *s = PySequence_GetItem(sizes, i), *x = PySequence_GetItem(weights, i);
+        PyObject *s = PySequence_GetItem(a->sizes, i), *x = PySequence_GetItem(a->weights, i);
         long long v = 0;
-        ok = s && x && l2p_py_size_arg(s, "sizes", &v) == 0;
+        ok = s && x && l2p_py_ranged_int(s, "sizes", "bytes", 0, LLONG_MAX, &v) == 0;
         if (ok) {
             b[i] = (size_t)v;
             w[i] = PyFloat_AsDouble(x);
@@ -349,7 +366,7 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
         Py_XDECREF(x);
     }
     if (!ok && !PyErr_Occurred()) PyErr_NoMemory();
-    if (ok && l2p_policy_plan_windows((size_t)n, b, w, (size_t)set_aside, (size_t)max_window, nb,
+    if (ok && l2p_policy_plan_windows((size_t)n, b, w, (size_t)a->set_aside, max_window, nb,
                                       r) != L2P_OK)
         l2p_py_raise(st);
     else if (ok) {
@@ -366,16 +383,19 @@ static PyObject *fn_plan_hit_ratios(PyObject *m, PyObject *args, PyObject *kw)
     PyMem_Free(r);
     return result;
 }
+L2P_DEFINE_FN(plan_hit_ratios_fn, plan_hit_ratios_args, plan_hit_ratios_impl, "plan_hit_ratios",
+              "[(num_bytes, hit_ratio)]: the arithmetic of plan_windows without a device.",
+              "list[tuple[int, float]]",
+              L2P_PARAM(plan_hit_ratios_args, sizes, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "each region's size in bytes"),
+              L2P_PARAM(plan_hit_ratios_args, weights, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "each region's share weight "
+                        "(finite, >= 0), one per size"),
+              L2P_PARAM(plan_hit_ratios_args, set_aside, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes", .doc = "the persisting "
+                        "set-aside to share"),
+              L2P_PARAM(plan_hit_ratios_args, max_window, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes", .doc = "the largest window "
+                        "(accessPolicyMaxWindowSize); None: no limit"));
 
-PyMethodDef l2p_window_functions[] = {
-    {"plan_windows", (PyCFunction)(void (*)(void))fn_plan_windows, METH_VARARGS | METH_KEYWORDS,
-     "plan_windows(device, targets, set_aside=None)\n--\n\nOne PERSISTING window per "
-     "target (a target, or (target, weight)), with hit ratios that keep sum(hit_ratio "
-     "* num_bytes) within the set-aside (default: the device's current persisting "
-     "limit)."},
-    {"plan_hit_ratios", (PyCFunction)(void (*)(void))fn_plan_hit_ratios,
-     METH_VARARGS | METH_KEYWORDS,
-     "plan_hit_ratios(sizes, weights, set_aside, "
-     "max_window=18446744073709551615)\n--\n\n[(num_bytes, hit_ratio)], the arithmetic of "
-     "plan_windows without a device."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_window_fns[] = {&plan_windows_fn, &plan_hit_ratios_fn, NULL};

@@ -1,0 +1,47 @@
+#include "l2p_stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double l2p_percentile_sorted(const double *sorted, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t lo = (size_t)floor(pos);
+    size_t hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
+}
+
+double l2p_median_sort(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return l2p_percentile_sorted(v, n, 0.5);
+}
+
+l2p_status l2p_stats_compute(const double *samples, size_t n, l2p_stats *out)
+{
+    double *s, sum = 0.0, sq = 0.0;
+    if (n == 0) return l2p_fail(L2P_ERR_VALUE, "samples: at least 1 sample is needed, got 0");
+    s = (double *)malloc(n * sizeof *s);
+    if (!s) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory sorting %zu samples", n);
+    memcpy(s, samples, n * sizeof *s);
+    out->median = l2p_median_sort(s, n);
+    for (size_t i = 0; i < n; i++) sum += s[i];
+    out->n = n;
+    out->mean = sum / (double)n;
+    for (size_t i = 0; i < n; i++) sq += (s[i] - out->mean) * (s[i] - out->mean);
+    out->stdev = n > 1 ? sqrt(sq / (double)(n - 1)) : 0.0;
+    out->min = s[0];
+    out->max = s[n - 1];
+    out->q1 = l2p_percentile_sorted(s, n, 0.25);
+    out->q3 = l2p_percentile_sorted(s, n, 0.75);
+    out->iqr = out->q3 - out->q1;
+    free(s);
+    return L2P_OK;
+}

@@ -1,0 +1,209 @@
+/* A DeviceBuffer's lifetime: open / closed, the context its memory belongs to, the users
+ * that pin it (DLPack exports, copies without the GIL), the streams that used it, and the
+ * release that waits for them. */
+#include "l2p_py.h"
+
+#include "dlpack.h"
+#include "l2p_memory.h"
+#include "l2p_release.h"
+
+/* Bytes of a C-contiguous array; -1 with ValueError for a negative dimension or a size that
+ * overflows (every import and allocation goes through here, so nbytes always matches the
+ * shape that is exported again). */
+static int shape_bytes(int ndim, const Py_ssize_t *shape, size_t itemsize, size_t *out)
+{
+    size_t n = itemsize;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape: dimension %d is %zd; sizes must be >= 0", i,
+                         shape[i]);
+            return -1;
+        }
+        if (shape[i] != 0 && n > (size_t)PY_SSIZE_T_MAX / (size_t)shape[i]) {
+            PyErr_Format(PyExc_ValueError, "shape: the size overflows (dimension %d is %zd); at "
+                         "most %zd bytes", i, shape[i], PY_SSIZE_T_MAX);
+            return -1;
+        }
+        n *= (size_t)shape[i];
+    }
+    *out = n;
+    return 0;
+}
+
+int l2p_buffer_check_open(l2p_BufferObject *b)
+{
+    /* A view is usable only while every buffer it hangs from is open. */
+    for (l2p_BufferObject *p = b; p; ) {
+        if (p->closed) {
+            PyErr_SetString(PyExc_ValueError, p == b ? "buffer: this DeviceBuffer is closed"
+                                                     : "buffer: the DeviceBuffer this view "
+                                                       "belongs to is closed");
+            return -1;
+        }
+        PyObject *base = p->base;
+        p = (base && PyObject_TypeCheck(base, Py_TYPE(b))) ? (l2p_BufferObject *)base : NULL;
+    }
+    return 0;
+}
+
+static int raise_reset(l2p_BufferObject *b, const char *name)
+{
+    PyErr_Format(PyExc_ValueError, "%s: device %d was reset (cudaDeviceReset, by l2persist's "
+                 "user or another library) after this DeviceBuffer was allocated: its memory is "
+                 "gone and its addresses may belong to new allocations. Allocate it again",
+                 name, b->device);
+    return -1;
+}
+
+int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name)
+{
+    return (!b->ctx || !now || now == b->ctx) ? 0 : raise_reset(b, name);
+}
+
+int l2p_buffer_check_alive(l2p_BufferObject *b)
+{
+    if (l2p_buffer_check_open(b) < 0) return -1;
+    return l2p_device_context_gone(b->device, b->ctx) ? raise_reset(b, "buffer") : 0;
+}
+
+/* Whether our memory still belongs to the device's current context (not after a reset). */
+static int memory_is_ours(l2p_BufferObject *b) { return !l2p_device_context_gone(b->device, b->ctx); }
+
+int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)stream;
+    if (!stream) return 0;
+    /* The view and every buffer it hangs from: an export or close of the parent must see
+     * work launched through the view. */
+    for (l2p_BufferObject *p = b; p;) {
+        Py_XSETREF(p->stream, Py_NewRef(stream));
+        p = (p->base && Py_TYPE(p->base) == Py_TYPE(b)) ? (l2p_BufferObject *)p->base : NULL;
+    }
+    /* Captured work keeps its buffers alive as long as the Graph lives. */
+    if (s->capture_refs && PyList_Append(s->capture_refs, (PyObject *)b) < 0) return -1;
+    return 0;
+}
+
+l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
+                                   PyArray_Descr *dtype, int device)
+{
+    size_t nbytes;
+    if (shape_bytes(ndim, shape, (size_t)PyDataType_ELSIZE(dtype), &nbytes) < 0) return NULL;
+    l2p_BufferObject *b = PyObject_GC_New(l2p_BufferObject, st->DeviceBuffer);
+    if (!b) return NULL;
+    b->ptr = NULL;
+    b->ndim = ndim;
+    for (int i = 0; i < ndim; i++) b->shape[i] = shape[i];
+    b->dtype = (PyArray_Descr *)Py_NewRef((PyObject *)dtype);
+    b->nbytes = nbytes;
+    b->device = device;
+    b->closed = 0;
+    b->owns = 0;
+    b->base = NULL;
+    b->dl_managed = NULL;
+    b->stream = NULL;
+    b->texture = 0;
+    b->users = 0;
+    b->free_pending = 0;
+    b->cai_exported = 0;
+    b->ctx = 0;
+    b->weakreflist = NULL;
+    PyObject_GC_Track(b);
+    return b;
+}
+
+/* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
+void l2p_buffer_pin(l2p_BufferObject *b) { l2p_buffer_owner(b)->users++; }
+
+/* The deferred free of a closed owner, once nobody can reach the memory any more. */
+void l2p_buffer_free_deferred(l2p_BufferObject *root)
+{
+    root->free_pending = 0;
+    if (memory_is_ours(root)) /* nobody to report an error to */
+        (void)l2p_memory_free(root->device, root->ptr);
+    root->ptr = NULL;
+}
+
+void l2p_buffer_unpin(l2p_BufferObject *b)
+{
+    l2p_BufferObject *root = l2p_buffer_owner(b);
+    /* A CAI consumer may still read it: that free waits for the last reference. */
+    if (--root->users == 0 && root->free_pending && !root->cai_exported) l2p_buffer_free_deferred(root);
+}
+
+l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
+{
+    while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
+        b = (l2p_BufferObject *)b->base;
+    return b;
+}
+
+/* Wait for the work l2persist last queued on this buffer (on one of our Streams). */
+static void wait_for_use(l2p_BufferObject *b)
+{
+    l2p_StreamObject *s = (l2p_StreamObject *)b->stream;
+    if (!s || s->closed) return;
+    cudaStream_t h = s->handle;
+    Py_BEGIN_ALLOW_THREADS
+    (void)l2p_stream_synchronize(h);
+    Py_END_ALLOW_THREADS
+}
+
+/* Memory another library lent us is handed back once our work on it is done: when this
+ * wrapper holds the producer's last reference or a consumed DLPack tensor. */
+static int lends_last_reference(l2p_BufferObject *b)
+{
+    if (b->owns) return 0;
+    if (b->dl_managed) return 1;
+    return b->base && Py_TYPE(b->base) != Py_TYPE(b) && Py_REFCNT(b->base) == 1;
+}
+
+static l2p_status buffer_release_relaxed(l2p_BufferObject *b)
+{
+    l2p_status st = L2P_OK;
+    if (b->closed) return L2P_OK;
+    b->closed = 1;
+    /* After a device reset the memory, the texture object and the stream are gone, and their
+     * addresses and handles may be someone else's by now: touch none of them. */
+    int gone = !memory_is_ours(b);
+    /* A kernel may still read the texture or the borrowed memory: wait for it first. */
+    if (!gone && (b->texture || lends_last_reference(b))) wait_for_use(b);
+    if (!gone) l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
+    b->texture = 0;
+    if (b->owns && (b->users > 0 || b->cai_exported) && !gone) {
+        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
+         * thread is copying it, or a CUDA-array-interface consumer may hold us: freeing it now
+         * would let the next allocation show through. The buffer is closed for us; the last
+         * DLPack user (l2p_buffer_unpin) or, after a CAI export, the last reference
+         * (buf_dealloc) frees the memory. */
+        b->free_pending = 1;
+        Py_CLEAR(b->stream);
+        return L2P_OK;
+    }
+    if (b->owns && !gone) {
+        int device = b->device;
+        void *ptr = b->ptr;
+        Py_BEGIN_ALLOW_THREADS /* cudaFree waits for the device: let other threads run */
+        st = l2p_memory_free(device, ptr);
+        Py_END_ALLOW_THREADS
+    }
+    if (b->dl_managed) {
+        l2p_DLManagedTensor *t = (l2p_DLManagedTensor *)b->dl_managed;
+        b->dl_managed = NULL;
+        if (t->deleter) t->deleter(t);
+    }
+    b->ptr = NULL;
+    Py_CLEAR(b->base);
+    Py_CLEAR(b->stream);
+    return st;
+}
+
+/* No capture on any stream may be broken by a buffer going: its context checks, the wait for
+ * our own stream and the frees run with the thread's capture mode relaxed (l2p_release.h). */
+l2p_status l2p_buffer_release(l2p_BufferObject *b)
+{
+    int mode = l2p_capture_relax();
+    l2p_status st = buffer_release_relaxed(b);
+    l2p_capture_restore(mode);
+    return st;
+}

@@ -1,0 +1,98 @@
+/* Host helpers beside the kernels: the checked gather's out-of-range flag protocol (a
+ * device variable read and cleared from the host), gather_errors() over it, and the study's
+ * host map (seed_map). */
+#include "l2p_py.h"
+#include "params.h"
+
+#include "l2p_kernels.h"
+#include "l2p_seedmap.h"
+
+
+/* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
+int l2p_py_gather_flag_raise(l2p_state *st, int device)
+{
+    int prev, was_set = 0;
+    cudaError_t rc;
+    if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
+    Py_BEGIN_ALLOW_THREADS
+    rc = l2p_gather_flag_take(&was_set);
+    Py_END_ALLOW_THREADS
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "cudaMemcpyFromSymbol(l2p_gather_oob)");
+        return l2p_py_raise_int(st);
+    }
+    if (!was_set) return 0;
+    PyErr_Format(PyExc_ValueError, "map: a checked gather on device %d read map entries outside "
+                 "its src (their outputs are 0)", device);
+    return 1;
+}
+
+typedef struct {
+    int device;
+} gather_errors_args;
+
+static PyObject *gather_errors_impl(PyObject *m, const void *args)
+{
+    const gather_errors_args *a = args;
+    l2p_status sync;
+    l2p_state *st = l2p_state_from_module(m);
+    Py_BEGIN_ALLOW_THREADS
+    sync = l2p_device_synchronize(a->device);
+    Py_END_ALLOW_THREADS
+    if (sync != L2P_OK) return l2p_py_raise(st);
+    int r = l2p_py_gather_flag_raise(st, a->device);
+    if (r < 0) return NULL;
+    if (r == 1) PyErr_Clear();
+    return PyBool_FromLong(r);
+}
+L2P_DEFINE_FN(gather_errors_fn, gather_errors_args, gather_errors_impl, "gather_errors",
+              "Whether a checked gather on the device read map entries outside its src since "
+              "the last check (waits for the device's work; clears the flag).", "bool",
+              L2P_PARAM(gather_errors_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+                        "Device); None: the current one"));
+
+typedef struct {
+    long long n;
+    l2p_opt range;
+    PyObject *dtype;
+    long long seed;
+} seed_map_args;
+
+static PyObject *seed_map_impl(PyObject *m, const void *args)
+{
+    const seed_map_args *a = args;
+    PyArray_Descr *d = NULL;
+    long long range = a->range.given ? a->range.i : a->n;
+    if (!PyArray_DescrConverter2(a->dtype, &d)) return NULL;
+    int is64 = d && d->type_num == NPY_INT64, ok = !d || is64 || d->type_num == NPY_INT32;
+    if (!ok) PyErr_Format(PyExc_TypeError, "dtype: map dtype must be int32 or int64, got %R", (PyObject *)d);
+    Py_XDECREF(d);
+    if (!ok) return NULL;
+    if (l2p_seed_map_check(a->n, range) != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
+    npy_intp dims[1] = {(npy_intp)a->n};
+    PyArrayObject *arr = (PyArrayObject *)PyArray_SimpleNew(1, dims, is64 ? NPY_INT64 : NPY_INT32);
+    if (!arr) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (is64) l2p_seed_map_int64((int64_t *)PyArray_DATA(arr), (size_t)a->n, (uint64_t)range,
+                                 (unsigned)a->seed);
+    else l2p_seed_map_int32((int32_t *)PyArray_DATA(arr), (size_t)a->n, (uint32_t)range,
+                            (unsigned)a->seed);
+    Py_END_ALLOW_THREADS
+    return (PyObject *)arr;
+}
+L2P_DEFINE_FN(seed_map_fn, seed_map_args, seed_map_impl, "seed_map",
+              "The study's host map: srand(seed); rand() % range, with glibc's generator "
+              "reproduced exactly; int32 (default) or int64.", "numpy.ndarray",
+              /* n's and range's ranges are the core's (l2p_seed_map_check). */
+              L2P_PARAM(seed_map_args, n, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "entries", .doc = "the map's length, >= 0"),
+              L2P_PARAM(seed_map_args, range, L2P_P_INT, .flags = L2P_P_NONE, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "exclusive upper bound",
+                        .doc = "entries lie in [0, range), range in [1, 2^31 - 1]; None: n"),
+              L2P_PARAM(seed_map_args, dtype, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "DTypeLike", .doc = "int32 (None) or int64"),
+              L2P_PARAM(seed_map_args, seed, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0,
+                        .hi = 4294967295LL, .what = "srand's seed", .doc = "srand()'s seed"));
+
+const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, NULL};
