@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import l2persist
+from l2persist.pytest_plugin import need
 
 pytestmark = pytest.mark.gpu
 
@@ -131,7 +132,7 @@ def test_cuda_array_interface(rng):
 
 
 def test_cupy_round_trip_without_copy(rng):
-    cupy = pytest.importorskip("cupy")
+    cupy = need("cupy")
     host = rng.random(1000).astype(np.float32)
     with l2persist.to_device(host) as buf:
         c = cupy.asarray(buf)  # via __cuda_array_interface__
@@ -149,7 +150,7 @@ def test_cupy_round_trip_without_copy(rng):
 
 
 def test_torch_round_trip_without_copy(rng):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     host = rng.random(777).astype(np.float32)
     with l2persist.to_device(host) as buf:
         t = torch.from_dlpack(buf)

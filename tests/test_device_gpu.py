@@ -7,12 +7,13 @@ import sys
 import pytest
 
 import l2persist
+from l2persist.pytest_plugin import need
 
 pytestmark = pytest.mark.gpu
 
 
 def test_properties_match_cupy(device):
-    cupy = pytest.importorskip("cupy")
+    cupy = need("cupy")
     ref = cupy.cuda.runtime.getDeviceProperties(0)
     p = device.properties
     name = ref["name"].decode() if isinstance(ref["name"], bytes) else ref["name"]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st  # noqa: E402
 import l2persist  # noqa: E402
 from l2persist import _core, coalescing  # noqa: E402
 from l2persist import kernels as K  # noqa: E402
+from l2persist.pytest_plugin import need
 
 HOSTILE = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
@@ -151,7 +152,7 @@ def test_windows_are_inside_their_buffer_or_refused(offset, num_bytes, hit_ratio
 
 @pytest.mark.gpu
 def test_soak_ten_thousand_cycles_leave_memory_where_it_was():
-    cupy = pytest.importorskip("cupy")
+    cupy = need("cupy")
     dev = l2persist.Device(0)
     dev.synchronize()
 

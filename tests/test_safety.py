@@ -13,6 +13,7 @@ import pytest
 import l2persist
 from l2persist import _core, coalescing
 from l2persist import kernels as K
+from l2persist.pytest_plugin import need
 
 
 class _DLDevice(ctypes.Structure):
@@ -155,7 +156,7 @@ def test_bad_sizes_on_the_gpu_are_refused():
 
 @pytest.mark.gpu
 def test_dlpack_export_outlives_close():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     host = np.random.default_rng().random(1 << 20, dtype=np.float32)
     buf = l2persist.to_device(host)
     t = torch.from_dlpack(buf)
@@ -172,7 +173,7 @@ def test_dlpack_export_outlives_close():
 
 @pytest.mark.gpu
 def test_cai_export_outlives_close_and_is_freed_with_the_last_reference():
-    cupy = pytest.importorskip("cupy")
+    cupy = need("cupy")
     import gc
     n = 16 << 20  # 64 MiB of float32: well above the allocator's noise
     host = np.random.default_rng().random(n, dtype=np.float32)
@@ -197,7 +198,7 @@ def test_cai_export_outlives_close_and_is_freed_with_the_last_reference():
 
 @pytest.mark.gpu
 def test_dlpack_consumer_stream_waits_for_our_work():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     host = np.random.default_rng().random(1 << 22, dtype=np.float32)
     with l2persist.to_device(host) as b, l2persist.Stream() as s:
         K.spin(30_000_000, stream=s)  # 30 ms: the scale below runs late on our stream
@@ -216,7 +217,7 @@ def test_memory_is_not_a_stream():
             K.noop(stream=b)
         with pytest.raises(TypeError, match="stream: .* is device memory"):
             K.scale_shift(b, stream=b)
-        cupy = pytest.importorskip("cupy")
+        cupy = need("cupy")
         mp = cupy.zeros(4).data  # a MemoryPointer has .ptr, like CuPy's streams
         with pytest.raises(TypeError, match=r"stream: \S*MemoryPointer is device memory"):
             K.noop(stream=mp)
@@ -262,7 +263,7 @@ def test_close_from_another_thread_during_a_copy_waits_for_it():
 
 @pytest.mark.gpu
 def test_dlpack_imports_are_asked_for_the_launch_stream():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     t = torch.arange(1 << 16, dtype=torch.float32, device="cuda")
     asked = []
 
