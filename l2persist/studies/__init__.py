@@ -307,9 +307,7 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
     try:
         return refresh(mod.run(ctx), ctx)
     finally:
-        # INTEGRATOR: replace with the one restore of the persisting state (issue 17).
-        dev.persisting_l2_limit = limit
-        _core.reset_persisting_l2(dev.index)
+        _core.restore_persisting_l2(dev, limit)  # the one restore (restore.c)
 
 
 def refresh(res: Results, ctx: Context | None = None) -> Results:
