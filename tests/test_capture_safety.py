@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from l2persist.pytest_plugin import need
+
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +27,6 @@ import threading
 import numpy as np
 import l2persist as l2p
 from l2persist import _core, kernels as K
-from l2persist.pytest_plugin import need
 rng = np.random.default_rng()
 
 def fresh_f32(n):

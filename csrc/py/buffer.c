@@ -318,7 +318,11 @@ int l2p_add_buffer_type(PyObject *m, l2p_state *st)
     static const l2p_fn *rows[16];
     const l2p_fn *const *parts[2] = {buf_rows, l2p_buffer_method_rows};
     size_t n = 0;
-    for (int p = 0; p < 2 && !rows[0]; p++)
+    /* Made once: a second module (a sub-interpreter) reuses the list. Testing rows[0] inside
+     * the loop stopped it after the first part, and __dlpack__ went missing (seen on the H100:
+     * DLPack consumers failed, "no attribute '__dlpack__'"). */
+    int made = rows[0] != NULL;
+    for (int p = 0; p < 2 && !made; p++)
         for (size_t i = 0; parts[p][i]; i++) {
             if (n + 1 >= sizeof rows / sizeof rows[0]) { /* keep the NULL end */
                 PyErr_SetString(PyExc_SystemError, "DeviceBuffer: more method rows than fit");

@@ -78,7 +78,10 @@ static PyObject *fn_slowdown(PyObject *mod, PyObject *args, PyObject *kw)
         chip_arg(cc, l2, granule, pmax, &chip) < 0)
         return NULL;
     if (ws < 0 || ws != ws) {
-        PyErr_Format(PyExc_ValueError, "ws_bytes: %g is not >= 0", ws);
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError for it) */
+        char text[64];
+        snprintf(text, sizeof text, "%g", ws);
+        PyErr_Format(PyExc_ValueError, "ws_bytes: %s is not >= 0", text);
         return NULL;
     }
     if (l2p_tax_kind_parse(kind_name, &kind) != L2P_OK ||
