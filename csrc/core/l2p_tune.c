@@ -23,6 +23,7 @@ void l2p_tune_options_default(l2p_tune_options *o)
     o->min_gain = 0.01;
     o->confidence = 0.95;
     o->seed = 0x9e3779b97f4a7c15ull;
+    o->phases = L2P_TUNE_ALL;
 }
 
 static int cmp_size(const void *a, const void *b)
@@ -82,6 +83,9 @@ l2p_status l2p_tune_check_options(const l2p_tune_options *o)
         return l2p_fail(L2P_ERR_VALUE, "min_gain: %g is outside [0, 1)", o->min_gain);
     if (!(o->confidence > 0.5 && o->confidence < 1.0))
         return l2p_fail(L2P_ERR_VALUE, "confidence: %g is outside (0.5, 1)", o->confidence);
+    if (o->phases & ~(unsigned)L2P_TUNE_ALL)
+        return l2p_fail(L2P_ERR_VALUE, "phases: %#x has bits outside the mask %#x", o->phases,
+                        (unsigned)L2P_TUNE_ALL);
     return L2P_OK;
 }
 
@@ -159,6 +163,78 @@ l2p_status l2p_tune_speedup_ci(const double *base, size_t n_base, const double *
     *hi = ratios[(size_t)ceil((1.0 - tail) * (BOOTSTRAP_ROUNDS - 1))];
     free(scratch);
     free(ratios);
+    return L2P_OK;
+}
+
+/* The median of n samples, leaving v as it was. */
+static l2p_status median_copy(const double *v, size_t n, double *out)
+{
+    double *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a median");
+    memcpy(tmp, v, n * sizeof *v);
+    *out = median_of(tmp, n);
+    free(tmp);
+    return L2P_OK;
+}
+
+/* Whether a speedup counts as help: the rule, with the parts a test may switch off. */
+static int helps_rule(double speedup, double ci_low, double min_gain, unsigned phases)
+{
+    if (!(speedup > 1.0)) return 0;
+    if ((phases & L2P_TUNE_PH_INTERVAL) && !(ci_low > 1.0)) return 0;
+    if ((phases & L2P_TUNE_PH_MIN_GAIN) && !(speedup >= 1.0 + min_gain)) return 0;
+    return 1;
+}
+
+static l2p_status verdict_with(const double *limit0, size_t n0, const double *deflt, size_t nd,
+                               const double *cand, size_t nc, double min_gain,
+                               double confidence, unsigned long long seed, unsigned phases,
+                               l2p_tune_verdict_t *out)
+{
+    double m0, md;
+    L2P_TRY(check_samples("limit0", limit0, n0));
+    L2P_TRY(check_samples("default", deflt, nd));
+    L2P_TRY(check_samples("candidate", cand, nc));
+    if (!(min_gain >= 0.0 && min_gain < 1.0))
+        return l2p_fail(L2P_ERR_VALUE, "min_gain: %g is outside [0, 1)", min_gain);
+    L2P_TRY(median_copy(limit0, n0, &m0));
+    L2P_TRY(median_copy(deflt, nd, &md));
+    memset(out, 0, sizeof *out);
+    out->baseline = md < m0; /* a tie goes to limit 0: no set-aside, no tax */
+    const double *base = out->baseline ? deflt : limit0;
+    size_t nb = out->baseline ? nd : n0;
+    out->baseline_ms = out->baseline ? md : m0;
+    L2P_TRY(median_copy(cand, nc, &out->candidate_ms));
+    L2P_TRY(l2p_tune_speedup_ci(base, nb, cand, nc, confidence, seed, &out->speedup,
+                                &out->ci_low, &out->ci_high));
+    out->helps = helps_rule(out->speedup, out->ci_low, min_gain, phases);
+    return L2P_OK;
+}
+
+l2p_status l2p_tune_verdict(const double *limit0, size_t n_limit0, const double *deflt,
+                            size_t n_default, const double *cand, size_t n_cand,
+                            double min_gain, double confidence, unsigned long long seed,
+                            l2p_tune_verdict_t *out)
+{
+    return verdict_with(limit0, n_limit0, deflt, n_default, cand, n_cand, min_gain, confidence,
+                        seed, L2P_TUNE_ALL, out);
+}
+
+l2p_status l2p_tune_scope(double switch_ms, double base_ms, double found_ms,
+                          l2p_tune_scope_t *out)
+{
+    if (!(switch_ms >= 0.0) || isinf(switch_ms))
+        return l2p_fail(L2P_ERR_VALUE, "switch_ms: %g must be finite and >= 0", switch_ms);
+    if (!(base_ms > 0.0) || !(found_ms > 0.0) || isinf(base_ms) || isinf(found_ms))
+        return l2p_fail(L2P_ERR_VALUE, "base_ms, found_ms: %g, %g must be finite and > 0",
+                        base_ms, found_ms);
+    out->saving_ms = base_ms - found_ms;
+    out->overhead_ms = 2.0 * switch_ms;
+    out->min_calls = 0;
+    if (out->saving_ms > 0.0) { /* the least n with overhead <= SHARE * n * saving */
+        double n = ceil(out->overhead_ms / (L2P_TUNE_SCOPE_SHARE * out->saving_ms) - 1e-9);
+        out->min_calls = n < 1.0 ? 1 : n > 1e15 ? (size_t)1e15 : (size_t)n;
+    }
     return L2P_OK;
 }
 
@@ -419,11 +495,77 @@ static void polish(search *sr)
     }
 }
 
+/* The recheck. The search compares medians measured minutes apart; when the device's speed
+ * drifts (clocks, temperature, a neighbour), the fastest trial may only have been lucky. The
+ * RECHECK_TOP fastest distinct trials are measured again in RECHECK_ROUNDS interleaved rounds,
+ * where a drift touches all of them alike, and the fastest re-measured median wins. Among the
+ * candidates within noise of it (the half-width 1.58 IQR / sqrt(n) of its median, McGill's
+ * notch, at most min_gain), the smallest set-aside is taken: a set-aside taxes all other work
+ * of the device and the process, and a larger one must buy a gain beyond noise. */
+enum { RECHECK_TOP = 4, RECHECK_ROUNDS = 2 };
+
+/* The indices of the k fastest trials, fastest first. */
+static size_t top_trials(const search *sr, size_t *idx, size_t k)
+{
+    const l2p_tune_trial *t = sr->r->trials;
+    size_t n = 0;
+    for (size_t i = 0; i < sr->r->n_trials; i++) {
+        size_t j = n;
+        if (n == k) {
+            if (!(t[i].median < t[idx[k - 1]].median)) continue;
+            j = k - 1;
+        } else {
+            n++;
+        }
+        for (; j > 0 && t[i].median < t[idx[j - 1]].median; j--) idx[j] = idx[j - 1];
+        idx[j] = i;
+    }
+    return n;
+}
+
+static void recheck(search *sr)
+{
+    const l2p_tune_options *o = sr->o;
+    size_t idx[RECHECK_TOP], per = RECHECK_ROUNDS * o->repeat, n[RECHECK_TOP] = {0};
+    size_t k = top_trials(sr, idx, RECHECK_TOP), best = 0, pick;
+    l2p_stats st[RECHECK_TOP];
+    if (k < 2 || !ok(sr)) return;
+    double *all = malloc(RECHECK_TOP * per * sizeof *all);
+    if (!all) {
+        sr->status = l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the recheck");
+        return;
+    }
+    for (size_t round = 0; round < RECHECK_ROUNDS && ok(sr); round++)
+        for (size_t c = 0; c < k && ok(sr); c++)
+            (void)measure(sr, &sr->pts[idx[c]], L2P_TUNE_RECHECK, all + c * per, &n[c]);
+    for (size_t c = 0; c < k && ok(sr); c++) {
+        sr->status = l2p_stats_compute(all + c * per, n[c], &st[c]);
+        if (ok(sr) && st[c].median < st[best].median) best = c;
+    }
+    if (ok(sr)) {
+        double notch = 1.58 * (st[best].q3 - st[best].q1) / sqrt((double)n[best]);
+        double tol = notch < o->min_gain * st[best].median ? notch : o->min_gain * st[best].median;
+        pick = best;
+        for (size_t c = 0; c < k; c++) {
+            size_t sc = sr->pts[idx[c]].s, sp = sr->pts[idx[pick]].s;
+            if (st[c].median <= st[best].median + tol &&
+                (sc < sp || (sc == sp && st[c].median < st[pick].median)))
+                pick = c;
+        }
+        sr->best = sr->pts[idx[pick]];
+        sr->best_ms = st[pick].median;
+        sr->r->rechecked = k;
+        sr->r->smaller_preferred = sr->pts[idx[pick]].s < sr->pts[idx[best]].s;
+    }
+    free(all);
+}
+
 /* Baselines; the ridge; each hit ratio from the ridge's best (also when a baseline is faster:
  * the windows must be explored before they are judged); properties; polish. */
 static void run_search(search *sr, point *a, point *b)
 {
     const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
+    const unsigned ph = sr->o->phases;
     point zero, from;
     double here;
     memset(&zero, 0, sizeof zero);
@@ -436,12 +578,13 @@ static void run_search(search *sr, point *a, point *b)
         (void)evaluate(sr, p, L2P_TUNE_RIDGE);
     }
     from = best_of_phase(sr, L2P_TUNE_RIDGE, &here);
-    for (size_t i = 0; i < sr->o->n_targets && ok(sr); i++) {
+    for (size_t i = 0; i < sr->o->n_targets && ok(sr) && (ph & L2P_TUNE_PH_HIT_RATIO); i++) {
         from = compass(sr, from, here, set_hit_level, i, 0, H, L2P_TUNE_HIT_RATIO, from.h[i]);
         here = evaluate(sr, from, L2P_TUNE_HIT_RATIO);
     }
-    if (sr->o->tune_props) search_props(sr);
-    polish(sr);
+    if (sr->o->tune_props && (ph & L2P_TUNE_PH_PROPS)) search_props(sr);
+    if (ph & L2P_TUNE_PH_POLISH) polish(sr);
+    if (ph & L2P_TUNE_PH_RECHECK) recheck(sr);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -494,15 +637,20 @@ static l2p_status confirm(search *sr, const point *a, const point *b)
     to_config(sr, pts[base], &r->recommended);
     to_config(sr, &sr->best, &r->found);
     r->speedup = r->ci_low = r->ci_high = 1.0;
-    if (same_as[FOUND] == FOUND) {
-        l2p_status st = l2p_tune_speedup_ci(all + base * per, n[base], all + FOUND * per,
-                                            n[FOUND], o->confidence, o->seed, &r->speedup,
-                                            &r->ci_low, &r->ci_high);
+    if (same_as[FOUND] == FOUND) { /* found is neither baseline: the rule decides */
+        l2p_tune_verdict_t v;
+        int ia = same_as[A], ib = same_as[B];
+        l2p_status st = verdict_with(all + ia * per, n[ia], all + ib * per, n[ib],
+                                     all + FOUND * per, n[FOUND], o->min_gain, o->confidence,
+                                     o->seed, o->phases, &v);
         if (st != L2P_OK) {
             free(all);
             return st;
         }
-        r->persistence_helps = r->ci_low > 1.0 && r->speedup >= 1.0 + o->min_gain;
+        r->speedup = v.speedup;
+        r->ci_low = v.ci_low;
+        r->ci_high = v.ci_high;
+        r->persistence_helps = v.helps;
         if (r->persistence_helps) r->recommended = r->found;
     }
     free(all);

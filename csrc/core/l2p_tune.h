@@ -5,8 +5,11 @@
  * runs the workload `repeat` times and returns the samples (ms). Everything else is decided
  * here: the search space (the set-aside in driver granules, per target a window or none, its
  * hit ratio and properties, one window per stream), an adaptive search that spends few
- * evaluations (a golden-section search along the guide's ridge hitRatio = set_aside / bytes,
- * a compass search on each hit ratio, the properties, then a polish of neighbours), and the
+ * evaluations (a Fibonacci search along the guide's ridge hitRatio = set_aside / bytes, a
+ * compass search on each hit ratio, the properties, a polish of neighbours, then a recheck
+ * that re-measures the few fastest candidates interleaved, so that a drift of the device's
+ * speed during the search cannot pick the winner, and prefers the smallest set-aside among
+ * those within noise of the fastest: a set-aside taxes all other work), and the
  * statistics that decide whether the winner is really faster than the baselines a user has
  * without l2persist: (a) limit 0 and no window, (b) the device's default limit, no window.
  * The winner is re-measured interleaved with both baselines and recommended only when the
@@ -68,10 +71,26 @@ typedef struct {
     double min_gain;       /* the least speedup worth recommending (0.01: 1 %) */
     double confidence;     /* of the speedup's interval (0.95) */
     unsigned long long seed; /* of the bootstrap */
+    unsigned phases;       /* L2P_TUNE_ALL (the default). For tests only: clearing a bit removes
+                            * that part of the search or of the decision, so that a test can
+                            * show that each part matters (tests/c/test_tune_replay.c). */
 } l2p_tune_options;
 
+/* The parts of the search and of the decision (bits of l2p_tune_options.phases). The ridge and
+ * the confirmation always run. Without INTERVAL the bootstrap interval is ignored, without
+ * MIN_GAIN the least gain is; without both, "helps" means "measured faster". */
+enum {
+    L2P_TUNE_PH_HIT_RATIO = 1u << 0, /* compass search of each hit ratio from the ridge */
+    L2P_TUNE_PH_PROPS = 1u << 1,     /* hitProp / missProp NORMAL (also needs tune_props) */
+    L2P_TUNE_PH_POLISH = 1u << 2,    /* neighbours of the best on every axis */
+    L2P_TUNE_PH_RECHECK = 1u << 3,   /* the top candidates re-measured interleaved */
+    L2P_TUNE_PH_INTERVAL = 1u << 4,  /* helps only when the interval lies above 1 */
+    L2P_TUNE_PH_MIN_GAIN = 1u << 5,  /* helps only when the speedup reaches min_gain */
+    L2P_TUNE_ALL = (1u << 6) - 1
+};
+
 enum { L2P_TUNE_BASELINE = 0, L2P_TUNE_RIDGE, L2P_TUNE_HIT_RATIO, L2P_TUNE_PROPS,
-       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM };
+       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM, L2P_TUNE_RECHECK };
 
 typedef struct {
     l2p_tune_config config;
@@ -94,6 +113,9 @@ typedef struct {
     double aside_ms;             /* (c): found's set-aside with every window off */
     double found_ms;             /* confirmed median of found (d) */
     double speedup, ci_low, ci_high; /* better baseline / found, with its interval */
+    size_t rechecked;            /* candidates re-measured by the recheck */
+    int smaller_preferred;       /* the recheck took a smaller set-aside within noise of the
+                                  * fastest candidate */
 } l2p_tune_result;
 
 /* Defaults: hit ratios 0.1 .. 1.0, props tuned, 12 + 4 evaluations per target, 10 samples,
@@ -113,6 +135,37 @@ l2p_status l2p_tune_check_options(const l2p_tune_options *o);
 l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *ctx,
                         l2p_tune_result *out);
 void l2p_tune_result_free(l2p_tune_result *r);
+
+/* The better-baseline rule, the one place it is written: the baseline is the faster (by
+ * median) of (a) limit 0 and (b) the default limit, both without a window; the candidate helps
+ * when median(baseline) / median(candidate) reaches 1 + min_gain and the bootstrap interval
+ * of that speedup at `confidence` lies above 1. */
+typedef struct {
+    int baseline;                    /* 0: (a) limit 0, 1: (b) the default limit */
+    double baseline_ms, candidate_ms; /* medians */
+    double speedup, ci_low, ci_high;
+    int helps;
+} l2p_tune_verdict_t;
+
+l2p_status l2p_tune_verdict(const double *limit0, size_t n_limit0, const double *deflt,
+                            size_t n_default, const double *cand, size_t n_cand,
+                            double min_gain, double confidence, unsigned long long seed,
+                            l2p_tune_verdict_t *out);
+
+/* Scoped or process-wide: setting the persisting limit costs switch_ms and synchronises the
+ * device, so a limit set around a phase and released after it costs 2 * switch_ms per phase.
+ * Scoping pays when that is at most L2P_TUNE_SCOPE_SHARE of what the phase saves; a phase of
+ * `min_calls` calls of the tuned function (each saving base_ms - found_ms) is the shortest
+ * that pays. Shorter phases (one kernel inside a pipeline) keep the limit for the process. */
+#define L2P_TUNE_SCOPE_SHARE 0.25
+typedef struct {
+    double saving_ms;   /* per call: base_ms - found_ms (<= 0: nothing to scope) */
+    double overhead_ms; /* per phase: 2 * switch_ms */
+    size_t min_calls;   /* the shortest phase, in calls, where scoping pays; 0: no saving */
+} l2p_tune_scope_t;
+
+l2p_status l2p_tune_scope(double switch_ms, double base_ms, double found_ms,
+                          l2p_tune_scope_t *out);
 
 /* median(base) / median(cand) with a percentile-bootstrap interval at `confidence`
  * (deterministic for a seed). NaN or non-positive samples are an error naming the argument. */
