@@ -114,6 +114,7 @@ typedef struct {
     double found_ms;             /* confirmed median of found (d) */
     double speedup, ci_low, ci_high; /* better baseline / found, with its interval */
     size_t rechecked;            /* candidates re-measured by the recheck */
+    size_t confirm_rounds;       /* rounds the confirmation took (more when undecided) */
     int smaller_preferred;       /* the recheck took a smaller set-aside within noise of the
                                   * fastest candidate */
 } l2p_tune_result;
@@ -147,8 +148,11 @@ typedef struct {
     int helps;
 } l2p_tune_verdict_t;
 
+/* rounds: 0 or 1 when the samples are independent; n when all three sequences were measured
+ * in n interleaved rounds of equal size (each sequence's length a multiple of n): the
+ * interval then resamples whole rounds, paired, so that a drift between rounds widens it. */
 l2p_status l2p_tune_verdict(const double *limit0, size_t n_limit0, const double *deflt,
-                            size_t n_default, const double *cand, size_t n_cand,
+                            size_t n_default, const double *cand, size_t n_cand, size_t rounds,
                             double min_gain, double confidence, unsigned long long seed,
                             l2p_tune_verdict_t *out);
 

@@ -101,7 +101,7 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         Py_DECREF(trials);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O}",
+    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n}",
                          "trials",
                          trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
                          "found", config_obj(st, &r->found), "recommended",
@@ -111,7 +111,8 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
                          "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms, "speedup",
                          r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high, "rechecked",
                          (Py_ssize_t)r->rechecked, "smaller_preferred",
-                         r->smaller_preferred ? Py_True : Py_False);
+                         r->smaller_preferred ? Py_True : Py_False, "confirm_rounds",
+                         (Py_ssize_t)r->confirm_rounds);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
@@ -282,22 +283,25 @@ static PyArrayObject *samples_arg(PyObject *obj, const char *name)
 static PyObject *fn_tune_verdict(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"limit0", "default", "candidate", "min_gain", "confidence", "seed",
-                            NULL};
+                            "rounds", NULL};
     l2p_state *st = l2p_state_from_module(m);
     PyObject *objs[3], *res = NULL;
     PyArrayObject *arr[3] = {NULL, NULL, NULL};
     double min_gain = 0.01, conf = 0.95;
     unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    Py_ssize_t rounds = 1;
     l2p_tune_verdict_t v;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$ddK:tune_verdict", names, &objs[0],
-                                     &objs[1], &objs[2], &min_gain, &conf, &seed))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$ddKn:tune_verdict", names, &objs[0],
+                                     &objs[1], &objs[2], &min_gain, &conf, &seed, &rounds))
         return NULL;
+    if (rounds < 1)
+        return PyErr_Format(PyExc_ValueError, "rounds: %zd is below 1", rounds);
     for (int i = 0; i < 3; i++)
         if (!(arr[i] = samples_arg(objs[i], names[i]))) goto done;
     if (l2p_tune_verdict(PyArray_DATA(arr[0]), (size_t)PyArray_SIZE(arr[0]),
                          PyArray_DATA(arr[1]), (size_t)PyArray_SIZE(arr[1]),
-                         PyArray_DATA(arr[2]), (size_t)PyArray_SIZE(arr[2]), min_gain, conf, seed,
-                         &v) != L2P_OK) {
+                         PyArray_DATA(arr[2]), (size_t)PyArray_SIZE(arr[2]), (size_t)rounds,
+                         min_gain, conf, seed, &v) != L2P_OK) {
         res = l2p_py_raise(st);
         goto done;
     }
@@ -349,10 +353,11 @@ PyMethodDef l2p_tune_functions[] = {
      "tests only, a mask of the search's parts (l2p_tune.h)."},
     {"tune_verdict", (PyCFunction)(void (*)(void))fn_tune_verdict, METH_VARARGS | METH_KEYWORDS,
      "tune_verdict(limit0, default, candidate, *, min_gain=0.01, confidence=0.95, "
-     "seed=11400714819323198485)\n--\n\n"
+     "seed=11400714819323198485, rounds=1)\n--\n\n"
      "The better-baseline rule: samples (ms) of limit 0, of the default limit and of a "
      "candidate; returns the better baseline, the medians, the speedup with its bootstrap "
-     "interval and whether the candidate helps."},
+     "interval and whether the candidate helps. rounds > 1: the three were measured in that "
+     "many interleaved rounds of equal size, and the interval resamples whole rounds."},
     {"tune_scope", (PyCFunction)(void (*)(void))fn_tune_scope, METH_VARARGS | METH_KEYWORDS,
      "tune_scope(switch_ms, base_ms, found_ms)\n--\n\n"
      "Scoped or process-wide: the saving per call, the cost of setting and releasing the limit "

@@ -1,0 +1,295 @@
+"""The C tuner replayed on measured landscapes (issue 17's bars), without a GPU.
+
+Each grid file under ``tests/data/`` is a study's stored output, measured on a GPU. A fake
+``evaluate`` answers the search from the grid (see ``Landscape``) times a noise model, through
+``_core.tune_search`` with the measuring device's geometry as ``facts``. The bars, over >= 50
+seeds per landscape and noise model:
+
+* at least 95 % of seeds recommend a configuration whose true time is within 2 % of the best
+  configuration of the tuner's whole space on that landscape;
+* at most 5 % of seeds say "helps" on a landscape whose best gain is under half of min_gain.
+
+The mutation tests at the end run the search with parts switched off (``phases``, a mask for
+tests only, ``l2p_tune.h``) and show that each part is needed for a bar.
+
+Run ``python3 tests/test_tune_replay.py`` for the table of rates per landscape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from l2persist import _core
+
+MIB = 1 << 20
+DATA = Path(__file__).parent / "data"
+SEEDS = 50
+HIT_RATIOS = [(i + 1) / 10 for i in range(10)]
+NORMAL, STREAMING, PERSISTING = 0, 1, 2
+
+# The phase bits of l2p_tune.h.
+PH_HIT_RATIO, PH_PROPS, PH_POLISH, PH_RECHECK, PH_INTERVAL, PH_MIN_GAIN = (1 << i for i in range(6))
+PH_ALL = (1 << 6) - 1
+
+
+# ---- the grids ------------------------------------------------------------------------------
+
+def _persistence_points(records):
+    """The persistence study: hot/cold, rw and ro, hot sizes x set-aside x hitRatio. Its
+    "tune's pick" rows are off the grid and left out."""
+    for r in records:
+        if "pick" in r or r.get("tune_pick"):
+            continue
+        key = f"{r['mode']} {r['hot_mib']} MiB"
+        yield key, r["hot_mib"] * MIB, r["set_aside"], r["hit_ratio"], r["ms"]
+
+
+def _guide_points(records):
+    """The guide's example (A x10 + B): limit 0, the default, the guide's set-aside (the max)
+    with and without its window (hitRatio 0.6 over data1, 37 MiB)."""
+    meta_max = 39321600
+    where = {"limit0": (0, None), "default": (11796480, None), "set_aside": (meta_max, None),
+             "window": (meta_max, 0.6)}
+    for r in records:
+        s, h = where[r["key"]]
+        yield "A x10 + B", 37 * MIB, s, h, 10 * r["A_ms"] + r["B_ms"]
+
+
+def _generic_points(records):
+    """A grid written for these tests: records with `landscape`, `target_bytes`, `set_aside`,
+    `hit_ratio` (None: no window), optional `hit_prop` / `miss_prop` and `ms`."""
+    for r in records:
+        yield (r["landscape"], r["target_bytes"], r["set_aside"], r["hit_ratio"], r["ms"],
+               r.get("hit_prop", "persisting"), r.get("miss_prop", "streaming"))
+
+
+# One row per grid file: a new grid is one more row (or a file in the generic format).
+GRIDS = {
+    "h200-persistence.json": _persistence_points,
+    "h200-guide-example.json": _guide_points,
+}
+
+
+def _granule(meta):
+    """The driver's set-aside step. Stored results before it was recorded: a tenth of the max
+    (3.75 MiB on the H200, 3.125 MiB on the H100, as the set-aside levels show)."""
+    return meta.get("persisting_granule") or meta["persisting_l2_cache_max_size"] // 10
+
+
+@dataclass
+class Landscape:
+    """A measured grid as a cost surface over the tuner's whole space.
+
+    Between grid points the time is interpolated linearly in the set-aside and, for a window,
+    bilinearly in (set-aside, hitRatio), with two exact anchors that need no measurement: at
+    set-aside 0 a window persists nothing (the time is limit 0's), and at hitRatio 0 it is the
+    no-window time at that set-aside. The real landscape is non-monotone between the measured
+    points as well; the interpolated one keeps the measured shape: the set-aside penalty
+    without a window, the thrash of a window larger than the set-aside, and the optimum at
+    the measured points. hitProp NORMAL persists nothing (the no-window time); missProp has
+    no measured effect unless the grid has a column for it.
+    """
+
+    name: str
+    device: str
+    target_bytes: int
+    granule: int
+    pmax: int
+    default: int
+    none_s: np.ndarray     # set-asides measured without a window
+    none_ms: np.ndarray
+    win_s: np.ndarray      # set-asides x hit ratios measured with a window (0 rows added)
+    win_h: np.ndarray
+    win_ms: np.ndarray     # [len(win_s), len(win_h)]
+    normal_miss: dict | None = None  # (s, h) -> ms with missProp NORMAL, when measured
+
+    @property
+    def facts(self):
+        return (self.granule, self.pmax, self.default)
+
+    def none(self, s):
+        return float(np.interp(s, self.none_s, self.none_ms))
+
+    def window(self, s, h):
+        s = min(max(s, self.win_s[0]), self.win_s[-1])
+        h = min(max(h, self.win_h[0]), self.win_h[-1])
+        i = min(np.searchsorted(self.win_s, s, side="right") - 1, len(self.win_s) - 2)
+        j = min(np.searchsorted(self.win_h, h, side="right") - 1, len(self.win_h) - 2)
+        ts = (s - self.win_s[i]) / (self.win_s[i + 1] - self.win_s[i])
+        th = (h - self.win_h[j]) / (self.win_h[j + 1] - self.win_h[j])
+        m = self.win_ms
+        return float((1 - ts) * ((1 - th) * m[i, j] + th * m[i, j + 1])
+                     + ts * ((1 - th) * m[i + 1, j] + th * m[i + 1, j + 1]))
+
+    def cost(self, config):
+        s = config["set_aside"]
+        w = config["windows"][0]
+        if w is None or int(w["hit_prop"]) == NORMAL:
+            return self.none(s)
+        return self.window(s, w["hit_ratio"])
+
+    def space(self):
+        """Every configuration the tuner can ask for (one target)."""
+        for s in _core.set_aside_levels(*self.facts):
+            yield {"set_aside": s, "windows": [None]}
+            for h in HIT_RATIOS:
+                for hp in (PERSISTING, NORMAL):
+                    for mp in (STREAMING, NORMAL):
+                        yield {"set_aside": s, "windows": [
+                            {"hit_ratio": h, "hit_prop": hp, "miss_prop": mp}]}
+
+    def best(self):
+        return min(self.cost(c) for c in self.space())
+
+    def baseline(self):
+        return min(self.none(0), self.none(self.default))
+
+    def gain(self):
+        """The best speedup over the better baseline anywhere in the space."""
+        return self.baseline() / self.best()
+
+
+def _build(name, device, meta, pts):
+    target = pts[0][1]
+    none, win = {}, {}
+    for p in pts:
+        s, h, ms = p[2], p[3], p[4]
+        if h is None:
+            none.setdefault(s, []).append(ms)
+        else:
+            win.setdefault((s, h), []).append(ms)
+    none_s = np.array(sorted(none), dtype=float)
+    none_ms = np.array([np.mean(none[s]) for s in sorted(none)])
+    ws = sorted({0} | {s for s, _ in win})
+    wh = sorted({0.0} | {h for _, h in win})
+    grid = np.empty((len(ws), len(wh)))
+    for i, s in enumerate(ws):
+        for j, h in enumerate(wh):
+            if s == 0:
+                grid[i, j] = float(np.interp(0, none_s, none_ms))
+            elif h == 0:
+                grid[i, j] = float(np.interp(s, none_s, none_ms))
+            elif (s, h) in win:
+                grid[i, j] = float(np.mean(win[(s, h)]))
+            else:
+                raise ValueError(f"{name}: the grid misses set-aside {s}, hitRatio {h}")
+    return Landscape(name, device, target, _granule(meta), meta["persisting_l2_cache_max_size"],
+                     meta["default_persisting_l2_limit"], none_s, none_ms, np.array(ws, float),
+                     np.array(wh, float), grid)
+
+
+def load_landscapes():
+    out = []
+    for fname in sorted(p.name for p in DATA.glob("*.json")):
+        d = json.loads((DATA / fname).read_text())
+        meta = d["meta"]
+        points = GRIDS.get(fname, _generic_points)(d["records"])
+        by = {}
+        for p in points:
+            by.setdefault(p[0], []).append(p)
+        device = meta.get("device_name", "?")
+        for key, pts in by.items():
+            out.append(_build(f"{device} {d.get('study', fname)} {key}", device, meta, pts))
+    return out
+
+
+LANDSCAPES = load_landscapes()
+
+
+# ---- noise ----------------------------------------------------------------------------------
+
+class Noise:
+    """Multiplicative noise of `level` on every sample.
+
+    ``indep``: each sample x (1 + level * u), u uniform in [-1, 1].
+    ``drift``: a slow drift of the device's speed, an AR(1) process over samples (correlation
+    0.99 per sample, about 10 evaluations of 10 samples) with standard deviation level / 2,
+    plus independent noise of level / 2: configurations measured at different times of the
+    search differ by the drift.
+    """
+
+    def __init__(self, kind, level, seed):
+        self.kind, self.level = kind, level
+        self.rng = np.random.default_rng(seed)
+        self.d = 0.0
+
+    def __call__(self, n):
+        u = self.rng.uniform(-1, 1, n)
+        if self.kind == "indep":
+            return 1 + self.level * u
+        rho, sd = 0.99, self.level / 2
+        out = np.empty(n)
+        for i in range(n):
+            self.d = rho * self.d + math.sqrt(1 - rho * rho) * sd * self.rng.standard_normal()
+            out[i] = 1 + self.d + self.level / 2 * u[i]
+        return out
+
+    def __repr__(self):
+        return f"{self.kind} {self.level:.0%}"
+
+
+NOISES = [("indep", 0.02), ("indep", 0.05), ("drift", 0.02), ("drift", 0.05)]
+
+
+def replay(land, noise, seed, phases=PH_ALL, cost=None, **kw):
+    cost = cost or land.cost
+    calls = []
+
+    def evaluate(config, n):
+        calls.append(config)
+        return list(cost(config) * noise(n))
+    r = _core.tune_search(evaluate, None, [land.target_bytes], [0], facts=land.facts,
+                          seed=seed + 1, phases=phases, **kw)
+    r["calls"] = len(calls)
+    return r
+
+
+def rates(land, kind, level, phases=PH_ALL, seeds=SEEDS, cost=None, best=None):
+    """(share of seeds within 2 % of the best, share that said "helps")."""
+    cost = cost or land.cost
+    best = best if best is not None else land.best()
+    near = helps = 0
+    for seed in range(seeds):
+        r = replay(land, Noise(kind, level, 1000 + seed), seed, phases, cost=cost)
+        near += cost(r["recommended"]) <= 1.02 * best
+        helps += r["persistence_helps"]
+    return near / seeds, helps / seeds
+
+
+# ---- the bars on the measured landscapes ----------------------------------------------------
+
+def test_fixtures_load():
+    names = [land.name for land in LANDSCAPES]
+    assert len(names) >= 11, names
+    land = next(x for x in LANDSCAPES if x.name.endswith("persistence rw 32 MiB"))
+    # the grid as stored: limit 0, the default, and the window grid at 37.5 MiB
+    assert land.none(0) == pytest.approx(1.4459, abs=1e-4)
+    assert land.window(37.5 * MIB, 1.0) == pytest.approx(1.4696, abs=1e-4)
+    assert land.window(0, 0.7) == land.none(0)
+    assert land.window(18.75 * MIB, 0) == pytest.approx(land.none(18.75 * MIB))
+
+
+@pytest.mark.parametrize("kind,level", NOISES, ids=lambda v: str(v))
+@pytest.mark.parametrize("land", LANDSCAPES, ids=lambda x: x.name)
+def test_replay_within_2_percent(land, kind, level):
+    near, helps = rates(land, kind, level)
+    assert near >= 0.95, f"{land.name}, {kind} {level:.0%}: {near:.0%} of seeds within 2 %"
+    if land.gain() < 1.005:
+        assert helps <= 0.05, f"{land.name}: false 'helps' in {helps:.0%} of seeds"
+
+
+if __name__ == "__main__":
+    import sys
+    phases = int(sys.argv[1], 0) if len(sys.argv) > 1 else PH_ALL
+    for land in LANDSCAPES:
+        row = [f"{land.name:45s} gain {land.gain():.3f}"]
+        for kind, level in NOISES:
+            near, helps = rates(land, kind, level, phases)
+            row.append(f"{kind[0]}{level:.0%} {near:4.0%}/{helps:4.0%}")
+        print("  ".join(row), flush=True)
