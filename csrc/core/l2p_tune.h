@@ -150,7 +150,8 @@ typedef struct {
 
 /* rounds: 0 or 1 when the samples are independent; n when all three sequences were measured
  * in n interleaved rounds of equal size (each sequence's length a multiple of n): the
- * interval then resamples whole rounds, paired, so that a drift between rounds widens it. */
+ * interval is then also at least the t interval of the per-round speedups, so that a drift
+ * between rounds widens it. */
 l2p_status l2p_tune_verdict(const double *limit0, size_t n_limit0, const double *deflt,
                             size_t n_default, const double *cand, size_t n_cand, size_t rounds,
                             double min_gain, double confidence, unsigned long long seed,
