@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from . import _core
 from ._format import human_bytes, load_json, save_json
 
-__all__ = ["Target", "TuneResult", "tune", "EXPLAIN_COUNTERS"]
+__all__ = ["Target", "TuneResult", "Verdict", "tune", "verdict", "EXPLAIN_COUNTERS"]
 
 # The counters that explain a persistence result (friendly names of counter_names()). On an
 # H200 the set-aside alone (max, no window) left every sector count of the hot/cold kernel
@@ -47,6 +47,45 @@ class Target:
     offset: int = 0
     num_bytes: int | None = None
     on: object = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The better-baseline rule applied to measured samples (``verdict()``): the baseline is
+    the faster of (a) limit 0 and (b) the default limit, both without a window; the candidate
+    helps when its speedup over that baseline reaches ``1 + min_gain`` and the bootstrap
+    interval of the speedup lies above 1."""
+
+    baseline: str          # "limit0" or "default"
+    baseline_ms: float     # medians
+    candidate_ms: float
+    speedup: float         # baseline_ms / candidate_ms
+    ci_low: float
+    ci_high: float
+    helps: bool
+    confidence: float = 0.95
+    min_gain: float = 0.01
+
+    def __str__(self) -> str:
+        base = "limit 0" if self.baseline == "limit0" else "the default limit"
+        ci = f"{self.confidence:.0%} interval {self.ci_low:.3f}-{self.ci_high:.3f}x"
+        if self.helps:
+            return (f"helps: {self.speedup:.3f}x faster than {base} ({self.baseline_ms:.4f} -> "
+                    f"{self.candidate_ms:.4f} ms, {ci})")
+        return (f"does not help beyond noise: {self.speedup:.3f}x against {base} ({ci}; "
+                f"needs >= {1 + self.min_gain:.3f}x with the interval above 1)")
+
+
+def verdict(limit0, default, candidate, *, min_gain: float = 0.01, confidence: float = 0.95,
+            seed: int = 0x9E3779B97F4A7C15, rounds: int = 1) -> Verdict:
+    """Does ``candidate`` beat what a user has without l2persist? Three sequences of samples
+    (ms): (a) limit 0 and no window, (b) the device's default limit and no window, and the
+    candidate. The rule is the C core's (``l2p_tune_verdict``), the one ``tune`` uses.
+    ``rounds``: when the three were measured in that many interleaved rounds of equal size,
+    the interval also covers the spread between rounds (a drifting device)."""
+    v = _core.tune_verdict(limit0, default, candidate, min_gain=min_gain,
+                           confidence=confidence, seed=seed, rounds=rounds)
+    return Verdict(confidence=confidence, min_gain=min_gain, **v)
 
 
 def _carrier(obj, device):
@@ -190,8 +229,9 @@ class TuneResult:
 
     @property
     def baseline_ms(self) -> float:
-        """The better of (a) limit 0 and (b) the default limit, no window."""
-        return min(self.limit0_ms, self.default_ms)
+        """The better of (a) limit 0 and (b) the default limit, no window (the C core chose
+        which: ``baseline``)."""
+        return self.default_ms if self.baseline == "default" else self.limit0_ms
 
     def verdict(self) -> str:
         lo, hi = self.ci

@@ -61,17 +61,11 @@ def _guide_points(records):
         yield "A x10 + B", 37 * MIB, s, h, 10 * r["A_ms"] + r["B_ms"]
 
 
-def _generic_points(records):
-    """A grid written for these tests: records with `landscape`, `target_bytes`, `set_aside`,
-    `hit_ratio` (None: no window), optional `hit_prop` / `miss_prop` and `ms`."""
-    for r in records:
-        yield (r["landscape"], r["target_bytes"], r["set_aside"], r["hit_ratio"], r["ms"],
-               r.get("hit_prop", "persisting"), r.get("miss_prop", "streaming"))
-
-
-# One row per grid file: a new grid is one more row (or a file in the generic format).
+# One row per study file: a new study grid is one more row. Files with "points" (the grids
+# the integrator measured: every set-aside level x hit ratio x properties) need none.
 GRIDS = {
     "h200-persistence.json": _persistence_points,
+    "h100-persistence.json": _persistence_points,
     "h200-guide-example.json": _guide_points,
 }
 
@@ -82,9 +76,74 @@ def _granule(meta):
     return meta.get("persisting_granule") or meta["persisting_l2_cache_max_size"] // 10
 
 
-@dataclass
-class Landscape:
-    """A measured grid as a cost surface over the tuner's whole space.
+class _Surface:
+    """What every landscape gives the replay: the device's facts, the target, the hit ratios
+    the tuner may ask for, a cost per configuration and the space it searches."""
+
+    hit_ratios = HIT_RATIOS
+
+    @property
+    def facts(self):
+        return (self.granule, self.pmax, self.default)
+
+    def space(self):
+        """Every configuration the tuner can ask for (one target)."""
+        for s in _core.set_aside_levels(*self.facts):
+            yield {"set_aside": s, "windows": [None]}
+            for h in self.hit_ratios:
+                for hp in (PERSISTING, NORMAL):
+                    for mp in (STREAMING, NORMAL):
+                        yield {"set_aside": s, "windows": [
+                            {"hit_ratio": h, "hit_prop": hp, "miss_prop": mp}]}
+
+    def best(self):
+        return min(self.cost(c) for c in self.space())
+
+    def baseline(self):
+        no = {"set_aside": 0, "windows": [None]}
+        return min(self.cost(no), self.cost(dict(no, set_aside=self.default)))
+
+    def gain(self):
+        """The best speedup over the better baseline anywhere in the space."""
+        return self.baseline() / self.best()
+
+
+class GridLandscape(_Surface):
+    """A grid measured at every point of the tuner's space (the integrator's grid-*.json): the
+    time of a configuration is the measured median, no interpolation. A grid that left out a
+    property pair answers hitProp NORMAL with the no-window time (nothing persists) and a
+    missing missProp with the measured one, and a window at set-aside 0 (not measured: nothing
+    can persist) with the no-window time; it offers only the hit ratios it measured."""
+
+    def __init__(self, fname, d):
+        self.name = f"{d['device']} {d['workload']}"
+        self.device, self.target_bytes = d["device"], d["target_bytes"]
+        self.granule, self.pmax, self.default = d["granule"], d["persisting_max"], d["default_limit"]
+        self.table = {}
+        for p in d["points"]:
+            w = p["window"]
+            key = (p["set_aside"], None) if w is None else (
+                p["set_aside"], round(w["hit_ratio"], 6), w["hit_prop"], w["miss_prop"])
+            self.table[key] = p["ms"]
+        self.hit_ratios = sorted({k[1] for k in self.table if k[1] is not None})
+        assert list(_core.set_aside_levels(*self.facts)) == d["levels"], fname
+
+    def cost(self, config):
+        s, w = config["set_aside"], config["windows"][0]
+        if w is None:
+            return self.table[(s, None)]
+        h, hp, mp = round(w["hit_ratio"], 6), int(w["hit_prop"]), int(w["miss_prop"])
+        for key in ((s, h, hp, mp), (s, h, hp, STREAMING)):
+            if key in self.table:
+                return self.table[key]
+        if hp == NORMAL or s == 0:  # nothing persists: the no-window time
+            return self.table[(s, None)]
+        raise KeyError(f"{self.name}: no point at {config}")
+
+
+class Landscape(_Surface):
+    """A study's grid (hit ratios x a few set-asides) as a cost surface over the tuner's whole
+    space.
 
     Between grid points the time is interpolated linearly in the set-aside and, for a window,
     bilinearly in (set-aside, hitRatio), with two exact anchors that need no measurement: at
@@ -93,25 +152,15 @@ class Landscape:
     points as well; the interpolated one keeps the measured shape: the set-aside penalty
     without a window, the thrash of a window larger than the set-aside, and the optimum at
     the measured points. hitProp NORMAL persists nothing (the no-window time); missProp has
-    no measured effect unless the grid has a column for it.
+    no measured effect in these studies.
     """
 
-    name: str
-    device: str
-    target_bytes: int
-    granule: int
-    pmax: int
-    default: int
-    none_s: np.ndarray     # set-asides measured without a window
-    none_ms: np.ndarray
-    win_s: np.ndarray      # set-asides x hit ratios measured with a window (0 rows added)
-    win_h: np.ndarray
-    win_ms: np.ndarray     # [len(win_s), len(win_h)]
-    normal_miss: dict | None = None  # (s, h) -> ms with missProp NORMAL, when measured
-
-    @property
-    def facts(self):
-        return (self.granule, self.pmax, self.default)
+    def __init__(self, name, device, target_bytes, granule, pmax, default, none_s, none_ms,
+                 win_s, win_h, win_ms):
+        self.name, self.device, self.target_bytes = name, device, target_bytes
+        self.granule, self.pmax, self.default = granule, pmax, default
+        self.none_s, self.none_ms = none_s, none_ms
+        self.win_s, self.win_h, self.win_ms = win_s, win_h, win_ms
 
     def none(self, s):
         return float(np.interp(s, self.none_s, self.none_ms))
@@ -133,26 +182,6 @@ class Landscape:
         if w is None or int(w["hit_prop"]) == NORMAL:
             return self.none(s)
         return self.window(s, w["hit_ratio"])
-
-    def space(self):
-        """Every configuration the tuner can ask for (one target)."""
-        for s in _core.set_aside_levels(*self.facts):
-            yield {"set_aside": s, "windows": [None]}
-            for h in HIT_RATIOS:
-                for hp in (PERSISTING, NORMAL):
-                    for mp in (STREAMING, NORMAL):
-                        yield {"set_aside": s, "windows": [
-                            {"hit_ratio": h, "hit_prop": hp, "miss_prop": mp}]}
-
-    def best(self):
-        return min(self.cost(c) for c in self.space())
-
-    def baseline(self):
-        return min(self.none(0), self.none(self.default))
-
-    def gain(self):
-        """The best speedup over the better baseline anywhere in the space."""
-        return self.baseline() / self.best()
 
 
 def _build(name, device, meta, pts):
@@ -188,10 +217,12 @@ def load_landscapes():
     out = []
     for fname in sorted(p.name for p in DATA.glob("*.json")):
         d = json.loads((DATA / fname).read_text())
+        if "points" in d:
+            out.append(GridLandscape(fname, d))
+            continue
         meta = d["meta"]
-        points = GRIDS.get(fname, _generic_points)(d["records"])
         by = {}
-        for p in points:
+        for p in GRIDS[fname](d["records"]):
             by.setdefault(p[0], []).append(p)
         device = meta.get("device_name", "?")
         for key, pts in by.items():
@@ -244,6 +275,7 @@ def replay(land, noise, seed, phases=PH_ALL, cost=None, **kw):
     def evaluate(config, n):
         calls.append(config)
         return list(cost(config) * noise(n))
+    kw.setdefault("hit_ratios", land.hit_ratios)
     r = _core.tune_search(evaluate, None, [land.target_bytes], [0], facts=land.facts,
                           seed=seed + 1, phases=phases, **kw)
     r["calls"] = len(calls)
@@ -280,15 +312,16 @@ def _short(land, kind, level):
 
 def test_fixtures_load():
     names = [land.name for land in LANDSCAPES]
-    assert len(names) >= 11, names
-    land = next(x for x in LANDSCAPES if x.name.endswith("persistence rw 32 MiB"))
+    assert len(names) >= 33, names
+    assert {land.device for land in LANDSCAPES} == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
+    land = next(x for x in LANDSCAPES if x.name == "NVIDIA H200 persistence rw 32 MiB")
     # the grid as stored: limit 0, the default, and the window grid at 37.5 MiB
     assert land.none(0) == pytest.approx(1.4459, abs=1e-4)
     assert land.window(37.5 * MIB, 1.0) == pytest.approx(1.4696, abs=1e-4)
     assert land.window(0, 0.7) == land.none(0)
     assert land.window(18.75 * MIB, 0) == pytest.approx(land.none(18.75 * MIB))
     # the real shape: 2x slower at the max set-aside without a window (read-write 8 MiB)
-    rw8 = next(x for x in LANDSCAPES if x.name.endswith("persistence rw 8 MiB"))
+    rw8 = next(x for x in LANDSCAPES if x.name == "NVIDIA H200 persistence rw 8 MiB")
     assert rw8.none(rw8.pmax) > 2 * rw8.none(0)
 
 
@@ -305,7 +338,7 @@ def test_replay_within_2_percent(land, kind, level):
 # ---- synthetic landscapes: what each part of the search is for -----------------------------
 
 def _land(name):
-    return next(x for x in LANDSCAPES if x.name.endswith(name))
+    return next(x for x in LANDSCAPES if x.name == f"NVIDIA H200 persistence {name}")
 
 
 def _flat(config):

@@ -17,7 +17,7 @@ void l2p_tune_options_default(l2p_tune_options *o)
     o->n_hit_ratios = 10;
     for (size_t i = 0; i < 10; i++) o->hit_ratios[i] = (double)(i + 1) / 10.0;
     o->tune_props = 1;
-    o->max_evals = 0; /* 0: 12 + 4 per target, set at run time */
+    o->max_evals = 0; /* 0: 14 + 4 per target, set at run time */
     o->repeat = 10;
     o->confirm_rounds = 3;
     o->min_gain = 0.01;
@@ -124,11 +124,42 @@ static l2p_status median_copy(const double *v, size_t n, double *out)
     return L2P_OK;
 }
 
+/* The k-th smallest of v (reorders v): Hoare's selection, linear on average. The bootstrap
+ * takes thousands of medians; sorting each would dominate a tune's own CPU time. */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+    return v[k];
+}
+
 static double resampled_median(const double *v, size_t n, double *scratch,
                                unsigned long long *rng)
 {
     for (size_t i = 0; i < n; i++) scratch[i] = v[xorshift(rng) % n];
-    return median_of(scratch, n);
+    double hi = select_kth(scratch, n, n / 2);
+    if (n % 2) return hi;
+    double lo = scratch[0]; /* the largest of the lower half */
+    for (size_t i = 1; i < n / 2; i++) lo = scratch[i] > lo ? scratch[i] : lo;
+    return 0.5 * (lo + hi);
 }
 
 static l2p_status check_samples(const char *name, const double *v, size_t n)
@@ -793,7 +824,7 @@ l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *
     sr.ctx = ctx;
     sr.r = out;
     sr.best_ms = INFINITY;
-    sr.max_evals = o->max_evals ? o->max_evals : 12 + 4 * o->n_targets;
+    sr.max_evals = o->max_evals ? o->max_evals : 14 + 4 * o->n_targets;
     if (o->set_aside_fixed) {
         out->levels[0] = o->default_limit;
         out->n_levels = 1;

@@ -119,7 +119,7 @@ typedef struct {
                                   * fastest candidate */
 } l2p_tune_result;
 
-/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 12 + 4 evaluations per target, 10 samples,
+/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 14 + 4 evaluations per target, 10 samples,
  * 3 confirmation rounds, min_gain 0.01, confidence 0.95. The caller fills in the device and
  * the targets. */
 void l2p_tune_options_default(l2p_tune_options *o);
