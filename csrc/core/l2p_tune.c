@@ -599,7 +599,31 @@ static void search_props(search *sr)
     }
 }
 
-/* Neighbours of the best on every axis until none is better or the budget is spent. */
+/* The two neighbours of the best along the ridge's direction for target i: one set-aside
+ * level and one hit level up together, or down together (the persisting bytes grow with both,
+ * so the optimum of a sharp landscape often lies on this diagonal, where single-axis steps
+ * from a plateau first get worse). */
+static void ridge_diagonals(search *sr, size_t i)
+{
+    const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
+    point b = sr->best, p;
+    if (!b.h[i]) return;
+    if (b.s + 1 < S && b.h[i] < H) {
+        p = b;
+        p.s++;
+        set_hit_level(sr, &p, i, p.h[i] + 1u);
+        (void)evaluate(sr, p, L2P_TUNE_POLISH);
+    }
+    if (b.s > 1 && b.h[i] > 1 && ok(sr)) {
+        p = b;
+        p.s--;
+        set_hit_level(sr, &p, i, p.h[i] - 1u);
+        (void)evaluate(sr, p, L2P_TUNE_POLISH);
+    }
+}
+
+/* Neighbours of the best on every axis, then along the ridge's diagonal, until none is better
+ * or the budget is spent. */
 static void polish(search *sr)
 {
     const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
@@ -611,6 +635,10 @@ static void polish(search *sr)
             (void)compass(sr, sr->best, sr->best_ms, set_hit_level, i, 0, H, L2P_TUNE_POLISH,
                           sr->best.h[i]);
         moved = !point_eq(&start, &sr->best, sr->o->n_targets);
+        for (size_t i = 0; !moved && i < sr->o->n_targets && ok(sr); i++) {
+            ridge_diagonals(sr, i);
+            moved = !point_eq(&start, &sr->best, sr->o->n_targets);
+        }
     }
 }
 
