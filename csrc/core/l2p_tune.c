@@ -733,6 +733,15 @@ static void run_search(search *sr, point *a, point *b)
     for (size_t i = 0; i < sr->o->n_targets && ok(sr) && (ph & L2P_TUNE_PH_HIT_RATIO); i++) {
         from = compass(sr, from, here, set_hit_level, i, 0, H, L2P_TUNE_HIT_RATIO, from.h[i]);
         here = evaluate(sr, from, L2P_TUNE_HIT_RATIO);
+        if (from.h[i]) { /* no window at all: steps through equal hit levels never get there */
+            point off = from;
+            set_hit_level(sr, &off, i, 0);
+            double f = evaluate(sr, off, L2P_TUNE_HIT_RATIO);
+            if (f < here) {
+                from = off;
+                here = f;
+            }
+        }
     }
     if (sr->o->tune_props && (ph & L2P_TUNE_PH_PROPS)) search_props(sr);
     if (ph & L2P_TUNE_PH_POLISH) polish(sr);
