@@ -42,7 +42,7 @@ def streaming(op, *, dst=None, src=None, src2=None, scalar=3.0, load='default', 
 def time_calls(fn, *, stream=None, warmup=3, repeat=20, device=None, flush_l2=False, graph=False, hold_us=50.0): ...  # Call fn() warmup + repeat times between CUDA events on the stream (or 
 def to_device(array, device=None): ...  # Copy a host array (anything NumPy accepts) to the device.
 def tune_scope(switch_ms, base_ms, found_ms): ...  # Scoped or process-wide: the saving per call, the cost of setting and r
-def tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, facts=None, phases=63): ...  # The C tuner's search; evaluate(config, repeat) installs a configuratio
+def tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, facts=None, phases=63, screen_keep=0): ...  # The C tuner's search; evaluate(config, repeat) installs a configuratio
 def tune_verdict(limit0, default, candidate, *, min_gain=0.01, confidence=0.95, seed=11400714819323198485, rounds=1): ...  # The better-baseline rule: samples (ms) of limit 0, of the default limi
 def zeros(shape, dtype='float64', device=None): ...  # A zero-filled DeviceBuffer.
 

@@ -244,6 +244,8 @@ class TuneResult:
     confirm_rounds: int = 0
     #: With discovered targets: per buffer, its name, nodes, the window part and the window.
     placements: list | None = None
+    #: The screening, per target: {"probe_ms", "kept"}; None when it did not run.
+    screen: list | None = None
     _installer: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -333,6 +335,19 @@ class TuneResult:
         out.append(f"{self._answer()}; {self.evals} configurations searched in "
                    f"{self.wall_s:.1f} s on {self.device}.")
         out += [line for line in (self.tax_line(), self.scope_line()) if line]
+        if self.placements:
+            out += ["", "| buffer | nodes | bytes | window |", "|---|---|---:|---|"]
+            for p in self.placements:
+                w = p["window"]
+                win = "none" if w is None else (
+                    f"hitRatio {w['hit_ratio']:.2f} {_name(w['hit_prop'])}/"
+                    f"{_name(w['miss_prop'])} over {human_bytes(p['window_bytes'])}"
+                    + (f" at offset {p['window_offset']} (in part: max window)"
+                       if p["partial"] else ""))
+                if not p["searched"]:
+                    win += " (screened out)"
+                out.append(f"| {p['name']} | {', '.join(p['nodes'])} | "
+                           f"{human_bytes(p['nbytes'])} | {win} |")
         if self.counters:
             out += ["", "| counter | baseline | pick |", "|---|---:|---:|"]
             out += [f"| {k} | {v['baseline']:.6g} | {v['pick']:.6g} |"
@@ -390,7 +405,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
          warmup: int = 2, max_evals: int | None = None, hit_ratios=None,
          tune_props: bool = True, confirm_rounds: int = 3, min_gain: float = 0.01,
          confidence: float = 0.95, counters=None, hold_us: float = 50.0,
-         seed: int = 0x9E3779B97F4A7C15, tax: bool = True) -> TuneResult:
+         seed: int = 0x9E3779B97F4A7C15, tax: bool = True, screen_keep: int = 4) -> TuneResult:
     """Find the persisting-L2 set-aside and access policy windows that make ``fn`` fastest,
     and say whether they beat doing nothing.
 
@@ -427,6 +442,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
       baseline and of the pick (``EXPLAIN_COUNTERS`` by default).
     - ``seed``: of the bootstrap (the search itself is deterministic given the timings).
     - ``tax``: probe what the recommended set-aside costs other work (``l2persist.tax``).
+    - ``screen_keep``: with more targets than this, each is first probed once alone at the
+      largest set-aside (the most a window on it can persist), and the search runs on the
+      ``screen_keep`` fastest; the others get no window (``screen`` in the result, and in
+      ``placements``). 0: search all.
 
     The search (C core, ``l2p_tune.c``): the two baselines (limit 0; the default limit), a
     Fibonacci search along the guide's ridge (hitRatio = set-aside / bytes), a compass search
@@ -484,7 +503,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
                               hit_ratios=hit_ratios, tune_props=tune_props,
                               max_evals=max_evals or 0, repeat=repeat,
                               confirm_rounds=confirm_rounds, min_gain=min_gain,
-                              confidence=confidence, seed=seed)
+                              confidence=confidence, seed=seed, screen_keep=screen_keep)
         measured = None
         if counters:
             names = list(EXPLAIN_COUNTERS if counters is True else counters)
@@ -500,10 +519,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         persistence_helps=r["persistence_helps"], baseline=r["baseline"], speedup=r["speedup"],
         ci=(r["ci_low"], r["ci_high"]), confidence=confidence, evals=r["evals"],
         wall_s=wall_s, trials=r["trials"], set_aside_levels=r["set_aside_levels"],
-        counters=measured, mps_set_aside=mps, rechecked=r["rechecked"],
+        counters=measured, mps_set_aside=mps, rechecked=r["rechecked"], screen=r["screen"],
         confirm_rounds=r["confirm_rounds"], _installer=inst)
     if found_targets is not None:
-        res.placements = _placements(found_targets, inst, res.recommended)
+        res.placements = _placements(found_targets, inst, res.recommended, res.screen)
     if res.persistence_helps and mps is None:
         res.switch_ms = _switch_ms(dev, res.recommended["set_aside"])
         if res.switch_ms is not None:
@@ -527,15 +546,17 @@ def _discover(fn, stream, candidates):
     return found
 
 
-def _placements(found, inst, config):
+def _placements(found, inst, config, screen):
     """Per discovered buffer: its name, the nodes that use it, and the window it got (the
-    part of it a window covers, when it is larger than the device's max window)."""
+    part of it a window covers, when it is larger than the device's max window), and whether
+    the screening kept it for the search."""
     out = []
-    for c, w, spec in zip(found, inst.windows, config["windows"]):
+    for i, (c, w, spec) in enumerate(zip(found, inst.windows, config["windows"])):
         offset = w.base_ptr - w.target.ptr
         out.append({"name": c.name, "nodes": list(c.nodes), "nbytes": int(c.nbytes),
                     "window_offset": offset, "window_bytes": w.num_bytes,
-                    "partial": w.num_bytes < c.nbytes, "window": spec})
+                    "partial": w.num_bytes < c.nbytes, "window": spec,
+                    "searched": True if screen is None else screen[i]["kept"]})
     return out
 
 

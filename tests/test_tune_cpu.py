@@ -301,6 +301,9 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert probes == [r.recommended["set_aside"]]
     assert r.tax["slowdown"] == 1.8 and "tax: at set-aside" in r.verdict()
     assert "1.80x slower" in r.tax_line() and "all other work" in r.tax_line()
+    table = r.table()
+    assert "| acc | index_add_ | 36" in table and "(in part: max window)" in table
+    assert "| idx | index_add_, gather |" in table
     back = tune_mod.TuneResult.from_json(r.to_json())
     assert back.tax == r.tax and back.scope == r.scope and back.placements == r.placements
 
@@ -332,3 +335,21 @@ def test_scope_rule_from_python():
     assert _core.tune_scope(0.5, 1.0, 1.2)["min_calls"] == 0
     with pytest.raises(ValueError, match="switch_ms"):
         _core.tune_scope(-1.0, 1.0, 1.0)
+
+
+def test_screening_through_the_bridge():
+    """Five targets, one worth a window; screen_keep=2 probes each once and searches two."""
+    def ev(config, n):
+        t = 1.0 + 0.1 * config["set_aside"] / PMAX
+        for i, w in enumerate(config["windows"]):
+            if w is not None:
+                t += -0.4 * w["hit_ratio"] if i == 3 else 0.02
+        return [t] * n
+    r = _core.tune_search(ev, None, [16 * MIB] * 5, list(range(5)), facts=(G, PMAX, DEF),
+                          screen_keep=2)
+    assert [s["kept"] for s in r["screen"]].count(True) == 2 and r["screen"][3]["kept"]
+    assert sum(t["phase"] == "screen" for t in r["trials"]) == 5
+    assert r["persistence_helps"] and r["recommended"]["windows"][3] is not None
+    assert _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF))["screen"] is None
+    with pytest.raises(ValueError, match="screen_keep"):
+        _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF), screen_keep=-1)

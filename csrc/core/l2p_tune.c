@@ -379,6 +379,7 @@ typedef struct {
     double *samples;  /* one evaluation's samples */
     point best;
     double best_ms;
+    unsigned char active[L2P_TUNE_MAX_TARGETS]; /* searched (the screening may drop some) */
     l2p_status status; /* the first failure; it stops everything */
 } search;
 
@@ -466,9 +467,9 @@ static void set_ridge(const search *sr, point *p, size_t target, size_t s)
     (void)target;
     p->s = s;
     for (size_t i = 0; i < o->n_targets; i++) {
-        int first = 1;
+        int first = sr->active[i];
         for (size_t j = 0; j < i; j++)
-            if (o->group[j] == o->group[i]) first = 0;
+            if (sr->active[j] && o->group[j] == o->group[i]) first = 0;
         p->h[i] = 0;
         if (!first) continue;
         bytes[n] = o->target_bytes[i];
@@ -590,7 +591,7 @@ static void search_props(search *sr)
 {
     for (size_t i = 0; i < sr->o->n_targets && ok(sr); i++) {
         point p = sr->best;
-        if (!p.h[i]) continue;
+        if (!p.h[i] || !sr->active[i]) continue;
         p.hp[i] ^= 1;
         (void)evaluate(sr, p, L2P_TUNE_PROPS);
         p = sr->best;
@@ -607,7 +608,7 @@ static void ridge_diagonals(search *sr, size_t i)
 {
     const size_t H = sr->o->n_hit_ratios, S = sr->r->n_levels;
     point b = sr->best, p;
-    if (!b.h[i]) return;
+    if (!b.h[i] || !sr->active[i]) return;
     if (b.s + 1 < S && b.h[i] < H) {
         p = b;
         p.s++;
@@ -632,8 +633,9 @@ static void polish(search *sr)
         (void)compass(sr, sr->best, sr->best_ms, set_aside_level, 0, 0, S - 1, L2P_TUNE_POLISH,
                       sr->best.s);
         for (size_t i = 0; i < sr->o->n_targets; i++)
-            (void)compass(sr, sr->best, sr->best_ms, set_hit_level, i, 0, H, L2P_TUNE_POLISH,
-                          sr->best.h[i]);
+            if (sr->active[i])
+                (void)compass(sr, sr->best, sr->best_ms, set_hit_level, i, 0, H,
+                              L2P_TUNE_POLISH, sr->best.h[i]);
         moved = !point_eq(&start, &sr->best, sr->o->n_targets);
         for (size_t i = 0; !moved && i < sr->o->n_targets && ok(sr); i++) {
             ridge_diagonals(sr, i);
@@ -651,16 +653,20 @@ static void polish(search *sr)
  * of the device and the process, and a larger one must buy a gain beyond noise. */
 enum { RECHECK_TOP = 4, RECHECK_ROUNDS = 3 };
 
-/* The indices of the k fastest trials with a window, fastest first. The baselines are left
- * to the confirmation, which measures them beside the pick and lets the rule decide. */
+/* The indices of the k fastest trials with a window (on searched targets only), fastest
+ * first. The baselines are left to the confirmation, which measures them beside the pick and
+ * lets the rule decide. */
 static size_t top_trials(const search *sr, size_t *idx, size_t k)
 {
     const l2p_tune_trial *t = sr->r->trials;
     size_t n = 0;
     for (size_t i = 0; i < sr->r->n_trials; i++) {
-        size_t j = n, any = 0;
-        for (size_t w = 0; w < t[i].config.n_targets; w++) any |= (size_t)t[i].config.win[w].on;
-        if (!any) continue;
+        size_t j = n, any = 0, dropped = 0;
+        for (size_t w = 0; w < t[i].config.n_targets; w++) {
+            any |= (size_t)t[i].config.win[w].on;
+            dropped |= (size_t)(t[i].config.win[w].on && !sr->active[w]);
+        }
+        if (!any || dropped) continue; /* a screened-out target gets no window */
         if (n == k) {
             if (!(t[i].median < t[idx[k - 1]].median)) continue;
             j = k - 1;
@@ -712,6 +718,52 @@ static void recheck(search *sr)
     free(all);
 }
 
+/* Whether the screening runs: more targets than the search should spend its budget on. */
+static int screening(const l2p_tune_options *o)
+{
+    return o->screen_keep > 0 && o->n_targets > o->screen_keep;
+}
+
+/* The screening: with more targets than screen_keep, one probe per target alone at the
+ * largest set-aside with the hit ratio that fits its window in it (the most a window on it
+ * can persist), then the search on the screen_keep fastest. A target that cannot gain at the
+ * most favourable point is not worth the search's evaluations. */
+static void screen(search *sr)
+{
+    const l2p_tune_options *o = sr->o;
+    l2p_tune_result *r = sr->r;
+    size_t order[L2P_TUNE_MAX_TARGETS];
+    for (size_t i = 0; i < o->n_targets; i++) {
+        sr->active[i] = 1;
+        r->kept[i] = 1;
+    }
+    if (!screening(o)) return;
+    for (size_t i = 0; i < o->n_targets && ok(sr); i++) {
+        point p;
+        memset(&p, 0, sizeof p);
+        p.s = r->n_levels - 1;
+        double want = (double)r->levels[p.s] / (double)o->target_bytes[i];
+        size_t best = 1;
+        for (size_t l = 1; l <= o->n_hit_ratios; l++)
+            if (fabs(o->hit_ratios[l - 1] - want) < fabs(o->hit_ratios[best - 1] - want)) best = l;
+        set_hit_level(sr, &p, i, best);
+        r->screen_ms[i] = evaluate(sr, p, L2P_TUNE_SCREEN);
+        order[i] = i;
+    }
+    if (!ok(sr)) return;
+    r->screened = o->n_targets;
+    for (size_t i = 1; i < o->n_targets; i++) /* insertion sort by probe median */
+        for (size_t j = i; j > 0 && r->screen_ms[order[j]] < r->screen_ms[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (size_t k = 0; k < o->n_targets; k++) {
+        sr->active[order[k]] = k < o->screen_keep;
+        r->kept[order[k]] = k < o->screen_keep;
+    }
+}
+
 /* Baselines; the ridge; each hit ratio from the ridge's best (also when a baseline is faster:
  * the windows must be explored before they are judged); properties; polish. */
 static void run_search(search *sr, point *a, point *b)
@@ -722,6 +774,7 @@ static void run_search(search *sr, point *a, point *b)
     double here;
     memset(&zero, 0, sizeof zero);
     baselines(sr, a, b);
+    screen(sr);
     if (S > 1) {
         fibonacci(sr, &zero, set_ridge, 0, 1, S - 1, L2P_TUNE_RIDGE);
     } else { /* a fixed set-aside (MPS): the ridge is its one planned point */
@@ -731,6 +784,7 @@ static void run_search(search *sr, point *a, point *b)
     }
     from = best_of_phase(sr, L2P_TUNE_RIDGE, &here);
     for (size_t i = 0; i < sr->o->n_targets && ok(sr) && (ph & L2P_TUNE_PH_HIT_RATIO); i++) {
+        if (!sr->active[i]) continue;
         from = compass(sr, from, here, set_hit_level, i, 0, H, L2P_TUNE_HIT_RATIO, from.h[i]);
         here = evaluate(sr, from, L2P_TUNE_HIT_RATIO);
         if (from.h[i]) { /* no window at all: steps through equal hit levels never get there */
@@ -861,7 +915,13 @@ l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *
     sr.ctx = ctx;
     sr.r = out;
     sr.best_ms = INFINITY;
-    sr.max_evals = o->max_evals ? o->max_evals : 14 + 4 * o->n_targets;
+    if (o->max_evals) {
+        sr.max_evals = o->max_evals;
+    } else if (screening(o)) { /* a probe per target, then the search on the kept ones */
+        sr.max_evals = 14 + o->n_targets + 4 * o->screen_keep;
+    } else {
+        sr.max_evals = 14 + 4 * o->n_targets;
+    }
     if (o->set_aside_fixed) {
         out->levels[0] = o->default_limit;
         out->n_levels = 1;

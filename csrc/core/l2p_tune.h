@@ -71,6 +71,9 @@ typedef struct {
     double min_gain;       /* the least speedup worth recommending (0.01: 1 %) */
     double confidence;     /* of the speedup's interval (0.95) */
     unsigned long long seed; /* of the bootstrap */
+    size_t screen_keep;    /* with more targets than this (> 0): one probe per target at a
+                            * high-hit configuration first, then the search on the
+                            * screen_keep fastest; the others get no window. 0: no screening */
     unsigned phases;       /* L2P_TUNE_ALL (the default). For tests only: clearing a bit removes
                             * that part of the search or of the decision, so that a test can
                             * show that each part matters (tests/c/test_tune_replay.c). */
@@ -90,7 +93,7 @@ enum {
 };
 
 enum { L2P_TUNE_BASELINE = 0, L2P_TUNE_RIDGE, L2P_TUNE_HIT_RATIO, L2P_TUNE_PROPS,
-       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM, L2P_TUNE_RECHECK };
+       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM, L2P_TUNE_RECHECK, L2P_TUNE_SCREEN };
 
 typedef struct {
     l2p_tune_config config;
@@ -115,11 +118,15 @@ typedef struct {
     double speedup, ci_low, ci_high; /* better baseline / found, with its interval */
     size_t rechecked;            /* candidates re-measured by the recheck */
     size_t confirm_rounds;       /* rounds the confirmation took (more when undecided) */
+    size_t screened;             /* targets probed by the screening (0: none) */
+    double screen_ms[L2P_TUNE_MAX_TARGETS]; /* each target's probe median */
+    int kept[L2P_TUNE_MAX_TARGETS];         /* searched after the screening (all without) */
     int smaller_preferred;       /* the recheck took a smaller set-aside within noise of the
                                   * fastest candidate */
 } l2p_tune_result;
 
-/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 14 + 4 evaluations per target, 10 samples,
+/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 14 + 4 evaluations per searched target (plus
+ * one per screened target), no screening, 10 samples,
  * 3 confirmation rounds, min_gain 0.01, confidence 0.95. The caller fills in the device and
  * the targets. */
 void l2p_tune_options_default(l2p_tune_options *o);

@@ -71,12 +71,26 @@ static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t re
 static PyObject *trial_obj(l2p_state *st, const l2p_tune_trial *t)
 {
     static const char *phases[] = {"baseline", "ridge", "hit_ratio", "props", "polish",
-                                   "confirm", "recheck"};
+                                   "confirm", "recheck", "screen"};
     PyObject *c = config_obj(st, &t->config);
     return c ? Py_BuildValue("{s:N,s:d,s:d,s:d,s:n,s:s}", "config", c, "median", t->median, "q1",
                              t->q1, "q3", t->q3, "n", (Py_ssize_t)t->n, "phase",
                              phases[t->phase])
              : NULL;
+}
+
+/* The screening per target: [{"probe_ms", "kept"}, ...], or None when it did not run. */
+static PyObject *screen_obj(const l2p_tune_result *r)
+{
+    if (!r->screened) Py_RETURN_NONE;
+    PyObject *out = PyList_New((Py_ssize_t)r->screened);
+    for (size_t i = 0; out && i < r->screened; i++) {
+        PyObject *d = Py_BuildValue("{s:d,s:O}", "probe_ms", r->screen_ms[i], "kept",
+                                    r->kept[i] ? Py_True : Py_False);
+        if (!d) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
 }
 
 static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
@@ -101,7 +115,13 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         Py_DECREF(trials);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n}",
+    PyObject *screen = screen_obj(r);
+    if (!screen) {
+        Py_DECREF(trials);
+        Py_DECREF(levels);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
                          "trials",
                          trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
                          "found", config_obj(st, &r->found), "recommended",
@@ -112,7 +132,7 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
                          r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high, "rechecked",
                          (Py_ssize_t)r->rechecked, "smaller_preferred",
                          r->smaller_preferred ? Py_True : Py_False, "confirm_rounds",
-                         (Py_ssize_t)r->confirm_rounds);
+                         (Py_ssize_t)r->confirm_rounds, "screen", screen);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
@@ -192,21 +212,22 @@ static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"evaluate", "device", "target_bytes", "groups", "hit_ratios",
                             "tune_props", "max_evals", "repeat", "confirm_rounds", "min_gain",
-                            "confidence", "seed", "facts", "phases", NULL};
+                            "confidence", "seed", "facts", "phases", "screen_keep", NULL};
     l2p_state *st = l2p_state_from_module(m);
     PyObject *dev = Py_None, *bytes, *groups, *ratios = Py_None, *facts = Py_None;
     Py_ssize_t max_evals = 0, repeat = 10, rounds = 3;
     unsigned long long seed = 0x9e3779b97f4a7c15ull;
     unsigned int phases = L2P_TUNE_ALL;
+    Py_ssize_t screen_keep = 0;
     int index, props = 1;
     l2p_tune_options o;
     l2p_tune_result r;
     bridge b = {st, NULL, 0};
     l2p_tune_options_default(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OpnnnddKOI:tune_search", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OpnnnddKOIn:tune_search", names,
                                      &b.evaluate, &dev, &bytes, &groups, &ratios, &props,
                                      &max_evals, &repeat, &rounds, &o.min_gain, &o.confidence,
-                                     &seed, &facts, &phases))
+                                     &seed, &facts, &phases, &screen_keep))
         return NULL;
     if (!PyCallable_Check(b.evaluate))
         return PyErr_Format(PyExc_TypeError, "evaluate: expected a callable");
@@ -219,6 +240,9 @@ static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
     o.tune_props = props;
     o.seed = seed;
     o.phases = phases;
+    if (screen_keep < 0)
+        return PyErr_Format(PyExc_ValueError, "screen_keep: %zd is below 0", screen_keep);
+    o.screen_keep = (size_t)screen_keep;
     if (facts != Py_None) { /* (granule, max, default): a device described, e.g. in tests */
         Py_ssize_t g, mx, def;
         if (!PyArg_ParseTuple(facts, "nnn:facts", &g, &mx, &def)) return NULL;
@@ -347,10 +371,11 @@ PyMethodDef l2p_tune_functions[] = {
     {"tune_search", (PyCFunction)(void (*)(void))fn_tune_search, METH_VARARGS | METH_KEYWORDS,
      "tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, "
      "max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, "
-     "facts=None, phases=63)\n--\n\n"
+     "facts=None, phases=63, screen_keep=0)\n--\n\n"
      "The C tuner's search; evaluate(config, repeat) installs a configuration and returns "
-     "repeat samples (ms). Returns the trials, the pick and its confirmed speedup. phases: for "
-     "tests only, a mask of the search's parts (l2p_tune.h)."},
+     "repeat samples (ms). Returns the trials, the pick and its confirmed speedup. "
+     "screen_keep: with more targets, one probe each first and the search on that many. "
+     "phases: for tests only, a mask of the search's parts (l2p_tune.h)."},
     {"tune_verdict", (PyCFunction)(void (*)(void))fn_tune_verdict, METH_VARARGS | METH_KEYWORDS,
      "tune_verdict(limit0, default, candidate, *, min_gain=0.01, confidence=0.95, "
      "seed=11400714819323198485, rounds=1)\n--\n\n"

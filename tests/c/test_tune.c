@@ -404,6 +404,50 @@ static void test_phases(void)
     CHECK(faster >= 8);
 }
 
+/* Screening: six targets, only target 4 gains (a window over it at a set-aside that holds
+ * it); with screen_keep 2 each is probed once, the search runs on the two fastest, and the
+ * dropped ones never get a window after the screening. */
+static double one_of_six(const l2p_tune_config *c, const void *arg)
+{
+    (void)arg;
+    double t = 1.0 + 0.1 * (double)c->set_aside / PMAX;
+    for (size_t i = 0; i < c->n_targets; i++)
+        if (c->win[i].on) t += i == 4 ? -0.4 * c->win[i].hit_ratio : 0.02;
+    return t;
+}
+
+static void test_screening(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {one_of_six, NULL, 0.01, 9, 0, 0, 0};
+    options(&o, 6, 16 * MIB);
+    o.screen_keep = 2;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(r.screened == 6 && r.kept[4]);
+    int kept = 0, screen_trials = 0, dropped_windows = 0;
+    for (size_t i = 0; i < 6; i++) kept += r.kept[i];
+    CHECK(kept == 2);
+    for (size_t t = 0; t < r.n_trials; t++) {
+        if (r.trials[t].phase == L2P_TUNE_SCREEN) {
+            screen_trials++;
+            continue;
+        }
+        for (size_t i = 0; i < 6; i++)
+            dropped_windows += r.trials[t].config.win[i].on && !r.kept[i];
+    }
+    CHECK(screen_trials == 6 && dropped_windows == 0);
+    CHECK(r.evals <= 14 + 6 + 4 * 2);
+    CHECK(r.persistence_helps && r.recommended.win[4].on);
+    l2p_tune_result_free(&r);
+    /* no screening with as many targets as screen_keep, or with screen_keep 0 */
+    options(&o, 2, 16 * MIB);
+    o.screen_keep = 2;
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(r.screened == 0 && r.kept[0] && r.kept[1]);
+    l2p_tune_result_free(&r);
+}
+
 int main(void)
 {
     test_fixed_set_aside(0.0);
@@ -424,6 +468,7 @@ int main(void)
     test_verdict();
     test_scope();
     test_phases();
+    test_screening();
     printf("test_tune: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
