@@ -12,9 +12,15 @@
  * those within noise of the fastest: a set-aside taxes all other work), and the
  * statistics that decide whether the winner is really faster than the baselines a user has
  * without l2persist: (a) limit 0 and no window, (b) the device's default limit, no window.
- * The winner is re-measured interleaved with both baselines and recommended only when the
- * bootstrap confidence interval of its speedup lies above 1 and the speedup reaches
- * min_gain; otherwise the better baseline is recommended ("no persistence").
+ * The winner is re-measured interleaved with both baselines (in ABBA order, more rounds
+ * while the verdict is undecided) and recommended only when the confidence interval of its
+ * speedup lies above 1 and the speedup reaches min_gain (l2p_tune_verdict, the rule's one
+ * home); otherwise the better baseline is recommended ("no persistence"). The interval is the
+ * wider of a bootstrap of the samples and a t interval over the rounds' speedups, so that a
+ * device drifting between rounds cannot make a flat landscape look like a gain.
+ *
+ * Known limit: an optimum at one point off the ridge with no gradient around it is found only
+ * if the search measures that point (tests/test_tune_replay.py pins this).
  */
 #ifndef L2P_TUNE_H
 #define L2P_TUNE_H
