@@ -42,22 +42,34 @@ class GuideExampleResult:
     def with_window(self) -> dict:
         return self.runs["window"]
 
+    def _samples(self, config: str, kernel: str) -> list:
+        return self.runs[config].get(f"{kernel}_samples", [self.runs[config][kernel]])
+
+    def verdict(self, kernel: str = "A", config: str = "window"):
+        """The better-baseline rule (``l2persist.tune.verdict``) for `kernel` under `config`
+        against (a) limit 0 and (b) the default limit."""
+        from .tune import verdict
+        return verdict(self._samples("limit0", kernel), self._samples("default", kernel),
+                       self._samples(config, kernel))
+
     def baseline(self, kernel: str = "A") -> float:
         """The better of (a) and (b): what the user has without l2persist."""
-        return min(self.runs["limit0"][kernel], self.runs["default"][kernel])
+        return self.verdict(kernel).baseline_ms
 
     def speedup(self, kernel: str = "A", config: str = "window") -> float:
         """The better baseline's time over `config`'s (median, ms): > 1 means faster."""
-        return self.baseline(kernel) / self.runs[config][kernel]
+        return self.verdict(kernel, config).speedup
 
     def table(self) -> str:
+        from .tune import verdict
         rows = ["| configuration | A (ms, median) | B (ms) | C (ms) | A+B vs best baseline |",
                 "|---|---:|---:|---:|---:|"]
-        base_ab = min(self.runs[k]["A"] * 10 + self.runs[k]["B"] for k in ("limit0", "default"))
+        ab = {k: [self.runs[k]["A"] * 10 + self.runs[k]["B"]] for k in CONFIGS}
         for k in CONFIGS:
             r = self.runs[k]
+            v = verdict(ab["limit0"], ab["default"], ab[k])
             rows.append(f"| {_LABELS[k]} | {r['A']:.4f} | {r['B']:.4f} | {r['C']:.4f} | "
-                        f"{base_ab / (r['A'] * 10 + r['B']):.3f}x |")
+                        f"{v.speedup:.3f}x |")
         return "\n".join(rows)
 
 

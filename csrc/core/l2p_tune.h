@@ -5,13 +5,22 @@
  * runs the workload `repeat` times and returns the samples (ms). Everything else is decided
  * here: the search space (the set-aside in driver granules, per target a window or none, its
  * hit ratio and properties, one window per stream), an adaptive search that spends few
- * evaluations (a golden-section search along the guide's ridge hitRatio = set_aside / bytes,
- * a compass search on each hit ratio, the properties, then a polish of neighbours), and the
+ * evaluations (a Fibonacci search along the guide's ridge hitRatio = set_aside / bytes, a
+ * compass search on each hit ratio, the properties, a polish of neighbours, then a recheck
+ * that re-measures the few fastest candidates interleaved, so that a drift of the device's
+ * speed during the search cannot pick the winner, and prefers the smallest set-aside among
+ * those within noise of the fastest: a set-aside taxes all other work), and the
  * statistics that decide whether the winner is really faster than the baselines a user has
  * without l2persist: (a) limit 0 and no window, (b) the device's default limit, no window.
- * The winner is re-measured interleaved with both baselines and recommended only when the
- * bootstrap confidence interval of its speedup lies above 1 and the speedup reaches
- * min_gain; otherwise the better baseline is recommended ("no persistence").
+ * The winner is re-measured interleaved with both baselines (in ABBA order, more rounds
+ * while the verdict is undecided) and recommended only when the confidence interval of its
+ * speedup lies above 1 and the speedup reaches min_gain (l2p_tune_verdict, the rule's one
+ * home); otherwise the better baseline is recommended ("no persistence"). The interval is the
+ * wider of a bootstrap of the samples and a t interval over the rounds' speedups, so that a
+ * device drifting between rounds cannot make a flat landscape look like a gain.
+ *
+ * Known limit: an optimum at one point off the ridge with no gradient around it is found only
+ * if the search measures that point (tests/test_tune_replay.py pins this).
  */
 #ifndef L2P_TUNE_H
 #define L2P_TUNE_H
@@ -68,10 +77,29 @@ typedef struct {
     double min_gain;       /* the least speedup worth recommending (0.01: 1 %) */
     double confidence;     /* of the speedup's interval (0.95) */
     unsigned long long seed; /* of the bootstrap */
+    size_t screen_keep;    /* with more targets than this (> 0): one probe per target at a
+                            * high-hit configuration first, then the search on the
+                            * screen_keep fastest; the others get no window. 0: no screening */
+    unsigned phases;       /* L2P_TUNE_ALL (the default). For tests only: clearing a bit removes
+                            * that part of the search or of the decision, so that a test can
+                            * show that each part matters (tests/c/test_tune_replay.c). */
 } l2p_tune_options;
 
+/* The parts of the search and of the decision (bits of l2p_tune_options.phases). The ridge and
+ * the confirmation always run. Without INTERVAL the bootstrap interval is ignored, without
+ * MIN_GAIN the least gain is; without both, "helps" means "measured faster". */
+enum {
+    L2P_TUNE_PH_HIT_RATIO = 1u << 0, /* compass search of each hit ratio from the ridge */
+    L2P_TUNE_PH_PROPS = 1u << 1,     /* hitProp / missProp NORMAL (also needs tune_props) */
+    L2P_TUNE_PH_POLISH = 1u << 2,    /* neighbours of the best on every axis */
+    L2P_TUNE_PH_RECHECK = 1u << 3,   /* the top candidates re-measured interleaved */
+    L2P_TUNE_PH_INTERVAL = 1u << 4,  /* helps only when the interval lies above 1 */
+    L2P_TUNE_PH_MIN_GAIN = 1u << 5,  /* helps only when the speedup reaches min_gain */
+    L2P_TUNE_ALL = (1u << 6) - 1
+};
+
 enum { L2P_TUNE_BASELINE = 0, L2P_TUNE_RIDGE, L2P_TUNE_HIT_RATIO, L2P_TUNE_PROPS,
-       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM };
+       L2P_TUNE_POLISH, L2P_TUNE_CONFIRM, L2P_TUNE_RECHECK, L2P_TUNE_SCREEN };
 
 typedef struct {
     l2p_tune_config config;
@@ -94,9 +122,17 @@ typedef struct {
     double aside_ms;             /* (c): found's set-aside with every window off */
     double found_ms;             /* confirmed median of found (d) */
     double speedup, ci_low, ci_high; /* better baseline / found, with its interval */
+    size_t rechecked;            /* candidates re-measured by the recheck */
+    size_t confirm_rounds;       /* rounds the confirmation took (more when undecided) */
+    size_t screened;             /* targets probed by the screening (0: none) */
+    double screen_ms[L2P_TUNE_MAX_TARGETS]; /* each target's probe median */
+    int kept[L2P_TUNE_MAX_TARGETS];         /* searched after the screening (all without) */
+    int smaller_preferred;       /* the recheck took a smaller set-aside within noise of the
+                                  * fastest candidate */
 } l2p_tune_result;
 
-/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 12 + 4 evaluations per target, 10 samples,
+/* Defaults: hit ratios 0.1 .. 1.0, props tuned, 14 + 4 evaluations per searched target (plus
+ * one per screened target), no screening, 10 samples,
  * 3 confirmation rounds, min_gain 0.01, confidence 0.95. The caller fills in the device and
  * the targets. */
 void l2p_tune_options_default(l2p_tune_options *o);
@@ -113,6 +149,41 @@ l2p_status l2p_tune_check_options(const l2p_tune_options *o);
 l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *ctx,
                         l2p_tune_result *out);
 void l2p_tune_result_free(l2p_tune_result *r);
+
+/* The better-baseline rule, the one place it is written: the baseline is the faster (by
+ * median) of (a) limit 0 and (b) the default limit, both without a window; the candidate helps
+ * when median(baseline) / median(candidate) reaches 1 + min_gain and the bootstrap interval
+ * of that speedup at `confidence` lies above 1. */
+typedef struct {
+    int baseline;                    /* 0: (a) limit 0, 1: (b) the default limit */
+    double baseline_ms, candidate_ms; /* medians */
+    double speedup, ci_low, ci_high;
+    int helps;
+} l2p_tune_verdict_t;
+
+/* rounds: 0 or 1 when the samples are independent; n when all three sequences were measured
+ * in n interleaved rounds of equal size (each sequence's length a multiple of n): the
+ * interval is then also at least the t interval of the per-round speedups, so that a drift
+ * between rounds widens it. */
+l2p_status l2p_tune_verdict(const double *limit0, size_t n_limit0, const double *deflt,
+                            size_t n_default, const double *cand, size_t n_cand, size_t rounds,
+                            double min_gain, double confidence, unsigned long long seed,
+                            l2p_tune_verdict_t *out);
+
+/* Scoped or process-wide: setting the persisting limit costs switch_ms and synchronises the
+ * device, so a limit set around a phase and released after it costs 2 * switch_ms per phase.
+ * Scoping pays when that is at most L2P_TUNE_SCOPE_SHARE of what the phase saves; a phase of
+ * `min_calls` calls of the tuned function (each saving base_ms - found_ms) is the shortest
+ * that pays. Shorter phases (one kernel inside a pipeline) keep the limit for the process. */
+#define L2P_TUNE_SCOPE_SHARE 0.25
+typedef struct {
+    double saving_ms;   /* per call: base_ms - found_ms (<= 0: nothing to scope) */
+    double overhead_ms; /* per phase: 2 * switch_ms */
+    size_t min_calls;   /* the shortest phase, in calls, where scoping pays; 0: no saving */
+} l2p_tune_scope_t;
+
+l2p_status l2p_tune_scope(double switch_ms, double base_ms, double found_ms,
+                          l2p_tune_scope_t *out);
 
 /* median(base) / median(cand) with a percentile-bootstrap interval at `confidence`
  * (deterministic for a seed). NaN or non-positive samples are an error naming the argument. */

@@ -71,12 +71,26 @@ static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t re
 static PyObject *trial_obj(l2p_state *st, const l2p_tune_trial *t)
 {
     static const char *phases[] = {"baseline", "ridge", "hit_ratio", "props", "polish",
-                                   "confirm"};
+                                   "confirm", "recheck", "screen"};
     PyObject *c = config_obj(st, &t->config);
     return c ? Py_BuildValue("{s:N,s:d,s:d,s:d,s:n,s:s}", "config", c, "median", t->median, "q1",
                              t->q1, "q3", t->q3, "n", (Py_ssize_t)t->n, "phase",
                              phases[t->phase])
              : NULL;
+}
+
+/* The screening per target: [{"probe_ms", "kept"}, ...], or None when it did not run. */
+static PyObject *screen_obj(const l2p_tune_result *r)
+{
+    if (!r->screened) Py_RETURN_NONE;
+    PyObject *out = PyList_New((Py_ssize_t)r->screened);
+    for (size_t i = 0; out && i < r->screened; i++) {
+        PyObject *d = Py_BuildValue("{s:d,s:O}", "probe_ms", r->screen_ms[i], "kept",
+                                    r->kept[i] ? Py_True : Py_False);
+        if (!d) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    return out;
 }
 
 static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
@@ -101,14 +115,24 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         Py_DECREF(trials);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "trials",
+    PyObject *screen = screen_obj(r);
+    if (!screen) {
+        Py_DECREF(trials);
+        Py_DECREF(levels);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
+                         "trials",
                          trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
                          "found", config_obj(st, &r->found), "recommended",
                          config_obj(st, &r->recommended), "persistence_helps",
                          r->persistence_helps ? Py_True : Py_False, "baseline",
                          r->baseline ? "default" : "limit0", "limit0_ms", r->base_ms[0],
                          "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms, "speedup",
-                         r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high);
+                         r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high, "rechecked",
+                         (Py_ssize_t)r->rechecked, "smaller_preferred",
+                         r->smaller_preferred ? Py_True : Py_False, "confirm_rounds",
+                         (Py_ssize_t)r->confirm_rounds, "screen", screen);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
@@ -188,20 +212,22 @@ static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"evaluate", "device", "target_bytes", "groups", "hit_ratios",
                             "tune_props", "max_evals", "repeat", "confirm_rounds", "min_gain",
-                            "confidence", "seed", "facts", NULL};
+                            "confidence", "seed", "facts", "phases", "screen_keep", NULL};
     l2p_state *st = l2p_state_from_module(m);
     PyObject *dev = Py_None, *bytes, *groups, *ratios = Py_None, *facts = Py_None;
     Py_ssize_t max_evals = 0, repeat = 10, rounds = 3;
     unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    unsigned int phases = L2P_TUNE_ALL;
+    Py_ssize_t screen_keep = 0;
     int index, props = 1;
     l2p_tune_options o;
     l2p_tune_result r;
     bridge b = {st, NULL, 0};
     l2p_tune_options_default(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OpnnnddKO:tune_search", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OpnnnddKOIn:tune_search", names,
                                      &b.evaluate, &dev, &bytes, &groups, &ratios, &props,
                                      &max_evals, &repeat, &rounds, &o.min_gain, &o.confidence,
-                                     &seed, &facts))
+                                     &seed, &facts, &phases, &screen_keep))
         return NULL;
     if (!PyCallable_Check(b.evaluate))
         return PyErr_Format(PyExc_TypeError, "evaluate: expected a callable");
@@ -213,6 +239,10 @@ static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
     o.confirm_rounds = (size_t)rounds;
     o.tune_props = props;
     o.seed = seed;
+    o.phases = phases;
+    if (screen_keep < 0)
+        return PyErr_Format(PyExc_ValueError, "screen_keep: %zd is below 0", screen_keep);
+    o.screen_keep = (size_t)screen_keep;
     if (facts != Py_None) { /* (granule, max, default): a device described, e.g. in tests */
         Py_ssize_t g, mx, def;
         if (!PyArg_ParseTuple(facts, "nnn:facts", &g, &mx, &def)) return NULL;
@@ -262,6 +292,65 @@ static PyObject *fn_speedup_ci(PyObject *m, PyObject *args, PyObject *kw)
     return res;
 }
 
+/* A 1-d float64 array over a sequence of samples (ms), or NULL with the error naming it. */
+static PyArrayObject *samples_arg(PyObject *obj, const char *name)
+{
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 1, 1,
+                                                        NPY_ARRAY_CARRAY_RO);
+    if (!a && PyErr_ExceptionMatches(PyExc_ValueError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: expected a 1-d sequence of samples (ms)", name);
+    }
+    return a;
+}
+
+static PyObject *fn_tune_verdict(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"limit0", "default", "candidate", "min_gain", "confidence", "seed",
+                            "rounds", NULL};
+    l2p_state *st = l2p_state_from_module(m);
+    PyObject *objs[3], *res = NULL;
+    PyArrayObject *arr[3] = {NULL, NULL, NULL};
+    double min_gain = 0.01, conf = 0.95;
+    unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    Py_ssize_t rounds = 1;
+    l2p_tune_verdict_t v;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$ddKn:tune_verdict", names, &objs[0],
+                                     &objs[1], &objs[2], &min_gain, &conf, &seed, &rounds))
+        return NULL;
+    if (rounds < 1)
+        return PyErr_Format(PyExc_ValueError, "rounds: %zd is below 1", rounds);
+    for (int i = 0; i < 3; i++)
+        if (!(arr[i] = samples_arg(objs[i], names[i]))) goto done;
+    if (l2p_tune_verdict(PyArray_DATA(arr[0]), (size_t)PyArray_SIZE(arr[0]),
+                         PyArray_DATA(arr[1]), (size_t)PyArray_SIZE(arr[1]),
+                         PyArray_DATA(arr[2]), (size_t)PyArray_SIZE(arr[2]), (size_t)rounds,
+                         min_gain, conf, seed, &v) != L2P_OK) {
+        res = l2p_py_raise(st);
+        goto done;
+    }
+    res = Py_BuildValue("{s:s,s:d,s:d,s:d,s:d,s:d,s:O}", "baseline",
+                        v.baseline ? "default" : "limit0", "baseline_ms", v.baseline_ms,
+                        "candidate_ms", v.candidate_ms, "speedup", v.speedup, "ci_low",
+                        v.ci_low, "ci_high", v.ci_high, "helps", v.helps ? Py_True : Py_False);
+done:
+    for (int i = 0; i < 3; i++) Py_XDECREF(arr[i]);
+    return res;
+}
+
+static PyObject *fn_tune_scope(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"switch_ms", "base_ms", "found_ms", NULL};
+    double sw, base, found;
+    l2p_tune_scope_t s;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddd:tune_scope", names, &sw, &base, &found))
+        return NULL;
+    if (l2p_tune_scope(sw, base, found, &s) != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
+    return Py_BuildValue("{s:d,s:d,s:n,s:d}", "saving_ms", s.saving_ms, "overhead_ms",
+                         s.overhead_ms, "min_calls", (Py_ssize_t)s.min_calls, "share",
+                         L2P_TUNE_SCOPE_SHARE);
+}
+
 static PyObject *fn_set_aside_levels(PyObject *m, PyObject *args)
 {
     (void)m;
@@ -282,9 +371,22 @@ PyMethodDef l2p_tune_functions[] = {
     {"tune_search", (PyCFunction)(void (*)(void))fn_tune_search, METH_VARARGS | METH_KEYWORDS,
      "tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, "
      "max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, "
-     "facts=None)\n--\n\n"
+     "facts=None, phases=63, screen_keep=0)\n--\n\n"
      "The C tuner's search; evaluate(config, repeat) installs a configuration and returns "
-     "repeat samples (ms). Returns the trials, the pick and its confirmed speedup."},
+     "repeat samples (ms). Returns the trials, the pick and its confirmed speedup. "
+     "screen_keep: with more targets, one probe each first and the search on that many. "
+     "phases: for tests only, a mask of the search's parts (l2p_tune.h)."},
+    {"tune_verdict", (PyCFunction)(void (*)(void))fn_tune_verdict, METH_VARARGS | METH_KEYWORDS,
+     "tune_verdict(limit0, default, candidate, *, min_gain=0.01, confidence=0.95, "
+     "seed=11400714819323198485, rounds=1)\n--\n\n"
+     "The better-baseline rule: samples (ms) of limit 0, of the default limit and of a "
+     "candidate; returns the better baseline, the medians, the speedup with its bootstrap "
+     "interval and whether the candidate helps. rounds > 1: the three were measured in that "
+     "many interleaved rounds of equal size, and the interval resamples whole rounds."},
+    {"tune_scope", (PyCFunction)(void (*)(void))fn_tune_scope, METH_VARARGS | METH_KEYWORDS,
+     "tune_scope(switch_ms, base_ms, found_ms)\n--\n\n"
+     "Scoped or process-wide: the saving per call, the cost of setting and releasing the limit "
+     "around a phase, and the fewest calls per phase for which scoping pays."},
     {"speedup_ci", (PyCFunction)(void (*)(void))fn_speedup_ci, METH_VARARGS | METH_KEYWORDS,
      "speedup_ci(base, cand, *, confidence=0.95, seed=1)\n--\n\n"
      "median(base) / median(cand) and its percentile-bootstrap interval, computed in C."},
