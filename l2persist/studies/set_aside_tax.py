@@ -178,7 +178,7 @@ def _findings(records, chip, have_counters):
     knees = _knees(records, chip)
     within = [k for k in knees if k["off_mib"] is not None and k["off_mib"] <= 4]
     notes.append(f"where it starts: the model (l2persist.tax, constants of the {model.basis}) "
-                 f"puts no tax below {model.onset_fraction:.0%} of the L2 "
+                 f"puts no tax below {100 * model.onset_fraction:g} % of the L2 "
                  f"({model.onset_fraction * l2 / MIB:g} MiB) and the knee of written lines "
                  f"at L2 - {model.capacity_coeff:.3f} s above it")
     notes.append(f"random-write knees (first working set {THRESHOLD}x slower): "
@@ -352,8 +352,8 @@ def _mechanism(records, top):
     for b, r in rest:
         notes.append(f"open: over {r['ws_mib']:g} MiB (past the L2 at limit 0 too) the writes "
                      f"are {r['slowdown']:.2f}x slower with only {_grew(b, r):.2f}x the "
-                     f"write-backs and L2 miss sectors {b['l2_miss_sectors']:.3g} -> "
-                     f"{r['l2_miss_sectors']:.3g}; L2 throughput falls "
+                     f"write-backs and L2 miss sectors {b['l2_miss_sectors'] / 1e6:.2f} M -> "
+                     f"{r['l2_miss_sectors'] / 1e6:.2f} M; L2 throughput falls "
                      f"{b['l2_throughput_pct']:.0f} -> {r['l2_throughput_pct']:.0f} %: these "
                      "counters do not show which L2 resource the set-aside takes there, nor why "
                      "written lines lose more capacity than the set-aside (c > 1)")
