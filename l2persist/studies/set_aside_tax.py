@@ -39,8 +39,8 @@ WHY = """**What to do about it.**
 - **A set-aside is a process-wide tax on written data.** It applies to every kernel of the
   process (every client under MPS, where the server's percentage sets it), whether or not it
   uses a window: PyTorch, cuBLAS, CuPy work included. `l2persist.tax.predict(dev, s)` and
-  `dev.set_aside_tax(s, probe=True)` say what a given set-aside costs before you set it;
-  `tune` reports it for its pick.
+  `l2persist.tax.set_aside_tax(dev, s, probe=True)` (the model, plus a short measured probe)
+  say what a set-aside costs before you set it.
 - **The driver's default (3 granules) costs nothing measurable** (the finding above): the tax
   starts at a quarter of the L2.
 - **Benchmarks**: run `python -m l2persist check` first (it exits non-zero, with one line
