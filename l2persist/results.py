@@ -72,8 +72,14 @@ class PlotSpec:
     ``interval`` names two columns (low, high) drawn as an error bar at each point.
     ``hline`` draws a reference line (1.0 where speedups are drawn); ``vlines`` maps x values
     to the words written beside a vertical line there. ``facet`` draws one panel per value of
-    that column (``facet_titles`` names them). Series get distinct markers and line styles,
-    so that one lying on another stays visible."""
+    that column (``facet_titles`` names them), ``facet_cols`` panels to a row. Series get
+    distinct markers and line styles, so that one lying on another stays visible.
+
+    A heatmap draws ``hue`` values as rows (bottom to top when they are numbers), ``x`` values
+    as columns and ``y[0]`` as the colour, on one colour scale for all panels: ``cmap`` and
+    ``vrange`` ([low, high], None for the data's) choose it; otherwise it is centred on
+    ``hline``. ``curve`` is a list of [x, row value] points drawn over every panel as a line
+    (``curve_label`` in the legend), at data positions between the cells."""
 
     x: str
     y: list
@@ -92,6 +98,12 @@ class PlotSpec:
     facet: str | None = None
     facet_titles: dict | None = None
     interval_label: str = "95 % interval"
+    facet_cols: int | None = None
+    cmap: str | None = None
+    vrange: list | None = None
+    curve: list | None = None
+    curve_label: str = ""
+    xlim: list | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -216,36 +228,55 @@ class Results:
         except ImportError as e:
             raise ImportError("plot needs matplotlib: pip install 'l2persist[plot]'") from e
         spec = self.plot_spec
+        selected = self._selected(spec)
         facets = ([None] if not spec.facet else
-                  list(dict.fromkeys(r.get(spec.facet) for r in self._selected(spec))))
+                  list(dict.fromkeys(r.get(spec.facet) for r in selected)))
+        ncols = min(len(facets), spec.facet_cols or len(facets))
+        nrows = -(-len(facets) // ncols)
+        heat = _heat_scale(spec, selected) if spec.kind == "heatmap" else None
         if ax is None:
-            width = 7.5 if len(facets) == 1 else 5.2 * len(facets)
-            fig, axes = plt.subplots(1, len(facets), figsize=(width, 4.6), squeeze=False,
-                                     sharey=True)
-            axes = list(axes[0])
+            width = 7.5 if len(facets) == 1 else 5.2 * ncols
+            fig, grid = plt.subplots(nrows, ncols, figsize=(width, 4.6 * nrows ** 0.85),
+                                     squeeze=False, sharey=True, sharex=nrows > 1)
+            axes = [a for row in grid for a in row]
+            for a in axes[len(facets):]:  # a wrapped grid's empty places
+                a.set_visible(False)
         else:
             fig, axes = ax.figure, [ax] * len(facets)
-        outside = bool(spec.facet) or len(_series(spec, self._selected(spec))) > 6
-        for a, value in zip(axes, facets):
-            recs = [r for r in self._selected(spec)
-                    if spec.facet is None or r.get(spec.facet) == value]
-            _draw(a, spec, recs, fig, legend=not outside)
+        outside = bool(spec.facet) or len(_series(spec, selected)) > 6
+        image = None
+        for i, (a, value) in enumerate(zip(axes, facets)):
+            recs = [r for r in selected if spec.facet is None or r.get(spec.facet) == value]
+            image = _draw(a, spec, recs, fig, legend=not outside, heat=heat) or image
             if spec.facet:
                 a.set_title((spec.facet_titles or {}).get(str(value), str(value)), fontsize=9)
+            if nrows > 1:  # ticks on every panel, the x label on each column's last
+                a.tick_params(labelbottom=True)
+                if i < len(facets) - ncols:
+                    a.set_xlabel("")
+            if i % ncols:
+                a.set_ylabel("")
         title = spec.title or self.header()
         if spec.facet:
             fig.suptitle(title, fontsize=10)
         else:
             axes[0].set_title(title, fontsize=9)
-        bottom = 0.0
+        bottom, right = 0.0, 1.0
         if outside:  # many series: one legend under the panels, not over the data
             handles, labels = axes[0].get_legend_handles_labels()
             ncol = 3
-            fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7.5,
-                       frameon=False)
-            bottom = 0.05 * (-(-len(labels) // ncol)) + 0.03
-            fig.set_figheight(fig.get_figheight() + 4.6 * bottom)
-        fig.tight_layout(rect=(0, bottom, 1, 1))
+            if labels:
+                fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7.5,
+                           frameon=False)
+                bottom = 0.05 * (-(-len(labels) // ncol)) / nrows ** 0.85 + 0.03
+                fig.set_figheight(fig.get_figheight() + 4.6 * bottom)
+        if image is not None:  # one colour bar for every panel, right of them
+            right = 0.9 if ax is None else 1.0
+        fig.tight_layout(rect=(0, bottom, right, 1))
+        if image is not None:
+            cax = fig.add_axes((0.915, 0.15, 0.015, 0.7)) if ax is None else None
+            fig.colorbar(image, cax=cax, ax=None if cax else ax,
+                         label=spec.ylabel or spec.y[0])
         if path is not None:
             fig.savefig(path, dpi=110)
         return fig
@@ -287,7 +318,82 @@ def _series(spec, recs) -> list:
     return out
 
 
-def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
+def _ordered(values) -> list:
+    """Distinct values in order of appearance; numbers ascending."""
+    values = list(dict.fromkeys(values))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sorted(values)
+    return values
+
+
+def _heat_scale(spec, recs) -> dict:
+    """The colour scale every panel of a heatmap shares: cmap, vmin, vmax."""
+    vals = [r[spec.y[0]] for r in recs if r.get(spec.y[0]) is not None]
+    lo, hi = (spec.vrange or [None, None])
+    if spec.vrange is None and spec.hline is not None and vals:  # centred on the reference
+        span = max(abs(v - spec.hline) for v in vals) or 1.0
+        lo, hi = spec.hline - span, spec.hline + span
+    lo = min(vals) if lo is None and vals else lo
+    hi = max(vals) if hi is None and vals else hi
+    return {"cmap": spec.cmap or "RdYlGn", "vmin": lo, "vmax": hi}
+
+
+def _heatmap(ax, spec, recs, heat):
+    """hue values as rows, x values as columns, y[0] as colour; the curve drawn over it."""
+    import numpy as np
+    rows = _ordered(r[spec.hue] for r in recs)
+    cols = _ordered(r[spec.x] for r in recs)
+    cell = {(r[spec.hue], r[spec.x]): r[spec.y[0]] for r in recs}
+    grid = np.array([[cell.get((h, c)) if cell.get((h, c)) is not None else np.nan
+                      for c in cols] for h in rows], dtype=float)
+    numeric_rows = all(isinstance(v, (int, float)) for v in rows)  # ascending: bottom up
+    im = ax.imshow(grid, aspect="auto", origin="lower" if numeric_rows else "upper",
+                   **(heat or _heat_scale(spec, recs)))
+    if len(cols) <= 16:  # values written in the cells while they stay legible
+        digits = 2 if len(cols) <= 10 else 1
+        for i, row in enumerate(grid):
+            for j, v in enumerate(row):
+                if v == v:
+                    ax.text(j, i, f"{v:.{digits}f}", ha="center", va="center",
+                            fontsize=7 if digits == 2 else 6)
+    step = max(1, -(-len(cols) // 16))
+    ax.set_xticks(range(0, len(cols), step))
+    ax.set_xticklabels([_tick(c) for c in cols[::step]], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([_tick(r) for r in rows], fontsize=8)
+    if spec.curve:
+        pts = [(_position(x, cols), _position(y, rows)) for x, y in spec.curve]
+        pts = [(x, y) for x, y in pts if x is not None and y is not None]
+        if pts:
+            ax.plot([x for x, _ in pts], [y for _, y in pts], color="tab:blue", lw=2,
+                    marker="o", ms=5, label=spec.curve_label or None)
+            ax.set_xlim(-0.5, len(cols) - 0.5)
+            if spec.curve_label and not spec.facet:  # facets: the figure's legend shows it
+                ax.legend(fontsize=7, loc="upper right")
+    ax.set_xlabel(spec.xlabel or spec.x)
+    ax.set_ylabel((spec.labels or {}).get(spec.hue, spec.hue))
+    return im
+
+
+def _position(value, axis_values):
+    """Where value falls on a heatmap axis, in cell units: its index, or between the cells
+    of numeric values (None outside them, or on an axis of names)."""
+    if value in axis_values:
+        return float(axis_values.index(value))
+    if any(isinstance(v, str) for v in axis_values) or not axis_values:
+        return None
+    import numpy as np
+    if not axis_values[0] <= value <= axis_values[-1]:
+        return None
+    return float(np.interp(value, axis_values, range(len(axis_values))))
+
+
+def _tick(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _draw(ax, spec, recs, fig, legend: bool = True, heat=None):
+    """Draw one panel; a heatmap returns its image (for the figure's colour bar)."""
     series = _series(spec, recs)
     if spec.kind == "bar":  # grouped bars, one group per x value
         xs = list(dict.fromkeys(x for _, pts in series for x, _, _ in pts))
@@ -307,25 +413,8 @@ def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels([(spec.labels or {}).get(str(x), str(x)) for x in xs],
                            rotation=20, ha="right", fontsize=8)
-    elif spec.kind == "heatmap":  # hue values as rows, x values as columns, y[0] as colour
-        rows = list(dict.fromkeys(r[spec.hue] for r in recs))
-        cols = list(dict.fromkeys(r[spec.x] for r in recs))
-        cell = {(r[spec.hue], r[spec.x]): r[spec.y[0]] for r in recs}
-        grid = [[cell.get((h, c), float("nan")) for c in cols] for h in rows]
-        vals = [v for row in grid for v in row if v == v]
-        span = max(abs(v - (spec.hline or 0)) for v in vals) if vals else 1
-        centre = spec.hline if spec.hline is not None else None
-        im = ax.imshow(grid, cmap="RdYlGn", aspect="auto",
-                       vmin=None if centre is None else centre - span,
-                       vmax=None if centre is None else centre + span)
-        for i, row in enumerate(grid):
-            for j, v in enumerate(row):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(cols)))
-        ax.set_xticklabels([str(c) for c in cols], rotation=30, ha="right", fontsize=8)
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([str(r) for r in rows], fontsize=8)
-        fig.colorbar(im, ax=ax, label=spec.ylabel or spec.y[0])
+    elif spec.kind == "heatmap":
+        return _heatmap(ax, spec, recs, heat)
     else:
         for i, (label, pts) in enumerate(series):
             pts = sorted(pts, key=lambda p: p[0])
@@ -338,27 +427,28 @@ def _draw(ax, spec, recs, fig, legend: bool = True) -> None:
                 ax.errorbar([x for x, _ in iv], [(lo + hi) / 2 for _, (lo, hi) in iv],
                             yerr=[(hi - lo) / 2 for _, (lo, hi) in iv], fmt="none",
                             ecolor=f"C{i % 10}", capsize=4)
-    if spec.kind != "heatmap":
-        if spec.hline is not None:
-            ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0)
-        for x, text in (spec.vlines or {}).items():
-            ax.axvline(float(x), color="grey", lw=0.9, ls=":")
-            ax.annotate(text, (float(x), 0.02), xycoords=("data", "axes fraction"),
-                        rotation=90, fontsize=7, color="dimgrey", ha="right", va="bottom")
-        if spec.logx:
-            ax.set_xscale("log", base=2)
-            xs = [p[0] for _, pts in series for p in pts]
-            if xs and max(xs) < 4096:  # small values read better as numbers than as 2^n
-                from matplotlib.ticker import FuncFormatter
-                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        if spec.logy:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        if legend and (len(series) > 1 or spec.interval):
-            ax.legend(fontsize=7)
+    if spec.hline is not None:
+        ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0)
+    for x, text in (spec.vlines or {}).items():
+        ax.axvline(float(x), color="grey", lw=0.9, ls=":")
+        ax.annotate(text, (float(x), 0.02), xycoords=("data", "axes fraction"),
+                    rotation=90, fontsize=7, color="dimgrey", ha="right", va="bottom")
+    if spec.logx:
+        ax.set_xscale("log", base=2)
+        xs = [p[0] for _, pts in series for p in pts]
+        if xs and max(xs) < 4096:  # small values read better as numbers than as 2^n
+            from matplotlib.ticker import FuncFormatter
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    if spec.logy:
+        ax.set_yscale("log")
+    if spec.xlim:
+        ax.set_xlim(*spec.xlim)
+    ax.grid(True, alpha=0.3)
+    if legend and (len(series) > 1 or spec.interval):
+        ax.legend(fontsize=7)
     ax.set_xlabel(spec.xlabel or spec.x)
-    ax.set_ylabel((spec.labels or {}).get(spec.hue, spec.hue) if spec.kind == "heatmap"
-                  else spec.ylabel or ", ".join(spec.y))
+    ax.set_ylabel(spec.ylabel or ", ".join(spec.y))
+    return None
 
 
 # field -> (type it must have, required); the layout FORMAT names

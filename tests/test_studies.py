@@ -280,3 +280,35 @@ def test_a_part_skipped_at_several_points_is_noted_once(register):
     res = studies.run("skips")
     assert [n for n in res.notes if n.startswith("skipped ncu's times: ")] == res.notes
     assert len(res.notes) == 1 and res.summary["skipped"][0][0] == "ncu's times"
+
+
+def test_atlas_plot_and_findings_from_records(tmp_path):
+    """The atlas draws speedup against size / L2, one panel per workload, each method its own
+    marker, from stored records alone (as an H100 quick run wrote them)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+
+    def rec(workload, grid, right, level=28.125):
+        return {"workload": workload, "size_mib": 30.0, "size_over_l2": 0.6,
+                "limit0_ms": 0.35, "default_ms": 0.351, "grid_speedup": grid,
+                "grid_level_mib": level, "grid_hit_ratio": 1.0, "right_speedup": right,
+                "right_helps": right > 1, "right_evals": 16, "auto_speedup": None,
+                "auto_helps": None, "auto_evals": None, "auto_s": None}
+    res = studies.refresh(Results("atlas", [rec("histogram", 1.426, 1.496, 9.375),
+                                            rec("embedding", 1.001, 1.0)],
+                                  {"device_name": "NVIDIA H100 80GB HBM3"},
+                                  summary={"skipped": {"spmv": "CuPy is not installed"}}))
+    assert res.notes[0] == "spmv skipped: CuPy is not installed"
+    assert "auto columns empty" in res.notes[1]
+    assert "grid best 1.426x (set-aside 9.375 MiB, hit ratio 1.0)" in res.notes[2]
+    assert "embedding at 0.60 x L2 (30.0 MiB): grid best 1.001x - persistence does not pay" \
+        in res.notes[3]
+    spec = res.plot_spec
+    assert spec.facet == "workload" and spec.hline == 1.0
+    assert spec.y == ["grid_speedup", "right_speedup"]  # no no-target runs: not drawn
+    assert "histogram 1.43x" in spec.title and "not for embedding" in spec.title
+    fig = res.plot(tmp_path / "atlas.png")
+    panels = [a for a in fig.axes if a.get_visible()]
+    assert len(panels) == 2
+    assert all(len(a.get_lines()) == 3 for a in panels)  # two methods and the 1.0 line

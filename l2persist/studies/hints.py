@@ -11,8 +11,10 @@ from ..results import PlotSpec
 
 TITLE = "Cache hints: hot-set flavour x cold-stream flavour"
 NEEDS_GPU = True
-SOURCE = ("PTX ISA cache operators and L2::evict_* hints; DESIGN.md measured cold data read with "
-          "__ldcs / L2::evict_first while a 24 MiB hot set is re-read: 1.4x faster.")
+SOURCE = ("PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution): the cache operators and the "
+          "L2::evict_* eviction-priority hints are performance hints; on the lent H200 "
+          "(2026-11) a cold stream read with __ldcs / L2::evict_first while a 24 MiB hot set "
+          "is re-read ran 1.4x faster.")
 MIB = 1 << 20
 ROW = "hot-set load flavour x cold-stream load flavour"
 INTRO = """# Cache hints: which one keeps the hot set in L2?
@@ -22,8 +24,9 @@ INTRO = """# Cache hints: which one keeps the hot set in L2?
 the cold stream: cache operators (`cg`, `cs`, `lu`, `nc`) and the L2 eviction-priority hints
 (`evict_first`, `evict_last`, `evict_normal`). Each cell is the speed against default/default.
 
-**The source.** The PTX ISA's cache operators and `L2::cache_hint` policies; DESIGN.md measured
-1.4x with `__ldcs` / `evict_first` on the cold stream."""
+**The source.** The PTX ISA's cache operators and `L2::cache_hint` policies, which the
+hardware may honour or ignore; a first measurement on the lent H200 gave 1.4x with `__ldcs` /
+`evict_first` on the cold stream."""
 WHY = """**Why.** Marking the cold stream evict-first (or streaming, `cs`) lets its lines leave
 the L2 before the hot set's, without reserving anything: no set-aside, so no throughput cost
 for the rest of the program. It is the first thing to try before persistence."""

@@ -19,7 +19,40 @@ NEEDS_GPU = True
 SOURCE = ("CUDA Programming Guide, 'L2 set-aside for persisting accesses': normal accesses "
           "may use the set-aside while persisting lines do not (issue 19 measured that written "
           "lines lose capacity beyond the set-aside on Hopper: knee near L2 - (4/3) s).")
+ROW = ("random / streaming reads, writes, read-modify-writes and atomics over set-aside x "
+       "working set, no window; knees vs the C model, counters at the maximum")
+INTRO = """# The set-aside tax: what a persisting set-aside costs work that never asks for it
+
+**The source.** The CUDA Programming Guide says normal accesses may use the persisting-L2
+set-aside while no persisting line needs it. On Hopper that does not hold for *written* lines:
+a set-aside shrinks the L2 capacity that dirty data can use, by more than the set-aside itself.
+
+**What we measure.** One launch of 16.8 M random (or streaming) 4-byte reads, writes,
+read-modify-writes or `atomicAdd`s over a table of h MiB, with **no window and no persisting
+access at all**, at every set-aside s swept, each point against the same launch at limit 0.
+The C model (`l2persist.tax.predict`) gives the knee, the working set above which written
+lines slow down: `L2 - c * s` once s reaches a quarter of the L2 (c fitted per chip from
+measurements). The heatmaps draw that knee over the measured slowdowns; counters (CUPTI) at
+limit 0 and at the maximum set-aside show what changes."""
+WHY = """**What to do about it.**
+
+- **A set-aside is a process-wide tax on written data.** It applies to every kernel of the
+  process (every client under MPS, where the server's percentage sets it), whether or not it
+  uses a window: PyTorch, cuBLAS, CuPy work included. `l2persist.tax.predict(dev, s)` and
+  `l2persist.tax.set_aside_tax(dev, s, probe=True)` (the model, plus a short measured probe)
+  say what a set-aside costs before you set it.
+- **The driver's default (3 granules) costs nothing measurable** (the finding above): the tax
+  starts at a quarter of the L2.
+- **Benchmarks**: run `python -m l2persist check` first (it exits non-zero, with one line
+  saying why, when the set-aside is neither 0 nor the default), or time inside
+  `with l2persist.persisting_l2_disabled():`. A set-aside left behind by an earlier test or
+  library makes write-heavy kernels look up to several times slower (pytest `--l2p-guard`
+  names the test that leaves it).
+- **Compare persistence against limit 0**, not against the same set-aside without a window:
+  the latter already pays the tax."""
 MIB = 1 << 20
+ACCESS_WORDS = {"read": "reads", "write": "writes", "rmw": "read-modify-writes",
+                "atomic": "atomicAdds"}
 THRESHOLD = tax.KNEE_THRESHOLD
 # What explains the tax: write-backs (DRAM write bytes), refills (DRAM read bytes), how
 # often written sectors hit, the L2's misses and how busy it is.
@@ -81,18 +114,15 @@ def run(ctx):
         r["ws_mib"] = r["ws"] / MIB
         r["set_aside_mib"] = r["set_aside"] / MIB
     _add_slowdowns(records, dev)
-    notes, summary = _findings(records, dev, have_counters)
-    return ctx.results(
-        records, notes=notes, summary=summary,
+    _, summary = _findings(records, dev, have_counters)
+    res = ctx.results(
+        records, summary=summary,
         columns=[("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set-aside MiB"),
                  ("ws_mib", "working set MiB"), ("ms", "median ms"),
                  ("slowdown", "vs limit 0"), ("predicted", "model"),
-                 ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")],
-        plot=PlotSpec(x="ws_mib", y=["slowdown"], hue="set_aside_mib",
-                      xlabel="written working set, MiB (random 4-byte writes)",
-                      ylabel="time / time at limit 0",
-                      title="The set-aside tax on random writes",
-                      where={"kind": "write", "pattern": "random"}))
+                 ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")])
+    res.notes = findings(res)  # tools/tax-sweep calls run() without the runner's refresh
+    return res
 
 
 def _counted(quick, kind, pattern, ws, aside, dev):
@@ -140,17 +170,19 @@ def _knees(records, dev):
     return out
 
 
-def _findings(records, dev, have_counters):
-    notes, l2 = [], dev.properties.l2_cache_size
+def _findings(records, chip, have_counters):
+    """(notes, summary) from the records; chip: a Device or the model's mapping of one
+    (findings() builds it from the stored metadata)."""
+    notes = []
+    model = tax.predict(chip, 0)
+    l2 = model.l2_bytes
     top = max(r["set_aside"] for r in records)
-    for kind, pattern in dict.fromkeys((r["kind"], r["pattern"]) for r in records):
-        at_top = [r for r in records if r["set_aside"] == top and r["kind"] == kind
-                  and r["pattern"] == pattern and r["slowdown"] is not None]
-        worst = max(at_top, key=lambda r: r["slowdown"])
-        notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: up to "
-                     f"{worst['slowdown']:.2f}x (working set {worst['ws_mib']:g} MiB)")
-    knees = _knees(records, dev)
+    knees = _knees(records, chip)
     within = [k for k in knees if k["off_mib"] is not None and k["off_mib"] <= 4]
+    notes.append(f"where it starts: the model (l2persist.tax, constants of the {model.basis}) "
+                 f"puts no tax below {100 * model.onset_fraction:g} % of the L2 "
+                 f"({model.onset_fraction * l2 / MIB:g} MiB) and the knee of written lines "
+                 f"at L2 - {model.capacity_coeff:.3f} s above it")
     notes.append(f"random-write knees (first working set {THRESHOLD}x slower): "
                  + "; ".join(f"s={k['set_aside_mib']:g} MiB: measured "
                              + (f"({k['measured_lo_mib']:g}, {k['measured_hi_mib']:g}]"
@@ -159,6 +191,12 @@ def _findings(records, dev, have_counters):
                              + " vs model " + (f"{k['model_mib']:.1f}" if k["model_mib"]
                                                is not None else "none") for k in knees)
                  + f"; {len(within)} of {len(knees)} within 4 MiB")
+    for kind, pattern in dict.fromkeys((r["kind"], r["pattern"]) for r in records):
+        at_top = [r for r in records if r["set_aside"] == top and r["kind"] == kind
+                  and r["pattern"] == pattern and r["slowdown"] is not None]
+        worst = max(at_top, key=lambda r: r["slowdown"])
+        notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: up to "
+                     f"{worst['slowdown']:.2f}x (working set {worst['ws_mib']:g} MiB)")
     fit = _refit(knees, records, l2)
     if fit:
         notes.append(f"refit from this run: knee = L2 - {fit['capacity_coeff']:.3f} s from "
@@ -170,12 +208,74 @@ def _findings(records, dev, have_counters):
         notes.extend(_mechanism(records, top))
     else:
         notes.append("counters unavailable (CUPTI): the mechanism is not shown in this run")
-    heatmap = {"x": "set_aside_mib", "y": "ws_mib", "value": "slowdown",
-               "facets": ["kind", "pattern"],
-               "line": [(k["set_aside_mib"], k["model_mib"]) for k in knees
-                        if k["model_mib"] is not None],
-               "line_label": "model knee L2 - c s"}
+    heatmap = {"line": [(k["set_aside_mib"], k["model_mib"]) for k in knees
+                        if k["model_mib"] is not None]}
     return notes, {"knees": knees, "refit": fit, "heatmap": heatmap}
+
+
+def _chip(meta) -> dict:
+    """The model's mapping of the device a stored run measured (its Results metadata)."""
+    return {"name": meta.get("device_name", ""),
+            "compute_capability": tuple(int(x) for x in meta["compute_capability"].split(".")),
+            "l2_cache_size": meta["l2_cache_size"],
+            "persisting_l2_cache_max_size": meta["persisting_l2_cache_max_size"]}
+
+
+def _at_default(records, meta):
+    """The note on the driver's default set-aside: the largest slowdown measured there."""
+    default = meta.get("default_persisting_l2_limit")
+    at = [r for r in records if r["set_aside"] == default and r["slowdown"] is not None]
+    if not default or not at:
+        return []
+    granules = default / tax.predict(_chip(meta), default).granule
+    lo = min(at, key=lambda r: r["slowdown"])["slowdown"]
+    hi = max(at, key=lambda r: r["slowdown"])
+    return [f"the driver's default set-aside {default / MIB:g} MiB ({granules:g} granules) "
+            f"costs nothing measurable: {lo:.2f}x to {hi['slowdown']:.2f}x of limit 0 over all "
+            f"{len(at)} points (worst: {hi['kind']} ({hi['pattern']}) over {hi['ws_mib']:g} MiB), "
+            f"under the knee threshold {THRESHOLD}x"]
+
+
+def findings(res) -> list:
+    """The notes, from the stored records and metadata (no device needed)."""
+    have = any("dram_bytes_write" in r for r in res.records)
+    notes, _ = _findings(res.records, _chip(res.meta), have)
+    first_kind = next(i for i, n in enumerate(notes) if " at the maximum set-aside " in n)
+    kinds = [n for n in notes if " at the maximum set-aside " in n]
+    at = first_kind + len(kinds)
+    return notes[:at] + _at_default(res.records, res.meta) + notes[at:]
+
+
+def derive(records) -> None:
+    """The plot's panel: access kind and pattern in one column."""
+    for r in records:
+        r["access"] = f"{r['kind']}, {r['pattern']}"
+
+
+def plot_spec(res) -> PlotSpec:
+    """Slowdown heatmaps, set-aside x working set, one per access; the model's knee over them
+    (l2persist.tax.predict on the stored device's properties)."""
+    chip = _chip(res.meta)
+    asides = sorted({r["set_aside"] for r in res.records})
+    knees = [tax.predict(chip, s) for s in asides]
+    curve = [[p.knee_bytes / MIB, s / MIB] for s, p in zip(asides, knees) if p.taxed]
+    top = max(asides)
+    worst = {}
+    for r in res.records:
+        if r["set_aside"] == top and r["slowdown"] is not None:
+            key = r["kind"] if r["pattern"] == "random" else f"streaming {r['kind']}"
+            worst[key] = max(worst.get(key, 0.0), r["slowdown"])
+    said = ", ".join(f"{k} {v:.1f}x" for k, v in worst.items())
+    return PlotSpec(
+        x="ws_mib", y=["slowdown"], hue="set_aside_mib", kind="heatmap", facet="access",
+        facet_cols=3, cmap="YlOrRd", vrange=[1.0, None],
+        facet_titles={f"{k}, {p}": f"{p} 4-byte {ACCESS_WORDS[k]}" for k in tax.KINDS
+                      for p in ("random", "streaming")},
+        labels={"set_aside_mib": "set-aside, MiB (no window)"},
+        xlabel="working set, MiB", ylabel="time / time at limit 0",
+        curve=curve, curve_label="model knee: written lines slow down right of it",
+        title=(f"{res.meta.get('device_name', '')}: a set-aside of {top / MIB:g} MiB with no "
+               f"window slows work that never asks for persistence (worst: {said})"))
 
 
 def _refit(knees, records, l2):
@@ -230,22 +330,38 @@ def _mechanism(records, top):
         return ["no counter pairs were measured"]
     notes = []
     for base, r in pairs:
-        wb = r["dram_bytes_write"] / max(base["dram_bytes_write"], 1.0)
         notes.append(f"random writes over {r['ws_mib']:g} MiB, limit 0 -> {top / MIB:g} MiB: "
-                     f"{r['slowdown']:.2f}x slower; write hit rate "
+                     f"{r['slowdown']:.2f}x slower; DRAM write bytes "
+                     f"{base['dram_bytes_write'] / 1e6:.1f} -> {r['dram_bytes_write'] / 1e6:.1f}"
+                     f" MB ({_grew(base, r):.1f}x); write hit rate "
                      f"{base['l2_write_hit_rate']:.1f} -> {r['l2_write_hit_rate']:.1f} %; DRAM "
-                     f"write bytes x{wb:.2f}; DRAM read bytes "
-                     f"{base['dram_bytes_read'] / MIB:.1f} -> {r['dram_bytes_read'] / MIB:.1f} "
-                     f"MiB; L2 throughput {base['l2_throughput_pct']:.0f} -> "
-                     f"{r['l2_throughput_pct']:.0f} %")
+                     f"read bytes {base['dram_bytes_read'] / 1e6:.1f} -> "
+                     f"{r['dram_bytes_read'] / 1e6:.1f} MB; L2 throughput "
+                     f"{base['l2_throughput_pct']:.0f} -> {r['l2_throughput_pct']:.0f} %")
     slowed = [(b, r) for b, r in pairs if r["slowdown"] and r["slowdown"] > THRESHOLD]
-    explained = [p for p in slowed if p[1]["dram_bytes_write"] > 1.5 * max(
-        p[0]["dram_bytes_write"], 1.0) and p[1]["l2_write_hit_rate"] < p[0]["l2_write_hit_rate"]]
-    if slowed and len(explained) == len(slowed):
-        notes.append("explained by: l2_write_hit_rate falls and dram_bytes_write (write-backs) "
-                     "grows wherever the writes slow down: dirty lines are evicted early")
-    elif slowed:
-        notes.append("open: the slowdown is not matched by write-backs and lost write hits at "
-                     "every slowed point; which resource the set-aside takes from written "
-                     "lines remains to be found")
+    written_back = [(b, r) for b, r in slowed if _grew(b, r) > 1.5]
+    for b, r in written_back:
+        kept = r["l2_write_hit_rate"] >= b["l2_write_hit_rate"] - 1.0
+        notes.append(f"mechanism over {r['ws_mib']:g} MiB: write-backs. The same writes "
+                     f"send {_grew(b, r):.1f}x the bytes to DRAM"
+                     + (f" while the writes still hit ({r['l2_write_hit_rate']:.1f} %) and "
+                        f"nothing more is read ({r['dram_bytes_read'] / 1e6:.1f} MB): the "
+                        "written lines stay in the L2 but are cleaned early, as if the "
+                        "set-aside capped the dirty data the L2 keeps, not the lines it holds"
+                        if kept else f" and fewer writes hit ({b['l2_write_hit_rate']:.1f} -> "
+                        f"{r['l2_write_hit_rate']:.1f} %): dirty lines are evicted early"))
+    rest = [(b, r) for b, r in slowed if (b, r) not in written_back]
+    for b, r in rest:
+        notes.append(f"open: over {r['ws_mib']:g} MiB (past the L2 at limit 0 too) the writes "
+                     f"are {r['slowdown']:.2f}x slower with only {_grew(b, r):.2f}x the "
+                     f"write-backs and L2 miss sectors {b['l2_miss_sectors'] / 1e6:.2f} M -> "
+                     f"{r['l2_miss_sectors'] / 1e6:.2f} M; L2 throughput falls "
+                     f"{b['l2_throughput_pct']:.0f} -> {r['l2_throughput_pct']:.0f} %: these "
+                     "counters do not show which L2 resource the set-aside takes there, nor why "
+                     "written lines lose more capacity than the set-aside (c > 1)")
     return notes
+
+
+def _grew(base, r) -> float:
+    """How many times the DRAM write bytes of r are those of base."""
+    return r["dram_bytes_write"] / max(base["dram_bytes_write"], 1.0)
