@@ -193,3 +193,43 @@ def test_device_set_aside_tax_on_a_device(device):
     assert device.set_aside_tax(0) == tax.predict(device, 0)
     assert device.set_aside_tax() == tax.set_aside_tax(device)
     assert device.set_aside_tax(set_aside=0).probe is None
+
+
+def _core_limits():
+    """The core's argument ranges: the L2P_*_MIN / _MAX defines its checks enforce."""
+    import re
+    text = "".join((ROOT / "csrc" / "core" / h).read_text() for h in ("l2p_launch.h",
+                                                                     "l2p_checks.h"))
+    return {m[1]: int(m[2]) for m in re.finditer(r"#define (L2P_\w+_(?:MIN|MAX)) (\d+)", text)}
+
+
+# (kernel, argument, its lowest and highest value: a number or the core's define)
+_ROW_RANGES = [
+    ("l2_read", "width", "L2P_L2_READ_WIDTH_MIN", "L2P_L2_READ_WIDTH_MAX"),
+    ("l2_read", "loads", "L2P_L2_READ_LOADS_MIN", "L2P_L2_READ_LOADS_MAX"),
+    ("l2_read", "repeats", 1, "L2P_REPEATS_MAX"),
+    ("l2_read", "threads", 1, "L2P_THREADS_MAX"),
+    ("bulk_read", "repeats", 1, "L2P_REPEATS_MAX"),
+    ("bulk_read", "chunk", "L2P_BULK_CHUNK_MIN", "L2P_BULK_CHUNK_MAX"),
+    ("bulk_read", "blocks", 1, "L2P_BLOCKS_MAX"),
+    ("pattern", "width", 1, "L2P_PATTERN_WIDTH_MAX"),
+    ("pattern", "threads", 1, "L2P_THREADS_MAX"),
+    ("hot_cold", "accesses", 1, "L2P_ACCESSES_MAX"),
+]
+
+
+@pytest.mark.parametrize("kernel, arg, lo, hi", _ROW_RANGES)
+def test_kernel_row_ranges_are_the_cores(kernel, arg, lo, hi):
+    """A row's range is the one the core's check enforces (tests/c/test_limits.c checks the
+    core's side): the row refuses one past each bound by name and passes each bound on."""
+    limits = _core_limits()
+    lo, hi = (limits[v] if isinstance(v, str) else v for v in (lo, hi))
+    fn = getattr(_core, kernel)
+    buffers = (None,) * _required(kernel)
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(ValueError, match=f"^{arg}: {bad} "):
+            fn(*buffers, **{arg: bad})
+    for good in (lo, hi):  # refused later, for the None buffers or the missing GPU, not for arg
+        with pytest.raises(Exception) as e:
+            fn(*buffers, **{arg: good})
+        assert not str(e.value).startswith(f"{arg}:"), str(e.value)
