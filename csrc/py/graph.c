@@ -28,7 +28,7 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     l2p_GraphObject *g = PyObject_GC_New(l2p_GraphObject, st->Graph);
     if (!g) return NULL;
     g->g.exec = NULL;
-    g->g.device = device;
+    g->g.life.device = device;
     g->g.borrowed = 0;
     l2p_graph_adopt(&g->g, graph);
     g->closed = 0;
@@ -382,7 +382,7 @@ static PyObject *graph_scan(PyObject *self, PyObject *offers_obj)
     l2p_buffer_record *rec = NULL;
     size_t nrec = 0;
     if (graph_check(g) < 0 || parse_offers(offers_obj, &offers, &n_offers) < 0) return NULL;
-    if (l2p_graph_scan_run(g->g.device, g->g.graph, &sc) != L2P_OK) {
+    if (l2p_graph_scan_run(g->g.life.device, g->g.graph, &sc) != L2P_OK) {
         PyMem_Free(offers);
         return l2p_py_raise(graph_state(self));
     }
