@@ -3,8 +3,7 @@
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
-
-#define L2P_MAGIC 0x9e3779b9u
+#include "l2p_sink.cuh"
 
 /* 32-bit indices: 64-bit modulo costs ~10x more and would make the kernel compute-bound. */
 __global__ void l2p_hot_cold_kernel(int32_t *hot, unsigned hot_n, int32_t *cold, unsigned cold_n,
@@ -24,7 +23,7 @@ __global__ void l2p_hot_cold_read_only_kernel(const int32_t *hot, unsigned hot_n
     unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= threads) return;
     unsigned v = (unsigned)hot[t % hot_n] + (unsigned)cold[t % cold_n];
-    if (v == L2P_MAGIC) sink[0] = v;
+    l2p_keep(v, sink);
 }
 
 extern "C" cudaError_t l2p_launch_hot_cold(int32_t *hot, size_t hot_n, int32_t *cold,
@@ -59,7 +58,7 @@ __global__ void l2p_hot_cold_read_kernel(const uint4 *hot, size_t hot_n, const u
         h += hstep; /* h = i % hot_n without a division per element */
         if (h >= hot_n) h -= hot_n;
     }
-    if (acc == L2P_MAGIC) sink[0] = acc;
+    l2p_keep(acc, sink);
 }
 
 extern "C" cudaError_t l2p_launch_hot_cold_read(const void *hot, size_t hot_bytes,

@@ -4,10 +4,10 @@
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
+#include "l2p_sink.cuh"
 #include "l2p_grid.h"
 
 #define L2P_UNROLL 4
-#define L2P_MAGIC 0x9e3779b9u /* reads feed a test against this, so they are never dead */
 
 template <int F, int U = L2P_UNROLL>
 __global__ void l2p_read_kernel(const uint4 *src, size_t n, int repeats, unsigned *sink)
@@ -27,7 +27,7 @@ __global__ void l2p_read_kernel(const uint4 *src, size_t n, int repeats, unsigne
         }
         for (; i < n; i += stride) acc ^= l2p_fold(l2p_load<F>(src + i, pol));
     }
-    if (acc == L2P_MAGIC) sink[0] = acc;
+    l2p_keep(acc, sink);
 }
 
 template <int S>
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
             if (e < n) acc ^= l2p_fold(l2p_load<F>(src + e, pol));
         }
     }
-    if (acc == L2P_MAGIC) sink[0] = acc;
+    l2p_keep(acc, sink);
 }
 
 #define L2P_DISPATCH_LOADS(l, L, ...)                    \

@@ -155,3 +155,81 @@ def test_timing_defaults_have_one_source():
         assert params["hold_us"].default == core["hold_us"].default, fn.__name__
     bench = inspect.signature(l2persist.benchmark).parameters
     assert (bench["warmup"].default, bench["repeat"].default) == (3, 20)
+
+
+def test_device_set_aside_tax_is_a_row_method():
+    """Device.set_aside_tax is a row-made method (Device is immutable) with the documented
+    signature, handing over to l2persist.tax.set_aside_tax; its range is the core's."""
+    from l2persist import tax
+    assert str(inspect.signature(_core.Device.set_aside_tax)) == \
+        "(self, /, set_aside=None, *, probe=False, stream=None)"
+    params, returns = _core._signatures["Device.set_aside_tax"]
+    assert [p[0] for p in params] == ["set_aside", "probe", "stream"]
+    assert [p[3] for p in params] == ["keyword", "keyword_only", "keyword_only"]
+    assert returns == "l2persist.tax.TaxPrediction"
+    stub = (ROOT / "l2persist" / "_core.pyi").read_text()
+    assert ("def set_aside_tax(self, set_aside: int | None = None, *, probe: bool = False, "
+            "stream: StreamLike = None) -> l2persist.tax.TaxPrediction: ...") in stub
+    # The path the method takes without a GPU: the core refuses a negative set-aside by name.
+    chip = {"name": "H200", "compute_capability": (9, 0), "l2_cache_size": 60 << 20,
+            "persisting_l2_cache_max_size": 45 << 20}
+    with pytest.raises(ValueError, match=r"set_aside: -1 bytes is outside \[0, "):
+        tax.predict(chip, -1)
+
+
+@pytest.mark.gpu
+def test_device_set_aside_tax_on_a_device(device):
+    """The method gives what l2persist.tax gives, and refuses bad set-asides by name without
+    touching the limit."""
+    from l2persist import tax
+    before = device.persisting_l2_limit
+    with pytest.raises(ValueError, match="set_aside"):
+        device.set_aside_tax(-1)
+    with pytest.raises(ValueError, match="set_aside"):
+        device.set_aside_tax(device.properties.persisting_l2_cache_max_size + 1)
+    with pytest.raises(TypeError, match="set_aside"):
+        device.set_aside_tax("1")
+    assert device.persisting_l2_limit == before
+    assert device.set_aside_tax(0) == tax.predict(device, 0)
+    assert device.set_aside_tax() == tax.set_aside_tax(device)
+    assert device.set_aside_tax(set_aside=0).probe is None
+
+
+def _core_limits():
+    """The core's argument ranges: the L2P_*_MIN / _MAX defines its checks enforce."""
+    import re
+    text = "".join((ROOT / "csrc" / "core" / h).read_text() for h in ("l2p_launch.h",
+                                                                     "l2p_checks.h"))
+    return {m[1]: int(m[2]) for m in re.finditer(r"#define (L2P_\w+_(?:MIN|MAX)) (\d+)", text)}
+
+
+# (kernel, argument, its lowest and highest value: a number or the core's define)
+_ROW_RANGES = [
+    ("l2_read", "width", "L2P_L2_READ_WIDTH_MIN", "L2P_L2_READ_WIDTH_MAX"),
+    ("l2_read", "loads", "L2P_L2_READ_LOADS_MIN", "L2P_L2_READ_LOADS_MAX"),
+    ("l2_read", "repeats", 1, "L2P_REPEATS_MAX"),
+    ("l2_read", "threads", 1, "L2P_THREADS_MAX"),
+    ("bulk_read", "repeats", 1, "L2P_REPEATS_MAX"),
+    ("bulk_read", "chunk", "L2P_BULK_CHUNK_MIN", "L2P_BULK_CHUNK_MAX"),
+    ("bulk_read", "blocks", 1, "L2P_BLOCKS_MAX"),
+    ("pattern", "width", 1, "L2P_PATTERN_WIDTH_MAX"),
+    ("pattern", "threads", 1, "L2P_THREADS_MAX"),
+    ("hot_cold", "accesses", 1, "L2P_ACCESSES_MAX"),
+]
+
+
+@pytest.mark.parametrize("kernel, arg, lo, hi", _ROW_RANGES)
+def test_kernel_row_ranges_are_the_cores(kernel, arg, lo, hi):
+    """A row's range is the one the core's check enforces (tests/c/test_limits.c checks the
+    core's side): the row refuses one past each bound by name and passes each bound on."""
+    limits = _core_limits()
+    lo, hi = (limits[v] if isinstance(v, str) else v for v in (lo, hi))
+    fn = getattr(_core, kernel)
+    buffers = (None,) * _required(kernel)
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(ValueError, match=f"^{arg}: {bad} "):
+            fn(*buffers, **{arg: bad})
+    for good in (lo, hi):  # refused later, for the None buffers or the missing GPU, not for arg
+        with pytest.raises(Exception) as e:
+            fn(*buffers, **{arg: good})
+        assert not str(e.value).startswith(f"{arg}:"), str(e.value)

@@ -28,6 +28,9 @@ from typing import Any, Literal, SupportsIndex, TypeAlias
 import numpy
 from numpy.typing import ArrayLike, DTypeLike
 
+import l2persist.foreign
+import l2persist.tax
+
 # A DeviceBuffer, or anything exposing __cuda_array_interface__ or __dlpack__.
 BufferLike: TypeAlias = object
 # A device index, a Device, or None for the current device.

@@ -4,10 +4,12 @@
 
 l2p_status l2p_check_launch_shape(long long blocks, long long threads)
 {
-    if (threads < 1 || threads > 1024)
-        return l2p_fail(L2P_ERR_VALUE, "threads: %lld is outside [1, 1024]", threads);
-    if (blocks < 1 || blocks > 2147483647LL)
-        return l2p_fail(L2P_ERR_VALUE, "blocks: %lld is outside [1, 2147483647]", blocks);
+    if (threads < 1 || threads > L2P_THREADS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "threads: %lld is outside [1, %d]", threads,
+                        L2P_THREADS_MAX);
+    if (blocks < 1 || blocks > L2P_BLOCKS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "blocks: %lld is outside [1, %lld]", blocks,
+                        L2P_BLOCKS_MAX);
     return L2P_OK;
 }
 

@@ -12,7 +12,11 @@
 extern "C" {
 #endif
 
-/* Blocks in [1, 2^31 - 1], threads in [1, 1024]. */
+/* The launch shape's ranges: the kernel rows take theirs from here (one number, one home). */
+#define L2P_THREADS_MAX 1024        /* threads per block */
+#define L2P_BLOCKS_MAX 2147483647LL /* blocks of a grid, 2^31 - 1 */
+
+/* Blocks in [1, L2P_BLOCKS_MAX], threads in [1, L2P_THREADS_MAX]. */
 l2p_status l2p_check_launch_shape(long long blocks, long long threads);
 
 /* Every index in {offset + t * stride : 0 <= t < count} lies in [0, limit). */

@@ -1,4 +1,5 @@
 #include "l2p_device.h"
+#include "l2p_life.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -441,13 +442,8 @@ l2p_status l2p_device_context_id(int index, unsigned long long *id)
 
 int l2p_device_context_gone(int index, unsigned long long ctx)
 {
-    unsigned long long now = 0;
-    if (!ctx) return 0;
-    if (l2p_device_context_id(index, &now) != L2P_OK) {
-        l2p_clear_error();
-        return 0;
-    }
-    return now && now != ctx;
+    l2p_life l = {index, ctx};
+    return l2p_life_gone(&l);
 }
 
 /* CU_DEVICE_ATTRIBUTE_MPS_ENABLED (133) exists only in the driver API; the runtime's enum has

@@ -106,7 +106,7 @@ unsigned long long l2p_context_id_current(void);
 l2p_status l2p_device_context_id(int index, unsigned long long *id);
 /* 1 when an object made in context `ctx` (nonzero) on `index` outlived a reset of the device:
  * its handles and addresses are gone and must be neither used nor freed. 0 when it is alive
- * or that cannot be told (no error is left behind). */
+ * or that cannot be told (no error is left behind). l2p_life_gone's rule (l2p_life.h). */
 int l2p_device_context_gone(int index, unsigned long long ctx);
 /* A driver API function by name, through the runtime (l2persist does not link libcuda). */
 l2p_status l2p_driver_symbol(const char *name, void **fn);

@@ -70,7 +70,7 @@ l2p_status l2p_launch_check_pattern(const l2p_pattern_check *p)
 {
     long long total;
     int w = (int)p->width;
-    if (p->width < 1 || p->width > 16 || (p->width & (p->width - 1)))
+    if (p->width < 1 || p->width > L2P_PATTERN_WIDTH_MAX || (p->width & (p->width - 1)))
         return l2p_fail(L2P_ERR_VALUE, "width: %lld; allowed 1, 2, 4, 8, 16", p->width);
     L2P_TRY(l2p_check_launch_shape(p->blocks, p->threads));
     total = p->blocks * p->threads; /* < 2^41: no overflow */
@@ -143,13 +143,16 @@ l2p_status l2p_launch_check_streaming(int op, const l2p_buf_desc *dst, const l2p
 l2p_status l2p_launch_check_l2_read(const l2p_buf_desc *src, long long repeats, long long width,
                                     long long loads, long long threads)
 {
-    if (width != 8 && width != 16)
-        return l2p_fail(L2P_ERR_VALUE, "width: %lld; allowed 8 or 16", width);
-    if (loads < 8 || loads > 64 || (loads & (loads - 1)))
-        return l2p_fail(L2P_ERR_VALUE, "loads: %lld; allowed a power of two in [8, 64]", loads);
+    if (width != L2P_L2_READ_WIDTH_MIN && width != L2P_L2_READ_WIDTH_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "width: %lld; allowed %d or %d", width,
+                        L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX);
+    if (loads < L2P_L2_READ_LOADS_MIN || loads > L2P_L2_READ_LOADS_MAX || (loads & (loads - 1)))
+        return l2p_fail(L2P_ERR_VALUE, "loads: %lld; allowed a power of two in [%d, %d]", loads,
+                        L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX);
     L2P_TRY(l2p_check_launch_shape(1, threads));
-    if (repeats < 1 || repeats > INT32_LIMIT)
-        return l2p_fail(L2P_ERR_VALUE, "repeats: %lld is outside [1, 2147483647]", repeats);
+    if (repeats < 1 || repeats > L2P_REPEATS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "repeats: %lld is outside [1, %lld]", repeats,
+                        L2P_REPEATS_MAX);
     L2P_TRY(l2p_check_words(src->ptr, src->nbytes, (unsigned)width, "src"));
     size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)width, (unsigned)threads,
                                        (unsigned)loads);
@@ -166,9 +169,9 @@ l2p_status l2p_launch_check_bulk_read(const l2p_buf_desc *src, long long chunk, 
     if (src->ptr % 16)
         return l2p_fail(L2P_ERR_VALUE, "src: address 0x%zx is not 16-byte aligned (the bulk "
                         "copy engine needs 16)", (size_t)src->ptr);
-    if (chunk < 16 || chunk > 49152 || chunk % 16)
+    if (chunk < L2P_BULK_CHUNK_MIN || chunk > L2P_BULK_CHUNK_MAX || chunk % 16)
         return l2p_fail(L2P_ERR_VALUE, "chunk: %lld bytes; allowed multiples of 16 in "
-                        "[16, 49152]", chunk);
+                        "[%d, %d]", chunk, L2P_BULK_CHUNK_MIN, L2P_BULK_CHUNK_MAX);
     if (src->nbytes < (size_t)chunk)
         return l2p_fail(L2P_ERR_VALUE, "src: %zu bytes, less than one chunk (%lld)", src->nbytes,
                         chunk);
@@ -186,7 +189,7 @@ l2p_status l2p_launch_hot_cold_accesses(const l2p_buf_desc *hot, const l2p_buf_d
         return l2p_fail(L2P_ERR_VALUE, "hot, cold: sizes must be in [1, 2^32) elements (hot %zu, "
                         "cold %zu)", hn, cn);
     if (!given) *accesses = (long long)cn;
-    if (*accesses < 1 || (unsigned long long)*accesses > UINT32_LIMIT)
+    if (*accesses < 1 || *accesses > L2P_ACCESSES_MAX)
         return l2p_fail(L2P_ERR_VALUE, "accesses: %lld is outside [1, 2^32 - 1]", *accesses);
     return L2P_OK;
 }

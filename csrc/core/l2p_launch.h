@@ -16,6 +16,18 @@
 extern "C" {
 #endif
 
+/* Ranges of single arguments that the checks below enforce. The kernel rows (csrc/py/kernels.c)
+ * take their ranges from these, so a row and its check cannot disagree. */
+#define L2P_PATTERN_WIDTH_MAX 16       /* pattern: width, a power of two in [1, this] */
+#define L2P_L2_READ_WIDTH_MIN 8        /* l2_read: width, 8 or 16 */
+#define L2P_L2_READ_WIDTH_MAX 16
+#define L2P_L2_READ_LOADS_MIN 8        /* l2_read: loads, a power of two in [MIN, MAX] */
+#define L2P_L2_READ_LOADS_MAX 64
+#define L2P_REPEATS_MAX 2147483647LL   /* l2_read, bulk_read: repeats in [1, this] */
+#define L2P_BULK_CHUNK_MIN 16          /* bulk_read: chunk, a multiple of 16 in [MIN, MAX] */
+#define L2P_BULK_CHUNK_MAX 49152
+#define L2P_ACCESSES_MAX 4294967295LL  /* hot_cold: accesses in [1, this] (32-bit thread ids) */
+
 /* A device buffer as the checks see it. An absent optional buffer is all zero (present 0). */
 typedef struct {
     int present;

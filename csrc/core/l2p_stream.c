@@ -134,26 +134,24 @@ l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, si
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph)
 {
     g->graph = graph;
-    g->ctx = 0;
-    if (graph && l2p_device_context_id(g->device, &g->ctx) != L2P_OK) {
-        g->ctx = 0;
-        l2p_clear_error();
-    }
+    g->life.ctx = 0;
+    /* Without a context id the graph is never reported stale (as before ids existed). */
+    if (graph && l2p_life_begin(&g->life, g->life.device) != L2P_OK) l2p_clear_error();
 }
 
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
 {
     int prev;
     cudaError_t rc = cudaSuccess;
-    unsigned long long now;
     l2p_release_drain(); /* a safe point for releases deferred during a capture */
-    L2P_TRY(l2p_device_enter(g->device, &prev));
+    L2P_TRY(l2p_device_enter(g->life.device, &prev));
     /* Its kernels and memory belonged to a context a reset destroyed: launching would crash
      * or poison the new one. */
-    if (g->ctx && (now = l2p_context_id_current()) && now != g->ctx) {
+    l2p_status stale = l2p_life_check(&g->life, g->life.ctx ? l2p_context_id_current() : 0,
+                                      "launch", "graph was captured", "capture it again");
+    if (stale != L2P_OK) {
         l2p_device_leave(prev);
-        return l2p_fail(L2P_ERR_STATE, "launch: device %d was reset after this graph was "
-                        "captured; capture it again", g->device);
+        return stale;
     }
     if (!g->exec) rc = cudaGraphInstantiate(&g->exec, g->graph, 0);
     if (rc == cudaSuccess) rc = cudaGraphLaunch(g->exec, stream);
@@ -167,7 +165,7 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
 
 void l2p_graph_invalidate(l2p_graph *g)
 {
-    if (g->exec && l2p_release(g->device, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec) != L2P_OK)
+    if (g->exec && l2p_release(g->life.device, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec) != L2P_OK)
         l2p_clear_error();
     g->exec = NULL;
 }
@@ -175,7 +173,7 @@ void l2p_graph_invalidate(l2p_graph *g)
 void l2p_graph_destroy(l2p_graph *g)
 {
     int mode = l2p_capture_relax(); /* the context check too must not break a capture */
-    int gone = (g->graph || g->exec) && l2p_device_context_gone(g->device, g->ctx);
+    int gone = (g->graph || g->exec) && l2p_life_gone(&g->life);
     l2p_capture_restore(mode);
     if (gone) {
         g->graph = NULL; /* gone with the reset context: the handles are not ours to destroy */
@@ -184,7 +182,7 @@ void l2p_graph_destroy(l2p_graph *g)
     }
     l2p_graph_invalidate(g);
     if (g->borrowed) g->graph = NULL; /* its owner destroys it */
-    if (g->graph && l2p_release(g->device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
+    if (g->graph && l2p_release(g->life.device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
         l2p_clear_error();
     g->graph = NULL;
 }

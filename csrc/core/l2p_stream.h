@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "l2p_error.h"
+#include "l2p_life.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,12 +39,11 @@ l2p_status l2p_capture_end(cudaStream_t stream, cudaGraph_t *graph);
 typedef struct {
     cudaGraph_t graph;
     cudaGraphExec_t exec; /* NULL until the first launch, and after a node changed */
-    int device;
-    unsigned long long ctx; /* the context it was captured in (l2p_device_context_id) */
+    l2p_life life;          /* its device and the context it was captured in */
     int borrowed;           /* 1: another library owns `graph` (as_graph); only exec is ours */
 } l2p_graph;
 
-/* Take ownership of a captured graph on g->device, noting the context it belongs to. */
+/* Take ownership of a captured graph on g->life.device, noting the context it belongs to. */
 void l2p_graph_adopt(l2p_graph *g, cudaGraph_t graph);
 
 /* The kernel nodes of a graph and of its child graphs (depth first, in the order the driver

@@ -66,7 +66,7 @@ l2p_status l2p_flush_buffer(l2p_flush_cache *c, int device, void **ptr, size_t *
     if (device < 0 || device >= L2P_MAX_DEVICES)
         return l2p_fail(L2P_ERR_VALUE, "device: %d is outside [0, %d)", device, L2P_MAX_DEVICES);
     L2P_TRY(l2p_device_context_id(device, &now));
-    if (c->ptr[device] && now && c->ctx[device] && now != c->ctx[device])
+    if (c->ptr[device] && l2p_life_stale(&(l2p_life){device, c->ctx[device]}, now))
         c->ptr[device] = NULL; /* the device was reset: that memory is gone, not ours to free */
     if (!c->ptr[device]) {
         l2p_device_props p;
@@ -86,7 +86,8 @@ void l2p_flush_release(l2p_flush_cache *c)
         if (c->ptr[i]) {
             unsigned long long now = 0;
             /* not after a reset: the address may be someone else's by now */
-            if (l2p_device_context_id(i, &now) == L2P_OK && (!now || now == c->ctx[i]))
+            if (l2p_device_context_id(i, &now) == L2P_OK &&
+                !l2p_life_stale(&(l2p_life){i, c->ctx[i]}, now))
                 (void)l2p_memory_free(i, c->ptr[i]);
             c->ptr[i] = NULL;
         }
@@ -179,7 +180,7 @@ l2p_status l2p_time_samples(const l2p_timing_run *run, double *samples)
     L2P_TRY(l2p_timing_check(run));
     memset(&s, 0, sizeof s);
     s.run = run;
-    s.graph.device = run->device;
+    s.graph.life.device = run->device;
     if (run->flush) L2P_TRY(l2p_flush_buffer(run->flush, run->device, &s.flush, &s.flush_bytes));
     L2P_TRY(l2p_timer_create(run->device, &s.timer));
     rc = l2p_device_enter(run->device, &prev);

@@ -296,11 +296,10 @@ static int check_contexts(l2p_call *c)
 {
     unsigned long long now = 0;
     l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
-    if (s && s->ctx && (now = l2p_context_id_current()) && now != s->ctx) {
-        PyErr_Format(PyExc_ValueError, "stream: device %d was reset after this Stream was "
-                     "made; make a new one", s->device);
+    if (s && s->ctx && (now = l2p_context_id_current()) &&
+        l2p_call_core(c, l2p_life_check(&(l2p_life){s->device, s->ctx}, now, "stream",
+                                        "Stream was made", "make a new one")) < 0)
         return -1;
-    }
     for (int i = 0, n = n_args(c->k); i < n; i++) {
         l2p_BufferObject *b = c->k->args[i].type == L2P_A_BUFFER ? c->v[i].buf : NULL;
         if (!b || !b->ctx) continue;

@@ -46,28 +46,37 @@ int l2p_buffer_check_open(l2p_BufferObject *b)
     return 0;
 }
 
-static int raise_reset(l2p_BufferObject *b, const char *name)
+static l2p_life life_of(const l2p_BufferObject *b) { return (l2p_life){b->device, b->ctx}; }
+
+/* now 0: ask the device. The rule and the message are l2p_life's. */
+static int check_reset(l2p_BufferObject *b, unsigned long long now, const char *name)
 {
-    PyErr_Format(PyExc_ValueError, "%s: device %d was reset (cudaDeviceReset, by l2persist's "
-                 "user or another library) after this DeviceBuffer was allocated: its memory is "
-                 "gone and its addresses may belong to new allocations. Allocate it again",
-                 name, b->device);
+    l2p_life life = life_of(b);
+    if (l2p_life_check(&life, now, name, "DeviceBuffer was allocated", "its memory is gone "
+                       "and its addresses may belong to new allocations. Allocate it again") ==
+        L2P_OK)
+        return 0;
+    l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
     return -1;
 }
 
 int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name)
 {
-    return (!b->ctx || !now || now == b->ctx) ? 0 : raise_reset(b, name);
+    return now ? check_reset(b, now, name) : 0;
 }
 
 int l2p_buffer_check_alive(l2p_BufferObject *b)
 {
     if (l2p_buffer_check_open(b) < 0) return -1;
-    return l2p_device_context_gone(b->device, b->ctx) ? raise_reset(b, "buffer") : 0;
+    return check_reset(b, 0, "buffer");
 }
 
 /* Whether our memory still belongs to the device's current context (not after a reset). */
-static int memory_is_ours(l2p_BufferObject *b) { return !l2p_device_context_gone(b->device, b->ctx); }
+static int memory_is_ours(l2p_BufferObject *b)
+{
+    l2p_life life = life_of(b);
+    return !l2p_life_gone(&life);
+}
 
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
 {

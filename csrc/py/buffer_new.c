@@ -60,16 +60,16 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     l2p_status rc;
     void *ptr = NULL;
     size_t nbytes = b->nbytes;
-    unsigned long long ctx = 0;
+    l2p_life life = {device, 0};
     /* cudaMalloc and the zeroing (a legacy-stream memset and its sync) wait for the device:
      * let other threads run. Nobody else can see the buffer yet. */
     Py_BEGIN_ALLOW_THREADS
     rc = l2p_memory_alloc(device, nbytes, &ptr);
     if (rc == L2P_OK && zero) rc = l2p_memory_set(device, ptr, 0, nbytes, NULL);
-    if (rc == L2P_OK) rc = l2p_device_context_id(device, &ctx);
+    if (rc == L2P_OK) rc = l2p_life_begin(&life, device);
     Py_END_ALLOW_THREADS
     b->ptr = ptr;
-    b->ctx = ctx;
+    b->ctx = life.ctx;
     if (rc != L2P_OK) {
         l2p_py_raise(st);
         Py_DECREF(b);

@@ -394,11 +394,51 @@ static PyGetSetDef dev_getset[] = {
      "bool: cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
+/* The model is the core's (l2p_tax, through _core.tax_predict); l2persist.tax assembles the
+ * result and runs the optional probe, so the method only hands over (imported on call:
+ * l2persist.tax imports _core). */
+typedef struct {
+    PyObject *set_aside;
+    int probe;
+    PyObject *stream;
+} set_aside_tax_args;
+
+static PyObject *dev_set_aside_tax_impl(PyObject *self, const void *args)
+{
+    const set_aside_tax_args *a = args;
+    PyObject *mod = PyImport_ImportModule("l2persist.tax");
+    if (!mod) return NULL;
+    PyObject *fn = PyObject_GetAttrString(mod, "set_aside_tax");
+    Py_DECREF(mod);
+    if (!fn) return NULL;
+    PyObject *kw = Py_BuildValue("{s:O,s:O}", "probe", a->probe ? Py_True : Py_False, "stream",
+                                 a->stream);
+    PyObject *pos = kw ? PyTuple_Pack(2, self, a->set_aside) : NULL;
+    PyObject *r = pos ? PyObject_Call(fn, pos, kw) : NULL;
+    Py_XDECREF(pos);
+    Py_XDECREF(kw);
+    Py_DECREF(fn);
+    return r;
+}
+L2P_DEFINE_FN(dev_set_aside_tax_fn, set_aside_tax_args, dev_set_aside_tax_impl, "set_aside_tax",
+              "What a set-aside costs other work on this device: the model's prediction "
+              "(l2persist.tax.set_aside_tax), with .probe measured when probe=True.",
+              "l2persist.tax.TaxPrediction",
+              /* the range, [0, persisting_l2_cache_max_size], is the core's (l2p_tax_predict) */
+              L2P_PARAM(set_aside_tax_args, set_aside, L2P_P_OBJECT, .pytype = "int | None",
+                        .doc = "bytes; None: the device's current persisting_l2_limit"),
+              L2P_PARAM(set_aside_tax_args, probe, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "also measure the tax with the write-heavy probe (a GPU run)"),
+              L2P_PARAM(set_aside_tax_args, stream, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "StreamLike", .doc = "where the probe runs; None: the legacy "
+                        "stream"));
+
 L2P_NOARGS_METHOD(dev_release_fn, dev_release, "release_persisting_l2", "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside).", "None");
 L2P_NOARGS_METHOD(dev_reset_fn, dev_reset, "reset_persisting_l2", "cudaCtxResetPersistingL2Cache on this device.", "None");
 L2P_NOARGS_METHOD(dev_synchronize_fn, dev_synchronize, "synchronize", "cudaDeviceSynchronize on this device.", "None");
 static const l2p_fn *const dev_method_rows[] = {&dev_persisting_l2_fn, &dev_release_fn, &dev_reset_fn,
-                                                &dev_synchronize_fn, NULL};
+                                                &dev_synchronize_fn, &dev_set_aside_tax_fn,
+                                                NULL};
 
 /* Methods not from rows (none left but the slots). */
 static PyMethodDef dev_methods[] = {

@@ -1,72 +1,108 @@
 /* Foreign graphs, discovery and capture safety: module-level functions. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include "l2p_launchex.h"
 #include "l2p_release.h"
 
-static PyObject *release_pending(PyObject *m, PyObject *noargs)
+static PyObject *release_pending(PyObject *m, const void *args)
 {
     (void)m;
-    (void)noargs;
+    (void)args;
     return PyLong_FromSize_t(l2p_release_pending());
 }
+L2P_DEFINE_FN(release_pending_fn, l2p_no_args, release_pending, "_release_pending",
+              "Releases (frees, destroys) deferred because a capture refused them; drained at "
+              "the next allocation, graph launch and at teardown.", "int", L2P_NO_PARAMS);
 
-static PyObject *release_drain(PyObject *m, PyObject *noargs)
+static PyObject *release_drain(PyObject *m, const void *args)
 {
     (void)m;
-    (void)noargs;
+    (void)args;
     l2p_release_drain();
     return PyLong_FromSize_t(l2p_release_pending());
 }
+L2P_DEFINE_FN(release_drain_fn, l2p_no_args, release_drain, "_release_drain",
+              "Retry the deferred releases now; returns how many still wait.", "int",
+              L2P_NO_PARAMS);
 
 static l2p_state *mod_state(PyObject *m) { return l2p_state_from_module(m); }
 
-/* _borrow_graph(handle, device, owner): a Graph over a foreign cudaGraph_t. The handle is the
- * caller's word (l2persist.as_graph finds it in the owner object). */
-static PyObject *borrow_graph(PyObject *m, PyObject *args)
-{
-    unsigned long long handle;
-    PyObject *device_obj, *owner;
+/* A Graph over a foreign cudaGraph_t. The handle is the caller's word (l2persist.as_graph
+ * finds it in the owner object). */
+typedef struct {
+    long long handle;
     int device;
-    if (!PyArg_ParseTuple(args, "KOO:_borrow_graph", &handle, &device_obj, &owner)) return NULL;
-    if (!handle) {
-        PyErr_SetString(PyExc_ValueError, "graph: a cudaGraph_t handle must be nonzero");
-        return NULL;
-    }
-    if (l2p_py_device_index(mod_state(m), device_obj, &device) < 0) return NULL;
-    return l2p_graph_borrow(mod_state(m), (cudaGraph_t)(uintptr_t)handle, device, owner);
+    PyObject *owner;
+} borrow_args;
+
+static PyObject *borrow_graph(PyObject *m, const void *args)
+{
+    const borrow_args *a = args;
+    return l2p_graph_borrow(mod_state(m), (cudaGraph_t)(uintptr_t)a->handle, a->device, a->owner);
+}
+L2P_DEFINE_FN(borrow_graph_fn, borrow_args, borrow_graph, "_borrow_graph",
+              "A Graph over a foreign cudaGraph_t, never destroyed by l2persist (use "
+              "l2persist.as_graph).", "Graph",
+              L2P_PARAM(borrow_args, handle, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = LLONG_MAX, .what = "a nonzero cudaGraph_t handle",
+                        .doc = "the cudaGraph_t, as an int"),
+              L2P_PARAM(borrow_args, device, L2P_P_DEVICE, .flags = L2P_P_REQUIRED,
+                        .doc = "the device the graph belongs to"),
+              L2P_PARAM(borrow_args, owner, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "object", .doc = "the foreign object the graph lives as long "
+                        "as (kept alive by the Graph)"));
+
+/* A stream argument that may not be the legacy stream (a capture needs a real one). */
+static int capture_stream(const l2p_stream_val *s)
+{
+    if (s->handle) return 0;
+    PyErr_SetString(PyExc_ValueError, "stream: capture needs a stream other than the legacy "
+                    "default stream (None)");
+    return -1;
 }
 
-/* _capture_begin_relaxed(stream): begin a relaxed-mode capture on an l2persist Stream or a
- * foreign stream (discovery captures someone else's code). */
-static PyObject *capture_begin_relaxed(PyObject *m, PyObject *stream_obj)
+typedef struct {
+    l2p_stream_val stream;
+    PyObject *refs;
+} capture_args;
+
+/* Begin a relaxed-mode capture on an l2persist Stream or a foreign stream (discovery
+ * captures someone else's code). */
+static PyObject *capture_begin_relaxed(PyObject *m, const void *args)
 {
-    cudaStream_t h;
-    PyObject *stream;
-    if (l2p_py_stream_arg(mod_state(m), stream_obj, &h, &stream) < 0) return NULL;
-    if (!h) {
-        PyErr_SetString(PyExc_ValueError, "stream: capture needs a stream other than the legacy "
-                        "default stream (None)");
-        return NULL;
-    }
-    if (l2p_capture_begin_relaxed(h) != L2P_OK) return l2p_py_raise(mod_state(m));
+    const capture_args *a = args;
+    if (capture_stream(&a->stream) < 0) return NULL;
+    if (l2p_capture_begin_relaxed(a->stream.handle) != L2P_OK) return l2p_py_raise(mod_state(m));
     Py_RETURN_NONE;
 }
+L2P_DEFINE_FN(capture_begin_fn, capture_args, capture_begin_relaxed, "_capture_begin_relaxed",
+              "Begin a relaxed-mode capture (discovery).", "None",
+              L2P_PARAM(capture_args, stream, L2P_P_STREAM, .flags = L2P_P_REQUIRED,
+                        .doc = "a Stream or a foreign stream (not the legacy stream)"));
 
-/* _capture_end(stream, refs): end the capture; a Graph owning the captured graph, keeping refs
- * (a list) alive. Raises when the capture was invalidated. */
-static PyObject *capture_end(PyObject *m, PyObject *args)
+/* End the capture: a Graph owning the captured graph, keeping refs alive. Raises when the
+ * capture was invalidated. */
+static PyObject *capture_end(PyObject *m, const void *args)
 {
-    PyObject *stream_obj, *refs, *stream;
-    cudaStream_t h;
+    const capture_args *a = args;
     cudaGraph_t graph = NULL;
     int device = 0;
-    if (!PyArg_ParseTuple(args, "OO!:_capture_end", &stream_obj, &PyList_Type, &refs)) return NULL;
-    if (l2p_py_stream_arg(mod_state(m), stream_obj, &h, &stream) < 0) return NULL;
-    if (l2p_stream_device(h, &device) != L2P_OK) return l2p_py_raise(mod_state(m));
-    if (l2p_capture_end(h, &graph) != L2P_OK) return l2p_py_raise(mod_state(m));
-    return l2p_graph_new(mod_state(m), graph, device, refs);
+    if (!PyList_Check(a->refs)) {
+        PyErr_Format(PyExc_TypeError, "refs: expected a list, got %s", Py_TYPE(a->refs)->tp_name);
+        return NULL;
+    }
+    if (capture_stream(&a->stream) < 0) return NULL;
+    if (l2p_stream_device(a->stream.handle, &device) != L2P_OK) return l2p_py_raise(mod_state(m));
+    if (l2p_capture_end(a->stream.handle, &graph) != L2P_OK) return l2p_py_raise(mod_state(m));
+    return l2p_graph_new(mod_state(m), graph, device, a->refs);
 }
+L2P_DEFINE_FN(capture_end_fn, capture_args, capture_end, "_capture_end",
+              "End a capture; the Graph (keeps refs alive).", "Graph",
+              L2P_PARAM(capture_args, stream, L2P_P_STREAM, .flags = L2P_P_REQUIRED,
+                        .doc = "the stream the capture began on"),
+              L2P_PARAM(capture_args, refs, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "list[object]", .doc = "objects the Graph keeps alive"));
 
 /* One launch argument: a buffer (anything l2persist imports) -> its address; int, float, bool
  * and NumPy scalars -> their value, written at the parameter's width by the core. `keep`
@@ -114,75 +150,93 @@ static int launch_arg(l2p_state *st, PyObject *o, Py_ssize_t i, l2p_arg *a, PyOb
     return rc;
 }
 
-/* _launch_ex(func, is_kernel, grid, block, args, stream, window, shared_mem, device) */
-static PyObject *launch_ex(PyObject *m, PyObject *args)
+/* grid or block: a tuple of 3 ints, each in [1, 2^32 - 1] (l2persist.launch pads 1-3 ints). */
+static int dims3(PyObject *obj, const char *name, unsigned out[3])
 {
-    unsigned long long func;
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 3) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of 3 ints, got %s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        long long v;
+        if (l2p_py_ranged_int(PyTuple_GET_ITEM(obj, i), name, "a dimension", 1, 0xffffffffLL,
+                              &v) < 0)
+            return -1;
+        out[i] = (unsigned)v;
+    }
+    return 0;
+}
+
+typedef struct {
+    long long func;
     int is_kernel;
-    unsigned grid[3], block[3];
-    PyObject *argseq, *stream_obj, *window_obj, *device_obj, *stream;
-    long long shared;
-    l2p_state *st = mod_state(m);
-    if (!PyArg_ParseTuple(args, "Kp(III)(III)OOOLO:_launch_ex", &func, &is_kernel, &grid[0],
-                          &grid[1], &grid[2], &block[0], &block[1], &block[2], &argseq,
-                          &stream_obj, &window_obj, &shared, &device_obj))
-        return NULL;
-    if (shared < 0 || shared > 0xffffffffLL) {
-        PyErr_Format(PyExc_ValueError, "shared_mem: must be in 0..4294967295 bytes, got %lld",
-                     shared);
-        return NULL;
-    }
-    cudaStream_t h;
-    const l2p_window *w;
+    PyObject *grid, *block, *args;
+    l2p_stream_val stream;
+    l2p_window_val window;
+    long long shared_mem;
     int device;
-    if (l2p_py_stream_arg(st, stream_obj, &h, &stream) < 0 ||
-        l2p_py_window_arg(st, window_obj, &w) < 0)
-        return NULL;
-    if (h) {
-        if (l2p_stream_device(h, &device) != L2P_OK) return l2p_py_raise(st);
-    } else if (l2p_py_device_index(st, device_obj, &device) < 0) {
-        return NULL;
-    }
-    PyObject *seq = PySequence_Fast(argseq, "args: expected a sequence of kernel arguments");
+} launch_ex_args;
+
+/* The launch's device: the stream's, else the device argument's. */
+static PyObject *launch_ex(PyObject *m, const void *args)
+{
+    const launch_ex_args *a = args;
+    unsigned grid[3], block[3];
+    l2p_state *st = mod_state(m);
+    int device = a->device;
+    if (dims3(a->grid, "grid", grid) < 0 || dims3(a->block, "block", block) < 0) return NULL;
+    if (a->stream.handle && l2p_stream_device(a->stream.handle, &device) != L2P_OK)
+        return l2p_py_raise(st);
+    PyObject *seq = PySequence_Fast(a->args, "args: expected a sequence of kernel arguments");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    l2p_arg *a = PyMem_Calloc((size_t)n + 1, sizeof *a);
+    l2p_arg *la = PyMem_Calloc((size_t)n + 1, sizeof *la);
     PyObject *keep = PyList_New(0);
     PyObject *r = NULL;
-    if (!a || !keep) {
+    if (!la || !keep) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (launch_arg(st, PySequence_Fast_GET_ITEM(seq, i), i, &a[i], keep) < 0) goto done;
-    if (l2p_launch_ex(device, (void *)(uintptr_t)func, is_kernel, grid, block, (unsigned)shared,
-                      h, w, a, (size_t)n) != L2P_OK) {
+        if (launch_arg(st, PySequence_Fast_GET_ITEM(seq, i), i, &la[i], keep) < 0) goto done;
+    if (l2p_launch_ex(device, (void *)(uintptr_t)a->func, a->is_kernel, grid, block,
+                      (unsigned)a->shared_mem, a->stream.handle, a->window.w, la, (size_t)n) !=
+        L2P_OK) {
         l2p_py_raise(st);
         goto done;
     }
     r = Py_NewRef(Py_None);
 done:
     Py_XDECREF(keep);
-    PyMem_Free(a);
+    PyMem_Free(la);
     Py_DECREF(seq);
     return r;
 }
+L2P_DEFINE_FN(launch_ex_fn, launch_ex_args, launch_ex, "_launch_ex",
+              "cuLaunchKernelEx of a CUfunction (or CUkernel) with an optional window (use "
+              "l2persist.launch).", "None",
+              L2P_PARAM(launch_ex_args, func, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = LLONG_MAX, .what = "a CUfunction or CUkernel handle",
+                        .doc = "the function's handle, as an int"),
+              L2P_PARAM(launch_ex_args, is_kernel, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "True: func is a CUkernel (library-level), False: a CUfunction"),
+              L2P_PARAM(launch_ex_args, grid, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "tuple[int, int, int]", .doc = "blocks of the grid (x, y, z)"),
+              L2P_PARAM(launch_ex_args, block, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "tuple[int, int, int]", .doc = "threads per block (x, y, z)"),
+              L2P_PARAM(launch_ex_args, args, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[object]", .doc = "the kernel's arguments: buffers "
+                        "(their address), ints, floats, NumPy scalars"),
+              L2P_PARAM(launch_ex_args, stream, L2P_P_STREAM,
+                        .doc = "a Stream, a foreign stream, or None (the legacy stream)"),
+              L2P_PARAM(launch_ex_args, window, L2P_P_WINDOW,
+                        .doc = "the launch's access policy window, or None"),
+              L2P_PARAM(launch_ex_args, shared_mem, L2P_P_INT, .lo = 0, .hi = 0xffffffffLL,
+                        .what = "bytes", .doc = "dynamic shared memory per block"),
+              L2P_PARAM(launch_ex_args, device, L2P_P_DEVICE,
+                        .doc = "the device when stream is None; None: the current device"));
 
-PyMethodDef l2p_foreign_functions[] = {
-    {"_launch_ex", launch_ex, METH_VARARGS,
-     "_launch_ex(func, is_kernel, grid, block, args, stream, window, shared_mem, device)\n--\n\n"
-     "cuLaunchKernelEx of a CUfunction (or CUkernel) with an optional window (use "
-     "l2persist.launch)."},
-    {"_borrow_graph", borrow_graph, METH_VARARGS,
-     "_borrow_graph(handle, device, owner)\n--\n\nA Graph over a foreign cudaGraph_t, never "
-     "destroyed by l2persist (use l2persist.as_graph)."},
-    {"_capture_begin_relaxed", capture_begin_relaxed, METH_O,
-     "_capture_begin_relaxed(stream)\n--\n\nBegin a relaxed-mode capture (discovery)."},
-    {"_capture_end", capture_end, METH_VARARGS,
-     "_capture_end(stream, refs)\n--\n\nEnd a capture; the Graph (keeps refs alive)."},
-    {"_release_pending", release_pending, METH_NOARGS,
-     "_release_pending()\n--\n\nReleases (frees, destroys) deferred because a capture refused "
-     "them; drained at the next allocation, graph launch and at teardown."},
-    {"_release_drain", release_drain, METH_NOARGS,
-     "_release_drain()\n--\n\nRetry the deferred releases now; returns how many still wait."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_foreign_fns[] = {&launch_ex_fn, &borrow_graph_fn, &capture_begin_fn,
+                                         &capture_end_fn, &release_pending_fn, &release_drain_fn,
+                                         NULL};

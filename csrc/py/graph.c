@@ -1,5 +1,6 @@
 /* l2persist.Graph (a captured CUDA graph) and l2persist.KernelNode (one of its kernels). */
 #include "l2p_py.h"
+#include "params.h"
 
 #include <string.h>
 
@@ -27,7 +28,7 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     l2p_GraphObject *g = PyObject_GC_New(l2p_GraphObject, st->Graph);
     if (!g) return NULL;
     g->g.exec = NULL;
-    g->g.device = device;
+    g->g.life.device = device;
     g->g.borrowed = 0;
     l2p_graph_adopt(&g->g, graph);
     g->closed = 0;
@@ -145,17 +146,19 @@ static int parse_node_selection(l2p_GraphObject *g, PyObject *sel, size_t n, cha
     return 0;
 }
 
-static PyObject *graph_set_window(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    l2p_window_val window;
+    PyObject *nodes;
+} set_window_args;
+
+static PyObject *graph_set_window_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"window", "nodes", NULL};
+    const set_window_args *a = args;
     l2p_GraphObject *g = (l2p_GraphObject *)self;
-    PyObject *window, *sel = Py_None;
-    const l2p_window *w;
+    PyObject *window = a->window.obj, *sel = a->nodes;
+    const l2p_window *w = a->window.w;
     size_t n = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:set_access_policy_window", names, &window,
-                                     &sel))
-        return NULL;
-    if (graph_check(g) < 0 || l2p_py_window_arg(graph_state(self), window, &w) < 0) return NULL;
+    if (graph_check(g) < 0) return NULL;
     if (l2p_graph_kernel_nodes(&g->g, NULL, &n) != L2P_OK) return l2p_py_raise(graph_state(self));
     cudaGraphNode_t *nodes = PyMem_Calloc(n + 1, sizeof *nodes);
     char *pick = PyMem_Calloc(n + 1, 1);
@@ -180,6 +183,15 @@ static PyObject *graph_set_window(PyObject *self, PyObject *args, PyObject *kw)
     if (notify_owner(g) < 0) return NULL; /* once for all the nodes */
     Py_RETURN_NONE;
 }
+L2P_DEFINE_FN(graph_set_window_fn, set_window_args, graph_set_window_impl,
+              "set_access_policy_window", "Put the window (None disables) on every kernel node, "
+              "or on `nodes`. On a borrowed PyTorch graph the owner is re-instantiated so that "
+              "its next replay() has it.", "None",
+              L2P_PARAM(set_window_args, window, L2P_P_WINDOW, .flags = L2P_P_REQUIRED,
+                        .doc = "the window to put on the nodes; None disables it"),
+              L2P_PARAM(set_window_args, nodes, L2P_P_OBJECT,
+                        .pytype = "Sequence[KernelNode | int] | None",
+                        .doc = "KernelNodes of this graph or their positions; None: all"));
 
 /* A graph's kernels address its buffers directly: launching over a closed one would read
  * freed memory and poison the context, so refuse. */
@@ -197,19 +209,23 @@ static int refs_open(l2p_state *st, l2p_GraphObject *g)
     return 0;
 }
 
-static PyObject *graph_launch(PyObject *self, PyObject *args, PyObject *kw)
+typedef struct {
+    l2p_stream_val stream;
+} launch_args;
+
+static PyObject *graph_launch_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"stream", NULL};
-    PyObject *stream_obj = Py_None, *stream;
+    const launch_args *a = args;
     l2p_GraphObject *g = (l2p_GraphObject *)self;
-    cudaStream_t handle;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:launch", names, &stream_obj)) return NULL;
-    if (graph_check(g) < 0 || l2p_py_stream_arg(graph_state(self), stream_obj, &handle, &stream) < 0 ||
-        refs_open(graph_state(self), g) < 0)
-        return NULL;
-    if (l2p_graph_launch(&g->g, handle) != L2P_OK) return l2p_py_raise(graph_state(self));
+    if (graph_check(g) < 0 || refs_open(graph_state(self), g) < 0) return NULL;
+    if (l2p_graph_launch(&g->g, a->stream.handle) != L2P_OK) return l2p_py_raise(graph_state(self));
     Py_RETURN_NONE;
 }
+L2P_DEFINE_FN(graph_launch_fn, launch_args, graph_launch_impl, "launch",
+              "Instantiate if needed (again after node changes) and launch.", "None",
+              L2P_PARAM(launch_args, stream, L2P_P_STREAM,
+                        .doc = "where to launch: a Stream, a foreign stream, or None (the "
+                        "legacy default stream)"));
 
 static PyObject *graph_close(PyObject *self, PyObject *noargs)
 {
@@ -269,6 +285,30 @@ static PyObject *shape_tuple(const unsigned v[3])
     return Py_BuildValue("(III)", v[0], v[1], v[2]);
 }
 
+/* One offer: a (ptr, nbytes) pair of ints >= 0. */
+static int offer_pair(PyObject *item, Py_ssize_t i, l2p_offer *out)
+{
+    unsigned long long v[2];
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+        PyErr_Format(PyExc_TypeError, "offers[%zd]: expected a (ptr, nbytes) tuple, got %s", i,
+                     Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        PyObject *x = PyTuple_GET_ITEM(item, k);
+        v[k] = PyLong_Check(x) && !PyBool_Check(x) ? PyLong_AsUnsignedLongLong(x) : (unsigned long long)-1;
+        if (v[k] == (unsigned long long)-1) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "offers[%zd]: %s must be an int in [0, 2^64 - 2]", i,
+                         k ? "nbytes" : "ptr");
+            return -1;
+        }
+    }
+    out->ptr = v[0];
+    out->nbytes = v[1];
+    return 0;
+}
+
 /* Parse offers: a sequence of (ptr, nbytes) int pairs. */
 static int parse_offers(PyObject *obj, l2p_offer **out, size_t *n)
 {
@@ -284,15 +324,12 @@ static int parse_offers(PyObject *obj, l2p_offer **out, size_t *n)
         return -1;
     }
     for (Py_ssize_t i = 0; i < len; i++) {
-        unsigned long long p, b;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KK:_scan offer", &p, &b)) {
+        if (offer_pair(PySequence_Fast_GET_ITEM(seq, i), i, &(*out)[i]) < 0) {
             Py_DECREF(seq);
             PyMem_Free(*out);
             *out = NULL;
             return -1;
         }
-        (*out)[i].ptr = p;
-        (*out)[i].nbytes = b;
     }
     *n = (size_t)len;
     Py_DECREF(seq);
@@ -345,7 +382,7 @@ static PyObject *graph_scan(PyObject *self, PyObject *offers_obj)
     l2p_buffer_record *rec = NULL;
     size_t nrec = 0;
     if (graph_check(g) < 0 || parse_offers(offers_obj, &offers, &n_offers) < 0) return NULL;
-    if (l2p_graph_scan_run(g->g.device, g->g.graph, &sc) != L2P_OK) {
+    if (l2p_graph_scan_run(g->g.life.device, g->g.graph, &sc) != L2P_OK) {
         PyMem_Free(offers);
         return l2p_py_raise(graph_state(self));
     }
@@ -363,11 +400,9 @@ static PyObject *graph_scan(PyObject *self, PyObject *offers_obj)
     return r;
 }
 
-static PyObject *graph_buffers(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *graph_buffers_impl(PyObject *self, const void *args)
 {
-    static char *names[] = {"candidates", NULL};
-    PyObject *candidates = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:buffers", names, &candidates)) return NULL;
+    PyObject *candidates = ((const l2p_one_arg *)args)->value;
     if (graph_check((l2p_GraphObject *)self) < 0) return NULL;
     PyObject *mod = PyImport_ImportModule("l2persist.foreign");
     if (!mod) return NULL;
@@ -375,6 +410,12 @@ static PyObject *graph_buffers(PyObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(mod);
     return r;
 }
+L2P_DEFINE_FN(graph_buffers_fn, l2p_one_arg, graph_buffers_impl, "buffers",
+              "The buffers the kernel nodes use, found from their argument bytes.",
+              "l2persist.foreign.BufferTable",
+              {.name = "candidates", .type = L2P_P_OBJECT, .offset = 0, .pytype = "object",
+               .doc = "what names them: tensors, a module, a dict name -> tensor, l2persist "
+               "buffers; None: none"});
 
 static PyObject *graph_nodes_window(PyObject *self, PyObject *nodes)
 {
@@ -411,40 +452,35 @@ static void graph_dealloc(PyObject *self)
 }
 
 static PyGetSetDef graph_getset[] = {
-    {"kernel_nodes", graph_kernel_nodes, NULL, "The graph's kernel nodes (KernelNode list).", NULL},
-    {"closed", graph_get_closed, NULL, "Whether close() was called or capture failed.", NULL},
+    {"kernel_nodes", graph_kernel_nodes, NULL, "list[KernelNode]: The graph's kernel nodes.", NULL},
+    {"closed", graph_get_closed, NULL, "bool: Whether close() was called or capture failed.", NULL},
     {"instantiated", graph_get_instantiated, NULL,
-     "Whether an executable graph is ready (made at launch, dropped when a node changes).", NULL},
+     "bool: Whether an executable graph is ready (made at launch, dropped when a node changes).", NULL},
     {"owner", graph_get_owner, NULL,
-     "The foreign graph object this Graph borrows (l2persist.as_graph), or None when l2persist "
+     "object | None: The foreign graph object this Graph borrows (l2persist.as_graph), or None when l2persist "
      "captured it.", NULL},
-    {"handle", graph_get_handle, NULL, "The cudaGraph_t, as an int.", NULL},
+    {"handle", graph_get_handle, NULL, "int: The cudaGraph_t, as an int.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-static PyMethodDef graph_methods[] = {
-    {"set_access_policy_window", (PyCFunction)(void (*)(void))graph_set_window,
-     METH_VARARGS | METH_KEYWORDS,
-     "set_access_policy_window($self, /, window, nodes=None)\n--\n\nPut the window (None "
-     "disables) on every kernel node, or on `nodes` (KernelNodes or positions). On a borrowed "
-     "PyTorch graph the owner is re-instantiated so that its next replay() has it."},
-    {"nodes_window", (PyCFunction)(void (*)(void))graph_nodes_window, METH_O,
-     "nodes_window($self, nodes, /)\n--\n\nA carrier (l2persist.foreign.NodeGroup) whose "
-     "access_policy_window reads and sets the window of these nodes."},
-    {"launch", (PyCFunction)(void (*)(void))graph_launch, METH_VARARGS | METH_KEYWORDS,
-     "launch($self, stream=None)\n--\n\nInstantiate if needed (again after node "
-     "changes) and launch."},
-    {"buffers", (PyCFunction)(void (*)(void))graph_buffers, METH_VARARGS | METH_KEYWORDS,
-     "buffers($self, /, candidates=None)\n--\n\nThe buffers the kernel nodes use, found from "
-     "their argument bytes (l2persist.foreign.BufferTable); candidates= (tensors, a module, a "
-     "dict name -> tensor, l2persist buffers) names them."},
-    {"_scan", graph_scan, METH_O,
-     "_scan($self, offers, /)\n--\n\nRaw discovery: (kernels, records, uses) tuples; offers "
-     "is a sequence of (ptr, nbytes)."},
-    {"close", graph_close, METH_NOARGS, "close($self, /)\n--\n\nDestroy the graph and its executable (a borrowed graph: only ours); idempotent."},
-    {"__enter__", graph_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
-    {"__exit__", graph_exit, METH_VARARGS,
-     "__exit__($self, exc_type=None, exc=None, tb=None, /)\n--\n\nCloses (restores)."},
-    {NULL, NULL, 0, NULL}};
+L2P_ONE_ARG_METHOD(graph_nodes_window_fn, graph_nodes_window, "nodes_window",
+                   "A carrier whose access_policy_window reads and sets the window of these "
+                   "nodes.", "l2persist.foreign.NodeGroup", "nodes",
+                   "Sequence[KernelNode | int]", "KernelNodes of this graph or their positions");
+L2P_ONE_ARG_METHOD(graph_scan_fn, graph_scan, "_scan", "Raw discovery for l2persist.foreign: "
+                   "(kernels, records, uses) tuples.",
+                   "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
+                   "int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]]]",
+                   "offers", "Sequence[tuple[int, int]]", "the (ptr, nbytes) buffers on offer");
+L2P_NOARGS_METHOD(graph_close_fn, graph_close, "close", "Destroy the graph and its executable "
+                  "(a borrowed graph: only ours); idempotent.", "None");
+L2P_NOARGS_METHOD(graph_enter_fn, graph_enter, "__enter__", "Returns self.", "Graph");
+L2P_EXIT_METHOD(graph_exit_fn, graph_exit, "Closes (restores).");
+static const l2p_fn *const graph_method_rows[] = {
+    &graph_set_window_fn, &graph_nodes_window_fn, &graph_launch_fn, &graph_buffers_fn,
+    &graph_scan_fn, &graph_close_fn, &graph_enter_fn, &graph_exit_fn, NULL};
+
+/* Methods not from rows (none left but the slots). */
+static PyMethodDef graph_methods[] = {{NULL, NULL, 0, NULL}};
 
 static PyType_Slot graph_slots[] = {
     {Py_tp_doc, "A CUDA graph captured with `with stream.capture() as graph:`; it keeps the "
@@ -579,13 +615,13 @@ static void node_dealloc(PyObject *self)
 
 static PyGetSetDef node_getset[] = {
     {"access_policy_window", node_get_window, node_set_window,
-     "The node's window (cudaKernelNodeAttributeAccessPolicyWindow); None when disabled.", NULL},
-    {"position", node_get_position, NULL, "Index among the graph's kernel nodes.", NULL},
-    {"name", node_get_name, NULL, "The kernel's (mangled) name, from the driver.", NULL},
-    {"grid", node_get_grid, NULL, "Grid dimensions (x, y, z).", NULL},
-    {"block", node_get_block, NULL, "Block dimensions (x, y, z).", NULL},
-    {"shared_mem", node_get_shared_mem, NULL, "Dynamic shared memory per block, bytes.", NULL},
-    {"graph", node_get_graph, NULL, "The Graph the node belongs to.", NULL},
+     "AccessPolicyWindow | None: The node's window (cudaKernelNodeAttributeAccessPolicyWindow); None when disabled.", NULL},
+    {"position", node_get_position, NULL, "int: Index among the graph's kernel nodes.", NULL},
+    {"name", node_get_name, NULL, "str: The kernel's (mangled) name, from the driver.", NULL},
+    {"grid", node_get_grid, NULL, "tuple[int, int, int]: Grid dimensions (x, y, z).", NULL},
+    {"block", node_get_block, NULL, "tuple[int, int, int]: Block dimensions (x, y, z).", NULL},
+    {"shared_mem", node_get_shared_mem, NULL, "int: Dynamic shared memory per block, bytes.", NULL},
+    {"graph", node_get_graph, NULL, "Graph: The Graph the node belongs to.", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot node_slots[] = {
@@ -604,7 +640,7 @@ static PyType_Spec node_spec = {"l2persist.KernelNode", sizeof(l2p_KernelNodeObj
 
 int l2p_add_graph_types(PyObject *m, l2p_state *st)
 {
-    st->Graph = l2p_make_type(m, &graph_spec, NULL);
+    st->Graph = l2p_make_type_rows(m, &graph_spec, NULL, graph_method_rows);
     if (!st->Graph) return -1;
     st->KernelNode = l2p_make_type(m, &node_spec, NULL);
     return st->KernelNode ? 0 : -1;

@@ -32,7 +32,6 @@
 #define W48 (L2P_W(4) | L2P_W(8))
 #define LOADS l2p_load_flavour_names
 #define STORES l2p_store_flavour_names
-#define INT_MAX_LL 2147483647LL
 
 static size_t count_of(l2p_BufferObject *b) { return b->nbytes / (size_t)PyDataType_ELSIZE(b->dtype); }
 
@@ -222,7 +221,7 @@ static cudaError_t random_map_launch(l2p_call *c)
     X(pattern, dst, BUF(NULL, 0, 0, 0))                          \
     X(pattern, threads, THREADS(32, KW))                         \
     X(pattern, blocks, BLOCKS(1, KW))                            \
-    X(pattern, width, INT(4, 1, 16, L2P_A_POW2))                 \
+    X(pattern, width, INT(4, 1, L2P_PATTERN_WIDTH_MAX, L2P_A_POW2)) \
     X(pattern, load_offset, INT(0, LLONG_MIN, LLONG_MAX, 0))     \
     X(pattern, load_stride, INT(1, LLONG_MIN, LLONG_MAX, 0))     \
     X(pattern, store_offset, INT(0, LLONG_MIN, LLONG_MAX, 0))    \
@@ -305,10 +304,10 @@ static cudaError_t streaming_launch(l2p_call *c)
 
 #define L2_READ_ARGS(X)                                \
     X(l2_read, src, BUF(NULL, 0, 0, 0))                \
-    X(l2_read, repeats, INT(10, 1, INT_MAX_LL, 0))     \
+    X(l2_read, repeats, INT(10, 1, L2P_REPEATS_MAX, 0))     \
     X(l2_read, load, CHOICE(LOADS, 0, KW))             \
-    X(l2_read, width, INT(8, 8, 16, KW | L2P_A_POW2))  \
-    X(l2_read, loads, INT(64, 8, 64, KW | L2P_A_POW2)) \
+    X(l2_read, width, INT(8, L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX, KW | L2P_A_POW2)) \
+    X(l2_read, loads, INT(64, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX, KW | L2P_A_POW2)) \
     X(l2_read, threads, THREADS(1024, KW))
 enum { L2_READ_ARGS(ARG_ID) };
 
@@ -331,8 +330,8 @@ static cudaError_t l2_read_launch(l2p_call *c)
 
 #define BULK_READ_ARGS(X)                            \
     X(bulk_read, src, BUF(NULL, 0, 0, 0))            \
-    X(bulk_read, repeats, INT(10, 1, INT_MAX_LL, 0)) \
-    X(bulk_read, chunk, INT(16384, 16, 49152, KW))   \
+    X(bulk_read, repeats, INT(10, 1, L2P_REPEATS_MAX, 0)) \
+    X(bulk_read, chunk, INT(16384, L2P_BULK_CHUNK_MIN, L2P_BULK_CHUNK_MAX, KW)) \
     X(bulk_read, blocks, BLOCKS(0, KW | OPT))
 enum { BULK_READ_ARGS(ARG_ID) };
 
@@ -358,10 +357,9 @@ static cudaError_t bulk_read_launch(l2p_call *c)
 #define HOT_COLD_ARGS(X)                                   \
     X(hot_cold, hot, BUF("i", W4, 0, 0))                   \
     X(hot_cold, cold, BUF("i", W4, 0, 0))                  \
-    X(hot_cold, accesses, INT(0, 1, U32_MAX_LL, KW | OPT)) \
+    X(hot_cold, accesses, INT(0, 1, L2P_ACCESSES_MAX, KW | OPT)) \
     X(hot_cold, read_only, BOOL(0, KW))
 enum { HOT_COLD_ARGS(ARG_ID) };
-#define U32_MAX_LL 4294967295LL
 
 static int hot_cold_check(l2p_call *c)
 {
@@ -405,8 +403,9 @@ static cudaError_t hot_cold_read_launch(l2p_call *c)
 
 /* ---- the table ---- */
 
-#define BLOCKS(d, fl) INT(d, 1, INT_MAX_LL, (fl) | L2P_A_BLOCKS)
-#define THREADS(d, fl) INT(d, 1, 1024, (fl) | L2P_A_THREADS)
+/* Launch shapes: the core's ranges (l2p_checks.h). */
+#define BLOCKS(d, fl) INT(d, 1, L2P_BLOCKS_MAX, (fl) | L2P_A_BLOCKS)
+#define THREADS(d, fl) INT(d, 1, L2P_THREADS_MAX, (fl) | L2P_A_THREADS)
 
 
 /* ---- the set-aside tax probe ---- */

@@ -60,11 +60,13 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
         return (PyObject *)s;
     }
     if (l2p_py_device_index(st, device, &s->device) < 0) goto fail;
-    if (l2p_device_context_id(s->device, &s->ctx) != L2P_OK ||
+    l2p_life life;
+    if (l2p_life_begin(&life, s->device) != L2P_OK ||
         l2p_stream_create(s->device, &s->handle) != L2P_OK) {
         l2p_py_raise(st);
         goto fail;
     }
+    s->ctx = life.ctx;
     s->owns = 1;
     return (PyObject *)s;
 fail:
@@ -95,7 +97,7 @@ static l2p_status stream_release(l2p_StreamObject *s)
     if (s->closed) return L2P_OK;
     s->closed = 1;
     /* Not after a device reset: the handle is gone and may be someone else's by now. */
-    if (s->owns && s->handle && !l2p_device_context_gone(s->device, s->ctx))
+    if (s->owns && s->handle && !l2p_life_gone(&(l2p_life){s->device, s->ctx}))
         st = l2p_stream_destroy(s->device, s->handle);
     s->handle = NULL;
     Py_CLEAR(s->owner);

@@ -1,30 +1,57 @@
 /* The set-aside tax model (l2p_tax): predictions, the fits and the measurement rows. */
 #include "l2p_py.h"
+#include "params.h"
+
+#include <float.h>
 
 #include "l2p_tax.h"
 
-/* A chip from (cc_major, cc_minor, l2_cache_size, granule, persisting_max). */
-static int chip_arg(PyObject *cc, long long l2, long long granule, long long pmax,
-                    l2p_tax_chip *out)
+/* compute_capability: a (major, minor) tuple of ints. */
+static int cc_arg(PyObject *cc, int *major, int *minor)
 {
-    int major, minor;
-    if (!PyTuple_Check(cc) || !PyArg_ParseTuple(cc, "ii:compute_capability", &major, &minor)) {
-        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "compute_capability: expected (major, minor)");
-        }
+    long long v[2];
+    if (!PyTuple_Check(cc) || PyTuple_GET_SIZE(cc) != 2) {
+        PyErr_Format(PyExc_TypeError, "compute_capability: expected (major, minor), got %s",
+                     Py_TYPE(cc)->tp_name);
         return -1;
     }
-    if (l2 < 0 || granule < 0 || pmax < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: must be >= 0", l2 < 0 ? "l2_cache_size" :
-                     granule < 0 ? "granule" : "persisting_max");
-        return -1;
-    }
-    *out = (l2p_tax_chip){major, minor, (size_t)l2, (size_t)granule, (size_t)pmax};
+    for (int i = 0; i < 2; i++)
+        if (l2p_py_ranged_int(PyTuple_GET_ITEM(cc, i), "compute_capability", i ? "minor" :
+                              "major", 0, INT_MAX, &v[i]) < 0)
+            return -1;
+    *major = (int)v[0];
+    *minor = (int)v[1];
     return 0;
 }
 
-#define CHIP_ARGS "compute_capability", "l2_cache_size", "set_aside", "granule", "persisting_max"
+/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows). */
+typedef struct {
+    PyObject *compute_capability;
+    long long l2_cache_size, set_aside, granule, persisting_max;
+} chip_args;
+
+#define CHIP_PARAMS(S, tail_flags)                                                              \
+    L2P_PARAM(S, compute_capability, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,                     \
+              .pytype = "tuple[int, int]", .doc = "the chip's (major, minor)"),                  \
+    L2P_PARAM(S, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX,   \
+              .what = "bytes", .doc = "the L2 size"),                                           \
+    /* the range is the core's (l2p_tax_predict): [0, persisting_max] */                        \
+    L2P_PARAM(S, set_aside, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = LLONG_MIN,                \
+              .hi = LLONG_MAX, .what = "bytes", .doc = "the persisting-L2 set-aside"),           \
+    L2P_PARAM(S, granule, L2P_P_INT, .flags = (tail_flags), .lo = 0, .hi = LLONG_MAX,           \
+              .what = "bytes", .doc = "the driver's set-aside step; 0: the model's L2 / 16"),    \
+    L2P_PARAM(S, persisting_max, L2P_P_INT, .lo = 0, .hi = LLONG_MAX, .what = "bytes",          \
+              .flags = (tail_flags),                                                            \
+              .doc = "persisting_l2_cache_max_size; 0: unknown (the L2 size bounds set_aside)")
+
+static int chip_arg(const chip_args *a, l2p_tax_chip *out)
+{
+    int major, minor;
+    if (cc_arg(a->compute_capability, &major, &minor) < 0) return -1;
+    *out = (l2p_tax_chip){major, minor, (size_t)a->l2_cache_size, (size_t)a->granule,
+                          (size_t)a->persisting_max};
+    return 0;
+}
 
 static PyObject *model_dict(const l2p_tax_model *m)
 {
@@ -46,49 +73,43 @@ static PyObject *model_dict(const l2p_tax_model *m)
                          "exact", m->exact ? Py_True : Py_False);
 }
 
-static PyObject *fn_predict(PyObject *mod, PyObject *args, PyObject *kw)
+static PyObject *fn_predict(PyObject *mod, const void *args)
 {
-    static char *names[] = {CHIP_ARGS, NULL};
-    PyObject *cc;
-    long long l2, aside, granule = 0, pmax = 0;
+    const chip_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    l2p_state *st = l2p_state_from_module(mod);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OLL|$LL:tax_predict", names, &cc, &l2, &aside,
-                                     &granule, &pmax) ||
-        chip_arg(cc, l2, granule, pmax, &chip) < 0)
-        return NULL;
-    if (l2p_tax_predict(&chip, aside, &m) != L2P_OK) return l2p_py_raise(st);
+    if (chip_arg(a, &chip) < 0) return NULL;
+    if (l2p_tax_predict(&chip, a->set_aside, &m) != L2P_OK)
+        return l2p_py_raise(l2p_state_from_module(mod));
     return model_dict(&m);
 }
+L2P_DEFINE_FN(predict_fn, chip_args, fn_predict, "tax_predict",
+              "The set-aside tax model of a chip at one set-aside: knee, constants and their "
+              "basis.", "dict[str, object]", CHIP_PARAMS(chip_args, L2P_P_KWONLY));
 
-static PyObject *fn_slowdown(PyObject *mod, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {CHIP_ARGS, "kind", "ws", NULL};
-    PyObject *cc;
-    long long l2, aside, granule = 0, pmax = 0;
-    const char *kind_name;
-    double ws;
+typedef struct {
+    chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
     int kind;
+    double ws_bytes;
+} slowdown_args;
+
+static PyObject *fn_slowdown(PyObject *mod, const void *args)
+{
+    const slowdown_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    l2p_state *st = l2p_state_from_module(mod);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OLLLLsd:tax_slowdown", names, &cc, &l2, &aside,
-                                     &granule, &pmax, &kind_name, &ws) ||
-        chip_arg(cc, l2, granule, pmax, &chip) < 0)
-        return NULL;
-    if (ws < 0 || ws != ws) {
-        /* PyErr_Format has no %g (Python 3.12 raises SystemError for it) */
-        char text[64];
-        snprintf(text, sizeof text, "%g", ws);
-        PyErr_Format(PyExc_ValueError, "ws_bytes: %s is not >= 0", text);
-        return NULL;
-    }
-    if (l2p_tax_kind_parse(kind_name, &kind) != L2P_OK ||
-        l2p_tax_predict(&chip, aside, &m) != L2P_OK)
-        return l2p_py_raise(st);
-    return PyFloat_FromDouble(l2p_tax_slowdown(&m, kind, ws));
+    if (chip_arg(&a->chip, &chip) < 0) return NULL;
+    if (l2p_tax_predict(&chip, a->chip.set_aside, &m) != L2P_OK)
+        return l2p_py_raise(l2p_state_from_module(mod));
+    return PyFloat_FromDouble(l2p_tax_slowdown(&m, a->kind, a->ws_bytes));
 }
+L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",
+              "The model's slowdown of `kind` over a working set of ws_bytes.", "float",
+              CHIP_PARAMS(chip_args, L2P_P_REQUIRED),
+              L2P_PARAM(slowdown_args, kind, L2P_P_CHOICE, .flags = L2P_P_REQUIRED,
+                        .choices = l2p_tax_kind_names, .doc = "the access kind"),
+              L2P_PARAM(slowdown_args, ws_bytes, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .flo = 0.0, .fhi = DBL_MAX, .doc = "the working set, bytes"));
 
 /* A sequence of numbers as a PyMem array of doubles; *n its length. */
 static double *doubles(PyObject *obj, const char *name, Py_ssize_t *n)
@@ -118,15 +139,20 @@ static int same_length(Py_ssize_t a, Py_ssize_t b, const char *na, const char *n
     return -1;
 }
 
-static PyObject *fn_fit_capacity(PyObject *mod, PyObject *args)
+typedef struct {
+    double l2;
+    PyObject *set_asides, *knees;
+} fit_capacity_args;
+
+static PyObject *fn_fit_capacity(PyObject *mod, const void *args)
 {
-    double l2, c, *s = NULL, *k = NULL;
-    PyObject *so, *ko, *out = NULL;
+    const fit_capacity_args *a = args;
+    double c, *s = NULL, *k = NULL;
+    PyObject *out = NULL;
     Py_ssize_t ns = 0, nk = 0;
-    if (!PyArg_ParseTuple(args, "dOO:tax_fit_capacity", &l2, &so, &ko)) return NULL;
-    if ((s = doubles(so, "set_asides", &ns)) && (k = doubles(ko, "knees", &nk)) &&
+    if ((s = doubles(a->set_asides, "set_asides", &ns)) && (k = doubles(a->knees, "knees", &nk)) &&
         same_length(ns, nk, "set_asides", "knees") == 0) {
-        if (l2p_tax_fit_capacity(l2, (size_t)ns, s, k, &c) != L2P_OK)
+        if (l2p_tax_fit_capacity(a->l2, (size_t)ns, s, k, &c) != L2P_OK)
             l2p_py_raise(l2p_state_from_module(mod));
         else
             out = PyFloat_FromDouble(c);
@@ -135,21 +161,35 @@ static PyObject *fn_fit_capacity(PyObject *mod, PyObject *args)
     PyMem_Free(k);
     return out;
 }
+L2P_DEFINE_FN(fit_capacity_fn, fit_capacity_args, fn_fit_capacity, "tax_fit_capacity",
+              "Least-squares c of knee = l2 - c * s.", "float",
+              L2P_PARAM(fit_capacity_args, l2, L2P_P_FLOAT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .doc = "the L2 size (any unit the other values share)"),
+              L2P_PARAM(fit_capacity_args, set_asides, L2P_P_OBJECT,
+                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
+                        .doc = "the set-asides s"),
+              L2P_PARAM(fit_capacity_args, knees, L2P_P_OBJECT,
+                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
+                        .doc = "the knee measured at each set-aside"));
 
-static PyObject *fn_fit_penalty(PyObject *mod, PyObject *args, PyObject *kw)
+typedef struct {
+    double l2, coeff;
+    PyObject *set_asides, *ws, *slowdowns;
+    double base;
+} fit_penalty_args;
+
+static PyObject *fn_fit_penalty(PyObject *mod, const void *args)
 {
-    static char *names[] = {"l2", "coeff", "set_asides", "ws", "slowdowns", "base", NULL};
-    double l2, coeff, base = -1, p, *s = NULL, *w = NULL, *sl = NULL;
-    PyObject *so, *wo, *slo, *out = NULL;
+    const fit_penalty_args *a = args;
+    double p, *s = NULL, *w = NULL, *sl = NULL;
+    PyObject *out = NULL;
     Py_ssize_t ns = 0, nw = 0, nsl = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddOOO|$d:tax_fit_penalty", names, &l2, &coeff,
-                                     &so, &wo, &slo, &base))
-        return NULL;
-    if ((s = doubles(so, "set_asides", &ns)) && (w = doubles(wo, "ws", &nw)) &&
-        (sl = doubles(slo, "slowdowns", &nsl)) && same_length(ns, nw, "set_asides", "ws") == 0 &&
+    if ((s = doubles(a->set_asides, "set_asides", &ns)) && (w = doubles(a->ws, "ws", &nw)) &&
+        (sl = doubles(a->slowdowns, "slowdowns", &nsl)) &&
+        same_length(ns, nw, "set_asides", "ws") == 0 &&
         same_length(ns, nsl, "set_asides", "slowdowns") == 0) {
-        if (l2p_tax_fit_penalty(l2, coeff, base < 0 ? l2 : base, (size_t)ns, s, w, sl, &p) !=
-            L2P_OK)
+        if (l2p_tax_fit_penalty(a->l2, a->coeff, a->base < 0 ? a->l2 : a->base, (size_t)ns, s, w,
+                                sl, &p) != L2P_OK)
             l2p_py_raise(l2p_state_from_module(mod));
         else
             out = PyFloat_FromDouble(p);
@@ -159,16 +199,35 @@ static PyObject *fn_fit_penalty(PyObject *mod, PyObject *args, PyObject *kw)
     PyMem_Free(sl);
     return out;
 }
+L2P_DEFINE_FN(fit_penalty_fn, fit_penalty_args, fn_fit_penalty, "tax_fit_penalty",
+              "Least-squares miss penalty P from measured slowdowns.", "float",
+              L2P_PARAM(fit_penalty_args, l2, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "the L2 size"),
+              L2P_PARAM(fit_penalty_args, coeff, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "the capacity coefficient c"),
+              L2P_PARAM(fit_penalty_args, set_asides, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "the set-aside of each point"),
+              L2P_PARAM(fit_penalty_args, ws, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "the working set of each point"),
+              L2P_PARAM(fit_penalty_args, slowdowns, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "the slowdown measured at each point"),
+              L2P_PARAM(fit_penalty_args, base, L2P_P_FLOAT, .flags = L2P_P_KWONLY, .fval = -1.0,
+                        .doc = "C(0), the written lines' capacity at limit 0; negative: l2"));
 
-static PyObject *fn_measured_knee(PyObject *mod, PyObject *args)
+typedef struct {
+    PyObject *ws, *slowdowns;
+    double threshold;
+} knee_args;
+
+static PyObject *fn_measured_knee(PyObject *mod, const void *args)
 {
-    double threshold, lo, hi, *w = NULL, *sl = NULL;
-    PyObject *wo, *slo, *out = NULL;
+    const knee_args *a = args;
+    double lo, hi, *w = NULL, *sl = NULL;
+    PyObject *out = NULL;
     Py_ssize_t nw = 0, nsl = 0;
-    if (!PyArg_ParseTuple(args, "OOd:tax_measured_knee", &wo, &slo, &threshold)) return NULL;
-    if ((w = doubles(wo, "ws", &nw)) && (sl = doubles(slo, "slowdowns", &nsl)) &&
+    if ((w = doubles(a->ws, "ws", &nw)) && (sl = doubles(a->slowdowns, "slowdowns", &nsl)) &&
         same_length(nw, nsl, "ws", "slowdowns") == 0) {
-        if (l2p_tax_measured_knee((size_t)nw, w, sl, threshold, &lo, &hi) != L2P_OK)
+        if (l2p_tax_measured_knee((size_t)nw, w, sl, a->threshold, &lo, &hi) != L2P_OK)
             l2p_py_raise(l2p_state_from_module(mod));
         else
             out = Py_BuildValue("(dd)", lo, hi);
@@ -177,8 +236,19 @@ static PyObject *fn_measured_knee(PyObject *mod, PyObject *args)
     PyMem_Free(sl);
     return out;
 }
+L2P_DEFINE_FN(knee_fn, knee_args, fn_measured_knee, "tax_measured_knee",
+              "(lo, hi]: where a measured curve first reaches threshold (hi 0: never).",
+              "tuple[float, float]",
+              L2P_PARAM(knee_args, ws, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .pytype = "Sequence[float]", .doc = "working sets, ascending"),
+              L2P_PARAM(knee_args, slowdowns, L2P_P_OBJECT,
+                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
+                        .doc = "the slowdown at each working set"),
+              L2P_PARAM(knee_args, threshold, L2P_P_FLOAT,
+                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
+                        .doc = "the slowdown that marks the knee"));
 
-static PyObject *fn_rows(PyObject *mod, PyObject *noargs)
+static PyObject *fn_rows(PyObject *mod, const void *noargs)
 {
     size_t nk, ns;
     const l2p_tax_knee_row *k = l2p_tax_knee_rows(&nk);
@@ -222,24 +292,10 @@ static PyObject *fn_rows(PyObject *mod, PyObject *noargs)
     return NULL;
 }
 
-PyMethodDef l2p_tax_functions[] = {
-    {"tax_predict", (PyCFunction)(void (*)(void))fn_predict, METH_VARARGS | METH_KEYWORDS,
-     "tax_predict(compute_capability, l2_cache_size, set_aside, *, granule=0, "
-     "persisting_max=0)\n--\n\nThe set-aside tax model of a chip at one set-aside (bytes): "
-     "knee, constants and their basis."},
-    {"tax_slowdown", (PyCFunction)(void (*)(void))fn_slowdown, METH_VARARGS | METH_KEYWORDS,
-     "tax_slowdown(compute_capability, l2_cache_size, set_aside, granule, persisting_max, "
-     "kind, ws)\n--\n\nThe model's slowdown of `kind` over a working set of ws bytes."},
-    {"tax_fit_capacity", fn_fit_capacity, METH_VARARGS,
-     "tax_fit_capacity(l2, set_asides, knees, /)\n--\n\nLeast-squares c of knee = l2 - c * s."},
-    {"tax_fit_penalty", (PyCFunction)(void (*)(void))fn_fit_penalty,
-     METH_VARARGS | METH_KEYWORDS,
-     "tax_fit_penalty(l2, coeff, set_asides, ws, slowdowns, *, base=-1.0)\n--\n\n"
-     "Least-squares miss penalty P from measured slowdowns; base: C(0) (default: l2)."},
-    {"tax_measured_knee", fn_measured_knee, METH_VARARGS,
-     "tax_measured_knee(ws, slowdowns, threshold, /)\n--\n\n(lo, hi]: where a measured curve "
-     "first reaches threshold (hi 0: never)."},
-    {"tax_rows", fn_rows, METH_NOARGS,
-     "tax_rows($module, /)\n--\n\n(knee rows, slowdown rows, limit-0 rows): the "
-     "measurements the model is fitted to."},
-    {NULL, NULL, 0, NULL}};
+#define TAX_ROWS "list[dict[str, object]]"
+L2P_DEFINE_FN(rows_fn, l2p_no_args, fn_rows, "tax_rows", "(knee rows, slowdown rows, limit-0 "
+              "rows): the measurements the model is fitted to.",
+              "tuple[" TAX_ROWS ", " TAX_ROWS ", " TAX_ROWS "]", L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_tax_fns[] = {&predict_fn, &slowdown_fn, &fit_capacity_fn,
+                                     &fit_penalty_fn, &knee_fn, &rows_fn, NULL};
