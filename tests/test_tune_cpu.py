@@ -90,6 +90,44 @@ def test_bad_evaluate_results_and_arguments():
         _core.tune_search(None, None, [MIB], [0], facts=(G, PMAX, DEF))
 
 
+
+def test_entry_points_parse_from_their_rows():
+    """The rows name each bad argument and its range; seeds take the full 64 bits; the
+    verdict's "default" is a keyword like any other; the seed's default is the documented one."""
+    ok = lambda c, n: [1.0] * n  # noqa: E731
+    f = (G, PMAX, DEF)
+    for kw, exc, msg in [(dict(repeat=-1), ValueError, r"repeat: -1 is outside \[0"),
+                         (dict(repeat=0), ValueError, r"repeat: 0 is outside \[1, 100000\]"),
+                         (dict(confirm_rounds=1.5), TypeError, "confirm_rounds: expected an int"),
+                         (dict(seed=-1), ValueError, r"seed: -1 is outside \[0, 2\^64 - 1\]"),
+                         (dict(seed=2 ** 64), ValueError, "seed: "),
+                         (dict(seed=1.0), TypeError, "seed: expected None or an int"),
+                         (dict(phases=-1), ValueError, "phases: -1 is outside"),
+                         (dict(min_gain=math.inf), ValueError, "min_gain"),
+                         (dict(facts=(G, PMAX)), TypeError, "facts: expected None or a tuple"),
+                         (dict(facts=(G, -1, 0)), ValueError, r"facts\[1\] \(persisting_max\)"),
+                         (dict(nope=1), TypeError, "unexpected keyword argument 'nope'")]:
+        with pytest.raises(exc, match=msg):
+            _core.tune_search(ok, None, [MIB], [0], **{"facts": f, **kw})
+    with pytest.raises(ValueError, match="groups: -1 is outside"):
+        _core.tune_search(ok, None, [MIB], [-1], facts=f)
+    a = [1.0, 1.1, 0.9, 1.0] * 5
+    c = [x / 1.2 for x in a]
+    top = _core.tune_verdict(a, a, c, seed=2 ** 64 - 1)
+    assert _core.tune_verdict(a, default=a, candidate=c, seed=2 ** 64 - 1) == top
+    assert top["helps"] and top["speedup"] == pytest.approx(1.2)
+    assert _core.tune_verdict(a, a, c) == _core.tune_verdict(a, a, c, seed=0x9E3779B97F4A7C15)
+    assert _core.speedup_ci(a, c) == _core.speedup_ci(a, c, seed=1)
+    with pytest.raises(ValueError, match="rounds: 0 is outside"):
+        _core.tune_verdict(a, a, c, rounds=0)
+    with pytest.raises(ValueError, match="default: expected a 1-d sequence"):
+        _core.tune_verdict(a, [[1.0]], c)
+    assert _core.set_aside_levels(granule=G, persisting_max=PMAX, default_limit=DEF) == \
+        _core.set_aside_levels(G, PMAX, DEF)
+    with pytest.raises(ValueError, match=r"default_limit: -1 is outside \[0, 2\^63 - 1\] \(bytes\)"):
+        _core.set_aside_levels(G, PMAX, -1)
+
+
 def test_one_window_per_stream_group():
     seen_both = []
 

@@ -176,7 +176,6 @@ int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 
 /* Module-level functions defined outside module.c. */
-extern PyMethodDef l2p_tune_functions[];
 extern PyMethodDef l2p_foreign_functions[];
 extern PyMethodDef l2p_tax_functions[];
 

@@ -197,9 +197,9 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_window_fns) < 0 || l2p_add_fns(m, l2p_timing_fns) < 0 ||
         l2p_add_fns(m, l2p_kernel_fns) < 0 || l2p_add_fns(m, l2p_model_fns) < 0 ||
         l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
-        l2p_add_fns(m, l2p_restore_fns) < 0)
+        l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0)
         return -1;
-    if (add_functions(m, l2p_tune_functions) < 0 || add_functions(m, l2p_foreign_functions) < 0 ||
+    if (add_functions(m, l2p_foreign_functions) < 0 ||
         add_functions(m, l2p_tax_functions) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
