@@ -184,7 +184,7 @@ import l2persist
 import l2persist.tune  # noqa: F401 - the module, which l2persist.tune (the function) shadows
 tune_mod = sys.modules["l2persist.tune"]
 from l2persist.examples import GuideExampleResult
-from l2persist.tune import Verdict, verdict
+from l2persist.tune import Verdict, describe, verdict
 
 
 def test_verdict_dataclass_and_line():
@@ -196,10 +196,22 @@ def test_verdict_dataclass_and_line():
     assert str(v).startswith("helps: 1.1") and "the default limit" in str(v)
     with pytest.raises(AttributeError):
         v.helps = False  # frozen
+    assert v.outcome == "helps"
     v = verdict(a, a, a / 1.004)
     assert not v.helps and "does not help beyond noise" in str(v) and ">= 1.010x" in str(v)
+    assert v.outcome == "does not help" and v.ci_high >= 1.0
+    v = verdict(a, a * 1.01, a * 1.1)  # 10 % slower than limit 0, beyond noise
+    assert v.baseline == "limit0" and v.ci_high < 1.0 and v.outcome == "slows the work"
     with pytest.raises(ValueError, match="candidate"):
         verdict(a, a, [])
+
+
+def test_describe_is_public_and_exact():
+    p, s = _core.AccessProperty.PERSISTING, _core.AccessProperty.STREAMING
+    assert describe({"set_aside": 0, "windows": [None]}) == "limit 0, no window"
+    assert describe({"set_aside": 3 * G, "windows": [None, dict(hit_ratio=0.5, hit_prop=p,
+                                                                 miss_prop=s)]}) == \
+        "set-aside 11.25 MiB, window 1: hitRatio 0.50 persisting/streaming"
 
 
 def test_guide_example_result_uses_the_rule():
@@ -222,7 +234,7 @@ class _FakeDevice:
     def __init__(self):
         self.index, self.mps, self.default_persisting_l2_limit = 0, False, DEF
         self.properties = types.SimpleNamespace(name="fake H200")
-        self.limit, self.sets = DEF, []
+        self.limit, self.sets, self.restored = DEF, [], []
 
     @property
     def persisting_l2_limit(self):
@@ -268,6 +280,11 @@ def _fake_core(dev, acc, carriers):
     def tune_search(evaluate, device, *args, **kw):
         return real.tune_search(evaluate, None, *args, facts=(G, PMAX, DEF), **kw)
 
+    def restore_persisting_l2(d, limit):  # the one restore: reset, then the limit
+        d.restored.append(limit)
+        d.limit = limit
+        return limit
+
     class Stream:  # never built here: discovery gives carriers
         pass
 
@@ -277,6 +294,7 @@ def _fake_core(dev, acc, carriers):
     return types.SimpleNamespace(
         Device=lambda d: dev, Stream=Stream, Graph=Graph, AccessPolicyWindow=_FakeWindow,
         time_calls=time_calls, reset_persisting_l2=lambda d: None, tune_search=tune_search,
+        restore_persisting_l2=restore_persisting_l2,
         tune_scope=real.tune_scope, tune_verdict=real.tune_verdict)
 
 
@@ -330,7 +348,7 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert idx["window"] is None and not idx["partial"]
     # restored: the carriers' windows and the device's limit
     assert all(c.access_policy_window is None for c in fake_world.carriers.values())
-    assert fake_world.dev.limit == DEF
+    assert fake_world.dev.limit == DEF and fake_world.dev.restored == [DEF]  # through the one
     # the switch was timed (set and restore) and the scope follows from it
     assert r.switch_ms is not None and r.scope["min_calls"] == 1
     assert "scope: set the limit around each phase" in r.verdict()
