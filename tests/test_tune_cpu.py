@@ -409,3 +409,51 @@ def test_screening_through_the_bridge():
     assert _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF))["screen"] is None
     with pytest.raises(ValueError, match="screen_keep"):
         _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF), screen_keep=-1)
+
+
+def _guide_records(rng, window_scale):
+    """Guide-example records with 10 samples of A x10 + B each; (d) at window_scale x (a)."""
+    out = []
+    for key, scale in (("limit0", 1.0), ("default", 1.01), ("set_aside", 1.3),
+                       ("window", window_scale)):
+        ab = list(scale * (0.33 + 0.002 * rng.standard_normal(10)))
+        out.append({"config": key, "key": key, "A_ms": 0.03 * scale, "B_ms": 0.03 * scale,
+                    "C_ms": 0.2 * scale, "AB_samples": ab})
+    return out
+
+
+@pytest.mark.parametrize("scale, word", [(1.0, "does not help"), (0.8, "helps"),
+                                         (1.2, "slows the work")])
+def test_guide_example_study_judges_with_the_rule(rng, scale, word):
+    """The study's verdict and speedups are l2persist.tune.verdict's on the stored samples:
+    a recipe within noise of limit 0 "does not help" (the old 2 % threshold is gone)."""
+    from l2persist import studies
+    from l2persist.results import Results
+    recs = _guide_records(rng, scale)
+    res = studies.refresh(Results("guide-example", recs, {}, summary={
+        "set_aside": 30 * MIB, "default_limit": DEF, "data1_bytes": 30 * MIB, "hit_ratio": 0.6}))
+    by = {r["key"]: r for r in res.records}
+    v = verdict(by["limit0"]["AB_samples"], by["default"]["AB_samples"],
+                by["window"]["AB_samples"])
+    assert v.outcome == word
+    assert by["window"]["AB_vs_best_baseline"] == v.speedup
+    assert any(n.startswith(f"the guide's recipe (d) {word}: ") for n in res.notes), res.notes
+
+
+def test_studies_import_no_private_names():
+    """A study uses other modules' public names only (describe, verdict, LABELS), never
+    _describe, _LABELS or _Installer; the extension module _core is the one exception."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent / "l2persist" / "studies"
+    bad = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                bad += [f"{path.name}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and a.name != "_core"]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("tune", "examples", "tune_mod") \
+                    and node.attr.startswith("_"):
+                bad.append(f"{path.name}: {node.value.id}.{node.attr}")
+    assert not bad, bad
