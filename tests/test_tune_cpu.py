@@ -124,7 +124,8 @@ def test_entry_points_parse_from_their_rows():
         _core.tune_verdict(a, [[1.0]], c)
     assert _core.set_aside_levels(granule=G, persisting_max=PMAX, default_limit=DEF) == \
         _core.set_aside_levels(G, PMAX, DEF)
-    with pytest.raises(ValueError, match=r"default_limit: -1 is outside \[0, 2\^63 - 1\] \(bytes\)"):
+    with pytest.raises(ValueError,
+                       match=r"default_limit: -1 is outside \[0, 2\^63 - 1\] \(bytes\)"):
         _core.set_aside_levels(G, PMAX, -1)
 
 

@@ -123,18 +123,17 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         Py_DECREF(levels);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
-                         "trials",
-                         trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
-                         "found", config_obj(st, &r->found), "recommended",
-                         config_obj(st, &r->recommended), "persistence_helps",
-                         r->persistence_helps ? Py_True : Py_False, "baseline",
-                         r->baseline ? "default" : "limit0", "limit0_ms", r->base_ms[0],
-                         "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms, "speedup",
-                         r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high, "rechecked",
-                         (Py_ssize_t)r->rechecked, "smaller_preferred",
-                         r->smaller_preferred ? Py_True : Py_False, "confirm_rounds",
-                         (Py_ssize_t)r->confirm_rounds, "screen", screen);
+    return Py_BuildValue(
+        "{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
+        "trials", trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
+        "found", config_obj(st, &r->found), "recommended", config_obj(st, &r->recommended),
+        "persistence_helps", r->persistence_helps ? Py_True : Py_False,
+        "baseline", r->baseline ? "default" : "limit0", "limit0_ms", r->base_ms[0],
+        "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms,
+        "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
+        "rechecked", (Py_ssize_t)r->rechecked,
+        "smaller_preferred", r->smaller_preferred ? Py_True : Py_False,
+        "confirm_rounds", (Py_ssize_t)r->confirm_rounds, "screen", screen);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
