@@ -19,9 +19,9 @@ from .kernels import scale_shift
 
 
 CONFIGS = ("limit0", "default", "set_aside", "window")
-_LABELS = {"limit0": "(a) limit 0, no window", "default": "(b) default limit, no window",
-           "set_aside": "(c) guide's set-aside, no window",
-           "window": "(d) guide's set-aside + window"}
+LABELS = {"limit0": "(a) limit 0, no window", "default": "(b) default limit, no window",
+          "set_aside": "(c) guide's set-aside, no window",
+          "window": "(d) guide's set-aside + window"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class GuideExampleResult:
         for k in CONFIGS:
             r = self.runs[k]
             v = verdict(ab["limit0"], ab["default"], ab[k])
-            rows.append(f"| {_LABELS[k]} | {r['A']:.4f} | {r['B']:.4f} | {r['C']:.4f} | "
+            rows.append(f"| {LABELS[k]} | {r['A']:.4f} | {r['B']:.4f} | {r['C']:.4f} | "
                         f"{v.speedup:.3f}x |")
         return "\n".join(rows)
 
@@ -143,4 +143,4 @@ def _check(data1, host1, repeats, runs, data2, host2) -> None:
     np.testing.assert_allclose(data1.to_numpy(), expect1, rtol=1e-5)
     np.testing.assert_allclose(data2.to_numpy(), expect2, rtol=1e-6)
 
-__all__ = ["CONFIGS", "GuideExampleResult", "guide_example"]
+__all__ = ["CONFIGS", "LABELS", "GuideExampleResult", "guide_example"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from . import _core
 from ._format import human_bytes, load_json, save_json
 
-__all__ = ["Target", "TuneResult", "Verdict", "tune", "verdict", "EXPLAIN_COUNTERS"]
+__all__ = ["Target", "TuneResult", "Verdict", "describe", "tune", "verdict",
+           "EXPLAIN_COUNTERS"]
 
 # The counters that explain a persistence result (friendly names of counter_names()). On an
 # H200 the set-aside alone (max, no window) left every sector count of the hot/cold kernel
@@ -65,6 +66,14 @@ class Verdict:
     helps: bool
     confidence: float = 0.95
     min_gain: float = 0.01
+
+    @property
+    def outcome(self) -> str:
+        """In words: "helps" (the rule says so), "slows the work" (the whole interval lies
+        below 1) or "does not help" (neither)."""
+        if self.helps:
+            return "helps"
+        return "slows the work" if self.ci_high < 1.0 else "does not help"
 
     def __str__(self) -> str:
         base = "limit 0" if self.baseline == "limit0" else "the default limit"
@@ -165,9 +174,14 @@ class _Installer:
             else:
                 self._write(c, saved)
         if self.limit != self.limit_before:
-            self.dev.persisting_l2_limit = self.limit_before
+            # The one restore (restore.c, as Device.persisting_l2() exits): persisting lines
+            # are demoted first, while the tuned set-aside still holds them, and then the
+            # limit goes back, so that no line marked under the tuned windows stays
+            # persisting under the restored limit.
+            _core.restore_persisting_l2(self.dev, self.limit_before)
             self.limit = self.limit_before
-        _core.reset_persisting_l2(self.dev)
+        else:  # the limit is as found: setting it again would only synchronise the device
+            _core.reset_persisting_l2(self.dev)
 
     def close(self):
         for s in self._wrapped:
@@ -175,7 +189,10 @@ class _Installer:
         self._wrapped = []
 
 
-def _describe(config) -> str:
+def describe(config) -> str:
+    """A tuner configuration ({"set_aside", "windows": [None | {"hit_ratio", "hit_prop",
+    "miss_prop"}]}) in words: "set-aside 11.25 MiB, window 0: hitRatio 0.50
+    persisting/streaming"; "limit 0, no window" for doing nothing."""
     wins = [w for w in config["windows"] if w is not None]
     if config["set_aside"] == 0 and not wins:
         return "limit 0, no window"
@@ -270,17 +287,17 @@ class TuneResult:
             fixed = (f"under MPS the set-aside is the server's {human_bytes(self.mps_set_aside)}"
                      f" and only windows were tuned: ")
             if self.persistence_helps:
-                return fixed + (f"{_describe(self.recommended)} is {self.speedup:.3f}x faster "
+                return fixed + (f"{describe(self.recommended)} is {self.speedup:.3f}x faster "
                                 f"than no window ({self.confidence:.0%} interval "
                                 f"{lo:.3f}-{hi:.3f}x)")
             return fixed + (f"no window helps beyond noise (best found {self.speedup:.3f}x, "
                             f"interval {lo:.3f}-{hi:.3f}x)")
         if self.persistence_helps:
-            return (f"persistence helps: {_describe(self.recommended)} is {self.speedup:.3f}x "
+            return (f"persistence helps: {describe(self.recommended)} is {self.speedup:.3f}x "
                     f"faster than the better baseline ({self.confidence:.0%} interval "
                     f"{lo:.3f}-{hi:.3f}x)")
         return (f"persistence does not help beyond noise (best found {self.speedup:.3f}x, "
-                f"interval {lo:.3f}-{hi:.3f}x): use {_describe(self.recommended)}")
+                f"interval {lo:.3f}-{hi:.3f}x): use {describe(self.recommended)}")
 
     def tax_line(self) -> str:
         """What the set-aside costs all other work, in one line ("" when there is none)."""
@@ -313,7 +330,7 @@ class TuneResult:
         base = self.baseline_ms
         if self.mps_set_aside is not None:
             rows = [(f"(a) MPS server's set-aside {human_bytes(self.mps_set_aside)}, no window",
-                     self.limit0_ms), (f"(d) {_describe(self.found)}", self.found_ms)]
+                     self.limit0_ms), (f"(d) {describe(self.found)}", self.found_ms)]
             return [{"configuration": name, "median_ms": ms, "speedup": base / ms}
                     for name, ms in rows]
         rows = [("(a) limit 0, no window", self.limit0_ms),
@@ -321,7 +338,7 @@ class TuneResult:
                  self.default_ms),
                 (f"(c) set-aside {human_bytes(self.found['set_aside'])}, no window",
                  self.aside_ms),
-                (f"(d) {_describe(self.found)}", self.found_ms)]
+                (f"(d) {describe(self.found)}", self.found_ms)]
         return [{"configuration": name, "median_ms": ms, "speedup": base / ms}
                 for name, ms in rows]
 
@@ -354,7 +371,7 @@ class TuneResult:
                     for k, v in self.counters.items()]
         if trials:
             out += ["", "| # | phase | configuration | median ms |", "|---:|---|---|---:|"]
-            out += [f"| {i} | {t['phase']} | {_describe(t['config'])} | {t['median']:.4f} |"
+            out += [f"| {i} | {t['phase']} | {describe(t['config'])} | {t['median']:.4f} |"
                     for i, t in enumerate(self.trials)]
         return "\n".join(out)
 

@@ -90,6 +90,45 @@ def test_bad_evaluate_results_and_arguments():
         _core.tune_search(None, None, [MIB], [0], facts=(G, PMAX, DEF))
 
 
+
+def test_entry_points_parse_from_their_rows():
+    """The rows name each bad argument and its range; seeds take the full 64 bits; the
+    verdict's "default" is a keyword like any other; the seed's default is the documented one."""
+    ok = lambda c, n: [1.0] * n  # noqa: E731
+    f = (G, PMAX, DEF)
+    for kw, exc, msg in [(dict(repeat=-1), ValueError, r"repeat: -1 is outside \[0"),
+                         (dict(repeat=0), ValueError, r"repeat: 0 is outside \[1, 100000\]"),
+                         (dict(confirm_rounds=1.5), TypeError, "confirm_rounds: expected an int"),
+                         (dict(seed=-1), ValueError, r"seed: -1 is outside \[0, 2\^64 - 1\]"),
+                         (dict(seed=2 ** 64), ValueError, "seed: "),
+                         (dict(seed=1.0), TypeError, "seed: expected None or an int"),
+                         (dict(phases=-1), ValueError, "phases: -1 is outside"),
+                         (dict(min_gain=math.inf), ValueError, "min_gain"),
+                         (dict(facts=(G, PMAX)), TypeError, "facts: expected None or a tuple"),
+                         (dict(facts=(G, -1, 0)), ValueError, r"facts\[1\] \(persisting_max\)"),
+                         (dict(nope=1), TypeError, "unexpected keyword argument 'nope'")]:
+        with pytest.raises(exc, match=msg):
+            _core.tune_search(ok, None, [MIB], [0], **{"facts": f, **kw})
+    with pytest.raises(ValueError, match="groups: -1 is outside"):
+        _core.tune_search(ok, None, [MIB], [-1], facts=f)
+    a = [1.0, 1.1, 0.9, 1.0] * 5
+    c = [x / 1.2 for x in a]
+    top = _core.tune_verdict(a, a, c, seed=2 ** 64 - 1)
+    assert _core.tune_verdict(a, default=a, candidate=c, seed=2 ** 64 - 1) == top
+    assert top["helps"] and top["speedup"] == pytest.approx(1.2)
+    assert _core.tune_verdict(a, a, c) == _core.tune_verdict(a, a, c, seed=0x9E3779B97F4A7C15)
+    assert _core.speedup_ci(a, c) == _core.speedup_ci(a, c, seed=1)
+    with pytest.raises(ValueError, match="rounds: 0 is outside"):
+        _core.tune_verdict(a, a, c, rounds=0)
+    with pytest.raises(ValueError, match="default: expected a 1-d sequence"):
+        _core.tune_verdict(a, [[1.0]], c)
+    assert _core.set_aside_levels(granule=G, persisting_max=PMAX, default_limit=DEF) == \
+        _core.set_aside_levels(G, PMAX, DEF)
+    with pytest.raises(ValueError,
+                       match=r"default_limit: -1 is outside \[0, 2\^63 - 1\] \(bytes\)"):
+        _core.set_aside_levels(G, PMAX, -1)
+
+
 def test_one_window_per_stream_group():
     seen_both = []
 
@@ -146,7 +185,7 @@ import l2persist
 import l2persist.tune  # noqa: F401 - the module, which l2persist.tune (the function) shadows
 tune_mod = sys.modules["l2persist.tune"]
 from l2persist.examples import GuideExampleResult
-from l2persist.tune import Verdict, verdict
+from l2persist.tune import Verdict, describe, verdict
 
 
 def test_verdict_dataclass_and_line():
@@ -158,10 +197,22 @@ def test_verdict_dataclass_and_line():
     assert str(v).startswith("helps: 1.1") and "the default limit" in str(v)
     with pytest.raises(AttributeError):
         v.helps = False  # frozen
+    assert v.outcome == "helps"
     v = verdict(a, a, a / 1.004)
     assert not v.helps and "does not help beyond noise" in str(v) and ">= 1.010x" in str(v)
+    assert v.outcome == "does not help" and v.ci_high >= 1.0
+    v = verdict(a, a * 1.01, a * 1.1)  # 10 % slower than limit 0, beyond noise
+    assert v.baseline == "limit0" and v.ci_high < 1.0 and v.outcome == "slows the work"
     with pytest.raises(ValueError, match="candidate"):
         verdict(a, a, [])
+
+
+def test_describe_is_public_and_exact():
+    p, s = _core.AccessProperty.PERSISTING, _core.AccessProperty.STREAMING
+    assert describe({"set_aside": 0, "windows": [None]}) == "limit 0, no window"
+    assert describe({"set_aside": 3 * G, "windows": [None, dict(hit_ratio=0.5, hit_prop=p,
+                                                                 miss_prop=s)]}) == \
+        "set-aside 11.25 MiB, window 1: hitRatio 0.50 persisting/streaming"
 
 
 def test_guide_example_result_uses_the_rule():
@@ -184,7 +235,7 @@ class _FakeDevice:
     def __init__(self):
         self.index, self.mps, self.default_persisting_l2_limit = 0, False, DEF
         self.properties = types.SimpleNamespace(name="fake H200")
-        self.limit, self.sets = DEF, []
+        self.limit, self.sets, self.restored = DEF, [], []
 
     @property
     def persisting_l2_limit(self):
@@ -230,6 +281,11 @@ def _fake_core(dev, acc, carriers):
     def tune_search(evaluate, device, *args, **kw):
         return real.tune_search(evaluate, None, *args, facts=(G, PMAX, DEF), **kw)
 
+    def restore_persisting_l2(d, limit):  # the one restore: reset, then the limit
+        d.restored.append(limit)
+        d.limit = limit
+        return limit
+
     class Stream:  # never built here: discovery gives carriers
         pass
 
@@ -239,6 +295,7 @@ def _fake_core(dev, acc, carriers):
     return types.SimpleNamespace(
         Device=lambda d: dev, Stream=Stream, Graph=Graph, AccessPolicyWindow=_FakeWindow,
         time_calls=time_calls, reset_persisting_l2=lambda d: None, tune_search=tune_search,
+        restore_persisting_l2=restore_persisting_l2,
         tune_scope=real.tune_scope, tune_verdict=real.tune_verdict)
 
 
@@ -292,7 +349,7 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert idx["window"] is None and not idx["partial"]
     # restored: the carriers' windows and the device's limit
     assert all(c.access_policy_window is None for c in fake_world.carriers.values())
-    assert fake_world.dev.limit == DEF
+    assert fake_world.dev.limit == DEF and fake_world.dev.restored == [DEF]  # through the one
     # the switch was timed (set and restore) and the scope follows from it
     assert r.switch_ms is not None and r.scope["min_calls"] == 1
     assert "scope: set the limit around each phase" in r.verdict()
@@ -353,3 +410,51 @@ def test_screening_through_the_bridge():
     assert _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF))["screen"] is None
     with pytest.raises(ValueError, match="screen_keep"):
         _core.tune_search(ev, None, [MIB], [0], facts=(G, PMAX, DEF), screen_keep=-1)
+
+
+def _guide_records(rng, window_scale):
+    """Guide-example records with 10 samples of A x10 + B each; (d) at window_scale x (a)."""
+    out = []
+    for key, scale in (("limit0", 1.0), ("default", 1.01), ("set_aside", 1.3),
+                       ("window", window_scale)):
+        ab = list(scale * (0.33 + 0.002 * rng.standard_normal(10)))
+        out.append({"config": key, "key": key, "A_ms": 0.03 * scale, "B_ms": 0.03 * scale,
+                    "C_ms": 0.2 * scale, "AB_samples": ab})
+    return out
+
+
+@pytest.mark.parametrize("scale, word", [(1.0, "does not help"), (0.8, "helps"),
+                                         (1.2, "slows the work")])
+def test_guide_example_study_judges_with_the_rule(rng, scale, word):
+    """The study's verdict and speedups are l2persist.tune.verdict's on the stored samples:
+    a recipe within noise of limit 0 "does not help" (the old 2 % threshold is gone)."""
+    from l2persist import studies
+    from l2persist.results import Results
+    recs = _guide_records(rng, scale)
+    res = studies.refresh(Results("guide-example", recs, {}, summary={
+        "set_aside": 30 * MIB, "default_limit": DEF, "data1_bytes": 30 * MIB, "hit_ratio": 0.6}))
+    by = {r["key"]: r for r in res.records}
+    v = verdict(by["limit0"]["AB_samples"], by["default"]["AB_samples"],
+                by["window"]["AB_samples"])
+    assert v.outcome == word
+    assert by["window"]["AB_vs_best_baseline"] == v.speedup
+    assert any(n.startswith(f"the guide's recipe (d) {word}: ") for n in res.notes), res.notes
+
+
+def test_studies_import_no_private_names():
+    """A study uses other modules' public names only (describe, verdict, LABELS), never
+    _describe, _LABELS or _Installer; the extension module _core is the one exception."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent / "l2persist" / "studies"
+    bad = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                bad += [f"{path.name}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and a.name != "_core"]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("tune", "examples", "tune_mod") \
+                    and node.attr.startswith("_"):
+                bad.append(f"{path.name}: {node.value.id}.{node.attr}")
+    assert not bad, bad

@@ -18,10 +18,44 @@ double l2p_percentile_sorted(const double *sorted, size_t n, double q)
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
 }
 
+double l2p_select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break; /* v[j+1 .. i-1] all equal the pivot: k is in place */
+    }
+    return v[k];
+}
+
+double l2p_median(double *v, size_t n)
+{
+    double hi = l2p_select_kth(v, n, n / 2);
+    if (n % 2) return hi;
+    double lo = v[0]; /* the largest of the lower half, which the selection left below n / 2 */
+    for (size_t i = 1; i < n / 2; i++) lo = v[i] > lo ? v[i] : lo;
+    return 0.5 * lo + 0.5 * hi; /* halves first: no overflow near DBL_MAX */
+}
+
 double l2p_median_sort(double *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
-    return l2p_percentile_sorted(v, n, 0.5);
+    return l2p_median(v, n); /* on sorted values the selection moves nothing */
 }
 
 l2p_status l2p_stats_compute(const double *samples, size_t n, l2p_stats *out)

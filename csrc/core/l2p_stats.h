@@ -23,8 +23,16 @@ l2p_status l2p_stats_compute(const double *samples, size_t n, l2p_stats *out);
 /* NumPy's default ("linear") percentile, q in [0, 1], of n >= 1 sorted values. */
 double l2p_percentile_sorted(const double *sorted, size_t n, double q);
 
-/* Sort v (n >= 1 values) in place and give its median (NumPy's: the mean of the middle two
- * for an even n). */
+/* The k-th smallest (k < n) of v, reordering v so that v[i] <= v[k] for i < k and
+ * v[i] >= v[k] for i > k: Hoare's selection, linear on average. The tuner's bootstrap takes
+ * thousands of medians; sorting for each would dominate a tune's own CPU time. */
+double l2p_select_kth(double *v, size_t n, size_t k);
+
+/* The one median of the core: NumPy's (the mean of the middle two for an even n) of n >= 1
+ * values, by selection (reorders v; linear on average). */
+double l2p_median(double *v, size_t n);
+
+/* Sort v (n >= 1 values) in place and give its median (l2p_median's). */
 double l2p_median_sort(double *v, size_t n);
 
 #ifdef __cplusplus

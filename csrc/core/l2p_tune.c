@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "l2p_policy.h"
+#include "l2p_stats.h"
 #include "l2p_timing.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -107,59 +108,22 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median_of(double *v, size_t n) /* sorts v */
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The median of n samples, leaving v as it was. */
 static l2p_status median_copy(const double *v, size_t n, double *out)
 {
     double *tmp = malloc(n * sizeof *tmp);
     if (!tmp) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a median");
     memcpy(tmp, v, n * sizeof *v);
-    *out = median_of(tmp, n);
+    *out = l2p_median(tmp, n);
     free(tmp);
     return L2P_OK;
-}
-
-/* The k-th smallest of v (reorders v): Hoare's selection, linear on average. The bootstrap
- * takes thousands of medians; sorting each would dominate a tune's own CPU time. */
-static double select_kth(double *v, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        double pivot = v[lo + (hi - lo) / 2];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) {
-                double t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                if (j == 0) break;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else break;
-    }
-    return v[k];
 }
 
 static double resampled_median(const double *v, size_t n, double *scratch,
                                unsigned long long *rng)
 {
     for (size_t i = 0; i < n; i++) scratch[i] = v[xorshift(rng) % n];
-    double hi = select_kth(scratch, n, n / 2);
-    if (n % 2) return hi;
-    double lo = scratch[0]; /* the largest of the lower half */
-    for (size_t i = 1; i < n / 2; i++) lo = scratch[i] > lo ? scratch[i] : lo;
-    return 0.5 * (lo + hi);
+    return l2p_median(scratch, n);
 }
 
 static l2p_status check_samples(const char *name, const double *v, size_t n)
@@ -867,7 +831,8 @@ static l2p_status confirm(search *sr, const point *a, const point *b)
         r->confirm_rounds = round + 1;
         if (!ok(sr) || round + 1 < look || !judge) continue;
         look *= 2; /* looks at confirm_rounds x 1, 2, 4, 8: few looks, few false "helps" */
-        /* found is neither baseline: the rule decides (sorting is harmless: order is not used) */
+        /* found is neither baseline: the rule decides (its medians reorder the samples:
+         * harmless, their order is not used) */
         sr->status = verdict_with(all + ia * per, n[ia], all + ib * per, n[ib],
                                   all + FOUND * per, n[FOUND], round + 1, o->min_gain,
                                   looks_confidence(o->confidence), o->seed, o->phases, &v);
@@ -878,7 +843,7 @@ static l2p_status confirm(search *sr, const point *a, const point *b)
         return sr->status;
     }
     for (int k = 0; k < K; k++)
-        med[k] = same_as[k] == k ? median_of(all + k * per, n[k]) : med[same_as[k]];
+        med[k] = same_as[k] == k ? l2p_median(all + k * per, n[k]) : med[same_as[k]];
     r->base_ms[0] = med[A];
     r->base_ms[1] = med[B];
     r->aside_ms = med[C];

@@ -176,7 +176,6 @@ int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 
 /* Module-level functions defined outside module.c. */
-extern PyMethodDef l2p_tune_functions[];
 
 /* A heap type made from a spec, with the module as its defining module. */
 PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);

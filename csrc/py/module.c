@@ -150,10 +150,6 @@ PyObject *l2p_access_property(l2p_state *st, int value)
     return PyObject_CallFunction(st->AccessProperty, "i", value);
 }
 
-static int add_functions(PyObject *m, PyMethodDef *defs)
-{
-    return PyModule_AddFunctions(m, defs);
-}
 
 /* Names as tuples: the Python package lists kernels and flavours from these, not by hand. */
 static int add_names(PyObject *m, const char *attr, const char *const *names, size_t stride)
@@ -198,9 +194,7 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_kernel_fns) < 0 || l2p_add_fns(m, l2p_model_fns) < 0 ||
         l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
         l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_foreign_fns) < 0 ||
-        l2p_add_fns(m, l2p_tax_fns) < 0)
-        return -1;
-    if (add_functions(m, l2p_tune_functions) < 0)
+        l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }

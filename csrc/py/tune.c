@@ -1,8 +1,10 @@
 /* tune_search(): the C tuner (csrc/core/l2p_tune.c) driven from Python. The extension only
  * converts: each evaluation calls the Python `evaluate(config, repeat)`, which installs the
  * configuration, runs the user's workload and returns the samples; every decision is the
- * core's. */
+ * core's. Every entry point is a row (params.h); the counts' ranges are the core's
+ * (l2p_tune_check_options), the rows only refuse negative ones. */
 #include "l2p_py.h"
+#include "params.h"
 
 #include <string.h>
 
@@ -121,18 +123,17 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         Py_DECREF(levels);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
-                         "trials",
-                         trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
-                         "found", config_obj(st, &r->found), "recommended",
-                         config_obj(st, &r->recommended), "persistence_helps",
-                         r->persistence_helps ? Py_True : Py_False, "baseline",
-                         r->baseline ? "default" : "limit0", "limit0_ms", r->base_ms[0],
-                         "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms, "speedup",
-                         r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high, "rechecked",
-                         (Py_ssize_t)r->rechecked, "smaller_preferred",
-                         r->smaller_preferred ? Py_True : Py_False, "confirm_rounds",
-                         (Py_ssize_t)r->confirm_rounds, "screen", screen);
+    return Py_BuildValue(
+        "{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
+        "trials", trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
+        "found", config_obj(st, &r->found), "recommended", config_obj(st, &r->recommended),
+        "persistence_helps", r->persistence_helps ? Py_True : Py_False,
+        "baseline", r->baseline ? "default" : "limit0", "limit0_ms", r->base_ms[0],
+        "default_ms", r->base_ms[1], "aside_ms", r->aside_ms, "found_ms", r->found_ms,
+        "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
+        "rechecked", (Py_ssize_t)r->rechecked,
+        "smaller_preferred", r->smaller_preferred ? Py_True : Py_False,
+        "confirm_rounds", (Py_ssize_t)r->confirm_rounds, "screen", screen);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
@@ -175,16 +176,14 @@ static int targets_arg(PyObject *bytes, PyObject *groups, l2p_tune_options *o)
     }
     o->n_targets = (size_t)n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        long long v;
-        if (l2p_py_size_arg(PySequence_Fast_GET_ITEM(b, i), "target_bytes", &v) < 0) goto done;
-        if (v <= 0) {
-            PyErr_Format(PyExc_ValueError, "target_bytes: entry %zd is %lld; a window covers "
-                         ">= 1 byte", i, v);
+        long long v, grp;
+        if (l2p_py_ranged_int(PySequence_Fast_GET_ITEM(b, i), "target_bytes", "bytes", 1,
+                              LLONG_MAX, &v) < 0 ||
+            l2p_py_ranged_int(PySequence_Fast_GET_ITEM(g, i), "groups", "a stream group", 0,
+                              INT_MAX, &grp) < 0)
             goto done;
-        }
         o->target_bytes[i] = (size_t)v;
-        o->group[i] = PyLong_AsLong(PySequence_Fast_GET_ITEM(g, i)) & 0x7fffffff;
-        if (PyErr_Occurred()) goto done;
+        o->group[i] = (int)grp;
     }
     rc = 0;
 done:
@@ -193,10 +192,38 @@ done:
     return rc;
 }
 
-static int device_facts(l2p_state *st, int index, l2p_tune_options *o)
+/* (granule, max, default): a device described, e.g. in tests. */
+static int facts_arg(PyObject *facts, l2p_tune_options *o)
 {
+    static const char *names[] = {"facts[0] (granule)", "facts[1] (persisting_max)",
+                                  "facts[2] (default_limit)"};
+    long long v[3];
+    if (!PyTuple_Check(facts) || PyTuple_GET_SIZE(facts) != 3) {
+        PyErr_Format(PyExc_TypeError, "facts: expected None or a tuple (granule, "
+                     "persisting_max, default_limit) of 3 ints, got %s", Py_TYPE(facts)->tp_name);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++)
+        if (l2p_py_ranged_int(PyTuple_GET_ITEM(facts, i), names[i], "bytes", 0, LLONG_MAX,
+                              &v[i]) < 0)
+            return -1;
+    if (v[2] > v[1]) {
+        PyErr_Format(PyExc_ValueError, "facts: the default limit %lld is above the max %lld",
+                     v[2], v[1]);
+        return -1;
+    }
+    o->granule = (size_t)v[0];
+    o->persisting_max = (size_t)v[1];
+    o->default_limit = (size_t)v[2];
+    return 0;
+}
+
+static int device_facts(l2p_state *st, PyObject *dev, l2p_tune_options *o)
+{
+    int index;
     l2p_device_props p;
     l2p_aside_info a;
+    if (l2p_py_device_index(st, dev, &index) < 0) return -1;
     if (l2p_device_get_properties(index, &p) != L2P_OK ||
         l2p_device_persisting_granule(index, &o->granule) != L2P_OK ||
         l2p_device_default_persisting_limit(index, &o->default_limit) != L2P_OK ||
@@ -208,54 +235,61 @@ static int device_facts(l2p_state *st, int index, l2p_tune_options *o)
     return 0;
 }
 
-static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
+/* A bootstrap seed: None (the entry point's default) or an int in [0, 2^64 - 1] (a row's INT
+ * is a long long: the tuner's default seed is above 2^63). */
+static int seed_arg(PyObject *obj, unsigned long long dflt, unsigned long long *out)
 {
-    static char *names[] = {"evaluate", "device", "target_bytes", "groups", "hit_ratios",
-                            "tune_props", "max_evals", "repeat", "confirm_rounds", "min_gain",
-                            "confidence", "seed", "facts", "phases", "screen_keep", NULL};
+    *out = dflt;
+    if (obj == Py_None) return 0;
+    if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+        *out = PyLong_AsUnsignedLongLong(obj);
+        if (!(*out == (unsigned long long)-1 && PyErr_Occurred())) return 0;
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "seed: %R is outside [0, 2^64 - 1]", obj);
+        return -1;
+    }
+    PyErr_Format(PyExc_TypeError, "seed: expected None or an int in [0, 2^64 - 1], got %s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+#define TUNE_SEED 0x9e3779b97f4a7c15ull /* the tuner's and the verdict's default seed */
+#define SEED_DOC(dflt) "the bootstrap's seed, an int in [0, 2^64 - 1]; None: " dflt
+#define SEED_PARAM(S) \
+    L2P_PARAM(S, seed, L2P_P_OBJECT, .flags = L2P_P_KWONLY, .pytype = "int | None", \
+              .doc = SEED_DOC("0x9E3779B97F4A7C15"))
+
+typedef struct {
+    PyObject *evaluate, *device, *target_bytes, *groups, *hit_ratios;
+    int tune_props;
+    long long max_evals, repeat, confirm_rounds;
+    double min_gain, confidence;
+    PyObject *seed, *facts;
+    long long phases, screen_keep;
+} tune_search_args;
+
+static PyObject *tune_search_impl(PyObject *m, const void *args)
+{
+    const tune_search_args *a = args;
     l2p_state *st = l2p_state_from_module(m);
-    PyObject *dev = Py_None, *bytes, *groups, *ratios = Py_None, *facts = Py_None;
-    Py_ssize_t max_evals = 0, repeat = 10, rounds = 3;
-    unsigned long long seed = 0x9e3779b97f4a7c15ull;
-    unsigned int phases = L2P_TUNE_ALL;
-    Py_ssize_t screen_keep = 0;
-    int index, props = 1;
     l2p_tune_options o;
     l2p_tune_result r;
-    bridge b = {st, NULL, 0};
+    bridge b = {st, a->evaluate, 0};
     l2p_tune_options_default(&o);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OpnnnddKOIn:tune_search", names,
-                                     &b.evaluate, &dev, &bytes, &groups, &ratios, &props,
-                                     &max_evals, &repeat, &rounds, &o.min_gain, &o.confidence,
-                                     &seed, &facts, &phases, &screen_keep))
+    o.max_evals = (size_t)a->max_evals;
+    o.repeat = (size_t)a->repeat;
+    o.confirm_rounds = (size_t)a->confirm_rounds;
+    o.min_gain = a->min_gain;
+    o.confidence = a->confidence;
+    o.tune_props = a->tune_props;
+    o.phases = (unsigned)a->phases;
+    o.screen_keep = (size_t)a->screen_keep;
+    if (seed_arg(a->seed, TUNE_SEED, &o.seed) < 0) return NULL;
+    if (a->facts != Py_None ? facts_arg(a->facts, &o) < 0 : device_facts(st, a->device, &o) < 0)
         return NULL;
-    if (!PyCallable_Check(b.evaluate))
-        return PyErr_Format(PyExc_TypeError, "evaluate: expected a callable");
-    if (max_evals < 0 || repeat < 1 || rounds < 1)
-        return PyErr_Format(PyExc_ValueError, "max_evals (%zd), repeat (%zd), confirm_rounds "
-                            "(%zd): counts must be >= 0, >= 1, >= 1", max_evals, repeat, rounds);
-    o.max_evals = (size_t)max_evals;
-    o.repeat = (size_t)repeat;
-    o.confirm_rounds = (size_t)rounds;
-    o.tune_props = props;
-    o.seed = seed;
-    o.phases = phases;
-    if (screen_keep < 0)
-        return PyErr_Format(PyExc_ValueError, "screen_keep: %zd is below 0", screen_keep);
-    o.screen_keep = (size_t)screen_keep;
-    if (facts != Py_None) { /* (granule, max, default): a device described, e.g. in tests */
-        Py_ssize_t g, mx, def;
-        if (!PyArg_ParseTuple(facts, "nnn:facts", &g, &mx, &def)) return NULL;
-        if (g < 0 || mx < 0 || def < 0 || def > mx)
-            return PyErr_Format(PyExc_ValueError, "facts: (granule, max, default) must be >= 0 "
-                                "with default <= max, got (%zd, %zd, %zd)", g, mx, def);
-        o.granule = (size_t)g;
-        o.persisting_max = (size_t)mx;
-        o.default_limit = (size_t)def;
-    } else if (l2p_py_device_index(st, dev, &index) < 0 || device_facts(st, index, &o) < 0) {
+    if (targets_arg(a->target_bytes, a->groups, &o) < 0 || hit_ratios_arg(a->hit_ratios, &o) < 0)
         return NULL;
-    }
-    if (targets_arg(bytes, groups, &o) < 0 || hit_ratios_arg(ratios, &o) < 0) return NULL;
     if (l2p_tune_check_options(&o) != L2P_OK) return l2p_py_raise(st);
     l2p_status rc = l2p_tune_run(&o, call_evaluate, &b, &r);
     if (b.python_error) return NULL;
@@ -264,69 +298,129 @@ static PyObject *fn_tune_search(PyObject *m, PyObject *args, PyObject *kw)
     l2p_tune_result_free(&r);
     return res;
 }
-
-static PyObject *fn_speedup_ci(PyObject *m, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"base", "cand", "confidence", "seed", NULL};
-    l2p_state *st = l2p_state_from_module(m);
-    PyObject *base, *cand;
-    double conf = 0.95, ratio, lo, hi;
-    unsigned long long seed = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$dK:speedup_ci", names, &base, &cand, &conf,
-                                     &seed))
-        return NULL;
-    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(base, NPY_DOUBLE, 1, 1,
-                                                        NPY_ARRAY_CARRAY_RO);
-    PyArrayObject *c = a ? (PyArrayObject *)PyArray_FROMANY(cand, NPY_DOUBLE, 1, 1,
-                                                            NPY_ARRAY_CARRAY_RO)
-                         : NULL;
-    PyObject *res = NULL;
-    if (c) {
-        l2p_status rc = l2p_tune_speedup_ci(PyArray_DATA(a), (size_t)PyArray_SIZE(a),
-                                            PyArray_DATA(c), (size_t)PyArray_SIZE(c), conf, seed,
-                                            &ratio, &lo, &hi);
-        res = rc == L2P_OK ? Py_BuildValue("(ddd)", ratio, lo, hi) : l2p_py_raise(st);
-    }
-    Py_XDECREF(a);
-    Py_XDECREF(c);
-    return res;
-}
+L2P_DEFINE_FN(tune_search_fn, tune_search_args, tune_search_impl, "tune_search",
+              "The C tuner's search; evaluate(config, repeat) installs a configuration and "
+              "returns repeat samples (ms). Returns the trials, the pick and its confirmed "
+              "speedup.", "dict[str, object]",
+              L2P_PARAM(tune_search_args, evaluate, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .pytype = "Callable[[dict[str, object], int], Sequence[float]]",
+                        .doc = "installs a configuration and returns `repeat` samples (ms)"),
+              L2P_PARAM(tune_search_args, device, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "DeviceLike", .doc = "the device measured (unused with "
+                        "facts=)"),
+              L2P_PARAM(tune_search_args, target_bytes, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "each target window's bytes "
+                        "(>= 1), 1..16 targets"),
+              L2P_PARAM(tune_search_args, groups, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "each target's stream group (targets "
+                        "of one group share a stream, which holds one window at a time)"),
+              L2P_PARAM(tune_search_args, hit_ratios, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "Sequence[float] | None", .doc = "ascending levels in (0, 1]; "
+                        "None: 0.1 .. 1.0"),
+              L2P_PARAM(tune_search_args, tune_props, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .ival = 1, .doc = "also try hitProp NORMAL and missProp NORMAL"),
+              L2P_PARAM(tune_search_args, max_evals, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 0, .lo = 0, .hi = LLONG_MAX, .what = "evaluations",
+                        .doc = "distinct configurations measured, the baselines included; 0: "
+                        "the core's default"),
+              L2P_PARAM(tune_search_args, repeat, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 10, .lo = 0, .hi = LLONG_MAX, .what = "samples",
+                        .doc = "samples per evaluation, in [1, 100000]"),
+              L2P_PARAM(tune_search_args, confirm_rounds, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 3, .lo = 0, .hi = LLONG_MAX, .what = "rounds",
+                        .doc = "interleaved re-measurements of the pick and the baselines, in "
+                        "[1, 1000]"),
+              L2P_PARAM(tune_search_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.01, .doc = "the least speedup worth recommending, in [0, 1)"),
+              L2P_PARAM(tune_search_args, confidence, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.95, .doc = "of the speedup's interval, in (0.5, 1)"),
+              SEED_PARAM(tune_search_args),
+              L2P_PARAM(tune_search_args, facts, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "tuple[int, int, int] | None", .doc = "(granule, "
+                        "persisting_max, default_limit) in bytes: a device described (tests); "
+                        "None: device's"),
+              L2P_PARAM(tune_search_args, phases, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TUNE_ALL, .lo = 0, .hi = UINT_MAX, .what = "a bit mask",
+                        .doc = "for tests only: the parts of the search kept (l2p_tune.h)"),
+              L2P_PARAM(tune_search_args, screen_keep, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 0, .lo = 0, .hi = LLONG_MAX, .what = "targets",
+                        .doc = "with more targets than this (> 0): one probe each first and the "
+                        "search on that many fastest; 0: no screening"));
 
 /* A 1-d float64 array over a sequence of samples (ms), or NULL with the error naming it. */
 static PyArrayObject *samples_arg(PyObject *obj, const char *name)
 {
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 1, 1,
                                                         NPY_ARRAY_CARRAY_RO);
-    if (!a && PyErr_ExceptionMatches(PyExc_ValueError)) {
+    if (!a && (PyErr_ExceptionMatches(PyExc_ValueError) ||
+               PyErr_ExceptionMatches(PyExc_TypeError))) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s: expected a 1-d sequence of samples (ms)", name);
     }
     return a;
 }
 
-static PyObject *fn_tune_verdict(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    PyObject *base, *cand;
+    double confidence;
+    PyObject *seed;
+} speedup_ci_args;
+
+static PyObject *speedup_ci_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"limit0", "default", "candidate", "min_gain", "confidence", "seed",
-                            "rounds", NULL};
+    const speedup_ci_args *a = args;
     l2p_state *st = l2p_state_from_module(m);
-    PyObject *objs[3], *res = NULL;
+    unsigned long long seed;
+    double ratio, lo, hi;
+    if (seed_arg(a->seed, 1, &seed) < 0) return NULL;
+    PyArrayObject *b = samples_arg(a->base, "base");
+    PyArrayObject *c = b ? samples_arg(a->cand, "cand") : NULL;
+    PyObject *res = NULL;
+    if (c) {
+        l2p_status rc = l2p_tune_speedup_ci(PyArray_DATA(b), (size_t)PyArray_SIZE(b),
+                                            PyArray_DATA(c), (size_t)PyArray_SIZE(c),
+                                            a->confidence, seed, &ratio, &lo, &hi);
+        res = rc == L2P_OK ? Py_BuildValue("(ddd)", ratio, lo, hi) : l2p_py_raise(st);
+    }
+    Py_XDECREF(b);
+    Py_XDECREF(c);
+    return res;
+}
+L2P_DEFINE_FN(speedup_ci_fn, speedup_ci_args, speedup_ci_impl, "speedup_ci",
+              "median(base) / median(cand) and its percentile-bootstrap interval, computed in "
+              "C: (ratio, low, high).", "tuple[float, float, float]",
+              L2P_PARAM(speedup_ci_args, base, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "the baseline's samples (ms, > 0)"),
+              L2P_PARAM(speedup_ci_args, cand, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "the candidate's samples (ms, > 0)"),
+              L2P_PARAM(speedup_ci_args, confidence, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.95, .doc = "of the interval"),
+              L2P_PARAM(speedup_ci_args, seed, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "int | None", .doc = SEED_DOC("1")));
+
+typedef struct {
+    PyObject *limit0, *deflt, *candidate;
+    double min_gain, confidence;
+    PyObject *seed;
+    long long rounds;
+} tune_verdict_args;
+
+static PyObject *tune_verdict_impl(PyObject *m, const void *args)
+{
+    const tune_verdict_args *a = args;
+    static const char *names[3] = {"limit0", "default", "candidate"};
+    PyObject *objs[3] = {a->limit0, a->deflt, a->candidate}, *res = NULL;
     PyArrayObject *arr[3] = {NULL, NULL, NULL};
-    double min_gain = 0.01, conf = 0.95;
-    unsigned long long seed = 0x9e3779b97f4a7c15ull;
-    Py_ssize_t rounds = 1;
+    unsigned long long seed;
     l2p_tune_verdict_t v;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$ddKn:tune_verdict", names, &objs[0],
-                                     &objs[1], &objs[2], &min_gain, &conf, &seed, &rounds))
-        return NULL;
-    if (rounds < 1)
-        return PyErr_Format(PyExc_ValueError, "rounds: %zd is below 1", rounds);
+    if (seed_arg(a->seed, TUNE_SEED, &seed) < 0) return NULL;
     for (int i = 0; i < 3; i++)
         if (!(arr[i] = samples_arg(objs[i], names[i]))) goto done;
     if (l2p_tune_verdict(PyArray_DATA(arr[0]), (size_t)PyArray_SIZE(arr[0]),
                          PyArray_DATA(arr[1]), (size_t)PyArray_SIZE(arr[1]),
-                         PyArray_DATA(arr[2]), (size_t)PyArray_SIZE(arr[2]), (size_t)rounds,
-                         min_gain, conf, seed, &v) != L2P_OK) {
-        res = l2p_py_raise(st);
+                         PyArray_DATA(arr[2]), (size_t)PyArray_SIZE(arr[2]), (size_t)a->rounds,
+                         a->min_gain, a->confidence, seed, &v) != L2P_OK) {
+        res = l2p_py_raise(l2p_state_from_module(m));
         goto done;
     }
     res = Py_BuildValue("{s:s,s:d,s:d,s:d,s:d,s:d,s:O}", "baseline",
@@ -337,27 +431,65 @@ done:
     for (int i = 0; i < 3; i++) Py_XDECREF(arr[i]);
     return res;
 }
+/* The field is `deflt` (default is a C keyword); the row names the parameter "default". */
+L2P_DEFINE_FN(tune_verdict_fn, tune_verdict_args, tune_verdict_impl, "tune_verdict",
+              "The better-baseline rule: the better baseline, the medians, the speedup with its "
+              "bootstrap interval and whether the candidate helps.",
+              "dict[str, str | float | bool]",
+              L2P_PARAM(tune_verdict_args, limit0, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "samples (ms) at limit 0, no "
+                        "window"),
+              {.name = "default", .type = L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+               .offset = offsetof(tune_verdict_args, deflt), .pytype = "Sequence[float]",
+               .doc = "samples (ms) at the device's default limit, no window"},
+              L2P_PARAM(tune_verdict_args, candidate, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "samples (ms) of the candidate"),
+              L2P_PARAM(tune_verdict_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.01, .doc = "the least speedup that helps, in [0, 1)"),
+              L2P_PARAM(tune_verdict_args, confidence, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.95, .doc = "of the interval, in (0.5, 1)"),
+              SEED_PARAM(tune_verdict_args),
+              L2P_PARAM(tune_verdict_args, rounds, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = 1, .lo = 1, .hi = LLONG_MAX, .what = "rounds",
+                        .doc = "> 1: the three were measured in that many interleaved rounds of "
+                        "equal size, and the interval also covers the spread between rounds"));
 
-static PyObject *fn_tune_scope(PyObject *m, PyObject *args, PyObject *kw)
+typedef struct {
+    double switch_ms, base_ms, found_ms;
+} tune_scope_args;
+
+static PyObject *tune_scope_impl(PyObject *m, const void *args)
 {
-    static char *names[] = {"switch_ms", "base_ms", "found_ms", NULL};
-    double sw, base, found;
+    const tune_scope_args *a = args;
     l2p_tune_scope_t s;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ddd:tune_scope", names, &sw, &base, &found))
-        return NULL;
-    if (l2p_tune_scope(sw, base, found, &s) != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
+    if (l2p_tune_scope(a->switch_ms, a->base_ms, a->found_ms, &s) != L2P_OK)
+        return l2p_py_raise(l2p_state_from_module(m));
     return Py_BuildValue("{s:d,s:d,s:n,s:d}", "saving_ms", s.saving_ms, "overhead_ms",
                          s.overhead_ms, "min_calls", (Py_ssize_t)s.min_calls, "share",
                          L2P_TUNE_SCOPE_SHARE);
 }
+L2P_DEFINE_FN(tune_scope_fn, tune_scope_args, tune_scope_impl, "tune_scope",
+              "Scoped or process-wide: the saving per call, the cost of setting and releasing "
+              "the limit around a phase, and the fewest calls per phase for which scoping "
+              "pays.", "dict[str, float]",
+              L2P_PARAM(tune_scope_args, switch_ms, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "the cost of one change of the persisting limit (ms)"),
+              L2P_PARAM(tune_scope_args, base_ms, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "one call at the better baseline (ms)"),
+              L2P_PARAM(tune_scope_args, found_ms, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "one call with the tuned configuration (ms)"));
 
-static PyObject *fn_set_aside_levels(PyObject *m, PyObject *args)
+typedef struct {
+    long long granule, persisting_max, default_limit;
+} levels_args;
+
+static PyObject *set_aside_levels_impl(PyObject *m, const void *args)
 {
     (void)m;
-    unsigned long long granule, pmax, def;
+    const levels_args *a = args;
     size_t lv[L2P_TUNE_MAX_LEVELS];
-    if (!PyArg_ParseTuple(args, "KKK:set_aside_levels", &granule, &pmax, &def)) return NULL;
-    size_t n = l2p_tune_set_aside_levels(granule, pmax, def, lv, L2P_TUNE_MAX_LEVELS);
+    size_t n = l2p_tune_set_aside_levels((size_t)a->granule, (size_t)a->persisting_max,
+                                         (size_t)a->default_limit, lv, L2P_TUNE_MAX_LEVELS);
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out && i < n; i++) {
         PyObject *v = PyLong_FromSize_t(lv[i]);
@@ -366,31 +498,17 @@ static PyObject *fn_set_aside_levels(PyObject *m, PyObject *args)
     }
     return out;
 }
+L2P_DEFINE_FN(set_aside_levels_fn, levels_args, set_aside_levels_impl, "set_aside_levels",
+              "The set-aside levels the tuner searches (bytes, ascending): 0, each granule up "
+              "to the max, the default.", "list[int]",
+              L2P_PARAM(levels_args, granule, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "the driver's set-aside step"),
+              L2P_PARAM(levels_args, persisting_max, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the device's persisting_l2_cache_max_size"),
+              L2P_PARAM(levels_args, default_limit, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "bytes",
+                        .doc = "the limit the device had before l2persist touched it"));
 
-PyMethodDef l2p_tune_functions[] = {
-    {"tune_search", (PyCFunction)(void (*)(void))fn_tune_search, METH_VARARGS | METH_KEYWORDS,
-     "tune_search(evaluate, device, target_bytes, groups, *, hit_ratios=None, tune_props=True, "
-     "max_evals=0, repeat=10, confirm_rounds=3, min_gain=0.01, confidence=0.95, seed=11400714819323198485, "
-     "facts=None, phases=63, screen_keep=0)\n--\n\n"
-     "The C tuner's search; evaluate(config, repeat) installs a configuration and returns "
-     "repeat samples (ms). Returns the trials, the pick and its confirmed speedup. "
-     "screen_keep: with more targets, one probe each first and the search on that many. "
-     "phases: for tests only, a mask of the search's parts (l2p_tune.h)."},
-    {"tune_verdict", (PyCFunction)(void (*)(void))fn_tune_verdict, METH_VARARGS | METH_KEYWORDS,
-     "tune_verdict(limit0, default, candidate, *, min_gain=0.01, confidence=0.95, "
-     "seed=11400714819323198485, rounds=1)\n--\n\n"
-     "The better-baseline rule: samples (ms) of limit 0, of the default limit and of a "
-     "candidate; returns the better baseline, the medians, the speedup with its bootstrap "
-     "interval and whether the candidate helps. rounds > 1: the three were measured in that "
-     "many interleaved rounds of equal size, and the interval resamples whole rounds."},
-    {"tune_scope", (PyCFunction)(void (*)(void))fn_tune_scope, METH_VARARGS | METH_KEYWORDS,
-     "tune_scope(switch_ms, base_ms, found_ms)\n--\n\n"
-     "Scoped or process-wide: the saving per call, the cost of setting and releasing the limit "
-     "around a phase, and the fewest calls per phase for which scoping pays."},
-    {"speedup_ci", (PyCFunction)(void (*)(void))fn_speedup_ci, METH_VARARGS | METH_KEYWORDS,
-     "speedup_ci(base, cand, *, confidence=0.95, seed=1)\n--\n\n"
-     "median(base) / median(cand) and its percentile-bootstrap interval, computed in C."},
-    {"set_aside_levels", fn_set_aside_levels, METH_VARARGS,
-     "set_aside_levels(granule, persisting_max, default_limit)\n--\n\n"
-     "The set-aside levels the tuner searches: 0, each granule up to the max, the default."},
-    {NULL, NULL, 0, NULL}};
+const l2p_fn *const l2p_tune_fns[] = {&tune_search_fn, &tune_verdict_fn, &tune_scope_fn,
+                                      &speedup_ci_fn, &set_aside_levels_fn, NULL};

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core, kernels as K
-from ..tune import _describe, tune
+from ..tune import describe, tune
 from ..results import PlotSpec
 
 TITLE = "tune() on the guide's workloads: does persistence help, with which settings?"
@@ -76,7 +76,7 @@ def run(ctx):
                                                  stream=s)), hot
             r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
             return {"workload": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
-                    "aside_ms": r.aside_ms, "pick": _describe(r.recommended),
+                    "aside_ms": r.aside_ms, "pick": describe(r.recommended),
                     "pick_ms": r.found_ms if r.persistence_helps else r.baseline_ms,
                     "speedup": r.speedup if r.persistence_helps else 1.0,
                     "ci_low": r.ci[0], "ci_high": r.ci[1], "helps": r.persistence_helps,

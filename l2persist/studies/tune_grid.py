@@ -30,24 +30,18 @@ WITHIN, EVALS = 1.02, 0.25
 
 
 def grid(dev) -> list:
-    """The grid's configurations, in tune's layout ({"set_aside", "windows": [None | dict]})."""
+    """The grid's configurations, in tune's layout ({"set_aside", "windows": [None | dict]}):
+    every second of the tuner's set-aside levels (_core.set_aside_levels), with 0, the
+    default and the max."""
     g, pmax = dev.persisting_l2_granule, dev.properties.persisting_l2_cache_max_size
-    levels = sorted({0, dev.default_persisting_l2_limit,
-                     *[min(k * g, pmax) for k in range(2, pmax // g + 2, 2)]})
+    default = dev.default_persisting_l2_limit
+    levels = [s for s in _core.set_aside_levels(g, pmax, default)
+              if s in (0, default, pmax) or (s % g == 0 and (s // g) % 2 == 0)]
     props = {"hit_prop": _core.AccessProperty.PERSISTING,
              "miss_prop": _core.AccessProperty.STREAMING}
-    configs = [{"set_aside": 0, "windows": [None]},
-               {"set_aside": dev.default_persisting_l2_limit, "windows": [None]}]
+    configs = [{"set_aside": 0, "windows": [None]}, {"set_aside": default, "windows": [None]}]
     return configs + [{"set_aside": s, "windows": [dict(hit_ratio=h / 10, **props)]}
                       for s in levels for h in range(1, 11)]
-
-
-def describe(config) -> str:
-    w = config["windows"][0]
-    aside = f"set-aside {config['set_aside'] / MIB:g} MiB"
-    return aside + (", no window" if w is None else f", hitRatio {w['hit_ratio']:.2f} "
-                    f"{getattr(w['hit_prop'], 'name', w['hit_prop'])}/"
-                    f"{getattr(w['miss_prop'], 'name', w['miss_prop'])}".lower())
 
 
 def _samples(fn, s, dev, target, config, repeat) -> list:
@@ -63,12 +57,13 @@ def _samples(fn, s, dev, target, config, repeat) -> list:
 
 
 def _case(name, fn, target, s, dev, repeat):
-    from ..tune import tune
+    from ..tune import describe, tune, verdict
     t0 = time.perf_counter()
-    points = [(c, float(np.median(_samples(fn, s, dev, target, c, repeat)))) for c in grid(dev)]
+    points = [(c, _samples(fn, s, dev, target, c, repeat)) for c in grid(dev)]
     grid_s = time.perf_counter() - t0
-    best_cfg, best_ms = min(points, key=lambda x: x[1])
-    base_ms = min(points[0][1], points[1][1])
+    best_cfg, best = min(points, key=lambda x: float(np.median(x[1])))
+    # the grid's best against the better of (a) limit 0 and (b) the default: the one rule
+    vs_base = verdict(points[0][1], points[1][1], best).speedup
     r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
     pick, gbest = [], []
     for _ in range(5):  # tune's pick and the grid's best, interleaved in one run
@@ -78,7 +73,7 @@ def _case(name, fn, target, s, dev, repeat):
     return {"case": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
             "pick": describe(r.recommended), "pick_ms": pick_ms, "helps": r.persistence_helps,
             "ci_low": r.ci[0], "ci_high": r.ci[1], "grid_best": describe(best_cfg),
-            "grid_best_ms": gbest_ms, "grid_best_vs_base": base_ms / best_ms,
+            "grid_best_ms": gbest_ms, "grid_best_vs_base": vs_base,
             "pick_vs_grid": pick_ms / gbest_ms, "evals": r.evals, "grid_evals": len(points),
             "tune_s": r.wall_s, "grid_s": grid_s}
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "l2p_policy.h"
+#include "l2p_stats.h"
 #include "l2p_test.h"
 #include "l2p_tune.h"
 
@@ -448,6 +449,43 @@ static void test_screening(void)
     l2p_tune_result_free(&r);
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The one median (l2p_stats), which the bootstrap takes by selection: on random values with
+ * many repeats, odd and even counts, it equals the sorted reference, and the selection leaves
+ * the k-th value in place with smaller ones before it and larger ones after it. */
+static void test_median_by_selection(void)
+{
+    unsigned long long s = 12345;
+    double v[64], ref[64], w[64];
+    for (int trial = 0; trial < 500; trial++) {
+        size_t n = 1 + (size_t)(trial % 64);
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v[i] = (double)((s >> 33) % (trial % 3 ? 1000u : 5u)); /* repeats when % 5 */
+        }
+        memcpy(ref, v, n * sizeof *v);
+        qsort(ref, n, sizeof *ref, cmp_dbl);
+        double want = n % 2 ? ref[n / 2] : 0.5 * (ref[n / 2 - 1] + ref[n / 2]);
+        memcpy(w, v, n * sizeof *v);
+        CHECK(l2p_median(w, n) == want);
+        memcpy(w, v, n * sizeof *v);
+        size_t k = (size_t)trial % n;
+        CHECK(l2p_select_kth(w, n, k) == ref[k]);
+        int parted = 1;
+        for (size_t i = 0; i < n; i++)
+            parted &= i < k ? w[i] <= w[k] : w[i] >= w[k];
+        CHECK(parted);
+    }
+    double big[2] = {1.7e308, 1.6e308}; /* the mean of the middle two does not overflow */
+    double m = l2p_median(big, 2);
+    CHECK(isfinite(m) && m > 1.6e308 && m < 1.7e308);
+}
+
 int main(void)
 {
     test_fixed_set_aside(0.0);
@@ -464,6 +502,7 @@ int main(void)
     test_default_better();
     test_group_one_window();
     test_failure_stops();
+    test_median_by_selection();
     test_speedup_ci();
     test_verdict();
     test_scope();
