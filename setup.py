@@ -99,7 +99,20 @@ class CudaBuildExt(build_ext):
             ext.define_macros.append(("L2P_CUDA_HOME", '"%s"' % cuda_home))
         objects = self.compile_cuda(cuda_home, cu_sources, ext.include_dirs)
         ext.extra_objects = list(ext.extra_objects or []) + objects
+        ext.depends = list(ext.depends) + [self.config_stamp(objects + [repr(ext.define_macros)])]
         super().build_extension(ext)
+
+    def config_stamp(self, lines):
+        """A file that changes when the kernel objects or macros do: setuptools relinks a
+        module only when a dependency is newer, and cached objects keep their old mtimes, so
+        without it a build for other targets (L2P_CUDA_ARCH) would keep the old module."""
+        path = os.path.join(self.build_temp, "l2p-config.txt")
+        text = "\n".join(lines) + "\n"
+        os.makedirs(self.build_temp, exist_ok=True)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        return path
 
     def compile_cuda(self, cuda_home, sources, include_dirs):
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
