@@ -20,7 +20,7 @@ Environment:
   L2P_CUDA_FROM_PYPI=1    build with NVIDIA's wheels even where a toolkit is installed.
   L2P_BUILD_CACHE  where compiled kernel objects are cached (default
                   ``$XDG_CACHE_HOME/l2persist``, else ``~/.cache/l2persist``); ``0``: no cache.
-                  An object is reused only when nvcc (path and version), every flag, the
+                  An object is reused only when nvcc (version and binaries), every flag, the
                   runtime headers, the kernel source and every project header hash the same;
                   so a second ``pip install`` with nothing changed runs nvcc zero times.
   L2P_NVCC_LOG    a file that gets one line appended per nvcc run.

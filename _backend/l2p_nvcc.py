@@ -4,9 +4,9 @@ pip builds in a fresh temporary directory each time, so objects kept beside the 
 never found again. They are kept in the user's cache directory instead:
 ``$L2P_BUILD_CACHE``, else ``$XDG_CACHE_HOME/l2persist``, else ``~/.cache/l2persist``
 (``L2P_BUILD_CACHE=0`` turns the cache off). An object's name carries a hash of everything
-that decides its bytes: nvcc's real path and ``--version``, every flag (targets included), the
-runtime headers' version, the source and every project header it could include (contents,
-never mtimes). Same inputs, same object: a second install with nothing changed runs nvcc zero
+that decides its bytes: nvcc's ``--version`` and binaries (nvcc, ptxas, cicc), every flag
+(targets included), the runtime headers' version, the source and every project header it
+could include (contents, never mtimes). Same inputs, same object: a second install with nothing changed runs nvcc zero
 times. ``L2P_NVCC_LOG=FILE`` appends one line per nvcc run, which makes that checkable.
 
 pip hides a backend's output unless ``-v`` is given, so progress also goes to ``/dev/tty``
@@ -87,11 +87,21 @@ def project_headers(root, include_dirs):
 
 
 def _nvcc_identity(nvcc):
+    """nvcc's --version and the contents of the compiler's binaries (nvcc, ptxas, cicc).
+    Contents rather than the path: NVIDIA's wheels unpack nvcc into a new temporary build
+    environment for each pip run, and the same compiler must find its objects again."""
     try:
         version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     except OSError:
         version = ""
-    return os.path.realpath(nvcc) + "\0" + version
+    h = hashlib.sha256(version.encode())
+    bin_dir = os.path.dirname(os.path.realpath(nvcc))
+    for path in (os.path.join(bin_dir, "nvcc"), os.path.join(bin_dir, "ptxas"),
+                 os.path.join(bin_dir, "..", "nvvm", "bin", "cicc")):
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
 
 
 class KernelCompiler:
