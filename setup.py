@@ -38,6 +38,7 @@ from glob import glob
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import ExecError, PlatformError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "_backend"))
@@ -88,6 +89,17 @@ class CudaBuildExt(build_ext):
     """build_ext that compiles the .cu sources with nvcc and links their objects."""
 
     def build_extension(self, ext):
+        # setuptools prints a DistutilsError as one "error: ..." line; anything else would end
+        # under pages of traceback (nvcc's own messages are printed above either way).
+        try:
+            self.build_cuda_extension(ext)
+        except RuntimeError as e:
+            raise PlatformError(str(e)) from None
+        except subprocess.CalledProcessError as e:
+            raise ExecError(f"l2persist: nvcc failed (exit {e.returncode}): "
+                            f"{' '.join(map(str, e.cmd[:3]))} ...") from None
+
+    def build_cuda_extension(self, ext):
         cuda_home = l2p_toolkit.find_toolkit()
         cu_sources = [s for s in ext.sources if s.endswith(".cu")]
         ext.sources = [s for s in ext.sources if not s.endswith(".cu")]
