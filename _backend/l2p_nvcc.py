@@ -111,9 +111,9 @@ class KernelCompiler:
         self.nvcc, self.flags, self.root, self.force = nvcc, list(flags), root, force
         self.include_flags = [f"-I{d}" for d in include_dirs]
         self.cache = cache_dir()
-        self.out_dir = os.path.join(self.cache, "kernels") if self.cache else build_temp
+        self.build_temp = build_temp
         self.nvcc_runs = 0
-        self.progress = Progress()
+        self.progress = None
         common = hashlib.sha256()
         common.update(_nvcc_identity(nvcc).encode())
         common.update("\0".join(self.flags).encode())
@@ -129,6 +129,10 @@ class KernelCompiler:
         self.common = common
         self.count_lock = threading.Lock()
 
+    @property
+    def out_dir(self):
+        return os.path.join(self.cache, "kernels") if self.cache else self.build_temp
+
     def object_path(self, src):
         h = self.common.copy()
         with open(src, "rb") as f:
@@ -137,7 +141,13 @@ class KernelCompiler:
         return os.path.join(self.out_dir, f"{name}-{h.hexdigest()[:20]}.o")
 
     def compile_all(self, sources, jobs, label):
-        os.makedirs(self.out_dir, exist_ok=True)
+        self.progress = Progress()
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+        except OSError as e:  # a read-only home, say: build without the cache
+            self.progress(f"l2persist: cache {self.cache} unusable ({e.strerror}): not cached")
+            self.cache = None
+            os.makedirs(self.out_dir, exist_ok=True)
         where = f"cache {self.cache}" if self.cache else "no cache (L2P_BUILD_CACHE=0)"
         self.progress(f"l2persist: {len(sources)} kernel files for {label}; {where}")
         done = []

@@ -158,3 +158,11 @@ def test_tools_test_fails_below_the_floor():
     assert "only 1 tests ran, fewer than the floor of 2" in r.stderr
     r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", L2P_MIN_TESTS="1")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_unusable_cache_builds_without_it(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    runs, objects = _compile(project, nvcc, monkeypatch, blocker / "cache")
+    assert runs == 2 and all(o.startswith(str(project / "tmpbuild")) for o in objects)
