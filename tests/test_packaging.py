@@ -33,6 +33,13 @@ def _toolkit(tmp_path, name="cuda"):
     return root
 
 
+@pytest.fixture(autouse=True)
+def _own_build_env(monkeypatch):
+    """The caller's cache and nvcc log (CI sets both) are not the fake nvcc's to use."""
+    for var in ("L2P_NVCC_LOG", "L2P_BUILD_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def project(tmp_path):
     """A project tree with two kernels and a header, and a cache of its own."""
