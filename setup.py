@@ -6,6 +6,10 @@ CuPy's build does it. The runtime is linked statically (``cudart_static``) so th
 wherever the toolkit is, or is not, installed: the driver is found at run time, and a machine
 with no driver gets ``cudaErrorInsufficientDriver`` from the first call, never an import error.
 
+The toolkit: ``CUDA_HOME`` / ``CUDA_PATH``, else nvcc on ``PATH``, else NVIDIA's CUDA 13.0
+wheels from PyPI, which the in-tree backend (``_backend/l2p_backend.py``) asks pip for when
+neither is there; the rule is in ``_backend/l2p_toolkit.py``.
+
 Environment:
   L2P_CUDA_ARCH   comma-separated targets, e.g. ``90``, ``80,90`` or ``90a`` (arch-specific
                   features); default: those of 80, 86, 89, 90, 100, 120 that this nvcc
@@ -13,39 +17,36 @@ Environment:
                   driver can JIT for GPUs newer than the toolkit.
   L2P_BUILD_JOBS  how many nvcc processes run at once (default: the CPU count).
   CUDA_HOME / CUDA_PATH   where the toolkit is; otherwise nvcc is looked up on PATH.
+  L2P_CUDA_FROM_PYPI=1    build with NVIDIA's wheels even where a toolkit is installed.
+  L2P_BUILD_CACHE  where compiled kernel objects are cached (default
+                  ``$XDG_CACHE_HOME/l2persist``, else ``~/.cache/l2persist``); ``0``: no cache.
+                  An object is reused only when nvcc (version and binaries), every flag, the
+                  runtime headers, the kernel source and every project header hash the same;
+                  so a second ``pip install`` with nothing changed runs nvcc zero times.
+  L2P_NVCC_LOG    a file that gets one line appended per nvcc run.
 
-Kernel objects are cached in build/ under a name keyed on the nvcc version and every flag
-(targets included), so changing L2P_CUDA_ARCH rebuilds instead of reusing old GPU code. The
-fatbin is compressed (-Xfatbin=-compress-all).
+Progress (one line per kernel file) goes to stdout and, since pip hides that without ``-v``,
+to the terminal (``/dev/tty``) when there is one. The fatbin is compressed
+(-Xfatbin=-compress-all).
 """
 
-import hashlib
 import os
 import re
-import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import sys
 from glob import glob
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import ExecError, PlatformError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "_backend"))
+import l2p_nvcc  # noqa: E402  (in-tree build helpers, shipped in the sdist)
+import l2p_toolkit  # noqa: E402
 
 # Persisting L2 needs compute capability 8.0: nothing older is built.
 WANTED_ARCHS = ("80", "86", "89", "90", "100", "120")
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def find_cuda_home():
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        path = os.environ.get(var)
-        if path and os.path.exists(os.path.join(path, "bin", "nvcc")):
-            return path
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
-    raise RuntimeError(
-        "l2persist needs the CUDA toolkit to build: set CUDA_HOME (or CUDA_PATH) to it, "
-        "or put nvcc on PATH")
 
 
 def supported_archs(nvcc):
@@ -84,60 +85,59 @@ def gencode_flags(archs):
     return flags
 
 
-def nvcc_version(nvcc):
-    try:
-        return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-    except OSError:
-        return ""
-
-
 class CudaBuildExt(build_ext):
     """build_ext that compiles the .cu sources with nvcc and links their objects."""
 
     def build_extension(self, ext):
-        cuda_home = find_cuda_home()
+        # setuptools prints a DistutilsError as one "error: ..." line; anything else would end
+        # under pages of traceback (nvcc's own messages are printed above either way).
+        try:
+            self.build_cuda_extension(ext)
+        except RuntimeError as e:
+            raise PlatformError(str(e)) from None
+        except subprocess.CalledProcessError as e:
+            raise ExecError(f"l2persist: nvcc failed (exit {e.returncode}): "
+                            f"{' '.join(map(str, e.cmd[:3]))} ...") from None
+
+    def build_cuda_extension(self, ext):
+        cuda_home = l2p_toolkit.find_toolkit()
         cu_sources = [s for s in ext.sources if s.endswith(".cu")]
         ext.sources = [s for s in ext.sources if not s.endswith(".cu")]
-        ext.include_dirs.append(os.path.join(cuda_home, "include"))
-        for lib in ("lib64", os.path.join("targets", "x86_64-linux", "lib"), "lib"):
-            path = os.path.join(cuda_home, lib)
-            if os.path.isdir(path):
-                ext.library_dirs.append(path)
-        # Where CUPTI is looked for at run time after the usual library paths.
-        ext.define_macros.append(("L2P_CUDA_HOME", '"%s"' % cuda_home))
+        ext.include_dirs += l2p_toolkit.include_dirs(cuda_home)
+        ext.library_dirs += l2p_toolkit.library_dirs(cuda_home)
+        if cuda_home == l2p_toolkit.machine_toolkit():
+            # Where CUPTI is looked for at run time after the usual library paths (a toolkit
+            # from PyPI sits in a temporary build environment: no use at run time).
+            ext.define_macros.append(("L2P_CUDA_HOME", '"%s"' % cuda_home))
         objects = self.compile_cuda(cuda_home, cu_sources, ext.include_dirs)
         ext.extra_objects = list(ext.extra_objects or []) + objects
+        ext.depends = list(ext.depends) + [self.config_stamp(objects + [repr(ext.define_macros)])]
         super().build_extension(ext)
+
+    def config_stamp(self, lines):
+        """A file that changes when the kernel objects or macros do: setuptools relinks a
+        module only when a dependency is newer, and cached objects keep their old mtimes, so
+        without it a build for other targets (L2P_CUDA_ARCH) would keep the old module."""
+        path = os.path.join(self.build_temp, "l2p-config.txt")
+        text = "\n".join(lines) + "\n"
+        os.makedirs(self.build_temp, exist_ok=True)
+        if not os.path.exists(path) or open(path).read() != text:
+            with open(path, "w") as f:
+                f.write(text)
+        return path
 
     def compile_cuda(self, cuda_home, sources, include_dirs):
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
-        out_dir = os.path.join(self.build_temp, "kernels")
-        os.makedirs(out_dir, exist_ok=True)
         archs = cuda_archs(nvcc)
         flags = ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-Wall",
                  "--expt-relaxed-constexpr", "-Xfatbin=-compress-all", *gencode_flags(archs)]
-        flags += [f"-I{d}" for d in include_dirs]
-        key = hashlib.sha256("\0".join([nvcc, nvcc_version(nvcc), *flags]).encode()).hexdigest()[:12]
-        headers = glob(os.path.join(HERE, "kernels", "*.h*")) + glob(
-            os.path.join(HERE, "csrc", "core", "*.h"))
-        print(f"l2persist: nvcc for {', '.join('sm_' + a for a in archs)} "
-              f"({len(sources)} kernel files)", flush=True)
-        done = []
-
-        def one(src):
-            obj = os.path.join(out_dir, f"{os.path.basename(src)}.{key}.o")
-            fresh = os.path.exists(obj) and os.path.getmtime(obj) >= max(
-                os.path.getmtime(p) for p in [src] + headers)
-            if self.force or not fresh:
-                subprocess.check_call([nvcc, "-c", src, "-o", obj, *flags])
-            done.append(src)
-            print(f"  [{len(done)}/{len(sources)}] {os.path.basename(src)}"
-                  f"{' (cached)' if fresh and not self.force else ''}", flush=True)
-            return obj
-
+        # NumPy's headers are the C glue's, not the kernels': they stay out of the cache key.
+        kernel_includes = [os.path.abspath(d) for d in include_dirs if d != numpy_include()]
+        compiler = l2p_nvcc.KernelCompiler(nvcc, flags, HERE, kernel_includes,
+                                           os.path.join(self.build_temp, "kernels"), self.force)
         jobs = int(os.environ.get("L2P_BUILD_JOBS", os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(one, sources))
+        return compiler.compile_all(sources, jobs, f"{', '.join('sm_' + a for a in archs)} "
+                                                   f"with {nvcc}")
 
 
 def numpy_include():

@@ -1,0 +1,175 @@
+"""The build's own rules, without a compiler: where the toolkit comes from, the kernel-object
+cache (a fake nvcc counts its runs) and tools/test's floor on the number of tests."""
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_backend"))
+import l2p_nvcc  # noqa: E402
+import l2p_toolkit  # noqa: E402
+
+FAKE_NVCC = """#!/bin/sh
+# Writes its arguments as the "object", so flags and sources decide the bytes.
+if [ "$1" = "--version" ]; then echo "fake nvcc, release 13.0"; exit 0; fi
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+echo "$@" > "$out"
+echo run >> "$(dirname "$0")/runs"
+"""
+
+
+def _toolkit(tmp_path, name="cuda"):
+    root = tmp_path / name
+    (root / "bin").mkdir(parents=True)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(FAKE_NVCC)
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _own_build_env(monkeypatch):
+    """The caller's cache and nvcc log (CI sets both) are not the fake nvcc's to use."""
+    for var in ("L2P_NVCC_LOG", "L2P_BUILD_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A project tree with two kernels and a header, and a cache of its own."""
+    src = tmp_path / "proj"
+    (src / "kernels").mkdir(parents=True)
+    (src / "kernels" / "a.cu").write_text('#include "h.cuh"\n')
+    (src / "kernels" / "b.cu").write_text('#include "h.cuh"\n')
+    (src / "kernels" / "h.cuh").write_text("// v1\n")
+    return src
+
+
+def _compile(project, nvcc, monkeypatch, cache, flags=("-O3",), force=False):
+    monkeypatch.setenv("L2P_BUILD_CACHE", str(cache))
+    monkeypatch.chdir(project)
+    c = l2p_nvcc.KernelCompiler(str(nvcc), list(flags), str(project),
+                                [str(project / "kernels")], str(project / "tmpbuild"), force)
+    objects = c.compile_all(["kernels/a.cu", "kernels/b.cu"], 2, "test")
+    assert all(os.path.exists(o) for o in objects)
+    return c.nvcc_runs, objects
+
+
+def test_second_build_runs_nvcc_zero_times(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    cache = tmp_path / "cache"
+    runs, objects = _compile(project, nvcc, monkeypatch, cache)
+    assert runs == 2 and all(o.startswith(str(cache)) for o in objects)
+    assert _compile(project, nvcc, monkeypatch, cache) == (0, objects)
+    # The same sources elsewhere (an unpacked sdist) find the same objects.
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    assert _compile(moved, nvcc, monkeypatch, cache) == (0, objects)
+
+
+def test_cache_key_follows_headers_flags_and_compiler(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    cache = tmp_path / "cache"
+    _, first = _compile(project, nvcc, monkeypatch, cache)
+    (project / "kernels" / "h.cuh").write_text("// v2\n")       # a header both include
+    runs, second = _compile(project, nvcc, monkeypatch, cache)
+    assert runs == 2 and set(second).isdisjoint(first)
+    runs, _ = _compile(project, nvcc, monkeypatch, cache, flags=("-O2",))
+    assert runs == 2
+    other = _toolkit(tmp_path, "other") / "bin" / "nvcc"
+    other.write_text(FAKE_NVCC + "# another build of nvcc\n")
+    runs, _ = _compile(project, other, monkeypatch, cache)
+    assert runs == 2
+    # Touching a file (mtime only) changes nothing.
+    os.utime(project / "kernels" / "h.cuh")
+    assert _compile(project, nvcc, monkeypatch, cache)[0] == 0
+
+
+def test_cache_off(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    monkeypatch.setenv("L2P_BUILD_CACHE", "0")
+    assert l2p_nvcc.cache_dir() is None
+    for _ in range(2):
+        runs, objects = _compile(project, nvcc, monkeypatch, "0")
+        assert runs == 2 and all(o.startswith(str(project / "tmpbuild")) for o in objects)
+
+
+def test_cache_dir_default(monkeypatch, tmp_path):
+    monkeypatch.delenv("L2P_BUILD_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert l2p_nvcc.cache_dir() == str(tmp_path / "l2persist")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert l2p_nvcc.cache_dir() == str(tmp_path / "home" / ".cache" / "l2persist")
+
+
+def test_nvcc_log_has_one_line_per_run(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    log = tmp_path / "nvcc.log"
+    monkeypatch.setenv("L2P_NVCC_LOG", str(log))
+    _compile(project, nvcc, monkeypatch, tmp_path / "cache")
+    _compile(project, nvcc, monkeypatch, tmp_path / "cache")
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_toolkit_rule(tmp_path, monkeypatch):
+    root = _toolkit(tmp_path)
+    monkeypatch.delenv("L2P_CUDA_FROM_PYPI", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    assert l2p_toolkit.machine_toolkit() == str(root)
+    assert l2p_toolkit.build_requirements() == []
+    # No toolkit anywhere: the build asks pip for NVIDIA's wheels ...
+    monkeypatch.delenv("CUDA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert l2p_toolkit.machine_toolkit() is None
+    reqs = l2p_toolkit.build_requirements()
+    assert any(r.startswith("nvidia-cuda-nvcc==13.") for r in reqs)
+    assert any(r.startswith("nvidia-cuda-runtime==13.") for r in reqs)
+    # ... and finds nvcc where they unpack, on sys.path.
+    site = tmp_path / "site"
+    wheel_root = site / "nvidia" / "cu13"
+    (wheel_root / "bin").mkdir(parents=True)
+    (wheel_root / "bin" / "nvcc").write_text(FAKE_NVCC)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing"), str(site)])
+    assert l2p_toolkit.find_toolkit() == str(wheel_root)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing")])
+    with pytest.raises(RuntimeError, match="no CUDA toolkit found"):
+        l2p_toolkit.find_toolkit()
+    # L2P_CUDA_FROM_PYPI=1 ignores the machine's toolkit.
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    monkeypatch.setenv("L2P_CUDA_FROM_PYPI", "1")
+    assert l2p_toolkit.machine_toolkit() is None
+
+
+def _tools_test(*args, **env):
+    return subprocess.run(["bash", str(ROOT / "tools" / "test"), *args], cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+
+
+def test_tools_test_fails_when_no_test_ran():
+    r = _tools_test("tests/test_packaging.py", "-k", "no_such_test_zzz")
+    assert r.returncode != 0
+    assert "collected no tests" in r.stderr.strip().splitlines()[-1]
+
+
+def test_tools_test_fails_below_the_floor():
+    r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", L2P_MIN_TESTS="2")
+    assert r.returncode != 0
+    assert "only 1 tests ran, fewer than the floor of 2" in r.stderr
+    r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", L2P_MIN_TESTS="1")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_unusable_cache_builds_without_it(tmp_path, project, monkeypatch):
+    nvcc = _toolkit(tmp_path) / "bin" / "nvcc"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    runs, objects = _compile(project, nvcc, monkeypatch, blocker / "cache")
+    assert runs == 2 and all(o.startswith(str(project / "tmpbuild")) for o in objects)
