@@ -248,6 +248,15 @@ def _set_window(carrier, win):
         carrier.access_policy_window = win
 
 
+def _windowed(result):
+    """Which discovered buffers tune's pick windows, on which kernel nodes (the issue's bar:
+    tune with no targets names the buffer and the nodes)."""
+    if not result.persistence_helps or not result.placements:
+        return ""
+    return "; ".join(f"{p['name']} on {', '.join(p['nodes'])}"
+                     for p in result.placements if p.get("window"))
+
+
 def _tune_auto(w, s, dev, repeat):
     """tune() with no targets, where this build has it (the tuner's rework)."""
     try:
@@ -307,7 +316,8 @@ def run(ctx):
                     "auto_speedup": None if auto is None else _speedup(auto),
                     "auto_helps": None if auto is None else auto.persistence_helps,
                     "auto_evals": None if auto is None else auto.evals,
-                    "auto_s": None if auto is None else auto.wall_s}
+                    "auto_s": None if auto is None else auto.wall_s,
+                    "auto_windowed": None if auto is None else _windowed(auto)}
 
         records = ctx.sweep({"workload": list(WORKLOADS), "fraction": list(fractions)}, point)
     for r in records:
