@@ -406,32 +406,22 @@ static const PyCFunction trampolines[L2P_MAX_KERNELS] = {
 
 /* ---- text signatures ---- */
 
-static int append(PyObject *parts, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    PyObject *s = PyUnicode_FromFormatV(fmt, ap);
-    va_end(ap);
-    int rc = s ? PyList_Append(parts, s) : -1;
-    Py_XDECREF(s);
-    return rc;
-}
 
 static int default_text(PyObject *parts, const l2p_arg *a)
 {
     if (is_required(a)) return 0;
-    if ((a->flags & L2P_A_OPTIONAL) && a->type != L2P_A_OBJECT) return append(parts, "=None");
+    if ((a->flags & L2P_A_OPTIONAL) && a->type != L2P_A_OBJECT) return l2p_text_append(parts, "=None");
     switch (a->type) {
-    case L2P_A_INT: return append(parts, "=%lld", a->ival);
+    case L2P_A_INT: return l2p_text_append(parts, "=%lld", a->ival);
     case L2P_A_FLOAT: {
         char *s = PyOS_double_to_string(a->fval, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-        int rc = s ? append(parts, "=%s", s) : -1;
+        int rc = s ? l2p_text_append(parts, "=%s", s) : -1;
         PyMem_Free(s);
         return rc;
     }
-    case L2P_A_CHOICE: return append(parts, "='%s'", a->choices[a->ival]);
-    case L2P_A_BOOL: return append(parts, a->ival ? "=True" : "=False");
-    case L2P_A_OBJECT: return append(parts, "=%s", a->deftext);
+    case L2P_A_CHOICE: return l2p_text_append(parts, "='%s'", a->choices[a->ival]);
+    case L2P_A_BOOL: return l2p_text_append(parts, a->ival ? "=True" : "=False");
+    case L2P_A_OBJECT: return l2p_text_append(parts, "=%s", a->deftext);
     default: return 0;
     }
 }
@@ -442,28 +432,28 @@ static PyObject *arg_type(const l2p_arg *a);
 static int arg_line(PyObject *parts, const l2p_arg *a)
 {
     PyObject *t = arg_type(a);
-    int rc = t ? append(parts, "\n    %s (%U): ", a->name, t) : -1;
+    int rc = t ? l2p_text_append(parts, "\n    %s (%U): ", a->name, t) : -1;
     Py_XDECREF(t);
     if (rc < 0) return -1;
     switch (a->type) {
     case L2P_A_BUFFER:
-        return append(parts, "device memory%s%s%s%s", a->kinds ? ", dtype kind '" : "",
+        return l2p_text_append(parts, "device memory%s%s%s%s", a->kinds ? ", dtype kind '" : "",
                       a->kinds ? a->kinds : "", a->kinds ? "'" : "",
                       a->align ? ", 16-byte aligned" : "");
     case L2P_A_INT:
         if (a->flags & (L2P_A_BLOCKS | L2P_A_THREADS) && (a->flags & L2P_A_OPTIONAL))
-            rc = append(parts, "None: the kernel's default shape; ");
+            rc = l2p_text_append(parts, "None: the kernel's default shape; ");
         if (rc < 0) return -1;
-        return append(parts, "%s in [%lld, %lld]", (a->flags & L2P_A_POW2) ? "a power of two"
+        return l2p_text_append(parts, "%s in [%lld, %lld]", (a->flags & L2P_A_POW2) ? "a power of two"
                                                                           : "an int",
                       a->lo, a->hi);
     case L2P_A_CHOICE:
-        if (append(parts, "one of") < 0) return -1;
+        if (l2p_text_append(parts, "one of") < 0) return -1;
         for (int j = 0; a->choices[j]; j++)
-            if (append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) return -1;
+            if (l2p_text_append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) return -1;
         return 0;
-    case L2P_A_OBJECT: return append(parts, "see the summary");
-    default: return append(parts, "see the summary");
+    case L2P_A_OBJECT: return l2p_text_append(parts, "see the summary");
+    default: return l2p_text_append(parts, "see the summary");
     }
 }
 
@@ -472,29 +462,29 @@ static PyObject *make_doc(const l2p_kernel *k)
 {
     PyObject *parts = PyList_New(0), *sep, *doc = NULL;
     int n = n_args(k), star = 0;
-    if (!parts || append(parts, "%s(", k->name) < 0) goto done;
+    if (!parts || l2p_text_append(parts, "%s(", k->name) < 0) goto done;
     for (int i = 0; i < n; i++) {
         const l2p_arg *a = &k->args[i];
-        if ((a->flags & L2P_A_KWONLY) && !star && (star = 1) && append(parts, "*, ") < 0) goto done;
-        if (append(parts, "%s", a->name) < 0 || default_text(parts, a) < 0 ||
-            append(parts, ", ") < 0)
+        if ((a->flags & L2P_A_KWONLY) && !star && (star = 1) && l2p_text_append(parts, "*, ") < 0) goto done;
+        if (l2p_text_append(parts, "%s", a->name) < 0 || default_text(parts, a) < 0 ||
+            l2p_text_append(parts, ", ") < 0)
             goto done;
     }
-    if ((!star && append(parts, "*, ") < 0) || append(parts, "stream=None") < 0 ||
-        (!(k->flags & L2P_K_NO_WINDOW) && append(parts, ", window=None") < 0) ||
-        ((k->flags & L2P_K_DEVICE) && append(parts, ", device=None") < 0) ||
-        append(parts, ")\n--\n\n%s", k->summary) < 0)
+    if ((!star && l2p_text_append(parts, "*, ") < 0) || l2p_text_append(parts, "stream=None") < 0 ||
+        (!(k->flags & L2P_K_NO_WINDOW) && l2p_text_append(parts, ", window=None") < 0) ||
+        ((k->flags & L2P_K_DEVICE) && l2p_text_append(parts, ", device=None") < 0) ||
+        l2p_text_append(parts, ")\n--\n\n%s", k->summary) < 0)
         goto done;
-    if (append(parts, "\n\nArguments:") < 0) goto done;
+    if (l2p_text_append(parts, "\n\nArguments:") < 0) goto done;
     for (int i = 0; i < n; i++)
         if (arg_line(parts, &k->args[i]) < 0) goto done;
-    if (append(parts, "\n    stream (StreamLike): where the kernel runs; None: the legacy "
+    if (l2p_text_append(parts, "\n    stream (StreamLike): where the kernel runs; None: the legacy "
                "default stream") < 0 ||
         (!(k->flags & L2P_K_NO_WINDOW) &&
-         append(parts, "\n    window (AccessPolicyWindow | None): an access policy window for "
+         l2p_text_append(parts, "\n    window (AccessPolicyWindow | None): an access policy window for "
                 "this launch only (cudaLaunchKernelEx); the stream's own stays") < 0) ||
         ((k->flags & L2P_K_DEVICE) &&
-         append(parts, "\n    device (DeviceLike): the device; None: the current one") < 0))
+         l2p_text_append(parts, "\n    device (DeviceLike): the device; None: the current one") < 0))
         goto done;
     sep = PyUnicode_FromString("");
     if (sep) doc = PyUnicode_Join(sep, parts);

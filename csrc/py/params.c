@@ -273,7 +273,8 @@ PyObject *l2p_fn_call_tuple(const l2p_fn *f, PyObject *self, PyObject *args, PyO
 
 /* ---- signatures, docstrings, stub types ---- */
 
-static int append(PyObject *parts, const char *fmt, ...)
+/* Append a formatted piece to a list of text parts (signatures, docstrings, stub lines). */
+int l2p_text_append(PyObject *parts, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -332,23 +333,23 @@ static PyObject *type_text(const l2p_param *p)
 static int append_signature(PyObject *parts, const l2p_fn *f, const char *marker)
 {
     int n = n_params(f), star = 0, slash = 0;
-    if (append(parts, "%s(%s%s", f->name, marker, n && marker[0] ? ", " : "") < 0) return -1;
+    if (l2p_text_append(parts, "%s(%s%s", f->name, marker, n && marker[0] ? ", " : "") < 0) return -1;
     for (int i = 0; i < n; i++) {
         const l2p_param *p = &f->params[i];
-        if ((p->flags & L2P_P_KWONLY) && !star && (star = 1) && append(parts, "*, ") < 0)
+        if ((p->flags & L2P_P_KWONLY) && !star && (star = 1) && l2p_text_append(parts, "*, ") < 0)
             return -1;
         PyObject *d = default_text(p);
-        if (!d || append(parts, d == Py_None ? "%s" : "%s=%U", p->name, d) < 0) {
+        if (!d || l2p_text_append(parts, d == Py_None ? "%s" : "%s=%U", p->name, d) < 0) {
             Py_XDECREF(d);
             return -1;
         }
         Py_DECREF(d);
         int last_pos = (p->flags & L2P_P_POSONLY) &&
                        (i + 1 == n || !(f->params[i + 1].flags & L2P_P_POSONLY));
-        if (last_pos && !slash && (slash = 1) && append(parts, ", /") < 0) return -1;
-        if (i + 1 < n && append(parts, ", ") < 0) return -1;
+        if (last_pos && !slash && (slash = 1) && l2p_text_append(parts, ", /") < 0) return -1;
+        if (i + 1 < n && l2p_text_append(parts, ", ") < 0) return -1;
     }
-    return append(parts, ")");
+    return l2p_text_append(parts, ")");
 }
 
 /* The docstring: signature, summary, then one line per parameter. */
@@ -358,17 +359,17 @@ static char *make_doc(const l2p_fn *f, const char *marker)
     char *copy = NULL;
     int n = n_params(f);
     if (!parts || append_signature(parts, f, marker) < 0 ||
-        append(parts, "\n--\n\n%s", f->summary) < 0)
+        l2p_text_append(parts, "\n--\n\n%s", f->summary) < 0)
         goto done;
-    if (n && append(parts, "\n\nArguments:") < 0) goto done;
+    if (n && l2p_text_append(parts, "\n\nArguments:") < 0) goto done;
     for (int i = 0; i < n; i++) {
         const l2p_param *p = &f->params[i];
         PyObject *t = type_text(p);
-        int rc = t ? append(parts, "\n    %s (%U): %s", p->name, t, p->doc ? p->doc : "") : -1;
+        int rc = t ? l2p_text_append(parts, "\n    %s (%U): %s", p->name, t, p->doc ? p->doc : "") : -1;
         Py_XDECREF(t);
         if (rc < 0) goto done;
     }
-    if (f->returns && append(parts, "\n\nReturns: %s", f->returns) < 0) goto done;
+    if (f->returns && l2p_text_append(parts, "\n\nReturns: %s", f->returns) < 0) goto done;
     sep = PyUnicode_FromString("");
     if (sep) doc = PyUnicode_Join(sep, parts);
     const char *text = doc ? PyUnicode_AsUTF8(doc) : NULL;

@@ -212,4 +212,7 @@ PyTypeObject *l2p_make_type_rows(PyObject *m, PyType_Spec *spec, const l2p_fn *c
 int l2p_py_ranged_int(PyObject *obj, const char *name, const char *what, long long lo,
                       long long hi, long long *out);
 
+/* Append a formatted piece (PyUnicode_FromFormat) to a list of text parts; 0 or -1. */
+int l2p_text_append(PyObject *parts, const char *fmt, ...);
+
 #endif
