@@ -14,6 +14,8 @@ is cold.) Persisting lines behave the same way, so persistence shows within a re
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import os
 from collections.abc import Mapping
 
 from . import _core
@@ -54,6 +56,33 @@ class Counters(Mapping):
         return dict(self._values)
 
 
+def wheel_cupti() -> str | None:
+    """The path of CUPTI from NVIDIA's PyPI wheel (``nvidia-cuda-cupti``: ``nvidia/cu13/lib``),
+    or None. An install with only a driver gets CUPTI that way, and no loader path names it."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13", "cu12", "cuda_cupti"):
+            lib = os.path.join(root, sub, "lib")
+            if not os.path.isdir(lib):
+                continue
+            for name in sorted(os.listdir(lib), reverse=True):
+                if name.startswith("libcupti.so"):
+                    return os.path.join(lib, name)
+    return None
+
+
+def _point_at_wheel_cupti() -> None:
+    """Before the core first loads CUPTI: name the wheel's library in L2P_CUPTI_LIBRARY (the
+    core's loader reads it first), unless the user set it. Only where a wheel provides one."""
+    if "L2P_CUPTI_LIBRARY" not in os.environ:
+        path = wheel_cupti()
+        if path:
+            os.environ["L2P_CUPTI_LIBRARY"] = path
+
+
 def counter_names(device=None, *, raw: bool = False) -> dict | list:
     """The friendly names and the raw metrics they stand for; with ``raw=True`` the chip's
     base metric names from CUPTI (needs a GPU; append ``.sum``, ``.avg``, ``.pct``...).
@@ -61,12 +90,14 @@ def counter_names(device=None, *, raw: bool = False) -> dict | list:
     ``device``: whose chip (an index or ``Device``; None: the current one), used only with
     ``raw=True``."""
     if raw:
+        _point_at_wheel_cupti()
         return sorted(_core.base_metrics(device))
     return dict(_FRIENDLY)
 
 
 def counters_available() -> tuple[bool, str]:
     """(True, '') where libcupti loads, else (False, why)."""
+    _point_at_wheel_cupti()
     return _core.counters_available()
 
 
@@ -96,6 +127,7 @@ def measure(fn, metrics=None, *, device=None, warmup=None, per_kernel: bool = Fa
     ``max_ranges``: the most kernels one pass records, in [1, 100000]."""
     names = list(DEFAULT_METRICS if metrics is None else
                  ([metrics] if isinstance(metrics, str) else metrics))
+    _point_at_wheel_cupti()
     try:
         out = _core.measure(fn, names, device=device, warmup=warmup, per_kernel=per_kernel,
                             max_ranges=max_ranges)
@@ -109,4 +141,5 @@ def measure(fn, metrics=None, *, device=None, warmup=None, per_kernel: bool = Fa
         raise RuntimeError("counters: CUPTI returned no range for the region")
     return ranges[0]
 
-__all__ = ["DEFAULT_METRICS", "Counters", "counter_names", "counters_available", "measure"]
+__all__ = ["DEFAULT_METRICS", "Counters", "counter_names", "counters_available", "measure",
+           "wheel_cupti"]

@@ -2,6 +2,7 @@
 the CLI."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -266,3 +267,23 @@ def test_one_no_driver_reason_everywhere():
     assert reason in str(e.value)
     r = subprocess.run([sys.executable, "-m", "l2persist"], capture_output=True, text=True)
     assert reason in r.stdout + r.stderr
+
+
+def test_cupti_from_the_pypi_wheel_is_found(tmp_path, monkeypatch):
+    """An install with only a driver gets CUPTI from nvidia-cuda-cupti (nvidia/cu13/lib): the
+    counters point the core's loader at it, and never override a path the user set."""
+    from l2persist import counters
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcupti.so.13").write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    importlib.invalidate_caches()
+    assert counters.wheel_cupti() == str(lib / "libcupti.so.13")
+    monkeypatch.delenv("L2P_CUPTI_LIBRARY", raising=False)
+    counters._point_at_wheel_cupti()
+    assert os.environ["L2P_CUPTI_LIBRARY"] == str(lib / "libcupti.so.13")
+    monkeypatch.setenv("L2P_CUPTI_LIBRARY", "/mine/libcupti.so")
+    counters._point_at_wheel_cupti()
+    assert os.environ["L2P_CUPTI_LIBRARY"] == "/mine/libcupti.so"
