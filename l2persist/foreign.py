@@ -423,7 +423,15 @@ def _capture_torch(fn, stream):
     with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
         with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
             fn()
-    return as_graph(tg), tg.replay
+
+    def replay():
+        """On the stream the tuner times on: PyTorch replays on its current stream."""
+        if side is None:
+            tg.replay()
+        else:
+            with torch.cuda.stream(side):
+                tg.replay()
+    return as_graph(tg), replay
 
 
 def _capture_l2persist(fn, stream, device):
@@ -439,7 +447,9 @@ def _capture_l2persist(fn, stream, device):
     if failure is not None:
         g.close()
         raise failure
-    return g, lambda: g.launch(stream=s)
+    # replayed on the caller's stream (None: the legacy stream), where the tuner's events are:
+    # the private capture stream is non-blocking, so events elsewhere would not bracket it
+    return g, lambda: g.launch(stream=stream)
 
 
 def _capture(fn, stream, device):

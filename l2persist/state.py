@@ -100,7 +100,7 @@ def _default_stream_windows(index: int) -> list:
     rows = []
     for handle, name in ((1, "the legacy default stream"), (2, "the per-thread default stream")):
         try:
-            with _core.Stream(handle) as s:
+            with _core.Stream(wrap=handle) as s:  # an int alone would be a device index
                 if s.device.index != index:
                     continue
                 w = s.access_policy_window

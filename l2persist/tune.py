@@ -103,7 +103,7 @@ def _carrier(obj, device):
     from discovery) carries its window itself."""
     if isinstance(obj, (_core.Stream, _core.Graph)) or hasattr(obj, "access_policy_window"):
         return obj, False
-    return _core.Stream(obj), True
+    return _core.Stream(wrap=obj), True  # wrap=: a bare int (0, 1, 2) is a stream here
 
 
 class _Installer:
@@ -489,7 +489,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     what the server's set-aside costs every client.
     """
     if stream is not None and not isinstance(stream, _core.Stream):
-        stream = _core.Stream(stream)
+        stream = _core.Stream(wrap=stream)  # an int is a stream handle, not a device
     if stream is not None:
         dev = stream.device
         if device is not None and _core.Device(device).index != dev.index:
@@ -606,6 +606,12 @@ def _probe_tax(res, dev, stream):
     except ImportError:
         res.tax_note = ("tax: not measured (l2persist.tax is not available); a set-aside can "
                         "slow written data of all other work")
+        return
+    if res.mps_set_aside is not None:
+        # An MPS client cannot set limit 0 for the probe's baseline: give the model's word.
+        pred = tax_module.predict(dev, set_aside)
+        res.tax_note = (f"tax (model, not measured: an MPS client cannot set limit 0): "
+                        f"{pred.summary()}; every MPS client of this GPU pays it")
         return
     p = tax_module.probe(dev, set_aside, stream=stream)
     res.tax = {"set_aside": int(set_aside), "slowdown": float(p.slowdown),

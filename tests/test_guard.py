@@ -201,3 +201,19 @@ def test_check_flags_a_set_aside_that_is_not_the_default(device, capsys):
             assert state.check_main(["--device", str(device.index)]) == 1
         out = capsys.readouterr().out
         assert out.count("\n") == 1 and "not 0 or the default" in out
+
+
+def test_default_stream_windows_wrap_the_default_streams(monkeypatch):
+    """Handles 1 and 2 are the default streams: they must reach Stream as wrap=, since a bare
+    int is a device index (a snapshot then skipped them, or made a stream on GPU 1)."""
+    import types
+    from l2persist import state
+    calls = []
+
+    def fake_stream(*args, **kw):
+        calls.append((args, kw))
+        raise ValueError("no device here")
+    monkeypatch.setattr(state, "_core", types.SimpleNamespace(
+        Stream=fake_stream, CudaError=RuntimeError, NotSupportedError=NotImplementedError))
+    assert state._default_stream_windows(0) == []
+    assert calls == [((), {"wrap": 1}), ((), {"wrap": 2})]

@@ -458,3 +458,22 @@ def test_studies_import_no_private_names():
                     and node.attr.startswith("_"):
                 bad.append(f"{path.name}: {node.value.id}.{node.attr}")
     assert not bad, bad
+
+
+def test_tax_under_mps_is_the_models_word_not_a_probe(monkeypatch):
+    """An MPS client cannot set limit 0, so the tax probe (which needs that baseline) must not
+    run: the result carries the model's prediction for the server's set-aside instead of
+    raising at the end of a finished search (found in review)."""
+    from l2persist import tax as tax_mod
+    probed = []
+    monkeypatch.setattr(tax_mod, "probe", lambda *a, **k: probed.append(a))
+    props = {"name": "H200", "compute_capability": (9, 0), "l2_cache_size": 60 << 20,
+             "persisting_l2_cache_max_size": 37.5 * (1 << 20), "granule": 3932160}
+    props["persisting_l2_cache_max_size"] = int(props["persisting_l2_cache_max_size"])
+    res = types.SimpleNamespace(mps_set_aside=30 << 20, default_limit=30 << 20,
+                                recommended={"set_aside": 30 << 20}, persistence_helps=True,
+                                tax=None, tax_note="")
+    tune_mod._probe_tax(res, props, None)
+    assert not probed and res.tax is None
+    assert "MPS" in res.tax_note and "not measured" in res.tax_note
+    assert tax_mod.predict(props, 30 << 20).summary() in res.tax_note
