@@ -106,6 +106,37 @@ def _carrier(obj, device):
     return _core.Stream(wrap=obj), True  # wrap=: a bare int (0, 1, 2) is a stream here
 
 
+def _node_positions(c):
+    """(id of the graph, node positions) of a group of graph nodes (a discovery carrier), or
+    None for any other carrier."""
+    graph, nodes = getattr(c, "graph", None), getattr(c, "nodes", None)
+    if graph is None or nodes is None:
+        return None
+    return id(graph), [n.position for n in nodes]
+
+
+def _shared_node_groups(groups, carriers):
+    """Stream groups, with node groups that share a kernel node merged into one: a node holds
+    one window, so windows on buffers of the same kernel are alternatives for the search."""
+    parent = list(range(len(carriers)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    owner = {}
+    for i, c in enumerate(carriers):
+        where = _node_positions(c)
+        if where is None:
+            continue
+        for pos in where[1]:
+            j = owner.setdefault((where[0], pos), i)
+            parent[find(i)] = find(j)
+    dense = {}
+    return [dense.setdefault(find(g), len(dense)) for g in groups]
+
+
 class _Installer:
     """Installs tuner configurations and restores the state it found."""
 
@@ -130,6 +161,7 @@ class _Installer:
             self.windows.append(w)
             self.carriers.append(c)
             self.groups.append(group)
+        self.groups = _shared_node_groups(self.groups, [c for _, c in carriers_by_id.values()])
         self.limit_before = dev.persisting_l2_limit
         self.saved = [(c, self._read(c)) for _, c in carriers_by_id.values()]
         self.limit = self.limit_before
@@ -138,6 +170,8 @@ class _Installer:
     def _read(c):
         if isinstance(c, _core.Graph):
             return [n.access_policy_window for n in c.kernel_nodes]
+        if _node_positions(c) is not None:  # a group of nodes: each node's own window
+            return [n.access_policy_window for n in c.nodes]
         return c.access_policy_window
 
     @staticmethod
@@ -162,7 +196,10 @@ class _Installer:
                     miss_prop=spec["miss_prop"])
             else:
                 chosen.setdefault(id(c), None)
-        for c in {id(c): c for c in self.carriers}.values():
+        # Carriers left without a window first: node groups may share kernel nodes (one kernel
+        # using several discovered buffers), and a later "off" must not erase a chosen window.
+        unique = {id(c): c for c in self.carriers}.values()
+        for c in sorted(unique, key=lambda c: chosen[id(c)] is not None):
             self._write(c, chosen[id(c)])
 
     def restore(self):
@@ -171,6 +208,9 @@ class _Installer:
             if isinstance(c, _core.Graph):
                 for node, w in zip(c.kernel_nodes, saved):
                     node.access_policy_window = w
+            elif _node_positions(c) is not None:
+                for node, w in zip(c.nodes, saved):
+                    c.graph.set_access_policy_window(w, nodes=[node.position])
             else:
                 self._write(c, saved)
         if self.limit != self.limit_before:
@@ -410,6 +450,7 @@ class TuneResult:
                                "gone; run tune() again")
         inst = self._installer
         inst.limit_before = inst.dev.persisting_l2_limit
+        inst.limit = inst.limit_before  # the limit now, which install() compares against
         inst.saved = [(c, inst._read(c)) for c, _ in inst.saved]
         try:
             inst.install(config or self.recommended)

@@ -477,3 +477,80 @@ def test_tax_under_mps_is_the_models_word_not_a_probe(monkeypatch):
     assert not probed and res.tax is None
     assert "MPS" in res.tax_note and "not measured" in res.tax_note
     assert tax_mod.predict(props, 30 << 20).summary() in res.tax_note
+
+
+class _Node:
+    def __init__(self, position):
+        self.position, self.window = position, None
+
+    @property
+    def access_policy_window(self):
+        return self.window
+
+
+class _NodeGraph:
+    """The part of a Graph a node group uses: per-node windows by position."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+    def set_access_policy_window(self, w, nodes):
+        for p in nodes:
+            self.nodes[p].window = w
+
+
+class _Group:
+    """NodeGroup's semantics (foreign.py): the getter reads the first node, the setter writes
+    every node of the group."""
+
+    def __init__(self, graph, positions):
+        self.graph, self.nodes = graph, [graph.nodes[p] for p in positions]
+
+    @property
+    def access_policy_window(self):
+        return self.nodes[0].window
+
+    @access_policy_window.setter
+    def access_policy_window(self, w):
+        self.graph.set_access_policy_window(w, [n.position for n in self.nodes])
+
+
+def test_node_groups_sharing_a_kernel_keep_the_chosen_window(monkeypatch):
+    """index_add_ uses acc and idx, gather uses idx: discovery gives two node groups sharing
+    the index_add_ node. They are alternatives for the search (one window per node), a chosen
+    window is not erased by the other group's "off", and restore puts back each node's own
+    window (found in review: the window chosen for acc was timed without a window)."""
+    dev = _FakeDevice()
+    acc = types.SimpleNamespace(ptr=1 << 40, nbytes=8 * MIB)
+    idx = types.SimpleNamespace(ptr=1 << 41, nbytes=8 * MIB)
+    graph = _NodeGraph([_Node(0), _Node(1)])
+    graph.nodes[1].window = "gather's own"
+    g_acc, g_idx = _Group(graph, [0]), _Group(graph, [0, 1])
+    monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, {"acc": g_acc, "idx": g_idx}))
+    inst = tune_mod._Installer(dev, [tune_mod.Target(acc, on=g_acc),
+                                     tune_mod.Target(idx, on=g_idx)], None)
+    assert inst.groups == [0, 0]
+    p = _core.AccessProperty
+    on = dict(hit_ratio=1.0, hit_prop=p.PERSISTING, miss_prop=p.STREAMING)
+    inst.install({"set_aside": 4 * G, "windows": [on, None]})
+    assert graph.nodes[0].window is not None and graph.nodes[1].window is None
+    inst.restore()
+    assert graph.nodes[0].window is None and graph.nodes[1].window == "gather's own"
+
+
+def test_apply_sets_the_recommended_limit_after_the_limit_changed(monkeypatch):
+    """apply() installs the recommended set-aside even when the limit changed after tune()
+    (e.g. inside persisting_l2_disabled()), and puts that limit back afterwards."""
+    dev = _FakeDevice()
+    acc = types.SimpleNamespace(ptr=1 << 40, nbytes=8 * MIB)
+    c = _Carrier()
+    monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, {"acc": c, "idx": _Carrier()}))
+    inst = tune_mod._Installer(dev, [tune_mod.Target(acc, on=c)], None)
+    p = _core.AccessProperty
+    rec = {"set_aside": DEF, "windows": [dict(hit_ratio=1.0, hit_prop=p.PERSISTING,
+                                               miss_prop=p.STREAMING)]}
+    res = types.SimpleNamespace(_installer=inst, recommended=rec)
+    dev.limit = 0
+    with TuneResult.apply(res):
+        assert dev.limit == DEF
+    assert dev.limit == 0
