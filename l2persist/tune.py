@@ -502,8 +502,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     - ``tax``: probe what the recommended set-aside costs other work (``l2persist.tax``).
     - ``screen_keep``: with more targets than this, each is first probed once alone at the
       largest set-aside (the most a window on it can persist), and the search runs on the
-      ``screen_keep`` fastest; the others get no window (``screen`` in the result, and in
-      ``placements``). 0: search all.
+      ``screen_keep`` fastest of those whose probe beat the better baseline (always on the
+      fastest, so that a "don't" is searched for too); the others get no window (``screen``
+      in the result, and in ``placements``). The budget follows: 14 + one probe per target +
+      4 per searched target. 0: search all.
 
     The search (C core, ``l2p_tune.c``): the two baselines (limit 0; the default limit), a
     Fibonacci search along the guide's ridge (hitRatio = set-aside / bytes), a compass search

@@ -343,6 +343,7 @@ typedef struct {
     double *samples;  /* one evaluation's samples */
     point best;
     double best_ms;
+    double base_ms;   /* the better baseline's median (the screening's bar) */
     unsigned char active[L2P_TUNE_MAX_TARGETS]; /* searched (the screening may drop some) */
     l2p_status status; /* the first failure; it stops everything */
 } search;
@@ -547,8 +548,9 @@ static void baselines(search *sr, point *a, point *b)
     *b = *a;
     for (size_t l = 0; l < sr->r->n_levels; l++)
         if (sr->r->levels[l] == sr->o->default_limit) b->s = l;
-    (void)evaluate(sr, *a, L2P_TUNE_BASELINE);
-    (void)evaluate(sr, *b, L2P_TUNE_BASELINE);
+    double ma = evaluate(sr, *a, L2P_TUNE_BASELINE);
+    double mb = evaluate(sr, *b, L2P_TUNE_BASELINE);
+    sr->base_ms = ma < mb ? ma : mb;
 }
 
 static void search_props(search *sr)
@@ -690,8 +692,11 @@ static int screening(const l2p_tune_options *o)
 
 /* The screening: with more targets than screen_keep, one probe per target alone at the
  * largest set-aside with the hit ratio that fits its window in it (the most a window on it
- * can persist), then the search on the screen_keep fastest. A target that cannot gain at the
- * most favourable point is not worth the search's evaluations. */
+ * can persist), then the search on the screen_keep fastest of those whose probe beat the
+ * better baseline (always the fastest one, so that a "don't" is still searched for). A target
+ * that cannot gain at the most favourable point is not worth the search's evaluations: each
+ * kept target costs the search about four more (issue 18's bar: discovery within twice the
+ * evaluations of a search told the target). */
 static void screen(search *sr)
 {
     const l2p_tune_options *o = sr->o;
@@ -722,10 +727,16 @@ static void screen(search *sr)
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    size_t n_kept = 0;
     for (size_t k = 0; k < o->n_targets; k++) {
-        sr->active[order[k]] = k < o->screen_keep;
-        r->kept[order[k]] = k < o->screen_keep;
+        int keep = k < o->screen_keep && (k == 0 || r->screen_ms[order[k]] < sr->base_ms);
+        sr->active[order[k]] = (unsigned char)keep;
+        r->kept[order[k]] = keep;
+        n_kept += (size_t)keep;
     }
+    /* The search's budget follows the targets it searches (l2p_tune_run allocated for
+     * screen_keep of them); a budget the caller set stays. */
+    if (!o->max_evals) sr->max_evals = 14 + o->n_targets + 4 * n_kept;
 }
 
 /* Baselines; the ridge; each hit ratio from the ridge's best (also when a baseline is faster:

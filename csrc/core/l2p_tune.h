@@ -79,7 +79,8 @@ typedef struct {
     unsigned long long seed; /* of the bootstrap */
     size_t screen_keep;    /* with more targets than this (> 0): one probe per target at a
                             * high-hit configuration first, then the search on the
-                            * screen_keep fastest; the others get no window. 0: no screening */
+                            * screen_keep fastest whose probe beat the better baseline (the
+                            * fastest always); the others get no window. 0: no screening */
     unsigned phases;       /* L2P_TUNE_ALL (the default). For tests only: clearing a bit removes
                             * that part of the search or of the decision, so that a test can
                             * show that each part matters (tests/c/test_tune_replay.c). */
