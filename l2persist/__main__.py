@@ -216,6 +216,8 @@ def _save(res, args) -> list[str]:
             write(path)
             saved.append(path)
         except ValueError as e:  # a study that declares no plot: say so, keep the rest
+            if res.plot_spec is None and res.meta.get("only"):
+                e = "plot: left out for a part of the sweep (--only); the whole sweep draws it"
             print(f"{_prog()} run {res.study}: {e}", file=sys.stderr)
         except OSError as e:
             fd, keep = tempfile.mkstemp(prefix=f"l2persist-{res.study}-", suffix=".json")
@@ -241,7 +243,16 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--csv", metavar="PATH", help="write the records as CSV")
     p.add_argument("--plot", metavar="PATH", help="save the plot (PNG, SVG, PDF: by suffix)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.add_argument("--only", metavar="AXIS=V[,V...]", action="append", default=[],
+                   help="keep only these values of one of the study's sweep axes "
+                        "(repeatable), e.g. --only workload=histogram,bloom")
     args = p.parse_args(argv)
+    only = {}
+    for item in args.only:
+        axis, eq, values = item.partition("=")
+        if not eq or not axis or not values:
+            return _fail(prog, f"--only {item!r}: expected AXIS=VALUE[,VALUE...]")
+        only.setdefault(axis.strip(), []).extend(v.strip() for v in values.split(","))
     if args.study not in study_names():
         return _fail(prog, f"unknown study {args.study!r}; the studies: "
                            + ", ".join(study_names()))
@@ -258,7 +269,11 @@ def _run(argv: list[str]) -> int:
                            f"indices 0..{count - 1}")
     try:
         res = run(args.study, args.device, quick=args.quick,
-                  progress=False if args.no_progress else None)
+                  progress=False if args.no_progress else None, only=only or None)
+    except ValueError as e:
+        if not only or not str(e).startswith("only "):
+            raise
+        return _fail(f"{prog} {args.study}", "--" + str(e))
     except GpuRequired as e:
         return _fail(f"{prog} {args.study}", str(e))
     except _core.NotSupportedError as e:  # e.g. a set-aside study on an MPS client or MIG

@@ -255,6 +255,11 @@ def _short(name: str, n: int = 48) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
+def node_label(node, n: int = 32) -> str:
+    """A kernel node as text: ``position:kernel name`` (shortened to ``n`` characters)."""
+    return f"{node.position}:{_short(node.name, n)}"
+
+
 class BufferTable(list):
     """BufferRecords with a text table and an HTML view."""
 
@@ -262,7 +267,7 @@ class BufferTable(list):
 
     def _rows(self):
         for r in self:
-            nodes = ", ".join(f"{n.position}:{_short(n.name, 32)}" for n in r.nodes)
+            nodes = ", ".join(node_label(n) for n in r.nodes)
             where = ", ".join(sorted({f"{u.node}.p{u.param}@{u.offset}" for u in r.uses}))
             yield (r.name + (" (allocation)" if r.allocation else ""), f"0x{r.address:x}",
                    human_bytes(r.size), nodes, where)
@@ -347,7 +352,7 @@ class NodeGroup:
         return owner_sees_windows(self.graph)
 
     def __repr__(self) -> str:
-        names = ", ".join(f"{n.position}:{_short(n.name, 24)}" for n in self.nodes)
+        names = ", ".join(node_label(n, 24) for n in self.nodes)
         return f"NodeGroup([{names}])"
 
 

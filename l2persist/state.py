@@ -116,7 +116,9 @@ def _stream_windows(index: int) -> list:
     tracks them, so none is missed)."""
     rows = []
     for obj in gc.get_objects():
-        if not isinstance(obj, _core.Stream) or obj.closed:
+        # issubclass on the type, not isinstance: isinstance reads __class__, which some
+        # tracked objects (torch's deprecated aliases) answer with a warning.
+        if not issubclass(type(obj), _core.Stream) or obj.closed:
             continue
         try:
             if obj.device.index != index:

@@ -610,10 +610,13 @@ def _placements(found, inst, config, screen):
     """Per discovered buffer: its name, the nodes that use it, and the window it got (the
     part of it a window covers, when it is larger than the device's max window), and whether
     the screening kept it for the search."""
+    from .foreign import node_label
     out = []
     for i, (c, w, spec) in enumerate(zip(found, inst.windows, config["windows"])):
         offset = w.base_ptr - w.target.ptr
-        out.append({"name": c.name, "nodes": list(c.nodes), "nbytes": int(c.nbytes),
+        # Nodes as text ("position:kernel"): the placements are stored as JSON and printed.
+        out.append({"name": c.name, "nodes": [node_label(n) for n in c.nodes],
+                    "nbytes": int(c.nbytes),
                     "window_offset": offset, "window_bytes": w.num_bytes,
                     "partial": w.num_bytes < c.nbytes, "window": spec,
                     "searched": True if screen is None else screen[i]["kept"]})

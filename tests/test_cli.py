@@ -134,3 +134,24 @@ def test_check_subcommand_calls_the_state_checker_or_says_it_is_missing():
         one_line_error(p, "check", "l2persist.state")
     else:
         assert "Traceback" not in p.stderr
+
+
+def test_only_runs_a_part_of_the_sweep(tmp_path):
+    """--only AXIS=V,...: the records hold only those values, the metadata and the notes say
+    it was a part; a wrong axis or value is one line naming what the study has."""
+    j = tmp_path / "part.json"
+    p = cli("run", "coalescing", "--quick", "--only", "rule=sectors,kepler_caching",
+            "--json", str(j))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(j.read_text())
+    assert {r["rule"] for r in doc["records"]} == {"sectors", "kepler_caching"}
+    assert doc["meta"]["only"] == {"rule": ["sectors", "kepler_caching"]}
+    assert "a part of the sweep (only rule=sectors,kepler_caching)" in p.stdout
+    full = json.loads(cli("run", "coalescing", "--quick", "--json", str(tmp_path / "f.json"))
+                      .stdout and (tmp_path / "f.json").read_text())
+    assert len(doc["records"]) == 2 * len(full["records"]) // 3
+    one_line_error(cli("run", "coalescing", "--only", "rule=nope"),
+                   "--only rule=nope", "kepler_caching, kepler_noncaching, sectors")
+    one_line_error(cli("run", "coalescing", "--only", "colour=red"), "--only colour",
+                   "no such axis")
+    one_line_error(cli("run", "coalescing", "--only", "rule"), "AXIS=VALUE")

@@ -109,7 +109,13 @@ def test_window_under_mps_acts_like_the_servers_set_aside(mps_server, device):
     m, p = mps["effect"], plain["effect"]
     print("\nMPS:", json.dumps(m["none"]), json.dumps(m["window"]),
           "\nplain:", json.dumps(p["none"]), json.dumps(p["window"]), "\n" + m["tune"]["table"])
-    assert m["window"]["dram_bytes_read"] < 0.97 * m["none"]["dram_bytes_read"]
+    # The window moves the L2 read hit rate (H100: MPS 0.563 -> 0.615, plain 0.562 -> 0.636);
+    # the DRAM bytes read hardly move (-0.1 %) in either process, so they are compared between
+    # the two, not with no window.
+    gain_mps = m["window"]["l2_read_hit_rate"] - m["none"]["l2_read_hit_rate"]
+    gain_plain = p["window"]["l2_read_hit_rate"] - p["none"]["l2_read_hit_rate"]
+    assert gain_mps > 0.02 and gain_plain > 0.02
+    assert gain_mps >= 0.5 * gain_plain
     assert m["window"]["dram_bytes_read"] == pytest.approx(p["window"]["dram_bytes_read"],
                                                            rel=0.05)
     # tune keeps the server's set-aside in every trial and says so.

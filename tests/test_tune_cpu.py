@@ -307,16 +307,20 @@ def fake_world(monkeypatch):
     carriers = {"acc": _Carrier(), "idx": _Carrier()}
     calls = []
 
+    # discovered nodes are KernelNode-like objects (position, name), not text
+    add, gather = (types.SimpleNamespace(position=0, name="index_add_"),
+                   types.SimpleNamespace(position=1, name="gather"))
+
     def discover(fn, *, stream=None, candidates=None):
         calls.append(candidates)
         return [types.SimpleNamespace(buffer=acc, nbytes=acc.nbytes, name="acc",
-                                      nodes=["index_add_"], carrier=carriers["acc"],
-                                      timing=None),
+                                      nodes=(add,), carrier=carriers["acc"], timing=None),
                 types.SimpleNamespace(buffer=idx, nbytes=idx.nbytes, name="idx",
-                                      nodes=["index_add_", "gather"], carrier=carriers["idx"],
+                                      nodes=(add, gather), carrier=carriers["idx"],
                                       timing=None)]
     foreign = types.ModuleType("l2persist.foreign")
     foreign.discover = discover
+    foreign.node_label = l2persist.foreign.node_label  # the real one (pure)
     monkeypatch.setitem(sys.modules, "l2persist.foreign", foreign)
     monkeypatch.setattr(l2persist, "foreign", foreign, raising=False)
     monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, carriers))
@@ -344,7 +348,7 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert r.persistence_helps and r.recommended["set_aside"] > 0
     # one window per carrier: acc's is on, idx's off; acc (36 MiB) is windowed in part
     acc, idx = r.placements
-    assert acc["name"] == "acc" and acc["nodes"] == ["index_add_"] and acc["window"] is not None
+    assert acc["name"] == "acc" and acc["nodes"] == ["0:index_add_"] and acc["window"] is not None
     assert acc["partial"] and acc["window_bytes"] == 32 * MIB and acc["window_offset"] == 0
     assert idx["window"] is None and not idx["partial"]
     # restored: the carriers' windows and the device's limit
@@ -359,8 +363,8 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert r.tax["slowdown"] == 1.8 and "tax: at set-aside" in r.verdict()
     assert "1.80x slower" in r.tax_line() and "all other work" in r.tax_line()
     table = r.table()
-    assert "| acc | index_add_ | 36" in table and "(in part: max window)" in table
-    assert "| idx | index_add_, gather |" in table
+    assert "| acc | 0:index_add_ | 36" in table and "(in part: max window)" in table
+    assert "| idx | 0:index_add_, 1:gather |" in table
     back = tune_mod.TuneResult.from_json(r.to_json())
     assert back.tax == r.tax and back.scope == r.scope and back.placements == r.placements
 

@@ -33,6 +33,7 @@ import itertools
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 from .. import _core
@@ -181,7 +182,8 @@ class Context:
     NOISE = 0.02
     ROUNDS = 4
 
-    def __init__(self, study: str, device, quick: bool, progress: bool | None):
+    def __init__(self, study: str, device, quick: bool, progress: bool | None,
+                 only: dict | None = None):
         self.study = study
         self.device = device
         self.quick = quick
@@ -189,6 +191,11 @@ class Context:
         self.meta = collect_metadata(device)
         self.t0 = time.perf_counter()
         self.skipped = []  # (what, why): parts of the study left out for a missing need
+        # axis -> the values to keep (text, as on the command line); sweeps leave out the rest
+        self.only = {k: [str(v) for v in vs] for k, vs in (only or {}).items()}
+        self.only_seen = set()
+        if self.only:
+            self.meta["only"] = dict(self.only)
 
     def has(self, need: str, what: str = "") -> bool:
         """Whether ``need`` is met; when not, the part ``what`` is recorded as skipped."""
@@ -232,6 +239,7 @@ class Context:
         each call returns a dict (or a list of dicts) merged with the point into records.
         Progress goes to stderr: a bar on a terminal, nothing when piped (tqdm)."""
         names = list(axes)
+        axes = {n: self._only(n, list(axes[n])) for n in names}
         points = list(itertools.product(*(axes[n] for n in names)))
         records = []
         with _progress(len(points), desc or self.study, self.progress) as bar:
@@ -243,6 +251,18 @@ class Context:
                 bar.update(1)
         return records
 
+    def _only(self, axis: str, values: list) -> list:
+        """The values of ``axis`` that ``only`` keeps (all when it names no such axis)."""
+        if axis not in self.only:
+            return values
+        self.only_seen.add(axis)
+        kept = [v for v in values if any(_same(v, w) for w in self.only[axis])]
+        if not kept:
+            raise ValueError(f"only {axis}={','.join(self.only[axis])}: the {self.study} study's "
+                             f"{axis} values{' (quick)' if self.quick else ''} are "
+                             + ", ".join(str(v) for v in values))
+        return kept
+
     def results(self, records, *, columns=None, plot: PlotSpec | None = None, notes=(),
                 summary=None) -> Results:
         meta = dict(self.meta, quick=self.quick,
@@ -251,6 +271,16 @@ class Context:
             meta["persisting_l2_limit_after"] = self.device.persisting_l2_limit
         return Results(self.study, list(records), meta, columns=columns, plot_spec=plot,
                        notes=list(notes), summary=dict(summary or {}))
+
+
+def _same(value, text: str) -> bool:
+    """An axis value given as text: equal as text, or as a number."""
+    if str(value) == text:
+        return True
+    try:
+        return float(value) == float(text)
+    except (TypeError, ValueError):
+        return False
 
 
 class _NoBar:
@@ -284,8 +314,11 @@ class Unavailable(RuntimeError):
 GpuRequired = Unavailable  # the name studies and the CLI used before needs were declared
 
 
-def run(name: str, device=0, *, quick: bool = False, progress: bool | None = None) -> Results:
-    """Run one study and return its Results. ``quick`` runs a smaller sweep (seconds).
+def run(name: str, device=0, *, quick: bool = False, progress: bool | None = None,
+        only: dict | None = None) -> Results:
+    """Run one study and return its Results. ``quick`` runs a smaller sweep (seconds);
+    ``only`` ({axis: [values]}) keeps only those values of the study's sweep axes (a part of
+    a long study; ValueError names an axis or a value the study does not have).
     The persisting-L2 limit is restored afterwards whatever the study did. Raises
     Unavailable, with the reason, when a need the study declares is missing here."""
     mod = _module(name)
@@ -300,14 +333,21 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
     if mod.NEEDS_GPU or _core.device_count() > 0:
         from .. import Device
         dev = device if isinstance(device, Device) else Device(device)
-    ctx = Context(name, dev, quick, progress)
+    ctx = Context(name, dev, quick, progress, only)
     if dev is None:
-        return refresh(mod.run(ctx), ctx)
+        return _checked_only(refresh(mod.run(ctx), ctx), ctx)
     limit = dev.persisting_l2_limit
     try:
-        return refresh(mod.run(ctx), ctx)
+        return _checked_only(refresh(mod.run(ctx), ctx), ctx)
     finally:
         _core.restore_persisting_l2(dev, limit)  # the one restore (restore.c)
+
+
+def _checked_only(res: Results, ctx: Context) -> Results:
+    unknown = sorted(set(ctx.only) - ctx.only_seen)
+    if unknown:
+        raise ValueError(f"only {unknown[0]}: the {ctx.study} study sweeps no such axis")
+    return res
 
 
 def refresh(res: Results, ctx: Context | None = None) -> Results:
@@ -316,19 +356,37 @@ def refresh(res: Results, ctx: Context | None = None) -> Results:
     if res.study not in _MODULES:
         return res
     mod = _module(res.study)
+    partial = res.meta.get("only")
     if hasattr(mod, "derive"):
         mod.derive(res.records)
     if hasattr(mod, "findings"):
-        res.notes = list(mod.findings(res))
+        res.notes = _derived(partial, "findings", lambda: list(mod.findings(res)), [])
+    if partial:
+        res.notes.insert(0, "a part of the sweep (only " + "; ".join(
+            f"{k}={','.join(v)}" for k, v in partial.items()) + ")")
     if ctx is not None and ctx.skipped:
         skipped = list(dict.fromkeys(ctx.skipped))  # a part skipped at several points: once
         res.notes += [f"skipped {what}: {why}" for what, why in skipped]
         res.summary["skipped"] = [list(x) for x in skipped]
     if hasattr(mod, "plot_spec"):
-        res.plot_spec = mod.plot_spec(res)
+        res.plot_spec = _derived(partial, "plot", lambda: mod.plot_spec(res), None)
     if hasattr(mod, "bars"):
-        res.bars = [{"bar": text, "met": bool(met)} for text, met in mod.bars(res)]
+        res.bars = _derived(partial, "bars", lambda: [{"bar": text, "met": bool(met)}
+                                                      for text, met in mod.bars(res)], [])
     return res
+
+
+def _derived(partial, what: str, make, empty):
+    """A study's findings, plot or bars; on a part of its sweep (``--only``) they may need
+    records that are not there, and are then left out rather than failing the run."""
+    if not partial:
+        return make()
+    try:
+        return make()
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
+        warnings.warn(f"{what} left out: they need the whole sweep ({type(e).__name__}: {e})",
+                      RuntimeWarning, stacklevel=3)
+        return empty
 
 
 def load(path) -> Results:
