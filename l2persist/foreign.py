@@ -36,6 +36,7 @@ reset between trials.
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -362,10 +363,13 @@ class NodeGroup:
 class Candidate:
     """A buffer worth considering for a window, and where a window on it goes.
 
-    ``carrier``: a NodeGroup on the graph that will be timed (None when fn could not be
-    captured and the buffer came from candidates= alone: window it on the stream).
-    ``timing``: None when windows on the carrier reach fn's own work (call fn to time), else a
-    callable that replays the graph the windows were put on (time that instead)."""
+    ``carrier``: where its window goes. For the nodes of a PyTorch graph that fn replays, a
+    NodeGroup on that graph (the owner's own replay sees it). For eager work (fn launches
+    kernels itself), the Stream fn's kernels run on: a window on a stream reaches every kernel
+    launched on it afterwards, while a window on the nodes of a private capture would never
+    reach fn's own launches. ``nodes`` then names the kernels that use the buffer (from the
+    capture), which all get the stream's one window.
+    ``timing``: None: call fn to time (windows on the carrier reach fn's own work)."""
     name: str
     nbytes: int
     address: int
@@ -428,15 +432,7 @@ def _capture_torch(fn, stream):
     with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
         with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
             fn()
-
-    def replay():
-        """On the stream the tuner times on: PyTorch replays on its current stream."""
-        if side is None:
-            tg.replay()
-        else:
-            with torch.cuda.stream(side):
-                tg.replay()
-    return as_graph(tg), replay
+    return as_graph(tg)
 
 
 def _capture_l2persist(fn, stream, device):
@@ -452,26 +448,45 @@ def _capture_l2persist(fn, stream, device):
     if failure is not None:
         g.close()
         raise failure
-    # replayed on the caller's stream (None: the legacy stream), where the tuner's events are:
-    # the private capture stream is non-blocking, so events elsewhere would not bracket it
-    return g, lambda: g.launch(stream=stream)
+    return g
+
+
+def _torch_in_use():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch
+    return None
 
 
 def _capture(fn, stream, device):
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _torch_in_use() is not None:
         return _capture_torch(fn, stream)
     return _capture_l2persist(fn, stream, device)
 
 
-def _from_graph(graph: Graph, candidates, timing) -> list[Candidate]:
+def _eager_stream(stream, device):
+    """The stream an eager fn launches on: `stream` when given; else PyTorch's current stream
+    where PyTorch is in use; else the legacy default stream. (A window set there reaches the
+    kernels fn launches from now on.)"""
+    if isinstance(stream, _core.Stream):
+        return stream
+    if stream is not None:
+        return _core.Stream(wrap=stream)
+    torch = _torch_in_use()
+    handle = torch.cuda.current_stream().cuda_stream if torch is not None else 0
+    return _core.Stream(wrap=handle)
+
+
+def _from_graph(graph: Graph, candidates, carrier=None) -> list[Candidate]:
+    """The graph's buffers; each windowed on its own nodes, or on `carrier` (a stream) when
+    the graph is a private capture of eager work."""
     out = []
     for r in graph.buffers(candidates):
         if not r.nodes or not r.size:
             continue
         out.append(Candidate(name=r.name, nbytes=r.size, address=r.address, nodes=r.nodes,
-                             carrier=NodeGroup(graph, r.nodes), timing=timing, record=r,
-                             source=r.source))
+                             carrier=carrier or NodeGroup(graph, r.nodes), timing=None,
+                             record=r, source=r.source))
     return out
 
 
@@ -485,17 +500,22 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     at it), the capture is scanned, and timing replays that captured graph. candidates= names
     the buffers (else "buffer@0x..."). Sorted largest first.
 
+    Eager work (no graph replayed) is captured once only to find its kernels' buffers; the
+    windows then go on the stream its kernels run on (``stream``, else PyTorch's current
+    stream, else the legacy stream), and fn itself is timed.
+
     Raises DiscoveryError when fn cannot be captured and no candidates= were given; with
-    candidates= it then returns them without nodes (carrier None: window them on the stream).
+    candidates= it then warns with the reason and returns them without nodes, windowed on that
+    stream.
     """
     graphs = _replayed_torch_graphs(fn)
     found: list[Candidate] = []
     if graphs:
         for tg in graphs:
-            found += _from_graph(as_graph(tg, device=device), candidates, None)
+            found += _from_graph(as_graph(tg, device=device), candidates)
     else:
         try:
-            graph, timing = _capture(fn, stream, device)
+            graph = _capture(fn, stream, device)
         except Exception as e:  # noqa: BLE001 - any failure means: not capturable
             graph, why = None, e
         if graph is not None and not graph.kernel_nodes:
@@ -507,10 +527,14 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
                     "candidates= (tensors, a module, a dict name -> tensor, l2persist buffers) "
                     "to name the buffers to try") from (why if isinstance(why, BaseException)
                                                         else None)
+            warnings.warn(f"discover: fn could not be captured into a CUDA graph ({why}); "
+                          "each candidate is tried as a window on the stream", RuntimeWarning,
+                          stacklevel=2)
+            carrier = _eager_stream(stream, device)
             return [Candidate(name=o.name, nbytes=o.nbytes, address=o.ptr, nodes=(),
-                              carrier=None, timing=None, source=o.obj)
+                              carrier=carrier, timing=None, source=o.obj)
                     for o in _offers(candidates)]
-        found = _from_graph(graph, candidates, timing)
+        found = _from_graph(graph, candidates, _eager_stream(stream, device))
     found.sort(key=lambda c: c.nbytes, reverse=True)
     return found
 

@@ -243,14 +243,19 @@ def test_discover_a_torch_replay_and_an_eager_step():
     assert c.timing is None and c.carrier.graph.owner is g and c.nbytes == t["acc"].nbytes
     assert c.buffer.ptr == t["acc"].data_ptr()
     assert [c.nbytes for c in found] == sorted((c.nbytes for c in found), reverse=True)
-    # an eager step is captured once (PyTorch's capture, relaxed) and timed by its own replay
+    # an eager step is captured once (PyTorch's capture, relaxed) only to find its buffers:
+    # its windows go on the stream it runs on (PyTorch's current stream), fn itself is timed,
+    # and it ran exactly once for real
     acc, idx, vals = t["acc"], t["idx"], t["vals"]
-    found = foreign.discover(lambda: acc.index_add_(0, idx, vals), candidates=t)
-    by = {c.name: c for c in found}
-    assert "acc" in by and by["acc"].timing is not None and by["acc"].carrier is not None
     acc.zero_()
-    by["acc"].timing()
+    found = foreign.discover(lambda: acc.index_add_(0, idx, vals), candidates=t)
     torch.cuda.synchronize()
+    by = {c.name: c for c in found}
+    assert "acc" in by and by["acc"].timing is None and by["acc"].nodes
+    carrier = by["acc"].carrier
+    assert isinstance(carrier, l2persist.Stream)
+    assert carrier.handle == torch.cuda.current_stream().cuda_stream
+    assert all(c.carrier is carrier for c in found)   # one stream window: alternatives
     ref = np.zeros(acc.numel(), np.float64)
     np.add.at(ref, idx.cpu().numpy(), vals.cpu().numpy())
     np.testing.assert_allclose(acc.cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
@@ -263,11 +268,40 @@ def test_discover_l2persist_work_on_the_tune_stream(rng):
         found = foreign.discover(lambda: K.scale_shift(buf, 2.0, 1.0, stream=s), stream=s,
                                  candidates={"buf": buf})
         assert [c.name for c in found] == ["buf"] and found[0].buffer.ptr == buf.ptr
-        np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)  # the real run
-        found[0].timing()
+        assert found[0].carrier is s and found[0].timing is None
         s.synchronize()
-        l2persist.Device(0).synchronize()      # the replay may run on PyTorch's stream
-    np.testing.assert_allclose(buf.to_numpy(), (host * 2 + 1) * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)  # ran once
+
+
+def test_discover_without_torch_captures_on_the_stream_and_leaves_it_usable():
+    """In a fresh process without PyTorch (l2persist's own capture): eager l2persist work and
+    a CuPy kernel are discovered on the tune stream, the stream is not left capturing, and
+    tune() with no targets then runs on it (the atlas's streaming and Bloom workloads failed
+    here with cudaErrorStreamCaptureInvalidated on the H100)."""
+    code = textwrap.dedent("""
+        import sys, warnings
+        import numpy as np, l2persist
+        from l2persist import foreign, kernels as K
+        warnings.simplefilter("error")                  # a silent fallback would warn
+        host = np.random.default_rng().random(1 << 20).astype(np.float32)
+        buf = l2persist.to_device(host)
+        with l2persist.Stream() as s:
+            found = foreign.discover(lambda: K.scale_shift(buf, 2.0, 1.0, stream=s), stream=s,
+                                     candidates={"buf": buf})
+            assert [c.name for c in found] == ["buf"] and found[0].carrier is s
+            assert found[0].nodes, found
+            s.synchronize()
+            assert s.access_policy_window is None       # not capturing any more
+            r = l2persist.tune(lambda: K.stream_read(buf, stream=s), candidates={"buf": buf},
+                               stream=s, repeat=3, max_evals=6, confirm_rounds=1, tax=False)
+            assert [p["name"] for p in r.placements] == ["buf"], r.placements
+        np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)
+        assert "torch" not in sys.modules
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
 def test_discover_refuses_what_cannot_be_captured():
@@ -284,8 +318,13 @@ def test_discover_refuses_what_cannot_be_captured():
             assert "candidates=" in str(e), e
         else:
             raise AssertionError("no DiscoveryError")
-        found = foreign.discover(fn, candidates={"a": a})
-        assert [c.name for c in found] == ["a"] and found[0].carrier is None
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = foreign.discover(fn, candidates={"a": a})
+        assert any("could not be captured" in str(w.message) for w in caught), caught
+        assert [c.name for c in found] == ["a"] and not found[0].nodes
+        assert found[0].carrier.handle == torch.cuda.current_stream().cuda_stream
         b = torch.ones(4, device="cuda") * 3         # the process still works
         assert float(b.sum()) == 12.0
         print("ok")

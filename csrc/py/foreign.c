@@ -93,8 +93,17 @@ static PyObject *capture_end(PyObject *m, const void *args)
         return NULL;
     }
     if (capture_stream(&a->stream) < 0) return NULL;
-    if (l2p_stream_device(a->stream.handle, &device) != L2P_OK) return l2p_py_raise(mod_state(m));
+    /* The capture ends first, whatever happened during it: a stream left capturing (after an
+     * invalidated capture, where other stream queries fail) would refuse all later work. */
     if (l2p_capture_end(a->stream.handle, &graph) != L2P_OK) return l2p_py_raise(mod_state(m));
+    if (l2p_stream_device(a->stream.handle, &device) != L2P_OK) {
+        PyObject *err = l2p_py_raise(mod_state(m));
+        int here = 0;
+        if (cudaGetDevice(&here) != cudaSuccess ||
+            l2p_release(here, L2P_RELEASE_GRAPH, (void *)graph) != L2P_OK)
+            l2p_clear_error();
+        return err;
+    }
     return l2p_graph_new(mod_state(m), graph, device, a->refs);
 }
 L2P_DEFINE_FN(capture_end_fn, capture_args, capture_end, "_capture_end",

@@ -137,6 +137,7 @@ def embedding(s, size, n, rng):
     torch = _torch()
     dim = 64
     table = torch.rand(max(size // (4 * dim), 1), dim, device="cuda")
+    n = max(n // 64, 1)  # lookups: 256 B each (n of them would write 16 GiB at full size)
     zipf = np.minimum(rng.zipf(1.2, n), table.shape[0]) - 1
     ids = torch.from_numpy(zipf.astype(np.int64)).cuda()
     out = torch.empty(n, dim, device="cuda")
