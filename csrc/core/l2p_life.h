@@ -50,7 +50,8 @@ l2p_status l2p_life_check(const l2p_life *l, unsigned long long now, const char 
  *   - a borrowed object belongs to someone else and is never released;
  *   - an object whose context was reset since open is never released nor used (l2p_life_gone);
  *   - the release is l2p_release's, capture-safe (l2p_release.h): no second release path.
- * Not locked: the caller serialises (the GIL for Python objects). */
+ * Not locked: the caller serialises (the GIL for Python objects); once l2p_handle_shut says
+ * a release is due, no pin is left, so l2p_handle_release may run without that lock. */
 enum {
     L2P_HANDLE_OPENED = 1u,   /* open was called: the object is ours to manage */
     L2P_HANDLE_CLOSING = 2u,  /* close was called: released when the last pin goes */
@@ -65,7 +66,7 @@ typedef struct {
     unsigned flags; /* L2P_HANDLE_* */
 } l2p_handle;
 
-/* The same handle over an object whose lifetime is already known (no CUDA call). `flags`:
+/* Open over an object whose lifetime is already known (no CUDA call). `flags`:
  * 0 or L2P_HANDLE_BORROWED. */
 void l2p_handle_init(l2p_handle *h, l2p_life life, l2p_release_kind kind, void *obj,
                      unsigned flags);
