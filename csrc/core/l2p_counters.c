@@ -211,15 +211,25 @@ struct l2p_profiler {
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_profiler *active_session;
 
-static l2p_status current_context(int device, CUcontext *ctx)
+/* The device's primary context. Called with the device entered (l2p_profiler_open); entered
+ * again here through the one pair, which then switches nothing. */
+static l2p_status context_of_current(int device, CUcontext *ctx)
 {
     void *fn = NULL;
-    L2P_CUDA_TRY(cudaSetDevice(device));
     L2P_CUDA_TRY(cudaFree(0)); /* makes the primary context current on this thread */
     L2P_TRY(l2p_driver_symbol("cuCtxGetCurrent", &fn));
     if (((CUresult(*)(CUcontext *))fn)(ctx) != 0 || !*ctx)
         return l2p_fail(L2P_ERR_CUDA, "cuCtxGetCurrent returned no context for device %d", device);
     return L2P_OK;
+}
+
+static l2p_status current_context(int device, CUcontext *ctx)
+{
+    int prev;
+    L2P_TRY(l2p_device_enter(device, &prev));
+    l2p_status st = context_of_current(device, ctx);
+    l2p_device_leave(prev);
+    return st;
 }
 
 static l2p_status global_init(void)

@@ -1,4 +1,4 @@
-/* The one device-reset rule (l2p_life.h). */
+/* The one device-reset rule and the handle that applies it (l2p_life.h). */
 #include "l2p_life.h"
 
 #include "l2p_device.h"
@@ -41,4 +41,73 @@ l2p_status l2p_life_check(const l2p_life *l, unsigned long long now, const char 
     if (!l2p_life_stale(l, now)) return L2P_OK;
     return l2p_fail(L2P_ERR_STATE, "%s: device %d was reset (cudaDeviceReset, by l2persist's user "
                     "or another library) after this %s; %s", what, l->device, made, remedy);
+}
+
+/* ---- the handle ---- */
+
+static l2p_handle_deleter deleter = l2p_release; /* the tests' hook replaces it */
+
+void l2p_handle_set_deleter(l2p_handle_deleter fn) { deleter = fn ? fn : l2p_release; }
+
+void l2p_handle_init(l2p_handle *h, l2p_life life, l2p_release_kind kind, void *obj,
+                     unsigned flags)
+{
+    h->life = life;
+    h->kind = kind;
+    h->obj = obj;
+    h->refs = 0;
+    h->flags = L2P_HANDLE_OPENED | (flags & L2P_HANDLE_BORROWED);
+}
+
+l2p_status l2p_handle_open(l2p_handle *h, int device, l2p_release_kind kind, void *obj,
+                           unsigned flags)
+{
+    l2p_life life;
+    l2p_status st = l2p_life_begin(&life, device);
+    l2p_handle_init(h, life, kind, obj, flags);
+    return st;
+}
+
+int l2p_handle_owned(const l2p_handle *h)
+{
+    return (h->flags & (L2P_HANDLE_OPENED | L2P_HANDLE_BORROWED)) == L2P_HANDLE_OPENED;
+}
+
+void l2p_handle_pin(l2p_handle *h) { h->refs++; }
+
+l2p_status l2p_handle_unpin(l2p_handle *h)
+{
+    if (--h->refs > 0 || !(h->flags & L2P_HANDLE_CLOSING)) return L2P_OK;
+    return l2p_handle_release(h, L2P_HANDLE_ASK);
+}
+
+int l2p_handle_shut(l2p_handle *h, int gone)
+{
+    if (h->flags & L2P_HANDLE_CLOSING) return 0; /* a second close: nothing more to do */
+    h->flags |= L2P_HANDLE_CLOSING;
+    if (gone > 0) h->obj = NULL; /* reset: the handle is someone else's by now */
+    return h->refs <= 0 && h->obj;
+}
+
+l2p_status l2p_handle_release(l2p_handle *h, int gone)
+{
+    void *obj = h->obj;
+    h->obj = NULL; /* released once, whatever follows */
+    if (!obj || (h->flags & L2P_HANDLE_BORROWED)) return L2P_OK;
+    if (gone < 0) gone = l2p_life_gone(&h->life); /* asked only when there is one to free */
+    if (gone) return L2P_OK;
+    return deleter(h->life.device, h->kind, obj);
+}
+
+l2p_status l2p_handle_close(l2p_handle *h, int gone)
+{
+    return l2p_handle_shut(h, gone) ? l2p_handle_release(h, gone) : L2P_OK;
+}
+
+l2p_status l2p_handle_usable(const l2p_handle *h, unsigned long long now, const char *what,
+                             const char *made, const char *remedy)
+{
+    if (!(h->flags & L2P_HANDLE_OPENED) || (h->flags & L2P_HANDLE_CLOSING))
+        return l2p_fail(L2P_ERR_STATE, "%s: it is closed", what);
+    return l2p_life_check(&h->life, now, what, made, remedy);
 }

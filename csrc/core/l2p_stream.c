@@ -163,26 +163,36 @@ l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream)
     return L2P_OK;
 }
 
-void l2p_graph_invalidate(l2p_graph *g)
+/* The graph's objects as handles over its life (l2p_life.h): the executable is always ours,
+ * the graph unless borrowed. Made when released: l2p_graph keeps its plain fields, which the
+ * timing loop and the extension read. */
+static l2p_handle graph_handle(const l2p_graph *g, l2p_release_kind kind, void *obj,
+                               unsigned flags)
 {
-    if (g->exec && l2p_release(g->life.device, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec) != L2P_OK)
-        l2p_clear_error();
+    l2p_handle h;
+    l2p_handle_init(&h, g->life, kind, obj, flags);
+    return h;
+}
+
+static void close_exec(l2p_graph *g, int gone)
+{
+    l2p_handle exec = graph_handle(g, L2P_RELEASE_GRAPH_EXEC, (void *)g->exec, 0);
+    if (l2p_handle_close(&exec, gone) != L2P_OK) l2p_clear_error();
     g->exec = NULL;
 }
+
+/* A node of the live graph just changed: no reset to ask about (as before the handle). */
+void l2p_graph_invalidate(l2p_graph *g) { close_exec(g, 0); }
 
 void l2p_graph_destroy(l2p_graph *g)
 {
     int mode = l2p_capture_relax(); /* the context check too must not break a capture */
     int gone = (g->graph || g->exec) && l2p_life_gone(&g->life);
     l2p_capture_restore(mode);
-    if (gone) {
-        g->graph = NULL; /* gone with the reset context: the handles are not ours to destroy */
-        g->exec = NULL;
-        return;
-    }
-    l2p_graph_invalidate(g);
-    if (g->borrowed) g->graph = NULL; /* its owner destroys it */
-    if (g->graph && l2p_release(g->life.device, L2P_RELEASE_GRAPH, (void *)g->graph) != L2P_OK)
-        l2p_clear_error();
+    /* gone with a reset context: the handles are not ours to destroy (the handle's rule) */
+    close_exec(g, gone);
+    l2p_handle graph = graph_handle(g, L2P_RELEASE_GRAPH, (void *)g->graph,
+                                    g->borrowed ? L2P_HANDLE_BORROWED : 0); /* its owner's */
+    if (l2p_handle_close(&graph, gone) != L2P_OK) l2p_clear_error();
     g->graph = NULL;
 }

@@ -55,6 +55,8 @@ l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, si
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream);
 /* Drop the instantiated graph, so the next launch sees node changes. */
 void l2p_graph_invalidate(l2p_graph *g);
+/* Release the executable and (unless borrowed) the graph by l2p_handle's rule (l2p_life.h):
+ * neither after a reset of the device. */
 void l2p_graph_destroy(l2p_graph *g);
 
 #ifdef __cplusplus

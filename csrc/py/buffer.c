@@ -256,7 +256,10 @@ static void buf_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     if (b->weakreflist) PyObject_ClearWeakRefs(self);
     (void)l2p_buffer_release(b); /* never raises from dealloc; a failed free is dropped */
-    if (b->free_pending && b->users == 0) l2p_buffer_free_deferred(b); /* closed after a CAI export */
+    if (b->cai_pinned) { /* the CAI export's pin: its consumers are gone with the last reference */
+        b->cai_pinned = 0; /* set on owners only (l2p_buffer_pin_cai) */
+        if (l2p_handle_unpin(&b->mem) != L2P_OK) l2p_clear_error();
+    }
     Py_CLEAR(b->dtype);
     tp->tp_free(self);
     Py_DECREF(tp);

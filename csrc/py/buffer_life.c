@@ -1,10 +1,12 @@
 /* A DeviceBuffer's lifetime: open / closed, the context its memory belongs to, the users
- * that pin it (DLPack exports, copies without the GIL), the streams that used it, and the
- * release that waits for them. */
+ * that pin it (DLPack exports, copies without the GIL, a CAI export), the streams that used
+ * it, and the release that waits for them. The memory is an l2p_handle (l2p_life.h): its rule
+ * decides when the memory goes. */
 #include "l2p_py.h"
 
+#include <string.h>
+
 #include "dlpack.h"
-#include "l2p_memory.h"
 #include "l2p_release.h"
 
 /* Bytes of a C-contiguous array; -1 with ValueError for a negative dimension or a size that
@@ -107,42 +109,39 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->nbytes = nbytes;
     b->device = device;
     b->closed = 0;
-    b->owns = 0;
+    memset(&b->mem, 0, sizeof b->mem); /* not opened: owners open it at allocation */
+    b->cai_pinned = 0;
     b->base = NULL;
     b->dl_managed = NULL;
     b->stream = NULL;
     b->texture = 0;
-    b->users = 0;
-    b->free_pending = 0;
-    b->cai_exported = 0;
     b->ctx = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
     return b;
 }
 
-/* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
-void l2p_buffer_pin(l2p_BufferObject *b) { l2p_buffer_owner(b)->users++; }
-
-/* The deferred free of a closed owner, once nobody can reach the memory any more. */
-void l2p_buffer_free_deferred(l2p_BufferObject *root)
-{
-    root->free_pending = 0;
-    if (memory_is_ours(root)) /* nobody to report an error to */
-        (void)l2p_memory_free(root->device, root->ptr);
-    root->ptr = NULL;
-}
+/* Pins go to the buffer that owns the memory: a view hangs off its owner. */
+void l2p_buffer_pin(l2p_BufferObject *b) { l2p_handle_pin(&l2p_buffer_owner(b)->mem); }
 
 void l2p_buffer_unpin(l2p_BufferObject *b)
 {
-    l2p_BufferObject *root = l2p_buffer_owner(b);
-    /* A CAI consumer may still read it: that free waits for the last reference. */
-    if (--root->users == 0 && root->free_pending && !root->cai_exported) l2p_buffer_free_deferred(root);
+    /* the last user of a closed buffer frees it; nobody to report an error to */
+    if (l2p_handle_unpin(&l2p_buffer_owner(b)->mem) != L2P_OK) l2p_clear_error();
 }
 
+void l2p_buffer_pin_cai(l2p_BufferObject *b)
+{
+    l2p_BufferObject *root = l2p_buffer_owner(b);
+    if (root->cai_pinned) return; /* one pin, let go by tp_dealloc */
+    root->cai_pinned = 1;
+    l2p_handle_pin(&root->mem);
+}
+
+/* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
 {
-    while (!b->owns && b->base && Py_TYPE(b->base) == Py_TYPE(b))
+    while (!l2p_handle_owned(&b->mem) && b->base && Py_TYPE(b->base) == Py_TYPE(b))
         b = (l2p_BufferObject *)b->base;
     return b;
 }
@@ -162,9 +161,18 @@ static void wait_for_use(l2p_BufferObject *b)
  * wrapper holds the producer's last reference or a consumed DLPack tensor. */
 static int lends_last_reference(l2p_BufferObject *b)
 {
-    if (b->owns) return 0;
+    if (l2p_handle_owned(&b->mem)) return 0;
     if (b->dl_managed) return 1;
     return b->base && Py_TYPE(b->base) != Py_TYPE(b) && Py_REFCNT(b->base) == 1;
+}
+
+/* The cached texture object, as a handle over the memory's lifetime (never after a reset). */
+static void close_texture(l2p_BufferObject *b, int gone)
+{
+    l2p_handle tex;
+    l2p_handle_init(&tex, life_of(b), L2P_RELEASE_TEXTURE, (void *)(size_t)b->texture, 0);
+    if (l2p_handle_close(&tex, gone) != L2P_OK) l2p_clear_error(); /* nothing left to do */
+    b->texture = 0;
 }
 
 static l2p_status buffer_release_relaxed(l2p_BufferObject *b)
@@ -177,23 +185,20 @@ static l2p_status buffer_release_relaxed(l2p_BufferObject *b)
     int gone = !memory_is_ours(b);
     /* A kernel may still read the texture or the borrowed memory: wait for it first. */
     if (!gone && (b->texture || lends_last_reference(b))) wait_for_use(b);
-    if (!gone) l2p_texture_destroy(b->device, b->texture); /* before the memory it reads goes */
-    b->texture = 0;
-    if (b->owns && (b->users > 0 || b->cai_exported) && !gone) {
-        /* A consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or another
-         * thread is copying it, or a CUDA-array-interface consumer may hold us: freeing it now
-         * would let the next allocation show through. The buffer is closed for us; the last
-         * DLPack user (l2p_buffer_unpin) or, after a CAI export, the last reference
+    close_texture(b, gone); /* before the memory it reads goes */
+    int due = l2p_handle_shut(&b->mem, gone); /* views and wrappers: never due */
+    if (!due && b->mem.obj) {
+        /* Pinned: a consumer (PyTorch, CuPy, JAX) still holds a DLPack view of this memory, or
+         * another thread is copying it, or a CUDA-array-interface consumer may hold us: freeing
+         * it now would let the next allocation show through. The buffer is closed for us; the
+         * last DLPack user (l2p_buffer_unpin) or, after a CAI export, the last reference
          * (buf_dealloc) frees the memory. */
-        b->free_pending = 1;
         Py_CLEAR(b->stream);
         return L2P_OK;
     }
-    if (b->owns && !gone) {
-        int device = b->device;
-        void *ptr = b->ptr;
+    if (due) { /* ours, unpinned, not reset (shut forgets the memory after a reset) */
         Py_BEGIN_ALLOW_THREADS /* cudaFree waits for the device: let other threads run */
-        st = l2p_memory_free(device, ptr);
+        st = l2p_handle_release(&b->mem, 0); /* just asked: not gone */
         Py_END_ALLOW_THREADS
     }
     if (b->dl_managed) {

@@ -56,7 +56,6 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     l2p_BufferObject *b = l2p_buffer_alloc(st, ndim, shape, dtype, device);
     Py_DECREF(dtype);
     if (!b) return NULL;
-    b->owns = 1;
     l2p_status rc;
     void *ptr = NULL;
     size_t nbytes = b->nbytes;
@@ -70,6 +69,8 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     Py_END_ALLOW_THREADS
     b->ptr = ptr;
     b->ctx = life.ctx;
+    /* Ours from here (freed at close, even when the zeroing failed); context 0 when unknown. */
+    l2p_handle_init(&b->mem, life, L2P_RELEASE_MEMORY, ptr, 0);
     if (rc != L2P_OK) {
         l2p_py_raise(st);
         Py_DECREF(b);

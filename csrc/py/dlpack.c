@@ -225,7 +225,7 @@ PyObject *l2p_buffer_cai(PyObject *self, void *c)
     l2p_BufferObject *b = (l2p_BufferObject *)self;
     (void)c;
     ALIVE_OR_NULL(b);
-    l2p_buffer_owner(b)->cai_exported = 1; /* see buf_release: the free waits for consumers */
+    l2p_buffer_pin_cai(b); /* see buffer_release_relaxed: the free waits for consumers */
     PyObject *stream = Py_None;
     if (b->stream && !((l2p_StreamObject *)b->stream)->closed) {
         cudaStream_t h = ((l2p_StreamObject *)b->stream)->handle;

@@ -17,6 +17,7 @@
 
 #include "l2p_device.h"
 #include "l2p_error.h"
+#include "l2p_life.h"
 #include "l2p_policy.h"
 #include "l2p_stream.h"
 #include "l2p_timing.h"
@@ -53,19 +54,23 @@ typedef struct {
     Py_ssize_t shape[NPY_MAXDIMS];
     PyArray_Descr *dtype;
     int device;
-    int closed;
-    int owns;           /* 1: ptr came from our cudaMalloc and is freed at close */
+    int closed;         /* close() was called on this object (a view has its own) */
+    /* The memory's lifetime (l2p_life.h), on the buffer that owns it (opened at allocation;
+     * never opened on views and foreign wrappers, which hang off their owner): pins are DLPack
+     * exports, copies in flight without the GIL and a CUDA-array-interface export; a closed
+     * buffer frees its memory when the last pin goes. */
+    l2p_handle mem;
+    int cai_pinned;     /* the CUDA array interface was read (on the owner): its consumers hold
+                         * a reference to us but cannot be counted, so its pin is held until
+                         * the last reference goes (tp_dealloc) */
     PyObject *base;     /* parent buffer of a view, or the foreign object kept alive */
     void *dl_managed;   /* a consumed DLPack tensor, deleted at close */
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
-    unsigned long long texture; /* cached texture object of the texture gather, or 0 */
-    Py_ssize_t users;   /* DLPack exports and copies in flight without the GIL (on the owner) */
-    int cai_exported;   /* the CUDA array interface was read (on the owner): its consumers hold
-                         * a reference to us but cannot be counted, so the free waits for the
-                         * last reference (tp_dealloc) */
-    int free_pending;   /* closed with users alive: freed when the last one lets go */
+    unsigned long long texture; /* cached texture object of the texture gather, or 0; released
+                                 * at close as a handle over the memory's lifetime */
     unsigned long long ctx; /* id of the context our memory was allocated in (views: their
-                             * parent's); 0 for foreign memory. A reset device has a new one. */
+                             * parent's); 0 for foreign memory. A reset device has a new one.
+                             * The owner's mem.life.ctx; kept for the launch check (binder.c). */
     PyObject *weakreflist;
 } l2p_BufferObject;
 
@@ -73,11 +78,13 @@ typedef struct {
     PyObject_HEAD
     cudaStream_t handle;
     int device;
-    int owns;
     int closed;
+    l2p_handle lifetime;    /* owned streams: opened when made (l2p_life.h); never opened on a
+                             * wrapped one, which is only let go */
     PyObject *owner;        /* the foreign stream object kept alive, or NULL */
     PyObject *capture_refs; /* while capturing: objects the captured work uses */
-    unsigned long long ctx; /* owned streams: the context they were made in (0: foreign) */
+    unsigned long long ctx; /* owned streams: the context they were made in (0: foreign); the
+                             * same as lifetime.life.ctx, kept for the launch check (binder.c) */
 } l2p_StreamObject;
 
 typedef struct {
@@ -129,10 +136,11 @@ PyObject *l2p_buffer_shape_tuple(l2p_BufferObject *b);
  * export or a copy running without the GIL. The last unpin of a closed buffer frees it. */
 void l2p_buffer_pin(l2p_BufferObject *b);
 void l2p_buffer_unpin(l2p_BufferObject *b);
-/* Release the memory (idempotent; waits for streams that still use it); the deferred free
- * of a buffer closed while pinned or exported. (buffer_life.c) */
+/* The CUDA-array-interface export: a pin held until the owner's last reference goes. */
+void l2p_buffer_pin_cai(l2p_BufferObject *b);
+/* Release the memory (idempotent; waits for streams that still use it); a pinned buffer's
+ * memory goes with its last pin. (buffer_life.c) */
 l2p_status l2p_buffer_release(l2p_BufferObject *b);
-void l2p_buffer_free_deferred(l2p_BufferObject *root);
 /* Host data: a C-contiguous ndarray of obj (new ref), and its copy into b. (buffer_new.c) */
 PyArrayObject *l2p_buffer_host_array(PyObject *obj);
 int l2p_buffer_copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a);

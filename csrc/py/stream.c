@@ -2,6 +2,8 @@
 #include "l2p_py.h"
 #include "params.h"
 
+#include <string.h>
+
 #include "l2p_window.h"
 
 static l2p_state *stream_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
@@ -19,8 +21,8 @@ static l2p_StreamObject *stream_alloc(PyTypeObject *type)
     if (!s) return NULL;
     s->handle = NULL;
     s->device = 0;
-    s->owns = 0;
     s->closed = 0;
+    memset(&s->lifetime, 0, sizeof s->lifetime); /* not opened: a wrapped stream is not ours */
     s->owner = NULL;
     s->capture_refs = NULL;
     s->ctx = 0;
@@ -67,7 +69,7 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
         goto fail;
     }
     s->ctx = life.ctx;
-    s->owns = 1;
+    l2p_handle_init(&s->lifetime, life, L2P_RELEASE_STREAM, (void *)s->handle, 0);
     return (PyObject *)s;
 fail:
     s->closed = 1;
@@ -96,9 +98,9 @@ static l2p_status stream_release(l2p_StreamObject *s)
     l2p_status st = L2P_OK;
     if (s->closed) return L2P_OK;
     s->closed = 1;
-    /* Not after a device reset: the handle is gone and may be someone else's by now. */
-    if (s->owns && s->handle && !l2p_life_gone(&(l2p_life){s->device, s->ctx}))
-        st = l2p_stream_destroy(s->device, s->handle);
+    /* The handle's rule: an owned stream is destroyed (l2p_stream_destroy's release), a wrapped
+     * one only let go, and none after a device reset (the handle may be someone else's). */
+    st = l2p_handle_close(&s->lifetime, L2P_HANDLE_ASK);
     s->handle = NULL;
     Py_CLEAR(s->owner);
     Py_CLEAR(s->capture_refs);
@@ -221,7 +223,7 @@ static PyObject *stream_get_closed(PyObject *self, void *c)
 static PyObject *stream_get_owned(PyObject *self, void *c)
 {
     (void)c;
-    return PyBool_FromLong(((l2p_StreamObject *)self)->owns);
+    return PyBool_FromLong(l2p_handle_owned(&((l2p_StreamObject *)self)->lifetime));
 }
 
 static PyObject *stream_repr(PyObject *self)
@@ -229,7 +231,7 @@ static PyObject *stream_repr(PyObject *self)
     l2p_StreamObject *s = (l2p_StreamObject *)self;
     if (s->closed) return PyUnicode_FromString("l2persist.Stream(closed)");
     return PyUnicode_FromFormat("l2persist.Stream(handle=%p, device=%d%s)", (void *)s->handle,
-                                s->device, s->owns ? "" : ", wrapped");
+                                s->device, l2p_handle_owned(&s->lifetime) ? "" : ", wrapped");
 }
 
 static int stream_traverse(PyObject *self, visitproc visit, void *arg)

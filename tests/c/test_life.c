@@ -1,5 +1,6 @@
 /* The one device-reset rule (l2p_life.h): which objects are stale, the message that refuses
- * one, and that asking without a GPU reports nothing stale and leaves no error behind. */
+ * one, and that asking without a GPU reports nothing stale and leaves no error behind; and the
+ * handle's pin / unpin / close ordering, its releases counted through the test deleter. */
 #include <string.h>
 
 #include "l2p_error.h"
@@ -46,8 +47,156 @@ static void test_without_a_device(void)
     l2p_clear_error();
 }
 
+/* The releases the handles asked for, in place of l2p_release. */
+static int released;
+static void *released_obj;
+static l2p_release_kind released_kind;
+
+static l2p_status count_release(int device, l2p_release_kind kind, void *obj)
+{
+    (void)device;
+    released++;
+    released_obj = obj;
+    released_kind = kind;
+    return L2P_OK;
+}
+
+static int obj_a, obj_b; /* addresses standing for CUDA objects */
+
+/* A handle in a known context: nothing here asks the device (no GPU on the test machine). */
+static l2p_handle handle(void *obj, unsigned flags)
+{
+    l2p_handle h;
+    l2p_handle_init(&h, (l2p_life){0, 41}, L2P_RELEASE_MEMORY, obj, flags);
+    released = 0;
+    released_obj = NULL;
+    return h;
+}
+
+static void test_close_without_pins(void)
+{
+    l2p_handle h = handle(&obj_a, 0);
+    CHECK(l2p_handle_owned(&h));
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK);
+    CHECK(released == 1 && released_obj == &obj_a && released_kind == L2P_RELEASE_MEMORY);
+    CHECK(h.obj == NULL);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK); /* double close: a no-op */
+    CHECK(released == 1);
+}
+
+static void test_pins_defer_the_release(void)
+{
+    l2p_handle h = handle(&obj_b, 0);
+    l2p_handle_pin(&h);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK); /* pinned: deferred */
+    CHECK(released == 0 && h.obj == &obj_b);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK); /* still a no-op */
+    CHECK(l2p_handle_unpin(&h) == L2P_OK);
+    CHECK(released == 0);
+    CHECK(l2p_handle_unpin(&h) == L2P_OK); /* the last pin releases it, once */
+    CHECK(released == 1 && released_obj == &obj_b);
+    l2p_handle_pin(&h); /* a late user of a released handle frees nothing twice */
+    CHECK(l2p_handle_unpin(&h) == L2P_OK);
+    CHECK(released == 1);
+}
+
+static void test_unpin_of_an_open_handle(void)
+{
+    l2p_handle h = handle(&obj_a, 0);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_unpin(&h) == L2P_OK); /* not closing: nothing released */
+    CHECK(released == 0 && h.obj == &obj_a);
+    CHECK(l2p_handle_usable(&h, 41, "buffer", "DeviceBuffer was allocated", "again") == L2P_OK);
+}
+
+static void test_two_step_close(void)
+{
+    l2p_handle h = handle(&obj_a, 0);
+    CHECK(l2p_handle_shut(&h, 0) == 1); /* due now */
+    CHECK(released == 0);
+    CHECK(l2p_handle_release(&h, 0) == L2P_OK);
+    CHECK(released == 1);
+    CHECK(l2p_handle_shut(&h, 0) == 0);
+}
+
+static void test_borrowed_never_released(void)
+{
+    l2p_handle h = handle(&obj_a, L2P_HANDLE_BORROWED);
+    CHECK(!l2p_handle_owned(&h));
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK);
+    CHECK(released == 0);
+    h = handle(&obj_a, L2P_HANDLE_BORROWED);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK);
+    CHECK(l2p_handle_unpin(&h) == L2P_OK);
+    CHECK(released == 0);
+}
+
+static void test_stale_never_released(void)
+{
+    l2p_handle h = handle(&obj_a, 0);
+    CHECK(l2p_handle_close(&h, 1) == L2P_OK); /* reset since open */
+    CHECK(released == 0 && h.obj == NULL);
+    h = handle(&obj_b, 0);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_close(&h, 1) == L2P_OK); /* reset, with a user left */
+    CHECK(l2p_handle_unpin(&h) == L2P_OK);
+    CHECK(released == 0);
+    h = handle(&obj_b, 0);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK);
+    CHECK(l2p_handle_release(&h, 1) == L2P_OK); /* found reset when the last user went */
+    CHECK(released == 0 && h.obj == NULL);
+    /* Asking: without a device nothing can be told stale, so the object is released. */
+    l2p_handle_init(&h, (l2p_life){1 << 20, 41}, L2P_RELEASE_GRAPH, &obj_a, 0);
+    CHECK(l2p_handle_close(&h, L2P_HANDLE_ASK) == L2P_OK);
+    CHECK(released == 1 && released_kind == L2P_RELEASE_GRAPH);
+    CHECK(l2p_last_error()->status == L2P_OK);
+}
+
+static void test_usable(void)
+{
+    l2p_handle h = handle(&obj_a, 0);
+    CHECK(l2p_handle_usable(&h, 42, "src", "DeviceBuffer was allocated", "allocate it") ==
+          L2P_ERR_STATE); /* stale: l2p_life_check's message */
+    CHECK(strncmp(l2p_last_error()->message, "src: device 0 was reset",
+                  strlen("src: device 0 was reset")) == 0);
+    l2p_clear_error();
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK);
+    CHECK(l2p_handle_usable(&h, 41, "src", "DeviceBuffer was allocated", "allocate it") ==
+          L2P_ERR_STATE);
+    CHECK(strcmp(l2p_last_error()->message, "src: it is closed") == 0);
+    l2p_clear_error();
+    l2p_handle never = {{0, 0}, L2P_RELEASE_STREAM, NULL, 0, 0};
+    CHECK(l2p_handle_usable(&never, 0, "stream", "Stream was made", "make one") ==
+          L2P_ERR_STATE); /* never opened */
+    CHECK(!l2p_handle_owned(&never));
+    CHECK(l2p_handle_close(&never, L2P_HANDLE_ASK) == L2P_OK);
+    l2p_clear_error();
+}
+
+/* open without a device: the context is unknown (never stale) and the error says why. */
+static void test_open_without_a_device(void)
+{
+    l2p_handle h;
+    CHECK(l2p_handle_open(&h, 1 << 20, L2P_RELEASE_STREAM, &obj_a, 0) != L2P_OK);
+    CHECK(h.life.ctx == 0 && h.obj == &obj_a && l2p_handle_owned(&h));
+    l2p_clear_error();
+}
+
 int main(void)
 {
+    l2p_handle_set_deleter(count_release);
+    test_close_without_pins();
+    test_pins_defer_the_release();
+    test_unpin_of_an_open_handle();
+    test_two_step_close();
+    test_borrowed_never_released();
+    test_stale_never_released();
+    test_usable();
+    test_open_without_a_device();
+    l2p_handle_set_deleter(NULL);
     test_rule();
     test_message();
     test_without_a_device();
