@@ -49,7 +49,11 @@ double l2p_median(double *v, size_t n)
     if (n % 2) return hi;
     double lo = v[0]; /* the largest of the lower half, which the selection left below n / 2 */
     for (size_t i = 1; i < n / 2; i++) lo = v[i] > lo ? v[i] : lo;
-    return 0.5 * lo + 0.5 * hi; /* halves first: no overflow near DBL_MAX */
+    /* Of one sign, lo + half the gap (lo <= hi): it cannot overflow, and equal values give
+     * that value (halving two subnormals first would round both to 0). Of opposite signs the
+     * gap may overflow, and halving each first cannot. */
+    if ((lo < 0.0) != (hi < 0.0)) return 0.5 * lo + 0.5 * hi;
+    return lo + 0.5 * (hi - lo);
 }
 
 double l2p_median_sort(double *v, size_t n)

@@ -521,6 +521,10 @@ static void test_median_by_selection(void)
     double big[2] = {1.7e308, 1.6e308}; /* the mean of the middle two does not overflow */
     double m = l2p_median(big, 2);
     CHECK(isfinite(m) && m > 1.6e308 && m < 1.7e308);
+    double tiny[2] = {5e-324, 5e-324}; /* two equal subnormals: that value, not 0 */
+    CHECK(l2p_median(tiny, 2) == 5e-324);
+    double wide[2] = {-1.7e308, 1.7e308}; /* opposite signs: no overflow of the gap */
+    CHECK(l2p_median(wide, 2) == 0.0);
 }
 
 int main(void)
