@@ -500,7 +500,8 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
       baseline and of the pick (``EXPLAIN_COUNTERS`` by default).
     - ``seed``: of the bootstrap (the search itself is deterministic given the timings).
     - ``tax``: probe what the recommended set-aside costs other work (``l2persist.tax``).
-    - ``screen_keep``: with more targets than this, each is first probed once alone at the
+    - ``screen_keep``: with more targets than this, or with several targets on one stream
+      (alternatives: a stream holds one window), each is first probed once alone at the
       largest set-aside (the most a window on it can persist), and the search runs on the
       ``screen_keep`` fastest of those whose probe beat the better baseline (always on the
       fastest, so that a "don't" is searched for too); the others get no window (``screen``

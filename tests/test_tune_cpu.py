@@ -559,3 +559,28 @@ def test_apply_sets_the_recommended_limit_after_the_limit_changed(monkeypatch):
     with TuneResult.apply(res):
         assert dev.limit == DEF
     assert dev.limit == 0
+
+
+def test_screen_keep_default_is_the_cores():
+    """tune()'s screen_keep default is the core's (L2P_TUNE_SCREEN_KEEP, through the row)."""
+    import inspect
+    core = inspect.signature(_core.tune_search).parameters["screen_keep"].default
+    assert inspect.signature(l2persist.tune).parameters["screen_keep"].default == core == 4
+
+
+def test_alternatives_on_one_stream_are_screened_and_the_ridge_follows_the_best():
+    """Two buffers on one stream (one window at a time), the larger one costly to window: the
+    screening probes both, and the pick windows the one that pays."""
+    def ev(config, n):
+        t = 1.0 + 0.3 * config["set_aside"] / PMAX
+        keys, bits = config["windows"]
+        if keys is not None:
+            t += 0.05
+        if bits is not None:
+            fit = min(bits["hit_ratio"] * 24 * MIB, config["set_aside"])
+            t -= 0.5 * fit / (24 * MIB)
+        return [t] * n
+    r = _core.tune_search(ev, None, [64 * MIB, 24 * MIB], [0, 0], facts=(G, PMAX, DEF))
+    assert [s["kept"] for s in r["screen"]] == [False, True]
+    assert r["persistence_helps"] and r["recommended"]["windows"][0] is None
+    assert r["recommended"]["windows"][1] is not None and r["speedup"] > 1.2

@@ -24,6 +24,7 @@ void l2p_tune_options_default(l2p_tune_options *o)
     o->min_gain = 0.01;
     o->confidence = 0.95;
     o->seed = 0x9e3779b97f4a7c15ull;
+    o->screen_keep = L2P_TUNE_SCREEN_KEEP;
     o->phases = L2P_TUNE_ALL;
 }
 
@@ -345,6 +346,7 @@ typedef struct {
     double best_ms;
     double base_ms;   /* the better baseline's median (the screening's bar) */
     unsigned char active[L2P_TUNE_MAX_TARGETS]; /* searched (the screening may drop some) */
+    size_t rank[L2P_TUNE_MAX_TARGETS]; /* the screening's order (fastest probe 0); else i */
     l2p_status status; /* the first failure; it stops everything */
 } search;
 
@@ -420,8 +422,22 @@ static double evaluate(search *sr, point p, int phase)
 /* One coordinate of a point: the set-aside level, or one target's hit level. */
 typedef void (*axis_set)(const search *sr, point *p, size_t target, size_t level);
 
-/* The guide's ridge: at set-aside level s, windows over the first target of each stream group
- * share the set-aside as the planner splits it, each hit ratio rounded to a level. */
+/* Whether target i leads its stream group on the ridge: the active one ranked first (by the
+ * screening's probe when it ran, else by position). A stream holds one window, so the ridge
+ * windows one target per group; following the best probe keeps a costly alternative (a
+ * streamed input larger than the table that gains) from hiding the one that pays. */
+static int leads_group(const search *sr, size_t i)
+{
+    if (!sr->active[i]) return 0;
+    for (size_t j = 0; j < sr->o->n_targets; j++)
+        if (j != i && sr->active[j] && sr->o->group[j] == sr->o->group[i] &&
+            sr->rank[j] < sr->rank[i])
+            return 0;
+    return 1;
+}
+
+/* The guide's ridge: at set-aside level s, windows over the leader of each stream group share
+ * the set-aside as the planner splits it, each hit ratio rounded to a level. */
 static void set_ridge(const search *sr, point *p, size_t target, size_t s)
 {
     const l2p_tune_options *o = sr->o;
@@ -432,11 +448,8 @@ static void set_ridge(const search *sr, point *p, size_t target, size_t s)
     (void)target;
     p->s = s;
     for (size_t i = 0; i < o->n_targets; i++) {
-        int first = sr->active[i];
-        for (size_t j = 0; j < i; j++)
-            if (sr->active[j] && o->group[j] == o->group[i]) first = 0;
         p->h[i] = 0;
-        if (!first) continue;
+        if (!leads_group(sr, i)) continue;
         bytes[n] = o->target_bytes[i];
         w[n] = 1.0;
         map[n++] = i;
@@ -684,10 +697,20 @@ static void recheck(search *sr)
     free(all);
 }
 
-/* Whether the screening runs: more targets than the search should spend its budget on. */
+/* Whether two targets share a stream group (alternatives: one window at a time). */
+static int has_alternatives(const l2p_tune_options *o)
+{
+    for (size_t i = 0; i < o->n_targets; i++)
+        for (size_t j = 0; j < i; j++)
+            if (o->group[j] == o->group[i]) return 1;
+    return 0;
+}
+
+/* Whether the screening runs: more targets than the search should spend its budget on, or
+ * alternatives on one stream, whose ridge should follow the best of them. */
 static int screening(const l2p_tune_options *o)
 {
-    return o->screen_keep > 0 && o->n_targets > o->screen_keep;
+    return o->screen_keep > 0 && (o->n_targets > o->screen_keep || has_alternatives(o));
 }
 
 /* The screening: with more targets than screen_keep, one probe per target alone at the
@@ -705,6 +728,7 @@ static void screen(search *sr)
     for (size_t i = 0; i < o->n_targets; i++) {
         sr->active[i] = 1;
         r->kept[i] = 1;
+        sr->rank[i] = i;
     }
     if (!screening(o)) return;
     for (size_t i = 0; i < o->n_targets && ok(sr); i++) {
@@ -730,6 +754,7 @@ static void screen(search *sr)
     size_t n_kept = 0;
     for (size_t k = 0; k < o->n_targets; k++) {
         int keep = k < o->screen_keep && (k == 0 || r->screen_ms[order[k]] < sr->base_ms);
+        sr->rank[order[k]] = k;
         sr->active[order[k]] = (unsigned char)keep;
         r->kept[order[k]] = keep;
         n_kept += (size_t)keep;

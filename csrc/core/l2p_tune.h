@@ -33,6 +33,9 @@
 extern "C" {
 #endif
 
+/* The default screen_keep (tune()'s parameter shows it through the bridge's row). */
+#define L2P_TUNE_SCREEN_KEEP 4
+
 #define L2P_TUNE_MAX_TARGETS 16
 #define L2P_TUNE_MAX_LEVELS 64
 
@@ -77,7 +80,8 @@ typedef struct {
     double min_gain;       /* the least speedup worth recommending (0.01: 1 %) */
     double confidence;     /* of the speedup's interval (0.95) */
     unsigned long long seed; /* of the bootstrap */
-    size_t screen_keep;    /* with more targets than this (> 0): one probe per target at a
+    size_t screen_keep;    /* (L2P_TUNE_SCREEN_KEEP) with more targets than this (> 0), or
+                            * alternatives on one stream: one probe per target at a
                             * high-hit configuration first, then the search on the
                             * screen_keep fastest whose probe beat the better baseline (the
                             * fastest always); the others get no window. 0: no screening */

@@ -343,9 +343,11 @@ L2P_DEFINE_FN(tune_search_fn, tune_search_args, tune_search_impl, "tune_search",
                         .ival = L2P_TUNE_ALL, .lo = 0, .hi = UINT_MAX, .what = "a bit mask",
                         .doc = "for tests only: the parts of the search kept (l2p_tune.h)"),
               L2P_PARAM(tune_search_args, screen_keep, L2P_P_INT, .flags = L2P_P_KWONLY,
-                        .ival = 0, .lo = 0, .hi = LLONG_MAX, .what = "targets",
-                        .doc = "with more targets than this (> 0): one probe each first and the "
-                        "search on that many fastest; 0: no screening"));
+                        .ival = L2P_TUNE_SCREEN_KEEP, .lo = 0, .hi = LLONG_MAX,
+                        .what = "targets", .doc = "with more targets than this (> 0), or "
+                        "alternatives on one stream: one probe each first and the search on at "
+                        "most that many fastest that beat the better baseline; 0: no "
+                        "screening"));
 
 /* A 1-d float64 array over a sequence of samples (ms), or NULL with the error naming it. */
 static PyArrayObject *samples_arg(PyObject *obj, const char *name)

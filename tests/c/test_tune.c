@@ -281,6 +281,40 @@ static void test_group_one_window(void)
     l2p_tune_result_free(&r);
 }
 
+/* Two targets on one stream (alternatives), the larger first: a window on it only costs (a
+ * streamed input), a window on the second (an atomically updated table) pays once the
+ * set-aside holds it. The H100's Bloom filter (keys 64 MiB, bits 40 MiB) had this shape, and
+ * a ridge walked over the group's first target found nothing there to follow; the screening
+ * now probes alternatives and the ridge walks the best probe. */
+static double alt_second(const l2p_tune_config *c, const void *arg)
+{
+    (void)arg;
+    double s = (double)c->set_aside, t = 1.0 + 0.3 * s / PMAX;
+    if (c->win[0].on) t += 0.05;
+    if (c->win[1].on) {
+        double p = c->win[1].hit_ratio * 24.0 * MIB, fit = p < s ? p : s;
+        t -= 0.5 * fit / (24.0 * MIB);
+    }
+    return t;
+}
+
+static void test_alternatives_follow_the_best_probe(void)
+{
+    l2p_tune_options o;
+    l2p_tune_result r;
+    harness h = {alt_second, NULL, 0.01, 5, 0, 0, 0};
+    options(&o, 2, 64 * MIB);
+    o.target_bytes[1] = 24 * MIB;
+    o.group[1] = o.group[0];
+    CHECK(l2p_tune_run(&o, eval, &h, &r) == L2P_OK);
+    CHECK(!h.both_on_in_group);
+    CHECK(r.screened == 2 && r.kept[1]);
+    CHECK(r.persistence_helps && r.recommended.win[1].on && !r.recommended.win[0].on);
+    CHECK(r.speedup > 1.2);
+    CHECK(r.evals <= 14 + 2 + 4 * 2);
+    l2p_tune_result_free(&r);
+}
+
 static void test_failure_stops(void)
 {
     l2p_tune_options o;
@@ -542,6 +576,7 @@ int main(void)
     test_no_persistence_best();
     test_default_better();
     test_group_one_window();
+    test_alternatives_follow_the_best_probe();
     test_failure_stops();
     test_median_by_selection();
     test_speedup_ci();
