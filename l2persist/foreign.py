@@ -473,8 +473,9 @@ def _eager_stream(stream, device):
     if stream is not None:
         return _core.Stream(wrap=stream)
     torch = _torch_in_use()
-    handle = torch.cuda.current_stream().cuda_stream if torch is not None else 0
-    return _core.Stream(wrap=handle)
+    # PyTorch's stream object, not its int handle: a bare int other than 0 / 1 / 2 is refused
+    # (it cannot be checked)
+    return _core.Stream(wrap=torch.cuda.current_stream() if torch is not None else 0)
 
 
 def _from_graph(graph: Graph, candidates, carrier=None) -> list[Candidate]:

@@ -151,6 +151,28 @@ class Results:
 
     load = from_json
 
+    @classmethod
+    def merge(cls, parts) -> "Results":
+        """One Results from parts of one study's sweep run separately on one device (``run
+        --only``): records in order, the first part's metadata without its ``only``, the
+        parts' wall times summed. ValueError when the parts are of other studies or devices."""
+        parts = [p if isinstance(p, Results) else cls.load(p) for p in parts]
+        if not parts:
+            raise ValueError("parts: at least one Results is needed")
+        first = parts[0]
+        for p in parts[1:]:
+            for key, a, b in (("study", first.study, p.study),
+                              ("device", first.meta.get("device_name"),
+                               p.meta.get("device_name"))):
+                if a != b:
+                    raise ValueError(f"parts: {key} {b!r} differs from the first part's {a!r}")
+        meta = {k: v for k, v in first.meta.items() if k != "only"}
+        meta["wall_s"] = round(sum(p.meta.get("wall_s") or 0.0 for p in parts), 3)
+        meta["merged_parts"] = [p.meta.get("only") for p in parts]
+        summary = dict(first.summary)
+        return cls(first.study, [r for p in parts for r in p.records], meta,
+                   columns=first.columns, summary=summary)
+
     def unmet_bars(self) -> list:
         """The bars this run checked and did not meet (the CLI exits 1 when there are any)."""
         return [b["bar"] for b in self.bars if not b["met"]]

@@ -288,13 +288,14 @@ def test_discover_without_torch_captures_on_the_stream_and_leaves_it_usable():
         with l2persist.Stream() as s:
             found = foreign.discover(lambda: K.scale_shift(buf, 2.0, 1.0, stream=s), stream=s,
                                      candidates={"buf": buf})
-            assert [c.name for c in found] == ["buf"] and found[0].carrier is s
-            assert found[0].nodes, found
+            by = {c.name: c for c in found}
+            assert "buf" in by and by["buf"].carrier is s and by["buf"].nodes, found
             s.synchronize()
             assert s.access_policy_window is None       # not capturing any more
             r = l2persist.tune(lambda: K.stream_read(buf, stream=s), candidates={"buf": buf},
                                stream=s, repeat=3, max_evals=6, confirm_rounds=1, tax=False)
-            assert [p["name"] for p in r.placements] == ["buf"], r.placements
+            # buf, and any allocation the kernel's parameters reach that no candidate names
+            assert "buf" in [p["name"] for p in r.placements], r.placements
         np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)
         assert "torch" not in sys.modules
         print("ok")

@@ -394,5 +394,11 @@ def load(path) -> Results:
     return refresh(Results.load(path))
 
 
+def merge(paths) -> Results:
+    """Parts of one study's sweep run separately (``run --only``, one device) as one Results,
+    with findings, plot and bars from the study's current code."""
+    return refresh(Results.merge(paths))
+
+
 __all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "info",
-           "list_studies", "load", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]
+           "list_studies", "load", "merge", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]
