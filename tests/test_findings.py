@@ -53,7 +53,9 @@ def printed(nb, marker):
     return "".join("".join(o.get("text", "")) for o in cell["outputs"])
 
 
-STORED = sorted(p.stem for p in RESULTS.glob("*.json"))
+# the stored result of each study (another device's copy, e.g. atlas-h100.json, is shown by
+# its study's notebook cells)
+STORED = sorted(p.stem for p in RESULTS.glob("*.json") if p.stem in studies.study_names())
 
 
 @pytest.mark.parametrize("study", STORED)
@@ -294,3 +296,21 @@ def test_set_aside_tax_heatmap_draws_the_model_knee(tmp_path):
         assert len(line.get_xdata()) == len(want)
     assert (tmp_path / "tax.png").stat().st_size > 10000
     assert "4.8x" in spec.title  # the worst random-write slowdown, in the title
+
+
+def test_atlas_prose_quotes_the_stored_runs():
+    """Every speedup the atlas notebook's prose quotes (N.NNx) is one of the stored H200 or
+    H100 runs' speedups (grid, told, no targets, re-measured pick), rounded to 2 decimals."""
+    import re
+    from l2persist.studies import atlas
+    stored = set()
+    for name in ("atlas.json", "atlas-h100.json"):
+        res = studies.load(RESULTS / name)
+        for r in res.records:
+            for k in ("grid_speedup", "right_speedup", "auto_speedup", "auto_pick_speedup"):
+                if r.get(k) is not None:
+                    stored.add(f"{r[k]:.2f}")
+    quoted = re.findall(r"(\d\.\d\d)x", atlas.WHY)
+    assert len(quoted) > 20
+    missing = sorted(set(quoted) - stored)
+    assert not missing, f"quoted but not in the stored runs: {missing}"

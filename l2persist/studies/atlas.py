@@ -25,6 +25,53 @@ NEEDS_GPU = True
 SOURCE = ("issue 18: tune with no targets against tune told the target and an exhaustive grid, "
           "on PyTorch / CuPy / l2persist workloads at several sizes / L2")
 MIB = 1 << 20
+ROW = "`tune` with no targets, told the target, and a grid, on 7 workloads x 4 sizes / L2"
+INTRO = """# Atlas: where L2 persistence pays on Hopper, across libraries and sizes
+
+Seven workloads from other libraries, each with its key structure at 0.3, 0.6, 0.8 and 1.2 x
+L2: an atomic histogram (PyTorch `index_add_`), a Bloom filter insert (a CuPy kernel doing
+`atomicOr`), a Zipf embedding lookup (PyTorch `index_select`), a CSR SpMV (CuPy sparse, the
+vector x is the structure), GEMV weights in a PyTorch CUDA graph (cuBLAS), a streaming read
+(l2persist), and a composite step of three kernels on different buffers captured as a PyTorch
+CUDA graph. Each is tuned three ways: `tune` with **no targets** (it discovers the buffers in
+the kernels' parameters, names them from the tensors offered as `candidates=`, and windows
+each on the kernels or the stream that use it), `tune` **told the right buffer**, and an
+exhaustive **grid** of set-aside levels x hit ratios on that buffer. Every speedup is against
+the better of limit 0 and the device's default limit with no window, measured in the same run,
+with persisting lines reset before every timing. The runs stored here: the H200 first, then
+the H100 (a cell below)."""
+WHY = """**Where persistence pays on Hopper.** Structures updated at random and sized from about
+half the L2 to a little over it:
+- the atomic histogram: 1.49x, 1.55x, 1.23x at 0.6, 0.8, 1.2 x L2 on the H200; 1.54x, 1.65x,
+  1.25x on the H100 (grid best; `tune` with no targets 1.49x, 1.55x, 1.23x and 1.54x, 1.66x,
+  1.25x);
+- the Bloom filter: 1.09x, 1.48x, 1.28x (H200) and 1.09x, 1.47x, 1.29x (H100);
+- the composite graph step, through its accumulator alone: 1.24x, 1.28x, 1.16x (H200) and
+  1.26x, 1.35x, 1.19x (H100); `tune` with no targets names `acc` and the `index_add_` node,
+  reaches 100 % of what it reaches when told, with 26 evaluations against 18, in 1.2-2.3 s;
+- GEMV weights at 0.8 and 1.2 x L2: grid 1.40x and 1.27x (H200), 1.69x and 1.39x (H100).
+
+**Where it does not.** At 0.3 x L2 nothing gains more than 3 % on the H200 (the structure stays
+in the L2 by itself); the Zipf embedding lookup never does (1.00x at every size on both: its
+hot rows stay resident without help); a streaming read gains at most 1.03x (H200) and 1.05x
+(H100) on the grid, where `tune` with no targets says "don't"; SpMV gains 1.02-1.06x (H200)
+and up to 1.11x (H100).
+
+**Where `tune` falls short of the grid.** GEMV at 0.8 x L2: told the weights it measured
+1.08x on both GPUs against the grid's 1.40x and 1.69x. The graph runs 17-19 us, and the
+no-target pick, re-measured outside the tuner, ran 1.31x (H200) and 1.45x (H100): the tuner's
+own timing of so short a step understates the gain. SpMV at 0.3 x L2 on the H100: grid 1.10x,
+`tune` "don't". Nowhere did a no-target pick re-measure slower than the better baseline (bar:
+within 2 %), and it said "don't" wherever the grid's best gain was under 2 %."""
+NOTEBOOK_CELLS = ['''# The same atlas stored from the H100 (the run above is this machine's, or the H200's).
+other = studies.load("results/atlas-h100.json")
+print(other.header())
+other''', '''fig_h100 = other.plot()''', '''from l2persist.studies.atlas import where_it_pays
+for r in (res, other):
+    print(r.meta.get("device_name"), "- where persistence pays:")
+    print(where_it_pays(r))
+    for b in r.bars:
+        print("  bar", "met:" if b["met"] else "NOT met:", b["bar"])''']
 FRACTIONS = (0.3, 0.6, 0.8, 1.2)
 QUICK_FRACTIONS = (0.6,)
 HIT_RATIOS = (0.25, 0.5, 0.75, 1.0)
@@ -367,6 +414,27 @@ def findings(res) -> list:
             + ("" if r.get("auto_speedup") is None
                else f"; tune with no targets {r['auto_speedup']:.3f}x"))
     return notes
+
+
+def where_it_pays(res) -> str:
+    """Per workload: the sizes where the grid's best reaches PAYS, with the gains (grid / tune
+    told / tune with no targets), or that nothing pays."""
+    by = {}
+    for r in res.records:
+        by.setdefault(r["workload"], []).append(r)
+    out = []
+    for w, rows in by.items():
+        pays = [r for r in rows if r["grid_speedup"] >= PAYS]
+        if not pays:
+            best = max(r["grid_speedup"] for r in rows)
+            out.append(f"  {w}: does not pay (grid best {best:.3f}x)")
+            continue
+        out.append(f"  {w}: " + "; ".join(
+            f"{r['size_over_l2']:g} x L2 {r['grid_speedup']:.2f}x grid, "
+            f"{r['right_speedup']:.2f}x told, "
+            + ("-" if r.get("auto_speedup") is None else f"{r['auto_speedup']:.2f}x no targets")
+            for r in pays))
+    return "\n".join(out)
 
 
 NOISE = 0.02  # the re-measured pick may trail the better baseline by this much (timing noise)
