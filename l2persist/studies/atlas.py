@@ -372,6 +372,9 @@ def run(ctx):
                     "grid_hit_ratio": hr,
                     "right_speedup": _speedup(right), "right_helps": right.persistence_helps,
                     "right_evals": right.evals,
+                    # what the told pick's set-aside costs other work, and whether to scope
+                    # the limit around the phase (issue 19: tune reports both)
+                    "right_tax": right.tax, "right_scope": right.scope,
                     "auto_speedup": None if auto is None else _speedup(auto),
                     "auto_helps": None if auto is None else auto.persistence_helps,
                     "auto_evals": None if auto is None else auto.evals,
