@@ -149,8 +149,26 @@ def test_toolkit_rule(tmp_path, monkeypatch):
 
 
 def _tools_test(*args, **env):
+    """tools/test's floor logic, without its C tests (they run in their own step: on a GPU
+    machine each call would time the C timing tests again)."""
+    env = {"L2P_SKIP_CTEST": "1", **env}
     return subprocess.run(["bash", str(ROOT / "tools" / "test"), *args], cwd=ROOT,
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+
+
+def test_tools_test_runs_the_c_tests_unless_told_not_to(tmp_path):
+    """The C tests are part of tools/test; L2P_SKIP_CTEST=1 leaves only them out."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "make").write_text("#!/bin/sh\necho fake-make-ran >&2\nexit 3\n")
+    (fake / "make").chmod(0o755)
+    path = f"{fake}{os.pathsep}{os.environ['PATH']}"
+    r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", PATH=path,
+                    L2P_SKIP_CTEST="")
+    assert r.returncode != 0 and "fake-make-ran" in r.stderr
+    assert "the C tests failed" in r.stderr
+    r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", PATH=path)
+    assert r.returncode == 0 and "fake-make-ran" not in r.stderr, r.stderr
 
 
 def test_tools_test_fails_when_no_test_ran():
