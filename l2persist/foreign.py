@@ -368,14 +368,13 @@ class Candidate:
     kernels itself), the Stream fn's kernels run on: a window on a stream reaches every kernel
     launched on it afterwards, while a window on the nodes of a private capture would never
     reach fn's own launches. ``nodes`` then names the kernels that use the buffer (from the
-    capture), which all get the stream's one window.
-    ``timing``: None: call fn to time (windows on the carrier reach fn's own work)."""
+    capture), which all get the stream's one window. Either way the window reaches fn's
+    own work, so fn itself is what the tuner times."""
     name: str
     nbytes: int
     address: int
     nodes: tuple
-    carrier: NodeGroup | None
-    timing: Callable[[], None] | None
+    carrier: Any  # a NodeGroup, or a Stream
     record: BufferRecord | None = None
     source: Any = None
 
@@ -486,8 +485,8 @@ def _from_graph(graph: Graph, candidates, carrier=None) -> list[Candidate]:
         if not r.nodes or not r.size:
             continue
         out.append(Candidate(name=r.name, nbytes=r.size, address=r.address, nodes=r.nodes,
-                             carrier=carrier or NodeGroup(graph, r.nodes), timing=None,
-                             record=r, source=r.source))
+                             carrier=carrier or NodeGroup(graph, r.nodes), record=r,
+                             source=r.source))
     return out
 
 
@@ -495,15 +494,13 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     """The buffers fn's kernels use, each with a carrier for a window: the tuner's targets.
 
     fn is run once for real. If it replays PyTorch CUDA graphs (made with keep_graph=True),
-    those graphs are borrowed and scanned, and windows on their nodes reach fn's own replays
-    (timing None). Otherwise fn is captured once (relaxed mode) on `stream` (or a private one;
+    those graphs are borrowed and scanned, and windows on their nodes reach fn's own replays.
+    Otherwise (eager work) fn is captured once (relaxed mode) on `stream` (or a private one;
     through PyTorch's graph capture when PyTorch is in use, with CuPy's current stream pointed
-    at it), the capture is scanned, and timing replays that captured graph. candidates= names
-    the buffers (else "buffer@0x..."). Sorted largest first.
-
-    Eager work (no graph replayed) is captured once only to find its kernels' buffers; the
-    windows then go on the stream its kernels run on (``stream``, else PyTorch's current
-    stream, else the legacy stream), and fn itself is timed.
+    at it) only to find its kernels' buffers; the windows then go on the stream its kernels
+    run on (``stream``, else PyTorch's current stream, else the legacy stream). Either way fn
+    itself is timed. candidates= names the buffers (else "buffer@0x..."). Sorted largest
+    first.
 
     Raises DiscoveryError when fn cannot be captured and no candidates= were given; with
     candidates= it then warns with the reason and returns them without nodes, windowed on that
@@ -533,7 +530,7 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
                           stacklevel=2)
             carrier = _eager_stream(stream, device)
             return [Candidate(name=o.name, nbytes=o.nbytes, address=o.ptr, nodes=(),
-                              carrier=carrier, timing=None, source=o.obj)
+                              carrier=carrier, source=o.obj)
                     for o in _offers(candidates)]
         found = _from_graph(graph, candidates, _eager_stream(stream, device))
     found.sort(key=lambda c: c.nbytes, reverse=True)

@@ -475,8 +475,8 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
       window on another stream or on a graph's kernel nodes). Targets on one stream are
       alternatives (a stream holds one window). ``None``: the buffers are discovered with
       ``l2persist.foreign.discover(fn, stream=, candidates=)`` (each candidate's window goes
-      on the carrier discovery names, e.g. the graph nodes that use it; when a candidate brings
-      its own ``timing`` callable, that is timed instead of ``fn``), and the result's
+      on the carrier discovery names: the graph nodes that use it, or the stream eager work
+      runs on; ``fn`` itself is timed), and the result's
       ``placements`` say which buffer got which window on which nodes. A buffer larger than
       the device's ``accessPolicyMaxWindowSize`` is windowed in part: its first max bytes
       (``placements`` give the offset and size).
@@ -540,11 +540,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
             raise ValueError(f"device: {device} differs from the stream's device {dev.index}")
     else:
         dev = _core.Device(0 if device is None else device)
-    found_targets, timed = None, fn
+    found_targets = None
     if targets is None:
         found_targets = _discover(fn, stream, candidates)
         targets = [Target(c.buffer, on=c.carrier) for c in found_targets]
-        timed = next((c.timing for c in found_targets if c.timing is not None), fn)
     elif candidates is not None:
         raise ValueError("candidates: only used to discover targets; pass targets=None with "
                          "it, or targets without it")
@@ -555,7 +554,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
 
     def evaluate(config, n):
         inst.install(config)
-        return _core.time_calls(timed, stream=timing_stream, warmup=warmup, repeat=n,
+        return _core.time_calls(fn, stream=timing_stream, warmup=warmup, repeat=n,
                                 device=dev, hold_us=hold_us)
 
     t0 = time.perf_counter()
@@ -568,7 +567,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         measured = None
         if counters:
             names = list(EXPLAIN_COUNTERS if counters is True else counters)
-            measured = _explain(timed, inst, dev, r, names)
+            measured = _explain(fn, inst, dev, r, names)
     finally:
         inst.restore()
     wall_s = time.perf_counter() - t0

@@ -107,3 +107,20 @@ def test_round_trip_keeps_bars():
     r.bars = [{"bar": "x below y", "met": False}, {"bar": "z", "met": True}]
     back = Results.from_json(r.to_json())
     assert back == r and back.unmet_bars() == ["x below y"]
+
+
+def test_merge_joins_parts_of_one_sweep_and_refuses_others():
+    from l2persist.results import Results
+    a = Results("atlas", [{"w": "x", "v": 1}], {"device_name": "NVIDIA H200", "only": {"w": ["x"]},
+                                               "wall_s": 1.5})
+    b = Results("atlas", [{"w": "y", "v": 2}], {"device_name": "NVIDIA H200", "only": {"w": ["y"]},
+                                               "wall_s": 2.0})
+    m = Results.merge([a, b])
+    assert [r["w"] for r in m.records] == ["x", "y"] and "only" not in m.meta
+    assert m.meta["wall_s"] == 3.5 and m.meta["merged_parts"] == [{"w": ["x"]}, {"w": ["y"]}]
+    with pytest.raises(ValueError, match="parts: at least one"):
+        Results.merge([])
+    with pytest.raises(ValueError, match="parts: study"):
+        Results.merge([a, Results("gather", [], {"device_name": "NVIDIA H200"})])
+    with pytest.raises(ValueError, match="parts: device"):
+        Results.merge([a, Results("atlas", [], {"device_name": "NVIDIA H100 80GB HBM3"})])

@@ -312,3 +312,17 @@ def test_atlas_plot_and_findings_from_records(tmp_path):
     panels = [a for a in fig.axes if a.get_visible()]
     assert len(panels) == 2
     assert all(len(a.get_lines()) == 3 for a in panels)  # two methods and the 1.0 line
+
+
+def test_run_only_takes_a_value_or_values_and_refuses_the_rest():
+    """studies.run(only=...): one value or a list per axis; anything but a dict is a TypeError
+    naming the argument; a wrong value is a ValueError naming the study's values."""
+    one = studies.run("coalescing", quick=True, progress=False, only={"rule": "sectors"})
+    assert {r["rule"] for r in one.records} == {"sectors"}
+    two = studies.run("coalescing", quick=True, progress=False,
+                      only={"rule": ["sectors", "kepler_caching"]})
+    assert {r["rule"] for r in two.records} == {"sectors", "kepler_caching"}
+    with pytest.raises(TypeError, match="only: expected a dict"):
+        studies.run("coalescing", quick=True, progress=False, only=["rule=sectors"])
+    with pytest.raises(ValueError, match="kepler_noncaching"):
+        studies.run("coalescing", quick=True, progress=False, only={"rule": "nope"})

@@ -314,10 +314,9 @@ def fake_world(monkeypatch):
     def discover(fn, *, stream=None, candidates=None):
         calls.append(candidates)
         return [types.SimpleNamespace(buffer=acc, nbytes=acc.nbytes, name="acc",
-                                      nodes=(add,), carrier=carriers["acc"], timing=None),
+                                      nodes=(add,), carrier=carriers["acc"]),
                 types.SimpleNamespace(buffer=idx, nbytes=idx.nbytes, name="idx",
-                                      nodes=(add, gather), carrier=carriers["idx"],
-                                      timing=None)]
+                                      nodes=(add, gather), carrier=carriers["idx"])]
     foreign = types.ModuleType("l2persist.foreign")
     foreign.discover = discover
     foreign.node_label = l2persist.foreign.node_label  # the real one (pure)

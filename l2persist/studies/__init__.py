@@ -192,7 +192,10 @@ class Context:
         self.t0 = time.perf_counter()
         self.skipped = []  # (what, why): parts of the study left out for a missing need
         # axis -> the values to keep (text, as on the command line); sweeps leave out the rest
-        self.only = {k: [str(v) for v in vs] for k, vs in (only or {}).items()}
+        if only is not None and not isinstance(only, dict):
+            raise TypeError(f"only: expected a dict axis -> values, got {type(only).__name__}")
+        self.only = {k: [str(v) for v in ([vs] if isinstance(vs, (str, int, float)) else vs)]
+                     for k, vs in (only or {}).items()}
         self.only_seen = set()
         if self.only:
             self.meta["only"] = dict(self.only)

@@ -305,16 +305,6 @@ def _windowed(result):
                      for p in result.placements if p.get("window"))
 
 
-def _tune_auto(w, s, dev, repeat):
-    """tune() with no targets, where this build has it (the tuner's rework)."""
-    try:
-        return tune(w.fn, None, candidates=w.candidates, stream=s, device=dev, repeat=repeat)
-    except TypeError as e:
-        if "candidates" in str(e) or "targets" in str(e) or "NoneType" in str(e):
-            return None
-        raise
-
-
 def _speedup(r):
     return r.speedup if r.persistence_helps else 1.0
 
@@ -323,7 +313,7 @@ def _pick_ms(r, w, s, dev, repeat):
     """The tuner's pick re-measured outside the tuner (its own timing, with apply()), so that
     "never slower than the better baseline" is checked against the grid's baselines; None when
     the tuner said "don't" (nothing is installed then)."""
-    if r is None or not r.persistence_helps:
+    if not r.persistence_helps:
         return None
     with r.apply():
         return _median_ms(w.fn, s, dev, repeat)
@@ -344,7 +334,6 @@ def run(ctx):
         levels = levels[::3]
     hit_ratios = (0.5, 1.0) if ctx.quick else HIT_RATIOS
     skipped = {}
-    auto_missing = []
 
     with _core.Stream(dev) as s:
         def point(workload, fraction):
@@ -356,9 +345,8 @@ def run(ctx):
                 return []
             try:
                 right = tune(w.fn, [w.target], stream=s, device=dev, repeat=repeat)
-                auto = _tune_auto(w, s, dev, repeat)
-                if auto is None:
-                    auto_missing.append(workload)
+                auto = tune(w.fn, None, candidates=w.candidates, stream=s, device=dev,
+                            repeat=repeat)
                 auto_ms = _pick_ms(auto, w, s, dev, repeat)
                 limit0, default_ms, (best_ms, level, hr) = _grid(w, s, dev, levels, hit_ratios,
                                                                  repeat)
@@ -375,12 +363,10 @@ def run(ctx):
                     # what the told pick's set-aside costs other work, and whether to scope
                     # the limit around the phase (issue 19: tune reports both)
                     "right_tax": right.tax, "right_scope": right.scope,
-                    "auto_speedup": None if auto is None else _speedup(auto),
-                    "auto_helps": None if auto is None else auto.persistence_helps,
-                    "auto_evals": None if auto is None else auto.evals,
-                    "auto_s": None if auto is None else auto.wall_s,
+                    "auto_speedup": _speedup(auto), "auto_helps": auto.persistence_helps,
+                    "auto_evals": auto.evals, "auto_s": auto.wall_s,
                     "auto_pick_speedup": None if auto_ms is None else better / auto_ms,
-                    "auto_windowed": None if auto is None else _windowed(auto)}
+                    "auto_windowed": _windowed(auto)}
 
         records = ctx.sweep({"workload": list(WORKLOADS), "fraction": list(fractions)}, point)
     for r in records:
@@ -405,6 +391,7 @@ def findings(res) -> list:
     """One note per workload and size, from the stored records."""
     notes = [f"{k} skipped: {why}" for k, why in res.summary.get("skipped", {}).items()]
     if res.records and all(r.get("auto_speedup") is None for r in res.records):
+        # records stored by a build without tune(fn, targets=None)
         notes.append("tune() with no targets is not available in this build: auto columns empty")
     for r in res.records:
         pays = r["grid_speedup"] >= PAYS
