@@ -64,16 +64,17 @@ class Verdict:
     ci_low: float
     ci_high: float
     helps: bool
+    slows: bool = False    # the rule's mirror: interval below 1, loss of at least min_gain
     confidence: float = 0.95
     min_gain: float = 0.01
 
     @property
     def outcome(self) -> str:
-        """In words: "helps" (the rule says so), "slows the work" (the whole interval lies
-        below 1) or "does not help" (neither)."""
+        """In words: "helps" (the rule says so), "slows the work" (its mirror: the whole
+        interval lies below 1 and the loss reaches min_gain) or "does not help" (neither)."""
         if self.helps:
             return "helps"
-        return "slows the work" if self.ci_high < 1.0 else "does not help"
+        return "slows the work" if self.slows else "does not help"
 
     def __str__(self) -> str:
         base = "limit 0" if self.baseline == "limit0" else "the default limit"

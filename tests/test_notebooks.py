@@ -3,6 +3,7 @@ this tree's l2persist. Without a GPU every notebook still runs: the study notebo
 results stored beside them from a GPU run (findings and plot recomputed by the study code),
 the tour says there is no GPU. On a GPU the studies run live, in quick mode."""
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -24,18 +25,45 @@ def _execute(path):
     return nb
 
 
+def _jobs():
+    """How many notebooks run at once: L2P_NOTEBOOK_JOBS, else up to 4 (a kernel spends most
+    of its time starting and importing; the quick studies are short)."""
+    try:
+        return max(1, int(os.environ.get("L2P_NOTEBOOK_JOBS", "")))
+    except ValueError:
+        return max(1, min(4, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="module")
+def executed(request):
+    """Every notebook executed once, several at a time, each in its own kernel: its notebook
+    object, or the exception its execution raised. The run happens at the first test that
+    asks, with the quick studies and the inline backend."""
+    for mod in ("nbformat", "nbclient", "ipykernel"):
+        pytest.importorskip(mod)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("L2P_NOTEBOOK_QUICK", "1")
+    mp.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws
+    mp.setenv("PYTHONPATH", os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(_jobs()) as pool:
+            futures = {p.name: pool.submit(_execute, p) for p in BOOKS}
+        return {name: (f.exception() or f.result()) for name, f in futures.items()}
+    finally:
+        mp.undo()
+
+
 def _outputs(nb, kind):
     return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
             if kind in o.get("data", {}) or o.get("output_type") == kind]
 
 
 @pytest.mark.parametrize("path", BOOKS, ids=lambda p: p.name)
-def test_notebook_executes_under_a_kernel(path, monkeypatch):
-    monkeypatch.setenv("L2P_NOTEBOOK_QUICK", "1")
-    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    nb = _execute(path)
+def test_notebook_executes_under_a_kernel(path, executed):
+    nb = executed[path.name]
+    if isinstance(nb, BaseException):
+        raise nb
     assert not _outputs(nb, "error")
     if path.name != "00_tour.ipynb":
         assert _outputs(nb, "image/png"), "the study's plot is drawn"

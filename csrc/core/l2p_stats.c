@@ -49,11 +49,30 @@ double l2p_median(double *v, size_t n)
     if (n % 2) return hi;
     double lo = v[0]; /* the largest of the lower half, which the selection left below n / 2 */
     for (size_t i = 1; i < n / 2; i++) lo = v[i] > lo ? v[i] : lo;
+    return l2p_midpoint(lo, hi);
+}
+
+double l2p_midpoint(double lo, double hi)
+{
     /* Of one sign, lo + half the gap (lo <= hi): it cannot overflow, and equal values give
      * that value (halving two subnormals first would round both to 0). Of opposite signs the
      * gap may overflow, and halving each first cannot. */
     if ((lo < 0.0) != (hi < 0.0)) return 0.5 * lo + 0.5 * hi;
     return lo + 0.5 * (hi - lo);
+}
+
+double l2p_resample_median(const double *sorted, size_t n, unsigned *counts,
+                           size_t (*draw)(void *rng, size_t n), void *rng)
+{
+    memset(counts, 0, n * sizeof *counts);
+    for (size_t i = 0; i < n; i++) counts[draw(rng, n)]++;
+    /* cum: how many drawn indices lie below j; order statistic r sits at the j where
+     * cum <= r < cum + counts[j]. */
+    size_t r_hi = n / 2, r_lo = n % 2 ? r_hi : r_hi - 1, cum = 0, j = 0;
+    while (cum + counts[j] <= r_lo) cum += counts[j++];
+    double lo = sorted[j];
+    while (cum + counts[j] <= r_hi) cum += counts[j++];
+    return n % 2 ? sorted[j] : l2p_midpoint(lo, sorted[j]);
 }
 
 double l2p_median_sort(double *v, size_t n)

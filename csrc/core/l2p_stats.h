@@ -32,6 +32,18 @@ double l2p_select_kth(double *v, size_t n, size_t k);
  * values, by selection (reorders v; linear on average). */
 double l2p_median(double *v, size_t n);
 
+/* The mean of the middle two values lo <= hi, as every median of the core takes it: it cannot
+ * overflow, and two equal subnormals give their value. */
+double l2p_midpoint(double lo, double hi);
+
+/* The median of a bootstrap resample of sorted[0..n) (n >= 1, ascending): n indices drawn by
+ * `draw` (each below n), counted in counts[0..n), and the middle order statistics read off
+ * the counts. The values are sorted, so the indices' order statistics are the values': O(n)
+ * per resample where selecting over the drawn values would be O(n) with a far larger
+ * constant (the tuner takes thousands of these per decision). */
+double l2p_resample_median(const double *sorted, size_t n, unsigned *counts,
+                           size_t (*draw)(void *rng, size_t n), void *rng);
+
 /* Sort v (n >= 1 values) in place and give its median (l2p_median's). */
 double l2p_median_sort(double *v, size_t n);
 

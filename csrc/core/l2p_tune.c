@@ -120,11 +120,10 @@ static l2p_status median_copy(const double *v, size_t n, double *out)
     return L2P_OK;
 }
 
-static double resampled_median(const double *v, size_t n, double *scratch,
-                               unsigned long long *rng)
+/* An index below n for l2p_resample_median. */
+static size_t draw_index(void *rng, size_t n)
 {
-    for (size_t i = 0; i < n; i++) scratch[i] = v[xorshift(rng) % n];
-    return l2p_median(scratch, n);
+    return (size_t)(xorshift((unsigned long long *)rng) % n);
 }
 
 static l2p_status check_samples(const char *name, const double *v, size_t n)
@@ -153,31 +152,45 @@ static l2p_status check_rounds(size_t rounds, size_t n_base, size_t n_cand)
     return L2P_OK;
 }
 
+/* A sorted copy of n samples, for l2p_resample_median. */
+static double *sorted_copy(const double *v, size_t n)
+{
+    double *s = malloc(n * sizeof *s);
+    if (!s) return NULL;
+    memcpy(s, v, n * sizeof *v);
+    qsort(s, n, sizeof *s, cmp_double);
+    return s;
+}
+
 /* The percentile-bootstrap interval of median(base) / median(cand). */
 static l2p_status bootstrap(const double *base, size_t n_base, const double *cand,
                             size_t n_cand, double confidence, unsigned long long seed,
                             double *lo, double *hi)
 {
     size_t n = n_base > n_cand ? n_base : n_cand;
-    double *scratch = malloc(n * sizeof *scratch);
+    double *sb = sorted_copy(base, n_base), *sc = sorted_copy(cand, n_cand);
+    unsigned *counts = malloc(n * sizeof *counts);
     double *ratios = malloc(BOOTSTRAP_ROUNDS * sizeof *ratios);
     unsigned long long rng = seed ? seed : 1;
-    if (!scratch || !ratios) {
-        free(scratch);
-        free(ratios);
-        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the bootstrap");
+    l2p_status st = L2P_OK;
+    if (!sb || !sc || !counts || !ratios) {
+        st = l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the bootstrap");
+        goto out;
     }
     for (size_t r = 0; r < BOOTSTRAP_ROUNDS; r++) {
-        double b = resampled_median(base, n_base, scratch, &rng);
-        ratios[r] = b / resampled_median(cand, n_cand, scratch, &rng);
+        double b = l2p_resample_median(sb, n_base, counts, draw_index, &rng);
+        ratios[r] = b / l2p_resample_median(sc, n_cand, counts, draw_index, &rng);
     }
     qsort(ratios, BOOTSTRAP_ROUNDS, sizeof *ratios, cmp_double);
     double tail = (1.0 - confidence) / 2.0;
     *lo = ratios[(size_t)floor(tail * (BOOTSTRAP_ROUNDS - 1))];
     *hi = ratios[(size_t)ceil((1.0 - tail) * (BOOTSTRAP_ROUNDS - 1))];
-    free(scratch);
+out:
+    free(sb);
+    free(sc);
+    free(counts);
     free(ratios);
-    return L2P_OK;
+    return st;
 }
 
 /* The standard normal quantile (Abramowitz & Stegun 26.2.23, error < 4.5e-4), p in (0, 1). */
@@ -269,6 +282,15 @@ static int helps_rule(double speedup, double ci_low, double min_gain, unsigned p
     return 1;
 }
 
+/* The mirror of the rule: the work is slower beyond noise (the whole interval below 1) and
+ * by at least min_gain. Two samples of one distribution would often put a bootstrap
+ * interval of n = 10 just below 1; a loss smaller than the least gain that counts is no
+ * more a finding than such a gain. */
+static int slows_rule(double speedup, double ci_high, double min_gain)
+{
+    return ci_high < 1.0 && speedup * (1.0 + min_gain) <= 1.0;
+}
+
 static l2p_status verdict_with(const double *limit0, size_t n0, const double *deflt, size_t nd,
                                const double *cand, size_t nc, size_t rounds, double min_gain,
                                double confidence, unsigned long long seed, unsigned phases,
@@ -292,6 +314,7 @@ static l2p_status verdict_with(const double *limit0, size_t n0, const double *de
     L2P_TRY(ratio_ci(base, nb, cand, nc, rounds, confidence, seed, &out->speedup, &out->ci_low,
                      &out->ci_high));
     out->helps = helps_rule(out->speedup, out->ci_low, min_gain, phases);
+    out->slows = !out->helps && slows_rule(out->speedup, out->ci_high, min_gain);
     return L2P_OK;
 }
 

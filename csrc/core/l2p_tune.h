@@ -158,12 +158,13 @@ void l2p_tune_result_free(l2p_tune_result *r);
 /* The better-baseline rule, the one place it is written: the baseline is the faster (by
  * median) of (a) limit 0 and (b) the default limit, both without a window; the candidate helps
  * when median(baseline) / median(candidate) reaches 1 + min_gain and the bootstrap interval
- * of that speedup at `confidence` lies above 1. */
+ * of that speedup at `confidence` lies above 1. Its mirror: the candidate slows the work when
+ * the interval lies below 1 and the speedup is at most 1 / (1 + min_gain). */
 typedef struct {
     int baseline;                    /* 0: (a) limit 0, 1: (b) the default limit */
     double baseline_ms, candidate_ms; /* medians */
     double speedup, ci_low, ci_high;
-    int helps;
+    int helps, slows;
 } l2p_tune_verdict_t;
 
 /* rounds: 0 or 1 when the samples are independent; n when all three sequences were measured

@@ -425,10 +425,11 @@ static PyObject *tune_verdict_impl(PyObject *m, const void *args)
         res = l2p_py_raise(l2p_state_from_module(m));
         goto done;
     }
-    res = Py_BuildValue("{s:s,s:d,s:d,s:d,s:d,s:d,s:O}", "baseline",
+    res = Py_BuildValue("{s:s,s:d,s:d,s:d,s:d,s:d,s:O,s:O}", "baseline",
                         v.baseline ? "default" : "limit0", "baseline_ms", v.baseline_ms,
                         "candidate_ms", v.candidate_ms, "speedup", v.speedup, "ci_low",
-                        v.ci_low, "ci_high", v.ci_high, "helps", v.helps ? Py_True : Py_False);
+                        v.ci_low, "ci_high", v.ci_high, "helps", v.helps ? Py_True : Py_False,
+                        "slows", v.slows ? Py_True : Py_False);
 done:
     for (int i = 0; i < 3; i++) Py_XDECREF(arr[i]);
     return res;
@@ -436,7 +437,7 @@ done:
 /* The field is `deflt` (default is a C keyword); the row names the parameter "default". */
 L2P_DEFINE_FN(tune_verdict_fn, tune_verdict_args, tune_verdict_impl, "tune_verdict",
               "The better-baseline rule: the better baseline, the medians, the speedup with its "
-              "bootstrap interval and whether the candidate helps.",
+              "bootstrap interval, and whether the candidate helps or slows the work.",
               "dict[str, str | float | bool]",
               L2P_PARAM(tune_verdict_args, limit0, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[float]", .doc = "samples (ms) at limit 0, no "

@@ -370,7 +370,15 @@ static void test_verdict(void)
     CHECK(l2p_tune_verdict(a, 30, a, 30, c, 30, 1, 0.01, 0.95, 1, &v) == L2P_OK);
     CHECK(!v.helps && v.ci_low > 1.0);
     CHECK(l2p_tune_verdict(a, 30, a, 30, c, 30, 1, 0.001, 0.95, 1, &v) == L2P_OK);
-    CHECK(v.helps);
+    CHECK(v.helps && !v.slows);
+    /* the mirror: 0.5 % slower, however sure, does not "slow the work" at min_gain 1 %; 5 %
+     * slower does; a helping candidate never slows */
+    for (int i = 0; i < 30; i++) c[i] = a[i] * 1.005;
+    CHECK(l2p_tune_verdict(a, 30, a, 30, c, 30, 1, 0.01, 0.95, 1, &v) == L2P_OK);
+    CHECK(!v.helps && !v.slows && v.ci_high < 1.0);
+    for (int i = 0; i < 30; i++) c[i] = a[i] * 1.05;
+    CHECK(l2p_tune_verdict(a, 30, a, 30, c, 30, 1, 0.01, 0.95, 1, &v) == L2P_OK);
+    CHECK(!v.helps && v.slows);
     /* 3 % faster in every round but one that drifted: the rounds' interval reaches below 1 */
     for (int i = 0; i < 30; i++) {
         double drift = i < 10 ? 1.0 : i < 20 ? 1.08 : 0.92;
@@ -561,8 +569,48 @@ static void test_median_by_selection(void)
     CHECK(l2p_median(wide, 2) == 0.0);
 }
 
+/* A replayable draw for l2p_resample_median: the indices it gave are kept, so the test can
+ * resample the values explicitly and take the one median of them. */
+typedef struct {
+    unsigned long long s;
+    size_t got[64], n_got;
+} draw_log;
+
+static size_t logged_draw(void *rng, size_t n)
+{
+    draw_log *d = rng;
+    d->s = d->s * 6364136223846793005ull + 1442695040888963407ull;
+    size_t i = (size_t)((d->s >> 33) % n);
+    d->got[d->n_got++] = i;
+    return i;
+}
+
+/* The bootstrap's resample median read off index counts equals l2p_median over the values
+ * those same indices pick, odd and even n, with repeats, down to n = 1. */
+static void test_resample_median_by_counts(void)
+{
+    unsigned long long s = 777;
+    double sorted[64], picked[64];
+    unsigned counts[64];
+    draw_log d = {.s = 99};
+    for (int trial = 0; trial < 2000; trial++) {
+        size_t n = 1 + (size_t)(trial % 64);
+        for (size_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            sorted[i] = (double)((s >> 33) % (trial % 3 ? 1000u : 4u));
+        }
+        qsort(sorted, n, sizeof *sorted, cmp_dbl);
+        d.n_got = 0;
+        double got = l2p_resample_median(sorted, n, counts, logged_draw, &d);
+        CHECK(d.n_got == n);
+        for (size_t i = 0; i < n; i++) picked[i] = sorted[d.got[i]];
+        CHECK(got == l2p_median(picked, n));
+    }
+}
+
 int main(void)
 {
+    test_resample_median_by_counts();
     test_fixed_set_aside(0.0);
     test_fixed_set_aside(0.02);
     test_levels();
