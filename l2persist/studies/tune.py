@@ -10,11 +10,13 @@ import numpy as np
 from .. import _core, kernels as K
 from ..tune import describe, tune
 from ..results import PlotSpec
+from .atlas import histogram
 
 TITLE = "tune() on the guide's workloads: does persistence help, with which settings?"
 NEEDS_GPU = True
 SOURCE = "l2persist's own question: a speedup counts only against limit 0 / the default."
 MIB = 1 << 20
+HIST_FRACTION = 0.8   # the atomic histogram's accumulator, as a share of L2 (the atlas's size)
 ROW = "`tune()` on the guide's workloads and on PyTorch workloads"
 INTRO = """# `tune`: does persistence help *this* workload, and with which settings?
 
@@ -23,8 +25,12 @@ and miss properties (in C), confirms the pick against (a) limit 0, (b) the defau
 (c) the set-aside alone in interleaved rounds, and recommends it only when the bootstrap
 interval of the speedup lies above 1 and the gain is at least 1 %.
 
-**What we measure.** The guide's hot/cold kernel (read-write and read-only) and the guide's
-worked example, each tuned from scratch."""
+**What we measure.** The guide's hot/cold kernel (read-write and read-only), the guide's
+worked example and, with PyTorch, an atomic histogram (`index_add_` into an accumulator of
+0.8 x L2), each tuned from scratch. For each pick, what its set-aside costs all other work of
+the process (the tax: a write-heavy probe at that set-aside against limit 0) and whether to
+set the limit around a phase or keep it for the process (setting it synchronises the
+device)."""
 WHY = """**Reading the verdicts.** A "does not help" is an answer, not a failure: the honest
 baseline is the device as it comes. The foreign workloads in `l2persist.workloads` (PyTorch
 embedding lookups, SpMV, an MLP) get the same treatment above when PyTorch is installed."""
@@ -65,22 +71,41 @@ def run(ctx):
 
         cases = [(f"hot/cold {m} {h} MiB", m, h) for h in hots for m in ("rw", "ro")]
         cases.append(("guide example A x10 + B", "guide", 0))
+        if _have_torch():
+            cases.append((f"histogram {HIST_FRACTION} x L2 (PyTorch index_add_)", "histogram",
+                          0))
 
         def point(case):
             name, mode, mib = case
+            work = None
             if mode == "guide":
                 fn, target = guide, data1
+            elif mode == "histogram":
+                work = histogram(s, int(HIST_FRACTION * props.l2_cache_size) // 256 * 256,
+                                 (16 if ctx.quick else 64) * MIB, rng)
+                fn, target = work.fn, work.target
             else:
                 hot = hot_all[: mib * MIB // 4]
                 fn, target = (lambda: K.hot_cold(hot, cold, read_only=mode == "ro",
                                                  stream=s)), hot
-            r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
+            try:
+                r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
+            finally:
+                if work is not None:
+                    work.close()
             return {"workload": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
                     "aside_ms": r.aside_ms, "pick": describe(r.recommended),
                     "pick_ms": r.found_ms if r.persistence_helps else r.baseline_ms,
                     "speedup": r.speedup if r.persistence_helps else 1.0,
                     "ci_low": r.ci[0], "ci_high": r.ci[1], "helps": r.persistence_helps,
-                    "evals": r.evals, "tune_s": r.wall_s}
+                    "evals": r.evals, "tune_s": r.wall_s,
+                    # what the pick's set-aside costs other work, and where to set it
+                    # (issue 19): None where the pick sets no set-aside of its own
+                    "tax_slowdown": r.tax["slowdown"] if r.tax else None,
+                    "tax_set_aside_mib": r.tax["set_aside"] / MIB if r.tax else None,
+                    "switch_ms": r.switch_ms,
+                    "scope_min_calls": r.scope["min_calls"] if r.scope else None,
+                    "tax_line": r.tax_line(), "scope_line": r.scope_line()}
 
         records = ctx.sweep({"case": cases}, point)
     for r in records:
@@ -90,15 +115,31 @@ def run(ctx):
         columns=[("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
                  ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
                  ("pick", "tune's pick"), ("speedup", "vs best baseline"),
-                 ("helps", "helps"), ("evals", "evaluations"), ("tune_s", "tune s")])
+                 ("helps", "helps"), ("tax_slowdown", "tax (write probe)"),
+                 ("scope_min_calls", "scope: calls per phase"), ("evals", "evaluations"),
+                 ("tune_s", "tune s")])
+
+
+def _have_torch() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def findings(res) -> list:
-    return [f"{r['workload']}: " + (f"{r['speedup']:.3f}x with {r['pick']} (95% CI "
-                                    f"{r['ci_low']:.3f}-{r['ci_high']:.3f})" if r["helps"]
-                                    else f"persistence does not help (CI {r['ci_low']:.3f}-"
-                                    f"{r['ci_high']:.3f}); keep limit 0 / the default")
-            for r in res.records]
+    out = []
+    for r in res.records:
+        line = f"{r['workload']}: " + (
+            f"{r['speedup']:.3f}x with {r['pick']} (95% CI {r['ci_low']:.3f}-"
+            f"{r['ci_high']:.3f})" if r["helps"] else
+            f"persistence does not help (CI {r['ci_low']:.3f}-{r['ci_high']:.3f}); keep "
+            f"limit 0 / the default")
+        # records stored before tune reported them have neither line
+        extra = [x for x in (r.get("tax_line"), r.get("scope_line")) if x]
+        out.append("; ".join([line] + extra))
+    return out
 
 
 def plot_spec(res) -> PlotSpec:
