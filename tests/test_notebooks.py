@@ -34,11 +34,26 @@ def _jobs():
         return max(1, min(4, os.cpu_count() or 1))
 
 
+def _reads_counters(path) -> bool:
+    """Whether the notebook may open a CUPTI profiler session, which one process at a time
+    may hold on a device (another gets CUPTI_ERROR_HARDWARE_BUSY): its own cells or its
+    study's code call measure() or the counters module."""
+    import re
+    from l2persist import studies
+    text = path.read_text()
+    for s in studies.list_studies():
+        if studies.notebook_file(s.name) == path.name:
+            mod = ROOT / "l2persist" / "studies" / (s.name.replace("-", "_") + ".py")
+            text += mod.read_text() if mod.exists() else "measure("  # unknown: assume it does
+    return bool(re.search(r"\bmeasure\(|counters", text))
+
+
 @pytest.fixture(scope="module")
 def executed(request):
-    """Every notebook executed once, several at a time, each in its own kernel: its notebook
-    object, or the exception its execution raised. The run happens at the first test that
-    asks, with the quick studies and the inline backend."""
+    """Every notebook executed once, each in its own kernel, several at a time: those that
+    may read counters one after another in one lane, each other one in a lane of its own.
+    Gives its notebook object, or the exception its execution raised. The run happens at the
+    first test that asks, with the quick studies and the inline backend."""
     for mod in ("nbformat", "nbclient", "ipykernel"):
         pytest.importorskip(mod)
     mp = pytest.MonkeyPatch()
@@ -46,12 +61,28 @@ def executed(request):
     mp.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws
     mp.setenv("PYTHONPATH", os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    counters = [p for p in BOOKS if _reads_counters(p)]
+    lanes = [counters] + [[p] for p in BOOKS if p not in counters]
+    out = {}
     try:
         with concurrent.futures.ThreadPoolExecutor(_jobs()) as pool:
-            futures = {p.name: pool.submit(_execute, p) for p in BOOKS}
-        return {name: (f.exception() or f.result()) for name, f in futures.items()}
+            futures = [(lane, pool.submit(_execute_lane, lane)) for lane in lanes if lane]
+        for lane, f in futures:
+            out.update(f.result())
+        return out
     finally:
         mp.undo()
+
+
+def _execute_lane(paths):
+    """{name: notebook or the exception}; a failure does not stop the lane."""
+    got = {}
+    for p in paths:
+        try:
+            got[p.name] = _execute(p)
+        except BaseException as e:  # noqa: BLE001 - reported by the notebook's own test
+            got[p.name] = e
+    return got
 
 
 def _outputs(nb, kind):
