@@ -136,9 +136,15 @@ def findings(res) -> list:
             f"{r['ci_high']:.3f})" if r["helps"] else
             f"persistence does not help (CI {r['ci_low']:.3f}-{r['ci_high']:.3f}); keep "
             f"limit 0 / the default")
-        # records stored before tune reported them have neither line
-        extra = [x for x in (r.get("tax_line"), r.get("scope_line")) if x]
-        out.append("; ".join([line] + extra))
+        # the tax and the scope in short (the records keep tune's lines); records stored
+        # before tune reported them have neither
+        if r.get("tax_slowdown"):
+            line += (f"; tax: a write-heavy probe runs {r['tax_slowdown']:.2f}x slower at "
+                     f"set-aside {r['tax_set_aside_mib']:g} MiB")
+        if r.get("scope_min_calls"):
+            line += (f"; scope: set the limit around phases of >= {r['scope_min_calls']} calls "
+                     f"(a switch costs {r['switch_ms']:.2f} ms and synchronises the device)")
+        out.append(line)
     return out
 
 
