@@ -14,7 +14,7 @@ l2p_status l2p_life_begin(l2p_life *l, int device)
 
 int l2p_life_stale(const l2p_life *l, unsigned long long now)
 {
-    return l->ctx != 0 && now != 0 && now != l->ctx;
+    return l->ctx != 0 && now != 0 && now != L2P_LIFE_UNASKED && now != l->ctx;
 }
 
 /* The device's context id now, or 0 when it cannot be told (no error left behind). */
@@ -104,10 +104,19 @@ l2p_status l2p_handle_close(l2p_handle *h, int gone)
     return l2p_handle_shut(h, gone) ? l2p_handle_release(h, gone) : L2P_OK;
 }
 
-l2p_status l2p_handle_usable(const l2p_handle *h, unsigned long long now, const char *what,
-                             const char *made, const char *remedy)
+int l2p_handle_is_closed(const l2p_handle *h)
 {
-    if (!(h->flags & L2P_HANDLE_OPENED) || (h->flags & L2P_HANDLE_CLOSING))
-        return l2p_fail(L2P_ERR_STATE, "%s: it is closed", what);
+    return !(h->flags & L2P_HANDLE_OPENED) || (h->flags & L2P_HANDLE_CLOSING);
+}
+
+l2p_status l2p_handle_closed_error(const char *what, const char *subject)
+{
+    return l2p_fail(L2P_ERR_STATE, "%s: %s is closed", what, subject);
+}
+
+l2p_status l2p_handle_usable(const l2p_handle *h, unsigned long long now, const char *what,
+                             const char *subject, const char *made, const char *remedy)
+{
+    if (l2p_handle_is_closed(h)) return l2p_handle_closed_error(what, subject);
     return l2p_life_check(&h->life, now, what, made, remedy);
 }

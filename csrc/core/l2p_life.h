@@ -26,6 +26,12 @@ typedef struct {
 /* Record `device` and its current context (entering the device). On failure l->ctx is 0. */
 l2p_status l2p_life_begin(l2p_life *l, int device);
 
+/* A `now` that asks nothing and is never stale: for checks of the closed state alone, where
+ * the context is checked elsewhere (a launch asks once for all its objects) or a query on every
+ * call would cost too much (argument conversions). The driver counts context ids up from small
+ * values: none is ever all ones. */
+#define L2P_LIFE_UNASKED (~0ull)
+
 /* The rule: made in a context other than `now`, both known. Pure (no CUDA call). */
 int l2p_life_stale(const l2p_life *l, unsigned long long now);
 
@@ -33,8 +39,9 @@ int l2p_life_stale(const l2p_life *l, unsigned long long now);
  * told (no error is left behind). Enters the device to ask. */
 int l2p_life_gone(const l2p_life *l);
 
-/* L2P_OK, or L2P_ERR_STATE when stale against `now` (0: ask the device): "what: device N was
- * reset (...) after this <made>; <remedy>". `what` names the argument. */
+/* L2P_OK, or L2P_ERR_STATE when stale against `now` (0: ask the device; L2P_LIFE_UNASKED:
+ * never stale): "what: device N was reset (...) after this <made>; <remedy>". `what` names the
+ * argument. */
 l2p_status l2p_life_check(const l2p_life *l, unsigned long long now, const char *what,
                           const char *made, const char *remedy);
 
@@ -93,10 +100,20 @@ l2p_status l2p_handle_release(l2p_handle *h, int gone);
 /* Both steps. */
 l2p_status l2p_handle_close(l2p_handle *h, int gone);
 
-/* L2P_OK when open, not closing and not stale against `now` (0: ask the device); else
- * L2P_ERR_STATE: "what: it is closed", or l2p_life_check's message. */
+/* Whether the holder may no longer use the object: never opened, or close was called. */
+int l2p_handle_is_closed(const l2p_handle *h);
+
+/* The one refusal of a closed object: L2P_ERR_STATE, "what: <subject> is closed" (subject: "this
+ * Stream"). For objects whose closed state is their own besides a handle's (a view: closed
+ * while the memory it shows lives on). */
+l2p_status l2p_handle_closed_error(const char *what, const char *subject);
+
+/* The one check before a use: L2P_OK when open, not closing and not stale against `now` (as
+ * l2p_life_check: 0 asks the device, L2P_LIFE_UNASKED checks the closed state alone); else
+ * L2P_ERR_STATE with l2p_handle_closed_error's or l2p_life_check's message. A borrowed handle
+ * is checked alike (its context is usually unknown: 0, never stale). */
 l2p_status l2p_handle_usable(const l2p_handle *h, unsigned long long now, const char *what,
-                             const char *made, const char *remedy);
+                             const char *subject, const char *made, const char *remedy);
 
 /* For the C tests only: the deleter used instead of l2p_release (NULL restores it), so that
  * releases can be counted without a GPU. */

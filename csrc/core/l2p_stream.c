@@ -181,14 +181,28 @@ static void close_exec(l2p_graph *g, int gone)
     g->exec = NULL;
 }
 
-/* A node of the live graph just changed: no reset to ask about (as before the handle). */
-void l2p_graph_invalidate(l2p_graph *g) { close_exec(g, 0); }
+/* Whether the device was reset since the graph was captured (l2p_life_gone), asked only when
+ * there is something to release, with the thread's capture mode relaxed: the context query
+ * must not break a capture running on this thread (l2p_release.h). */
+static int graph_gone(const l2p_graph *g)
+{
+    if (!g->graph && !g->exec) return 0;
+    int mode = l2p_capture_relax();
+    int gone = l2p_life_gone(&g->life);
+    l2p_capture_restore(mode);
+    return gone;
+}
+
+/* A node changed: the executable goes by the same rule as at destroy (forgotten, not
+ * destroyed, after a reset: its handle may be someone else's by now). */
+void l2p_graph_invalidate(l2p_graph *g)
+{
+    if (g->exec) close_exec(g, graph_gone(g));
+}
 
 void l2p_graph_destroy(l2p_graph *g)
 {
-    int mode = l2p_capture_relax(); /* the context check too must not break a capture */
-    int gone = (g->graph || g->exec) && l2p_life_gone(&g->life);
-    l2p_capture_restore(mode);
+    int gone = graph_gone(g);
     /* gone with a reset context: the handles are not ours to destroy (the handle's rule) */
     close_exec(g, gone);
     l2p_handle graph = graph_handle(g, L2P_RELEASE_GRAPH, (void *)g->graph,

@@ -53,7 +53,8 @@ l2p_status l2p_graph_list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, siz
 l2p_status l2p_graph_kernel_nodes(const l2p_graph *g, cudaGraphNode_t *nodes, size_t *count);
 /* Instantiate when needed, then launch on `stream`. */
 l2p_status l2p_graph_launch(l2p_graph *g, cudaStream_t stream);
-/* Drop the instantiated graph, so the next launch sees node changes. */
+/* Drop the instantiated graph, so the next launch sees node changes; by l2p_handle's rule,
+ * as l2p_graph_destroy (not destroyed after a reset of the device). */
 void l2p_graph_invalidate(l2p_graph *g);
 /* Release the executable and (unless borrowed) the graph by l2p_handle's rule (l2p_life.h):
  * neither after a reset of the device. */

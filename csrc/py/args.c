@@ -131,11 +131,9 @@ int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObje
     }
     if (PyObject_TypeCheck(obj, st->Stream)) {
         l2p_StreamObject *s = (l2p_StreamObject *)obj;
-        if (s->closed) {
-            PyErr_SetString(PyExc_ValueError, "stream: this Stream is closed");
-            return -1;
-        }
-        *handle = s->handle;
+        /* its closed state only: the launch asks the context, once for all its objects */
+        if (l2p_py_stream_usable(s, L2P_LIFE_UNASKED) < 0) return -1;
+        *handle = l2p_py_stream_handle(s);
         *stream = obj;
         return 0;
     }

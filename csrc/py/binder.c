@@ -260,9 +260,10 @@ static int launch_device(l2p_call *c, int n, PyObject *device)
 static int stream_and_window(l2p_call *c, const raw_args *r)
 {
     if (l2p_py_window_arg(c->st, r->window, &c->window) < 0) return -1;
-    if (c->stream_obj && ((l2p_StreamObject *)c->stream_obj)->device != c->device) {
+    l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
+    if (s && l2p_py_stream_device(s) != c->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the launch to device %d",
-                     ((l2p_StreamObject *)c->stream_obj)->device, c->device);
+                     l2p_py_stream_device(s), c->device);
         return -1;
     }
     return 0;
@@ -289,22 +290,31 @@ static int launch_shape(l2p_call *c, int n)
                                                    ti >= 0 ? c->v[ti].i : 1));
 }
 
+/* The `now` to check an object made in `life` against: the current context's id, asked at
+ * most once per launch (*now caches it) and only for an object made in a known context;
+ * L2P_LIFE_UNASKED when there is none to ask about or it cannot be told. */
+static unsigned long long context_now(const l2p_life *life, unsigned long long *now)
+{
+    if (!life->ctx) return L2P_LIFE_UNASKED;
+    if (!*now) *now = l2p_context_id_current();
+    if (!*now) *now = L2P_LIFE_UNASKED;
+    return *now;
+}
+
 /* Buffers allocated before a device reset point at memory that is gone (or, by now, at
- * someone else's): a launch over them would poison the new context. One context id query per
+ * someone else's), and such a stream is gone: a launch over them would poison the new context.
+ * Each goes through its one check (closed, or made before a reset); one context id query per
  * launch. */
 static int check_contexts(l2p_call *c)
 {
     unsigned long long now = 0;
     l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
-    if (s && s->ctx && (now = l2p_context_id_current()) &&
-        l2p_call_core(c, l2p_life_check(&(l2p_life){s->device, s->ctx}, now, "stream",
-                                        "Stream was made", "make a new one")) < 0)
-        return -1;
+    if (s && l2p_py_stream_usable(s, context_now(&s->lifetime.life, &now)) < 0) return -1;
     for (int i = 0, n = n_args(c->k); i < n; i++) {
         l2p_BufferObject *b = c->k->args[i].type == L2P_A_BUFFER ? c->v[i].buf : NULL;
-        if (!b || !b->ctx) continue;
-        if (!now && !(now = l2p_context_id_current())) return 0;
-        if (l2p_buffer_check_context(b, now, c->k->args[i].name) < 0) return -1;
+        if (b && l2p_buffer_usable(b, context_now(l2p_buffer_life(b), &now),
+                                   c->k->args[i].name) < 0)
+            return -1;
     }
     return 0;
 }

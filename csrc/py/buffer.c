@@ -152,8 +152,7 @@ static PyObject *buf_subscript(PyObject *self, PyObject *key)
     l2p_BufferObject *v = l2p_buffer_alloc(buf_state(self), 1, &len, b->dtype, b->device);
     if (!v) return NULL;
     v->ptr = b->ptr + (size_t)start * (size_t)PyDataType_ELSIZE(b->dtype);
-    v->base = Py_NewRef(self);
-    v->ctx = b->ctx;
+    v->base = Py_NewRef(self); /* its memory's lifetime is the owner's (l2p_buffer_life) */
     v->stream = Py_XNewRef(b->stream);
     return (PyObject *)v;
 }

@@ -4,8 +4,6 @@
  * decides when the memory goes. */
 #include "l2p_py.h"
 
-#include <string.h>
-
 #include "dlpack.h"
 #include "l2p_release.h"
 
@@ -32,53 +30,41 @@ static int shape_bytes(int ndim, const Py_ssize_t *shape, size_t itemsize, size_
     return 0;
 }
 
+/* The buffer a view hangs from, or NULL (an owner, or a foreign wrapper: its base is another
+ * library's object). */
+static l2p_BufferObject *parent_of(l2p_BufferObject *b)
+{
+    return b->base && Py_TYPE(b->base) == Py_TYPE(b) ? (l2p_BufferObject *)b->base : NULL;
+}
+
+const l2p_life *l2p_buffer_life(l2p_BufferObject *b) { return &l2p_buffer_owner(b)->mem.life; }
+
+int l2p_buffer_usable(l2p_BufferObject *b, unsigned long long now, const char *name)
+{
+    l2p_status st = L2P_OK;
+    /* A view has its own closed state and is usable only while every buffer it hangs from is
+     * open (closed set first: a close in progress in another thread already refuses). */
+    for (l2p_BufferObject *p = b; p && st == L2P_OK; p = parent_of(p))
+        if (p->closed)
+            st = l2p_handle_closed_error(name, p == b ? "this DeviceBuffer" : "the DeviceBuffer "
+                                         "this view belongs to");
+    /* Then the memory's handle, by its rule: the reset check, against the owner's context. */
+    if (st == L2P_OK)
+        st = l2p_handle_usable(&l2p_buffer_owner(b)->mem, now, name, "this DeviceBuffer",
+                               "DeviceBuffer was allocated", "its memory is gone and its "
+                               "addresses may belong to new allocations. Allocate it again");
+    return st == L2P_OK ? 0 : l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
+}
+
 int l2p_buffer_check_open(l2p_BufferObject *b)
 {
-    /* A view is usable only while every buffer it hangs from is open. */
-    for (l2p_BufferObject *p = b; p; ) {
-        if (p->closed) {
-            PyErr_SetString(PyExc_ValueError, p == b ? "buffer: this DeviceBuffer is closed"
-                                                     : "buffer: the DeviceBuffer this view "
-                                                       "belongs to is closed");
-            return -1;
-        }
-        PyObject *base = p->base;
-        p = (base && PyObject_TypeCheck(base, Py_TYPE(b))) ? (l2p_BufferObject *)base : NULL;
-    }
-    return 0;
+    return l2p_buffer_usable(b, L2P_LIFE_UNASKED, "buffer");
 }
 
-static l2p_life life_of(const l2p_BufferObject *b) { return (l2p_life){b->device, b->ctx}; }
-
-/* now 0: ask the device. The rule and the message are l2p_life's. */
-static int check_reset(l2p_BufferObject *b, unsigned long long now, const char *name)
-{
-    l2p_life life = life_of(b);
-    if (l2p_life_check(&life, now, name, "DeviceBuffer was allocated", "its memory is gone "
-                       "and its addresses may belong to new allocations. Allocate it again") ==
-        L2P_OK)
-        return 0;
-    l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
-    return -1;
-}
-
-int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name)
-{
-    return now ? check_reset(b, now, name) : 0;
-}
-
-int l2p_buffer_check_alive(l2p_BufferObject *b)
-{
-    if (l2p_buffer_check_open(b) < 0) return -1;
-    return check_reset(b, 0, "buffer");
-}
+int l2p_buffer_check_alive(l2p_BufferObject *b) { return l2p_buffer_usable(b, 0, "buffer"); }
 
 /* Whether our memory still belongs to the device's current context (not after a reset). */
-static int memory_is_ours(l2p_BufferObject *b)
-{
-    l2p_life life = life_of(b);
-    return !l2p_life_gone(&life);
-}
+static int memory_is_ours(l2p_BufferObject *b) { return !l2p_life_gone(l2p_buffer_life(b)); }
 
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
 {
@@ -86,10 +72,7 @@ int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream)
     if (!stream) return 0;
     /* The view and every buffer it hangs from: an export or close of the parent must see
      * work launched through the view. */
-    for (l2p_BufferObject *p = b; p;) {
-        Py_XSETREF(p->stream, Py_NewRef(stream));
-        p = (p->base && Py_TYPE(p->base) == Py_TYPE(b)) ? (l2p_BufferObject *)p->base : NULL;
-    }
+    for (l2p_BufferObject *p = b; p; p = parent_of(p)) Py_XSETREF(p->stream, Py_NewRef(stream));
     /* Captured work keeps its buffers alive as long as the Graph lives. */
     if (s->capture_refs && PyList_Append(s->capture_refs, (PyObject *)b) < 0) return -1;
     return 0;
@@ -109,13 +92,16 @@ l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *sh
     b->nbytes = nbytes;
     b->device = device;
     b->closed = 0;
-    memset(&b->mem, 0, sizeof b->mem); /* not opened: owners open it at allocation */
+    /* Owns nothing until an allocation opens it (views and foreign wrappers never do); the
+     * device is known, the context not (0: never reported stale). obj stays NULL: pins on a
+     * wrapper never hold its release back. */
+    l2p_handle_init(&b->mem, (l2p_life){device, 0}, L2P_RELEASE_MEMORY, NULL,
+                    L2P_HANDLE_BORROWED);
     b->cai_pinned = 0;
     b->base = NULL;
     b->dl_managed = NULL;
     b->stream = NULL;
     b->texture = 0;
-    b->ctx = 0;
     b->weakreflist = NULL;
     PyObject_GC_Track(b);
     return b;
@@ -141,8 +127,7 @@ void l2p_buffer_pin_cai(l2p_BufferObject *b)
 /* The buffer that owns the memory a view or wrapper reaches (itself when it owns it). */
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
 {
-    while (!l2p_handle_owned(&b->mem) && b->base && Py_TYPE(b->base) == Py_TYPE(b))
-        b = (l2p_BufferObject *)b->base;
+    while (!l2p_handle_owned(&b->mem) && parent_of(b)) b = parent_of(b);
     return b;
 }
 
@@ -150,8 +135,8 @@ l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b)
 static void wait_for_use(l2p_BufferObject *b)
 {
     l2p_StreamObject *s = (l2p_StreamObject *)b->stream;
-    if (!s || s->closed) return;
-    cudaStream_t h = s->handle;
+    if (!s || l2p_py_stream_closed(s)) return;
+    cudaStream_t h = l2p_py_stream_handle(s);
     Py_BEGIN_ALLOW_THREADS
     (void)l2p_stream_synchronize(h);
     Py_END_ALLOW_THREADS
@@ -170,7 +155,8 @@ static int lends_last_reference(l2p_BufferObject *b)
 static void close_texture(l2p_BufferObject *b, int gone)
 {
     l2p_handle tex;
-    l2p_handle_init(&tex, life_of(b), L2P_RELEASE_TEXTURE, (void *)(size_t)b->texture, 0);
+    l2p_handle_init(&tex, *l2p_buffer_life(b), L2P_RELEASE_TEXTURE, (void *)(size_t)b->texture,
+                    0);
     if (l2p_handle_close(&tex, gone) != L2P_OK) l2p_clear_error(); /* nothing left to do */
     b->texture = 0;
 }

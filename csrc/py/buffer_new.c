@@ -68,7 +68,6 @@ static PyObject *make_buffer(l2p_state *st, PyObject *shape_obj, PyObject *dtype
     if (rc == L2P_OK) rc = l2p_life_begin(&life, device);
     Py_END_ALLOW_THREADS
     b->ptr = ptr;
-    b->ctx = life.ctx;
     /* Ours from here (freed at close, even when the zeroing failed); context 0 when unknown. */
     l2p_handle_init(&b->mem, life, L2P_RELEASE_MEMORY, ptr, 0);
     if (rc != L2P_OK) {
@@ -217,9 +216,9 @@ static PyObject *copy_impl(PyObject *m, const void *args)
         goto done;
     }
     if (l2p_buffer_check_alive(d) < 0 || l2p_buffer_check_alive(s) < 0) goto done;
-    if (stream_ref && ((l2p_StreamObject *)stream_ref)->device != d->device) {
+    if (stream_ref && l2p_py_stream_device((l2p_StreamObject *)stream_ref) != d->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the buffers to device "
-                     "%d", ((l2p_StreamObject *)stream_ref)->device, d->device);
+                     "%d", l2p_py_stream_device((l2p_StreamObject *)stream_ref), d->device);
         goto done;
     }
     if (l2p_memory_device_to_device(d->device, d->ptr, s->ptr, s->nbytes, stream) != L2P_OK) {

@@ -227,8 +227,8 @@ PyObject *l2p_buffer_cai(PyObject *self, void *c)
     ALIVE_OR_NULL(b);
     l2p_buffer_pin_cai(b); /* see buffer_release_relaxed: the free waits for consumers */
     PyObject *stream = Py_None;
-    if (b->stream && !((l2p_StreamObject *)b->stream)->closed) {
-        cudaStream_t h = ((l2p_StreamObject *)b->stream)->handle;
+    if (b->stream && !l2p_py_stream_closed((l2p_StreamObject *)b->stream)) {
+        cudaStream_t h = l2p_py_stream_handle((l2p_StreamObject *)b->stream);
         /* CAI v3 forbids 0: the legacy default stream is 1. */
         stream = h ? PyLong_FromVoidPtr(h) : PyLong_FromLong(1);
     }
@@ -304,9 +304,10 @@ static int dl_sync(l2p_BufferObject *b, PyObject *stream)
             return -1;
         }
     }
-    if (v == -1 || !b->stream || ((l2p_StreamObject *)b->stream)->closed) return 0;
+    l2p_StreamObject *ours = (l2p_StreamObject *)b->stream;
+    if (v == -1 || !ours || l2p_py_stream_closed(ours)) return 0;
     consumer = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)(uintptr_t)v;
-    if (l2p_stream_order(b->device, ((l2p_StreamObject *)b->stream)->handle, consumer) != L2P_OK)
+    if (l2p_stream_order(b->device, l2p_py_stream_handle(ours), consumer) != L2P_OK)
         return l2p_py_raise_int(l2p_state_from_type(Py_TYPE(b)));
     return 0;
 }

@@ -54,11 +54,14 @@ typedef struct {
     Py_ssize_t shape[NPY_MAXDIMS];
     PyArray_Descr *dtype;
     int device;
-    int closed;         /* close() was called on this object (a view has its own) */
-    /* The memory's lifetime (l2p_life.h), on the buffer that owns it (opened at allocation;
-     * never opened on views and foreign wrappers, which hang off their owner): pins are DLPack
-     * exports, copies in flight without the GIL and a CUDA-array-interface export; a closed
-     * buffer frees its memory when the last pin goes. */
+    int closed;         /* close() was called on this object (a view has its own); set first,
+                         * before the release lets other threads run */
+    /* The memory's lifetime (l2p_life.h): its device, the context it was allocated in, its
+     * pins. Opened by the buffer that owns the memory, at allocation; views and foreign
+     * wrappers hold a borrowed handle that owns nothing and knows no context (0). A view's
+     * context is its owner's (l2p_buffer_life); a foreign wrapper is its own owner, never
+     * stale. Pins are DLPack exports, copies in flight without the GIL and a
+     * CUDA-array-interface export; a closed buffer frees its memory when the last pin goes. */
     l2p_handle mem;
     int cai_pinned;     /* the CUDA array interface was read (on the owner): its consumers hold
                          * a reference to us but cannot be counted, so its pin is held until
@@ -68,23 +71,18 @@ typedef struct {
     PyObject *stream;   /* the last stream l2persist launched work on for it, or NULL */
     unsigned long long texture; /* cached texture object of the texture gather, or 0; released
                                  * at close as a handle over the memory's lifetime */
-    unsigned long long ctx; /* id of the context our memory was allocated in (views: their
-                             * parent's); 0 for foreign memory. A reset device has a new one.
-                             * The owner's mem.life.ctx; kept for the launch check (binder.c). */
     PyObject *weakreflist;
 } l2p_BufferObject;
 
 typedef struct {
     PyObject_HEAD
-    cudaStream_t handle;
-    int device;
-    int closed;
-    l2p_handle lifetime;    /* owned streams: opened when made (l2p_life.h); never opened on a
-                             * wrapped one, which is only let go */
+    /* The one home of the cudaStream_t (obj), its device, the context it was made in and its
+     * closed state (l2p_life.h). Owned streams open it when made; a wrapped one is borrowed
+     * (never destroyed, only let go) and its context unknown (0: never reported stale; the
+     * library that made it answers for it). Read through the l2p_py_stream_* functions. */
+    l2p_handle lifetime;
     PyObject *owner;        /* the foreign stream object kept alive, or NULL */
     PyObject *capture_refs; /* while capturing: objects the captured work uses */
-    unsigned long long ctx; /* owned streams: the context they were made in (0: foreign); the
-                             * same as lifetime.life.ctx, kept for the launch check (binder.c) */
 } l2p_StreamObject;
 
 typedef struct {
@@ -151,14 +149,37 @@ PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
 PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
 PyObject *l2p_buffer_cai(PyObject *self, void *closure);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
+/* The lifetime of the memory b shows: its owner's (l2p_buffer_owner); one home for views. */
+const l2p_life *l2p_buffer_life(l2p_BufferObject *b);
+/* The one check of a buffer before a use: 0, or -1 with ValueError naming `name` when it or a
+ * buffer it hangs from is closed, or (`now` as l2p_handle_usable: 0 asks the device,
+ * L2P_LIFE_UNASKED checks the closed state alone) its memory was allocated before a reset of
+ * its device (the addresses may belong to someone else by now). */
+int l2p_buffer_usable(l2p_BufferObject *b, unsigned long long now, const char *name);
+/* Its closed state alone, as the argument "buffer". */
 int l2p_buffer_check_open(l2p_BufferObject *b);
-/* Open, and its memory still exists: ValueError naming the reset when the device's context
- * was reset since the allocation (the addresses may belong to someone else by now). */
+/* Open, and its memory still exists (the device is asked), as the argument "buffer". */
 int l2p_buffer_check_alive(l2p_BufferObject *b);
-/* The same test against the id of the context current on the buffer's device. */
-int l2p_buffer_check_context(l2p_BufferObject *b, unsigned long long now, const char *name);
 /* Remember the stream used with the buffer; keeps it (and the buffer) alive in a capture. */
 int l2p_buffer_note_use(l2p_BufferObject *b, PyObject *stream);
+
+/* Streams (stream.c): what the lifetime handle holds; the cudaStream_t is NULL once closed. */
+static inline cudaStream_t l2p_py_stream_handle(const l2p_StreamObject *s)
+{
+    return (cudaStream_t)s->lifetime.obj;
+}
+static inline int l2p_py_stream_device(const l2p_StreamObject *s)
+{
+    return s->lifetime.life.device;
+}
+static inline int l2p_py_stream_closed(const l2p_StreamObject *s)
+{
+    return l2p_handle_is_closed(&s->lifetime);
+}
+/* The one check of a Stream before a use: 0, or -1 with ValueError when it is closed or (`now`
+ * as l2p_handle_usable: 0 asks the device, L2P_LIFE_UNASKED checks the closed state alone) was
+ * made before a reset of its device. */
+int l2p_py_stream_usable(l2p_StreamObject *s, unsigned long long now);
 
 /* A checked gather's out-of-range flag on `device`: 0 clear, 1 set (ValueError raised, flag
  * cleared), -1 on a CUDA error (raised). */

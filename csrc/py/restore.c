@@ -86,10 +86,12 @@ static PyObject *enter_policy(l2p_ScopeObject *s)
 {
     const l2p_window *w;
     l2p_StreamObject *stream = scope_stream(s);
-    if (stream->closed) return PyErr_Format(PyExc_ValueError, "stream: this Stream is closed");
-    if (l2p_py_window_arg(scope_state(s), s->window, &w) < 0) return NULL;
-    if (l2p_stream_get_window(stream->handle, &s->previous_window) != L2P_OK ||
-        l2p_stream_set_window(stream->handle, w) != L2P_OK)
+    if (l2p_py_stream_usable(stream, L2P_LIFE_UNASKED) < 0 ||
+        l2p_py_window_arg(scope_state(s), s->window, &w) < 0)
+        return NULL;
+    cudaStream_t h = l2p_py_stream_handle(stream);
+    if (l2p_stream_get_window(h, &s->previous_window) != L2P_OK ||
+        l2p_stream_set_window(h, w) != L2P_OK)
         return l2p_py_raise(scope_state(s));
     return Py_NewRef(s->window);
 }
@@ -97,18 +99,19 @@ static PyObject *enter_policy(l2p_ScopeObject *s)
 static PyObject *enter_capture(l2p_ScopeObject *s)
 {
     l2p_StreamObject *stream = scope_stream(s);
-    if (stream->closed) return PyErr_Format(PyExc_ValueError, "stream: this Stream is closed");
+    if (l2p_py_stream_usable(stream, L2P_LIFE_UNASKED) < 0) return NULL;
     if (stream->capture_refs)
         return PyErr_Format(PyExc_ValueError, "stream: this Stream is already capturing");
     PyObject *refs = PyList_New(0);
     /* The Graph exists from __enter__ on, so `as graph` names it; it is filled at exit. It
      * is made before the capture begins: a failure then leaves no stream capturing. */
-    s->graph = refs ? l2p_graph_new(scope_state(s), NULL, stream->device, NULL) : NULL;
+    s->graph = refs ? l2p_graph_new(scope_state(s), NULL, l2p_py_stream_device(stream), NULL)
+                    : NULL;
     if (!s->graph) {
         Py_XDECREF(refs);
         return NULL;
     }
-    if (l2p_capture_begin(stream->handle) != L2P_OK) {
+    if (l2p_capture_begin(l2p_py_stream_handle(stream)) != L2P_OK) {
         Py_DECREF(refs);
         Py_CLEAR(s->graph);
         return l2p_py_raise(scope_state(s));
@@ -180,9 +183,9 @@ const l2p_fn *const l2p_restore_fns[] = {&restore_persisting_l2_fn, NULL};
 static l2p_status exit_policy(l2p_ScopeObject *s)
 {
     l2p_StreamObject *stream = scope_stream(s);
-    if (stream->closed) return L2P_OK; /* nothing left to restore */
-    l2p_status st = l2p_stream_set_window(stream->handle, &s->previous_window);
-    if (st == L2P_OK && s->reset) st = l2p_device_reset_persisting(stream->device);
+    if (l2p_py_stream_closed(stream)) return L2P_OK; /* nothing left to restore */
+    l2p_status st = l2p_stream_set_window(l2p_py_stream_handle(stream), &s->previous_window);
+    if (st == L2P_OK && s->reset) st = l2p_device_reset_persisting(l2p_py_stream_device(stream));
     return st;
 }
 
@@ -194,10 +197,11 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
     cudaGraph_t graph = NULL;
     PyObject *refs = stream->capture_refs;
     stream->capture_refs = NULL;
-    l2p_status st = l2p_capture_end(stream->handle, &graph);
+    l2p_status st = l2p_capture_end(l2p_py_stream_handle(stream), &graph);
     if (st == L2P_OK && failing) {
         /* an exception passed: keep nothing half-recorded (a capture-safe release) */
-        if (l2p_release(stream->device, L2P_RELEASE_GRAPH, graph) != L2P_OK) l2p_clear_error();
+        if (l2p_release(l2p_py_stream_device(stream), L2P_RELEASE_GRAPH, graph) != L2P_OK)
+            l2p_clear_error();
         graph = NULL;
     }
     l2p_graph_adopt(&g->g, graph);

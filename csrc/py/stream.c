@@ -8,24 +8,26 @@
 
 static l2p_state *stream_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
-static int check_open(l2p_StreamObject *s)
+int l2p_py_stream_usable(l2p_StreamObject *s, unsigned long long now)
 {
-    if (!s->closed) return 0;
-    PyErr_SetString(PyExc_ValueError, "stream: this Stream is closed");
-    return -1;
+    if (l2p_handle_usable(&s->lifetime, now, "stream", "this Stream", "Stream was made",
+                          "make a new one") == L2P_OK)
+        return 0;
+    return l2p_py_raise_int(l2p_state_from_type(Py_TYPE(s)));
 }
+
+/* The methods' check: the closed state alone; only a launch asks the context (once for all
+ * its objects, binder.c). */
+static int check_open(l2p_StreamObject *s) { return l2p_py_stream_usable(s, L2P_LIFE_UNASKED); }
 
 static l2p_StreamObject *stream_alloc(PyTypeObject *type)
 {
     l2p_StreamObject *s = PyObject_GC_New(l2p_StreamObject, type);
     if (!s) return NULL;
-    s->handle = NULL;
-    s->device = 0;
-    s->closed = 0;
-    memset(&s->lifetime, 0, sizeof s->lifetime); /* not opened: a wrapped stream is not ours */
+    /* Not opened (closed, owning nothing) until made or wrapped. */
+    memset(&s->lifetime, 0, sizeof s->lifetime);
     s->owner = NULL;
     s->capture_refs = NULL;
-    s->ctx = 0;
     PyObject_GC_Track(s);
     return s;
 }
@@ -50,30 +52,32 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
     }
     l2p_StreamObject *s = stream_alloc(type);
     if (!s) return NULL;
+    cudaStream_t handle = NULL;
+    int index;
     if (wrap != Py_None) {
         PyObject *dummy;
-        if (l2p_py_stream_arg(st, wrap, &s->handle, &dummy) < 0 ||
-            l2p_stream_device(s->handle, &s->device) != L2P_OK) {
+        if (l2p_py_stream_arg(st, wrap, &handle, &dummy) < 0 ||
+            l2p_stream_device(handle, &index) != L2P_OK) {
             if (!PyErr_Occurred()) l2p_py_raise(st);
-            Py_DECREF(s);
-            return NULL;
+            goto fail;
         }
+        /* Another library's: borrowed (let go, never destroyed), in a context we cannot tell
+         * (0: never reported stale; its owner answers for it). */
+        l2p_handle_init(&s->lifetime, (l2p_life){index, 0}, L2P_RELEASE_STREAM, (void *)handle,
+                        L2P_HANDLE_BORROWED);
         s->owner = Py_NewRef(wrap);
         return (PyObject *)s;
     }
-    if (l2p_py_device_index(st, device, &s->device) < 0) goto fail;
+    if (l2p_py_device_index(st, device, &index) < 0) goto fail;
     l2p_life life;
-    if (l2p_life_begin(&life, s->device) != L2P_OK ||
-        l2p_stream_create(s->device, &s->handle) != L2P_OK) {
+    if (l2p_life_begin(&life, index) != L2P_OK || l2p_stream_create(index, &handle) != L2P_OK) {
         l2p_py_raise(st);
         goto fail;
     }
-    s->ctx = life.ctx;
-    l2p_handle_init(&s->lifetime, life, L2P_RELEASE_STREAM, (void *)s->handle, 0);
+    l2p_handle_init(&s->lifetime, life, L2P_RELEASE_STREAM, (void *)handle, 0);
     return (PyObject *)s;
 fail:
-    s->closed = 1;
-    Py_DECREF(s);
+    Py_DECREF(s); /* never opened: its release does nothing */
     return NULL;
 }
 L2P_DEFINE_FN(stream_new_fn, stream_new_args, stream_new_impl, "Stream",
@@ -95,13 +99,10 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 static l2p_status stream_release(l2p_StreamObject *s)
 {
-    l2p_status st = L2P_OK;
-    if (s->closed) return L2P_OK;
-    s->closed = 1;
     /* The handle's rule: an owned stream is destroyed (l2p_stream_destroy's release), a wrapped
-     * one only let go, and none after a device reset (the handle may be someone else's). */
-    st = l2p_handle_close(&s->lifetime, L2P_HANDLE_ASK);
-    s->handle = NULL;
+     * one only let go, and none after a device reset (the handle may be someone else's); a
+     * second close does nothing. The handle is NULL from here. */
+    l2p_status st = l2p_handle_close(&s->lifetime, L2P_HANDLE_ASK);
     Py_CLEAR(s->owner);
     Py_CLEAR(s->capture_refs);
     return st;
@@ -135,11 +136,11 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (check_open(s) < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(s->handle);
+    rc = l2p_stream_synchronize(l2p_py_stream_handle(s));
     Py_END_ALLOW_THREADS
     if (rc != L2P_OK) return l2p_py_raise(stream_state(self));
     /* the synchronization point where a checked gather's out-of-range map surfaces */
-    if (l2p_py_gather_flag_raise(stream_state(self), s->device) != 0) return NULL;
+    if (l2p_py_gather_flag_raise(stream_state(self), l2p_py_stream_device(s)) != 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -148,7 +149,7 @@ static PyObject *stream_cuda_stream(PyObject *self, PyObject *noargs)
     l2p_StreamObject *s = (l2p_StreamObject *)self;
     (void)noargs;
     if (check_open(s) < 0) return NULL;
-    return Py_BuildValue("(iN)", 0, PyLong_FromVoidPtr(s->handle));
+    return Py_BuildValue("(iN)", 0, PyLong_FromVoidPtr(l2p_py_stream_handle(s)));
 }
 
 static PyObject *stream_get_window(PyObject *self, void *c)
@@ -157,7 +158,8 @@ static PyObject *stream_get_window(PyObject *self, void *c)
     l2p_window w;
     (void)c;
     if (check_open(s) < 0) return NULL;
-    if (l2p_stream_get_window(s->handle, &w) != L2P_OK) return l2p_py_raise(stream_state(self));
+    if (l2p_stream_get_window(l2p_py_stream_handle(s), &w) != L2P_OK)
+        return l2p_py_raise(stream_state(self));
     if (w.num_bytes == 0) Py_RETURN_NONE;
     return l2p_window_new(stream_state(self), &w, NULL);
 }
@@ -168,7 +170,8 @@ static int stream_set_window(PyObject *self, PyObject *value, void *c)
     const l2p_window *w;
     (void)c;
     if (check_open(s) < 0 || l2p_py_window_arg(stream_state(self), value, &w) < 0) return -1;
-    if (l2p_stream_set_window(s->handle, w) != L2P_OK) return l2p_py_raise_int(stream_state(self));
+    if (l2p_stream_set_window(l2p_py_stream_handle(s), w) != L2P_OK)
+        return l2p_py_raise_int(stream_state(self));
     return 0;
 }
 
@@ -205,19 +208,19 @@ static PyObject *stream_get_handle(PyObject *self, void *c)
     l2p_StreamObject *s = (l2p_StreamObject *)self;
     (void)c;
     if (check_open(s) < 0) return NULL;
-    return PyLong_FromVoidPtr(s->handle);
+    return PyLong_FromVoidPtr(l2p_py_stream_handle(s));
 }
 
 static PyObject *stream_get_device(PyObject *self, void *c)
 {
     (void)c;
-    return l2p_device_new(stream_state(self), ((l2p_StreamObject *)self)->device);
+    return l2p_device_new(stream_state(self), l2p_py_stream_device((l2p_StreamObject *)self));
 }
 
 static PyObject *stream_get_closed(PyObject *self, void *c)
 {
     (void)c;
-    return PyBool_FromLong(((l2p_StreamObject *)self)->closed);
+    return PyBool_FromLong(l2p_py_stream_closed((l2p_StreamObject *)self));
 }
 
 static PyObject *stream_get_owned(PyObject *self, void *c)
@@ -229,9 +232,10 @@ static PyObject *stream_get_owned(PyObject *self, void *c)
 static PyObject *stream_repr(PyObject *self)
 {
     l2p_StreamObject *s = (l2p_StreamObject *)self;
-    if (s->closed) return PyUnicode_FromString("l2persist.Stream(closed)");
-    return PyUnicode_FromFormat("l2persist.Stream(handle=%p, device=%d%s)", (void *)s->handle,
-                                s->device, l2p_handle_owned(&s->lifetime) ? "" : ", wrapped");
+    if (l2p_py_stream_closed(s)) return PyUnicode_FromString("l2persist.Stream(closed)");
+    return PyUnicode_FromFormat("l2persist.Stream(handle=%p, device=%d%s)",
+                                (void *)l2p_py_stream_handle(s), l2p_py_stream_device(s),
+                                l2p_handle_owned(&s->lifetime) ? "" : ", wrapped");
 }
 
 static int stream_traverse(PyObject *self, visitproc visit, void *arg)

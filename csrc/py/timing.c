@@ -87,7 +87,7 @@ static cudaError_t spin(unsigned long long ns, cudaStream_t stream)
 static int run_device(l2p_state *st, PyObject *stream_ref, cudaStream_t stream, PyObject *dev,
                       int *index)
 {
-    if (stream_ref) *index = ((l2p_StreamObject *)stream_ref)->device;
+    if (stream_ref) *index = l2p_py_stream_device((l2p_StreamObject *)stream_ref);
     else if (stream) { /* a foreign stream: its events and flush buffer go on its device */
         if (l2p_stream_device(stream, index) != L2P_OK) return l2p_py_raise_int(st);
     } else return l2p_py_device_index(st, dev, index);

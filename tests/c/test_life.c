@@ -1,10 +1,13 @@
 /* The one device-reset rule (l2p_life.h): which objects are stale, the message that refuses
- * one, and that asking without a GPU reports nothing stale and leaves no error behind; and the
- * handle's pin / unpin / close ordering, its releases counted through the test deleter. */
+ * one, and that asking without a GPU reports nothing stale and leaves no error behind; the
+ * handle's pin / unpin / close ordering, its releases counted through the test deleter; the one
+ * usability check; and a graph's executable released by the same rule (l2p_stream.h). */
 #include <string.h>
 
+#include "l2p_device.h"
 #include "l2p_error.h"
 #include "l2p_life.h"
+#include "l2p_stream.h"
 #include "l2p_test.h"
 
 int l2p_test_passed, l2p_test_failed;
@@ -16,6 +19,8 @@ static void test_rule(void)
     CHECK(l2p_life_stale(&made, 42));     /* a reset since */
     CHECK(!l2p_life_stale(&made, 0));     /* now unknown: never stale */
     CHECK(!l2p_life_stale(&unknown, 42)); /* made in an unknown context: never stale */
+    CHECK(!l2p_life_stale(&made, L2P_LIFE_UNASKED)); /* not asked: never stale */
+    CHECK(l2p_life_check(&made, L2P_LIFE_UNASKED, "src", "x was made", "again") == L2P_OK);
 }
 
 static void test_message(void)
@@ -110,7 +115,8 @@ static void test_unpin_of_an_open_handle(void)
     l2p_handle_pin(&h);
     CHECK(l2p_handle_unpin(&h) == L2P_OK); /* not closing: nothing released */
     CHECK(released == 0 && h.obj == &obj_a);
-    CHECK(l2p_handle_usable(&h, 41, "buffer", "DeviceBuffer was allocated", "again") == L2P_OK);
+    CHECK(l2p_handle_usable(&h, 41, "buffer", "this DeviceBuffer", "DeviceBuffer was allocated",
+                            "again") == L2P_OK);
 }
 
 static void test_two_step_close(void)
@@ -158,25 +164,117 @@ static void test_stale_never_released(void)
     CHECK(l2p_last_error()->status == L2P_OK);
 }
 
-static void test_usable(void)
+/* The message of a refusal, then the error cleared for the next check. */
+static int refused_with(l2p_status st, const char *message)
+{
+    int ok = st == L2P_ERR_STATE && strcmp(l2p_last_error()->message, message) == 0;
+    l2p_clear_error();
+    return ok;
+}
+
+static int refused_starting(l2p_status st, const char *start)
+{
+    int ok = st == L2P_ERR_STATE &&
+             strncmp(l2p_last_error()->message, start, strlen(start)) == 0;
+    l2p_clear_error();
+    return ok;
+}
+
+#define USABLE(h, now, what) \
+    l2p_handle_usable((h), (now), (what), "this Stream", "Stream was made", "make a new one")
+
+static void test_usable_open_and_stale(void)
+{
+    l2p_handle h = handle(&obj_a, 0); /* made in context 41 */
+    CHECK(!l2p_handle_is_closed(&h));
+    CHECK(USABLE(&h, 41, "stream") == L2P_OK); /* the same context */
+    CHECK(l2p_last_error()->status == L2P_OK);
+    /* stale against the given `now`: l2p_life_check's message, naming the argument */
+    l2p_status st = USABLE(&h, 42, "s2");
+    CHECK(st == L2P_ERR_STATE);
+    CHECK(strstr(l2p_last_error()->message, "after this Stream was made; make a new one") != NULL);
+    CHECK(refused_starting(st, "s2: device 1048576 was reset"));
+    /* not asked: the closed state alone, so a stale handle passes */
+    CHECK(USABLE(&h, L2P_LIFE_UNASKED, "stream") == L2P_OK);
+    /* asked without a device (this machine, or no such device): nothing can be told stale */
+    CHECK(USABLE(&h, 0, "stream") == L2P_OK);
+    CHECK(l2p_last_error()->status == L2P_OK);
+    CHECK(released == 0); /* a check releases nothing */
+}
+
+static void test_usable_closed(void)
 {
     l2p_handle h = handle(&obj_a, 0);
-    CHECK(l2p_handle_usable(&h, 42, "src", "DeviceBuffer was allocated", "allocate it") ==
-          L2P_ERR_STATE); /* stale: l2p_life_check's message */
-    CHECK(strncmp(l2p_last_error()->message, "src: device 1048576 was reset",
-                  strlen("src: device 1048576 was reset")) == 0);
-    l2p_clear_error();
     CHECK(l2p_handle_close(&h, 0) == L2P_OK);
-    CHECK(l2p_handle_usable(&h, 41, "src", "DeviceBuffer was allocated", "allocate it") ==
-          L2P_ERR_STATE);
-    CHECK(strcmp(l2p_last_error()->message, "src: it is closed") == 0);
-    l2p_clear_error();
+    CHECK(l2p_handle_is_closed(&h));
+    /* closed: refused whatever `now` says, before any context question */
+    CHECK(refused_with(USABLE(&h, 41, "stream"), "stream: this Stream is closed"));
+    CHECK(refused_with(USABLE(&h, 42, "dst"), "dst: this Stream is closed"));
+    CHECK(refused_with(USABLE(&h, L2P_LIFE_UNASKED, "stream"), "stream: this Stream is closed"));
+    /* closing with a pin left: already refused */
+    h = handle(&obj_b, 0);
+    l2p_handle_pin(&h);
+    CHECK(l2p_handle_close(&h, 0) == L2P_OK && released == 0);
+    CHECK(refused_with(USABLE(&h, 41, "stream"), "stream: this Stream is closed"));
+    CHECK(l2p_handle_unpin(&h) == L2P_OK && released == 1);
+    /* never opened */
     l2p_handle never = {{0, 0}, L2P_RELEASE_STREAM, NULL, 0, 0};
-    CHECK(l2p_handle_usable(&never, 0, "stream", "Stream was made", "make one") ==
-          L2P_ERR_STATE); /* never opened */
+    CHECK(l2p_handle_is_closed(&never));
+    CHECK(refused_with(USABLE(&never, 0, "stream"), "stream: this Stream is closed"));
     CHECK(!l2p_handle_owned(&never));
     CHECK(l2p_handle_close(&never, L2P_HANDLE_ASK) == L2P_OK);
     l2p_clear_error();
+    /* the refusal itself, for objects closed on their own (a view) */
+    CHECK(refused_with(l2p_handle_closed_error("src", "the DeviceBuffer this view belongs to"),
+                       "src: the DeviceBuffer this view belongs to is closed"));
+}
+
+/* A borrowed object (a wrapped stream): usable until closed; its context unknown, so never
+ * stale, and nothing is asked. */
+static void test_usable_borrowed(void)
+{
+    l2p_handle h;
+    l2p_handle_init(&h, (l2p_life){1 << 20, 0}, L2P_RELEASE_STREAM, &obj_a, L2P_HANDLE_BORROWED);
+    released = 0;
+    CHECK(!l2p_handle_is_closed(&h));
+    CHECK(USABLE(&h, 42, "stream") == L2P_OK);
+    CHECK(USABLE(&h, 0, "stream") == L2P_OK);
+    CHECK(l2p_handle_close(&h, L2P_HANDLE_ASK) == L2P_OK);
+    CHECK(released == 0 && h.obj == NULL); /* let go, not destroyed */
+    CHECK(refused_with(USABLE(&h, 0, "stream"), "stream: this Stream is closed"));
+    /* a borrowed object in a known context is judged by the rule alike */
+    l2p_handle_init(&h, (l2p_life){1 << 20, 41}, L2P_RELEASE_STREAM, &obj_a, L2P_HANDLE_BORROWED);
+    CHECK(refused_starting(USABLE(&h, 42, "stream"), "stream: device 1048576 was reset"));
+}
+
+/* A graph's executable dropped after a node change (l2p_graph_invalidate) goes by the handle's
+ * rule: destroyed while its context lives, forgotten after a reset. Stale needs a device to
+ * tell: on a GPU machine the graph is made one context before device 0's current one. */
+static void test_graph_invalidate(void)
+{
+    unsigned long long now = 0;
+    int gpu = l2p_device_context_id(0, &now) == L2P_OK && now != 0;
+    l2p_clear_error();
+    l2p_graph g = {.graph = (cudaGraph_t)&obj_b, .exec = (cudaGraphExec_t)&obj_a,
+                   .life = {0, now}};
+    released = 0;
+    l2p_graph_invalidate(&g); /* alive (or unknown: never stale): destroyed */
+    CHECK(released == 1 && released_obj == &obj_a && released_kind == L2P_RELEASE_GRAPH_EXEC);
+    CHECK(g.exec == NULL && g.graph == (cudaGraph_t)&obj_b); /* the graph itself stays */
+    l2p_graph_invalidate(&g); /* nothing left to drop */
+    CHECK(released == 1);
+    if (gpu) {
+        g.exec = (cudaGraphExec_t)&obj_a;
+        g.life.ctx = now + 1; /* made in a context that is not the current one: a reset since */
+        l2p_graph_invalidate(&g);
+        CHECK(released == 1 && g.exec == NULL); /* forgotten, not destroyed */
+        g.exec = (cudaGraphExec_t)&obj_a;
+        l2p_graph_destroy(&g); /* the same rule at destroy: neither is released */
+        CHECK(released == 1 && g.exec == NULL && g.graph == NULL);
+    } else {
+        printf("test_life: no device, the stale graph is not tried\n");
+    }
+    CHECK(l2p_last_error()->status == L2P_OK);
 }
 
 /* open without a device: the context is unknown (never stale) and the error says why. */
@@ -197,7 +295,10 @@ int main(void)
     test_two_step_close();
     test_borrowed_never_released();
     test_stale_never_released();
-    test_usable();
+    test_usable_open_and_stale();
+    test_usable_closed();
+    test_usable_borrowed();
+    test_graph_invalidate();
     test_open_without_a_device();
     l2p_handle_set_deleter(NULL);
     test_rule();
