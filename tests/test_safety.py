@@ -212,6 +212,18 @@ def test_graph_over_a_closed_buffer_refuses_to_launch():
             s.synchronize()
             assert (c.to_numpy() == 1.0).all()
         g.close()
+        # A captured view is refused once the buffer it hangs from is closed, the view itself
+        # still open (its memory is freed with its parent's).
+        parent = l2persist.zeros(1 << 16, np.float32)
+        view = parent[1024:]
+        with s.capture() as g:
+            l2persist.kernels.scale_shift(view, 2.0, 1.0, stream=s)
+        parent.close()
+        assert not view.closed
+        with pytest.raises(ValueError, match="belongs to is closed"):
+            g.launch(stream=s)
+        g.close()
+        view.close()
 
 
 @pytest.mark.gpu

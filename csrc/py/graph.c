@@ -200,11 +200,14 @@ static int refs_open(l2p_state *st, l2p_GraphObject *g)
     Py_ssize_t n = g->refs ? PyList_GET_SIZE(g->refs) : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PyList_GET_ITEM(g->refs, i);
-        if (PyObject_TypeCheck(o, st->DeviceBuffer) && ((l2p_BufferObject *)o)->closed) {
-            PyErr_SetString(PyExc_ValueError, "launch: a buffer the graph's kernels use was "
-                            "closed; capture the graph again over open buffers");
+        /* The buffer's one check: a captured view is refused too once the buffer it hangs
+         * from is closed (its memory may be freed). Closed state only, as a launch's own
+         * argument conversion: no context query per buffer. */
+        if (PyObject_TypeCheck(o, st->DeviceBuffer) &&
+            l2p_buffer_usable((l2p_BufferObject *)o, L2P_LIFE_UNASKED,
+                              "launch: a buffer the graph's kernels use (capture the graph "
+                              "again over open buffers)") < 0)
             return -1;
-        }
     }
     return 0;
 }
