@@ -321,23 +321,14 @@ class NodeGroup:
     def __init__(self, graph: Graph, nodes: Iterable):
         if not isinstance(graph, Graph):
             raise TypeError(f"graph: expected an l2persist Graph, got {type(graph).__name__}")
-        all_nodes = graph.kernel_nodes
-        picked = []
-        for n in nodes:
-            if isinstance(n, KernelNode):
-                if n.graph is not graph:
-                    raise ValueError("nodes: a KernelNode of another Graph")
-                picked.append(all_nodes[n.position])
-            elif isinstance(n, int) and not isinstance(n, bool):
-                if not 0 <= n < len(all_nodes):
-                    raise ValueError(f"nodes: position {n} is outside 0..{len(all_nodes) - 1}")
-                picked.append(all_nodes[n])
-            else:
-                raise TypeError(f"nodes: expected KernelNode or int, got {type(n).__name__}")
-        if not picked:
-            raise ValueError("nodes: at least one kernel node is needed")
         self.graph = graph
-        self.nodes = tuple(picked)
+        if not isinstance(nodes, (list, tuple)):
+            try:
+                nodes = list(nodes)
+            except TypeError:
+                raise TypeError(f"nodes: expected a sequence of KernelNode or int positions, "
+                                f"got {type(nodes).__name__}") from None
+        self.nodes = tuple(graph._select_nodes(nodes))  # the one check: graph.c's
 
     @property
     def access_policy_window(self):

@@ -98,136 +98,37 @@ def verdict(limit0, default, candidate, *, min_gain: float = 0.01, confidence: f
     return Verdict(confidence=confidence, min_gain=min_gain, **v)
 
 
-def _carrier(obj, device):
-    """An l2persist Stream or Graph for `obj`, and whether we wrapped it (and must close it).
-    Anything else with an ``access_policy_window`` attribute (a group of foreign graph nodes
-    from discovery) carries its window itself."""
-    if isinstance(obj, (_core.Stream, _core.Graph)) or hasattr(obj, "access_policy_window"):
-        return obj, False
-    return _core.Stream(wrap=obj), True  # wrap=: a bare int (0, 1, 2) is a stream here
-
-
-def _node_positions(c):
-    """(id of the graph, node positions) of a group of graph nodes (a discovery carrier), or
-    None for any other carrier."""
-    graph, nodes = getattr(c, "graph", None), getattr(c, "nodes", None)
-    if graph is None or nodes is None:
-        return None
-    return id(graph), [n.position for n in nodes]
-
-
-def _shared_node_groups(groups, carriers):
-    """Stream groups, with node groups that share a kernel node merged into one: a node holds
-    one window, so windows on buffers of the same kernel are alternatives for the search."""
-    parent = list(range(len(carriers)))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-    owner = {}
-    for i, c in enumerate(carriers):
-        where = _node_positions(c)
-        if where is None:
-            continue
-        for pos in where[1]:
-            j = owner.setdefault((where[0], pos), i)
-            parent[find(i)] = find(j)
-    dense = {}
-    return [dense.setdefault(find(g), len(dense)) for g in groups]
-
-
-class _Installer:
-    """Installs tuner configurations and restores the state it found."""
+class _Targets:
+    """The tuner's targets as a Plan whose entries are off (each window's extent kept): the
+    alternatives groups come from it, and each configuration is ``targets.configured(cfg)``,
+    installed by the core's plan transaction (order, alternatives and restore live there)."""
 
     def __init__(self, dev, targets, stream):
-        self.dev = dev
-        self.windows, self.carriers, self.groups, self._wrapped = [], [], [], []
-        carriers_by_id = {}
+        from .plan import Plan
+        self.plan = Plan(dev)
         for t in targets:
             t = t if isinstance(t, Target) else Target(t)
-            carrier_obj = t.on if t.on is not None else stream
-            if carrier_obj is None:
+            carrier = t.on if t.on is not None else stream
+            if carrier is None:
                 raise ValueError("targets: a window goes on a stream or a graph; pass stream= "
                                  "or Target(buffer, on=stream_or_graph)")
-            key = id(carrier_obj)
-            if key not in carriers_by_id:
-                c, wrapped = _carrier(carrier_obj, dev)
-                if wrapped:
-                    self._wrapped.append(c)
-                carriers_by_id[key] = (len(carriers_by_id), c)
-            group, c = carriers_by_id[key]
             w = _core.AccessPolicyWindow(t.buffer, t.num_bytes, offset=t.offset, clamp=True)
-            self.windows.append(w)
-            self.carriers.append(c)
-            self.groups.append(group)
-        self.groups = _shared_node_groups(self.groups, [c for _, c in carriers_by_id.values()])
-        self.limit_before = dev.persisting_l2_limit
-        self.saved = [(c, self._read(c)) for _, c in carriers_by_id.values()]
-        self.limit = self.limit_before
+            self.plan.add(carrier, w, enabled=False)
+        entries = self.plan.entries
+        self.windows = [e["window"] for e in entries]
+        self.carriers = [e["carrier"] for e in entries]
+        self.groups = self.plan.groups
 
-    @staticmethod
-    def _read(c):
-        if isinstance(c, _core.Graph):
-            return [n.access_policy_window for n in c.kernel_nodes]
-        if _node_positions(c) is not None:  # a group of nodes: each node's own window
-            return [n.access_policy_window for n in c.nodes]
-        return c.access_policy_window
+    def configured(self, config):
+        return self.plan.configured(_plain(config))
 
-    @staticmethod
-    def _write(c, window):
-        if isinstance(c, _core.Graph):
-            c.set_access_policy_window(window)
-        else:
-            c.access_policy_window = window
-
-    def install(self, config):
-        """Set the limit (when it changes), demote persisting lines, put the windows on."""
-        if config["set_aside"] != self.limit:
-            self.dev.persisting_l2_limit = config["set_aside"]
-            self.limit = config["set_aside"]
-        _core.reset_persisting_l2(self.dev)
-        chosen = {}
-        for w, c, spec in zip(self.windows, self.carriers, config["windows"]):
-            if spec is not None:
-                chosen[id(c)] = _core.AccessPolicyWindow(
-                    w.target, w.num_bytes, offset=w.base_ptr - w.target.ptr,
-                    hit_ratio=spec["hit_ratio"], hit_prop=spec["hit_prop"],
-                    miss_prop=spec["miss_prop"])
-            else:
-                chosen.setdefault(id(c), None)
-        # Carriers left without a window first: node groups may share kernel nodes (one kernel
-        # using several discovered buffers), and a later "off" must not erase a chosen window.
-        unique = {id(c): c for c in self.carriers}.values()
-        for c in sorted(unique, key=lambda c: chosen[id(c)] is not None):
-            self._write(c, chosen[id(c)])
-
-    def restore(self):
-        """Put back the windows and the limit found at the start; demote persisting lines."""
-        for c, saved in self.saved:
-            if isinstance(c, _core.Graph):
-                for node, w in zip(c.kernel_nodes, saved):
-                    node.access_policy_window = w
-            elif _node_positions(c) is not None:
-                for node, w in zip(c.nodes, saved):
-                    c.graph.set_access_policy_window(w, nodes=[node.position])
-            else:
-                self._write(c, saved)
-        if self.limit != self.limit_before:
-            # The one restore (restore.c, as Device.persisting_l2() exits): persisting lines
-            # are demoted first, while the tuned set-aside still holds them, and then the
-            # limit goes back, so that no line marked under the tuned windows stays
-            # persisting under the restored limit.
-            _core.restore_persisting_l2(self.dev, self.limit_before)
-            self.limit = self.limit_before
-        else:  # the limit is as found: setting it again would only synchronise the device
-            _core.reset_persisting_l2(self.dev)
-
-    def close(self):
-        for s in self._wrapped:
-            s.close()
-        self._wrapped = []
+    def first_stream(self):
+        """A Stream for the first stream carrier (the timing stream when tune got none)."""
+        for e in self.plan.entries:
+            if e["kind"] == "stream":
+                c = e["carrier"]
+                return c if isinstance(c, _core.Stream) else _core.Stream(wrap=c)
+        return None
 
 
 def describe(config) -> str:
@@ -304,7 +205,7 @@ class TuneResult:
     placements: list | None = None
     #: The screening, per target: {"probe_ms", "kept"}; None when it did not run.
     screen: list | None = None
-    _installer: object = field(default=None, repr=False, compare=False)
+    _targets: object = field(default=None, repr=False, compare=False)
 
     @property
     def baseline_ms(self) -> float:
@@ -442,22 +343,24 @@ class TuneResult:
         d["ci"] = tuple(d["ci"])
         return cls(**d)
 
+    def plan(self, config: dict | None = None):
+        """The recommended configuration (or ``config``) as an ``l2persist.Plan`` over the
+        tuned streams and graphs: install it with ``with``, or save it with ``to_json``."""
+        if self._targets is None:
+            raise RuntimeError("plan: this result was loaded from JSON or its streams are "
+                               "gone; run tune() again")
+        return self._targets.configured(config or self.recommended)
+
     @contextlib.contextmanager
     def apply(self, config: dict | None = None):
         """Install the recommended configuration (or ``config``) on the tuned streams and
-        graphs for the ``with`` block; restore the limit and windows after it."""
-        if self._installer is None:
+        graphs for the ``with`` block; restore the limit and windows after it (the Plan's
+        transaction)."""
+        if self._targets is None:
             raise RuntimeError("apply: this result was loaded from JSON or its streams are "
                                "gone; run tune() again")
-        inst = self._installer
-        inst.limit_before = inst.dev.persisting_l2_limit
-        inst.limit = inst.limit_before  # the limit now, which install() compares against
-        inst.saved = [(c, inst._read(c)) for c, _ in inst.saved]
-        try:
-            inst.install(config or self.recommended)
+        with self.plan(config):
             yield self
-        finally:
-            inst.restore()
 
 
 def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat: int = 10,
@@ -549,16 +452,18 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         raise ValueError("candidates: only used to discover targets; pass targets=None with "
                          "it, or targets without it")
     targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
-    inst = _Installer(dev, targets, stream)
-    timing_stream = stream if stream is not None else next(
-        (c for c in inst.carriers if isinstance(c, _core.Stream)), None)
+    inst = _Targets(dev, targets, stream)
+    timing_stream = stream if stream is not None else inst.first_stream()
+    from .plan import Plan
+    session = Plan(dev)  # an empty plan: the transaction every configuration is applied in
 
     def evaluate(config, n):
-        inst.install(config)
+        session.apply(inst.configured(config))
         return _core.time_calls(fn, stream=timing_stream, warmup=warmup, repeat=n,
                                 device=dev, hold_us=hold_us)
 
     t0 = time.perf_counter()
+    session.install()
     try:
         r = _core.tune_search(evaluate, dev, [w.num_bytes for w in inst.windows], inst.groups,
                               hit_ratios=hit_ratios, tune_props=tune_props,
@@ -568,9 +473,9 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         measured = None
         if counters:
             names = list(EXPLAIN_COUNTERS if counters is True else counters)
-            measured = _explain(fn, inst, dev, r, names)
+            measured = _explain(fn, inst, session, dev, r, names)
     finally:
-        inst.restore()
+        session.restore()
     wall_s = time.perf_counter() - t0
     mps = dev.persisting_l2_limit if dev.mps else None
     res = TuneResult(
@@ -581,7 +486,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         ci=(r["ci_low"], r["ci_high"]), confidence=confidence, evals=r["evals"],
         wall_s=wall_s, trials=r["trials"], set_aside_levels=r["set_aside_levels"],
         counters=measured, mps_set_aside=mps, rechecked=r["rechecked"], screen=r["screen"],
-        confirm_rounds=r["confirm_rounds"], _installer=inst)
+        confirm_rounds=r["confirm_rounds"], _targets=inst)
     if found_targets is not None:
         res.placements = _placements(found_targets, inst, res.recommended, res.screen)
     if res.persistence_helps and mps is None:
@@ -666,7 +571,7 @@ def _probe_tax(res, dev, stream):
                "working_set": int(p.working_set)}
 
 
-def _explain(fn, inst, dev, r, names):
+def _explain(fn, inst, session, dev, r, names):
     """Counters of the better baseline and of the found configuration, fn warmed inside the
     pass (a CUPTI pass starts with an invalidated L2)."""
     from .counters import measure
@@ -676,7 +581,7 @@ def _explain(fn, inst, dev, r, names):
                 "windows": [None] * len(inst.windows)}
     out = {}
     for key, cfg in (("baseline", base_cfg), ("pick", r["found"])):
-        inst.install(cfg)
+        session.apply(inst.configured(cfg))
         c = measure(fn, names, device=dev, warmup=fn)
         for name in names:
             out.setdefault(name, {})[key] = c[name]

@@ -299,9 +299,75 @@ def _fake_core(dev, acc, carriers):
         tune_scope=real.tune_scope, tune_verdict=real.tune_verdict)
 
 
+class _FakePlan:
+    """l2persist.Plan's semantics for the tuner's wiring without a GPU (the real transaction
+    is tested in tests/c/test_plan.c): entries off or on, configured(), install / apply /
+    restore of the limit and each carrier's window."""
+    dev = None
+
+    def __init__(self, device=None, set_aside=None):
+        self.set_aside, self._e, self.found = set_aside, [], None
+
+    def add(self, carrier, window=None, *, name=None, carrier_name=None, enabled=True):
+        self._e.append(dict(kind="nodes", carrier=carrier, window=window, name=name,
+                            carrier_name=carrier_name, nodes=None, graph=None,
+                            on=bool(enabled and window is not None)))
+        return len(self._e) - 1
+
+    @property
+    def entries(self):
+        return [dict(e) for e in self._e]
+
+    @property
+    def groups(self):
+        ids = {}
+        return [ids.setdefault(id(e["carrier"]), len(ids)) for e in self._e]
+
+    def configured(self, cfg):
+        q = _FakePlan(set_aside=cfg["set_aside"])
+        for e, w in zip(self._e, cfg["windows"]):
+            win = e["window"]
+            if w is not None:
+                win = _FakeWindow(win.target, win.num_bytes, hit_ratio=w["hit_ratio"])
+            q._e.append(dict(e, on=w is not None, window=win))
+        return q
+
+    def install(self):
+        self.found, self.saved = self.dev.limit, {}
+        return self.apply(self)
+
+    def apply(self, q):
+        if q.set_aside is not None and q.set_aside != self.dev.limit:
+            self.dev.persisting_l2_limit = q.set_aside
+        for e in q._e:
+            c = e["carrier"]
+            self.saved.setdefault(id(c), (c, c.access_policy_window))
+        for e in q._e:
+            e["carrier"].access_policy_window = e["window"] if e["on"] else None
+        return self.dev.limit
+
+    def restore(self):
+        if self.found is not None:
+            for c, w in self.saved.values():
+                c.access_policy_window = w
+            self.dev.restored.append(self.found)
+            self.dev.limit, self.found = self.found, None
+
+    def __enter__(self):
+        self.install()
+        return self
+
+    def __exit__(self, *exc):
+        self.restore()
+        return False
+
+
 @pytest.fixture
 def fake_world(monkeypatch):
     dev = _FakeDevice()
+    monkeypatch.setattr(_FakePlan, "dev", dev)
+    import l2persist.plan as plan_mod
+    monkeypatch.setattr(plan_mod, "Plan", _FakePlan)
     acc = types.SimpleNamespace(ptr=1 << 40, nbytes=36 * MIB)
     idx = types.SimpleNamespace(ptr=1 << 41, nbytes=8 * MIB)
     carriers = {"acc": _Carrier(), "idx": _Carrier()}
@@ -487,81 +553,10 @@ def test_tax_under_mps_is_the_models_word_not_a_probe(monkeypatch):
     assert tax_mod.predict(props, 30 << 20).summary() in res.tax_note
 
 
-class _Node:
-    def __init__(self, position):
-        self.position, self.window = position, None
-
-    @property
-    def access_policy_window(self):
-        return self.window
-
-
-class _NodeGraph:
-    """The part of a Graph a node group uses: per-node windows by position."""
-
-    def __init__(self, nodes):
-        self.nodes = nodes
-
-    def set_access_policy_window(self, w, nodes):
-        for p in nodes:
-            self.nodes[p].window = w
-
-
-class _Group:
-    """NodeGroup's semantics (foreign.py): the getter reads the first node, the setter writes
-    every node of the group."""
-
-    def __init__(self, graph, positions):
-        self.graph, self.nodes = graph, [graph.nodes[p] for p in positions]
-
-    @property
-    def access_policy_window(self):
-        return self.nodes[0].window
-
-    @access_policy_window.setter
-    def access_policy_window(self, w):
-        self.graph.set_access_policy_window(w, [n.position for n in self.nodes])
-
-
-def test_node_groups_sharing_a_kernel_keep_the_chosen_window(monkeypatch):
-    """index_add_ uses acc and idx, gather uses idx: discovery gives two node groups sharing
-    the index_add_ node. They are alternatives for the search (one window per node), a chosen
-    window is not erased by the other group's "off", and restore puts back each node's own
-    window (found in review: the window chosen for acc was timed without a window)."""
-    dev = _FakeDevice()
-    acc = types.SimpleNamespace(ptr=1 << 40, nbytes=8 * MIB)
-    idx = types.SimpleNamespace(ptr=1 << 41, nbytes=8 * MIB)
-    graph = _NodeGraph([_Node(0), _Node(1)])
-    graph.nodes[1].window = "gather's own"
-    g_acc, g_idx = _Group(graph, [0]), _Group(graph, [0, 1])
-    monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, {"acc": g_acc, "idx": g_idx}))
-    inst = tune_mod._Installer(dev, [tune_mod.Target(acc, on=g_acc),
-                                     tune_mod.Target(idx, on=g_idx)], None)
-    assert inst.groups == [0, 0]
-    p = _core.AccessProperty
-    on = dict(hit_ratio=1.0, hit_prop=p.PERSISTING, miss_prop=p.STREAMING)
-    inst.install({"set_aside": 4 * G, "windows": [on, None]})
-    assert graph.nodes[0].window is not None and graph.nodes[1].window is None
-    inst.restore()
-    assert graph.nodes[0].window is None and graph.nodes[1].window == "gather's own"
-
-
-def test_apply_sets_the_recommended_limit_after_the_limit_changed(monkeypatch):
-    """apply() installs the recommended set-aside even when the limit changed after tune()
-    (e.g. inside persisting_l2_disabled()), and puts that limit back afterwards."""
-    dev = _FakeDevice()
-    acc = types.SimpleNamespace(ptr=1 << 40, nbytes=8 * MIB)
-    c = _Carrier()
-    monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, {"acc": c, "idx": _Carrier()}))
-    inst = tune_mod._Installer(dev, [tune_mod.Target(acc, on=c)], None)
-    p = _core.AccessProperty
-    rec = {"set_aside": DEF, "windows": [dict(hit_ratio=1.0, hit_prop=p.PERSISTING,
-                                               miss_prop=p.STREAMING)]}
-    res = types.SimpleNamespace(_installer=inst, recommended=rec)
-    dev.limit = 0
-    with TuneResult.apply(res):
-        assert dev.limit == DEF
-    assert dev.limit == 0
+# The install / restore rules the tuner used to test here with fakes (node groups that share
+# a kernel node keep the chosen window, each node's own window restored, apply() sets the
+# recommended limit after the limit changed) are the C plan's now: tests/c/test_plan.c, and
+# tests/test_plan_gpu.py on a GPU.
 
 
 def test_screen_keep_default_is_the_cores():

@@ -420,6 +420,40 @@ L2P_DEFINE_FN(graph_buffers_fn, l2p_one_arg, graph_buffers_impl, "buffers",
                .doc = "what names them: tensors, a module, a dict name -> tensor, l2persist "
                "buffers; None: none"});
 
+/* The KernelNodes `sel` names (KernelNodes of this graph or positions), checked by the one
+ * parse_node_selection: for foreign.NodeGroup and Plan carriers. */
+static PyObject *graph_select_nodes(PyObject *self, PyObject *sel)
+{
+    l2p_GraphObject *g = (l2p_GraphObject *)self;
+    if (sel == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "nodes: expected a sequence of KernelNode or int "
+                        "positions, got None");
+        return NULL;
+    }
+    PyObject *all = graph_kernel_nodes(self, NULL);
+    if (!all) return NULL;
+    size_t n = (size_t)PyList_GET_SIZE(all);
+    char *pick = PyMem_Calloc(n + 1, 1);
+    PyObject *out = pick ? PyList_New(0) : PyErr_NoMemory();
+    if (out && parse_node_selection(g, sel, n, pick) < 0) Py_CLEAR(out);
+    for (size_t i = 0; out && i < n; i++)
+        if (pick[i] && PyList_Append(out, PyList_GET_ITEM(all, (Py_ssize_t)i)) < 0) Py_CLEAR(out);
+    if (out && PyList_GET_SIZE(out) == 0) {
+        PyErr_SetString(PyExc_ValueError, "nodes: at least one kernel node is needed");
+        Py_CLEAR(out);
+    }
+    PyMem_Free(pick);
+    Py_DECREF(all);
+    return out;
+}
+
+int l2p_graph_windows_changed(PyObject *graph)
+{
+    l2p_GraphObject *g = (l2p_GraphObject *)graph;
+    l2p_graph_invalidate(&g->g);
+    return notify_owner(g);
+}
+
 static PyObject *graph_nodes_window(PyObject *self, PyObject *nodes)
 {
     PyObject *mod = PyImport_ImportModule("l2persist.foreign");
@@ -469,6 +503,10 @@ L2P_ONE_ARG_METHOD(graph_nodes_window_fn, graph_nodes_window, "nodes_window",
                    "A carrier whose access_policy_window reads and sets the window of these "
                    "nodes.", "l2persist.foreign.NodeGroup", "nodes",
                    "Sequence[KernelNode | int]", "KernelNodes of this graph or their positions");
+L2P_ONE_ARG_METHOD(graph_select_nodes_fn, graph_select_nodes, "_select_nodes",
+                   "The KernelNodes `nodes` names, in the graph's order, checked (at least one).",
+                   "list[KernelNode]", "nodes", "Sequence[KernelNode | int]",
+                   "KernelNodes of this graph or their positions");
 L2P_ONE_ARG_METHOD(graph_scan_fn, graph_scan, "_scan", "Raw discovery for l2persist.foreign: "
                    "(kernels, records, uses) tuples.",
                    "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
@@ -480,7 +518,7 @@ L2P_NOARGS_METHOD(graph_enter_fn, graph_enter, "__enter__", "Returns self.", "Gr
 L2P_EXIT_METHOD(graph_exit_fn, graph_exit, "Closes (restores).");
 static const l2p_fn *const graph_method_rows[] = {
     &graph_set_window_fn, &graph_nodes_window_fn, &graph_launch_fn, &graph_buffers_fn,
-    &graph_scan_fn, &graph_close_fn, &graph_enter_fn, &graph_exit_fn, NULL};
+    &graph_scan_fn, &graph_select_nodes_fn, &graph_close_fn, &graph_enter_fn, &graph_exit_fn, NULL};
 
 /* Methods not from rows (none left but the slots). */
 static PyMethodDef graph_methods[] = {{NULL, NULL, 0, NULL}};

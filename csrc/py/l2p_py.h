@@ -21,12 +21,13 @@
 #include "l2p_policy.h"
 #include "l2p_stream.h"
 #include "l2p_timing.h"
+#include "l2p_tune.h"
 
 typedef struct {
     PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
     PyObject *AccessProperty; /* enum.IntEnum made at module init */
     PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
-    PyTypeObject *Graph, *KernelNode, *Scope;
+    PyTypeObject *Graph, *KernelNode, *Scope, *Plan;
     /* While a launch converts its buffers: the stream it will run on, passed to DLPack
      * producers so that their work is ordered before ours (import_stream_set 0: none). */
     cudaStream_t import_stream;
@@ -185,6 +186,20 @@ int l2p_py_stream_usable(l2p_StreamObject *s, unsigned long long now);
  * cleared), -1 on a CUDA error (raised). */
 int l2p_py_gather_flag_raise(l2p_state *st, int device);
 
+/* The tuner's and the advisor's shared conversions (tune.c). A configuration as a dict:
+ * {"set_aside": bytes, "windows": [None | {"hit_ratio", "hit_prop", "miss_prop"}]}. */
+PyObject *l2p_py_config(l2p_state *st, size_t set_aside, size_t n, const l2p_tune_window *win);
+/* What a search needs of a device: from the device, or from `facts` (granule, max, default)
+ * when it is not None (a device described, e.g. in tests). */
+typedef struct {
+    size_t granule, persisting_max, default_limit;
+    int set_aside_fixed; /* an MPS client: the set-aside is the server's */
+} l2p_device_facts;
+int l2p_py_device_facts(l2p_state *st, PyObject *dev, PyObject *facts, l2p_device_facts *out);
+/* An evaluate callback's result (a new reference, or NULL with an exception; consumed): its
+ * `repeat` samples into `samples`. 0, or -1 with an exception. */
+int l2p_py_samples(PyObject *res, size_t repeat, double *samples);
+
 /* Objects made from C by other files. */
 PyObject *l2p_device_new(l2p_state *st, int index);
 PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target);
@@ -194,6 +209,9 @@ PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObjec
 PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size);
 PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset);
 PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
+/* A Graph's node windows were changed from outside graph.c (a Plan): its executable is stale
+ * and its owner (PyTorch) must instantiate again. 0, or -1 with an exception. */
+int l2p_graph_windows_changed(PyObject *graph);
 PyObject *l2p_access_property(l2p_state *st, int value);
 
 /* Type registration (one per file). */
@@ -203,6 +221,7 @@ int l2p_add_stream_type(PyObject *m, l2p_state *st);
 int l2p_add_window_type(PyObject *m, l2p_state *st);
 int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
+int l2p_add_plan_type(PyObject *m, l2p_state *st);
 
 /* Module-level functions defined outside module.c. */
 

@@ -187,14 +187,16 @@ static int module_exec(PyObject *m)
     if (make_access_property(m, st) < 0) return -1;
     if (l2p_add_device_types(m, st) < 0 || l2p_add_buffer_type(m, st) < 0 ||
         l2p_add_stream_type(m, st) < 0 || l2p_add_window_type(m, st) < 0 ||
-        l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0)
+        l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0 ||
+        l2p_add_plan_type(m, st) < 0)
         return -1;
     if (add_kernels(m, st) < 0 || l2p_add_fns(m, module_fns) < 0 ||
         l2p_add_fns(m, l2p_window_fns) < 0 || l2p_add_fns(m, l2p_timing_fns) < 0 ||
         l2p_add_fns(m, l2p_kernel_fns) < 0 || l2p_add_fns(m, l2p_model_fns) < 0 ||
         l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
         l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_foreign_fns) < 0 ||
-        l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0)
+        l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
+        l2p_add_fns(m, l2p_advise_fns) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }
@@ -215,6 +217,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Graph);
     Py_VISIT(st->KernelNode);
     Py_VISIT(st->Scope);
+    Py_VISIT(st->Plan);
     return 0;
 }
 
@@ -234,6 +237,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->Graph);
     Py_CLEAR(st->KernelNode);
     Py_CLEAR(st->Scope);
+    Py_CLEAR(st->Plan);
     return 0;
 }
 

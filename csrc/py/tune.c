@@ -30,28 +30,30 @@ static PyObject *window_obj(l2p_state *st, const l2p_tune_window *w)
 }
 
 /* {"set_aside": bytes, "windows": [None | {"hit_ratio", "hit_prop", "miss_prop"}, ...]} */
-static PyObject *config_obj(l2p_state *st, const l2p_tune_config *c)
+PyObject *l2p_py_config(l2p_state *st, size_t set_aside, size_t n, const l2p_tune_window *win)
 {
-    PyObject *wins = PyList_New((Py_ssize_t)c->n_targets);
+    PyObject *wins = PyList_New((Py_ssize_t)n);
     if (!wins) return NULL;
-    for (size_t i = 0; i < c->n_targets; i++) {
-        PyObject *w = window_obj(st, &c->win[i]);
+    for (size_t i = 0; i < n; i++) {
+        PyObject *w = window_obj(st, &win[i]);
         if (!w) {
             Py_DECREF(wins);
             return NULL;
         }
         PyList_SET_ITEM(wins, (Py_ssize_t)i, w);
     }
-    return Py_BuildValue("{s:n,s:N}", "set_aside", (Py_ssize_t)c->set_aside, "windows", wins);
+    return Py_BuildValue("{s:n,s:N}", "set_aside", (Py_ssize_t)set_aside, "windows", wins);
 }
 
-static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t repeat,
-                                double *samples)
+static PyObject *config_obj(l2p_state *st, const l2p_tune_config *c)
 {
-    bridge *b = ctx;
-    PyObject *c = config_obj(b->st, cfg), *res = NULL, *seq = NULL;
-    if (c) res = PyObject_CallFunction(b->evaluate, "Nn", c, (Py_ssize_t)repeat);
-    if (res) seq = PySequence_Fast(res, "evaluate: must return a sequence of samples (ms)");
+    return l2p_py_config(st, c->set_aside, c->n_targets, c->win);
+}
+
+int l2p_py_samples(PyObject *res, size_t repeat, double *samples)
+{
+    PyObject *seq = res ? PySequence_Fast(res, "evaluate: must return a sequence of samples "
+                                               "(ms)") : NULL;
     Py_XDECREF(res);
     if (seq && PySequence_Fast_GET_SIZE(seq) != (Py_ssize_t)repeat) {
         PyErr_Format(PyExc_ValueError, "evaluate: returned %zd samples, %zu were asked for",
@@ -62,11 +64,21 @@ static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t re
         samples[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i));
         if (samples[i] == -1.0 && PyErr_Occurred()) Py_CLEAR(seq);
     }
-    if (!seq) {
+    if (!seq) return -1;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t repeat,
+                                double *samples)
+{
+    bridge *b = ctx;
+    PyObject *c = config_obj(b->st, cfg);
+    PyObject *res = c ? PyObject_CallFunction(b->evaluate, "Nn", c, (Py_ssize_t)repeat) : NULL;
+    if (l2p_py_samples(res, repeat, samples) < 0) {
         b->python_error = 1;
         return L2P_ERR_STATE;
     }
-    Py_DECREF(seq);
     return L2P_OK;
 }
 
@@ -193,7 +205,7 @@ done:
 }
 
 /* (granule, max, default): a device described, e.g. in tests. */
-static int facts_arg(PyObject *facts, l2p_tune_options *o)
+static int facts_arg(PyObject *facts, l2p_device_facts *o)
 {
     static const char *names[] = {"facts[0] (granule)", "facts[1] (persisting_max)",
                                   "facts[2] (default_limit)"};
@@ -218,7 +230,7 @@ static int facts_arg(PyObject *facts, l2p_tune_options *o)
     return 0;
 }
 
-static int device_facts(l2p_state *st, PyObject *dev, l2p_tune_options *o)
+static int device_facts(l2p_state *st, PyObject *dev, l2p_device_facts *o)
 {
     int index;
     l2p_device_props p;
@@ -254,6 +266,11 @@ static int seed_arg(PyObject *obj, unsigned long long dflt, unsigned long long *
     return -1;
 }
 
+int l2p_py_device_facts(l2p_state *st, PyObject *dev, PyObject *facts, l2p_device_facts *out)
+{
+    return facts != Py_None ? facts_arg(facts, out) : device_facts(st, dev, out);
+}
+
 #define TUNE_SEED 0x9e3779b97f4a7c15ull /* the tuner's and the verdict's default seed */
 #define SEED_DOC(dflt) "the bootstrap's seed, an int in [0, 2^64 - 1]; None: " dflt
 #define SEED_PARAM(S) \
@@ -286,8 +303,12 @@ static PyObject *tune_search_impl(PyObject *m, const void *args)
     o.phases = (unsigned)a->phases;
     o.screen_keep = (size_t)a->screen_keep;
     if (seed_arg(a->seed, TUNE_SEED, &o.seed) < 0) return NULL;
-    if (a->facts != Py_None ? facts_arg(a->facts, &o) < 0 : device_facts(st, a->device, &o) < 0)
-        return NULL;
+    l2p_device_facts f = {0};
+    if (l2p_py_device_facts(st, a->device, a->facts, &f) < 0) return NULL;
+    o.granule = f.granule;
+    o.persisting_max = f.persisting_max;
+    o.default_limit = f.default_limit;
+    o.set_aside_fixed = f.set_aside_fixed;
     if (targets_arg(a->target_bytes, a->groups, &o) < 0 || hit_ratios_arg(a->hit_ratios, &o) < 0)
         return NULL;
     if (l2p_tune_check_options(&o) != L2P_OK) return l2p_py_raise(st);

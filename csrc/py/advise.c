@@ -1,0 +1,247 @@
+/* advise_search(): the advisor (csrc/core/l2p_advise.c) driven from Python. The extension
+ * converts only: each evaluation calls `evaluate(work, config, repeat)`, which installs the
+ * configuration (a plan over every workload's targets), runs workload `work` and returns the
+ * samples; the search and every decision are the core's. */
+#include "l2p_py.h"
+#include "params.h"
+
+#include <string.h>
+
+#include "l2p_advise.h"
+
+typedef struct {
+    l2p_state *st;
+    PyObject *evaluate;
+    int python_error;
+} bridge;
+
+static l2p_status call_evaluate(void *ctx, size_t work, const l2p_advise_config *cfg,
+                                size_t repeat, double *samples)
+{
+    bridge *b = ctx;
+    PyObject *c = l2p_py_config(b->st, cfg->set_aside, cfg->n, cfg->win);
+    PyObject *res = c ? PyObject_CallFunction(b->evaluate, "nNn", (Py_ssize_t)work, c,
+                                              (Py_ssize_t)repeat)
+                      : NULL;
+    if (l2p_py_samples(res, repeat, samples) < 0) {
+        b->python_error = 1;
+        return l2p_fail(L2P_ERR_CALLBACK, "evaluate raised");
+    }
+    return L2P_OK;
+}
+
+/* A sequence of n items, each converted by `one`; n_out gets its length. */
+static int each(PyObject *obj, const char *name, size_t cap, size_t *n_out,
+                int (*one)(PyObject *item, const char *name, size_t i, void *dst), void *dst)
+{
+    PyObject *seq = PySequence_Fast(obj, name);
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = 0;
+    if ((size_t)n > cap) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd items, at most %zu", name, n, cap);
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+        rc = one(PySequence_Fast_GET_ITEM(seq, i), name, (size_t)i, dst);
+    Py_DECREF(seq);
+    *n_out = (size_t)n;
+    return rc;
+}
+
+static int one_coef(PyObject *item, const char *name, size_t i, void *dst)
+{
+    double v = PyFloat_AsDouble(item);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (!(v > 0.0) || isinf(v)) {
+        PyErr_Format(PyExc_ValueError, "%s: item %zu is %g; weights must be finite and > 0",
+                     name, i, v);
+        return -1;
+    }
+    ((double *)dst)[i] = v;
+    return 0;
+}
+
+static int one_flag(PyObject *item, const char *name, size_t i, void *dst)
+{
+    int v = PyObject_IsTrue(item);
+    (void)name;
+    if (v < 0) return -1;
+    ((int *)dst)[i] = v;
+    return 0;
+}
+
+static int one_index(PyObject *item, const char *name, size_t i, void *dst)
+{
+    long long v;
+    if (l2p_py_ranged_int(item, name, "an index", 0, INT_MAX, &v) < 0) return -1;
+    ((int *)dst)[i] = (int)v;
+    return 0;
+}
+
+static int one_bytes(PyObject *item, const char *name, size_t i, void *dst)
+{
+    long long v;
+    if (l2p_py_ranged_int(item, name, "bytes", 1, LLONG_MAX, &v) < 0) return -1;
+    ((size_t *)dst)[i] = (size_t)v;
+    return 0;
+}
+
+typedef struct {
+    PyObject *evaluate, *device, *weights, *must_not_slow, *owner, *target_bytes, *groups;
+    long long tries, search_repeat, repeat, confirm_rounds;
+    double min_gain, confidence;
+    long long seed;
+    PyObject *facts;
+} advise_args;
+
+static int options_arg(l2p_state *st, const advise_args *a, l2p_advise_options *o)
+{
+    l2p_device_facts f = {0};
+    size_t n_w, n_m, n_t, n_b, n_g;
+    l2p_advise_options_default(o);
+    if (l2p_py_device_facts(st, a->device, a->facts, &f) < 0 ||
+        each(a->weights, "weights", L2P_ADVISE_MAX_WORK, &n_w, one_coef, o->coef) < 0 ||
+        each(a->must_not_slow, "must_not_slow", L2P_ADVISE_MAX_WORK, &n_m, one_flag,
+             o->must_not_slow) < 0 ||
+        each(a->owner, "owner", L2P_ADVISE_MAX_TARGETS, &n_t, one_index, o->owner) < 0 ||
+        each(a->target_bytes, "target_bytes", L2P_ADVISE_MAX_TARGETS, &n_b, one_bytes,
+             o->bytes) < 0 ||
+        each(a->groups, "groups", L2P_ADVISE_MAX_TARGETS, &n_g, one_index, o->group) < 0)
+        return -1;
+    if (n_m != n_w || n_b != n_t || n_g != n_t) {
+        PyErr_Format(PyExc_ValueError, "must_not_slow: one per workload (%zu, got %zu); "
+                     "owner, target_bytes, groups: one per target (%zu, %zu, %zu)", n_w, n_m,
+                     n_t, n_b, n_g);
+        return -1;
+    }
+    o->granule = f.granule;
+    o->persisting_max = f.persisting_max;
+    o->default_limit = f.default_limit;
+    o->set_aside_fixed = f.set_aside_fixed;
+    o->n_work = n_w;
+    o->n_targets = n_t;
+    o->tries = (size_t)a->tries;
+    o->search_repeat = (size_t)a->search_repeat;
+    o->repeat = (size_t)a->repeat;
+    o->confirm_rounds = (size_t)a->confirm_rounds;
+    o->min_gain = a->min_gain;
+    o->confidence = a->confidence;
+    o->seed = (unsigned long long)a->seed;
+    if (l2p_advise_check_options(o) != L2P_OK) return l2p_py_raise_int(st);
+    return 0;
+}
+
+static PyObject *work_obj(const l2p_advise_work *w)
+{
+    return Py_BuildValue("{s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:O,s:O,s:n}", "baseline",
+                         w->baseline ? "default" : "limit0", "limit0_ms", w->base_ms[0],
+                         "default_ms", w->base_ms[1], "aside_ms", w->aside_ms, "plan_ms",
+                         w->plan_ms, "speedup", w->speedup, "ci_low", w->ci_low, "ci_high",
+                         w->ci_high, "tax", w->tax, "helps", w->helps ? Py_True : Py_False,
+                         "slows", w->slows ? Py_True : Py_False, "n_windows",
+                         (Py_ssize_t)w->n_windows);
+}
+
+static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2p_advise_result *r)
+{
+    PyObject *work = PyList_New((Py_ssize_t)o->n_work);
+    PyObject *levels = work ? PyList_New(0) : NULL;
+    for (size_t i = 0; levels && i < o->n_work; i++) {
+        PyObject *w = work_obj(&r->work[i]);
+        if (!w) Py_CLEAR(levels);
+        else PyList_SET_ITEM(work, (Py_ssize_t)i, w);
+    }
+    for (size_t i = 0; levels && i < r->n_levels; i++) {
+        PyObject *pair = Py_BuildValue("(nd)", (Py_ssize_t)r->levels[i], r->level_total[i]);
+        if (!pair || PyList_Append(levels, pair) < 0) Py_CLEAR(levels);
+        Py_XDECREF(pair);
+    }
+    PyObject *found = levels ? l2p_py_config(st, r->found_set_aside, o->n_targets, r->found)
+                             : NULL;
+    if (!found) {
+        Py_XDECREF(work);
+        Py_XDECREF(levels);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n}",
+                         "work", work, "levels", levels, "found", found, "helps",
+                         r->helps ? Py_True : Py_False, "blocked_by", r->blocked_by,
+                         "baseline", r->baseline ? "default" : "limit0",
+                         "recommended_set_aside", (Py_ssize_t)r->recommended_set_aside,
+                         "total_base_ms", r->total_base_ms, "total_plan_ms", r->total_plan_ms,
+                         "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
+                         "evals", (Py_ssize_t)r->evals, "confirm_rounds",
+                         (Py_ssize_t)r->confirm_rounds);
+}
+
+static PyObject *advise_search_impl(PyObject *m, const void *args)
+{
+    const advise_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
+    l2p_advise_options *o = PyMem_Malloc(sizeof *o);
+    l2p_advise_result *r = PyMem_Malloc(sizeof *r);
+    PyObject *res = NULL;
+    bridge b = {st, a->evaluate, 0};
+    if (!o || !r) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (options_arg(st, a, o) < 0) goto done;
+    l2p_status rc = l2p_advise_run(o, call_evaluate, &b, r);
+    if (b.python_error) goto done;
+    if (rc != L2P_OK) {
+        l2p_py_raise(st);
+        goto done;
+    }
+    res = result_obj(st, o, r);
+    l2p_advise_result_free(r);
+done:
+    PyMem_Free(o);
+    PyMem_Free(r);
+    return res;
+}
+L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search",
+              "The advisor's search and confirmation (l2p_advise.h) over an evaluate(work, "
+              "config, repeat) callback; returns its result as a dict. l2persist.advise is "
+              "the user's entry point.", "dict",
+              L2P_PARAM(advise_args, evaluate, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .doc = "evaluate(work, config, repeat) -> repeat samples (ms)"),
+              L2P_PARAM(advise_args, device, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Device | int", .doc = "the device"),
+              L2P_PARAM(advise_args, weights, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]", .doc = "per workload, its coefficient in "
+                        "the objective (ms of it count this much; finite, > 0)"),
+              L2P_PARAM(advise_args, must_not_slow, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[bool]", .doc = "per workload, whether a plan that "
+                        "slows it is refused"),
+              L2P_PARAM(advise_args, owner, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "per target, its workload"),
+              L2P_PARAM(advise_args, target_bytes, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "per target, its window's bytes"),
+              L2P_PARAM(advise_args, groups, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "per target, its alternatives group "
+                        "(Plan.groups)"),
+              L2P_PARAM(advise_args, tries, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0, .hi = 16,
+                        .ival = 3, .what = "targets", .doc = "targets tried alone per workload "
+                        "and level, largest first"),
+              L2P_PARAM(advise_args, search_repeat, L2P_P_INT, .lo = 1, .hi = 10000, .ival = 8,
+                        .what = "samples", .doc = "samples per evaluation in the search"),
+              L2P_PARAM(advise_args, repeat, L2P_P_INT, .lo = 2, .hi = 10000, .ival = 10,
+                        .what = "samples", .doc = "samples per arm and round in the "
+                        "confirmation"),
+              L2P_PARAM(advise_args, confirm_rounds, L2P_P_INT, .lo = 1, .hi = 64, .ival = 3,
+                        .what = "rounds", .doc = "interleaved confirmation rounds (up to 4x "
+                        "while undecided)"),
+              L2P_PARAM(advise_args, min_gain, L2P_P_FLOAT, .flo = 0.0, .fhi = 0.999,
+                        .fval = 0.01, .doc = "the least weighted gain worth a plan"),
+              L2P_PARAM(advise_args, confidence, L2P_P_FLOAT, .flo = 0.51, .fhi = 0.999,
+                        .fval = 0.95, .doc = "of the speedups' intervals"),
+              L2P_PARAM(advise_args, seed, L2P_P_INT, .lo = 0, .hi = LLONG_MAX,
+                        .ival = 0x1e3779b97f4a7c15ll, .what = "a seed", .doc = "the "
+                        "bootstrap's seed"),
+              L2P_PARAM(advise_args, facts, L2P_P_OBJECT, .pytype = "tuple[int, int, int] | "
+                        "None", .doc = "(granule, persisting_max, default_limit) instead of "
+                        "asking the device (tests)"));
+
+const l2p_fn *const l2p_advise_fns[] = {&advise_search_fn, NULL};

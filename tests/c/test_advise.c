@@ -1,0 +1,202 @@
+/* The advisor's search and decision (l2p_advise.h) on synthetic landscapes, without a GPU:
+ * a workload that gains from a window over its table, workloads that only pay the set-aside's
+ * tax, the weights that decide between them, must_not_slow, a carrier two workloads want,
+ * and the evaluation count growing linearly with the workloads. */
+#include <math.h>
+#include <string.h>
+
+#include "l2p_advise.h"
+#include "l2p_test.h"
+
+int l2p_test_passed, l2p_test_failed;
+
+#define MIB (1024.0 * 1024.0)
+#define GRAN ((size_t)(3.75 * MIB))
+
+typedef struct {
+    int kind[L2P_ADVISE_MAX_WORK];   /* 0: gains with a window; 1: taxed; 2: indifferent */
+    double gain, tax;                /* the gainer's best gain; the taxed one's at the max */
+    unsigned long long rng;
+    size_t calls;
+} world;
+
+static double noise(world *wd)
+{
+    wd->rng ^= wd->rng << 13;
+    wd->rng ^= wd->rng >> 7;
+    wd->rng ^= wd->rng << 17;
+    return ((double)(wd->rng % 10001) / 10000.0 - 0.5) * 0.004; /* +-0.2 % */
+}
+
+/* A gainer: 1 ms at limit 0; with a window over its 40 MiB table at hitRatio h and set-aside
+ * s, the persisted share min(h * 40 MiB, s) / 40 MiB saves up to `gain`, best near 26 MiB
+ * (more set-aside taxes its own streaming). Taxed: 1 ms + tax * (s / max)^2. */
+static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, size_t repeat,
+                       double *samples)
+{
+    world *wd = ctx;
+    double s = (double)cfg->set_aside, max = 10 * (double)GRAN, t = 1.0;
+    wd->calls++;
+    if (wd->kind[work] == 0) {
+        double persisted = 0.0;
+        for (size_t k = 0; k < cfg->n; k++)
+            if (cfg->win[k].on && (size_t)k == work) {
+                double covered = cfg->win[k].hit_ratio * 40 * MIB;
+                persisted = (covered < s ? covered : s) / (40 * MIB);
+            }
+        t = 1.0 - wd->gain * persisted + 0.6 * wd->gain * pow(s / max, 4.0);
+    } else if (wd->kind[work] == 1) {
+        t = 1.0 + wd->tax * (s / max) * (s / max);
+    }
+    for (size_t i = 0; i < repeat; i++) samples[i] = t * (1.0 + noise(wd));
+    return L2P_OK;
+}
+
+/* n workloads, target k belongs to workload k (40 MiB), each in its own group. */
+static void options(l2p_advise_options *o, size_t n)
+{
+    l2p_advise_options_default(o);
+    o->granule = GRAN;
+    o->persisting_max = 10 * GRAN;
+    o->default_limit = 3 * GRAN;
+    o->n_work = n;
+    o->n_targets = n;
+    for (size_t i = 0; i < n; i++) {
+        o->coef[i] = 1.0;
+        o->owner[i] = (int)i;
+        o->bytes[i] = (size_t)(40 * MIB);
+        o->group[i] = (int)i;
+    }
+}
+
+static void test_gainer_alone(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0}, 0.3, 0.0, 42, 0};
+    options(&o, 1);
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.helps);
+    CHECK(r.found_set_aside >= 5 * GRAN && r.found_set_aside <= 9 * GRAN);
+    CHECK(r.found[0].on);
+    CHECK(r.work[0].speedup > 1.15 && r.work[0].ci_low > 1.0);
+    CHECK(r.speedup > 1.15 && r.ci_low > 1.0 && r.blocked_by == -1);
+    CHECK(r.recommended_set_aside == r.found_set_aside);
+    CHECK(r.work[0].n_windows == 1);
+    CHECK(r.evals == wd.calls);
+    l2p_advise_result_free(&r);
+}
+
+/* One gainer and taxed workloads: the weights decide. */
+static void test_weights_decide(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0, 1, 1}, 0.2, 0.6, 7, 0};
+    options(&o, 3);
+    o.coef[0] = 10.0; /* the gainer dominates the process's time */
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.helps);
+    CHECK(r.work[1].tax > 1.0 && r.work[2].tax > 1.0); /* each workload's own tax reported */
+    CHECK(r.work[1].slows);
+    size_t heavy = r.found_set_aside;
+    l2p_advise_result_free(&r);
+    o.coef[0] = 1.0; /* now the taxed ones weigh 2 of 3: a smaller set-aside, or none */
+    o.coef[1] = o.coef[2] = 3.0;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.found_set_aside < heavy);
+    l2p_advise_result_free(&r);
+    o.coef[0] = 0.05; /* the gainer is a rounding error: "don't" */
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(!r.helps);
+    CHECK(r.recommended_set_aside == 0 || r.recommended_set_aside == o.default_limit);
+    l2p_advise_result_free(&r);
+}
+
+static void test_must_not_slow(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0, 1}, 0.3, 0.08, 9, 0};
+    options(&o, 2);
+    o.coef[0] = 20.0;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    int slowed = r.work[1].slows;
+    CHECK(r.helps);
+    l2p_advise_result_free(&r);
+    o.must_not_slow[1] = 1;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    if (slowed) { /* the pick would slow workload 1: blocked */
+        CHECK(!r.helps && r.blocked_by == 1);
+    } else {
+        CHECK(r.helps && !r.work[1].slows);
+    }
+    CHECK(r.blocked_by == -1 || r.blocked_by == 1);
+    l2p_advise_result_free(&r);
+}
+
+/* Two gainers whose windows go on one stream (one group): one keeps it. */
+static void test_shared_carrier(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0, 0}, 0.3, 0.0, 3, 0};
+    options(&o, 2);
+    o.group[1] = 0;
+    o.coef[1] = 2.0;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.found[0].on + r.found[1].on == 1);
+    CHECK(r.found[1].on); /* the heavier one */
+    CHECK(r.work[0].n_windows == 0 && r.work[1].n_windows == 1);
+    l2p_advise_result_free(&r);
+}
+
+static void test_linear_evals(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0}, 0.3, 0.0, 5, 0};
+    options(&o, 2);
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    size_t two = r.evals;
+    l2p_advise_result_free(&r);
+    options(&o, 20);
+    for (int i = 0; i < 20; i++) wd.kind[i] = i % 2;
+    wd.tax = 0.05;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.evals <= 12 * two); /* 10x the workloads: about 10x the evaluations */
+    CHECK(r.evals >= 5 * two);
+    l2p_advise_result_free(&r);
+}
+
+static void test_options(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0}, 0.3, 0.0, 5, 0};
+    options(&o, 1);
+    o.coef[0] = 0.0;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "weight") != NULL);
+    options(&o, 1);
+    o.owner[0] = 3;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    options(&o, 0);
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    options(&o, 1);
+    o.repeat = 1;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(r.found == NULL);
+}
+
+int main(void)
+{
+    test_gainer_alone();
+    test_weights_decide();
+    test_must_not_slow();
+    test_shared_carrier();
+    test_linear_evals();
+    test_options();
+    printf("test_advise: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
+    return l2p_test_failed != 0;
+}
