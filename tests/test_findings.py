@@ -232,32 +232,57 @@ def test_set_aside_tax_default_costs_nothing():
     assert max(at) < 1.15  # under the knee threshold the note cites
 
 
-def test_set_aside_tax_knees_measured_and_modelled():
-    from l2persist import tax
+def _measured_knees():
+    """{set-aside: (lo, hi)}: the first working set of random writes 1.15x slower than at
+    limit 0 lies in (lo, hi] (MiB); hi None: none up to lo. From the raw records."""
     slow = _tax_slowdowns()
-    meta = json.loads((RESULTS / "set-aside-tax.json").read_text())["meta"]
-    chip = {"compute_capability": tuple(map(int, meta["compute_capability"].split("."))),
-            "l2_cache_size": meta["l2_cache_size"],
-            "persisting_l2_cache_max_size": meta["persisting_l2_cache_max_size"]}
-    n = note("set-aside-tax", "random-write knees")
-    asides = sorted({s for _, _, s, _ in slow if s})
-    within = 0
-    for s in asides:
+    out = {}
+    for s in sorted({s for _, _, s, _ in slow if s}):
         curve = sorted((w, v) for (k, p, s2, w), v in slow.items()
                        if (k, p, s2) == ("write", "random", s))
         first = next((i for i, (_, v) in enumerate(curve) if v >= 1.15), None)
-        p = tax.predict(chip, s)
-        model = p.knee_bytes / MIB if p.taxed else None
-        if first is None:
-            measured = f"none up to {curve[-1][0] / MIB:g}"
-            within += model is None or model >= curve[-1][0] / MIB
+        out[s] = ((curve[-1][0] / MIB, None) if first is None else
+                  ((curve[first - 1][0] if first else 0) / MIB, curve[first][0] / MIB))
+    return out
+
+
+def _check_model_knees(model, l2_mib):
+    """model: {set-aside bytes: model knee MiB, or None (no tax)}. Checked against the stored
+    measurements, not against the model's code: the issue's bar (each knee within 4 MiB of
+    the measured interval, "none" where none was measured), no tax below a quarter of the L2,
+    and from there one line L2 - c s whose slope is the least-squares slope through the
+    measured knees' midpoints (within 0.03). Returns how many are within 4 MiB."""
+    measured = _measured_knees()
+    assert sorted(model) == sorted(measured)
+    within, slopes = 0, []
+    for s, knee in model.items():
+        lo, hi = measured[s]
+        assert (knee is None) == (s < l2_mib * MIB / 4), (s, knee)
+        if hi is None:
+            within += knee is None or knee >= lo
         else:
-            lo, hi = (curve[first - 1][0] if first else 0) / MIB, curve[first][0] / MIB
-            measured = f"({lo:g}, {hi:g}]"
-            within += model is not None and max(lo - model, model - hi, 0) <= 4
-        said = "none" if model is None else f"{model:.1f}"
-        assert f"s={s / MIB:g} MiB: measured {measured} vs model {said}" in n
-    assert n.endswith(f"; {within} of {len(asides)} within 4 MiB")
+            within += knee is not None and max(lo - knee, knee - hi, 0) <= 4
+        if knee is not None:
+            slopes.append((l2_mib - knee) / (s / MIB))
+    mid = [(s / MIB, (lo + hi) / 2) for s, (lo, hi) in measured.items() if hi is not None]
+    fit = sum(x * (l2_mib - k) for x, k in mid) / sum(x * x for x, _ in mid)
+    assert slopes and max(slopes) - min(slopes) < 0.01 and abs(slopes[0] - fit) < 0.03, \
+        (slopes, fit)
+    assert within == len(model), (model, measured)
+    return within
+
+
+def test_set_aside_tax_knees_measured_and_modelled():
+    meta = json.loads((RESULTS / "set-aside-tax.json").read_text())["meta"]
+    n = note("set-aside-tax", "random-write knees")
+    model = {}
+    for s, (lo, hi) in _measured_knees().items():
+        said = f"none up to {lo:g}" if hi is None else f"({lo:g}, {hi:g}]"
+        m = re.search(rf"s={s / MIB:g} MiB: measured {re.escape(said)} vs model (none|[\d.]+)", n)
+        assert m, (s, said, n)
+        model[s] = None if m[1] == "none" else float(m[1])
+    within = _check_model_knees(model, meta["l2_cache_size"] / MIB)
+    assert n.endswith(f"; {within} of {len(model)} within 4 MiB")
 
 
 def test_set_aside_tax_counters_show_write_backs():
@@ -278,22 +303,21 @@ def test_set_aside_tax_heatmap_draws_the_model_knee(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    from l2persist import tax
     res = studies.load(RESULTS / "set-aside-tax.json")
     spec = res.plot_spec
     assert spec.kind == "heatmap" and spec.facet == "access"
-    chip = {"compute_capability": (9, 0), "l2_cache_size": res.meta["l2_cache_size"],
-            "persisting_l2_cache_max_size": res.meta["persisting_l2_cache_max_size"]}
-    asides = sorted({r["set_aside"] for r in res.records})
-    want = [[tax.predict(chip, s).knee_bytes / MIB, s / MIB] for s in asides
-            if tax.predict(chip, s).taxed]
-    assert spec.curve == want and len(want) == 4
+    # the curve: (model knee, set-aside) in MiB for each taxed set-aside, held to the stored
+    # measurements (the set-asides without a point are the untaxed ones)
+    drawn = {round(y * MIB): x for x, y in spec.curve}
+    asides = sorted({r["set_aside"] for r in res.records if r["set_aside"]})
+    assert set(drawn) <= set(asides) and len(drawn) == 4
+    _check_model_knees({s: drawn.get(s) for s in asides}, res.meta["l2_cache_size"] / MIB)
     fig = res.plot(tmp_path / "tax.png")
     panels = [a for a in fig.axes if a.get_visible() and a.get_images()]
     assert len(panels) == len({r["access"] for r in res.records}) == 5
     for a in panels:  # the knee is drawn on every panel, one point per taxed set-aside
         (line,) = a.get_lines()
-        assert len(line.get_xdata()) == len(want)
+        assert len(line.get_xdata()) == len(drawn)
     assert (tmp_path / "tax.png").stat().st_size > 10000
     assert "4.8x" in spec.title  # the worst random-write slowdown, in the title
 
