@@ -40,8 +40,33 @@ def _public_callables():
 @pytest.mark.parametrize("name, obj", list(_public_callables()), ids=lambda x: x
                          if isinstance(x, str) else "")
 def test_every_extension_callable_has_a_signature(name, obj):
+    """The text signature is the row's: the same parameters in order, of the same kind, with
+    the same defaults (what the one parser takes, _core._signatures); the one callable
+    without a row is AccessProperty, CUDA's cudaAccessProperty as an IntEnum."""
     sig = inspect.signature(obj)
-    assert isinstance(sig, inspect.Signature)
+    row = _core._signatures.get(name.removeprefix("_core."))
+    if row is None:
+        assert obj is _core.AccessProperty, name
+        assert {m.name: int(m) for m in obj} == {"NORMAL": 0, "STREAMING": 1, "PERSISTING": 2}
+        return
+    params = list(sig.parameters.values())
+    if params and params[0].name == "self":
+        params = params[1:]
+    kinds = {"positional": inspect.Parameter.POSITIONAL_ONLY,
+             "keyword": inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             "keyword_only": inspect.Parameter.KEYWORD_ONLY}
+    # as in Python (and the parser): every parameter after a keyword-only one is keyword-only
+    # too, whatever its row says (pattern's width .. store are rows of kind "keyword")
+    want, star = [], False
+    for n, _t, _d, k in row[0]:
+        star = star or k == "keyword_only"
+        want.append((n, kinds["keyword_only" if star else k]))
+    assert [(p.name, p.kind) for p in params] == want, sig
+    for p, (n, _t, default, _k) in zip(params, row[0]):
+        if default is None:
+            assert p.default is inspect.Parameter.empty, (name, n)
+        else:
+            assert repr(p.default) == default or str(p.default) == default, (name, n, p.default)
 
 
 def test_kernel_signatures_come_from_the_table():
@@ -53,16 +78,28 @@ def test_kernel_signatures_come_from_the_table():
         # name, a documented one never is (it may fail later, on its value or the device).
         with pytest.raises(TypeError, match="unexpected keyword argument 'no_such'"):
             getattr(_core, name)(no_such=1)
+        required = [q.name for q in params.values() if q.default is inspect.Parameter.empty]
         for p in params.values():
-            try:
-                getattr(_core, name)(**{p.name: object()})
-            except TypeError as e:
-                assert "unexpected keyword" not in str(e), (name, p.name)
-            except Exception:  # noqa: BLE001 - the value or the device, not the name
-                pass
+            _documented_keyword_is_parsed(getattr(_core, name), p.name, required)
     assert _core.LOAD_FLAVOURS[0] == "default" and "evict_last" in _core.LOAD_FLAVOURS
     assert _core.STORE_FLAVOURS == ("wb", "cg", "cs", "wt")
     assert "'evict_first'" in _core.l2_read.__doc__  # choices listed from the same table
+
+
+def _documented_keyword_is_parsed(fn, name, required):
+    """fn(name=object()) gets past the keyword's name: the binder then reports the first
+    required argument still missing, or refuses the value naming `name`, or (nothing missing,
+    the value not yet looked at) fails on the device; it never accepts object()."""
+    missing = [r for r in required if r != name]
+    try:
+        fn(**{name: object()})
+    except (TypeError, ValueError) as e:
+        want = f"missing required argument '{missing[0]}'" if missing else name
+        assert want in str(e) and "unexpected keyword" not in str(e), (fn.__name__, name, e)
+    except l2persist.CudaError as e:   # NoDeviceError without a GPU
+        assert not missing, (fn.__name__, name, e)
+    else:
+        pytest.fail(f"{fn.__name__}({name}=object()) was accepted")
 
 
 def test_threads_means_threads_per_block_everywhere():

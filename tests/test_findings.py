@@ -232,32 +232,57 @@ def test_set_aside_tax_default_costs_nothing():
     assert max(at) < 1.15  # under the knee threshold the note cites
 
 
-def test_set_aside_tax_knees_measured_and_modelled():
-    from l2persist import tax
+def _measured_knees():
+    """{set-aside: (lo, hi)}: the first working set of random writes 1.15x slower than at
+    limit 0 lies in (lo, hi] (MiB); hi None: none up to lo. From the raw records."""
     slow = _tax_slowdowns()
-    meta = json.loads((RESULTS / "set-aside-tax.json").read_text())["meta"]
-    chip = {"compute_capability": tuple(map(int, meta["compute_capability"].split("."))),
-            "l2_cache_size": meta["l2_cache_size"],
-            "persisting_l2_cache_max_size": meta["persisting_l2_cache_max_size"]}
-    n = note("set-aside-tax", "random-write knees")
-    asides = sorted({s for _, _, s, _ in slow if s})
-    within = 0
-    for s in asides:
+    out = {}
+    for s in sorted({s for _, _, s, _ in slow if s}):
         curve = sorted((w, v) for (k, p, s2, w), v in slow.items()
                        if (k, p, s2) == ("write", "random", s))
         first = next((i for i, (_, v) in enumerate(curve) if v >= 1.15), None)
-        p = tax.predict(chip, s)
-        model = p.knee_bytes / MIB if p.taxed else None
-        if first is None:
-            measured = f"none up to {curve[-1][0] / MIB:g}"
-            within += model is None or model >= curve[-1][0] / MIB
+        out[s] = ((curve[-1][0] / MIB, None) if first is None else
+                  ((curve[first - 1][0] if first else 0) / MIB, curve[first][0] / MIB))
+    return out
+
+
+def _check_model_knees(model, l2_mib):
+    """model: {set-aside bytes: model knee MiB, or None (no tax)}. Checked against the stored
+    measurements, not against the model's code: the issue's bar (each knee within 4 MiB of
+    the measured interval, "none" where none was measured), no tax below a quarter of the L2,
+    and from there one line L2 - c s whose slope is the least-squares slope through the
+    measured knees' midpoints (within 0.03). Returns how many are within 4 MiB."""
+    measured = _measured_knees()
+    assert sorted(model) == sorted(measured)
+    within, slopes = 0, []
+    for s, knee in model.items():
+        lo, hi = measured[s]
+        assert (knee is None) == (s < l2_mib * MIB / 4), (s, knee)
+        if hi is None:
+            within += knee is None or knee >= lo
         else:
-            lo, hi = (curve[first - 1][0] if first else 0) / MIB, curve[first][0] / MIB
-            measured = f"({lo:g}, {hi:g}]"
-            within += model is not None and max(lo - model, model - hi, 0) <= 4
-        said = "none" if model is None else f"{model:.1f}"
-        assert f"s={s / MIB:g} MiB: measured {measured} vs model {said}" in n
-    assert n.endswith(f"; {within} of {len(asides)} within 4 MiB")
+            within += knee is not None and max(lo - knee, knee - hi, 0) <= 4
+        if knee is not None:
+            slopes.append((l2_mib - knee) / (s / MIB))
+    mid = [(s / MIB, (lo + hi) / 2) for s, (lo, hi) in measured.items() if hi is not None]
+    fit = sum(x * (l2_mib - k) for x, k in mid) / sum(x * x for x, _ in mid)
+    assert slopes and max(slopes) - min(slopes) < 0.01 and abs(slopes[0] - fit) < 0.03, \
+        (slopes, fit)
+    assert within == len(model), (model, measured)
+    return within
+
+
+def test_set_aside_tax_knees_measured_and_modelled():
+    meta = json.loads((RESULTS / "set-aside-tax.json").read_text())["meta"]
+    n = note("set-aside-tax", "random-write knees")
+    model = {}
+    for s, (lo, hi) in _measured_knees().items():
+        said = f"none up to {lo:g}" if hi is None else f"({lo:g}, {hi:g}]"
+        m = re.search(rf"s={s / MIB:g} MiB: measured {re.escape(said)} vs model (none|[\d.]+)", n)
+        assert m, (s, said, n)
+        model[s] = None if m[1] == "none" else float(m[1])
+    within = _check_model_knees(model, meta["l2_cache_size"] / MIB)
+    assert n.endswith(f"; {within} of {len(model)} within 4 MiB")
 
 
 def test_set_aside_tax_counters_show_write_backs():
@@ -278,39 +303,101 @@ def test_set_aside_tax_heatmap_draws_the_model_knee(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib
     matplotlib.use("Agg")
-    from l2persist import tax
     res = studies.load(RESULTS / "set-aside-tax.json")
     spec = res.plot_spec
     assert spec.kind == "heatmap" and spec.facet == "access"
-    chip = {"compute_capability": (9, 0), "l2_cache_size": res.meta["l2_cache_size"],
-            "persisting_l2_cache_max_size": res.meta["persisting_l2_cache_max_size"]}
-    asides = sorted({r["set_aside"] for r in res.records})
-    want = [[tax.predict(chip, s).knee_bytes / MIB, s / MIB] for s in asides
-            if tax.predict(chip, s).taxed]
-    assert spec.curve == want and len(want) == 4
+    # the curve: (model knee, set-aside) in MiB for each taxed set-aside, held to the stored
+    # measurements (the set-asides without a point are the untaxed ones)
+    drawn = {round(y * MIB): x for x, y in spec.curve}
+    asides = sorted({r["set_aside"] for r in res.records if r["set_aside"]})
+    assert set(drawn) <= set(asides) and len(drawn) == 4
+    _check_model_knees({s: drawn.get(s) for s in asides}, res.meta["l2_cache_size"] / MIB)
     fig = res.plot(tmp_path / "tax.png")
     panels = [a for a in fig.axes if a.get_visible() and a.get_images()]
     assert len(panels) == len({r["access"] for r in res.records}) == 5
     for a in panels:  # the knee is drawn on every panel, one point per taxed set-aside
         (line,) = a.get_lines()
-        assert len(line.get_xdata()) == len(want)
+        assert len(line.get_xdata()) == len(drawn)
     assert (tmp_path / "tax.png").stat().st_size > 10000
     assert "4.8x" in spec.title  # the worst random-write slowdown, in the title
 
 
+def _atlas_records():
+    """{(gpu, workload, fraction of L2): record} of the stored H200 and H100 atlases."""
+    out = {}
+    for gpu, name in (("H200", "atlas.json"), ("H100", "atlas-h100.json")):
+        d = json.loads((RESULTS / name).read_text())
+        assert gpu in d["meta"]["device_name"], (name, d["meta"]["device_name"])
+        for r in d["records"]:
+            out[gpu, r["workload"], r["size_over_l2"]] = r
+    return out
+
+
 def test_atlas_prose_quotes_the_stored_runs():
-    """Every speedup the atlas notebook's prose quotes (N.NNx) is one of the stored H200 or
-    H100 runs' speedups (grid, told, no targets, re-measured pick), rounded to 2 decimals."""
-    import re
+    """Every speedup the atlas notebook's prose quotes (N.NNx) is the one stored record it
+    names (workload, size as a fraction of L2, GPU; grid best, told, no targets, or the
+    re-measured no-target pick), rounded to 2 decimals, and so are the claims around them."""
     from l2persist.studies import atlas
-    stored = set()
-    for name in ("atlas.json", "atlas-h100.json"):
-        res = studies.load(RESULTS / name)
-        for r in res.records:
-            for k in ("grid_speedup", "right_speedup", "auto_speedup", "auto_pick_speedup"):
-                if r.get(k) is not None:
-                    stored.add(f"{r[k]:.2f}")
-    quoted = re.findall(r"(\d\.\d\d)x", atlas.WHY)
-    assert len(quoted) > 20
-    missing = sorted(set(quoted) - stored)
-    assert not missing, f"quoted but not in the stored runs: {missing}"
+    rec = _atlas_records()
+    both, paying = ("H200", "H100"), (0.6, 0.8, 1.2)
+
+    def x(key, gpu, workload, frac):
+        return f"{rec[gpu, workload, frac][key]:.2f}x"
+
+    def row(key, workload, gpu, fracs=paying):
+        return [x(key, gpu, workload, f) for f in fracs]
+
+    def one(values):                         # a figure quoted once for several records
+        assert len(set(values)) == 1, values
+        return values[0]
+
+    def over(workload, gpu, fracs=(0.3,) + paying):
+        return [rec[gpu, workload, f]["grid_speedup"] for f in fracs]
+
+    spmv = over("spmv", "H200", paying)
+    claims = [
+        ("the atomic histogram: {}, {}, {} at 0.6, 0.8, 1.2 x L2 on the H200; {}, {}, {} on "
+         "the H100 (grid best; `tune` with no targets {}, {}, {} and {}, {}, {});",
+         row("grid_speedup", "histogram", "H200") + row("grid_speedup", "histogram", "H100")
+         + row("auto_speedup", "histogram", "H200") + row("auto_speedup", "histogram", "H100")),
+        ("the Bloom filter: {}, {}, {} (H200) and {}, {}, {} (H100);",
+         row("grid_speedup", "bloom", "H200") + row("grid_speedup", "bloom", "H100")),
+        ("the composite graph step, through its accumulator alone: {}, {}, {} (H200) and {}, "
+         "{}, {} (H100);", row("grid_speedup", "composite-graph", "H200")
+         + row("grid_speedup", "composite-graph", "H100")),
+        ("GEMV weights at 0.8 and 1.2 x L2: grid {} and {} (H200), {} and {} (H100).",
+         row("grid_speedup", "gemv-graph", "H200", (0.8, 1.2))
+         + row("grid_speedup", "gemv-graph", "H100", (0.8, 1.2))),
+        ("the Zipf embedding lookup never does ({} at every size on both",
+         [one([f"{v:.2f}x" for g in both for v in over("embedding", g)])]),
+        ("a streaming read gains at most {} (H200) and {} (H100) on the grid",
+         [f"{max(over('streaming', g)):.2f}x" for g in both]),
+        ("SpMV gains {}-{} (H200) and up to {} (H100).",
+         [f"{min(spmv):.2f}", f"{max(spmv):.2f}x", f"{max(over('spmv', 'H100')):.2f}x"]),
+        ("GEMV at 0.8 x L2: told the weights it measured {} on both GPUs against the grid's {} "
+         "and {}.", [one([x("right_speedup", g, "gemv-graph", 0.8) for g in both])]
+         + [x("grid_speedup", g, "gemv-graph", 0.8) for g in both]),
+        ("the no-target pick, re-measured outside the tuner, ran {} (H200) and {} (H100)",
+         [x("auto_pick_speedup", g, "gemv-graph", 0.8) for g in both]),
+        ("SpMV at 0.3 x L2 on the H100: grid {}, `tune` \"don't\"",
+         [x("grid_speedup", "H100", "spmv", 0.3)]),
+    ]
+    prose = " ".join(atlas.WHY.split())
+    for template, values in claims:
+        assert template.format(*values) in prose, (template, values)
+    # every quoted speedup is one of those claims
+    quoted = re.findall(r"\d\.\d\dx", prose)
+    assert len(quoted) == sum(sum(v.endswith("x") for v in vals) for _, vals in claims)
+    # the claims in words, from the same records
+    assert max(r["grid_speedup"] for (g, _, f), r in rec.items()
+               if (g, f) == ("H200", 0.3)) < 1.03     # "at 0.3 x L2 nothing gains > 3 %"
+    assert not any(rec[g, w, f]["auto_helps"] for g, w, f in rec
+                   if w == "streaming" or (g, w, f) == ("H100", "spmv", 0.3))
+    graph = [rec[g, "composite-graph", f] for g in both for f in paying]
+    assert {(r["auto_evals"], r["right_evals"]) for r in graph} == {(26, 18)}
+    assert all(round(r["auto_speedup"] / r["right_speedup"], 2) >= 1.0 for r in graph)
+    span = f"{min(r['auto_s'] for r in graph):.1f}-{max(r['auto_s'] for r in graph):.1f} s"
+    assert f"with 26 evaluations against 18, in {span}" in prose
+    picks = [r["auto_pick_speedup"] for r in rec.values() if r["auto_pick_speedup"]]
+    assert min(picks) >= 0.98                 # "nowhere ... slower (bar: within 2 %)"
+    assert not any(r["auto_helps"] for r in rec.values() if r["grid_speedup"] < 1.02)

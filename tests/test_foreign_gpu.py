@@ -273,6 +273,54 @@ def test_discover_l2persist_work_on_the_tune_stream(rng):
         np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)  # ran once
 
 
+
+# The output is the kernel's last parameter, a bare pointer: its one word is both the last word
+# of its parameter and of the argument buffer, where an off-by-one in the scan would stop.
+AXPY_OUT_LAST = r"""
+extern "C" __global__ void axpy_out_last(int n, float a, const float *x, const float *y,
+                                         float *out)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+"""
+
+
+def test_discovery_finds_the_last_parameter(rng):
+    """A CuPy kernel whose output is its last parameter: the graph's scan and foreign.discover
+    both name it, with the node that writes it."""
+    cp = need("cupy")
+    k = cp.RawKernel(AXPY_OUT_LAST, "axpy_out_last")
+    n = 1 << 16
+    a = np.float32(rng.uniform(0.5, 4.0))
+    hx, hy = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    x, y = l2persist.to_device(hx), l2persist.to_device(hy)
+    out = l2persist.zeros(n, np.float32)
+    bufs = {"x": x, "y": y, "out": out}
+
+    def step(s):
+        l2persist.launch(k, (n + 255) // 256, 256, [n, a, x, y, out], stream=s)
+
+    with l2persist.Stream() as s:
+        with s.capture() as g:
+            step(s)
+        by = {r.name: r for r in g.buffers(bufs)}
+        assert set(by) == {"x", "y", "out"}, g.buffers(bufs).table()
+        assert by["out"].address == out.ptr and by["out"].size == out.nbytes
+        assert [nd.position for nd in by["out"].nodes] == [0]
+        out.fill_bytes(0xFF)                                 # poison (NaN), then run the graph
+        g.launch(stream=s)
+        s.synchronize()
+        np.testing.assert_allclose(out.to_numpy(), a * hx + hy, rtol=1e-6)
+        out.fill_bytes(0xFF)
+        found = foreign.discover(lambda: step(s), stream=s, candidates=bufs)
+        s.synchronize()
+        by = {c.name: c for c in found}
+        assert set(by) == {"x", "y", "out"}, found
+        assert by["out"].buffer.ptr == out.ptr and by["out"].nodes and by["out"].carrier is s
+    np.testing.assert_allclose(out.to_numpy(), a * hx + hy, rtol=1e-6)   # fn ran for real
+
+
 def test_discover_without_torch_captures_on_the_stream_and_leaves_it_usable():
     """In a fresh process without PyTorch (l2persist's own capture): eager l2persist work and
     a CuPy kernel are discovered on the tune stream, the stream is not left capturing, and

@@ -4,6 +4,7 @@ is there), and the process and the device stay usable. CPU: the validation paths
 launch paths, each followed by a probe that the context still computes right."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -35,6 +36,31 @@ def kernel_call(draw):
     return name, {p: draw(HOSTILE) for p in chosen}
 
 
+# Refusals that do not name their argument yet (product gaps, reported; pinned here so that
+# every other refusal must name one): a float parameter given a non-number or an int too
+# large for a double, and a stream given an int outside 64 bits.
+FLOAT_PARAMS = {("scale_shift", "scale"), ("scale_shift", "shift"), ("streaming", "scalar")}
+
+
+def _known_unnamed(name, kwargs, msg):
+    if any((name, k) in FLOAT_PARAMS for k in kwargs) and (
+            "must be real number" in msg or "too large to convert to float" in msg):
+        return True
+    s = kwargs.get("stream")
+    return (type(s) is int and not -2**63 <= s < 2**63) and "int too big to convert" in msg
+
+
+def _refusal_is_named(name, kwargs, e):
+    """A refusal names an argument given ("window: ..."), or the required one missing."""
+    msg = str(e)
+    if any(re.search(rf"\b{re.escape(k)}\b", msg) for k in kwargs):
+        return True
+    required = [p.name for p in inspect.signature(getattr(_core, name)).parameters.values()
+                if p.default is inspect.Parameter.empty]
+    missing = [r for r in required if r not in kwargs]
+    return bool(missing) and f"missing required argument '{missing[0]}'" in msg
+
+
 @FAST
 @given(kernel_call())
 def test_kernel_arguments_never_crash(call):
@@ -42,10 +68,18 @@ def test_kernel_arguments_never_crash(call):
     kwargs.pop("ns", None)  # a valid ns up to a minute would only make the test slow
     try:
         getattr(_core, name)(**kwargs)
-    except NAMED:
-        pass
+    except l2persist.NoDeviceError:
+        # only once the arguments the binder checks without a device have passed: nothing
+        # required is missing
+        params = inspect.signature(getattr(_core, name)).parameters.values()
+        assert all(p.name in kwargs for p in params if p.default is inspect.Parameter.empty)
+    except (ValueError, TypeError, OverflowError) as e:
+        assert _refusal_is_named(name, kwargs, e) or _known_unnamed(name, kwargs, str(e)), \
+            (name, kwargs, e)
     except l2persist.CudaError as e:  # a launch that reached the driver must name its call
         assert e.call
+    else:
+        assert l2persist.is_available(), (name, kwargs)   # no kernel runs without a GPU
     if l2persist.is_available():
         l2persist.Device(0).synchronize()
 

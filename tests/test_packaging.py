@@ -180,9 +180,27 @@ def test_tools_test_fails_when_no_test_ran():
 def test_tools_test_fails_below_the_floor():
     r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", L2P_MIN_TESTS="2")
     assert r.returncode != 0
-    assert "only 1 tests ran, fewer than the floor of 2" in r.stderr
+    assert "only 1 tests passed, fewer than the floor of 2" in r.stderr
     r = _tools_test("tests/test_packaging.py", "-k", "cache_dir_default", L2P_MIN_TESTS="1")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "tools/test: 1 tests passed (floor 1)" in r.stdout
+
+
+def test_tools_test_floor_counts_only_passed_tests(tmp_path):
+    """Skipped tests check nothing: three that skip and one that passes fall below a floor of
+    2, and the pass alone meets a floor of 1."""
+    f = tmp_path / "test_floor_probe.py"
+    f.write_text("import pytest\n\n"
+                 "@pytest.mark.parametrize('i', range(3))\n"
+                 "def test_skips(i):\n    pytest.skip('no reason to run')\n\n"
+                 "def test_passes():\n    pass\n")
+    r = _tools_test(str(f), L2P_MIN_TESTS="2")
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "only 1 tests passed, fewer than the floor of 2" in r.stderr
+    r = _tools_test(str(f), "-k", "skips", L2P_MIN_TESTS="1")      # all skipped: a failure
+    assert r.returncode != 0 and "only 0 tests passed" in r.stderr, r.stdout + r.stderr
+    r = _tools_test(str(f), L2P_MIN_TESTS="1")
+    assert r.returncode == 0 and "1 tests passed (floor 1)" in r.stdout, r.stdout + r.stderr
 
 
 def test_unusable_cache_builds_without_it(tmp_path, project, monkeypatch):

@@ -355,10 +355,21 @@ def test_fixtures_load():
     assert rw8.none(rw8.pmax) > 2 * rw8.none(0)
 
 
+_CELLS = {}
+
+
+def cell_rates(land, kind, level):
+    """rates() of one cell with the whole search, computed once per run (two tests read it)."""
+    key = (land.name, kind, level)
+    if key not in _CELLS:
+        _CELLS[key] = rates(land, kind, level)
+    return _CELLS[key]
+
+
 @pytest.mark.parametrize("kind,level", NOISES, ids=lambda v: f"{v}")
 @pytest.mark.parametrize("land", LANDSCAPES, ids=lambda x: x.name)
 def test_replay_within_2_percent(land, kind, level):
-    near, helps = rates(land, kind, level)
+    near, helps = cell_rates(land, kind, level)
     near_bar, helps_bar = _bars(land, kind, level)
     assert near >= near_bar, f"{land.name}, {kind} {level:.0%}: {near:.0%} of seeds within 2 %"
     if land.gain() < 1.005:
@@ -366,10 +377,19 @@ def test_replay_within_2_percent(land, kind, level):
 
 
 def test_short_cells_are_few():
-    """The exceptions stay exceptions: every landscape meets the bars at 2 % drifting noise
-    but the 0.8-of-L2 histogram on the H200, and at most 21 of the 132 cells miss a bar."""
-    assert len(SHORT) <= 21
-    assert [k for k in SHORT if k[1] == D2] == [(f"{H200} histogram80", D2)]
+    """The exceptions stay exceptions, measured: the cells that miss the plain bars (>= 95 %
+    within 2 %; <= 5 % "helps" where the best gain is under 0.5 %) are exactly SHORT's (a
+    cell that meets them again loses its lower bar, so that a later regression there shows),
+    at most 21 of the 132; at 2 % drifting noise only the 0.8-of-L2 histogram on the H200."""
+    missed = set()
+    for land in LANDSCAPES:
+        for noise in NOISES:
+            near, helps = cell_rates(land, *noise)
+            if near < 0.95 or (land.gain() < 1.005 and helps > 0.05):
+                missed.add((land.name, noise))
+    assert missed == set(SHORT), (sorted(missed - set(SHORT)), sorted(set(SHORT) - missed))
+    assert len(missed) <= 21
+    assert [k for k in missed if k[1] == D2] == [(f"{H200} histogram80", D2)]
 
 
 # ---- synthetic landscapes: what each part of the search is for -----------------------------
