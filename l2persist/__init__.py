@@ -36,7 +36,9 @@ from .counters import Counters, counter_names, counters_available, measure
 from . import examples
 from .tune import Target, TuneResult
 from . import foreign
-from .foreign import as_graph, launch
+from .foreign import as_graph, keep_graphs, launch, window_captures
+from .plan import Plan
+from .advise import Advice, advise
 from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
 from . import tax
 from .state import L2State, l2_state, persisting_l2_disabled

@@ -35,6 +35,7 @@ reset between trials.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -44,8 +45,8 @@ from . import _core
 from ._core import Graph, KernelNode
 from ._format import human_bytes
 
-__all__ = ["as_graph", "discover", "launch", "BufferRecord", "BufferTable", "NodeGroup", "Candidate",
-           "DiscoveryError"]
+__all__ = ["as_graph", "discover", "launch", "keep_graphs", "window_captures", "BufferRecord",
+           "BufferTable", "NodeGroup", "Candidate", "DiscoveryError"]
 
 
 class DiscoveryError(RuntimeError):
@@ -96,9 +97,12 @@ def as_graph(obj: Any = None, *, exec: Any = None, device: Any = None) -> Graph:
             handle = int(obj.raw_cuda_graph())
         except RuntimeError as e:
             raise ValueError(
-                "as_graph: this torch.cuda.CUDAGraph keeps no raw graph: make it with "
-                "torch.cuda.CUDAGraph(keep_graph=True) and call as_graph after its capture "
-                f"ended ({e})") from e
+                "as_graph: this torch.cuda.CUDAGraph keeps no raw graph, so its nodes cannot "
+                "be windowed after capture. Capture it inside `with l2persist.keep_graphs():` "
+                "(every torch.cuda.CUDAGraph made there, by torch.cuda.graph, "
+                "make_graphed_callables or torch.compile(mode='reduce-overhead'), keeps its "
+                "raw graph), or put the window on while it is captured with "
+                f"`with l2persist.window_captures(window):` ({e})") from e
         return _core._borrow_graph(handle, _torch_device(device), obj)
     mod, name = _module_of(obj), type(obj).__name__
     if mod.startswith("cupy"):
@@ -131,6 +135,79 @@ def as_graph(obj: Any = None, *, exec: Any = None, device: Any = None) -> Graph:
     raise TypeError(
         f"as_graph: expected a torch.cuda.CUDAGraph(keep_graph=True), a cudaGraph_t (int or "
         f"CUgraph) or an l2persist Graph, got {mod}.{name}")
+
+
+def _torch_graph_class():
+    torch = sys.modules.get("torch")
+    if torch is None:
+        import torch  # noqa: F811 - the caller asked for PyTorch's graphs
+    return torch, torch.cuda.CUDAGraph
+
+
+@contextlib.contextmanager
+def keep_graphs():
+    """Every ``torch.cuda.CUDAGraph`` made in the block keeps its raw graph, as if made with
+    ``keep_graph=True``: the default ``torch.cuda.CUDAGraph()``, ``torch.cuda.graph``,
+    ``torch.cuda.make_graphed_callables`` and ``torch.compile(mode="reduce-overhead")`` all
+    make theirs through that class. ``as_graph``, discovery, ``tune``, ``advise`` and Plans
+    can then window their kernel nodes after capture (PyTorch instantiates a kept graph at its
+    first replay). Servers capture at start: wrap the warm-up / capture phase in it."""
+    _, cls = _torch_graph_class()
+    had = "__new__" in cls.__dict__
+    original = cls.__dict__.get("__new__")
+    make = cls.__new__
+
+    def __new__(klass, keep_graph=False, *args, **kwargs):
+        return make(klass, True, *args, **kwargs)
+    cls.__new__ = staticmethod(__new__)
+    try:
+        yield
+    finally:
+        if had:
+            cls.__new__ = original
+        else:
+            del cls.__new__
+
+
+@contextlib.contextmanager
+def window_captures(window):
+    """Every PyTorch CUDA graph captured in the block gets ``window`` (an AccessPolicyWindow)
+    on its kernel nodes: the window is put on the capture stream right before the capture
+    begins, where the driver copies it into each captured kernel node (measured on the
+    H200), and the stream's own window is put back when the capture ends. It covers the
+    default ``torch.cuda.CUDAGraph()`` (which keeps no raw graph to window later),
+    ``make_graphed_callables`` and ``torch.compile(mode="reduce-overhead")``. The window
+    persists lines under whatever set-aside is installed when the graph replays (a Plan, or
+    ``Device.persisting_l2``)."""
+    torch, cls = _torch_graph_class()
+    begin, end = cls.capture_begin, cls.capture_end
+    active = {}
+
+    def capture_begin(self, *a, **k):
+        stream = _core.Stream(wrap=torch.cuda.current_stream())  # the capture stream
+        scope = stream.access_policy(window)
+        scope.__enter__()
+        active[id(self)] = scope
+        try:
+            return begin(self, *a, **k)
+        except BaseException:
+            active.pop(id(self)).__exit__(None, None, None)
+            raise
+
+    def capture_end(self, *a, **k):
+        try:
+            return end(self, *a, **k)
+        finally:
+            scope = active.pop(id(self), None)
+            if scope is not None:
+                scope.__exit__(None, None, None)
+    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+    try:
+        yield window
+    finally:
+        cls.capture_begin, cls.capture_end = begin, end
+        for scope in active.values():  # a capture left open by an exception
+            scope.__exit__(None, None, None)
 
 
 def _owner_changed(graph: Graph) -> None:

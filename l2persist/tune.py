@@ -16,13 +16,15 @@ persistence".
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import dataclass, field
 
 from . import _core
 from ._format import human_bytes, load_json, save_json
 
-__all__ = ["Target", "TuneResult", "Verdict", "describe", "tune", "verdict",
+__all__ = ["Target", "TimingError", "TuneResult", "Verdict", "describe", "timed_stream",
+           "tune", "verdict",
            "EXPLAIN_COUNTERS"]
 
 # The counters that explain a persistence result (friendly names of counter_names()). On an
@@ -205,6 +207,10 @@ class TuneResult:
     placements: list | None = None
     #: The screening, per target: {"probe_ms", "kept"}; None when it did not run.
     screen: list | None = None
+    #: The pick re-measured against both baselines in fresh interleaved rounds after the
+    #: search ({"speedup", "ci", "held", "rounds"}); a pick that does not hold is not
+    #: recommended. None when the search recommended nothing.
+    recheck: dict | None = None
     _targets: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -237,7 +243,17 @@ class TuneResult:
         if self.persistence_helps:
             return (f"persistence helps: {describe(self.recommended)} is {self.speedup:.3f}x "
                     f"faster than the better baseline ({self.confidence:.0%} interval "
+                    f"{lo:.3f}-{hi:.3f}x; re-measured {self.recheck['speedup']:.3f}x)"
+                    if self.recheck else
+                    f"persistence helps: {describe(self.recommended)} is {self.speedup:.3f}x "
+                    f"faster than the better baseline ({self.confidence:.0%} interval "
                     f"{lo:.3f}-{hi:.3f}x)")
+        if self.recheck and not self.recheck["held"]:
+            rlo, rhi = self.recheck["ci"]
+            return (f"persistence does not help: the search's pick ({self.speedup:.3f}x, "
+                    f"interval {lo:.3f}-{hi:.3f}x) did not hold when re-measured in fresh "
+                    f"rounds ({self.recheck['speedup']:.3f}x, interval {rlo:.3f}-{rhi:.3f}x): "
+                    f"use {describe(self.recommended)}")
         return (f"persistence does not help beyond noise (best found {self.speedup:.3f}x, "
                 f"interval {lo:.3f}-{hi:.3f}x): use {describe(self.recommended)}")
 
@@ -367,7 +383,8 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
          warmup: int = 2, max_evals: int | None = None, hit_ratios=None,
          tune_props: bool = True, confirm_rounds: int = 3, min_gain: float = 0.01,
          confidence: float = 0.95, counters=None, hold_us: float = 50.0,
-         seed: int = 0x9E3779B97F4A7C15, tax: bool = True, screen_keep: int = 4) -> TuneResult:
+         seed: int = 0x9E3779B97F4A7C15, tax: bool = True, screen_keep: int = 4,
+         recheck_rounds: int = 3) -> TuneResult:
     """Find the persisting-L2 set-aside and access policy windows that make ``fn`` fastest,
     and say whether they beat doing nothing.
 
@@ -404,6 +421,15 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
       baseline and of the pick (``EXPLAIN_COUNTERS`` by default).
     - ``seed``: of the bootstrap (the search itself is deterministic given the timings).
     - ``tax``: probe what the recommended set-aside costs other work (``l2persist.tax``).
+    - ``recheck_rounds``: a pick the search recommends is re-measured against both baselines
+      in this many fresh interleaved rounds after a pause (0: not); it is recommended only
+      if it still helps by the same rule (measured: ``scatter_reduce_`` amax claimed 1.044x
+      in the search and re-measured 0.975x).
+
+    Timing brackets the work: fn is run once first, and if it replays PyTorch CUDA graphs on
+    a stream other than the timed one (``g.replay()`` runs on PyTorch's *current* stream),
+    ``stream=`` is refused with both streams named (or, with no ``stream=``, the replay's
+    stream is timed); events that time much less than fn's wall time are refused too.
     - ``screen_keep``: with more targets than this, or with several targets on one stream
       (alternatives: a stream holds one window), each is first probed once alone at the
       largest set-aside (the most a window on it can persist), and the search runs on the
@@ -454,6 +480,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
     inst = _Targets(dev, targets, stream)
     timing_stream = stream if stream is not None else inst.first_stream()
+    timing_stream = timed_stream(fn, timing_stream, dev, given=stream is not None)
     from .plan import Plan
     session = Plan(dev)  # an empty plan: the transaction every configuration is applied in
 
@@ -470,6 +497,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
                               max_evals=max_evals or 0, repeat=repeat,
                               confirm_rounds=confirm_rounds, min_gain=min_gain,
                               confidence=confidence, seed=seed, screen_keep=screen_keep)
+        recheck = None
+        if r["persistence_helps"] and recheck_rounds:
+            recheck = _recheck(evaluate, inst, dev, r, recheck_rounds, repeat, min_gain,
+                               confidence, seed)
         measured = None
         if counters:
             names = list(EXPLAIN_COUNTERS if counters is True else counters)
@@ -486,7 +517,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
         ci=(r["ci_low"], r["ci_high"]), confidence=confidence, evals=r["evals"],
         wall_s=wall_s, trials=r["trials"], set_aside_levels=r["set_aside_levels"],
         counters=measured, mps_set_aside=mps, rechecked=r["rechecked"], screen=r["screen"],
-        confirm_rounds=r["confirm_rounds"], _targets=inst)
+        confirm_rounds=r["confirm_rounds"], recheck=recheck, _targets=inst)
     if found_targets is not None:
         res.placements = _placements(found_targets, inst, res.recommended, res.screen)
     if res.persistence_helps and mps is None:
@@ -496,6 +527,93 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     if tax:
         _probe_tax(res, dev, timing_stream)
     return res
+
+
+class TimingError(RuntimeError):
+    """The CUDA events around fn do not bracket its work (it runs on another stream)."""
+
+
+def _replay_streams(fn):
+    """Run fn once, noting the PyTorch stream each torch CUDAGraph replay ran on."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "cuda") or not hasattr(torch.cuda, "CUDAGraph"):
+        fn()
+        return []
+    cls, seen = torch.cuda.CUDAGraph, []
+    original = cls.replay
+
+    def replay(self, *a, **k):
+        seen.append(torch.cuda.current_stream())
+        return original(self, *a, **k)
+    cls.replay = replay
+    try:
+        fn()
+    finally:
+        cls.replay = original
+    return seen
+
+
+def _handle(stream) -> int:
+    return 0 if stream is None else stream.handle
+
+
+def timed_stream(fn, stream, dev, *, given: bool, calls: int = 5):
+    """The stream whose events bracket fn's work: `stream`, checked. fn's PyTorch graph
+    replays must run on it (ValueError naming both streams when `given`; else the replay's
+    stream is returned), and events on it must not time much less than fn's wall time
+    (TimingError): measured, ``tune(lambda: g.replay(), stream=s)`` with the replay on
+    PyTorch's current stream timed 6 us of nothing and called it 1.574x faster."""
+    replays = _replay_streams(fn)
+    handles = sorted({s.cuda_stream for s in replays})
+    if len(handles) > 1:
+        raise ValueError(f"fn: replays CUDA graphs on {len(handles)} streams "
+                         f"({', '.join(hex(h) for h in handles)}); time each on its own")
+    if handles and handles[0] != _handle(stream):
+        if given:
+            raise ValueError(
+                f"stream: fn replays its CUDA graph on stream {handles[0]:#x} (PyTorch's "
+                f"current stream when it ran), but the events go on stream "
+                f"{_handle(stream):#x}, where they would time nothing. Pass "
+                f"stream=torch.cuda.current_stream(), or replay under "
+                f"`with torch.cuda.stream(s):`")
+        stream = _core.Stream(wrap=replays[0])
+    samples = _core.time_calls(fn, stream=stream, warmup=1, repeat=calls, device=dev,
+                               hold_us=0.0)
+    dev.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    dev.synchronize()
+    wall = (time.perf_counter() - t0) * 1e3 / calls
+    events = sorted(samples)[len(samples) // 2]
+    if events < 0.25 * wall and wall - events > 0.05:
+        raise TimingError(
+            f"stream: events on stream {_handle(stream):#x} time {events * 1e3:.1f} us of fn, "
+            f"whose calls take {wall * 1e3:.1f} us each with the device synchronised: fn runs "
+            f"its work on another stream. Pass the stream it runs on as stream=")
+    return stream
+
+
+def _recheck(evaluate, inst, dev, r, rounds, repeat, min_gain, confidence, seed):
+    """The pick against both baselines in fresh interleaved rounds after a pause; the
+    verdict is the C rule's. A pick that does not hold is replaced by the better baseline."""
+    n = len(inst.windows)
+    arms = {"limit0": {"set_aside": 0, "windows": [None] * n},
+            "default": {"set_aside": dev.default_persisting_l2_limit, "windows": [None] * n},
+            "pick": r["recommended"]}
+    order = list(arms)
+    samples = {k: [] for k in arms}
+    time.sleep(0.25)  # separated in time from the search
+    for i in range(rounds):
+        for k in (order if i % 2 == 0 else order[::-1]):
+            samples[k] += list(evaluate(arms[k], repeat))
+    v = verdict(samples["limit0"], samples["default"], samples["pick"], min_gain=min_gain,
+                confidence=confidence, seed=seed, rounds=rounds)
+    held = v.helps
+    if not held:
+        r["persistence_helps"] = False
+        r["recommended"] = arms["default" if r["baseline"] == "default" else "limit0"]
+    return {"speedup": v.speedup, "ci": [v.ci_low, v.ci_high], "held": held, "rounds": rounds}
 
 
 def _discover(fn, stream, candidates):

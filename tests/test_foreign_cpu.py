@@ -52,8 +52,11 @@ def test_as_graph_refusals():
         def raw_cuda_graph(self):
             raise RuntimeError("You cannot access the raw cudaGraph_t instance unless ...")
     CUDAGraph.__module__ = "torch.cuda.graphs"
-    with pytest.raises(ValueError, match="keep_graph=True"):
+    with pytest.raises(ValueError, match="keeps no raw graph") as e:
         l2persist.as_graph(CUDAGraph())
+    # the one error says what to do: capture under keep_graphs, or window the capture
+    assert "l2persist.keep_graphs()" in str(e.value)
+    assert "l2persist.window_captures(window)" in str(e.value)
 
 
 def test_launch_refusals_name_the_argument():

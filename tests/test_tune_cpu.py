@@ -241,6 +241,9 @@ class _FakeDevice:
     def persisting_l2_limit(self):
         return self.limit
 
+    def synchronize(self):
+        pass
+
     @persisting_l2_limit.setter
     def persisting_l2_limit(self, value):
         self.sets.append(value)
@@ -582,3 +585,55 @@ def test_alternatives_on_one_stream_are_screened_and_the_ridge_follows_the_best(
     assert [s["kept"] for s in r["screen"]] == [False, True]
     assert r["persistence_helps"] and r["recommended"]["windows"][0] is None
     assert r["recommended"]["windows"][1] is not None and r["speedup"] > 1.2
+
+
+def _fake_torch(monkeypatch, replay_stream):
+    """A torch module whose CUDAGraph.replay runs on `replay_stream` (PyTorch's current)."""
+    class CUDAGraph:
+        def replay(self):
+            pass
+    cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph,
+                                 current_stream=lambda: types.SimpleNamespace(
+                                     cuda_stream=replay_stream))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return CUDAGraph()
+
+
+def test_timed_stream_refuses_events_on_another_stream_than_the_replay(monkeypatch):
+    """Measured: tune(lambda: g.replay(), stream=s) with the replay on PyTorch's current
+    stream timed 6 us of nothing and said 1.574x. Now the given stream is refused with both
+    streams named, and without stream= the replay's stream is timed."""
+    g = _fake_torch(monkeypatch, 0xABC0)
+    timed = []
+
+    def time_calls(fn, *, stream, **kw):
+        timed.append(stream)
+        fn()
+        return [1.0] * kw["repeat"]
+    wrapped = []
+    fake = types.SimpleNamespace(time_calls=time_calls,
+                                 Stream=lambda wrap: wrapped.append(wrap) or "wrapped")
+    monkeypatch.setattr(tune_mod, "_core", fake)
+    mine = types.SimpleNamespace(handle=0x5150)
+    with pytest.raises(ValueError, match=r"stream: .*0xabc0.*0x5150"):
+        tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=True)
+    assert timed == []  # refused before anything was timed
+    assert tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=False) == "wrapped"
+    assert wrapped[0].cuda_stream == 0xABC0 and timed == ["wrapped"]
+    # the replay on the timed stream: accepted as is
+    same = types.SimpleNamespace(handle=0xABC0)
+    assert tune_mod.timed_stream(lambda: g.replay(), same, _FakeDevice(), given=True) is same
+
+
+def test_timed_stream_refuses_events_that_time_nothing(monkeypatch):
+    """Events that see 1 us of a call that takes 2 ms of wall time bracket nothing."""
+    import time as _time
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    fake = types.SimpleNamespace(time_calls=lambda fn, **kw: [0.001] * kw["repeat"])
+    monkeypatch.setattr(tune_mod, "_core", fake)
+    s = types.SimpleNamespace(handle=0x77)
+    with pytest.raises(tune_mod.TimingError, match="stream: events on stream 0x77"):
+        tune_mod.timed_stream(lambda: _time.sleep(0.002), s, _FakeDevice(), given=True)
+    fake.time_calls = lambda fn, **kw: [2.0] * kw["repeat"]  # events see the work
+    assert tune_mod.timed_stream(lambda: _time.sleep(0.002), s, _FakeDevice(),
+                                 given=True) is s

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _core, kernels as K
 from ..results import PlotSpec
+from ..plan import Plan
 from ..tune import Target, tune
 
 TITLE = "Atlas: where persistence pays, across libraries and sizes relative to L2"
@@ -262,38 +263,33 @@ def _median_ms(fn, s, dev, repeat):
 
 def _grid(w, s, dev, levels, hit_ratios, repeat):
     """Every (set-aside level, hit ratio) with a PERSISTING/STREAMING window on the target's
-    carrier, and the two baselines; the reference the tuner is judged against."""
+    carrier, and the two baselines; the reference the tuner is judged against. Each cell is
+    a Plan applied in one transaction (restored at the end, also on an exception)."""
     t = w.target if isinstance(w.target, Target) else Target(w.target)
     carrier = t.on if t.on is not None else s
-    buf = _core.as_buffer(t.buffer)
-    default = dev.default_persisting_l2_limit
-    dev.persisting_l2_limit = 0
-    limit0 = _median_ms(w.fn, s, dev, repeat)
-    dev.persisting_l2_limit = default
-    default_ms = _median_ms(w.fn, s, dev, repeat)
-    best = (min(limit0, default_ms), None, None)
-    for level in levels:
-        if not level:
-            continue
-        dev.persisting_l2_limit = level
-        for hr in hit_ratios:
-            win = _core.AccessPolicyWindow(buf, t.num_bytes, offset=t.offset, hit_ratio=hr,
-                                           hit_prop=_core.AccessProperty.PERSISTING,
-                                           miss_prop=_core.AccessProperty.STREAMING, clamp=True)
-            _set_window(carrier, win)
-            ms = _median_ms(w.fn, s, dev, repeat)
-            if ms < best[0]:
-                best = (ms, level, hr)
-        _set_window(carrier, None)
-    dev.persisting_l2_limit = default
+    target = Plan(dev)
+    target.add(carrier, _core.AccessPolicyWindow(_core.as_buffer(t.buffer), t.num_bytes,
+                                                 offset=t.offset, clamp=True), enabled=False)
+    persisting = int(_core.AccessProperty.PERSISTING)
+    streaming = int(_core.AccessProperty.STREAMING)
+
+    def cell(level, hr):
+        win = None if hr is None else {"hit_ratio": hr, "hit_prop": persisting,
+                                       "miss_prop": streaming}
+        session.apply(target.configured({"set_aside": level, "windows": [win]}))
+        return _median_ms(w.fn, s, dev, repeat)
+
+    session = Plan(dev)
+    with session:
+        limit0 = cell(0, None)
+        default_ms = cell(dev.default_persisting_l2_limit, None)
+        best = (min(limit0, default_ms), None, None)
+        for level in levels:
+            for hr in (hit_ratios if level else ()):
+                ms = cell(level, hr)
+                if ms < best[0]:
+                    best = (ms, level, hr)
     return limit0, default_ms, best
-
-
-def _set_window(carrier, win):
-    if isinstance(carrier, _core.Graph):
-        carrier.set_access_policy_window(win)
-    else:
-        carrier.access_policy_window = win
 
 
 def _windowed(result):

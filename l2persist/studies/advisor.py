@@ -1,0 +1,317 @@
+"""The advisor on a server-like process built from real libraries: decode graphs of a
+transformers decoder (random weights) for several batch sizes, captured the default way
+(``torch.cuda.CUDAGraph()``, inside ``l2persist.keep_graphs()``); a torch_geometric
+aggregation; CuPy kernels over a hot table (a Bloom filter's atomicOr); an eager phase. Over
+several traffic mixes: ``advise`` against a grid over the set-aside with each workload's best
+windows, its advice re-measured outside the advisor against both baselines."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import _core
+from ..advise import WorkloadSet, advise
+from ..foreign import keep_graphs
+from ..results import PlotSpec
+from .atlas import BLOOM
+
+TITLE = "advise(): one persistence plan for a whole server-like process"
+NEEDS_GPU = True
+SOURCE = ("the advisor's bars: never slower than the better baseline in the weighted total "
+          "(within 1 %), >= 95 % of a grid's best, 'don't' where the grid's best gain is "
+          "under 2 %, every workload's own tax reported")
+ROW = "`advise` on decode graphs, a GNN aggregation, a CuPy Bloom filter and an eager phase"
+INTRO = """# `advise`: one persistence plan for the whole process
+
+The persisting set-aside belongs to the CUDA context: a process has one, and every kernel of
+the process pays it, windowed or not. `l2persist.advise(workloads)` searches one set-aside
+for the process with each workload's windows, on the weighted total time of the process's own
+workloads, and confirms the plan in fresh interleaved rounds against limit 0 and the default.
+
+**What we measure.** A server-like process: decode steps of a transformers decoder with random
+weights for three batch sizes, each a CUDA graph captured the default way (inside
+`l2persist.keep_graphs()`, so that its nodes can be windowed); a torch_geometric sum
+aggregation over a node table of 0.7 x L2; a CuPy Bloom filter of 0.7 x L2 (atomicOr); an
+eager phase (LayerNorm, a matmul, softmax). For each traffic mix: the advice, a grid over
+every set-aside level with each workload's best window, and the advice re-measured outside
+the advisor."""
+WHY = """**Reading it.** A "don't" is an answer: where the grid's best gain is under 2 % the
+advice must say so. The tax column is each workload's own time at the chosen set-aside
+without any window, against its better baseline: that is what the set-aside costs the work
+the plan does not window."""
+MIB = 1 << 20
+MIXES = {
+    "decode-heavy": {"decode_bs1": 0.35, "decode_bs8": 0.25, "decode_bs32": 0.1,
+                     "gnn_aggregate": 0.1, "bloom": 0.1, "eager": 0.1},
+    "table-heavy": {"decode_bs1": 0.05, "decode_bs8": 0.05, "decode_bs32": 0.05,
+                    "gnn_aggregate": 0.35, "bloom": 0.4, "eager": 0.1},
+    "balanced": {"decode_bs1": 1 / 6, "decode_bs8": 1 / 6, "decode_bs32": 1 / 6,
+                 "gnn_aggregate": 1 / 6, "bloom": 1 / 6, "eager": 1 / 6},
+}
+GRID_HIT_RATIOS = (0.5, 1.0)
+BAR_WITHIN = 0.99     # the advice re-measured: never slower than the better baseline
+BAR_GRID = 0.95       # reaches 95 % of the grid's best (time ratio)
+BAR_PAYS = 1.02       # a grid best under this: the advice must say "don't"
+
+
+class _Skip(Exception):
+    pass
+
+
+def _libs():
+    try:
+        import torch
+    except ImportError as e:
+        raise _Skip("PyTorch is not installed") from e
+    if not torch.cuda.is_available():
+        raise _Skip("PyTorch sees no CUDA device")
+    return torch
+
+
+def _decoder(torch, quick):
+    """A transformers Llama decoder with random weights (bf16), or None (why) when
+    transformers is missing."""
+    try:
+        import transformers
+    except ImportError:
+        return None, "transformers is not installed"
+    cfg = transformers.LlamaConfig(
+        hidden_size=512 if quick else 1024, intermediate_size=1408 if quick else 2816,
+        num_hidden_layers=2 if quick else 4, num_attention_heads=8 if quick else 16,
+        num_key_value_heads=8 if quick else 16, vocab_size=8192 if quick else 32000)
+    torch.manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    model = transformers.LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+    return model, f"transformers {transformers.__version__} Llama"
+
+
+def _decode_graph(torch, model, batch):
+    """One decode step (a token per sequence, no cache) captured the default way."""
+    ids = torch.randint(0, model.config.vocab_size, (batch, 1), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(2):
+            model(input_ids=ids, use_cache=False)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    with keep_graphs(), torch.no_grad():
+        g = torch.cuda.CUDAGraph()                  # the default way, kept for windows
+        with torch.cuda.graph(g):
+            model(input_ids=ids, use_cache=False)
+    return g, ids
+
+
+def _gnn(torch, s, size, quick):
+    try:
+        from torch_geometric.utils import scatter
+    except ImportError:
+        return None, "torch_geometric is not installed"
+    dim = 16
+    nodes = max(size // (4 * dim), 1)
+    edges = (1 << 20) if quick else (1 << 22)
+    x = torch.rand(nodes, dim, device="cuda")
+    src = torch.randint(0, nodes, (edges,), device="cuda")
+    dst = torch.randint(0, nodes, (edges,), device="cuda")
+    out = torch.zeros(nodes, dim, device="cuda")
+
+    def fn():
+        with torch.cuda.stream(s):
+            out.zero_()
+            scatter(x[src], dst, dim=0, out=out, reduce="sum")
+    return fn, {"out": out, "x": x, "src": src, "dst": dst}
+
+
+def _bloom(s, size, quick, rng):
+    try:
+        import cupy as cp
+    except ImportError:
+        return None, "CuPy is not installed"
+    n = (1 << 20) if quick else (1 << 22)
+    bits = cp.zeros(size // 4, dtype=cp.uint32)
+    keys = cp.asarray(rng.integers(0, 1 << 32, n, dtype=np.uint32))
+    kern = cp.RawKernel(BLOOM, "bloom_insert")
+    ext = (cp.cuda.Stream.from_external(s) if hasattr(cp.cuda.Stream, "from_external")
+           else cp.cuda.ExternalStream(s.cuda_stream))
+    nbits = np.uint32(min(bits.size * 32, (1 << 32) - 1))
+
+    def fn():
+        with ext:
+            kern((1024,), (256,), (bits, keys, np.int64(n), nbits))
+    return fn, {"bits": bits, "keys": keys}
+
+
+def _eager(torch, s, quick):
+    n = 2048 if quick else 8192
+    a = torch.rand(n, 1024, device="cuda")
+    w = torch.rand(1024, 1024, device="cuda")
+    ln = torch.nn.LayerNorm(1024, device="cuda")
+
+    def fn():
+        with torch.cuda.stream(s):
+            torch.softmax(ln(a) @ w, dim=-1)
+    return fn, {"a": a, "w": w}
+
+
+def _build(ctx, rng):
+    """name -> workload spec, notes, what must live."""
+    torch = _libs()
+    props = ctx.device.properties
+    table = int(0.7 * props.l2_cache_size) // 256 * 256
+    eager_stream = torch.cuda.Stream()
+    specs, notes, keep = {}, [], [eager_stream]
+    model, why = _decoder(torch, ctx.quick)
+    if model is None:
+        notes.append(f"decode graphs left out: {why}")
+    else:
+        notes.append(f"decoder: {why}, {sum(p.numel() for p in model.parameters()) / 1e6:.0f} M "
+                     f"parameters (bf16), decode steps captured with torch.cuda.CUDAGraph()")
+        keep.append(model)
+        for b in (1, 8, 32):
+            g, ids = _decode_graph(torch, model, b)
+            keep += [g, ids]
+            specs[f"decode_bs{b}"] = {"fn": g.replay, "candidates": dict(model.named_parameters())}
+    for name, (fn, cands) in (("gnn_aggregate", _gnn(torch, eager_stream, table, ctx.quick)),
+                              ("bloom", _bloom(eager_stream, table, ctx.quick, rng)),
+                              ("eager", _eager(torch, eager_stream, ctx.quick))):
+        if fn is None:
+            notes.append(f"{name} left out: {cands}")
+            continue
+        keep.append(cands)
+        specs[name] = {"fn": fn, "stream": eager_stream, "candidates": cands}
+    return specs, notes, keep
+
+
+def _grid(ws, coef, levels, repeat):
+    """Per level: each workload's best time over no window and each target alone at each
+    grid hit ratio; the weighted total per level."""
+    n = len(ws.windows)
+    table = {}
+    for level in levels:
+        row = []
+        for i in range(len(ws.works)):
+            best = float(np.median(ws.evaluate(i, ws.off(level), repeat)))
+            for k in (k for k in range(n) if ws.owner[k] == i and level):
+                for hr in GRID_HIT_RATIOS:
+                    cfg = ws.off(level)
+                    cfg["windows"][k] = {"hit_ratio": hr, "hit_prop": 2, "miss_prop": 1}
+                    best = min(best, float(np.median(ws.evaluate(i, cfg, repeat))))
+            row.append(best)
+        table[level] = row
+    return {lv: sum(c * t for c, t in zip(coef, row)) for lv, row in table.items()}
+
+
+def _remeasure(ws, coef, plan, default, rounds, repeat):
+    """The advice's plan against limit 0 and the default, outside the advisor: weighted
+    totals of medians, arms interleaved (ABBA) over rounds."""
+    arms = {"limit0": ws.union.configured(ws.off(0)),
+            "default": ws.union.configured(ws.off(default)), "plan": plan}
+    times = {k: [[] for _ in ws.works] for k in arms}
+    order = list(arms)
+    for r in range(rounds):
+        for k in (order if r % 2 == 0 else order[::-1]):
+            ws.session.apply(arms[k])
+            for i in range(len(ws.works)):
+                times[k][i] += ws.time(i, repeat)
+    return {k: sum(c * float(np.median(t)) for c, t in zip(coef, v)) for k, v in times.items()}
+
+
+def run(ctx):
+    dev = ctx.device
+    rng = np.random.default_rng()
+    repeat = 4 if ctx.quick else 8
+    mixes = dict(list(MIXES.items())[:1]) if ctx.quick else MIXES
+    try:
+        specs, notes, keep = _build(ctx, rng)
+    except _Skip as e:
+        return ctx.results([], columns=[], notes=[f"left out: {e}"])
+    levels = list(_core.set_aside_levels(dev.persisting_l2_granule,
+                                         dev.properties.persisting_l2_cache_max_size,
+                                         dev.default_persisting_l2_limit))
+    records = []
+    t0 = time.perf_counter()
+    ws = WorkloadSet(specs, device=dev)
+    notes.append(f"{len(ws.windows)} targets discovered over {len(ws.works)} workloads in "
+                 f"{time.perf_counter() - t0:.1f} s")
+    for mix, weights in mixes.items():
+        for w in ws.works:
+            w.weight = weights.get(w.name, 1e-3)
+        t1 = time.perf_counter()
+        adv = advise(ws, repeat=repeat, search_repeat=max(repeat // 2, 3),
+                     confirm_rounds=2 if ctx.quick else 3)
+        advise_s = time.perf_counter() - t1
+        coef = [wa.coef for wa in adv.workloads.values()]
+        with ws:
+            grid = _grid(ws, coef, levels, repeat)
+            again = _remeasure(ws, coef, adv.plan, dev.default_persisting_l2_limit,
+                               2 if ctx.quick else 4, repeat)
+        base = min(again["limit0"], again["default"])
+        grid_base = min(grid[0], grid[dev.default_persisting_l2_limit])
+        grid_best_level = min(grid, key=grid.get)
+        grid_gain = grid_base / grid[grid_best_level]
+        for name, wa in adv.workloads.items():
+            records.append({
+                "mix": mix, "workload": name, "weight": wa.weight, "helps": adv.helps,
+                "set_aside_mib": adv.set_aside / MIB, "baseline_ms": wa.baseline_ms,
+                "plan_ms": wa.plan_ms, "speedup": wa.speedup, "ci_low": wa.ci[0],
+                "ci_high": wa.ci[1], "tax": wa.tax, "windows": len(wa.windows),
+                "advice_speedup": adv.speedup, "remeasured": base / again["plan"],
+                "grid_gain": grid_gain, "grid_best_mib": grid_best_level / MIB,
+                "vs_grid": grid[grid_best_level] * (again["plan"] / base) / grid_base
+                if False else (grid[grid_best_level] / grid_base) / (again["plan"] / base),
+                "advise_s": advise_s, "evals": adv.evals, "verdict": adv.verdict()})
+    keep.clear()
+    return ctx.results(
+        records, notes=notes,
+        columns=[("mix", "mix"), ("workload", "workload"), ("weight", "weight"),
+                 ("baseline_ms", "baseline ms"), ("plan_ms", "plan ms"),
+                 ("speedup", "speedup"), ("tax", "own tax"), ("windows", "windows"),
+                 ("set_aside_mib", "set-aside MiB"), ("remeasured", "total re-measured"),
+                 ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
+                 ("advise_s", "advise s")])
+
+
+def _mixes(res):
+    out = {}
+    for r in res.records:
+        out.setdefault(r["mix"], r)
+    return out
+
+
+def findings(res) -> list:
+    out = []
+    for mix, r in _mixes(res).items():
+        rows = [x for x in res.records if x["mix"] == mix]
+        taxes = ", ".join(f"{x['workload']} {x['tax']:.3f}x" for x in rows)
+        what = (f"persist at {r['set_aside_mib']:g} MiB, {r['advice_speedup']:.3f}x in the "
+                f"confirmation" if r["helps"] else "don't persist")
+        out.append(f"{mix}: {what}; re-measured outside the advisor {r['remeasured']:.3f}x "
+                   f"against the better baseline; the grid's best gain {r['grid_gain']:.3f}x "
+                   f"at {r['grid_best_mib']:g} MiB (the advice reaches {r['vs_grid']:.1%} of "
+                   f"it); {r['evals']} evaluations in {r['advise_s']:.1f} s; own taxes: {taxes}")
+    return out
+
+
+def bars(res) -> list:
+    """(bar, met) per mix: the issue's bars, checked on the records."""
+    out = []
+    for mix, r in _mixes(res).items():
+        out.append((f"{mix}: advice re-measured >= {BAR_WITHIN} x the better baseline",
+                    r["remeasured"] >= BAR_WITHIN))
+        out.append((f"{mix}: advice >= {BAR_GRID:.0%} of the grid's best", r["vs_grid"] >= BAR_GRID))
+        if r["grid_gain"] < BAR_PAYS:
+            out.append((f"{mix}: says don't where the grid gains < 2 %", not r["helps"]))
+        rows = [x for x in res.records if x["mix"] == mix]
+        out.append((f"{mix}: every workload's tax reported",
+                    all(x["tax"] is not None and x["tax"] > 0 for x in rows)))
+    return out
+
+
+def plot_spec(res) -> PlotSpec:
+    return PlotSpec(x="workload", y=["speedup", "tax"], kind="bar", hline=1.0,
+                    labels={"speedup": "under the plan vs its better baseline",
+                            "tax": "its own tax at the plan's set-aside (no window)"},
+                    xlabel="workload (per mix)", ylabel="ratio (>1: faster / taxed)",
+                    title="advise: each workload under the one plan, and what it pays",
+                    facet="mix")

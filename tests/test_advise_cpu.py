@@ -1,0 +1,117 @@
+"""The advisor without a GPU: the C search through its Python bridge on a synthetic process
+(a histogram that gains from a window, a step that only pays the set-aside), the bridge's
+refusals, advise()'s argument checks, and Advice's JSON."""
+
+import math
+
+import pytest
+
+import l2persist
+from l2persist import _core
+from l2persist.advise import Advice, WorkloadAdvice
+
+MIB = 1 << 20
+G = 3932160
+FACTS = (G, 10 * G, 3 * G)
+
+
+def _world(tax=0.5, gain=0.3, calls=None):
+    """Workload 0: 1 ms, a window over its 40 MiB table saves up to `gain`; workload 1: 1 ms
+    plus `tax` * (set-aside / max)^2. Deterministic small noise."""
+    state = {"i": 0}
+
+    def evaluate(work, config, repeat):
+        if calls is not None:
+            calls.append(work)
+        s = config["set_aside"]
+        if work == 0:
+            w = config["windows"][0]
+            kept = 0.0 if w is None else min(w["hit_ratio"] * 40 * MIB, s) / (40 * MIB)
+            t = 1.0 - gain * kept
+        else:
+            t = 1.0 + tax * (s / (10 * G)) ** 2
+        out = []
+        for _ in range(repeat):
+            state["i"] += 1
+            out.append(t * (1 + 0.001 * math.sin(state["i"])))
+        return out
+    return evaluate
+
+
+def _search(evaluate, weights, must_not_slow=(False, False), **kw):
+    return _core.advise_search(evaluate, None, weights, list(must_not_slow), [0],
+                               [40 * MIB], [0], facts=FACTS, **kw)
+
+
+def test_the_weights_decide_and_each_tax_is_reported():
+    heavy = _search(_world(), [10.0, 1.0])
+    assert heavy["helps"] and heavy["recommended_set_aside"] > 0
+    assert heavy["found"]["windows"][0] is not None
+    w0, w1 = heavy["work"]
+    assert w0["speedup"] > 1.1 and w0["n_windows"] == 1
+    assert w1["tax"] > 1.0 and w1["n_windows"] == 0 and w1["slows"]
+    assert heavy["ci_low"] <= heavy["speedup"] <= heavy["ci_high"]
+    light = _search(_world(), [0.05, 1.0])
+    assert not light["helps"]
+    assert light["recommended_set_aside"] in (0, FACTS[2])
+    blocked = _search(_world(), [10.0, 1.0], must_not_slow=(False, True))
+    assert not blocked["helps"] and blocked["blocked_by"] == 1
+
+
+def test_the_confirmation_measures_four_arms_per_workload_and_round():
+    calls = []
+    r = _search(_world(calls=calls), [1.0, 1.0], confirm_rounds=2, repeat=3)
+    assert r["evals"] == len(calls)
+    rounds = r["confirm_rounds"]
+    assert rounds >= 2
+    tail = calls[-rounds * 4 * 2:]                  # arms x workloads per round
+    assert tail.count(0) == tail.count(1) == rounds * 4
+
+
+def test_bridge_refusals():
+    ev = _world()
+    with pytest.raises(ValueError, match="weights: item 0"):
+        _core.advise_search(ev, None, [0.0, 1.0], [False, False], [0], [MIB], [0], facts=FACTS)
+    with pytest.raises(ValueError, match="must_not_slow: one per workload"):
+        _core.advise_search(ev, None, [1.0, 1.0], [False], [0], [MIB], [0], facts=FACTS)
+    with pytest.raises(ValueError, match="targets: target 0 belongs to workload 5"):
+        _core.advise_search(ev, None, [1.0], [False], [5], [MIB], [0], facts=FACTS)
+    with pytest.raises(ValueError, match="repeat"):
+        _search(ev, [1.0, 1.0], repeat=1)
+
+    def boom(work, config, repeat):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        _search(boom, [1.0, 1.0])
+    with pytest.raises(ValueError, match="evaluate: returned 1 samples"):
+        _search(lambda w, c, n: [1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="sample 0 is -1"):
+        _search(lambda w, c, n: [-1.0] * n, [1.0, 1.0])
+
+
+def test_advise_checks_its_arguments_before_the_device():
+    with pytest.raises(TypeError, match="workloads: expected a non-empty dict"):
+        l2persist.advise({})
+    with pytest.raises(ValueError, match="weight_unit"):
+        l2persist.advise({"a": lambda: None}, weight_unit="percent")
+    with pytest.raises(ValueError, match=r"must_not_slow: \['b'\] are not workloads"):
+        l2persist.advise({"a": lambda: None}, must_not_slow=["b"])
+    with pytest.raises(ValueError, match=r"workloads\['a'\]: weight -1"):
+        l2persist.advise({"a": (lambda: None, -1)})
+    with pytest.raises(TypeError, match=r"workloads\['a'\]: unknown keys \['wieght'\]"):
+        l2persist.advise({"a": {"fn": lambda: None, "wieght": 2}})
+    with pytest.raises(TypeError, match=r"workloads\['a'\]: expected fn"):
+        l2persist.advise({"a": 3})
+
+
+def test_advice_json_round_trip():
+    w = WorkloadAdvice("decode", 0.5, "default", 1.0, 0.9, 0.95, 0.8, 1.125, (1.1, 1.15), 1.05,
+                       True, False, False, [{"buffer": "kv", "bytes": MIB, "hit_ratio": 0.6,
+                                             "hit_prop": 2, "miss_prop": 1}])
+    a = Advice("H200", True, 26 * MIB, 26 * MIB, "default", 1.0, 0.9, 1.11, (1.05, 1.2), None,
+               {"decode": w}, [(0, 1.0), (G, 0.95)], 40, 3, 2.5, 0.01, "share")
+    b = Advice.from_json(a.to_json())
+    assert b.workloads["decode"] == w and b.ci == a.ci and b.levels == a.levels
+    assert "persist: set-aside 26" in b.verdict() and "| decode |" in b.table()
+    with pytest.raises(RuntimeError, match="plan: this advice was loaded from JSON"):
+        b.plan

@@ -1,0 +1,321 @@
+"""Plans and the advisor on the GPU: a Plan installs and restores as one transaction (also
+through an exception and KeyboardInterrupt, all or nothing when a write fails), switches
+within a transaction, round-trips through JSON by names at a "server start"; graphs that
+servers capture the default way are reached (keep_graphs, window_captures); advise() restores
+everything and reports each workload's own tax. Outputs are checked against NumPy references
+on poisoned data."""
+
+import numpy as np
+import pytest
+
+import l2persist as l2p
+from l2persist import AccessPolicyWindow, AccessProperty, foreign
+from l2persist import kernels as K
+from l2persist.pytest_plugin import need
+
+pytestmark = pytest.mark.gpu
+MIB = 1 << 20
+PERSIST = ["l2_persisting_requests"]
+
+
+def _win(buf, hit_ratio=1.0):
+    return AccessPolicyWindow(buf, hit_ratio=hit_ratio, hit_prop=AccessProperty.PERSISTING,
+                              miss_prop=AccessProperty.STREAMING)
+
+
+def _same(w, ref):
+    if ref is None:
+        return w is None or w.num_bytes == 0
+    return w is not None and (w.base_ptr, w.num_bytes) == (ref.base_ptr, ref.num_bytes) and \
+        w.hit_ratio == pytest.approx(ref.hit_ratio)
+
+
+@pytest.fixture
+def bufs(rng, device):
+    hot = l2p.to_device(rng.integers(0, 100, 4 * MIB // 4, dtype=np.int32))
+    cold = l2p.to_device(rng.integers(0, 100, 48 * MIB // 4, dtype=np.int32))
+    yield hot, cold
+    hot.close()
+    cold.close()
+
+
+def test_plan_installs_and_restores(device, bufs):
+    hot, cold = bufs
+    with l2p.Stream() as s1, l2p.Stream() as s2:
+        own = AccessPolicyWindow(cold, 4096, hit_ratio=0.25)
+        s2.access_policy_window = own
+        limit = device.persisting_l2_limit
+        plan = l2p.Plan(device, set_aside=device.properties.persisting_l2_cache_max_size // 2)
+        assert plan.add(s1, _win(hot), name="hot", carrier_name="s1") == 0
+        assert plan.add(s2, None, carrier_name="s2") == 1      # s2's window off under the plan
+        with plan as p:
+            assert p is plan and plan.installed
+            assert device.persisting_l2_limit == plan.granted >= plan.set_aside
+            assert _same(s1.access_policy_window, _win(hot)) and _same(s2.access_policy_window, None)
+            out = K.hot_cold(hot, cold, stream=s1)  # the work runs under the plan
+            s1.synchronize()
+        assert not plan.installed and plan.granted is None
+        assert device.persisting_l2_limit == limit
+        assert _same(s1.access_policy_window, None) and _same(s2.access_policy_window, own)
+        plan.restore()                                          # idempotent
+        assert device.persisting_l2_limit == limit
+        del out
+        s2.access_policy_window = None
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_plan_restores_through_an_exception(device, bufs, exc):
+    hot, _ = bufs
+    with l2p.Stream() as s:
+        limit = device.persisting_l2_limit
+        plan = l2p.Plan(device, set_aside=device.properties.persisting_l2_cache_max_size)
+        plan.add(s, _win(hot))
+        with pytest.raises(exc):
+            with plan:
+                raise exc("inside the plan")
+        assert device.persisting_l2_limit == limit and _same(s.access_policy_window, None)
+
+
+def test_plan_switches_within_one_transaction(device, bufs):
+    """apply() switches plans; the restore still returns to what install() found."""
+    hot, cold = bufs
+    with l2p.Stream() as s:
+        limit = device.persisting_l2_limit
+        targets = l2p.Plan(device)
+        targets.add(s, _win(hot), enabled=False)
+        targets.add(s, _win(cold, 0.1), enabled=False)
+        assert targets.groups == [0, 0]                          # alternatives on one stream
+        session = l2p.Plan(device)
+        session.install()
+        try:
+            a = targets.configured({"set_aside": 0, "windows": [None, None]})
+            b = targets.configured({"set_aside": device.properties.persisting_l2_cache_max_size,
+                                    "windows": [None, {"hit_ratio": 0.1}]})
+            assert session.apply(b) == device.persisting_l2_limit > 0
+            assert _same(s.access_policy_window, _win(cold, 0.1))
+            assert session.apply(a) == 0 == device.persisting_l2_limit
+            assert _same(s.access_policy_window, None)
+            with pytest.raises(ValueError, match="holds one window"):
+                targets.configured({"set_aside": 0, "windows": [{"hit_ratio": 1.0},
+                                                                 {"hit_ratio": 1.0}]})
+        finally:
+            session.restore()
+        assert device.persisting_l2_limit == limit and _same(s.access_policy_window, None)
+
+
+# All or nothing when a write fails mid-install is tested through a fake driver in
+# tests/c/test_plan.c (a failure at every call): a GPU cannot be made to fail a given write.
+
+
+def test_plan_refuses_bad_input(device, bufs):
+    hot, _ = bufs
+    with pytest.raises(ValueError, match="set_aside"):
+        l2p.Plan(device, set_aside=device.properties.persisting_l2_cache_max_size + 1)
+    plan = l2p.Plan(device)
+    with pytest.raises(TypeError, match="carrier"):
+        plan.add(object(), _win(hot))
+    with pytest.raises(TypeError, match="window"):
+        plan.add(0, "not a window")
+    with pytest.raises(ValueError, match="config"):
+        plan.configured({"set_aside": 0, "windows": [None]})
+    with pytest.raises(RuntimeError, match="install"):
+        plan.apply(l2p.Plan(device))
+    assert plan.entries == []                                  # nothing half-added
+
+
+def test_plan_json_at_a_server_start(device, bufs, tmp_path):
+    """Found once, saved, rebuilt by names over this process's objects, installed the same."""
+    hot, cold = bufs
+    with l2p.Stream() as s:
+        plan = l2p.Plan(device, set_aside=8 * MIB)
+        plan.add(s, AccessPolicyWindow(hot, 2 * MIB, offset=4096, hit_ratio=0.7),
+                 name="hot", carrier_name="main")
+        path = tmp_path / "plan.json"
+        plan.to_json(path)
+        again = l2p.Plan.from_json(path, buffers={"hot": hot}, carriers={"main": s})
+        e0, e1 = plan.entries[0], again.entries[0]
+        assert again.set_aside == 8 * MIB and e1["name"] == "hot" and e1["on"]
+        assert (e1["window"].base_ptr, e1["window"].num_bytes) == \
+            (e0["window"].base_ptr, e0["window"].num_bytes)
+        assert "hot" in repr(again) and "<table>" in again._repr_html_()
+        with pytest.raises(KeyError, match="buffers: .*'hot'"):
+            l2p.Plan.from_json(path, buffers={}, carriers={"main": s})
+        with pytest.raises(KeyError, match="carriers: .*'main'"):
+            l2p.Plan.from_json(path, buffers={"hot": hot}, carriers={})
+        with again:
+            assert _same(s.access_policy_window, e0["window"])
+
+
+# ---- graphs captured the default way --------------------------------------------------------
+
+def _hist(torch, acc_elems, n):
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    acc = torch.zeros(acc_elems, device="cuda")
+    idx = torch.randint(0, acc_elems, (n,), device="cuda", generator=gen)
+    vals = torch.rand(n, device="cuda", generator=gen)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        acc.index_add_(0, idx, vals)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return acc, idx, vals
+
+
+def _check_hist(torch, run, acc, idx, vals):
+    acc.fill_(float("nan"))
+    acc.zero_()
+    run()
+    torch.cuda.synchronize()
+    ref = np.zeros(acc.numel())
+    np.add.at(ref, idx.cpu().numpy(), vals.cpu().numpy())
+    np.testing.assert_allclose(acc.cpu().numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_keep_graphs_makes_default_torch_graphs_windowable(device):
+    torch = need("torch")
+    acc, idx, vals = _hist(torch, 1 << 21, 1 << 22)
+    with foreign.keep_graphs():
+        g = torch.cuda.CUDAGraph()                    # the default way
+        with torch.cuda.graph(g):
+            acc.index_add_(0, idx, vals)
+    plain = torch.cuda.CUDAGraph()                    # outside: as before
+    G = l2p.as_graph(g)
+    by = {r.name: r for r in G.buffers({"acc": acc, "idx": idx})}
+    assert {"acc", "idx"} <= set(by)
+    plan = l2p.Plan(device, set_aside=device.properties.persisting_l2_cache_max_size)
+    plan.add(G.nodes_window(by["acc"].nodes), _win(by["acc"].buffer), name="acc")
+    with plan:
+        assert _same(by["acc"].nodes[0].access_policy_window, _win(by["acc"].buffer))
+        _check_hist(torch, g.replay, acc, idx, vals)
+    assert _same(by["acc"].nodes[0].access_policy_window, None)
+    _check_hist(torch, g.replay, acc, idx, vals)
+    with pytest.raises(ValueError, match="keeps no raw graph"):
+        with torch.cuda.graph(plain):
+            acc.add_(1)
+        l2p.as_graph(plain)
+
+
+def _persisting(fn):
+    ok, why = l2p.counters_available()
+    if not ok:
+        pytest.skip(f"CUPTI: {why}")
+    return l2p.measure(fn, PERSIST)[PERSIST[0]]
+
+
+@pytest.mark.parametrize("how", ["CUDAGraph", "make_graphed_callables", "torch.compile"])
+def test_window_captures_reach_graphs_captured_the_default_way(device, how):
+    """The window goes on the capture stream while PyTorch captures, so the default graph's
+    own replays persist lines (by counters) without any raw graph."""
+    torch = need("torch")
+    acc, idx, vals = _hist(torch, 1 << 21, 1 << 22)
+
+    def step(v):
+        acc.index_add_(0, idx, v)
+        return acc
+
+    class Step(torch.nn.Module):  # buffers: static inputs of a reduce-overhead graph
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("acc", acc)
+            self.register_buffer("idx", idx)
+            self.register_buffer("vals", vals)
+
+        def forward(self):
+            self.acc.index_add_(0, self.idx, self.vals)
+
+    win = _win(l2p.as_buffer(acc))
+    with foreign.window_captures(win):
+        if how == "CUDAGraph":
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                step(vals)
+            run = g.replay
+        elif how == "make_graphed_callables":
+            graphed = torch.cuda.make_graphed_callables(step, (vals,))
+            run = lambda: graphed(vals)  # noqa: E731
+        else:
+            compiled = torch.compile(Step(), mode="reduce-overhead")
+            for _ in range(3):                          # warm-up, then the capture
+                compiled()
+            run = compiled
+    run()
+    torch.cuda.synchronize()
+    with device.persisting_l2():
+        on = _persisting(run)
+    l2p.reset_persisting_l2()
+    with device.persisting_l2(0):
+        off = _persisting(run)
+    assert on > idx.numel() / 4, (on, off)             # the atomics on acc persist
+    _check_hist(torch, run, acc, idx, vals)
+
+
+def test_timing_refuses_a_replay_on_another_stream(device):
+    """Measured: tune(lambda: g.replay(), stream=s) timed 6 us of nothing. Now refused, with
+    both streams named; without stream= the replay's stream is timed."""
+    torch = need("torch")
+    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+    with l2p.Stream() as s:
+        with pytest.raises(ValueError, match=r"stream: fn replays its CUDA graph on stream"):
+            l2p.tune(lambda: g.replay(), stream=s, repeat=3, max_evals=6, confirm_rounds=1)
+    from l2persist.tune import timed_stream
+    stream = timed_stream(lambda: g.replay(), None, device, given=False)
+    assert (0 if stream is None else stream.handle) == torch.cuda.current_stream().cuda_stream
+
+
+# ---- the advisor --------------------------------------------------------------------------
+
+def test_advise_restores_and_reports_every_workloads_tax(device, bufs):
+    torch = need("torch")
+    hot, cold = bufs
+    acc, idx, vals = _hist(torch, int(0.7 * device.properties.l2_cache_size) // 4, 1 << 23)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+    src = torch.rand(32 * MIB // 4, device="cuda")
+    dst = torch.empty_like(src)
+    with l2p.Stream() as s:
+        own = AccessPolicyWindow(cold, 4096, hit_ratio=0.25)
+        s.access_policy_window = own
+        limit = device.persisting_l2_limit
+        adv = l2p.advise({
+            "histogram": (lambda: g.replay(), 0.6),
+            "hot_cold": {"fn": lambda: K.hot_cold(hot, cold, stream=s), "weight": 0.3,
+                         "stream": s, "targets": [hot]},
+            "copy": (lambda: dst.copy_(src), 0.1),
+        }, repeat=4, search_repeat=3, confirm_rounds=2, must_not_slow=["copy"])
+        assert device.persisting_l2_limit == limit and _same(s.access_policy_window, own)
+        s.access_policy_window = None
+    assert set(adv.workloads) == {"histogram", "hot_cold", "copy"}
+    for w in adv.workloads.values():
+        assert w.tax > 0 and np.isfinite(w.tax) and w.plan_ms > 0
+        assert w.ci[0] <= w.speedup <= w.ci[1]
+    assert adv.workloads["copy"].must_not_slow and adv.workloads["copy"].windows == []
+    assert adv.evals > 0 and adv.levels and adv.ci[0] <= adv.speedup <= adv.ci[1]
+    if adv.helps:
+        assert adv.set_aside == adv.found_set_aside > 0 and not adv.workloads["copy"].slows
+    else:
+        assert adv.set_aside in (0, device.default_persisting_l2_limit)
+    text = adv.table()
+    assert "histogram" in text and ("persist:" in text or "don't persist" in text)
+    again = l2p.Advice.from_json(adv.to_json())
+    assert again.workloads["copy"].tax == adv.workloads["copy"].tax
+    with adv.plan:                                     # the one plan, installed
+        assert device.persisting_l2_limit >= adv.set_aside
+        _check_hist(torch, g.replay, acc, idx, vals)
+    assert device.persisting_l2_limit == limit
+
+
+def test_advise_says_dont_for_work_that_only_streams(device):
+    torch = need("torch")
+    src = torch.rand(96 * MIB // 4, device="cuda")
+    dst = torch.empty_like(src)
+    b = torch.rand(64 * MIB // 4, device="cuda")
+    adv = l2p.advise({"copy": lambda: dst.copy_(src), "scale": lambda: b.mul_(1.0000001)},
+                     repeat=4, search_repeat=3, confirm_rounds=2)
+    assert not adv.helps and "don't persist" in adv.verdict()
+    assert adv.plan.set_aside == adv.set_aside in (0, device.default_persisting_l2_limit)
+    assert all(not e["on"] for e in adv.plan.entries)
