@@ -228,3 +228,26 @@ def test_pytest_plugin_loads_outside_the_repo_once(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         assert "already registered" not in r.stdout + r.stderr
         assert "2 passed" in r.stdout or "1 passed, 1 skipped" in r.stdout, r.stdout
+
+
+def test_pytest_plugin_asks_cuda_only_for_gpu_tests(monkeypatch):
+    """Loaded in every pytest run of the environment, the plugin leaves CUDA alone in a run
+    without gpu tests (another project's: the runtime would start in its process)."""
+    import l2persist
+    from l2persist import pytest_plugin
+
+    class Item:
+        def __init__(self, *marks):
+            self.keywords = dict.fromkeys(marks, True)
+            self.added = []
+
+        def add_marker(self, m):
+            self.added.append(m)
+
+    def no_cuda_here():
+        raise AssertionError("CUDA was asked")
+
+    monkeypatch.setattr(l2persist, "no_device_reason", no_cuda_here)
+    pytest_plugin.pytest_collection_modifyitems(None, [Item("slow"), Item()])
+    with pytest.raises(AssertionError, match="CUDA was asked"):
+        pytest_plugin.pytest_collection_modifyitems(None, [Item("gpu")])
