@@ -103,6 +103,17 @@ static l2p_status check_size(int size)
                     size);
 }
 
+static l2p_status above_max(size_t thread, unsigned long long address)
+{
+    return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %llu is above 2**63 - 257, "
+                    "the largest the model takes (allowed 0 .. 2**63 - 257)", thread, address);
+}
+
+l2p_status l2p_model_check_unsigned(size_t thread, uint64_t address)
+{
+    return address > (uint64_t)L2P_MODEL_MAX_ADDRESS ? above_max(thread, address) : L2P_OK;
+}
+
 static l2p_status warp_inner(const int64_t *addr, uint32_t mask, int size, int store, int rule,
                              size_t first_thread, l2p_access_stats *out)
 {
@@ -116,9 +127,8 @@ static l2p_status warp_inner(const int64_t *addr, uint32_t mask, int size, int s
         if (a < 0)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu has the negative address %lld",
                             first_thread + (size_t)lane, (long long)a);
-        if (a > INT64_MAX - 256) /* a + size and the line arithmetic must not overflow */
-            return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is above "
-                            "2**63 - 257", first_thread + (size_t)lane, (long long)a);
+        if (a > L2P_MODEL_MAX_ADDRESS) /* a + size and the line arithmetic must not overflow */
+            return above_max(first_thread + (size_t)lane, (unsigned long long)a);
         if (a % size)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is not aligned "
                             "to the %d-byte access size", first_thread + (size_t)lane,

@@ -62,6 +62,13 @@ l2p_status l2p_model_analyze(const int64_t *addr, size_t n, const uint32_t *mask
                              int store, int rule, l2p_access_stats *per_warp,
                              l2p_access_stats *total);
 
+/* The largest address the model takes (a + size and the line arithmetic stay in an int64). */
+#define L2P_MODEL_MAX_ADDRESS (INT64_MAX - 256)
+
+/* Thread `thread`'s address given as unsigned (a uint64 array): L2P_OK when it is at most
+ * L2P_MODEL_MAX_ADDRESS, else the error l2p_model_analyze gives for an address above it. */
+l2p_status l2p_model_check_unsigned(size_t thread, uint64_t address);
+
 /* Efficiency in percent: bytes requested over bytes moved (0 when nothing moved). */
 double l2p_model_efficiency(const l2p_access_stats *s);
 

@@ -119,13 +119,20 @@ int l2p_py_raise_int(l2p_state *st);
 /* Argument conversion. Each returns 0 on success, -1 with an exception set. */
 int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index);       /* None, int, Device */
 int l2p_py_size_arg(PyObject *obj, const char *name, long long *out);     /* int >= 0, no bool */
+/* True, False, numpy.bool_, 0 or 1 -> 0 / 1; anything else a TypeError naming `name`. */
+int l2p_py_bool_arg(PyObject *obj, const char *name, int *out);
 /* Any int (no bool), for arguments whose range the core checks with a better message. */
 int l2p_py_int_arg(PyObject *obj, const char *name, long long *out);
 int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream);
 int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w);
 
 /* Buffers (buffer.c). */
-PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj); /* new ref or NULL */
+/* A DeviceBuffer, or a wrapper of anything exposing __cuda_array_interface__ or __dlpack__
+ * (new ref), or NULL with an error that names the argument `name` (NULL: the message starts
+ * unnamed, for a caller that puts the name in front itself; a closed buffer is "buffer"). */
+PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj, const char *name);
+/* "name: " in front of a message, or nothing for a NULL name: "%s%s" takes both. */
+#define L2P_ARG_NAME(name) ((name) ? (name) : ""), ((name) ? ": " : "")
 l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
                                    PyArray_Descr *dtype, int device); /* no memory yet */
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b); /* the buffer owning the memory */
@@ -145,8 +152,8 @@ int l2p_buffer_copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a);
 int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
 int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
 /* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
-PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
-PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
+PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai, const char *name);
+PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj, const char *name);
 PyObject *l2p_buffer_cai(PyObject *self, void *closure);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 /* The lifetime of the memory b shows: its owner's (l2p_buffer_owner); one home for views. */

@@ -4,7 +4,22 @@
 
 #include "l2p_model.h"
 
-static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
+/* A uint64 array of addresses: every value within the model's range, or the core's error (the
+ * cast to int64 would wrap values above 2**63 into negative ones). */
+static int unsigned_fits(l2p_state *st, PyArrayObject *in)
+{
+    PyArrayObject *u = (PyArrayObject *)PyArray_FROMANY((PyObject *)in, NPY_UINT64, 1, 1,
+                                                        NPY_ARRAY_CARRAY);
+    if (!u) return -1;
+    const uint64_t *v = PyArray_DATA(u);
+    l2p_status rc = L2P_OK;
+    for (npy_intp i = 0; rc == L2P_OK && i < PyArray_DIM(u, 0); i++)
+        rc = l2p_model_check_unsigned((size_t)i, v[i]);
+    Py_DECREF(u);
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static PyArrayObject *int_array(l2p_state *st, PyObject *obj, const char *name, int type)
 {
     if (obj == Py_None || PyUnicode_Check(obj) || PyBytes_Check(obj) ||
         !(PySequence_Check(obj) || PyObject_CheckBuffer(obj) ||
@@ -36,6 +51,11 @@ static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
         Py_DECREF(in);
         return NULL;
     }
+    if (type == NPY_INT64 && PyArray_ISUNSIGNED(in) && PyArray_ITEMSIZE(in) == 8 &&
+        unsigned_fits(st, in) < 0) {
+        Py_DECREF(in);
+        return NULL;
+    }
     PyArrayObject *out = (PyArrayObject *)PyArray_FROMANY((PyObject *)in, type, 1, 1,
                                                           NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
     Py_DECREF(in);
@@ -43,7 +63,8 @@ static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
 }
 
 /* Per-warp masks from `masks` (one int per warp) or `active` (one bool per thread). */
-static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint32_t **out)
+static int warp_masks(l2p_state *st, PyObject *masks_obj, PyObject *active_obj, size_t n,
+                      uint32_t **out)
 {
     size_t warps = (n + 31) / 32;
     *out = NULL;
@@ -57,7 +78,7 @@ static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint3
         PyErr_NoMemory();
         return -1;
     }
-    PyArrayObject *a = int_array(masks_obj != Py_None ? masks_obj : active_obj,
+    PyArrayObject *a = int_array(st, masks_obj != Py_None ? masks_obj : active_obj,
                                  masks_obj != Py_None ? "masks" : "active",
                                  masks_obj != Py_None ? NPY_INT64 : NPY_BOOL);
     if (!a) return -1;
@@ -71,8 +92,11 @@ static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint3
         }
         for (size_t w = 0; rc == 0 && w < warps; w++) {
             if (m[w] < 0 || m[w] > 0xffffffffLL) {
-                PyErr_Format(PyExc_ValueError, "masks: warp %zu's mask 0x%llx has lanes beyond "
-                             "the 32 of a warp (allowed 0..0xffffffff)", w, (long long)m[w]);
+                /* PyErr_Format has no %llx: the mask's hex digits are made here */
+                char hex[24];
+                snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)m[w]);
+                PyErr_Format(PyExc_ValueError, "masks: warp %zu's mask %s has lanes beyond the "
+                             "32 of a warp (allowed 0 .. 0xffffffff)", w, hex);
                 rc = -1;
             } else {
                 (*out)[w] = (uint32_t)m[w];
@@ -147,14 +171,14 @@ static PyObject *analyze_impl(PyObject *m, const void *args)
     const analyze_args *a = args;
     PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    PyArrayObject *addr = int_array(a->addresses, "addresses", NPY_INT64);
+    PyArrayObject *addr = int_array(st, a->addresses, "addresses", NPY_INT64);
     if (!addr) return NULL;
     size_t n = (size_t)PyArray_DIM(addr, 0), warps = (n + 31) / 32;
     uint32_t *masks = NULL;
     l2p_access_stats *per_warp = PyMem_Calloc(warps + 1, sizeof *per_warp), total;
     if (!per_warp) {
         PyErr_NoMemory();
-    } else if (warp_masks(a->masks, a->active, n, &masks) == 0) {
+    } else if (warp_masks(st, a->masks, a->active, n, &masks) == 0) {
         l2p_status rc;
         Py_BEGIN_ALLOW_THREADS
         rc = l2p_model_analyze(PyArray_DATA(addr), n, masks, (int)a->size, a->store, a->rule,
