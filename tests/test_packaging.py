@@ -251,3 +251,29 @@ def test_pytest_plugin_asks_cuda_only_for_gpu_tests(monkeypatch):
     pytest_plugin.pytest_collection_modifyitems(None, [Item("slow"), Item()])
     with pytest.raises(AssertionError, match="CUDA was asked"):
         pytest_plugin.pytest_collection_modifyitems(None, [Item("gpu")])
+
+
+def _defined_functions(path):
+    """The external functions a C file defines (a definition starts a line, not static)."""
+    import re
+    return set(re.findall(r"^(?!static\b)[A-Za-z_][\w \*]*?\b(l2p_\w+)\s*\([^;]*?\)\s*\{",
+                          path.read_text(), re.M | re.S))
+
+
+def test_type_files_do_not_depend_on_module_c():
+    """module.c registers every type; the type files reach the module state through state.c.
+    A function of module.c used by a type file would close a circle (module.c -> type file ->
+    module.c) through every file of csrc/py."""
+    py = ROOT / "csrc" / "py"
+    mine = _defined_functions(py / "module.c")
+    assert "l2p_state_from_type" in _defined_functions(py / "state.c")
+    for f in sorted(py.glob("*.[ch]")):
+        if f.name == "module.c":
+            continue
+        text = f.read_text()
+        used = sorted(name for name in mine if name in text)
+        assert not used, f"{f.name} uses {used}, defined in module.c"
+    # and state.c depends on no other file of the extension
+    state = (py / "state.c").read_text()
+    others = set().union(*(_defined_functions(f) for f in py.glob("*.c") if f.name != "state.c"))
+    assert not sorted(name for name in others if name in state)

@@ -1,5 +1,5 @@
-/* Shared declarations of the extension: module state, object layouts, argument converters.
- * One file per Python type; module.c registers them. The extension converts arguments and
+/* Shared declarations of the extension: object layouts, argument converters (the module
+ * state is state.h's). One file per Python type; module.c registers them. The extension converts arguments and
  * errors only: every decision is made by the C core (csrc/core). */
 #ifndef L2P_PY_H
 #define L2P_PY_H
@@ -22,19 +22,7 @@
 #include "l2p_stream.h"
 #include "l2p_timing.h"
 
-typedef struct {
-    PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
-    PyObject *AccessProperty; /* enum.IntEnum made at module init */
-    PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
-    PyTypeObject *Graph, *KernelNode, *Scope;
-    /* While a launch converts its buffers: the stream it will run on, passed to DLPack
-     * producers so that their work is ordered before ours (import_stream_set 0: none). */
-    cudaStream_t import_stream;
-    int import_stream_set;
-    const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
-    /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
-    l2p_flush_cache flush;
-} l2p_state;
+#include "state.h"
 
 typedef struct {
     PyObject_HEAD
@@ -105,11 +93,6 @@ typedef struct {
     cudaGraphNode_t node;
     Py_ssize_t position;
 } l2p_KernelNodeObject;
-
-extern PyModuleDef l2p_module_def;
-
-l2p_state *l2p_state_from_module(PyObject *module);
-l2p_state *l2p_state_from_type(PyTypeObject *type);
 
 /* Raise the exception matching the calling thread's last core error; returns NULL. */
 PyObject *l2p_py_raise(l2p_state *st);
@@ -201,7 +184,6 @@ PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObjec
 PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size);
 PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset);
 PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
-PyObject *l2p_access_property(l2p_state *st, int value);
 
 /* Type registration (one per file). */
 int l2p_add_device_types(PyObject *m, l2p_state *st);
@@ -211,9 +193,5 @@ int l2p_add_window_type(PyObject *m, l2p_state *st);
 int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 
-/* Module-level functions defined outside module.c. */
-
-/* A heap type made from a spec, with the module as its defining module. */
-PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);
 
 #endif
