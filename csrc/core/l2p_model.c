@@ -188,6 +188,26 @@ l2p_status l2p_model_analyze(const int64_t *addr, size_t n, const uint32_t *mask
     return L2P_OK;
 }
 
+l2p_status l2p_model_strided(int64_t *out, size_t n, int size, int64_t offset, int64_t stride,
+                             int64_t base, const char *args)
+{
+    L2P_TRY(check_size(size));
+    for (size_t t = 0; t < n; t++) {
+        int64_t element, byte, a;
+        if (__builtin_mul_overflow((int64_t)t, stride, &element) ||
+            __builtin_add_overflow(element, offset, &element) ||
+            __builtin_mul_overflow(element, (int64_t)size, &byte) ||
+            __builtin_add_overflow(byte, base, &a))
+            return l2p_fail(L2P_ERR_VALUE, "%s: thread %zu's address does not fit an int64 "
+                            "(allowed 0 .. 2**63 - 257)", args, t);
+        if (a < 0 || a > L2P_MODEL_MAX_ADDRESS)
+            return l2p_fail(L2P_ERR_VALUE, "%s: thread %zu's address %lld is outside 0 .. 2**63 - "
+                            "257", args, t, (long long)a);
+        out[t] = a;
+    }
+    return L2P_OK;
+}
+
 double l2p_model_efficiency(const l2p_access_stats *s)
 {
     return s->bytes_moved ? 100.0 * (double)s->bytes_requested / (double)s->bytes_moved : 0.0;

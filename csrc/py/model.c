@@ -212,4 +212,68 @@ L2P_DEFINE_FN(analyze_fn, analyze_args, analyze_impl, "analyze",
                         .pytype = "Sequence[bool] | None", .doc = "one bool per thread, instead "
                         "of masks"));
 
-const l2p_fn *const l2p_model_fns[] = {&analyze_fn, NULL};
+/* Address patterns: the arithmetic and its range in the core, the arguments' ranges in the
+ * rows (l2persist.coalescing's contiguous / strided / broadcast call these). */
+#define MAX_THREADS (1LL << 24)
+#define MAX_ELEMENT (1LL << 40)
+
+static PyObject *strided_array(l2p_state *st, long long threads, long long size, long long offset,
+                               long long stride, long long base, const char *args)
+{
+    npy_intp dims[1] = {(npy_intp)threads};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (!out) return NULL;
+    if (l2p_model_strided(PyArray_DATA(out), (size_t)threads, (int)size, offset, stride, base,
+                          args) != L2P_OK) {
+        Py_DECREF(out);
+        return l2p_py_raise(st);
+    }
+    return (PyObject *)out;
+}
+
+#define THREADS_ROW(S)                                                                         \
+    L2P_PARAM(S, threads, L2P_P_INT, .ival = 32, .lo = 1, .hi = MAX_THREADS, .what = "threads", \
+              .doc = "how many threads (32 a warp)")
+#define SIZE_ROW(S)                                                                            \
+    L2P_PARAM(S, size, L2P_P_INT, .ival = 4, .lo = 1, .hi = 16, .what = "bytes per access",      \
+              .doc = "each element's size: 1, 2, 4, 8 or 16")
+#define ELEMENT_ROW(S, field, dflt, text)                                                      \
+    L2P_PARAM(S, field, L2P_P_INT, .ival = dflt, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,         \
+              .what = "elements", .doc = text)
+
+typedef struct {
+    long long threads, size, offset, stride, base;
+} strided_args;
+
+static PyObject *strided_impl(PyObject *m, const void *args)
+{
+    const strided_args *a = args;
+    return strided_array(l2p_state_from_module(m), a->threads, a->size, a->offset, a->stride,
+                         a->base, "offset, stride, base");
+}
+L2P_DEFINE_FN(strided_fn, strided_args, strided_impl, "strided_addresses",
+              "Thread t's byte address base + (offset + t * stride) * size, as an int64 array.",
+              "numpy.ndarray", THREADS_ROW(strided_args), SIZE_ROW(strided_args),
+              ELEMENT_ROW(strided_args, offset, 0, "the first thread's element"),
+              ELEMENT_ROW(strided_args, stride, 1, "elements between neighbouring threads"),
+              L2P_PARAM(strided_args, base, L2P_P_INT, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,
+                        .what = "bytes", .doc = "the byte address of element 0"));
+
+typedef struct {
+    long long threads, size, element, base;
+} broadcast_args;
+
+static PyObject *broadcast_impl(PyObject *m, const void *args)
+{
+    const broadcast_args *a = args;
+    return strided_array(l2p_state_from_module(m), a->threads, a->size, a->element, 0, a->base,
+                         "element, base");
+}
+L2P_DEFINE_FN(broadcast_fn, broadcast_args, broadcast_impl, "broadcast_addresses",
+              "Every thread at byte address base + element * size, as an int64 array.",
+              "numpy.ndarray", THREADS_ROW(broadcast_args), SIZE_ROW(broadcast_args),
+              ELEMENT_ROW(broadcast_args, element, 0, "the element every thread accesses"),
+              L2P_PARAM(broadcast_args, base, L2P_P_INT, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,
+                        .what = "bytes", .doc = "the byte address of element 0"));
+
+const l2p_fn *const l2p_model_fns[] = {&analyze_fn, &strided_fn, &broadcast_fn, NULL};
