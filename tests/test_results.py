@@ -124,3 +124,61 @@ def test_merge_joins_parts_of_one_sweep_and_refuses_others():
         Results.merge([a, Results("gather", [], {"device_name": "NVIDIA H200"})])
     with pytest.raises(ValueError, match="parts: device"):
         Results.merge([a, Results("atlas", [], {"device_name": "NVIDIA H100 80GB HBM3"})])
+
+
+def test_empty_results_table_says_so():
+    import l2persist
+    assert l2persist.Results is Results
+    assert Results("x", []).table() == "(no records)"
+    assert Results("x", [], notes=["n"]).table() == "(no records)\n\n- n"
+
+
+def _coalescing_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    import l2persist.studies as S
+    res = S.run("coalescing", progress=False)
+    return res.plot(tmp_path / "c.png")
+
+
+def test_plot_title_fits_the_figure(tmp_path):
+    fig = _coalescing_figure(tmp_path)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = fig.axes[0].title
+    assert title.get_text()
+    box = title.get_window_extent(renderer)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 + 0.5, (box, fig.bbox)
+
+
+def test_a_series_hidden_under_another_says_so(tmp_path):
+    fig = _coalescing_figure(tmp_path)
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "sectors (Maxwell and later): same values as Kepler non-caching (32 B segments)" \
+        in texts, texts
+    assert not any("Kepler caching" in t and "same values" in t for t in texts)
+
+
+def test_gather_plot_names_its_reference_series(tmp_path):
+    """The gather plot draws restrict and texture divided by plain: plain is in the legend."""
+    pytest.importorskip("matplotlib")
+    import l2persist.studies as S
+    res = S.load(ROOT / "notebooks" / "results" / "gather.json")
+    fig = res.plot(tmp_path / "g.png")
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("plain loads") for t in texts), texts
+    assert len(texts) == 3
+
+
+@pytest.mark.parametrize("facet", [None, "f"])
+def test_a_long_title_wraps_inside_the_figure(tmp_path, facet):
+    pytest.importorskip("matplotlib")
+    from l2persist.results import PlotSpec
+    title = "A title that says a great deal about what the plot shows, " * 4
+    recs = [{"x": x, "y": x * x, "f": f} for x in (1, 2, 3) for f in ("a", "b")]
+    res = Results("x", recs, plot_spec=PlotSpec(x="x", y=["y"], title=title, facet=facet))
+    fig = res.plot(tmp_path / "t.png")
+    fig.canvas.draw()
+    text = fig._suptitle if facet else fig.axes[0].title
+    assert "\n" in text.get_text()
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 + 0.5 and box.y1 <= fig.bbox.y1 + 0.5, box
