@@ -277,3 +277,16 @@ def test_type_files_do_not_depend_on_module_c():
     state = (py / "state.c").read_text()
     others = set().union(*(_defined_functions(f) for f in py.glob("*.c") if f.name != "state.c"))
     assert not sorted(name for name in others if name in state)
+
+
+def test_manifest_names_only_folders_that_exist():
+    """Every graft / prune / include of MANIFEST.in names something in the tree (a missing
+    folder warns 'no directories found matching' at every sdist build)."""
+    for line in (ROOT / "MANIFEST.in").read_text().splitlines():
+        words = line.split("#")[0].split()
+        if not words:
+            continue
+        if words[0] == "graft":
+            assert (ROOT / words[1]).is_dir(), line
+        elif words[0] == "include":
+            assert all((ROOT / w).exists() for w in words[1:]), line
