@@ -231,6 +231,23 @@ class Results:
                 f"l2persist {m.get('l2persist_version')} "
                 f"({m.get('git_revision') or 'no git'}); {m.get('date')}")
 
+    def stored_note(self, reason: str | None = None) -> str:
+        """What a notebook drawn from stored results says first: that it was drawn from them,
+        and the GPU, driver, CUDA runtime, l2persist revision and date they were measured
+        with; ``reason``: why this machine could not run the study live."""
+        m = self.meta
+        gpu = (f"{m['device_name']} (compute capability {m.get('compute_capability')}, L2 "
+               f"{m['l2_cache_size'] >> 20} MiB)" if "device_name" in m else "no GPU")
+        driver = (f"a driver supporting CUDA {m['driver_supports']}" if m.get("driver_supports")
+                  else "no NVIDIA driver")
+        rev = m.get("git_revision") or "an unknown revision"
+        return (f"Drawn from stored results: the {self.study} study as measured on {gpu} with "
+                f"{driver}, CUDA runtime {m.get('cuda_runtime')}, l2persist "
+                f"{m.get('l2persist_version')} at revision {rev}, on "
+                f"{str(m.get('date', '?'))[:10]}; the findings and the plot are recomputed from "
+                "those records by this l2persist."
+                + (f" This machine has no usable CUDA GPU: {reason}." if reason else ""))
+
     def __repr__(self) -> str:
         return f"<Results {self.study}: {len(self.records)} records; {self.header()}>"
 

@@ -182,3 +182,34 @@ def test_a_long_title_wraps_inside_the_figure(tmp_path, facet):
     assert "\n" in text.get_text()
     box = text.get_window_extent(fig.canvas.get_renderer())
     assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 + 0.5 and box.y1 <= fig.bbox.y1 + 0.5, box
+
+
+def test_stored_note_names_gpu_driver_and_revision():
+    res = Results.load(STORED)
+    note = res.stored_note("no driver here")
+    m = res.meta
+    assert note.startswith("Drawn from stored results: the granularity study as measured on "
+                           f"{m['device_name']} (compute capability {m['compute_capability']}")
+    assert f"a driver supporting CUDA {m['driver_supports']}" in note
+    assert f"at revision {m['git_revision']}" in note and m["date"][:10] in note
+    assert note.endswith("This machine has no usable CUDA GPU: no driver here.")
+
+
+def test_stored_notebooks_open_with_the_stored_note():
+    """A study notebook committed without a GPU run opens by saying it was drawn from stored
+    results, and from which GPU, driver and revision (one wording: Results.stored_note)."""
+    import nbformat
+    from l2persist import studies
+    for s in studies.list_studies():
+        book = studies.notebook_file(s.name)
+        if not book or not s.needs:
+            continue
+        nb = nbformat.read(str(ROOT / "notebooks" / book), as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        text = "".join(o.get("text", "") for o in first.outputs if o.output_type == "stream")
+        if not text.startswith("Drawn from stored results"):
+            assert text.startswith(f"{s.name}: NVIDIA"), (book, text)  # a live run's header
+            continue
+        stored = Results.load(ROOT / "notebooks" / "results" / f"{s.name}.json")
+        assert stored.stored_note() in text, (book, text)
+        assert "This machine has no usable CUDA GPU: " in text
