@@ -290,3 +290,18 @@ def test_manifest_names_only_folders_that_exist():
             assert (ROOT / words[1]).is_dir(), line
         elif words[0] == "include":
             assert all((ROOT / w).exists() for w in words[1:]), line
+
+
+def test_build_wheel_links_against_an_old_glibc():
+    """tools/build-wheel links the module against glibc 2.28's symbol versions (zig cc from
+    the ziglang wheel as setuptools' LDSHARED) and asks auditwheel for manylinux_2_28: a link
+    against this machine's glibc (2.34+: pthread_*, dl* at GLIBC_2.34) could only be tagged
+    for it."""
+    text = (ROOT / "tools" / "build-wheel").read_text()
+    assert "GLIBC=${GLIBC:-2.28}" in text
+    assert 'pip" install -q ziglang' in text
+    assert 'ziglang cc -target $ARCH-linux-gnu.$GLIBC' in text
+    assert 'export LDSHARED="$WORK/zig-ld -shared"' in text
+    assert 'PLAT=(--plat "manylinux_${GLIBC/./_}_$ARCH")' in text
+    r = subprocess.run(["bash", "-n", str(ROOT / "tools" / "build-wheel")], capture_output=True)
+    assert r.returncode == 0, r.stderr
