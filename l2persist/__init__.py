@@ -42,6 +42,7 @@ from .advise import Advice, advise
 from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
 from . import tax
 from .state import L2State, l2_state, persisting_l2_disabled
+from .results import Results as Results  # a study's records + metadata (l2persist.studies)
 
 __version__ = "0.1.0"
 

@@ -173,6 +173,16 @@ def _check_output(option: str, path: str) -> str | None:
     return None
 
 
+def _check_device(device: int | None, count: int) -> str | None:
+    """Why `--device N` names no device here (None: it does, or it was not given). Without a
+    GPU only 0, the default, is taken: the studies that need no GPU ignore it."""
+    if device is None or 0 <= device < max(count, 1):
+        return None
+    where = (f"this machine has {count} CUDA device(s): indices 0..{count - 1}" if count else
+             "this machine has no CUDA device: only 0, the default, is taken")
+    return f"--device {device}: a GPU index in [0, device_count() - 1]; {where}"
+
+
 def _check_plot(path: str) -> str | None:
     """Why `--plot path` cannot be drawn here: no matplotlib, or a suffix it cannot write."""
     import os
@@ -215,9 +225,7 @@ def _save(res, args) -> list[str]:
         try:
             write(path)
             saved.append(path)
-        except ValueError as e:  # a study that declares no plot: say so, keep the rest
-            if res.plot_spec is None and res.meta.get("only"):
-                e = "plot: left out for a part of the sweep (--only); the whole sweep draws it"
+        except ValueError as e:  # no plot (none declared, or none for this part): say why
             print(f"{_prog()} run {res.study}: {e}", file=sys.stderr)
         except OSError as e:
             fd, keep = tempfile.mkstemp(prefix=f"l2persist-{res.study}-", suffix=".json")
@@ -263,10 +271,9 @@ def _run(argv: list[str]) -> int:
     problems = [x for x in problems if x]
     if problems:
         return _fail(prog, problems[0])
-    count = _core.device_count()
-    if count and not 0 <= args.device < count:
-        return _fail(prog, f"--device {args.device}: this machine has {count} CUDA device(s), "
-                           f"indices 0..{count - 1}")
+    problem = _check_device(args.device, _core.device_count())
+    if problem:
+        return _fail(prog, problem)
     try:
         res = run(args.study, args.device, quick=args.quick,
                   progress=False if args.no_progress else None, only=only or None)
@@ -324,6 +331,8 @@ def _main(argv: list[str] | None) -> int:
     from .coalescing import format_study_table, study_table
 
     count = _core.device_count()
+    if _check_device(args.device, count):
+        p.error(_check_device(args.device, count))
     if count == 0:
         info = no_gpu_report()
         info["coalescing_study"] = study_table()
@@ -331,9 +340,6 @@ def _main(argv: list[str] | None) -> int:
               format_no_gpu(info) + "\n\nThe L1/L2 study under the coalescing model "
               "(l2persist.coalescing):\n" + format_study_table(info["coalescing_study"]))
         return 2 if args.require_gpu else 0
-    if args.device is not None and not 0 <= args.device < count:
-        p.error(f"--device {args.device}: this machine has {count} CUDA device(s), "
-                f"indices 0..{count - 1}")
     indices = [args.device] if args.device is not None else list(range(count))
     reports = [device_report(i) for i in indices]
     if args.json:

@@ -61,32 +61,6 @@ def analyze(addresses, *, size: int = 4, rule: str = "sectors", store: bool = Fa
 
 # ---- address patterns (byte addresses, one per thread) ----
 
-MAX_THREADS = 1 << 24
-
-
-def _int(name, value, lo, hi):
-    """value as an int in [lo, hi]; a TypeError / ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int in [{lo}, {hi}], got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: {value} is outside [{lo}, {hi}]")
-    return int(value)
-
-
-def _shape(threads, size):
-    _int("threads", threads, 1, MAX_THREADS)
-    if _int("size", size, 1, 16) & (size - 1):
-        raise ValueError(f"size: {size} bytes; allowed 1, 2, 4, 8, 16")
-
-
-def _addresses(values, *names):
-    """Byte addresses must be >= 0 and fit an int64."""
-    if values.size and (values.min() < 0 or values.max() >= 1 << 62):
-        raise ValueError(f"{', '.join(names)}: the addresses {values.min()}..{values.max()} are "
-                         "outside [0, 2^62)")
-    return values
-
-
 def contiguous(threads: int = 32, size: int = 4, offset: int = 0, base: int = 0):
     """Thread t (of ``threads``, in [1, 2^24]) accesses element ``offset + t`` of ``size``-byte
     elements (1, 2, 4, 8 or 16) starting at byte address ``base``."""
@@ -95,21 +69,15 @@ def contiguous(threads: int = 32, size: int = 4, offset: int = 0, base: int = 0)
 
 def strided(threads: int = 32, size: int = 4, offset: int = 0, stride: int = 1, base: int = 0):
     """Thread t (of ``threads``, in [1, 2^24]) accesses element ``offset + t * stride`` of
-    ``size``-byte elements (1, 2, 4, 8 or 16) starting at byte address ``base``."""
-    _shape(threads, size)
-    for name, v in (("offset", offset), ("stride", stride), ("base", base)):
-        _int(name, v, -(1 << 40), 1 << 40)
-    return _addresses(base + (offset + np.arange(threads, dtype=np.int64) * stride) * size,
-                      "offset", "stride", "base")
+    ``size``-byte elements (1, 2, 4, 8 or 16) starting at byte address ``base`` (computed and
+    checked in C: a ValueError / TypeError names the argument and its range)."""
+    return _core.strided_addresses(threads, size, offset, stride, base)
 
 
 def broadcast(threads: int = 32, size: int = 4, element: int = 0, base: int = 0):
     """Every thread (of ``threads``, in [1, 2^24]) accesses element ``element`` of
     ``size``-byte elements starting at byte address ``base``."""
-    _shape(threads, size)
-    for name, v in (("element", element), ("base", base)):
-        _int(name, v, -(1 << 40), 1 << 40)
-    return _addresses(np.full(threads, base + element * size, dtype=np.int64), "element", "base")
+    return _core.broadcast_addresses(threads, size, element, base)
 
 
 def permuted_within_line(rng, threads: int = 32, size: int = 4, line: int = 0):

@@ -4,7 +4,10 @@ no device is found, an `l2p_device` fixture, and ``--l2p-gpu N`` to run the GPU 
 test that leaves the persisting-L2 limit or an access policy window changed (after its
 fixtures' teardown, against before their setup) errors at teardown, named, with what changed
 (``l2persist.l2_state`` snapshots; module and session fixtures may hold state across tests).
-Enable it in a conftest.py with ``pytest_plugins = ["l2persist.pytest_plugin"]``."""
+Installed with l2persist, pytest loads it by itself (a ``pytest11`` entry point named
+``l2persist.pytest_plugin``, so a conftest.py's ``pytest_plugins = ["l2persist.pytest_plugin"]``
+or ``-p l2persist.pytest_plugin`` still loads it once); ``-p no:l2persist.pytest_plugin`` turns
+it off. In a run without a ``gpu`` test and without ``--l2p-guard`` it never calls CUDA."""
 
 import os
 
@@ -34,6 +37,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     from . import no_device_reason
 
+    if not any("gpu" in item.keywords for item in items):
+        return  # another project's run (the entry point loads the plugin everywhere)
     why = no_device_reason()
     if why is None:
         return

@@ -70,10 +70,12 @@ class PlotSpec:
 
     ``labels`` maps raw names (hue values, y columns) to the words a legend shows.
     ``interval`` names two columns (low, high) drawn as an error bar at each point.
-    ``hline`` draws a reference line (1.0 where speedups are drawn); ``vlines`` maps x values
+    ``hline`` draws a reference line (1.0 where speedups are drawn; ``hline_label`` names it in
+    the legend, e.g. the series the others are divided by); ``vlines`` maps x values
     to the words written beside a vertical line there. ``facet`` draws one panel per value of
     that column (``facet_titles`` names them), ``facet_cols`` panels to a row. Series get
-    distinct markers and line styles, so that one lying on another stays visible.
+    distinct markers and line styles, so that one lying on another stays visible, and a series
+    with the same values as an earlier one says so in the legend. Titles wrap to the figure.
 
     A heatmap draws ``hue`` values as rows (bottom to top when they are numbers), ``x`` values
     as columns and ``y[0]`` as the colour, on one colour scale for all panels: ``cmap`` and
@@ -104,6 +106,7 @@ class PlotSpec:
     curve: list | None = None
     curve_label: str = ""
     xlim: list | None = None
+    hline_label: str = ""
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -121,6 +124,8 @@ class Results:
     notes: list = field(default_factory=list)   # the findings, in words
     summary: dict = field(default_factory=dict)  # the headline numbers
     bars: list = field(default_factory=list)  # {"bar": what was required, "met": bool}
+    # why plot_spec is None for a part of a sweep (set by studies.refresh; not saved)
+    plot_missing: str | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -211,8 +216,9 @@ class Results:
         return list(self.columns) if self.columns else [(k, k) for k in self.keys()]
 
     def table(self) -> str:
-        """The records as a markdown table, then the notes."""
-        out = [markdown_table(self.records, self._columns())]
+        """The records as a markdown table, then the notes ("(no records)" when there are
+        none)."""
+        out = [markdown_table(self.records, self._columns()) if self.records else "(no records)"]
         return "\n".join(out + ([""] + [f"- {n}" for n in self.notes] if self.notes else []))
 
     def header(self) -> str:
@@ -224,6 +230,23 @@ class Results:
         return (f"{self.study}: {where}; CUDA runtime {m.get('cuda_runtime')}, {driver}; "
                 f"l2persist {m.get('l2persist_version')} "
                 f"({m.get('git_revision') or 'no git'}); {m.get('date')}")
+
+    def stored_note(self, reason: str | None = None) -> str:
+        """What a notebook drawn from stored results says first: that it was drawn from them,
+        and the GPU, driver, CUDA runtime, l2persist revision and date they were measured
+        with; ``reason``: why this machine could not run the study live."""
+        m = self.meta
+        gpu = (f"{m['device_name']} (compute capability {m.get('compute_capability')}, L2 "
+               f"{m['l2_cache_size'] >> 20} MiB)" if "device_name" in m else "no GPU")
+        driver = (f"a driver supporting CUDA {m['driver_supports']}" if m.get("driver_supports")
+                  else "no NVIDIA driver")
+        rev = m.get("git_revision") or "an unknown revision"
+        return (f"Drawn from stored results: the {self.study} study as measured on {gpu} with "
+                f"{driver}, CUDA runtime {m.get('cuda_runtime')}, l2persist "
+                f"{m.get('l2persist_version')} at revision {rev}, on "
+                f"{str(m.get('date', '?'))[:10]}; the findings and the plot are recomputed from "
+                "those records by this l2persist."
+                + (f" This machine has no usable CUDA GPU: {reason}." if reason else ""))
 
     def __repr__(self) -> str:
         return f"<Results {self.study}: {len(self.records)} records; {self.header()}>"
@@ -241,7 +264,8 @@ class Results:
         """Draw the study's plot (matplotlib, the [plot] extra); save it when path is given.
         Returns the Figure."""
         if self.plot_spec is None:
-            raise ValueError(f"plot: the {self.study} study declares no plot")
+            raise ValueError(f"plot: {self.plot_missing}" if self.plot_missing else
+                             f"plot: the {self.study} study declares no plot")
         try:
             import matplotlib
             if path is not None and ax is None and not _interactive():
@@ -280,9 +304,9 @@ class Results:
                 a.set_ylabel("")
         title = spec.title or self.header()
         if spec.facet:
-            fig.suptitle(title, fontsize=10)
+            fig.suptitle(_wrapped(title, fig.get_figwidth(), 10), fontsize=10)
         else:
-            axes[0].set_title(title, fontsize=9)
+            axes[0].set_title(_wrapped(title, fig.get_figwidth(), 9), fontsize=9)
         bottom, right = 0.0, 1.0
         if outside:  # many series: one legend under the panels, not over the data
             handles, labels = axes[0].get_legend_handles_labels()
@@ -307,6 +331,14 @@ class Results:
         where = spec.where or {}
         return [r for r in self.records
                 if all(r.get(k) in (v if isinstance(v, list) else [v]) for k, v in where.items())]
+
+
+def _wrapped(title: str, width_in: float, fontsize: float) -> str:
+    """The title in lines that fit the figure's width (a character of DejaVu Sans is about
+    0.55 em wide), so that a long one is not clipped at the figure's edge."""
+    import textwrap
+    chars = max(20, int(width_in * 72 / (fontsize * 0.56)) - 4)
+    return "\n".join(textwrap.wrap(title, chars)) if len(title) > chars else title
 
 
 # Series styles: each series differs from its neighbours in colour, marker and line style,
@@ -337,6 +369,20 @@ def _series(spec, recs) -> list:
             parts = [labels.get(str(hue), str(hue)) if hue is not None else None,
                      labels.get(y, y) if len(spec.y) > 1 or hue is None else None]
             out.append((", ".join(p for p in parts if p) or None, pts))
+    return _same_values_noted(out)
+
+
+def _same_values_noted(series: list) -> list:
+    """A series whose points equal an earlier one's is drawn exactly over it: its legend entry
+    says so, so that a reader knows the hidden line is there."""
+    out = []
+    for i, (label, pts) in enumerate(series):
+        key = sorted((x, y) for x, y, _ in pts)
+        twin = next((lab for lab, p in series[:i] if sorted((x, y) for x, y, _ in p) == key),
+                    None)
+        if twin is not None and label:
+            label = f"{label}: same values as {twin}"
+        out.append((label, pts))
     return out
 
 
@@ -450,7 +496,8 @@ def _draw(ax, spec, recs, fig, legend: bool = True, heat=None):
                             yerr=[(hi - lo) / 2 for _, (lo, hi) in iv], fmt="none",
                             ecolor=f"C{i % 10}", capsize=4)
     if spec.hline is not None:
-        ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0)
+        ax.axhline(spec.hline, color="k", lw=0.9, ls="--", zorder=0,
+                   label=spec.hline_label or None)
     for x, text in (spec.vlines or {}).items():
         ax.axvline(float(x), color="grey", lw=0.9, ls=":")
         ax.annotate(text, (float(x), 0.02), xycoords=("data", "axes fraction"),
@@ -466,7 +513,7 @@ def _draw(ax, spec, recs, fig, legend: bool = True, heat=None):
     if spec.xlim:
         ax.set_xlim(*spec.xlim)
     ax.grid(True, alpha=0.3)
-    if legend and (len(series) > 1 or spec.interval):
+    if legend and (len(series) > 1 or spec.interval or spec.hline_label):
         ax.legend(fontsize=7)
     ax.set_xlabel(spec.xlabel or spec.x)
     ax.set_ylabel(spec.ylabel or ", ".join(spec.y))

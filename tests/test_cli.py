@@ -155,3 +155,117 @@ def test_only_runs_a_part_of_the_sweep(tmp_path):
     one_line_error(cli("run", "coalescing", "--only", "colour=red"), "--only colour",
                    "no such axis")
     one_line_error(cli("run", "coalescing", "--only", "rule"), "AXIS=VALUE")
+
+
+def test_only_is_checked_before_the_study_runs():
+    """A wrong axis or value is refused before any work, naming the study's axes and their
+    values by label (never a tuple with a function's address)."""
+    p = cli("run", "coalescing", "--only", "colour=red")
+    line = one_line_error(p, "--only colour=red", "no such axis",
+                          "size (4, 8, 16)", "rule (kepler_caching, kepler_noncaching, sectors)",
+                          "pattern (offset 0, ", "stride 32", "random over 4096 elements")
+    assert not ran(p)
+    p = cli("run", "coalescing", "--only", "pattern=stride")
+    line = one_line_error(p, "--only pattern=stride", "'stride' is not one of", "stride 1, ")
+    assert "lambda" not in line and "0x" not in line and "(" not in line.split("values")[-1]
+    assert not ran(p)
+
+
+def test_only_by_label_runs_those_patterns():
+    p = cli("run", "coalescing", "--quick", "--only", "pattern=stride 32,one address")
+    assert p.returncode == 0, p.stderr
+    rows = [l for l in p.stdout.splitlines() if l.startswith("| 4 |")]
+    assert {r.split("|")[4].strip() for r in rows} == {"stride 32", "one address"}
+
+
+def test_the_size_axis_is_the_size_column():
+    """The table's column of the `size` axis is headed by the axis's name (it said `bytes`)."""
+    p = cli("run", "coalescing", "--quick")
+    assert p.returncode == 0, p.stderr
+    header = next(l for l in p.stdout.splitlines() if l.startswith("| "))
+    assert header.split("|")[1].strip() == "size (bytes)"
+    import l2persist.studies as S
+    res = S.run("coalescing", quick=True, progress=False)
+    heads = [h for _, h in res.columns]
+    for axis in ("size", "rule", "pattern"):
+        assert any(h.split(" ")[0] == axis for h in heads), (axis, heads)
+
+
+@pytest.mark.parametrize("args", [("run", "coalescing", "--device", "-1"),
+                                  ("run", "coalescing", "--device", "99"),
+                                  ("--device", "-1")])
+def test_device_out_of_range_is_a_usage_error(args):
+    one_line_error(cli(*args), f"--device {args[-1]}", "[0, device_count() - 1]")
+
+
+def test_partial_plot_draws_what_it_has_or_says_why(tmp_path):
+    pytest.importorskip("matplotlib")
+    g = tmp_path / "part.png"
+    p = cli("run", "coalescing", "--only", "size=8", "--plot", str(g))
+    assert p.returncode == 0 and "Error" not in p.stderr, p.stderr
+    assert g.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    p = cli("run", "coalescing", "--only", "pattern=one address", "--plot", str(tmp_path / "x.png"))
+    assert p.returncode == 0, p.stderr
+    assert "Error" not in p.stderr and "NoneType" not in p.stderr, p.stderr
+    assert "plot: left out for this part of the sweep (--only pattern=one address): the plot " \
+           "draws strided warps against their stride, and this part of the sweep has none" \
+           in p.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_random_patterns_are_drawn_once_per_size():
+    """The scattered and permuted rows compare the same addresses under every rule, and a run
+    of a part of the sweep gets the rows of the whole sweep."""
+    import l2persist.studies as S
+    full = S.run("coalescing", progress=False)
+    part = S.run("coalescing", progress=False,
+                 only={"rule": "sectors", "pattern": ["random over 4096 elements"]})
+    key = lambda r: (r["size"], r["rule"], r["pattern"])  # noqa: E731
+    whole = {key(r): r for r in full.records}
+    assert part.records and all(whole[key(r)] == r for r in part.records)
+    for size in (4, 8, 16):
+        for pattern in ("random over 4096 elements", "within one line"):
+            # both 32-byte rules move the sectors the addresses touch: equal when equal addresses
+            a, b = (whole[(size, rule, pattern)] for rule in ("kepler_noncaching", "sectors"))
+            assert a["sectors"] == b["sectors"], (size, pattern)
+
+
+@pytest.mark.parametrize("only, err, match", [
+    ({"rule": None}, TypeError, r"^only: 'rule' takes a value or a list of values"),
+    ({"rule": []}, ValueError, r"^only: 'rule' has no values"),
+    ({"rule": [object()]}, TypeError, r"^only: 'rule' takes a value"),
+    ({3: "x"}, TypeError, r"^only: axis names are text"),
+])
+def test_run_only_names_only(only, err, match):
+    import l2persist.studies as S
+    with pytest.raises(err, match=match):
+        S.run("coalescing", quick=True, progress=False, only=only)
+
+
+def test_cupy_stream_prefers_from_external():
+    """CuPy 14 deprecates ExternalStream: Stream.from_external where CuPy has it."""
+    import types
+    from l2persist.studies import cupy_stream
+
+    made = []
+    old = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Stream=type("Stream", (), {}),
+        ExternalStream=lambda h: made.append(("ExternalStream", h)) or "ext"))
+    assert cupy_stream(old, 7) == "ext" and made == [("ExternalStream", 7)]
+
+    class Stream:
+        @staticmethod
+        def from_external(h):
+            made.append(("from_external", h))
+            return "new"
+
+    new = types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=Stream,
+                                                           ExternalStream=old.cuda.ExternalStream))
+    assert cupy_stream(new, 9) == "new" and made[-1] == ("from_external", 9)
+
+
+def test_no_study_file_calls_external_stream_directly():
+    import pathlib
+    for name in ("atlas.py", "bandwidth.py"):
+        text = (pathlib.Path(ROOT) / "l2persist" / "studies" / name).read_text()
+        assert "cuda.ExternalStream(" not in text.replace("torch.cuda.ExternalStream(", ""), name

@@ -122,3 +122,32 @@ def test_helpers():
 def test_patterns_and_analyze_name_their_bad_argument(call, err, match):
     with pytest.raises(err, match=match):
         call()
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: C.contiguous(threads=-1), ValueError,
+     r"^threads: -1 is outside \[1, 16777216\] \(threads\)$"),
+    (lambda: C.strided(threads=2.0), TypeError,
+     r"^threads: expected an int \(threads\) in \[1, 16777216\], got float$"),
+    (lambda: C.strided(stride=1 << 41), ValueError,
+     r"^stride: 2199023255552 is outside \[-1099511627776, 1099511627776\] \(elements\)$"),
+    (lambda: C.strided(stride=-1), ValueError,
+     r"^offset, stride, base: thread 1's address -4 is outside 0 \.\. 2\*\*63 - 257$"),
+    (lambda: C.strided(1 << 24, 16, 1 << 40, 1 << 40), ValueError,
+     r"^offset, stride, base: thread \d+'s address does not fit an int64"),
+    (lambda: C.broadcast(element=-1), ValueError,
+     r"^element, base: thread 0's address -4 is outside 0 \.\. 2\*\*63 - 257$"),
+    (lambda: C.broadcast(size=3), ValueError, r"^size: 3 bytes is not an access size"),
+])
+def test_pattern_ranges_are_the_c_rows(call, err, match):
+    """The patterns' arguments are checked by the extension's rows (one home for ranged ints)
+    and their addresses by the core, not again in Python."""
+    with pytest.raises(err, match=match):
+        call()
+    assert not hasattr(C, "_int")
+
+
+def test_patterns_from_c():
+    assert C.strided(4, 8, 1, 2).dtype == np.int64
+    assert list(C.broadcast(3, 4, 5, 100)) == [120] * 3
+    assert list(C.strided(2, 4, -1, 1, base=4)) == [0, 4]

@@ -124,3 +124,92 @@ def test_merge_joins_parts_of_one_sweep_and_refuses_others():
         Results.merge([a, Results("gather", [], {"device_name": "NVIDIA H200"})])
     with pytest.raises(ValueError, match="parts: device"):
         Results.merge([a, Results("atlas", [], {"device_name": "NVIDIA H100 80GB HBM3"})])
+
+
+def test_empty_results_table_says_so():
+    import l2persist
+    assert l2persist.Results is Results
+    assert Results("x", []).table() == "(no records)"
+    assert Results("x", [], notes=["n"]).table() == "(no records)\n\n- n"
+
+
+def _coalescing_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    import l2persist.studies as S
+    res = S.run("coalescing", progress=False)
+    return res.plot(tmp_path / "c.png")
+
+
+def test_plot_title_fits_the_figure(tmp_path):
+    fig = _coalescing_figure(tmp_path)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = fig.axes[0].title
+    assert title.get_text()
+    box = title.get_window_extent(renderer)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 + 0.5, (box, fig.bbox)
+
+
+def test_a_series_hidden_under_another_says_so(tmp_path):
+    fig = _coalescing_figure(tmp_path)
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "sectors (Maxwell and later): same values as Kepler non-caching (32 B segments)" \
+        in texts, texts
+    assert not any("Kepler caching" in t and "same values" in t for t in texts)
+
+
+def test_gather_plot_names_its_reference_series(tmp_path):
+    """The gather plot draws restrict and texture divided by plain: plain is in the legend."""
+    pytest.importorskip("matplotlib")
+    import l2persist.studies as S
+    res = S.load(ROOT / "notebooks" / "results" / "gather.json")
+    fig = res.plot(tmp_path / "g.png")
+    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("plain loads") for t in texts), texts
+    assert len(texts) == 3
+
+
+@pytest.mark.parametrize("facet", [None, "f"])
+def test_a_long_title_wraps_inside_the_figure(tmp_path, facet):
+    pytest.importorskip("matplotlib")
+    from l2persist.results import PlotSpec
+    title = "A title that says a great deal about what the plot shows, " * 4
+    recs = [{"x": x, "y": x * x, "f": f} for x in (1, 2, 3) for f in ("a", "b")]
+    res = Results("x", recs, plot_spec=PlotSpec(x="x", y=["y"], title=title, facet=facet))
+    fig = res.plot(tmp_path / "t.png")
+    fig.canvas.draw()
+    text = fig._suptitle if facet else fig.axes[0].title
+    assert "\n" in text.get_text()
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1 + 0.5 and box.y1 <= fig.bbox.y1 + 0.5, box
+
+
+def test_stored_note_names_gpu_driver_and_revision():
+    res = Results.load(STORED)
+    note = res.stored_note("no driver here")
+    m = res.meta
+    assert note.startswith("Drawn from stored results: the granularity study as measured on "
+                           f"{m['device_name']} (compute capability {m['compute_capability']}")
+    assert f"a driver supporting CUDA {m['driver_supports']}" in note
+    assert f"at revision {m['git_revision']}" in note and m["date"][:10] in note
+    assert note.endswith("This machine has no usable CUDA GPU: no driver here.")
+
+
+def test_stored_notebooks_open_with_the_stored_note():
+    """A study notebook committed without a GPU run opens by saying it was drawn from stored
+    results, and from which GPU, driver and revision (one wording: Results.stored_note)."""
+    import nbformat
+    from l2persist import studies
+    for s in studies.list_studies():
+        book = studies.notebook_file(s.name)
+        if not book or not s.needs:
+            continue
+        nb = nbformat.read(str(ROOT / "notebooks" / book), as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        text = "".join(o.get("text", "") for o in first.outputs if o.output_type == "stream")
+        if not text.startswith("Drawn from stored results"):
+            assert text.startswith(f"{s.name}: NVIDIA"), (book, text)  # a live run's header
+            continue
+        stored = Results.load(ROOT / "notebooks" / "results" / f"{s.name}.json")
+        assert stored.stored_note() in text, (book, text)
+        assert "This machine has no usable CUDA GPU: " in text

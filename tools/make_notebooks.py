@@ -29,12 +29,12 @@ if LIVE:
     if not QUICK:
         os.makedirs("results", exist_ok=True)
         res.to_json(f"results/{{STUDY}}.json")          # what a GPU-less reader loads
+    print(res.header())
 else:
-    # No usable GPU here: the results stored from a run on a real GPU, with the findings and
-    # the plot recomputed from their records by this l2persist's study code.
-    print("Stored results; this machine has no usable CUDA GPU:", l2persist.no_device_reason())
+    # No usable GPU here: the results stored from a run on a real GPU (which one, its driver
+    # and l2persist's revision are printed), findings and plot recomputed from the records.
     res = studies.load(f"results/{{STUDY}}.json")
-print(res.header())'''
+    print(res.stored_note(l2persist.no_device_reason()))'''
 
 CPU_SETUP = '''import l2persist
 from l2persist import studies

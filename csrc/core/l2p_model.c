@@ -103,6 +103,17 @@ static l2p_status check_size(int size)
                     size);
 }
 
+static l2p_status above_max(size_t thread, unsigned long long address)
+{
+    return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %llu is above 2**63 - 257, "
+                    "the largest the model takes (allowed 0 .. 2**63 - 257)", thread, address);
+}
+
+l2p_status l2p_model_check_unsigned(size_t thread, uint64_t address)
+{
+    return address > (uint64_t)L2P_MODEL_MAX_ADDRESS ? above_max(thread, address) : L2P_OK;
+}
+
 static l2p_status warp_inner(const int64_t *addr, uint32_t mask, int size, int store, int rule,
                              size_t first_thread, l2p_access_stats *out)
 {
@@ -116,9 +127,8 @@ static l2p_status warp_inner(const int64_t *addr, uint32_t mask, int size, int s
         if (a < 0)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu has the negative address %lld",
                             first_thread + (size_t)lane, (long long)a);
-        if (a > INT64_MAX - 256) /* a + size and the line arithmetic must not overflow */
-            return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is above "
-                            "2**63 - 257", first_thread + (size_t)lane, (long long)a);
+        if (a > L2P_MODEL_MAX_ADDRESS) /* a + size and the line arithmetic must not overflow */
+            return above_max(first_thread + (size_t)lane, (unsigned long long)a);
         if (a % size)
             return l2p_fail(L2P_ERR_VALUE, "addresses: thread %zu's address %lld is not aligned "
                             "to the %d-byte access size", first_thread + (size_t)lane,
@@ -174,6 +184,26 @@ l2p_status l2p_model_analyze(const int64_t *addr, size_t n, const uint32_t *mask
         L2P_TRY(warp_inner(lanes, mask, size, store, rule, base, &s));
         if (per_warp) per_warp[w] = s;
         add(total, &s);
+    }
+    return L2P_OK;
+}
+
+l2p_status l2p_model_strided(int64_t *out, size_t n, int size, int64_t offset, int64_t stride,
+                             int64_t base, const char *args)
+{
+    L2P_TRY(check_size(size));
+    for (size_t t = 0; t < n; t++) {
+        int64_t element, byte, a;
+        if (__builtin_mul_overflow((int64_t)t, stride, &element) ||
+            __builtin_add_overflow(element, offset, &element) ||
+            __builtin_mul_overflow(element, (int64_t)size, &byte) ||
+            __builtin_add_overflow(byte, base, &a))
+            return l2p_fail(L2P_ERR_VALUE, "%s: thread %zu's address does not fit an int64 "
+                            "(allowed 0 .. 2**63 - 257)", args, t);
+        if (a < 0 || a > L2P_MODEL_MAX_ADDRESS)
+            return l2p_fail(L2P_ERR_VALUE, "%s: thread %zu's address %lld is outside 0 .. 2**63 - "
+                            "257", args, t, (long long)a);
+        out[t] = a;
     }
     return L2P_OK;
 }

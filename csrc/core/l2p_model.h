@@ -62,6 +62,20 @@ l2p_status l2p_model_analyze(const int64_t *addr, size_t n, const uint32_t *mask
                              int store, int rule, l2p_access_stats *per_warp,
                              l2p_access_stats *total);
 
+/* The largest address the model takes (a + size and the line arithmetic stay in an int64). */
+#define L2P_MODEL_MAX_ADDRESS (INT64_MAX - 256)
+
+/* Thread `thread`'s address given as unsigned (a uint64 array): L2P_OK when it is at most
+ * L2P_MODEL_MAX_ADDRESS, else the error l2p_model_analyze gives for an address above it. */
+l2p_status l2p_model_check_unsigned(size_t thread, uint64_t address);
+
+/* Thread t's byte address base + (offset + t * stride) * size, for t = 0 .. n - 1 (a strided
+ * warp; stride 0: every thread at element `offset`). Each must lie in [0,
+ * L2P_MODEL_MAX_ADDRESS]; the error names `args` (the caller's words for offset, stride and
+ * base) and the first thread outside. */
+l2p_status l2p_model_strided(int64_t *out, size_t n, int size, int64_t offset, int64_t stride,
+                             int64_t base, const char *args);
+
 /* Efficiency in percent: bytes requested over bytes moved (0 when nothing moved). */
 double l2p_model_efficiency(const l2p_access_stats *s);
 

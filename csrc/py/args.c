@@ -19,6 +19,28 @@ int l2p_py_int_arg(PyObject *obj, const char *name, long long *out)
     return 0;
 }
 
+int l2p_py_bool_arg(PyObject *obj, const char *name, int *out)
+{
+    /* True / False, NumPy's bool, or the ints 0 and 1: a str, None or a list is a mistake
+     * that truth-testing would take as a value ("no" is true). */
+    if (PyBool_Check(obj) || PyArray_IsScalar(obj, Bool)) {
+        *out = PyObject_IsTrue(obj);
+        return *out < 0 ? -1 : 0;
+    }
+    if (PyLong_CheckExact(obj)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (!overflow && (v == 0 || v == 1)) {
+            *out = (int)v;
+            return 0;
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected a bool (True or False), got %s %R", name,
+                 Py_TYPE(obj)->tp_name, obj);
+    return -1;
+}
+
 int l2p_py_size_arg(PyObject *obj, const char *name, long long *out)
 {
     if (l2p_py_int_arg(obj, name, out) < 0) return -1;

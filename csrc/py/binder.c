@@ -136,7 +136,7 @@ static void raise_with_name(const char *name)
 /* as_buffer, with the argument's name in front of its error. */
 static int convert_buffer(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
 {
-    PyObject *b = l2p_buffer_as_buffer(c->st, obj);
+    PyObject *b = l2p_buffer_as_buffer(c->st, obj, NULL); /* named below */
     if (!b) {
         raise_with_name(a->name);
         return -1;
@@ -215,8 +215,8 @@ static int convert(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
         v->i = a->ival;
         return absent ? 0 : convert_choice(c, a, obj, v);
     case L2P_A_BOOL: {
-        int t = absent ? (int)a->ival : PyObject_IsTrue(obj);
-        if (t < 0) return -1;
+        int t = (int)a->ival;
+        if (!absent && l2p_py_bool_arg(obj, a->name, &t) < 0) return -1;
         v->i = t;
         v->given = !absent;
         return 0;

@@ -158,24 +158,26 @@ L2P_DEFINE_FN(to_device_fn, to_device_args, to_device_impl, "to_device",
               L2P_PARAM(to_device_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",
                         .doc = "the device (index or Device); None: the current one"));
 
-PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj)
+PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj, const char *name)
 {
     if (PyObject_TypeCheck(obj, st->DeviceBuffer)) {
-        if (l2p_buffer_check_open((l2p_BufferObject *)obj) < 0) return NULL;
+        if (l2p_buffer_usable((l2p_BufferObject *)obj, L2P_LIFE_UNASKED,
+                              name ? name : "buffer") < 0)
+            return NULL;
         return Py_NewRef(obj);
     }
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
     if (cai) {
-        PyObject *b = l2p_buffer_from_cai(st, obj, cai);
+        PyObject *b = l2p_buffer_from_cai(st, obj, cai, name);
         Py_DECREF(cai);
         return b;
     }
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     PyErr_Clear();
-    if (PyObject_HasAttrString(obj, "__dlpack__")) return l2p_buffer_from_dlpack(st, obj);
-    return PyErr_Format(PyExc_TypeError, "expected a DeviceBuffer or an object exposing "
+    if (PyObject_HasAttrString(obj, "__dlpack__")) return l2p_buffer_from_dlpack(st, obj, name);
+    return PyErr_Format(PyExc_TypeError, "%s%sexpected a DeviceBuffer or an object exposing "
                         "__cuda_array_interface__ or __dlpack__ (CuPy, PyTorch, Numba, JAX), "
-                        "got %s", Py_TYPE(obj)->tp_name);
+                        "got %s", L2P_ARG_NAME(name), Py_TYPE(obj)->tp_name);
 }
 
 typedef struct {
@@ -184,7 +186,8 @@ typedef struct {
 
 static PyObject *as_buffer_impl(PyObject *m, const void *args)
 {
-    return l2p_buffer_as_buffer(l2p_state_from_module(m), ((const as_buffer_args *)args)->obj);
+    return l2p_buffer_as_buffer(l2p_state_from_module(m), ((const as_buffer_args *)args)->obj,
+                                "obj");
 }
 L2P_DEFINE_FN(as_buffer_fn, as_buffer_args, as_buffer_impl, "as_buffer",
               "Wrap, without copying, a DeviceBuffer or any object exposing "
@@ -203,8 +206,8 @@ static PyObject *copy_impl(PyObject *m, const void *args)
     PyObject *stream_ref = a->stream.obj, *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
     cudaStream_t stream = a->stream.handle;
-    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->dst);
-    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->src) : NULL;
+    l2p_BufferObject *d = (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->dst, "dst");
+    l2p_BufferObject *s = d ? (l2p_BufferObject *)l2p_buffer_as_buffer(st, a->src, "src") : NULL;
     if (!s) goto done;
     if (d->nbytes != s->nbytes) {
         PyErr_Format(PyExc_ValueError, "dst: %zu bytes, but src has %zu", d->nbytes, s->nbytes);

@@ -43,7 +43,8 @@ static int pointer_device(l2p_state *st, const void *ptr, int *device)
     return l2p_memory_pointer_device(ptr, device) == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
-static int cai_strides_ok(PyObject *cai, int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize)
+static int cai_strides_ok(PyObject *cai, int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize,
+                          const char *name)
 {
     int64_t strides[NPY_MAXDIMS];
     PyObject *s = PyDict_GetItemString(cai, "strides");
@@ -55,32 +56,34 @@ static int cai_strides_ok(PyObject *cai, int ndim, const Py_ssize_t *shape, Py_s
     }
     if (contiguous_strides(ndim, shape, strides, itemsize, 0)) return 0;
 bad:
-    PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device arrays can be wrapped "
-                    "(copy it to a contiguous array first)");
+    PyErr_Format(PyExc_ValueError, "%s%sonly C-contiguous device arrays can be wrapped (copy it "
+                 "to a contiguous array first)", L2P_ARG_NAME(name));
     return -1;
 }
 
-PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai)
+PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai, const char *name)
 {
     PyObject *shape_obj, *typestr, *data;
     PyArray_Descr *dtype = NULL;
     Py_ssize_t shape[NPY_MAXDIMS];
     int ndim, device;
-    if (!PyDict_Check(cai)) return PyErr_Format(PyExc_TypeError, "obj: __cuda_array_interface__ "
-                                                "is not a dict");
+    if (!PyDict_Check(cai))
+        return PyErr_Format(PyExc_TypeError, "%s%s__cuda_array_interface__ is not a dict",
+                            L2P_ARG_NAME(name));
     shape_obj = PyDict_GetItemString(cai, "shape");
     typestr = PyDict_GetItemString(cai, "typestr");
     data = PyDict_GetItemString(cai, "data");
     if (!shape_obj || !typestr || !data || !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1)
-        return PyErr_Format(PyExc_ValueError, "obj: __cuda_array_interface__ lacks shape, "
-                            "typestr or data");
+        return PyErr_Format(PyExc_ValueError, "%s%s__cuda_array_interface__ lacks shape, "
+                            "typestr or data", L2P_ARG_NAME(name));
     if (l2p_buffer_parse_shape(shape_obj, &ndim, shape) < 0 ||
         l2p_buffer_parse_dtype(typestr, &dtype) < 0)
         return NULL;
-    if (cai_strides_ok(cai, ndim, shape, PyDataType_ELSIZE(dtype)) < 0) goto fail;
+    if (cai_strides_ok(cai, ndim, shape, PyDataType_ELSIZE(dtype), name) < 0) goto fail;
     PyObject *mask = PyDict_GetItemString(cai, "mask");
     if (mask && mask != Py_None) {
-        PyErr_SetString(PyExc_ValueError, "obj: masked device arrays are not supported");
+        PyErr_Format(PyExc_ValueError, "%s%smasked device arrays are not supported",
+                     L2P_ARG_NAME(name));
         goto fail;
     }
     void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
@@ -98,7 +101,7 @@ fail:
     return NULL;
 }
 
-static PyArray_Descr *descr_from_dl(l2p_DLDataType t)
+static PyArray_Descr *descr_from_dl(l2p_DLDataType t, const char *name)
 {
     char kind;
     switch (t.code) {
@@ -110,8 +113,8 @@ static PyArray_Descr *descr_from_dl(l2p_DLDataType t)
     default: kind = 0;
     }
     if (!kind || t.lanes != 1 || t.bits % 8) {
-        PyErr_Format(PyExc_TypeError, "obj: DLPack dtype (code %d, %d bits, %d lanes) has no "
-                     "NumPy equivalent", t.code, t.bits, t.lanes);
+        PyErr_Format(PyExc_TypeError, "%s%sDLPack dtype (code %d, %d bits, %d lanes) has no "
+                     "NumPy equivalent", L2P_ARG_NAME(name), t.code, t.bits, t.lanes);
         return NULL;
     }
     char typestr[16];
@@ -123,30 +126,31 @@ static PyArray_Descr *descr_from_dl(l2p_DLDataType t)
     return d;
 }
 
-static int dl_shape(l2p_DLTensor *t, int *ndim, Py_ssize_t *shape, Py_ssize_t itemsize)
+static int dl_shape(l2p_DLTensor *t, int *ndim, Py_ssize_t *shape, Py_ssize_t itemsize,
+                    const char *name)
 {
     if (t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
-        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor has %d dimensions (at most %d)",
-                     t->ndim, NPY_MAXDIMS);
+        PyErr_Format(PyExc_ValueError, "%s%sDLPack tensor has %d dimensions (at most %d)",
+                     L2P_ARG_NAME(name), t->ndim, NPY_MAXDIMS);
         return -1;
     }
     *ndim = t->ndim;
     for (int i = 0; i < t->ndim; i++) shape[i] = (Py_ssize_t)t->shape[i];
     if (t->strides && !contiguous_strides(t->ndim, shape, t->strides, itemsize, 1)) {
-        PyErr_SetString(PyExc_ValueError, "obj: only C-contiguous device tensors can be wrapped "
-                        "(call .contiguous() or copy first)");
+        PyErr_Format(PyExc_ValueError, "%s%sonly C-contiguous device tensors can be wrapped "
+                     "(call .contiguous() or copy first)", L2P_ARG_NAME(name));
         return -1;
     }
     if (t->device.device_type != L2P_DL_CUDA && t->device.device_type != L2P_DL_CUDA_MANAGED) {
-        PyErr_Format(PyExc_ValueError, "obj: DLPack tensor lives on device type %d, not CUDA (2)",
-                     t->device.device_type);
+        PyErr_Format(PyExc_ValueError, "%s%sDLPack tensor lives on device type %d, not CUDA (2)",
+                     L2P_ARG_NAME(name), t->device.device_type);
         return -1;
     }
     return 0;
 }
 
 /* Refuse host arrays (NumPy has __dlpack__ too) before asking for a capsule. */
-static int dlpack_on_cuda(PyObject *obj)
+static int dlpack_on_cuda(PyObject *obj, const char *name)
 {
     PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
     int type = -1;
@@ -156,8 +160,9 @@ static int dlpack_on_cuda(PyObject *obj)
     Py_DECREF(dev);
     if (PyErr_Occurred()) return -1;
     if (type == L2P_DL_CUDA || type == L2P_DL_CUDA_MANAGED) return 0;
-    PyErr_Format(PyExc_TypeError, "obj: a %s array (DLPack device type %d) is not device "
-                 "memory; copy it with l2persist.to_device()", Py_TYPE(obj)->tp_name, type);
+    PyErr_Format(PyExc_TypeError, "%s%sa %s array (DLPack device type %d) is not device memory; "
+                 "copy it with l2persist.to_device()", L2P_ARG_NAME(name), Py_TYPE(obj)->tp_name,
+                 type);
     return -1;
 }
 
@@ -181,9 +186,9 @@ static PyObject *dlpack_capsule(l2p_state *st, PyObject *obj)
     return cap;
 }
 
-PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj)
+PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj, const char *name)
 {
-    if (dlpack_on_cuda(obj) < 0) return NULL;
+    if (dlpack_on_cuda(obj, name) < 0) return NULL;
     PyObject *cap = dlpack_capsule(st, obj);
     if (!cap) return NULL;
     l2p_DLManagedTensor *mt = (l2p_DLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
@@ -194,8 +199,8 @@ PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj)
     l2p_DLTensor *t = &mt->dl_tensor;
     int ndim;
     Py_ssize_t shape[NPY_MAXDIMS];
-    PyArray_Descr *dtype = descr_from_dl(t->dtype);
-    if (!dtype || dl_shape(t, &ndim, shape, PyDataType_ELSIZE(dtype)) < 0) {
+    PyArray_Descr *dtype = descr_from_dl(t->dtype, name);
+    if (!dtype || dl_shape(t, &ndim, shape, PyDataType_ELSIZE(dtype), name) < 0) {
         Py_XDECREF(dtype);
         Py_DECREF(cap);
         return NULL;

@@ -142,7 +142,7 @@ static int launch_arg(l2p_state *st, PyObject *o, Py_ssize_t i, l2p_arg *a, PyOb
         a->v.f = PyFloat_AsDouble(o);
         return PyErr_Occurred() ? -1 : 0;
     }
-    PyObject *b = l2p_buffer_as_buffer(st, o);
+    PyObject *b = l2p_buffer_as_buffer(st, o, NULL);
     if (!b) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "args[%zd]: expected a device buffer (DeviceBuffer, "

@@ -1,5 +1,5 @@
-/* Shared declarations of the extension: module state, object layouts, argument converters.
- * One file per Python type; module.c registers them. The extension converts arguments and
+/* Shared declarations of the extension: object layouts, argument converters (the module
+ * state is state.h's). One file per Python type; module.c registers them. The extension converts arguments and
  * errors only: every decision is made by the C core (csrc/core). */
 #ifndef L2P_PY_H
 #define L2P_PY_H
@@ -23,19 +23,7 @@
 #include "l2p_timing.h"
 #include "l2p_tune.h"
 
-typedef struct {
-    PyObject *CudaError, *CudaMemoryError, *NotSupportedError, *NoDeviceError;
-    PyObject *AccessProperty; /* enum.IntEnum made at module init */
-    PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
-    PyTypeObject *Graph, *KernelNode, *Scope, *Plan;
-    /* While a launch converts its buffers: the stream it will run on, passed to DLPack
-     * producers so that their work is ordered before ours (import_stream_set 0: none). */
-    cudaStream_t import_stream;
-    int import_stream_set;
-    const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
-    /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
-    l2p_flush_cache flush;
-} l2p_state;
+#include "state.h"
 
 typedef struct {
     PyObject_HEAD
@@ -107,11 +95,6 @@ typedef struct {
     Py_ssize_t position;
 } l2p_KernelNodeObject;
 
-extern PyModuleDef l2p_module_def;
-
-l2p_state *l2p_state_from_module(PyObject *module);
-l2p_state *l2p_state_from_type(PyTypeObject *type);
-
 /* Raise the exception matching the calling thread's last core error; returns NULL. */
 PyObject *l2p_py_raise(l2p_state *st);
 /* Same, returning -1, for setters and converters. */
@@ -120,13 +103,20 @@ int l2p_py_raise_int(l2p_state *st);
 /* Argument conversion. Each returns 0 on success, -1 with an exception set. */
 int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index);       /* None, int, Device */
 int l2p_py_size_arg(PyObject *obj, const char *name, long long *out);     /* int >= 0, no bool */
+/* True, False, numpy.bool_, 0 or 1 -> 0 / 1; anything else a TypeError naming `name`. */
+int l2p_py_bool_arg(PyObject *obj, const char *name, int *out);
 /* Any int (no bool), for arguments whose range the core checks with a better message. */
 int l2p_py_int_arg(PyObject *obj, const char *name, long long *out);
 int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream);
 int l2p_py_window_arg(l2p_state *st, PyObject *obj, const l2p_window **w);
 
 /* Buffers (buffer.c). */
-PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj); /* new ref or NULL */
+/* A DeviceBuffer, or a wrapper of anything exposing __cuda_array_interface__ or __dlpack__
+ * (new ref), or NULL with an error that names the argument `name` (NULL: the message starts
+ * unnamed, for a caller that puts the name in front itself; a closed buffer is "buffer"). */
+PyObject *l2p_buffer_as_buffer(l2p_state *st, PyObject *obj, const char *name);
+/* "name: " in front of a message, or nothing for a NULL name: "%s%s" takes both. */
+#define L2P_ARG_NAME(name) ((name) ? (name) : ""), ((name) ? ": " : "")
 l2p_BufferObject *l2p_buffer_alloc(l2p_state *st, int ndim, const Py_ssize_t *shape,
                                    PyArray_Descr *dtype, int device); /* no memory yet */
 l2p_BufferObject *l2p_buffer_owner(l2p_BufferObject *b); /* the buffer owning the memory */
@@ -146,8 +136,8 @@ int l2p_buffer_copy_in(l2p_state *st, l2p_BufferObject *b, PyArrayObject *a);
 int l2p_buffer_parse_shape(PyObject *obj, int *ndim, Py_ssize_t *shape); /* as NumPy takes it */
 int l2p_buffer_parse_dtype(PyObject *obj, PyArray_Descr **out);        /* new ref */
 /* Interop (dlpack.c): imports, and the DeviceBuffer's protocol methods. */
-PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai);
-PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj);
+PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai, const char *name);
+PyObject *l2p_buffer_from_dlpack(l2p_state *st, PyObject *obj, const char *name);
 PyObject *l2p_buffer_cai(PyObject *self, void *closure);
 PyObject *l2p_buffer_dlpack_device(PyObject *self, PyObject *noargs);
 /* The lifetime of the memory b shows: its owner's (l2p_buffer_owner); one home for views. */
@@ -212,7 +202,6 @@ PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
 /* A Graph's node windows were changed from outside graph.c (a Plan): its executable is stale
  * and its owner (PyTorch) must instantiate again. 0, or -1 with an exception. */
 int l2p_graph_windows_changed(PyObject *graph);
-PyObject *l2p_access_property(l2p_state *st, int value);
 
 /* Type registration (one per file). */
 int l2p_add_device_types(PyObject *m, l2p_state *st);
@@ -223,9 +212,5 @@ int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 int l2p_add_plan_type(PyObject *m, l2p_state *st);
 
-/* Module-level functions defined outside module.c. */
-
-/* A heap type made from a spec, with the module as its defining module. */
-PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base);
 
 #endif

@@ -4,7 +4,22 @@
 
 #include "l2p_model.h"
 
-static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
+/* A uint64 array of addresses: every value within the model's range, or the core's error (the
+ * cast to int64 would wrap values above 2**63 into negative ones). */
+static int unsigned_fits(l2p_state *st, PyArrayObject *in)
+{
+    PyArrayObject *u = (PyArrayObject *)PyArray_FROMANY((PyObject *)in, NPY_UINT64, 1, 1,
+                                                        NPY_ARRAY_CARRAY);
+    if (!u) return -1;
+    const uint64_t *v = PyArray_DATA(u);
+    l2p_status rc = L2P_OK;
+    for (npy_intp i = 0; rc == L2P_OK && i < PyArray_DIM(u, 0); i++)
+        rc = l2p_model_check_unsigned((size_t)i, v[i]);
+    Py_DECREF(u);
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+static PyArrayObject *int_array(l2p_state *st, PyObject *obj, const char *name, int type)
 {
     if (obj == Py_None || PyUnicode_Check(obj) || PyBytes_Check(obj) ||
         !(PySequence_Check(obj) || PyObject_CheckBuffer(obj) ||
@@ -36,6 +51,11 @@ static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
         Py_DECREF(in);
         return NULL;
     }
+    if (type == NPY_INT64 && PyArray_ISUNSIGNED(in) && PyArray_ITEMSIZE(in) == 8 &&
+        unsigned_fits(st, in) < 0) {
+        Py_DECREF(in);
+        return NULL;
+    }
     PyArrayObject *out = (PyArrayObject *)PyArray_FROMANY((PyObject *)in, type, 1, 1,
                                                           NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
     Py_DECREF(in);
@@ -43,7 +63,8 @@ static PyArrayObject *int_array(PyObject *obj, const char *name, int type)
 }
 
 /* Per-warp masks from `masks` (one int per warp) or `active` (one bool per thread). */
-static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint32_t **out)
+static int warp_masks(l2p_state *st, PyObject *masks_obj, PyObject *active_obj, size_t n,
+                      uint32_t **out)
 {
     size_t warps = (n + 31) / 32;
     *out = NULL;
@@ -57,7 +78,7 @@ static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint3
         PyErr_NoMemory();
         return -1;
     }
-    PyArrayObject *a = int_array(masks_obj != Py_None ? masks_obj : active_obj,
+    PyArrayObject *a = int_array(st, masks_obj != Py_None ? masks_obj : active_obj,
                                  masks_obj != Py_None ? "masks" : "active",
                                  masks_obj != Py_None ? NPY_INT64 : NPY_BOOL);
     if (!a) return -1;
@@ -71,8 +92,11 @@ static int warp_masks(PyObject *masks_obj, PyObject *active_obj, size_t n, uint3
         }
         for (size_t w = 0; rc == 0 && w < warps; w++) {
             if (m[w] < 0 || m[w] > 0xffffffffLL) {
-                PyErr_Format(PyExc_ValueError, "masks: warp %zu's mask 0x%llx has lanes beyond "
-                             "the 32 of a warp (allowed 0..0xffffffff)", w, (long long)m[w]);
+                /* PyErr_Format has no %llx: the mask's hex digits are made here */
+                char hex[24];
+                snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)m[w]);
+                PyErr_Format(PyExc_ValueError, "masks: warp %zu's mask %s has lanes beyond the "
+                             "32 of a warp (allowed 0 .. 0xffffffff)", w, hex);
                 rc = -1;
             } else {
                 (*out)[w] = (uint32_t)m[w];
@@ -147,14 +171,14 @@ static PyObject *analyze_impl(PyObject *m, const void *args)
     const analyze_args *a = args;
     PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    PyArrayObject *addr = int_array(a->addresses, "addresses", NPY_INT64);
+    PyArrayObject *addr = int_array(st, a->addresses, "addresses", NPY_INT64);
     if (!addr) return NULL;
     size_t n = (size_t)PyArray_DIM(addr, 0), warps = (n + 31) / 32;
     uint32_t *masks = NULL;
     l2p_access_stats *per_warp = PyMem_Calloc(warps + 1, sizeof *per_warp), total;
     if (!per_warp) {
         PyErr_NoMemory();
-    } else if (warp_masks(a->masks, a->active, n, &masks) == 0) {
+    } else if (warp_masks(st, a->masks, a->active, n, &masks) == 0) {
         l2p_status rc;
         Py_BEGIN_ALLOW_THREADS
         rc = l2p_model_analyze(PyArray_DATA(addr), n, masks, (int)a->size, a->store, a->rule,
@@ -188,4 +212,68 @@ L2P_DEFINE_FN(analyze_fn, analyze_args, analyze_impl, "analyze",
                         .pytype = "Sequence[bool] | None", .doc = "one bool per thread, instead "
                         "of masks"));
 
-const l2p_fn *const l2p_model_fns[] = {&analyze_fn, NULL};
+/* Address patterns: the arithmetic and its range in the core, the arguments' ranges in the
+ * rows (l2persist.coalescing's contiguous / strided / broadcast call these). */
+#define MAX_THREADS (1LL << 24)
+#define MAX_ELEMENT (1LL << 40)
+
+static PyObject *strided_array(l2p_state *st, long long threads, long long size, long long offset,
+                               long long stride, long long base, const char *args)
+{
+    npy_intp dims[1] = {(npy_intp)threads};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (!out) return NULL;
+    if (l2p_model_strided(PyArray_DATA(out), (size_t)threads, (int)size, offset, stride, base,
+                          args) != L2P_OK) {
+        Py_DECREF(out);
+        return l2p_py_raise(st);
+    }
+    return (PyObject *)out;
+}
+
+#define THREADS_ROW(S)                                                                         \
+    L2P_PARAM(S, threads, L2P_P_INT, .ival = 32, .lo = 1, .hi = MAX_THREADS, .what = "threads", \
+              .doc = "how many threads (32 a warp)")
+#define SIZE_ROW(S)                                                                            \
+    L2P_PARAM(S, size, L2P_P_INT, .ival = 4, .lo = 1, .hi = 16, .what = "bytes per access",      \
+              .doc = "each element's size: 1, 2, 4, 8 or 16")
+#define ELEMENT_ROW(S, field, dflt, text)                                                      \
+    L2P_PARAM(S, field, L2P_P_INT, .ival = dflt, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,         \
+              .what = "elements", .doc = text)
+
+typedef struct {
+    long long threads, size, offset, stride, base;
+} strided_args;
+
+static PyObject *strided_impl(PyObject *m, const void *args)
+{
+    const strided_args *a = args;
+    return strided_array(l2p_state_from_module(m), a->threads, a->size, a->offset, a->stride,
+                         a->base, "offset, stride, base");
+}
+L2P_DEFINE_FN(strided_fn, strided_args, strided_impl, "strided_addresses",
+              "Thread t's byte address base + (offset + t * stride) * size, as an int64 array.",
+              "numpy.ndarray", THREADS_ROW(strided_args), SIZE_ROW(strided_args),
+              ELEMENT_ROW(strided_args, offset, 0, "the first thread's element"),
+              ELEMENT_ROW(strided_args, stride, 1, "elements between neighbouring threads"),
+              L2P_PARAM(strided_args, base, L2P_P_INT, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,
+                        .what = "bytes", .doc = "the byte address of element 0"));
+
+typedef struct {
+    long long threads, size, element, base;
+} broadcast_args;
+
+static PyObject *broadcast_impl(PyObject *m, const void *args)
+{
+    const broadcast_args *a = args;
+    return strided_array(l2p_state_from_module(m), a->threads, a->size, a->element, 0, a->base,
+                         "element, base");
+}
+L2P_DEFINE_FN(broadcast_fn, broadcast_args, broadcast_impl, "broadcast_addresses",
+              "Every thread at byte address base + element * size, as an int64 array.",
+              "numpy.ndarray", THREADS_ROW(broadcast_args), SIZE_ROW(broadcast_args),
+              ELEMENT_ROW(broadcast_args, element, 0, "the element every thread accesses"),
+              L2P_PARAM(broadcast_args, base, L2P_P_INT, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,
+                        .what = "bytes", .doc = "the byte address of element 0"));
+
+const l2p_fn *const l2p_model_fns[] = {&analyze_fn, &strided_fn, &broadcast_fn, NULL};

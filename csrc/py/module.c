@@ -1,5 +1,6 @@
-/* The l2persist._core module: multi-phase init, module state, module-level functions.
- * Nothing here calls CUDA at import, so the module loads on machines without a GPU. */
+/* The l2persist._core module: multi-phase init, registering every type, module-level functions
+ * (the module state and its lookups are state.c's). Nothing here calls CUDA at import, so the
+ * module loads on machines without a GPU. */
 #define L2P_MODULE_C
 #include "l2p_py.h"
 
@@ -10,28 +11,6 @@
 #include "l2p_release.h"
 
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
-
-l2p_state *l2p_state_from_module(PyObject *module)
-{
-    return (l2p_state *)PyModule_GetState(module);
-}
-
-l2p_state *l2p_state_from_type(PyTypeObject *type)
-{
-    PyObject *m = PyType_GetModuleByDef(type, &l2p_module_def);
-    return m ? l2p_state_from_module(m) : NULL;
-}
-
-PyTypeObject *l2p_make_type(PyObject *m, PyType_Spec *spec, PyObject *base)
-{
-    PyObject *t = PyType_FromModuleAndSpec(m, spec, base);
-    if (!t) return NULL;
-    if (PyModule_AddType(m, (PyTypeObject *)t) < 0) {
-        Py_DECREF(t);
-        return NULL;
-    }
-    return (PyTypeObject *)t;
-}
 
 static PyObject *device_count_impl(PyObject *m, const void *args)
 {
@@ -145,10 +124,6 @@ static int make_access_property(PyObject *m, l2p_state *st)
     return PyModule_AddObjectRef(m, "AccessProperty", st->AccessProperty);
 }
 
-PyObject *l2p_access_property(l2p_state *st, int value)
-{
-    return PyObject_CallFunction(st->AccessProperty, "i", value);
-}
 
 
 /* Names as tuples: the Python package lists kernels and flavours from these, not by hand. */
@@ -203,41 +178,12 @@ static int module_exec(PyObject *m)
 
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
-    l2p_state *st = l2p_state_from_module(m);
-    Py_VISIT(st->CudaError);
-    Py_VISIT(st->CudaMemoryError);
-    Py_VISIT(st->NotSupportedError);
-    Py_VISIT(st->NoDeviceError);
-    Py_VISIT(st->AccessProperty);
-    Py_VISIT(st->Device);
-    Py_VISIT(st->DeviceProperties);
-    Py_VISIT(st->DeviceBuffer);
-    Py_VISIT(st->Stream);
-    Py_VISIT(st->AccessPolicyWindow);
-    Py_VISIT(st->Graph);
-    Py_VISIT(st->KernelNode);
-    Py_VISIT(st->Scope);
-    Py_VISIT(st->Plan);
-    return 0;
+    return l2p_state_traverse(l2p_state_from_module(m), visit, arg);
 }
 
 static int module_clear(PyObject *m)
 {
-    l2p_state *st = l2p_state_from_module(m);
-    Py_CLEAR(st->CudaError);
-    Py_CLEAR(st->CudaMemoryError);
-    Py_CLEAR(st->NotSupportedError);
-    Py_CLEAR(st->NoDeviceError);
-    Py_CLEAR(st->AccessProperty);
-    Py_CLEAR(st->Device);
-    Py_CLEAR(st->DeviceProperties);
-    Py_CLEAR(st->DeviceBuffer);
-    Py_CLEAR(st->Stream);
-    Py_CLEAR(st->AccessPolicyWindow);
-    Py_CLEAR(st->Graph);
-    Py_CLEAR(st->KernelNode);
-    Py_CLEAR(st->Scope);
-    Py_CLEAR(st->Plan);
+    l2p_state_clear(l2p_state_from_module(m));
     return 0;
 }
 
@@ -262,7 +208,7 @@ static PyModuleDef_Slot module_slots[] = {
 #endif
     {0, NULL}};
 
-PyModuleDef l2p_module_def = {
+static PyModuleDef l2p_module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "l2persist._core",
     .m_doc = "l2persist's C core: devices, the persisting-L2 set-aside, buffers, streams, "
@@ -275,4 +221,8 @@ PyModuleDef l2p_module_def = {
     .m_free = module_free,
 };
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&l2p_module_def); }
+PyMODINIT_FUNC PyInit__core(void)
+{
+    l2p_state_bind(&l2p_module_def);
+    return PyModuleDef_Init(&l2p_module_def);
+}

@@ -188,12 +188,7 @@ static int convert(l2p_state *st, const l2p_param *p, PyObject *obj, char *field
     case L2P_P_INT:
         return l2p_py_ranged_int(obj, p->name, p->what, p->lo, p->hi, (long long *)field);
     case L2P_P_FLOAT: return convert_float(p, obj, (double *)field);
-    case L2P_P_BOOL: {
-        int v = PyObject_IsTrue(obj);
-        if (v < 0) return -1;
-        *(int *)field = v;
-        return 0;
-    }
+    case L2P_P_BOOL: return l2p_py_bool_arg(obj, p->name, (int *)field);
     case L2P_P_CHOICE: return convert_choice(st, p, obj, (int *)field);
     case L2P_P_DEVICE: return l2p_py_device_index(st, obj, (int *)field);
     case L2P_P_STREAM: {

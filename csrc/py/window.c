@@ -29,7 +29,7 @@ static PyObject *win_new_impl(PyObject *type, const void *args)
     l2p_device_props p;
     l2p_window w;
     l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
-    PyObject *buf = l2p_buffer_as_buffer(st, a->target);
+    PyObject *buf = l2p_buffer_as_buffer(st, a->target, "target");
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;
     if (l2p_device_get_properties(b->device, &p) != L2P_OK ||
@@ -244,7 +244,9 @@ static int plan_entry(l2p_state *st, PyObject *item, plan *p, size_t i)
         p->weights[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
         if (p->weights[i] == -1.0 && PyErr_Occurred()) return -1;
     }
-    p->buffers[i] = l2p_buffer_as_buffer(st, target);
+    char name[48];
+    snprintf(name, sizeof name, "targets: entry %zu", i);
+    p->buffers[i] = l2p_buffer_as_buffer(st, target, name);
     if (!p->buffers[i]) return -1;
     p->bytes[i] = ((l2p_BufferObject *)p->buffers[i])->nbytes;
     return 0;
@@ -327,6 +329,22 @@ L2P_DEFINE_FN(plan_windows_fn, plan_windows_args, plan_windows_impl, "plan_windo
                         .hi = LLONG_MAX, .what = "bytes", .doc = "the bytes to share; None: "
                         "the device's current persisting limit"));
 
+/* The length of a sequence of numbers (a str or bytes is not one), or -1 with a TypeError
+ * naming the argument. */
+static Py_ssize_t number_sequence(PyObject *obj, const char *name, const char *of)
+{
+    Py_ssize_t n = -1;
+    if (!PyUnicode_Check(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj) &&
+        PySequence_Check(obj))
+        n = PySequence_Size(obj);
+    if (n < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: expected a sequence of %s, got %s", name, of,
+                     Py_TYPE(obj)->tp_name);
+    }
+    return n;
+}
+
 /* The arithmetic alone, for planning without a GPU (and for tests on any machine). */
 typedef struct {
     PyObject *sizes, *weights;
@@ -340,16 +358,12 @@ static PyObject *plan_hit_ratios_impl(PyObject *m, const void *args)
     PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
     size_t max_window = a->max_window.given ? (size_t)a->max_window.i : SIZE_MAX;
-    Py_ssize_t n = PySequence_Size(a->sizes);
-    if (n < 0) {
-        PyErr_Clear();
-        return PyErr_Format(PyExc_TypeError, "sizes: expected a sequence of ints, got %s",
-                            Py_TYPE(a->sizes)->tp_name);
-    }
-    Py_ssize_t nw = PySequence_Size(a->weights);
-    if (nw < 0) PyErr_Clear();
+    Py_ssize_t n = number_sequence(a->sizes, "sizes", "ints (bytes)");
+    Py_ssize_t nw = n < 0 ? -1 : number_sequence(a->weights, "weights", "real numbers");
+    if (nw < 0) return NULL;
     if (nw != n)
-        return PyErr_Format(PyExc_ValueError, "weights: need one weight per size (%zd)", n);
+        return PyErr_Format(PyExc_ValueError, "weights: %zd weight(s) for %zd size(s); give one "
+                            "weight per size", nw, n);
     size_t *b = PyMem_Calloc((size_t)n + 1, sizeof *b), *nb = PyMem_Calloc((size_t)n + 1, sizeof *nb);
     double *w = PyMem_Calloc((size_t)n + 1, sizeof *w), *r = PyMem_Calloc((size_t)n + 1, sizeof *r);
     int ok = b && nb && w && r;
@@ -361,6 +375,11 @@ static PyObject *plan_hit_ratios_impl(PyObject *m, const void *args)
             b[i] = (size_t)v;
             w[i] = PyFloat_AsDouble(x);
             ok = !(w[i] == -1.0 && PyErr_Occurred());
+            if (!ok && PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "weights: entry %zd: expected a real number, got %s",
+                             i, Py_TYPE(x)->tp_name);
+            }
         }
         Py_XDECREF(s);
         Py_XDECREF(x);

@@ -20,7 +20,13 @@ It may also define, and then the runner, the notebooks and the README use them:
 - ``ROW``: the README's "what it runs" cell; ``INTRO`` and ``WHY``: the notebook's prose.
 - ``findings(res) -> list[str]``: the findings, computed from ``res.records`` / ``res.meta``
   / ``res.summary`` only, so the same text comes from a live run and from stored results.
-- ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns).
+- ``axes(ctx) -> {axis: values}``: the sweep axes, declared before the study runs (values
+  may depend on ``ctx.quick`` and ``ctx.device``). ``run(only=...)`` and the CLI's ``--only``
+  are then checked against them before any work, and ``ctx.sweep`` refuses an axis not
+  declared. Values are named by their labels (``axis_labels``): text and numbers as written,
+  a tuple by its leading text.
+- ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns); a
+  ``plot_spec`` that cannot draw a part of the sweep raises ValueError saying why in words.
 - ``bars(res) -> list[(text, met)]``: requirements; an unmet one makes the CLI exit 1.
 - ``NOTEBOOK``: whether it has a notebook (default: when it has ``INTRO``; its results must
   then be stored in notebooks/results/ from a GPU run); ``NOTEBOOK_CELLS``: extra code cells.
@@ -53,6 +59,8 @@ _MODULES = {
     "atlas": "atlas",
     # what a set-aside costs the rest of the process
     "set-aside-tax": "set_aside_tax",
+    # one plan for a whole process
+    "advisor": "advisor",
 }
 
 
@@ -192,13 +200,20 @@ class Context:
         self.t0 = time.perf_counter()
         self.skipped = []  # (what, why): parts of the study left out for a missing need
         # axis -> the values to keep (text, as on the command line); sweeps leave out the rest
-        if only is not None and not isinstance(only, dict):
-            raise TypeError(f"only: expected a dict axis -> values, got {type(only).__name__}")
-        self.only = {k: [str(v) for v in ([vs] if isinstance(vs, (str, int, float)) else vs)]
-                     for k, vs in (only or {}).items()}
+        self.only = _only_text(only)
         self.only_seen = set()
+        self.declared = None  # the study's axes (axis -> labels) when it declares them
         if self.only:
             self.meta["only"] = dict(self.only)
+
+    def declare(self, axes: dict) -> None:
+        """The study's declared axes: ``only`` is checked against them now, before any work."""
+        self.declared = {n: axis_labels(list(vs)) for n, vs in axes.items()}
+        for axis in self.only:
+            if axis not in self.declared:
+                raise ValueError(self._no_such_axis(axis))
+            self._only(axis, list(axes[axis]))
+        self.only_seen.clear()
 
     def has(self, need: str, what: str = "") -> bool:
         """Whether ``need`` is met; when not, the part ``what`` is recorded as skipped."""
@@ -242,6 +257,11 @@ class Context:
         each call returns a dict (or a list of dicts) merged with the point into records.
         Progress goes to stderr: a bar on a terminal, nothing when piped (tqdm)."""
         names = list(axes)
+        if self.declared is not None:
+            undeclared = [n for n in names if n not in self.declared]
+            if undeclared:
+                raise RuntimeError(f"the {self.study} study sweeps {undeclared[0]!r}, which its "
+                                   f"axes() does not declare ({', '.join(self.declared)})")
         axes = {n: self._only(n, list(axes[n])) for n in names}
         points = list(itertools.product(*(axes[n] for n in names)))
         records = []
@@ -259,12 +279,22 @@ class Context:
         if axis not in self.only:
             return values
         self.only_seen.add(axis)
-        kept = [v for v in values if any(_same(v, w) for w in self.only[axis])]
-        if not kept:
-            raise ValueError(f"only {axis}={','.join(self.only[axis])}: the {self.study} study's "
-                             f"{axis} values{' (quick)' if self.quick else ''} are "
-                             + ", ".join(str(v) for v in values))
-        return kept
+        labels = axis_labels(values)
+        unknown = [w for w in self.only[axis] if not any(_same(v, lab, w)
+                                                         for v, lab in zip(values, labels))]
+        if unknown:
+            raise ValueError(f"only {axis}={','.join(self.only[axis])}: {unknown[0]!r} is not "
+                             f"one of the {self.study} study's {axis} values"
+                             f"{' (quick)' if self.quick else ''}: " + ", ".join(labels))
+        return [v for v, lab in zip(values, labels)
+                if any(_same(v, lab, w) for w in self.only[axis])]
+
+    def _no_such_axis(self, axis: str) -> str:
+        known = self.declared or {}
+        return (f"only {axis}={','.join(self.only[axis])}: the {self.study} study sweeps no such "
+                "axis" + ("; its axes: " + "; ".join(f"{n} ({', '.join(labs)})"
+                                                     for n, labs in known.items())
+                          if known else ""))
 
     def results(self, records, *, columns=None, plot: PlotSpec | None = None, notes=(),
                 summary=None) -> Results:
@@ -276,9 +306,59 @@ class Context:
                        notes=list(notes), summary=dict(summary or {}))
 
 
-def _same(value, text: str) -> bool:
-    """An axis value given as text: equal as text, or as a number."""
-    if str(value) == text:
+def _only_text(only) -> dict:
+    """``only`` as axis -> [text]: one value or a list of values (text or numbers) per axis."""
+    if only is None:
+        return {}
+    if not isinstance(only, dict):
+        raise TypeError(f"only: expected a dict axis -> values, got {type(only).__name__}")
+    out = {}
+    for axis, vs in only.items():
+        if not isinstance(axis, str):
+            raise TypeError(f"only: axis names are text, got {type(axis).__name__} {axis!r}")
+        vs = [vs] if isinstance(vs, (str, int, float)) else vs
+        if not isinstance(vs, (list, tuple, set, frozenset)) or not all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in vs):
+            raise TypeError(f"only: {axis!r} takes a value or a list of values (text or "
+                            f"numbers), got {type(vs).__name__} {vs!r}")
+        if not vs:
+            raise ValueError(f"only: {axis!r} has no values; give at least one")
+        out[axis] = [str(v) for v in vs]
+    return out
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def axis_labels(values: list) -> list:
+    """The words naming each value of a sweep axis (what ``only`` / ``--only`` match and error
+    messages list): text and numbers as written; a tuple by its leading text, or, where that
+    is not unique, by all its text and numbers; otherwise a ``label`` or ``name`` attribute."""
+    def lead(v):
+        if isinstance(v, _SCALARS):
+            return str(v)
+        if isinstance(v, (tuple, list)) and v and isinstance(v[0], str):
+            return v[0]
+        for attr in ("label", "name"):
+            if isinstance(getattr(v, attr, None), str):
+                return getattr(v, attr)
+        return type(v).__name__
+
+    def whole(v):
+        if isinstance(v, (tuple, list)):
+            return " ".join(str(x) for x in v if isinstance(x, _SCALARS) and x is not None)
+        return lead(v)
+
+    for name in (lead, whole):
+        labels = [name(v) for v in values]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{lab} #{i}" for i, lab in enumerate(labels)]
+
+
+def _same(value, label: str, text: str) -> bool:
+    """An axis value asked for as text: its label, or equal as a number."""
+    if label == text or str(value) == text:
         return True
     try:
         return float(value) == float(text)
@@ -310,6 +390,16 @@ def _progress(total: int, desc: str, enabled: bool | None):
                 unit="pt")
 
 
+def cupy_stream(cupy, handle: int):
+    """CuPy's view of a stream it did not make (the handle of an l2persist.Stream):
+    ``cupy.cuda.Stream.from_external`` where CuPy has it (CuPy 14 deprecates ExternalStream),
+    ``cupy.cuda.ExternalStream`` on older CuPy."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(handle)
+    return cupy.cuda.ExternalStream(handle)
+
+
 class Unavailable(RuntimeError):
     """The study cannot run here: a need (GPU, counters, CuPy, PyTorch, ...) is missing."""
 
@@ -337,6 +427,8 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
         from .. import Device
         dev = device if isinstance(device, Device) else Device(device)
     ctx = Context(name, dev, quick, progress, only)
+    if hasattr(mod, "axes"):
+        ctx.declare(mod.axes(ctx))  # a wrong --only fails here, before any work
     if dev is None:
         return _checked_only(refresh(mod.run(ctx), ctx), ctx)
     limit = dev.persisting_l2_limit
@@ -349,7 +441,7 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
 def _checked_only(res: Results, ctx: Context) -> Results:
     unknown = sorted(set(ctx.only) - ctx.only_seen)
     if unknown:
-        raise ValueError(f"only {unknown[0]}: the {ctx.study} study sweeps no such axis")
+        raise ValueError(ctx._no_such_axis(unknown[0]))
     return res
 
 
@@ -372,11 +464,28 @@ def refresh(res: Results, ctx: Context | None = None) -> Results:
         res.notes += [f"skipped {what}: {why}" for what, why in skipped]
         res.summary["skipped"] = [list(x) for x in skipped]
     if hasattr(mod, "plot_spec"):
-        res.plot_spec = _derived(partial, "plot", lambda: mod.plot_spec(res), None)
+        res.plot_spec, res.plot_missing = _plot(partial, mod, res)
     if hasattr(mod, "bars"):
         res.bars = _derived(partial, "bars", lambda: [{"bar": text, "met": bool(met)}
                                                       for text, met in mod.bars(res)], [])
     return res
+
+
+def _plot(partial, mod, res):
+    """(plot spec, None), or on a part of the sweep that cannot be drawn (None, why in words):
+    the study's ValueError says why; any other failure means records the plot needs are not
+    in this part."""
+    if not partial:
+        return mod.plot_spec(res), None
+    part = "; ".join(f"{k}={','.join(v)}" for k, v in partial.items())
+    try:
+        return mod.plot_spec(res), None
+    except ValueError as e:
+        why = str(e)
+    except (KeyError, IndexError, TypeError, ZeroDivisionError):
+        why = "the plot needs records this part of the sweep does not have"
+    return None, (f"left out for this part of the sweep (--only {part}): {why}; the whole sweep "
+                  "draws it")
 
 
 def _derived(partial, what: str, make, empty):
@@ -403,5 +512,6 @@ def merge(paths) -> Results:
     return refresh(Results.merge(paths))
 
 
-__all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "info",
+__all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "axis_labels",
+           "cupy_stream", "info",
            "list_studies", "load", "merge", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]

@@ -20,6 +20,7 @@ from .. import _core, kernels as K
 from ..results import PlotSpec
 from ..plan import Plan
 from ..tune import Target, tune
+from . import cupy_stream
 
 TITLE = "Atlas: where persistence pays, across libraries and sizes relative to L2"
 NEEDS_GPU = True
@@ -172,7 +173,7 @@ def bloom(s, size, n, rng):
     bits = cp.zeros(size // 4, dtype=cp.uint32)
     keys = cp.asarray(rng.integers(0, 1 << 32, n, dtype=np.uint32))
     kern = cp.RawKernel(BLOOM, "bloom_insert")
-    ext = cp.cuda.ExternalStream(s.handle)
+    ext = cupy_stream(cp, s.handle)
     nbits = np.uint32(min(bits.size * 32, (1 << 32) - 1))
 
     def fn():
@@ -204,7 +205,7 @@ def spmv(s, size, n, rng):
     data = cp.asarray(rng.random(nnz, dtype=np.float32))
     a = sparse.csr_matrix((data, indices, indptr), shape=(rows, cols))
     x = cp.asarray(rng.random(cols, dtype=np.float32))
-    ext = cp.cuda.ExternalStream(s.handle)
+    ext = cupy_stream(cp, s.handle)
 
     def fn():
         with ext:

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _core, kernels as K
 from ..results import PlotSpec
+from . import cupy_stream
 
 TITLE = "Streaming and L2-resident bandwidth vs cudaMemcpy"
 NEEDS_GPU = True
@@ -64,17 +65,30 @@ def _reference(dev):
         with cupy.cuda.Device(dev.index):
             arr = cupy.asarray(buf).view(cupy.float64)
             k((blocks,), (1024,), (sink, arr, np.int32(chunks)),
-              stream=cupy.cuda.ExternalStream(stream.handle))
+              stream=cupy_stream(cupy, stream.handle))
     return launch
+
+
+def _cases(quick: bool) -> list:
+    """The DRAM cases: (label, op, load flavour, store flavour)."""
+    loads = ("default", "cs") if quick else ("default", "cg", "cs", "nc", "lu", "evict_first")
+    stores = ("wb",) if quick else ("wb", "cs")
+    return ([("cudaMemcpy D2D", "copy", "-", "-")]
+            + [(f"read ({ld})", "read", ld, "-") for ld in loads]
+            + [(f"write ({st})", "write", "-", st) for st in stores]
+            + [("copy", "copy", "default", "wb"), ("triad", "triad", "default", "wb")])
+
+
+def axes(ctx) -> dict:
+    return {"case": [c[0] for c in _cases(ctx.quick)],
+            "l2_mib": (16,) if ctx.quick else (8, 16, 24, 32, 48)}
 
 
 def run(ctx):
     dev = ctx.device
     nbytes = (512 if ctx.quick else 2048) * MIB
     repeat = 10 if ctx.quick else 20
-    loads = ("default", "cs") if ctx.quick else ("default", "cg", "cs", "nc", "lu", "evict_first")
-    stores = ("wb",) if ctx.quick else ("wb", "cs")
-    l2_sizes = (16,) if ctx.quick else (8, 16, 24, 32, 48)
+    cases = {c[0]: c for c in _cases(ctx.quick)}
     ref = _reference(dev) if ctx.has("cupy", "the gpu-benches-scheme reference") else None
     with _core.Stream(dev) as s, _core.empty(nbytes // 4, np.float32, dev) as a, \
             _core.empty(nbytes // 4, np.float32, dev) as b, \
@@ -85,23 +99,25 @@ def run(ctx):
         def timed(fn, traffic):
             return ctx.measure(fn, stream=s, repeat=repeat, warmup=3, bytes_moved=traffic)
 
-        streaming = [("cudaMemcpy D2D", "copy", "-", "-",
-                      lambda: _core.copy(b, a, stream=s), 2 * nbytes)]
-        streaming += [(f"read ({ld})", "read", ld, "-",
-                       lambda ld=ld: K.stream_read(a, load=ld, stream=s), nbytes) for ld in loads]
-        streaming += [(f"write ({st})", "write", "-", st,
-                       lambda st=st: K.stream_write(b, store=st, stream=s), nbytes) for st in stores]
-        streaming += [("copy", "copy", "default", "wb", lambda: K.stream_copy(b, a, stream=s),
-                       2 * nbytes),
-                      ("triad", "triad", "default", "wb", lambda: K.triad(c, a, b, 3.0, stream=s),
-                       3 * nbytes)]
+        def work(name, op, ld, st):
+            """(the call, the bytes it moves) of one DRAM case."""
+            if name == "cudaMemcpy D2D":
+                return lambda: _core.copy(b, a, stream=s), 2 * nbytes
+            if op == "read":
+                return lambda: K.stream_read(a, load=ld, stream=s), nbytes
+            if op == "write":
+                return lambda: K.stream_write(b, store=st, stream=s), nbytes
+            if op == "copy":
+                return lambda: K.stream_copy(b, a, stream=s), 2 * nbytes
+            return lambda: K.triad(c, a, b, 3.0, stream=s), 3 * nbytes
 
         def stream_point(case):
-            name, op, ld, st, fn, traffic = case
+            name, op, ld, st = cases[case]
             return dict(kernel=name, op=op, load=ld, store=st, size_mib=nbytes // MIB,
-                        where="DRAM", **timed(fn, traffic))
+                        where="DRAM", **timed(*work(name, op, ld, st)))
 
-        records = ctx.sweep({"case": streaming}, stream_point, desc="bandwidth: DRAM")
+        sweep = axes(ctx)
+        records = ctx.sweep({"case": sweep["case"]}, stream_point, desc="bandwidth: DRAM")
 
         def l2_point(l2_mib):
             chunk = 1024 * 64 * 8
@@ -127,7 +143,7 @@ def run(ctx):
                 o.update(op="L2 read", where="L2", size_mib=view.nbytes / MIB)
             return out
 
-        records += ctx.sweep({"l2_mib": l2_sizes}, l2_point, desc="bandwidth: L2")
+        records += ctx.sweep({"l2_mib": sweep["l2_mib"]}, l2_point, desc="bandwidth: L2")
     for r in records:
         r.pop("case", None)
     derive(records)

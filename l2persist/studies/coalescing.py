@@ -4,6 +4,8 @@ accesses. A model, so it runs anywhere; `granularity` puts the model beside the 
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from .. import coalescing as C
@@ -34,62 +36,85 @@ line or sector. The non-caching Kepler rule and today's sectors rule give the sa
 on these patterns: both move 32-byte pieces."""
 
 
-def _patterns(quick: bool):
-    rng = np.random.default_rng(2026)
+def _patterns(quick: bool) -> dict:
+    """label -> (family, parameter, addresses(size)). The random patterns are drawn from a
+    seed of their own and the access size, so every rule, and a run of a part of the sweep
+    (--only), compares the same addresses."""
     strides = (1, 2, 4, 8, 16, 32) if not quick else (1, 2, 32)
     offsets = (0, 1, 8, 16, 31) if not quick else (0, 1)
-    pats = [("contiguous", f"offset {o}", o, lambda s, o=o: C.contiguous(size=s, offset=o))
-            for o in offsets]
-    pats += [("strided", f"stride {k}", k, lambda s, k=k: C.strided(size=s, stride=k))
-             for k in strides]
-    pats += [("broadcast", "one address", 0, lambda s: C.broadcast(size=s)),
-             ("permuted", "within one line", 0,
-              lambda s: C.permuted_within_line(rng, size=s)),
-             ("scattered", "random over 4096 elements", 0,
-              lambda s: C.random_scatter(rng, size=s))]
+    pats = {f"offset {o}": ("contiguous", o, lambda s, o=o: C.contiguous(size=s, offset=o))
+            for o in offsets}
+    pats.update({f"stride {k}": ("strided", k, lambda s, k=k: C.strided(size=s, stride=k))
+                 for k in strides})
+    pats["one address"] = ("broadcast", 0, lambda s: C.broadcast(size=s))
+    pats["within one line"] = ("permuted", 0,
+                               lambda s: C.permuted_within_line(_rng("permuted", s), size=s))
+    pats["random over 4096 elements"] = ("scattered", 0,
+                                         lambda s: C.random_scatter(_rng("scattered", s), size=s))
     return pats
+
+
+def _rng(family: str, size: int):
+    return np.random.default_rng([2026, zlib.crc32(family.encode()), size])
+
+
+def axes(ctx) -> dict:
+    return {"size": (4, 8, 16) if not ctx.quick else (4,), "rule": C.RULES,
+            "pattern": list(_patterns(ctx.quick))}
 
 
 def run(ctx):
     pats = _patterns(ctx.quick)
-    sizes = (4, 8, 16) if not ctx.quick else (4,)
 
     def point(size, rule, pattern):
-        family, label, param, make = pattern
+        family, param, make = pats[pattern]
         a = C.analyze(make(size), size=size, rule=rule)
-        return {"family": family, "pattern": label, "param": param,
+        return {"family": family, "param": param,
                 "efficiency_pct": round(a.efficiency, 2), "transactions": int(a.transactions),
                 "sectors": int(a.sectors), "replays": int(a.replays)}
 
-    records = ctx.sweep({"size": sizes, "rule": C.RULES, "pattern": pats}, point)
+    records = ctx.sweep(axes(ctx), point)
     return ctx.results(records, columns=[
-        ("size", "bytes"), ("rule", "rule"), ("family", "family"), ("pattern", "pattern"),
+        ("size", "size (bytes)"), ("rule", "rule"), ("family", "family"), ("pattern", "pattern"),
         ("efficiency_pct", "efficiency %"), ("transactions", "transactions"),
         ("sectors", "sectors"), ("replays", "replays")])
 
 
-def _strided(records, rule) -> dict:
+def _strided(records, rule, size=4) -> dict:
     return {r["param"]: r["efficiency_pct"] for r in records
-            if r["family"] == "strided" and r["size"] == 4 and r["rule"] == rule}
+            if r["family"] == "strided" and r["size"] == size and r["rule"] == rule}
 
 
 def findings(res) -> list:
     notes = []
     for rule in C.RULES:
         by = _strided(res.records, rule)
-        notes.append(f"{rule}: 4-byte stride 1 -> {by.get(1)} %, stride 2 -> {by.get(2)} %, "
-                     f"stride 32 -> {by.get(32)} % efficient")
+        cells = [f"stride {k} -> {by[k]} %" for k in (1, 2, 32) if k in by]
+        if cells:
+            notes.append(f"{rule}: 4-byte " + ", ".join(cells) + " efficient")
     return notes
 
 
+_LABELS = {"kepler_caching": "Kepler caching (128 B lines)",
+           "kepler_noncaching": "Kepler non-caching (32 B segments)",
+           "sectors": "sectors (Maxwell and later)"}
+
+
 def plot_spec(res) -> PlotSpec:
-    worst = {rule: _strided(res.records, rule).get(32) for rule in C.RULES}
+    """Efficiency of strided warps against the stride, a line per rule, at the smallest access
+    size the records hold (4 bytes in the whole sweep)."""
+    strided = [r for r in res.records if r["family"] == "strided"]
+    if not strided:
+        raise ValueError("the plot draws strided warps against their stride, and this part of "
+                         "the sweep has none (its patterns: "
+                         + ", ".join(dict.fromkeys(r["pattern"] for r in res.records)) + ")")
+    size = min(r["size"] for r in strided)
+    rules = [rule for rule in C.RULES if any(r["rule"] == rule for r in strided)]
+    widest = max(r["param"] for r in strided)
+    at = {rule: _strided(strided, rule, size).get(widest) for rule in rules}
+    title = (f"Strided {size}-byte warps: at stride {widest} "
+             + ", ".join(f"{_LABELS[rule].split(' (')[0]} {at[rule]:g} %" for rule in rules))
     return PlotSpec(x="param", y=["efficiency_pct"], hue="rule", logx=True,
-                    labels={"kepler_caching": "Kepler caching (128 B lines)",
-                            "kepler_noncaching": "Kepler non-caching (32 B segments)",
-                            "sectors": "sectors (Maxwell and later)"},
-                    xlabel="stride (elements), 4-byte accesses", ylabel="efficiency, %",
-                    title=f"Strided warps at stride 32: 128-byte lines keep "
-                          f"{worst['kepler_caching']:g} %, 32-byte segments and sectors "
-                          f"{worst['sectors']:g} % (the two lie on one line)",
-                    where={"family": "strided", "size": 4})
+                    labels=_LABELS, xlabel=f"stride (elements), {size}-byte accesses",
+                    ylabel="efficiency, %", title=title,
+                    where={"family": "strided", "size": size})

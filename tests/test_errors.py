@@ -1,0 +1,79 @@
+"""Bad arguments name the argument and what it may be (DESIGN.md, Errors), checked where the
+check lives (in C for these): no GPU needed, each message read as a user reads it."""
+
+import numpy as np
+import pytest
+
+import l2persist
+from l2persist import _core
+from l2persist import coalescing as C
+
+
+@pytest.mark.parametrize("target", [None, 3, "x"])
+def test_window_names_its_target(target):
+    with pytest.raises(TypeError, match=r"^target: expected a DeviceBuffer or an object exposing "
+                                        r"__cuda_array_interface__ or __dlpack__"):
+        l2persist.AccessPolicyWindow(target)
+
+
+def test_window_on_a_host_array_names_its_target():
+    with pytest.raises(TypeError, match=r"^target: a numpy.ndarray array \(DLPack device type 1\) "
+                                        r"is not device memory"):
+        l2persist.AccessPolicyWindow(np.zeros(4))
+
+
+def test_as_buffer_and_copy_name_their_argument():
+    with pytest.raises(TypeError, match="^obj: a numpy.ndarray array"):
+        _core.as_buffer(np.zeros(4))
+    with pytest.raises(TypeError, match="^dst: expected a DeviceBuffer"):
+        _core.copy(None, None)
+
+
+@pytest.mark.parametrize("sizes, weights, err, match", [
+    ("abc", [1], TypeError, r"^sizes: expected a sequence of ints \(bytes\), got str"),
+    (b"ab", [1, 1], TypeError, r"^sizes: expected a sequence of ints \(bytes\), got bytes"),
+    (7, [1], TypeError, r"^sizes: expected a sequence of ints \(bytes\), got int"),
+    ([1, 2], "ab", TypeError, r"^weights: expected a sequence of real numbers, got str"),
+    ([1, 2], [1], ValueError, r"^weights: 1 weight\(s\) for 2 size\(s\); give one weight per size"),
+    ([1], ["x"], TypeError, r"^weights: entry 0: expected a real number, got str"),
+])
+def test_plan_hit_ratios_names_sizes_and_weights(sizes, weights, err, match):
+    with pytest.raises(err, match=match):
+        _core.plan_hit_ratios(sizes, weights, 16384)
+
+
+def test_mask_beyond_a_warp_is_written_in_hex():
+    with pytest.raises(ValueError, match=r"^masks: warp 0's mask 0x10000000000 has lanes beyond "
+                                         r"the 32 of a warp \(allowed 0 \.\. 0xffffffff\)$"):
+        C.analyze([0] * 32, masks=[2**40])
+
+
+@pytest.mark.parametrize("value", [2**64 - 1, 2**63, 2**63 - 256])
+def test_unsigned_addresses_above_the_range_are_not_negative(value):
+    with pytest.raises(ValueError, match=rf"^addresses: thread 1's address {value} is above "
+                                         r"2\*\*63 - 257"):
+        C.analyze(np.array([0, value], dtype=np.uint64))
+
+
+def test_unsigned_addresses_in_range_work():
+    a = C.analyze(np.arange(32, dtype=np.uint64) * 4)
+    assert a.efficiency == 100.0
+
+
+@pytest.mark.parametrize("value", ["yes", "", None, [1], 2, 0.5])
+def test_store_must_be_a_bool(value):
+    with pytest.raises(TypeError, match=r"^store: expected a bool \(True or False\), got "):
+        C.analyze([0], store=value)
+
+
+@pytest.mark.parametrize("value, stored", [(True, 1), (False, 0), (np.True_, 1), (0, 0), (1, 1)])
+def test_store_takes_bools(value, stored):
+    # a store of 4 bytes under the Kepler caching rule moves 32 B (non-caching), a load 128 B
+    a = C.analyze([0], store=value, rule="kepler_caching")
+    assert a.bytes_moved == (32 if stored else 128)
+
+
+def test_every_bool_parameter_is_strict():
+    """One converter for every bool parameter (function rows and kernel rows alike)."""
+    with pytest.raises(TypeError, match=r"^clamp: expected a bool"):
+        l2persist.AccessPolicyWindow(None, clamp="no")
