@@ -207,8 +207,7 @@ static int convert(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
     case L2P_A_FLOAT:
         v->f = a->fval;
         if (absent) return 0;
-        v->f = PyFloat_AsDouble(obj);
-        if (v->f == -1.0 && PyErr_Occurred()) return -1;
+        if (l2p_py_real_arg(obj, a->name, a->flo, a->fhi, &v->f) < 0) return -1;
         v->given = 1;
         return 0;
     case L2P_A_CHOICE:
@@ -462,6 +461,12 @@ static int arg_line(PyObject *parts, const l2p_arg *a)
         for (int j = 0; a->choices[j]; j++)
             if (l2p_text_append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) return -1;
         return 0;
+    case L2P_A_FLOAT: {
+        char range[96] = "";
+        if (a->flo != 0.0 || a->fhi != 0.0)
+            snprintf(range, sizeof range, " in [%g, %g]", a->flo, a->fhi);
+        return l2p_text_append(parts, "a finite real number%s", range);
+    }
     case L2P_A_OBJECT: return l2p_text_append(parts, "see the summary");
     default: return l2p_text_append(parts, "see the summary");
     }

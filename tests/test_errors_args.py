@@ -1,0 +1,63 @@
+"""Argument refusals of the kernel binder and the function rows name the argument and the
+allowed range, and come before any device call: every test here runs without a GPU (and
+gives the same answer with one)."""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+from l2persist import _core
+
+F32 = r"\[-3\.40282e\+38, 3\.40282e\+38\]"   # float32's range: the kernels take C floats
+FLOAT_ARGS = [("scale_shift", "scale"), ("scale_shift", "shift"), ("streaming", "scalar")]
+
+
+def _call_with(kernel, name, value):
+    """The kernel with one float argument set and its other arguments valid or absent: the
+    float is converted before any buffer or device is looked at."""
+    if kernel == "scale_shift":
+        return _core.scale_shift(np.zeros(4, np.float32), **{name: value})
+    return _core.streaming("read", **{name: value})
+
+
+@pytest.mark.parametrize("kernel, name", FLOAT_ARGS)
+@pytest.mark.parametrize("value", ["1.5", None, 1j, True, object()])
+def test_kernel_float_refuses_a_non_number_by_name(kernel, name, value):
+    with pytest.raises(TypeError, match=rf"^{name}: expected a real number in {F32}, got "
+                       rf"{type(value).__name__}$"):
+        _call_with(kernel, name, value)
+
+
+@pytest.mark.parametrize("kernel, name", FLOAT_ARGS)
+def test_kernel_float_refuses_an_int_beyond_a_double_by_name(kernel, name):
+    with pytest.raises(ValueError, match=rf"^{name}: 100000000000\.\.\. \(401 digits\) is not "
+                       rf"a finite float; expected a real number in {F32}$"):
+        _call_with(kernel, name, 10**400)
+    # beyond the str() digit limit too, where the repr itself fails
+    with pytest.raises(ValueError, match=rf"^{name}: an int too large to print is not a "
+                       rf"finite float; expected a real number in {F32}$"):
+        _call_with(kernel, name, 10**5000)
+
+
+@pytest.mark.parametrize("kernel, name", FLOAT_ARGS)
+@pytest.mark.parametrize("value", [1e300, -1e39, float("inf"), float("nan")])
+def test_kernel_float_refuses_what_a_float32_cannot_hold_by_name(kernel, name, value):
+    with pytest.raises(ValueError, match=rf"^{name}: {re.escape(repr(value))} is outside {F32}$"):
+        _call_with(kernel, name, value)
+
+
+def test_kernel_float_range_is_documented():
+    for kernel, name in FLOAT_ARGS:
+        assert f"    {name} (float): a finite real number in [-3.40282e+38, 3.40282e+38]" in \
+            getattr(_core, kernel).__doc__
+
+
+def test_function_rows_share_the_float_converter():
+    """time_calls' hold_us (a function row) goes through the same converter."""
+    with pytest.raises(TypeError, match=r"^hold_us: expected a real number, got str$"):
+        _core.time_calls(lambda: None, hold_us="50")
+    with pytest.raises(ValueError, match=r"^hold_us: 100000000000\.\.\. \(401 digits\) is not "
+                       r"a finite float$"):
+        _core.time_calls(lambda: None, hold_us=10**400)
