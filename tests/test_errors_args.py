@@ -61,3 +61,45 @@ def test_function_rows_share_the_float_converter():
     with pytest.raises(ValueError, match=r"^hold_us: 100000000000\.\.\. \(401 digits\) is not "
                        r"a finite float$"):
         _core.time_calls(lambda: None, hold_us=10**400)
+
+
+@pytest.mark.parametrize("value", [2**64, 2**63, -2**63 - 1, -2**70])
+def test_bare_int_stream_outside_64_bits_is_refused_by_name(value):
+    with pytest.raises(ValueError, match=r"^stream: a bare int handle \(an int outside 64 bits"
+                       r"\) .* an int must be 0 / 1 \(legacy\) / 2 \(per-thread\)"):
+        _core.noop(stream=value)
+
+
+def test_bare_int_stream_in_64_bits_but_not_default_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^stream: a bare int handle \(-1\) .* an int must "
+                       r"be 0 / 1 \(legacy\) / 2 \(per-thread\)"):
+        _core.noop(stream=-1)
+
+
+class _ForeignStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+class _TorchLikeStream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+@pytest.mark.parametrize("make, source", [(_ForeignStream, r"__cuda_stream__\(\)'s handle"),
+                                          (_TorchLikeStream, r"\.cuda_stream")])
+def test_foreign_stream_handle_outside_64_bits_is_refused_by_name(make, source):
+    rng = r"\[0, 2\^64 - 1\]"
+    with pytest.raises(ValueError, match=rf"^stream: {source} is an int above 64 bits; "
+                       rf"expected an int handle in {rng}$"):
+        _core.noop(stream=make(2**64))
+    with pytest.raises(ValueError, match=rf"^stream: {source} is an int below 64 bits"):
+        _core.noop(stream=make(-2**70))
+    with pytest.raises(ValueError, match=rf"^stream: {source} is -5, outside {rng}"):
+        _core.noop(stream=make(-5))
+    with pytest.raises(TypeError, match=rf"^stream: {source} is a str; expected an int handle "
+                       rf"in {rng}$"):
+        _core.noop(stream=make("0x1"))
