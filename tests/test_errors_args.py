@@ -103,3 +103,25 @@ def test_foreign_stream_handle_outside_64_bits_is_refused_by_name(make, source):
     with pytest.raises(TypeError, match=rf"^stream: {source} is a str; expected an int handle "
                        rf"in {rng}$"):
         _core.noop(stream=make("0x1"))
+
+
+def test_signature_kinds_agree_with_the_parser():
+    """_core._signatures (the stub's source) records each parameter's kind as the parser and
+    the text signature take it: keyword-only from the first keyword-only one on (pattern's
+    width .. store, advise_search's evaluate .. groups are not; tries .. are)."""
+    kinds = {"positional": inspect.Parameter.POSITIONAL_ONLY,
+             "keyword": inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             "keyword_only": inspect.Parameter.KEYWORD_ONLY}
+    for qualname, (params, _) in _core._signatures.items():
+        obj = _core
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        shown = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+        assert [(n, kinds[k]) for n, _t, _d, k in params] == [(p.name, p.kind) for p in shown], \
+            qualname
+    pattern = dict((n, k) for n, _t, _d, k in _core._signatures["pattern"][0])
+    assert pattern["src"] == "keyword" and pattern["threads"] == "keyword_only"
+    assert pattern["width"] == pattern["store"] == "keyword_only"
+    # and the parser agrees: width cannot be passed by position
+    with pytest.raises(TypeError, match=r"pattern\(\) takes at most 2 positional arguments"):
+        _core.pattern(None, None, 4)

@@ -575,9 +575,9 @@ static int note_kernel(PyObject *m, const l2p_kernel *k)
     for (int i = 0; params && i < n; i++) {
         const l2p_arg *a = &k->args[i];
         PyObject *t = arg_type(a), *d = t ? arg_default(a) : NULL;
-        PyObject *item = d ? Py_BuildValue("(sOOs)", a->name, t, d, (a->flags & L2P_A_KWONLY)
-                                                                       ? "keyword_only"
-                                                                       : "keyword")
+        /* keyword-only from the first KWONLY row on, as parse() and make_doc() take it */
+        PyObject *item = d ? Py_BuildValue("(sOOs)", a->name, t, d,
+                                           i >= n_positional(k, n) ? "keyword_only" : "keyword")
                            : NULL;
         Py_XDECREF(t);
         Py_XDECREF(d);

@@ -26,6 +26,15 @@ static int n_positional(const l2p_fn *f, int n)
     return i;
 }
 
+/* A parameter's kind as the parser treats it: positional-only (POSONLY rows are a prefix,
+ * check_row), keyword-only from the first KWONLY row on, else either. The text signature, the
+ * docstring and _core._signatures (the stub) follow the same rule. */
+static const char *param_kind(const l2p_fn *f, int n, int i)
+{
+    if (i >= n_positional(f, n)) return "keyword_only";
+    return (f->params[i].flags & L2P_P_POSONLY) ? "positional" : "keyword";
+}
+
 /* ---- matching arguments to parameters (the one parser: l2p_fn rows and kernel rows) ---- */
 
 static int place(const l2p_sig_view *v, PyObject *key, PyObject *value, PyObject **slots)
@@ -420,11 +429,22 @@ done:
 
 static int check_row(const l2p_fn *f)
 {
-    if (n_params(f) > L2P_MAX_PARAMS) {
+    int n = n_params(f);
+    if (n > L2P_MAX_PARAMS) {
         PyErr_Format(PyExc_SystemError, "%s: %d parameters, more than L2P_MAX_PARAMS (%d)",
-                     f->name, n_params(f), L2P_MAX_PARAMS);
+                     f->name, n, L2P_MAX_PARAMS);
         return -1;
     }
+    /* POSONLY rows form a prefix, before any keyword-only one: the matcher refuses a
+     * keyword for a POSONLY row only, and the signature's "/" after the last one says that
+     * every row before it is positional-only too. */
+    for (int i = 0; i < n; i++)
+        if ((f->params[i].flags & L2P_P_POSONLY) &&
+            ((i > 0 && !(f->params[i - 1].flags & L2P_P_POSONLY)) || i >= n_positional(f, n))) {
+            PyErr_Format(PyExc_SystemError, "%s: positional-only parameter '%s' after one that "
+                         "is not", f->name, f->params[i].name);
+            return -1;
+        }
     return 0;
 }
 
@@ -507,9 +527,7 @@ static int note(PyObject *m, const char *qualname, const l2p_fn *f)
     PyObject *params = PyTuple_New(n);
     for (int i = 0; params && i < n; i++) {
         const l2p_param *p = &f->params[i];
-        const char *kind = (p->flags & L2P_P_KWONLY)    ? "keyword_only"
-                           : (p->flags & L2P_P_POSONLY) ? "positional"
-                                                        : "keyword";
+        const char *kind = param_kind(f, n, i);
         PyObject *t = type_text(p), *d = default_text(p);
         PyObject *item = t && d ? Py_BuildValue("(sOOs)", p->name, t, d, kind) : NULL;
         Py_XDECREF(t);
