@@ -125,3 +125,24 @@ def test_signature_kinds_agree_with_the_parser():
     # and the parser agrees: width cannot be passed by position
     with pytest.raises(TypeError, match=r"pattern\(\) takes at most 2 positional arguments"):
         _core.pattern(None, None, 4)
+
+
+@pytest.mark.parametrize("window", [object(), 1, "w"])
+def test_noop_refuses_a_bad_window_before_the_device(window):
+    with pytest.raises(TypeError, match=r"^window: expected None or an AccessPolicyWindow, "
+                       rf"got {type(window).__name__}$"):
+        _core.noop(window=window)
+
+
+def test_kernels_refuse_a_bad_window_before_buffers_and_device():
+    """Every kernel with window= refuses a non-window by name before it converts buffers or
+    asks for a device (the buffers here are host arrays, which would be refused too)."""
+    for name in _core.KERNELS:
+        params = inspect.signature(getattr(_core, name)).parameters
+        if "window" not in params:
+            continue
+        required = [p.name for p in params.values() if p.default is inspect.Parameter.empty]
+        args = {r: ("read" if r == "op" else "write" if r == "kind" else np.zeros(4, np.int32))
+                for r in required}
+        with pytest.raises(TypeError, match=r"^window: expected None or an AccessPolicyWindow"):
+            getattr(_core, name)(**args, window=object())

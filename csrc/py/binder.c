@@ -256,9 +256,8 @@ static int launch_device(l2p_call *c, int n, PyObject *device)
     return 0;
 }
 
-static int stream_and_window(l2p_call *c, const raw_args *r)
+static int stream_on_device(l2p_call *c)
 {
-    if (l2p_py_window_arg(c->st, r->window, &c->window) < 0) return -1;
     l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
     if (s && l2p_py_stream_device(s) != c->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the launch to device %d",
@@ -365,12 +364,15 @@ static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, P
     memset(&c, 0, sizeof c);
     c.k = k;
     c.st = l2p_state_from_module(m);
-    /* Everything that needs no device first, then the buffers, imported for the stream the
-     * launch will use (a DLPack producer orders its work before it). */
+    /* Everything that needs no device first (a machine without one refuses a bad argument
+     * by name, not with NoDeviceError), then the buffers, imported for the stream the launch
+     * will use (a DLPack producer orders its work before it). */
     for (i = 0; i < n; i++)
         if (k->args[i].type != L2P_A_BUFFER && convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
             goto done;
-    if (l2p_py_stream_arg(c.st, r.stream, &c.stream, &c.stream_obj) < 0) goto done;
+    if (l2p_py_stream_arg(c.st, r.stream, &c.stream, &c.stream_obj) < 0 ||
+        l2p_py_window_arg(c.st, r.window, &c.window) < 0)
+        goto done;
     c.st->import_stream = c.stream;
     c.st->import_stream_set = 1;
     for (i = 0; i < n; i++)
@@ -378,7 +380,7 @@ static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, P
             break;
     c.st->import_stream_set = 0;
     if (i < n) goto done;
-    if (launch_device(&c, n, r.device) < 0 || stream_and_window(&c, &r) < 0 ||
+    if (launch_device(&c, n, r.device) < 0 || stream_on_device(&c) < 0 ||
         launch_shape(&c, n) < 0 || (k->check && k->check(&c) < 0))
         goto done;
     checked = 1;
