@@ -92,11 +92,64 @@ int l2p_py_device_index(l2p_state *st, PyObject *obj, int *index)
     return 0;
 }
 
+/* A stream handle from a foreign object's protocol: an int in [0, 2^64 - 1]. `source` says
+ * where it came from ("__cuda_stream__()[1]", ".cuda_stream", ".ptr"). Steals v. */
+static int handle_value(PyObject *v, const char *source, uintptr_t *handle)
+{
+    if (PyBool_Check(v) || !PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "stream: %s is a %s; expected an int handle in "
+                     "[0, 2^64 - 1]", source, Py_TYPE(v)->tp_name);
+        Py_DECREF(v);
+        return -1;
+    }
+    unsigned long long h = PyLong_AsUnsignedLongLong(v);
+    if (h == (unsigned long long)-1 && PyErr_Occurred()) {
+        int overflow = 0;
+        PyErr_Clear();
+        long long s = PyLong_AsLongLongAndOverflow(v, &overflow); /* negative, or beyond */
+        if (s == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (overflow)
+            PyErr_Format(PyExc_ValueError, "stream: %s is an int %s 64 bits; expected an int "
+                         "handle in [0, 2^64 - 1]", source, overflow > 0 ? "above" : "below");
+        else
+            PyErr_Format(PyExc_ValueError, "stream: %s is %lld, outside [0, 2^64 - 1] (a "
+                         "stream handle)", source, s);
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    *handle = (uintptr_t)h;
+    return 0;
+}
+
+/* A bare int: only the default streams' values. A wrong handle crashes the driver at the
+ * launch and cannot be checked before it. */
+static int bare_int_handle(PyObject *obj, uintptr_t *handle)
+{
+    int overflow = 0;
+    long long h = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (h == -1 && PyErr_Occurred()) return -1;
+    if (overflow || h < 0 || h > 2) {
+        char shown[32];
+        if (overflow) snprintf(shown, sizeof shown, "an int outside 64 bits");
+        else snprintf(shown, sizeof shown, "%lld", h);
+        PyErr_Format(PyExc_ValueError, "stream: a bare int handle (%s) cannot be checked and a "
+                     "wrong one crashes the driver; an int must be 0 / 1 (legacy) / 2 "
+                     "(per-thread), the default streams; otherwise pass the stream object (a "
+                     "Stream, cuda.core's, CuPy's or PyTorch's, or anything with "
+                     "__cuda_stream__)", shown);
+        return -1;
+    }
+    *handle = (uintptr_t)h;
+    return 0;
+}
+
 /* A foreign stream's handle: __cuda_stream__ (cuda.core protocol), .cuda_stream (PyTorch),
  * .ptr (CuPy), or a plain int. */
 static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
 {
     PyObject *v = NULL;
+    const char *source;
     if (PyObject_HasAttrString(obj, "__cuda_stream__")) {
         PyObject *pair = PyObject_CallMethod(obj, "__cuda_stream__", NULL);
         if (!pair) return -1;
@@ -108,8 +161,10 @@ static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
         }
         v = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
         Py_DECREF(pair);
+        source = "__cuda_stream__()'s handle";
     } else if (PyObject_HasAttrString(obj, "cuda_stream")) {
         v = PyObject_GetAttrString(obj, "cuda_stream");
+        source = ".cuda_stream";
     } else if (PyObject_HasAttrString(obj, "__cuda_array_interface__") ||
                PyObject_HasAttrString(obj, "__dlpack__") ||
                PyObject_HasAttrString(obj, "mem")) {
@@ -119,29 +174,16 @@ static int foreign_stream_handle(PyObject *obj, uintptr_t *handle)
         return -1;
     } else if (PyObject_HasAttrString(obj, "ptr") && !PyLong_Check(obj)) {
         v = PyObject_GetAttrString(obj, "ptr");
+        source = ".ptr";
     } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-        /* A bare int cannot be checked, and a wrong handle crashes the driver at the launch:
-         * only the default streams' values are taken as ints. */
-        long long h = PyLong_AsLongLong(obj);
-        if (h == -1 && PyErr_Occurred()) return -1;
-        if (h < 0 || h > 2) {
-            PyErr_Format(PyExc_ValueError, "stream: a bare int handle (%lld) cannot be checked "
-                         "and a wrong one crashes the driver; pass the stream object (a Stream, "
-                         "cuda.core's, CuPy's or PyTorch's, or anything with __cuda_stream__), "
-                         "or 0 / 1 (legacy) / 2 (per-thread) for the default streams", h);
-            return -1;
-        }
-        v = Py_NewRef(obj);
+        return bare_int_handle(obj, handle);
     } else {
         PyErr_Format(PyExc_TypeError, "stream: expected None, a Stream, an object with "
                      "__cuda_stream__ (or CuPy's .ptr, PyTorch's .cuda_stream) or 0 / 1 / 2 "
                      "(the default streams), got %s", Py_TYPE(obj)->tp_name);
         return -1;
     }
-    if (!v) return -1;
-    *handle = (uintptr_t)PyLong_AsUnsignedLongLong(v);
-    Py_DECREF(v);
-    return PyErr_Occurred() ? -1 : 0;
+    return v ? handle_value(v, source, handle) : -1;
 }
 
 int l2p_py_stream_arg(l2p_state *st, PyObject *obj, cudaStream_t *handle, PyObject **stream)

@@ -207,8 +207,7 @@ static int convert(l2p_call *c, const l2p_arg *a, PyObject *obj, l2p_val *v)
     case L2P_A_FLOAT:
         v->f = a->fval;
         if (absent) return 0;
-        v->f = PyFloat_AsDouble(obj);
-        if (v->f == -1.0 && PyErr_Occurred()) return -1;
+        if (l2p_py_real_arg(obj, a->name, a->flo, a->fhi, &v->f) < 0) return -1;
         v->given = 1;
         return 0;
     case L2P_A_CHOICE:
@@ -257,9 +256,8 @@ static int launch_device(l2p_call *c, int n, PyObject *device)
     return 0;
 }
 
-static int stream_and_window(l2p_call *c, const raw_args *r)
+static int stream_on_device(l2p_call *c)
 {
-    if (l2p_py_window_arg(c->st, r->window, &c->window) < 0) return -1;
     l2p_StreamObject *s = (l2p_StreamObject *)c->stream_obj;
     if (s && l2p_py_stream_device(s) != c->device) {
         PyErr_Format(PyExc_ValueError, "stream: it belongs to device %d, the launch to device %d",
@@ -366,12 +364,15 @@ static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, P
     memset(&c, 0, sizeof c);
     c.k = k;
     c.st = l2p_state_from_module(m);
-    /* Everything that needs no device first, then the buffers, imported for the stream the
-     * launch will use (a DLPack producer orders its work before it). */
+    /* Everything that needs no device first (a machine without one refuses a bad argument
+     * by name, not with NoDeviceError), then the buffers, imported for the stream the launch
+     * will use (a DLPack producer orders its work before it). */
     for (i = 0; i < n; i++)
         if (k->args[i].type != L2P_A_BUFFER && convert(&c, &k->args[i], r.given[i], &c.v[i]) < 0)
             goto done;
-    if (l2p_py_stream_arg(c.st, r.stream, &c.stream, &c.stream_obj) < 0) goto done;
+    if (l2p_py_stream_arg(c.st, r.stream, &c.stream, &c.stream_obj) < 0 ||
+        l2p_py_window_arg(c.st, r.window, &c.window) < 0)
+        goto done;
     c.st->import_stream = c.stream;
     c.st->import_stream_set = 1;
     for (i = 0; i < n; i++)
@@ -379,7 +380,7 @@ static PyObject *bind(PyObject *m, const l2p_kernel *k, PyObject *const *args, P
             break;
     c.st->import_stream_set = 0;
     if (i < n) goto done;
-    if (launch_device(&c, n, r.device) < 0 || stream_and_window(&c, &r) < 0 ||
+    if (launch_device(&c, n, r.device) < 0 || stream_on_device(&c) < 0 ||
         launch_shape(&c, n) < 0 || (k->check && k->check(&c) < 0))
         goto done;
     checked = 1;
@@ -462,6 +463,12 @@ static int arg_line(PyObject *parts, const l2p_arg *a)
         for (int j = 0; a->choices[j]; j++)
             if (l2p_text_append(parts, "%s '%s'", j ? "," : "", a->choices[j]) < 0) return -1;
         return 0;
+    case L2P_A_FLOAT: {
+        char range[96] = "";
+        if (a->flo != 0.0 || a->fhi != 0.0)
+            snprintf(range, sizeof range, " in [%g, %g]", a->flo, a->fhi);
+        return l2p_text_append(parts, "a finite real number%s", range);
+    }
     case L2P_A_OBJECT: return l2p_text_append(parts, "see the summary");
     default: return l2p_text_append(parts, "see the summary");
     }
@@ -570,9 +577,9 @@ static int note_kernel(PyObject *m, const l2p_kernel *k)
     for (int i = 0; params && i < n; i++) {
         const l2p_arg *a = &k->args[i];
         PyObject *t = arg_type(a), *d = t ? arg_default(a) : NULL;
-        PyObject *item = d ? Py_BuildValue("(sOOs)", a->name, t, d, (a->flags & L2P_A_KWONLY)
-                                                                       ? "keyword_only"
-                                                                       : "keyword")
+        /* keyword-only from the first KWONLY row on, as parse() and make_doc() take it */
+        PyObject *item = d ? Py_BuildValue("(sOOs)", a->name, t, d,
+                                           i >= n_positional(k, n) ? "keyword_only" : "keyword")
                            : NULL;
         Py_XDECREF(t);
         Py_XDECREF(d);

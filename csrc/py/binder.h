@@ -26,7 +26,7 @@ typedef enum {
     L2P_A_END = 0,
     L2P_A_BUFFER, /* a DeviceBuffer or anything as_buffer accepts */
     L2P_A_INT,    /* an int (no bool) in [lo, hi] */
-    L2P_A_FLOAT,  /* a real number */
+    L2P_A_FLOAT,  /* a finite real number in [flo, fhi] (both 0: any finite) */
     L2P_A_CHOICE, /* one of `choices` (a string), given to the launcher as its index */
     L2P_A_BOOL,   /* truth value */
     L2P_A_OBJECT, /* anything; `convert` turns it (or NULL when omitted) into an int */
@@ -51,7 +51,7 @@ typedef struct {
     unsigned widths;            /* BUFFER: L2P_W() mask of item sizes; 0 any */
     unsigned align;             /* BUFFER: address and size multiple in bytes; 0 none */
     long long lo, hi, ival;     /* INT: range and default; CHOICE, BOOL: default */
-    double fval;                /* FLOAT: default */
+    double flo, fhi, fval;      /* FLOAT: range (both 0: any finite), default */
     const char *const *choices; /* CHOICE: NULL-terminated */
     int (*convert)(PyObject *obj, long long *out); /* OBJECT; obj NULL when omitted */
     const char *deftext;        /* OBJECT: the default as the signature shows it */
@@ -110,6 +110,13 @@ struct l2p_call {
 #define L2P_BUF(c, k) ((c)->v[(k)].buf)
 #define L2P_INT(c, k) ((c)->v[(k)].i)
 #define L2P_FLT(c, k) ((c)->v[(k)].f)
+
+/* A real number (float, int, __float__ or __index__; no bool), finite and, unless lo and hi
+ * are both 0, in [lo, hi]: the one float converter of kernel rows and function rows
+ * (params.c, beside l2p_py_ranged_int). Errors name the argument and the range:
+ * "scale: expected a real number in [...], got str", "scale: 1000000000... (401 digits) is
+ * not a finite float". */
+int l2p_py_real_arg(PyObject *obj, const char *name, double lo, double hi, double *out);
 
 /* Raise the core's last error when rc is not L2P_OK; 0 or -1. */
 int l2p_call_core(l2p_call *c, l2p_status rc);

@@ -14,6 +14,8 @@
 #include "l2p_seedmap.h"
 #include "l2p_tax.h"
 
+#include <float.h>
+
 /* Each kernel lists its arguments once, in an X-macro beside its glue: X(kernel, id, row).
  * The list makes both the row's arguments (named after `id`) and the enum the glue reads
  * them by (ARG_kernel_id), so the two cannot disagree. */
@@ -21,7 +23,8 @@
 #define ARG_ROW(kernel, id, row) {.name = #id, row},
 #define BUF(k, w, al, fl) .type = L2P_A_BUFFER, .flags = fl, .kinds = k, .widths = w, .align = al
 #define INT(d, l, h, fl) .type = L2P_A_INT, .flags = fl, .lo = l, .hi = h, .ival = d
-#define FLT(d, fl) .type = L2P_A_FLOAT, .flags = fl, .fval = d
+/* Every float argument reaches its launcher as a C float: finite in float32's range. */
+#define FLT(d, fl) .type = L2P_A_FLOAT, .flags = fl, .flo = -FLT_MAX, .fhi = FLT_MAX, .fval = d
 #define CHOICE(c, d, fl) .type = L2P_A_CHOICE, .flags = fl, .choices = c, .ival = d
 #define BOOL(d, fl) .type = L2P_A_BOOL, .flags = fl, .ival = d
 #define OBJECT(conv, dft, pyt, fl) \

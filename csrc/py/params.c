@@ -1,6 +1,7 @@
 /* The one argument parser of the extension's functions and methods (params.h), and the text
  * signatures, docstrings and stub types made from the same rows. */
 #include "params.h"
+#include "binder.h" /* l2p_py_real_arg */
 
 #include "l2p_flavour.h"
 
@@ -23,6 +24,15 @@ static int n_positional(const l2p_fn *f, int n)
     int i = 0;
     while (i < n && !(f->params[i].flags & L2P_P_KWONLY)) i++;
     return i;
+}
+
+/* A parameter's kind as the parser treats it: positional-only (POSONLY rows are a prefix,
+ * check_row), keyword-only from the first KWONLY row on, else either. The text signature, the
+ * docstring and _core._signatures (the stub) follow the same rule. */
+static const char *param_kind(const l2p_fn *f, int n, int i)
+{
+    if (i >= n_positional(f, n)) return "keyword_only";
+    return (f->params[i].flags & L2P_P_POSONLY) ? "positional" : "keyword";
 }
 
 /* ---- matching arguments to parameters (the one parser: l2p_fn rows and kernel rows) ---- */
@@ -112,27 +122,62 @@ int l2p_py_ranged_int(PyObject *obj, const char *name, const char *what, long lo
     return PyErr_Occurred() ? -1 : 0;
 }
 
-static int convert_float(const l2p_param *p, PyObject *obj, double *out)
+/* The value as a message shows it: its repr, shortened when long (an int too large for a
+ * double has hundreds of digits); new reference, or NULL with an exception. */
+static PyObject *value_text(PyObject *obj)
 {
-    if (PyBool_Check(obj) || !(PyFloat_Check(obj) || PyIndex_Check(obj) ||
-                               PyNumber_Check(obj))) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a real number, got %s", p->name,
-                     Py_TYPE(obj)->tp_name);
+    PyObject *r = PyObject_Repr(obj);
+    if (!r) { /* an int beyond the str() digit limit */
+        PyErr_Clear();
+        return PyUnicode_FromString(PyLong_Check(obj) ? "an int too large to print"
+                                                      : "a value whose repr failed");
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(r);
+    if (n <= 32) return r;
+    PyObject *s = PyUnicode_FromFormat("%.12U... (%zd %s)", r, n,
+                                       PyLong_Check(obj) ? "digits" : "characters");
+    Py_DECREF(r);
+    return s;
+}
+
+int l2p_py_real_arg(PyObject *obj, const char *name, double lo, double hi, double *out)
+{
+    int bounded = lo != 0.0 || hi != 0.0;
+    char range[96] = "";
+    if (bounded) snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a real number%s%s, got bool", name,
+                     bounded ? " in " : "", range);
         return -1;
     }
     *out = PyFloat_AsDouble(obj);
-    if (*out == -1.0 && PyErr_Occurred()) return -1;
-    int bounded = p->flo != 0.0 || p->fhi != 0.0;
-    if (!isfinite(*out) || (bounded && !(*out >= p->flo && *out <= p->fhi))) {
-        if (bounded) {
-            char range[64];
-            snprintf(range, sizeof range, "[%g, %g]", p->flo, p->fhi);
-            PyErr_Format(PyExc_ValueError, "%s: %R is outside %s", p->name, obj, range);
-        } else
-            PyErr_Format(PyExc_ValueError, "%s: %R is not a finite number", p->name, obj);
+    if (*out == -1.0 && PyErr_Occurred()) {
+        int overflow = PyErr_ExceptionMatches(PyExc_OverflowError);
+        if (!overflow && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1; /* __float__'s own */
+        PyErr_Clear();
+        if (!overflow) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a real number%s%s, got %s", name,
+                         bounded ? " in " : "", range, Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        PyObject *shown = value_text(obj);
+        if (shown)
+            PyErr_Format(PyExc_ValueError, "%s: %U is not a finite float%s%s", name, shown,
+                         bounded ? "; expected a real number in " : "", range);
+        Py_XDECREF(shown);
+        return -1;
+    }
+    if (!isfinite(*out) || (bounded && !(*out >= lo && *out <= hi))) {
+        if (bounded) PyErr_Format(PyExc_ValueError, "%s: %R is outside %s", name, obj, range);
+        else PyErr_Format(PyExc_ValueError, "%s: %R is not a finite number", name, obj);
         return -1;
     }
     return 0;
+}
+
+static int convert_float(const l2p_param *p, PyObject *obj, double *out)
+{
+    return l2p_py_real_arg(obj, p->name, p->flo, p->fhi, out);
 }
 
 /* Through the core's choice parser (l2p_parse_choice), as the kernels' rows do. */
@@ -379,11 +424,22 @@ done:
 
 static int check_row(const l2p_fn *f)
 {
-    if (n_params(f) > L2P_MAX_PARAMS) {
+    int n = n_params(f);
+    if (n > L2P_MAX_PARAMS) {
         PyErr_Format(PyExc_SystemError, "%s: %d parameters, more than L2P_MAX_PARAMS (%d)",
-                     f->name, n_params(f), L2P_MAX_PARAMS);
+                     f->name, n, L2P_MAX_PARAMS);
         return -1;
     }
+    /* POSONLY rows form a prefix, before any keyword-only one: the matcher refuses a
+     * keyword for a POSONLY row only, and the signature's "/" after the last one says that
+     * every row before it is positional-only too. */
+    for (int i = 0; i < n; i++)
+        if ((f->params[i].flags & L2P_P_POSONLY) &&
+            ((i > 0 && !(f->params[i - 1].flags & L2P_P_POSONLY)) || i >= n_positional(f, n))) {
+            PyErr_Format(PyExc_SystemError, "%s: positional-only parameter '%s' after one that "
+                         "is not", f->name, f->params[i].name);
+            return -1;
+        }
     return 0;
 }
 
@@ -466,9 +522,7 @@ static int note(PyObject *m, const char *qualname, const l2p_fn *f)
     PyObject *params = PyTuple_New(n);
     for (int i = 0; params && i < n; i++) {
         const l2p_param *p = &f->params[i];
-        const char *kind = (p->flags & L2P_P_KWONLY)    ? "keyword_only"
-                           : (p->flags & L2P_P_POSONLY) ? "positional"
-                                                        : "keyword";
+        const char *kind = param_kind(f, n, i);
         PyObject *t = type_text(p), *d = default_text(p);
         PyObject *item = t && d ? Py_BuildValue("(sOOs)", p->name, t, d, kind) : NULL;
         Py_XDECREF(t);
