@@ -247,14 +247,29 @@ def _address_of(obj: Any) -> tuple[int, int]:
     return b.ptr, b.nbytes
 
 
+def _plain_tensor(t: Any) -> Any:
+    """A tensor that requires grad refuses __cuda_array_interface__; its detached view has the
+    same memory (a model's parameters are the usual candidates)."""
+    return t.detach() if getattr(t, "requires_grad", False) else t
+
+
+def late_bound(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn, or for a bound ``CUDAGraph.replay`` (``g.replay`` passed as is) a callable that
+    looks the method up at each call, so that a replay noted by patching the class is seen."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and getattr(fn, "__name__", "") == "replay" and _is_torch_graph(owner):
+        return lambda: type(owner).replay(owner)
+    return fn
+
+
 def _named(candidates: Any) -> list[tuple[str, Any]]:
     if candidates is None:
         return []
     if isinstance(candidates, dict):
-        return [(str(k), v) for k, v in candidates.items()]
+        return [(str(k), _plain_tensor(v)) for k, v in candidates.items()]
     if hasattr(candidates, "named_parameters") and hasattr(candidates, "named_buffers"):
         pairs = list(candidates.named_parameters()) + list(candidates.named_buffers())
-        return [(n, t) for n, t in pairs if getattr(t, "is_cuda", True)]
+        return [(n, _plain_tensor(t)) for n, t in pairs if getattr(t, "is_cuda", True)]
     if isinstance(candidates, (list, tuple)):
         out = []
         for i, c in enumerate(candidates):
@@ -464,6 +479,7 @@ def _replayed_torch_graphs(fn: Callable[[], Any]) -> list:
     cls = torch.cuda.CUDAGraph
     original = cls.replay
     seen: dict[int, Any] = {}
+    fn = late_bound(fn)
 
     def replay(self, *a, **k):
         seen.setdefault(id(self), self)

@@ -539,8 +539,10 @@ def _replay_streams(fn):
     if torch is None or not hasattr(torch, "cuda") or not hasattr(torch.cuda, "CUDAGraph"):
         fn()
         return []
+    from .foreign import late_bound
     cls, seen = torch.cuda.CUDAGraph, []
     original = cls.replay
+    fn = late_bound(fn)
 
     def replay(self, *a, **k):
         seen.append(torch.cuda.current_stream())

@@ -120,7 +120,9 @@ l2p_status l2p_plan_add(l2p_plan *p, int carrier, void *const *handles, size_t n
 
 l2p_status l2p_plan_set_aside(l2p_plan *p, int has, long long bytes, size_t persisting_max)
 {
-    if (has) L2P_TRY(l2p_policy_check_limit(bytes, persisting_max));
+    if (has && l2p_policy_check_limit(bytes, persisting_max) != L2P_OK)
+        return l2p_fail(L2P_ERR_VALUE, "set_aside: %lld bytes is outside [0, %zu] "
+                        "(persisting_l2_cache_max_size)", bytes, persisting_max);
     p->has_set_aside = has != 0;
     p->set_aside = has ? (size_t)bytes : 0;
     return L2P_OK;
