@@ -90,8 +90,10 @@ class TaxProbe:
 
 
 def _chip(obj):
-    """(name, (major, minor), l2, granule, persisting_max) of a Device, a device index,
-    DeviceProperties or a mapping with their keys (granule 0: the model's L2 / 16)."""
+    """(name, compute_capability, l2_cache_size, granule, persisting_l2_cache_max_size) of a
+    Device, a device index, DeviceProperties or a mapping with their keys, as given: the
+    values are checked where the model reads them (the C core's rows name each key and its
+    range). granule 0: the model's L2 / 16; no persisting maximum: 0 (the L2 bounds it)."""
     if isinstance(obj, bool):
         raise TypeError("device_or_properties: expected a Device, a device index, "
                         "DeviceProperties or a mapping, got bool")
@@ -108,30 +110,26 @@ def _chip(obj):
         raise TypeError("device_or_properties: expected a Device, a device index, "
                         f"DeviceProperties or a mapping, got {type(obj).__name__}")
     try:
-        cc = tuple(obj["compute_capability"])
-        l2 = int(obj["l2_cache_size"])
-        pmax = int(obj.get("persisting_l2_cache_max_size", 0))
+        cc, l2 = obj["compute_capability"], obj["l2_cache_size"]
     except KeyError as e:
         raise ValueError(f"device_or_properties: the mapping lacks {e.args[0]!r} (needs "
-                         "compute_capability, l2_cache_size and optionally "
+                         "compute_capability, l2_cache_size and optionally granule and "
                          "persisting_l2_cache_max_size)") from None
-    return str(obj.get("name", "")), cc, l2, int(obj.get("granule", granule)), pmax
-
-
-def _set_aside_arg(set_aside) -> int:
-    if isinstance(set_aside, bool) or not isinstance(set_aside, int):
-        raise TypeError(f"set_aside: expected bytes as an int, got {type(set_aside).__name__}")
-    return set_aside
+    return (str(obj.get("name", "")), cc, l2, obj.get("granule", granule),
+            obj.get("persisting_l2_cache_max_size", 0))
 
 
 def predict(device_or_properties, set_aside: int) -> TaxPrediction:
     """The model's tax at ``set_aside`` bytes (no GPU work; a Device is asked only for its
-    properties and granule)."""
+    properties and granule). The set-aside is this process's: it belongs to the CUDA context
+    that sets it, so another process's set-aside does not tax this one (except under MPS,
+    where the server's applies to every client)."""
     name, cc, l2, granule, pmax = _chip(device_or_properties)
-    m = _core.tax_predict(cc, l2, _set_aside_arg(set_aside), granule=granule,
-                          persisting_max=pmax)
-    return TaxPrediction(name=name, compute_capability=cc, l2_bytes=m["l2_bytes"],
-                         set_aside=m["set_aside"], granule=m["granule"], persisting_max=pmax,
+    m = _core.tax_predict(cc, l2, set_aside, granule=granule,
+                          persisting_l2_cache_max_size=pmax)
+    return TaxPrediction(name=name, compute_capability=m["compute_capability"],
+                         l2_bytes=m["l2_bytes"], set_aside=m["set_aside"],
+                         granule=m["granule"], persisting_max=m["persisting_max"],
                          knee_bytes=m["knee_bytes"], capacity_coeff=m["capacity_coeff"],
                          onset_fraction=m["onset_fraction"], base_bytes=m["base_bytes"],
                          taxed=m["taxed"],

@@ -1,5 +1,5 @@
 """The set-aside tax model from Python, without a GPU: predictions against the measurements
-(held-out knees within the issue's 4 MiB), the fits, and bad input."""
+(held-out knees within 4 MiB), the fits, and bad input."""
 
 import pytest
 
@@ -34,7 +34,7 @@ def test_prediction_at_the_maximum():
     assert p.exact and p.basis == "H200" and p.taxed
     assert 8 * MIB < p.knee_bytes <= 12 * MIB
     assert 1.2 < p.capacity_coeff < 1.4
-    # measured (fixtures/tax-h200.json): 4.48x at 32 MiB, 4.78x at 48 MiB
+    # measured (the H200 rows of csrc/core/l2p_tax.c): 4.48x at 32 MiB, 4.78x at 48 MiB
     assert p.slowdown_at(32 * MIB) == pytest.approx(4.48, rel=0.3)
     assert p.slowdown_at(48 * MIB) == pytest.approx(4.78, rel=0.3)
     assert 1.0 <= p.slowdown_at(16 * MIB, "read") < 1.1
@@ -86,6 +86,51 @@ def test_fits_recover_their_constants():
 def test_bad_input(args, exc, words):
     with pytest.raises(exc, match=words):
         tax.predict(*args)
+
+
+NO_MAX = {"compute_capability": (9, 0), "l2_cache_size": 60 * MIB}
+
+
+@pytest.mark.parametrize("change, set_aside, exc, message", [
+    # each key's bad value is named by its key, with the allowed range
+    ({"l2_cache_size": float("nan")}, 0, TypeError,
+     r"l2_cache_size: expected an int \(bytes\) in \[1, 2\^63 - 1\], got float"),
+    ({"l2_cache_size": 0}, 0, ValueError, r"l2_cache_size: 0 is outside \[1, "),
+    ({"granule": "x"}, 0, TypeError, r"granule: expected an int \(bytes\) in \[0, "),
+    ({"persisting_l2_cache_max_size": -5}, 0, ValueError,
+     r"persisting_l2_cache_max_size: -5 is outside \[0, "),
+    ({"compute_capability": None}, 0, TypeError,
+     r"compute_capability: expected \(major, minor\), two ints, got None"),
+    ({"compute_capability": (9,)}, 0, ValueError,
+     r"compute_capability: expected \(major, minor\), two ints, got \(9,\)"),
+    ({"compute_capability": "9.0"}, 0, TypeError,
+     r"compute_capability: expected \(major, minor\), two ints, got '9.0'"),
+    ({"compute_capability": (9, "0")}, 0, TypeError,
+     r"compute_capability: expected an int \(minor\) in \[0, 2\^31 - 1\], got str"),
+    # without a persisting maximum the L2 size bounds the set-aside, and the message says so
+    ({}, -1, ValueError, r"set_aside: -1 bytes is outside \[0, 62914560\] \(the L2 size: "
+                         r"persisting_l2_cache_max_size not given\)"),
+    ({"persisting_l2_cache_max_size": 37 * MIB}, -1, ValueError,
+     r"set_aside: -1 bytes is outside \[0, 38797312\] \(the device's "
+     r"persisting_l2_cache_max_size\)"),
+    # an int beyond 64 bits: the same range, the value as given
+    ({}, 2**70, ValueError, r"set_aside: 1180591620717411303424 bytes is outside \[0, 62914560\]"),
+    ({}, -2**70, ValueError, r"set_aside: -1180591620717411303424 bytes is outside \[0, "),
+    ({}, "1", TypeError, r"set_aside: expected an int \(bytes\), got str"),
+])
+def test_mapping_errors_name_the_key_and_range(change, set_aside, exc, message):
+    with pytest.raises(exc, match=message):
+        tax.predict({**NO_MAX, **change}, set_aside)
+
+
+def test_mapping_values_as_json_gives_them():
+    """A list for compute_capability (JSON has no tuples) and NumPy ints are taken as given;
+    the prediction keeps the checked values."""
+    import numpy as np
+    p = tax.predict({"compute_capability": [9, 0], "l2_cache_size": np.int64(60 * MIB)},
+                    np.int64(30 * MIB))
+    assert p.compute_capability == (9, 0) and p.persisting_max == 0
+    assert p == tax.predict(NO_MAX, 30 * MIB)
 
 
 def test_bad_fit_input():

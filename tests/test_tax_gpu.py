@@ -100,7 +100,7 @@ def test_probe_shows_the_write_tax_and_restores_the_limit(device):
     assert r.set_aside == p.set_aside
     assert p.knee_bytes < r.working_set <= device.properties.l2_cache_size
     assert r.base_ms > 0 and r.at_ms > 0
-    # issue 19: 3.1x (H200) / 3.5x (H100) at 16 MiB; the bar here is that a tax shows at all
+    # measured 3.1x (H200) / 3.5x (H100) at 16 MiB (l2p_tax.c's rows); the bar here is that a tax shows at all
     assert r.slowdown > 1.5, r
     print(f"probe at {pmax / MIB:.2f} MiB over {r.working_set / MIB:.0f} MiB: "
           f"{r.slowdown:.2f}x measured, {r.predicted:.2f}x predicted")
@@ -135,7 +135,7 @@ def test_probe_refuses_bad_input_and_leaves_the_limit(device):
 
 
 def test_knee_at_the_maximum_is_where_the_model_puts_it(device):
-    """The issue's bar on this GPU, at the maximum set-aside: the measured knee (first working
+    """The model's bar on this GPU, at the maximum set-aside: the measured knee (first working
     set 1.15x slower, 4 MiB steps) within 4 MiB of the model's."""
     needs_own_limit(device)
     pmax = device.properties.persisting_l2_cache_max_size

@@ -2,6 +2,7 @@
 #include "l2p_tax.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MIB 1048576.0
@@ -29,8 +30,8 @@ l2p_status l2p_tax_kind_parse(const char *name, int *kind)
  * 0 (hi 0: none up to lo). The fit uses 3, 4, 6 and 10 granules of each chip (the largest
  * set-aside without a tax, the smallest with one, a middle one and the maximum); the others
  * are held out (tests/c/test_tax.c checks them). */
-#define FIX_H200 "fixtures/tax-h200.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
-#define FIX_H100 "fixtures/tax-h100.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
+#define FIX_H200 "the integrator's full sweep on the H200, 2026-11-22, driver 580.159.04, CUDA 13.0"
+#define FIX_H100 "the integrator's full sweep on the H100, 2026-11-22, driver 580.159.04, CUDA 13.0"
 static const l2p_tax_knee_row knee_rows[] = {
     {"H200", 9, 0, 60, 3.75, 68, 0, 0, FIX_H200},
     {"H200", 9, 0, 60, 7.5, 68, 0, 0, FIX_H200},
@@ -294,20 +295,28 @@ static l2p_status chip_penalties(const l2p_tax_knee_row *chip, double *penalty)
 
 /* ---- the prediction ---- */
 
+l2p_status l2p_tax_check_set_aside(const l2p_tax_chip *c, long long set_aside,
+                                   const char *as_given)
+{
+    size_t hi = c->persisting_max ? c->persisting_max : c->l2_bytes;
+    char num[32];
+    if (!as_given && set_aside >= 0 && (unsigned long long)set_aside <= hi) return L2P_OK;
+    if (!as_given) {
+        snprintf(num, sizeof num, "%lld", set_aside);
+        as_given = num;
+    }
+    return l2p_fail(L2P_ERR_VALUE, "set_aside: %s bytes is outside [0, %zu] (%s)", as_given, hi,
+                    c->persisting_max ? "the device's persisting_l2_cache_max_size"
+                                      : "the L2 size: persisting_l2_cache_max_size not given");
+}
+
 static l2p_status check_chip(const l2p_tax_chip *c, long long set_aside)
 {
     if (c->cc_major < 8)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "compute capability %d.%d has no persisting L2 "
                         "(8.0 or newer needed)", c->cc_major, c->cc_minor);
     if (c->l2_bytes == 0) return l2p_fail(L2P_ERR_VALUE, "l2_cache_size: must be > 0");
-    if (set_aside < 0 || (c->persisting_max && (unsigned long long)set_aside > c->persisting_max))
-        return l2p_fail(L2P_ERR_VALUE, "set_aside: %lld bytes is outside [0, %zu] (the device's "
-                        "persisting_l2_cache_max_size)", set_aside,
-                        c->persisting_max ? c->persisting_max : c->l2_bytes);
-    if (!c->persisting_max && (unsigned long long)set_aside > c->l2_bytes)
-        return l2p_fail(L2P_ERR_VALUE, "set_aside: %lld bytes is outside [0, %zu] (the L2 size)",
-                        set_aside, c->l2_bytes);
-    return L2P_OK;
+    return l2p_tax_check_set_aside(c, set_aside, NULL);
 }
 
 l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_model *out)

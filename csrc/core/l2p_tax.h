@@ -1,11 +1,13 @@
 /* The set-aside tax: what a persisting-L2 set-aside costs work that never asks for
  * persistence. Pure C, no CUDA calls.
  *
- * What was measured (the integrator's sweep, /work/fixtures/tax-h200.json and tax-h100.json,
- * 2026-11-22, driver 580.159.04, CUDA 13.0: CuPy kernels making 16.8 M random 4-byte
- * accesses over a table of h MiB, h in 4 MiB steps, no window, at every set-aside; issue 19
- * saw the same at the points it measured). A knee is the first h whose time is 1.15x or
- * more the time at limit 0, an interval (previous h, that h]:
+ * What was measured (the integrator's full sweeps on an H200 and an H100, 2026-11-22, driver
+ * 580.159.04, CUDA 13.0: kernels making 16.8 M random 4-byte accesses over a table of h MiB,
+ * h in 4 MiB steps, no window, at every set-aside; the raw sweeps are not stored in the
+ * repository: the rows below in l2p_tax.c keep what the model uses, and
+ * notebooks/results/set-aside-tax.json holds a later quick run of the set-aside-tax study on
+ * the H100 that shows the same knees). A knee is the first h whose time is 1.15x or more the
+ * time at limit 0, an interval (previous h, that h]:
  *   - random writes, H200 (60 MiB L2, granule 3.75): 1-3 granules none up to 68 MiB; 4: (44,
  *     48]; 5: (32, 36]; 6: (28, 32]; 7: (24, 28]; 8: (20, 24]; 9: (12, 16]; 10: (8, 12].
  *     H100 (50 MiB, granule 3.125): 1-3 none up to 56; 4: (36, 40]; 5: (28, 32]; 6: (24,
@@ -46,7 +48,7 @@
  * identifies a chip (compute capability + L2 size). A chip without rows takes the closest
  * chip's dimensionless constants (same compute capability first, then the nearest L2 size)
  * applied to its own L2 size. Rows marked held-out are never used by the fit: the C tests
- * check the model against them (the issue's bar: within 4 MiB). */
+ * check the model against them (the bar: within 4 MiB, one step of the sweep). */
 #ifndef L2P_TAX_H
 #define L2P_TAX_H
 
@@ -138,12 +140,18 @@ l2p_status l2p_tax_fit_penalty(double l2, double coeff, double base, size_t n,
                                const double *set_aside, const double *ws,
                                const double *slowdown, double *penalty);
 
+/* The one check of a set-aside against a chip: [0, persisting_max], or [0, L2] when the
+ * maximum is unknown. as_given: NULL, or the value as the caller was given it when it does
+ * not fit a long long (then always L2P_ERR_VALUE, the message naming that text). */
+l2p_status l2p_tax_check_set_aside(const l2p_tax_chip *c, long long set_aside,
+                                   const char *as_given);
+
 /* The model for `chip` at set-aside `set_aside` (bytes, in [0, persisting_max]). */
 l2p_status l2p_tax_predict(const l2p_tax_chip *chip, long long set_aside, l2p_tax_model *out);
 
 /* The standard write-heavy probe's working set: just above the knee, where the tax shows
  * clearly (by half the knee, at least 4 MiB), never above the L2, in whole MiB (>= 1 MiB).
- * At the maximum set-aside of an H200 or H100 that is 15 MiB, next to the issue's 16. */
+ * At the maximum set-aside of an H200 or H100 that is 15 MiB. */
 size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes);
 
 /* Miss fraction of random accesses over ws bytes into a capacity of cap bytes. */

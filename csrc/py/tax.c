@@ -6,54 +6,79 @@
 
 #include "l2p_tax.h"
 
-/* compute_capability: a (major, minor) tuple of ints. */
+/* compute_capability: (major, minor), a tuple or list of two ints (a mapping read from JSON
+ * gives a list). */
 static int cc_arg(PyObject *cc, int *major, int *minor)
 {
     long long v[2];
-    if (!PyTuple_Check(cc) || PyTuple_GET_SIZE(cc) != 2) {
-        PyErr_Format(PyExc_TypeError, "compute_capability: expected (major, minor), got %s",
-                     Py_TYPE(cc)->tp_name);
+    if (!PyTuple_Check(cc) && !PyList_Check(cc)) {
+        PyErr_Format(PyExc_TypeError, "compute_capability: expected (major, minor), two ints, "
+                     "got %R", cc);
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(cc) != 2) {
+        PyErr_Format(PyExc_ValueError, "compute_capability: expected (major, minor), two ints, "
+                     "got %R", cc);
         return -1;
     }
     for (int i = 0; i < 2; i++)
-        if (l2p_py_ranged_int(PyTuple_GET_ITEM(cc, i), "compute_capability", i ? "minor" :
-                              "major", 0, INT_MAX, &v[i]) < 0)
+        if (l2p_py_ranged_int(PySequence_Fast_GET_ITEM(cc, i), "compute_capability",
+                              i ? "minor" : "major", 0, INT_MAX, &v[i]) < 0)
             return -1;
     *major = (int)v[0];
     *minor = (int)v[1];
     return 0;
 }
 
-/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows). */
+/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows; the
+ * names are DeviceProperties' keys, so a mapping's bad value is named by its key). */
 typedef struct {
     PyObject *compute_capability;
-    long long l2_cache_size, set_aside, granule, persisting_max;
+    long long l2_cache_size;
+    PyObject *set_aside;
+    long long granule, persisting_l2_cache_max_size;
 } chip_args;
 
 #define CHIP_PARAMS(S, tail_flags)                                                              \
     L2P_PARAM(S, compute_capability, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,                     \
               .pytype = "tuple[int, int]", .doc = "the chip's (major, minor)"),                  \
-    L2P_PARAM(S, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX,   \
+    L2P_PARAM(S, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1, .hi = LLONG_MAX,   \
               .what = "bytes", .doc = "the L2 size"),                                           \
-    /* the range is the core's (l2p_tax_predict): [0, persisting_max] */                        \
-    L2P_PARAM(S, set_aside, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = LLONG_MIN,                \
-              .hi = LLONG_MAX, .what = "bytes", .doc = "the persisting-L2 set-aside"),           \
+    /* the range is the core's (l2p_tax_check_set_aside): [0, persisting max] */                \
+    L2P_PARAM(S, set_aside, L2P_P_OBJECT, .flags = L2P_P_REQUIRED, .pytype = "int",             \
+              .doc = "the persisting-L2 set-aside, bytes"),                                     \
     L2P_PARAM(S, granule, L2P_P_INT, .flags = (tail_flags), .lo = 0, .hi = LLONG_MAX,           \
               .what = "bytes", .doc = "the driver's set-aside step; 0: the model's L2 / 16"),    \
-    L2P_PARAM(S, persisting_max, L2P_P_INT, .lo = 0, .hi = LLONG_MAX, .what = "bytes",          \
-              .flags = (tail_flags),                                                            \
-              .doc = "persisting_l2_cache_max_size; 0: unknown (the L2 size bounds set_aside)")
+    L2P_PARAM(S, persisting_l2_cache_max_size, L2P_P_INT, .lo = 0, .hi = LLONG_MAX,             \
+              .what = "bytes", .flags = (tail_flags),                                           \
+              .doc = "the largest set-aside; 0: unknown (the L2 size bounds set_aside)")
 
-static int chip_arg(const chip_args *a, l2p_tax_chip *out)
+/* The chip and the set-aside; the set-aside's range is the core's, also for an int that does
+ * not fit a long long (the core's message names it as given). */
+static int chip_arg(l2p_state *st, const chip_args *a, l2p_tax_chip *out, long long *set_aside)
 {
-    int major, minor;
+    int major, minor, overflow = 0;
     if (cc_arg(a->compute_capability, &major, &minor) < 0) return -1;
     *out = (l2p_tax_chip){major, minor, (size_t)a->l2_cache_size, (size_t)a->granule,
-                          (size_t)a->persisting_max};
-    return 0;
+                          (size_t)a->persisting_l2_cache_max_size};
+    if (PyBool_Check(a->set_aside) || !PyIndex_Check(a->set_aside)) {
+        PyErr_Format(PyExc_TypeError, "set_aside: expected an int (bytes), got %s",
+                     Py_TYPE(a->set_aside)->tp_name);
+        return -1;
+    }
+    PyObject *v = PyNumber_Index(a->set_aside);
+    if (!v) return -1;
+    *set_aside = PyLong_AsLongLongAndOverflow(v, &overflow);
+    PyObject *text = overflow ? PyObject_Str(v) : NULL;
+    Py_DECREF(v);
+    if (!overflow) return *set_aside == -1 && PyErr_Occurred() ? -1 : 0;
+    const char *given = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (given) l2p_tax_check_set_aside(out, overflow > 0 ? LLONG_MAX : LLONG_MIN, given);
+    Py_XDECREF(text);
+    return given ? l2p_py_raise_int(st) : -1;
 }
 
-static PyObject *model_dict(const l2p_tax_model *m)
+static PyObject *model_dict(const l2p_tax_chip *c, const l2p_tax_model *m)
 {
     PyObject *pen = PyDict_New();
     for (int k = 0; pen && k < L2P_TAX_KIND_COUNT; k++) {
@@ -62,8 +87,9 @@ static PyObject *model_dict(const l2p_tax_model *m)
         Py_XDECREF(v);
     }
     if (!pen) return NULL;
-    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O}",
-                         "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
+    return Py_BuildValue("{s:(ii),s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O}",
+                         "compute_capability", c->cc_major, c->cc_minor, "persisting_max",
+                         (Py_ssize_t)c->persisting_max, "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
                          (Py_ssize_t)m->set_aside, "granule", (Py_ssize_t)m->granule,
                          "capacity_coeff", m->capacity_coeff, "onset_fraction",
                          m->onset_fraction, "base_fraction", m->base_fraction, "base_bytes",
@@ -78,10 +104,11 @@ static PyObject *fn_predict(PyObject *mod, const void *args)
     const chip_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (chip_arg(a, &chip) < 0) return NULL;
-    if (l2p_tax_predict(&chip, a->set_aside, &m) != L2P_OK)
-        return l2p_py_raise(l2p_state_from_module(mod));
-    return model_dict(&m);
+    long long set_aside;
+    l2p_state *st = l2p_state_from_module(mod);
+    if (chip_arg(st, a, &chip, &set_aside) < 0) return NULL;
+    if (l2p_tax_predict(&chip, set_aside, &m) != L2P_OK) return l2p_py_raise(st);
+    return model_dict(&chip, &m);
 }
 L2P_DEFINE_FN(predict_fn, chip_args, fn_predict, "tax_predict",
               "The set-aside tax model of a chip at one set-aside: knee, constants and their "
@@ -98,9 +125,10 @@ static PyObject *fn_slowdown(PyObject *mod, const void *args)
     const slowdown_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (chip_arg(&a->chip, &chip) < 0) return NULL;
-    if (l2p_tax_predict(&chip, a->chip.set_aside, &m) != L2P_OK)
-        return l2p_py_raise(l2p_state_from_module(mod));
+    long long set_aside;
+    l2p_state *st = l2p_state_from_module(mod);
+    if (chip_arg(st, &a->chip, &chip, &set_aside) < 0) return NULL;
+    if (l2p_tax_predict(&chip, set_aside, &m) != L2P_OK) return l2p_py_raise(st);
     return PyFloat_FromDouble(l2p_tax_slowdown(&m, a->kind, a->ws_bytes));
 }
 L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",

@@ -1,7 +1,8 @@
-/* C tests of the set-aside tax model against the integrator's sweep (fixtures/tax-*.json):
- * held-out knees within the issue's +-4 MiB and no tax where none was measured, the fitted
+/* C tests of the set-aside tax model against the integrator's sweeps (the rows of l2p_tax.c):
+ * held-out knees within +-4 MiB and no tax where none was measured, the fitted
  * constants, slowdowns against the measured ones, the fallback for an unmeasured chip, the
  * rounding to granules, the probe's working set, the fits themselves and bad input. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ static double off_interval(double x, double lo, double hi)
     return x < lo ? lo - x : x > hi ? x - hi : 0.0;
 }
 
-/* The bar of issue 19: at set-asides the fit did not use, within 4 MiB of the measured knee
+/* The bar: at set-asides the fit did not use, within 4 MiB of the measured knee
  * (the fitted ones too); where no knee was measured, no tax predicted. */
 static void test_knees(void)
 {
@@ -56,7 +57,7 @@ static void test_knees(void)
     CHECK(held_out >= 8 && none >= 4); /* per chip: 4 held-out knees, 2 held-out "none" */
 }
 
-/* The fit: c between 1.2 and 1.4 on both chips (the issue read 4/3), the tax from a quarter
+/* The fit: c between 1.2 and 1.4 on both chips (4/3 read off the first sweep), the tax from a quarter
  * of the L2, C(0) below the L2; the knee falls with every granule from the onset on. */
 static void test_fit_constants(void)
 {
@@ -205,11 +206,20 @@ static void test_bad_input(void)
     CHECK(l2p_tax_predict(&h200, -1, &m) == L2P_ERR_VALUE);
     CHECK(strstr(l2p_last_error()->message, "set_aside") != NULL);
     CHECK(l2p_tax_predict(&h200, (long long)(37.5 * MIB) + 1, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "(the device's persisting_l2_cache_max_size)"));
     CHECK(m.l2_bytes == 0x5a5a5a5a5a5a5a5aull); /* untouched on failure */
     CHECK(l2p_tax_predict(&old, 0, &m) == L2P_ERR_NOT_SUPPORTED);
     CHECK(l2p_tax_predict(&none, 0, &m) == L2P_ERR_VALUE);
-    h200.persisting_max = 0; /* unknown maximum: bounded by the L2 size */
+    h200.persisting_max = 0; /* unknown maximum: bounded by the L2 size, and said so */
     CHECK(l2p_tax_predict(&h200, (long long)(61 * MIB), &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "[0, 62914560] (the L2 size: "));
+    CHECK(l2p_tax_predict(&h200, -1, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "set_aside: -1 bytes is outside [0, 62914560] (the "
+                                            "L2 size: persisting_l2_cache_max_size not given)"));
+    /* a value the caller could not fit in a long long is named as given */
+    CHECK(l2p_tax_check_set_aside(&h200, LLONG_MAX, "1180591620717411303424") == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "set_aside: 1180591620717411303424 bytes is outside"));
+    CHECK(l2p_tax_check_set_aside(&h200, 0, NULL) == L2P_OK);
     int kind = -1;
     CHECK(l2p_tax_kind_parse("atomic", &kind) == L2P_OK && kind == L2P_TAX_ATOMIC);
     CHECK(l2p_tax_kind_parse("scatter", &kind) == L2P_ERR_VALUE);
