@@ -196,3 +196,194 @@ def test_study_analysis_finds_the_knees_it_was_given():
     assert any(n.startswith("write (random) at the maximum set-aside 37.5 MiB") for n in notes)
     assert any("4 of 4 within 4 MiB" in n for n in notes)
     assert any("counters unavailable" in n for n in notes)
+
+
+# ---- the companion stream ----
+
+def synthetic_companion_rows(share=0.15, half=1.5, cost=0.1):
+    """Rows of an H200 whose stream takes share * L2 * k / (k + half) from written lines and
+    costs `cost` per byte written: knees exact to +-1 MiB."""
+    knees, streams = [], []
+    for k in (1, 2, 4, 8):
+        for g in (5, 7, 10):
+            s = g * 3.75
+            alone = 60 - 1.29 * s
+            with_ = alone - share * 60 * k / (k + half)
+            knees.append(dict(chip="H200", compute_capability=(9, 0), l2_mib=60.0,
+                              set_aside_mib=s, companion=float(k), knee_lo_mib=with_ - 1,
+                              knee_hi_mib=with_ + 1, alone_lo_mib=alone - 1,
+                              alone_hi_mib=alone + 1, fit=g != 7, source="synthetic"))
+        streams.append(dict(chip="H200", compute_capability=[9, 0], l2_mib=60.0,
+                            companion=float(k), time_ratio=1 + cost * k, source="synthetic"))
+    return {"knees": knees, "streams": streams}
+
+
+@pytest.mark.parametrize("chip", [H200, H100, NO_MAX])
+def test_no_companion_is_todays_model(chip):
+    rows = synthetic_companion_rows()
+    for g in range(11):
+        s = g * chip["l2_cache_size"] // 16
+        p = tax.predict(chip, s)
+        assert tax.predict(chip, s, companion=0) == p
+        q = tax.predict(chip, s, companion=0.0, companion_rows=rows)
+        assert q == p and q.companion_bytes == 0 and q.companion_basis is None
+        for ws in (8 * MIB, 24 * MIB, 40 * MIB, 70 * MIB):
+            for kind in tax.KINDS:
+                assert q.slowdown_at(ws, kind) == p.slowdown_at(ws, kind)
+
+
+def test_companion_without_rows_changes_nothing():
+    rows = tax.companion_measurements()
+    assert set(rows) == {"knees", "streams"}
+    p = tax.predict(H200, 26 * MIB + MIB // 4)
+    q = tax.predict(H200, 26 * MIB + MIB // 4, companion=3,
+                    companion_rows={"knees": [], "streams": []})
+    assert q.companion == 3 and q.companion_basis is None
+    assert (q.knee_bytes, q.base_bytes, q.slowdown_at(30 * MIB)) == \
+        (p.knee_bytes, p.base_bytes, p.slowdown_at(30 * MIB))
+    if not any(r["fit"] for r in rows["knees"]):  # no sweep applied yet: the term is off
+        assert tax.predict(H200, 26 * MIB + MIB // 4, companion=3).knee_bytes == p.knee_bytes
+
+
+def test_companion_shifts_the_knee_by_the_fitted_share():
+    rows = synthetic_companion_rows(share=0.15, half=1.5, cost=0.1)
+    s = 7 * 60 * MIB // 16
+    p = tax.predict(H200, s)
+    q = tax.predict(H200, s, companion=3, companion_rows=rows)
+    assert q.companion_basis == "H200"
+    assert q.companion_share == pytest.approx(0.15, abs=1e-5)
+    assert q.companion_half == pytest.approx(1.5, rel=1e-3)
+    assert q.stream_cost == pytest.approx(0.1)
+    shift = 0.15 * 60 * MIB * 3 / 4.5
+    assert q.knee_bytes == pytest.approx(p.knee_bytes - shift, abs=2)
+    assert q.base_bytes == pytest.approx(p.base_bytes - shift, abs=2)
+    assert q.taxed == p.taxed and q.probe_working_set == p.probe_working_set
+    # between the shifted knee and the old one the stream makes writes pay
+    assert q.slowdown_at(24 * MIB) > 1.0 == p.slowdown_at(24 * MIB)
+    # the stream's own cost dilutes the tax far above the knee
+    P = q.penalty["write"]
+    m = lambda ws, cap: max(0.0, 1 - cap / ws)  # noqa: E731
+    want = (1.3 + P * m(40 * MIB, q.knee_bytes)) / (1.3 + P * m(40 * MIB, q.base_bytes))
+    assert q.slowdown_at(40 * MIB) == pytest.approx(want, rel=1e-12)
+    # the fits behind it
+    ks = [r["companion"] for r in rows["knees"]]
+    assert tax.fit_companion(ks, [0.15 * k / (k + 1.5) for k in ks]) == \
+        (pytest.approx(0.15, abs=1e-6), pytest.approx(1.5, rel=1e-4))
+    assert tax.fit_stream_cost([1, 2], [1.1, 1.2]) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(companion=-1), ValueError,
+     r"companion: -1 bytes streamed per byte written is outside \[0, 1e\+06\]"),
+    (dict(companion=float("nan")), ValueError, r"companion: nan is not a finite number"),
+    (dict(companion="3"), TypeError, r"companion: expected a real number, got str"),
+    (dict(companion=1, companion_rows={"knees": []}), ValueError,
+     r"companion_rows: expected a mapping with lists 'knees' and 'streams'.*lacking streams"),
+    (dict(companion=1, companion_rows={"knees": [{"chip": "H200"}], "streams": []}),
+     ValueError, r"companion_rows: knees\[0\] lacks 'chip' or 'compute_capability'"),
+    (dict(companion=1, companion_rows={"knees": [dict(
+        synthetic_companion_rows()["knees"][0], companion="x")], "streams": []}),
+     TypeError, r"companion_rows: knees\[0\]\[companion\] is not a number"),
+    (dict(companion=1, companion_rows={"knees": [], "streams": [{
+        "chip": "H200", "compute_capability": (9,), "l2_mib": 60}]}),
+     ValueError, r"compute_capability: expected \(major, minor\)"),
+])
+def test_companion_bad_input(kw, exc, message):
+    with pytest.raises(exc, match=message):
+        tax.predict(H200, 0, **kw)
+
+
+def test_companion_fit_bad_input():
+    with pytest.raises(ValueError, match="companion: point 1 has k = 0"):
+        tax.fit_companion([1, 0], [0.1, 0.1])
+    with pytest.raises(ValueError, match="values: 1 values, but companions has 2"):
+        tax.fit_companion([1, 2], [0.1])
+    with pytest.raises(ValueError, match="companion: the stream's cost needs a point"):
+        tax.fit_stream_cost([], [])
+
+
+# ---- measure: the loop without a GPU (a fake device and timer) ----
+
+class FakeDevice:
+    """What measure asks of a device: its limit (rounded up to 1 MiB granules)."""
+
+    def __init__(self, limit=0):
+        self.index = 0
+        self._limit = limit
+        self.history = [limit]
+
+    @property
+    def persisting_l2_limit(self):
+        return self._limit
+
+    @persisting_l2_limit.setter
+    def persisting_l2_limit(self, v):
+        self._limit = -(-v // MIB) * MIB
+        self.history.append(self._limit)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    from l2persist import _core
+    dev = FakeDevice(limit=3 * MIB)
+    state = {"calls": 0, "raise_at": None, "exc": None}
+
+    def time_calls(fn, *, stream, warmup, repeat, device, **kw):
+        assert device is dev
+        state["calls"] += 1
+        if state["calls"] == state["raise_at"]:
+            raise state["exc"]
+        for _ in range(warmup + repeat):
+            fn()
+        slow = 1.3 if dev.persisting_l2_limit >= 20 * MIB else 1.0
+        return [slow * (1 + 0.001 * (i % 3)) for i in range(repeat)]
+
+    def restore(device, limit):
+        device.persisting_l2_limit = limit
+        return limit
+
+    monkeypatch.setattr(tax, "_measure_device", lambda device, stream: dev)
+    monkeypatch.setattr(tax, "predict", lambda d, s: tax.TaxPrediction.__new__(tax.TaxPrediction))
+    monkeypatch.setattr(_core, "time_calls", time_calls)
+    monkeypatch.setattr(_core, "restore_persisting_l2", restore)
+    return dev, state
+
+
+def test_measure_interleaves_until_the_interval_is_tight(fake):
+    dev, state = fake
+    calls = []
+    r = tax.measure(lambda: calls.append(1), 30 * MIB)
+    assert r.converged and r.rounds == 3 and r.set_aside == 30 * MIB
+    assert r.slowdown == pytest.approx(1.3, rel=0.01)
+    lo, hi = r.interval
+    assert 0.98 * r.slowdown <= lo <= r.slowdown <= hi <= 1.02 * r.slowdown
+    assert len(r.base_samples) == len(r.at_samples) == 15 and len(calls) == 6 * (2 + 5)
+    # limit 0 first, then the set-aside first (no second switch), ...; the limit found
+    # before comes back
+    assert dev.history == [3 * MIB, 0, 30 * MIB, 0, 30 * MIB, 3 * MIB]
+    assert "1.300x the time at limit 0" in r.summary()
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("the work failed"), KeyboardInterrupt()])
+def test_measure_restores_the_limit_when_interrupted(fake, exc):
+    dev, state = fake
+    state.update(raise_at=4, exc=exc)
+    with pytest.raises(type(exc)):
+        tax.measure(lambda: None, 30 * MIB)
+    assert dev.persisting_l2_limit == 3 * MIB and state["calls"] == 4
+
+
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(repeat=0), ValueError, r"repeat: 0 is outside \[1, 1000000\]"),
+    (dict(max_rounds=1), ValueError, r"max_rounds: 1 is outside \[2, 1000\]"),
+    (dict(min_rounds=5, max_rounds=4), ValueError, r"min_rounds: 5 is outside \[2, max_rounds"),
+    (dict(tolerance=0.0), ValueError, r"tolerance: 0 is outside \(0, 1\)"),
+    (dict(confidence=1.0), ValueError, r"confidence: 1 is outside \(0.5, 1\)"),
+    (dict(repeat=2.5), TypeError, r"repeat: expected an int"),
+])
+def test_measure_checks_its_arguments_before_any_work(fake, kw, exc, message):
+    dev, state = fake
+    with pytest.raises(exc, match=message):
+        tax.measure(lambda: None, 30 * MIB, **kw)
+    assert state["calls"] == 0 and dev.history == [3 * MIB]
+
