@@ -387,3 +387,124 @@ def test_measure_checks_its_arguments_before_any_work(fake, kw, exc, message):
         tax.measure(lambda: None, 30 * MIB, **kw)
     assert state["calls"] == 0 and dev.history == [3 * MIB]
 
+
+
+def synthetic_sweep(share=0.15, half=1.5, cost=0.1):
+    """A companion sweep as tools/tax-sweep --companion writes it, with the times the model
+    itself gives for a stream that takes share * L2 * k / (k + half)."""
+    from l2persist.studies import set_aside_tax as study
+    truth = synthetic_companion_rows(share, half, cost)
+    g = 60 * MIB // 16
+    asides, words, sizes = [0] + [i * g for i in range(4, 11)], [0, 1, 2, 3, 4, 6, 8], \
+        list(range(2 * MIB, 64 * MIB + 1, 2 * MIB))
+    points = []
+    for a in asides:
+        for k in words:
+            p = tax.predict(H200, a, companion=k, companion_rows=truth)
+            P = p.penalty["write"]
+            for w in sizes:
+                ms = 0.25 * (1 + p.stream_cost * k + P * max(0.0, 1 - p.knee_bytes / w))
+                points.append(dict(set_aside=a, companion=k, ws=w, ms=[ms] * 3, median_ms=ms))
+    meta = dict(device_name="NVIDIA H200", compute_capability="9.0", l2_cache_size=60 * MIB,
+                persisting_l2_cache_max_size=37 * MIB + MIB // 2, granule=g, date="2026-12-01",
+                git_revision="abc", cuda_runtime="13.0")
+    return {"format": study.COMPANION_FORMAT, "meta": meta, "set_asides": asides,
+            "companions": words, "ws": sizes, "points": points}
+
+
+def test_companion_rows_from_a_sweep_give_back_its_constants(tmp_path):
+    from l2persist.studies import set_aside_tax as study
+    sweep = synthetic_sweep(share=0.15, half=1.5, cost=0.1)
+    rows = study.companion_rows(sweep)
+    assert len(rows["knees"]) == 7 * 6 and len(rows["streams"]) == 6
+    held = {(r["set_aside_mib"] / 3.75, r["companion"]) for r in rows["knees"] if not r["fit"]}
+    assert {g for g, _ in held} == {5, 7, 9, 4, 6, 8, 10} and all(
+        g % 2 == 1 or k == 3 for g, k in held)
+    assert all(r["chip"] == "H200" and r["compute_capability"] == [9, 0] for r in rows["knees"])
+    assert rows["streams"][2]["time_ratio"] == pytest.approx(1.3)  # k = 3
+    p = tax.predict(H200, 26 * MIB + MIB // 4, companion=3, companion_rows=rows)
+    assert p.companion_share == pytest.approx(0.15, abs=0.02)
+    assert p.stream_cost == pytest.approx(0.1, rel=1e-6)
+    for r in rows["knees"]:  # every row, held out or not, within a step of the model's knee
+        q = tax.predict(H200, int(r["set_aside_mib"] * MIB), companion=r["companion"],
+                        companion_rows=rows)
+        k = q.knee_bytes / MIB
+        assert max(r["knee_lo_mib"] - k, k - r["knee_hi_mib"], 0) <= 4, (r, k)
+    # a path works as well as the dict; another format is refused by name
+    import json
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep))
+    assert study.companion_rows(path) == study.companion_rows(str(path)) == rows
+    with pytest.raises(ValueError, match="sweep: format 'x'"):
+        study.companion_rows({"format": "x"})
+
+
+def _tax_fit_tool():
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "tools" / "tax-fit"
+    loader = importlib.machinery.SourceFileLoader("tax_fit_tool", str(path))
+    spec = importlib.util.spec_from_loader("tax_fit_tool", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):
+    """tools/tax-fit: the C rows it writes hold every row's numbers (read back here), the
+    committed file is what it writes for no sweep (while none is applied), and its report
+    runs the core's fit on the sweep's rows."""
+    import json
+    import re
+    from pathlib import Path
+    from l2persist.studies import set_aside_tax as study
+    tool = _tax_fit_tool()
+    committed = (Path(__file__).resolve().parents[1] / "csrc" / "core"
+                 / "l2p_tax_companion_rows.c").read_text()
+    if not tax.companion_measurements()["knees"]:
+        assert committed == tool.rows_c({"knees": [], "streams": []}, [])
+    rows = study.companion_rows(synthetic_sweep(), source='a "quoted" source')
+    text = tool.rows_c(rows, ["one sweep"])
+    body = text.split("l2p_tax_companion_table[] = {")[1].split("{NULL}")[0]
+    got = [re.findall(r'"((?:[^"\\]|\\.)*)"|(-?[\d.e+]+)', line) for line in
+           body.strip().splitlines()]
+    assert len(got) == len(rows["knees"])
+    for fields, r in zip(got, rows["knees"]):
+        nums = [float(n) for s, n in fields if n]
+        assert nums == [*r["compute_capability"], r["l2_mib"], r["set_aside_mib"],
+                        r["companion"], r["knee_lo_mib"], r["knee_hi_mib"], r["alone_lo_mib"],
+                        r["alone_hi_mib"], float(r["fit"])]
+        assert json.loads('"' + fields[-1][0] + '"') == 'a "quoted" source'
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(synthetic_sweep()))
+    assert tool.main([str(path)]) == 0  # no --write: reports only
+    out = capsys.readouterr().out
+    assert "NVIDIA H200: D = 0.1" in out and "held out" in out and "OFF" not in out
+    assert tool.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_validation_summary_against_the_model():
+    """Foreign work whose times are the model's own (with its k) meets the bar; the model
+    without k misses the knees the stream moves; a slowdown 40 % off is counted out."""
+    from l2persist.studies import set_aside_tax as study
+    rows = synthetic_companion_rows(share=0.15, half=1.5, cost=0.1)
+    g = 60 * MIB // 16
+    records = []
+    for gr in (5, 7, 9, 10):
+        for ws in range(4 * MIB, 64 * MIB + 1, 4 * MIB):
+            p = tax.predict(H200, gr * g, companion=3, companion_rows=rows)
+            records.append(dict(workload="fake index_put_", kind="write", companion=3.0,
+                                ws=ws, set_aside=gr * g,
+                                slowdown=p.slowdown_at(ws, "write") * (1.4 if (gr, ws) == (
+                                    10, 64 * MIB) else 1.0)))
+    s = study.validation_summary(records, H200, companion_rows=rows)
+    t = s["totals"]
+    assert t["groups"] == 4 and t["slowdowns"] == 64
+    assert t["knees_ok"] == 4 and t["slowdowns_ok"] == 63 and not t["bar_met"]
+    assert t["alone_knees_ok"] < 4  # the stream moves the knees by 6 MiB
+    g10 = next(x for x in s["groups"] if x["granules"] == 10)
+    assert g10["slowdowns_ok"] == 15 and g10["companion_basis"] == "H200"
+    lines = study.validation_table(s)
+    assert len(lines) == 1 + 4 + 1 and "fake index_put_" in lines[1]
+    assert "the bar is NOT met" in lines[-1] and "slowdowns within 25%: model 63/64" in lines[-1]
