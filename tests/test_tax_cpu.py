@@ -508,3 +508,90 @@ def test_validation_summary_against_the_model():
     lines = study.validation_table(s)
     assert len(lines) == 1 + 4 + 1 and "fake index_put_" in lines[1]
     assert "the bar is NOT met" in lines[-1] and "slowdowns within 25%: model 63/64" in lines[-1]
+
+
+def test_real_work_is_skipped_with_a_reason_without_torch(monkeypatch):
+    from l2persist.studies import set_aside_tax as study
+
+    class Ctx:
+        skipped = []
+
+        def has(self, need, what=""):
+            self.skipped.append((what, f"it needs {need}"))
+            return False
+
+    ctx = Ctx()
+    assert study._real_work(ctx) == []
+    assert ctx.skipped == [("real work (a PyTorch encoder and a torch_geometric GCN)",
+                            "it needs torch")]
+
+
+def test_real_work_notes_and_findings():
+    from l2persist import studies
+    from l2persist.studies import set_aside_tax as study
+    from pathlib import Path
+    rows = [dict(work="encoder training step", set_aside=37 * MIB + MIB // 2, granules=10,
+                 slowdown=1.18, low=1.17, high=1.19, rounds=4, converged=True, base_ms=9.5,
+                 at_ms=11.2),
+            dict(work="encoder training step", set_aside=26 * MIB + MIB // 4, granules=7,
+                 slowdown=1.04, low=1.03, high=1.05, rounds=3, converged=True, base_ms=9.5,
+                 at_ms=9.9),
+            dict(work="torch_geometric GCN training step", set_aside=37 * MIB + MIB // 2,
+                 granules=10, slowdown=1.24, low=1.2, high=1.3, rounds=20, converged=False,
+                 base_ms=4.0, at_ms=5.0)]
+    notes = study.real_work_notes(rows)
+    assert notes == [
+        "real work, encoder training step (9.5 ms at limit 0, no window): 1.18x (1.17-1.19) "
+        "at 10 granules (37.5 MiB), 1.04x (1.03-1.05) at 7 granules (26.25 MiB)",
+        "real work, torch_geometric GCN training step (4 ms at limit 0, no window): 1.24x "
+        "(1.20-1.30, not within +-2 %) at 10 granules (37.5 MiB)"]
+    res = studies.load(Path(__file__).resolve().parents[1] / "notebooks" / "results"
+                       / "set-aside-tax.json")
+    before = study.findings(res)
+    res.summary["real_work"] = rows
+    assert study.findings(res) == before + notes
+
+
+# ---- python -m l2persist check: what it can see ----
+
+class CheckDev:
+    """What state's check asks of a device."""
+
+    def __init__(self, limit, *, source="process", mps=False, pct=None):
+        from types import SimpleNamespace
+        self.index = 0
+        self.properties = SimpleNamespace(name="NVIDIA H200")
+        self.persisting_l2_limit = limit
+        self.default_persisting_l2_limit = 11796480
+        self.persisting_l2_source = source
+        self.mps = mps
+        self.mps_server_percentage = pct
+
+
+@pytest.mark.parametrize("dev, env, rc, words", [
+    (CheckDev(11796480), None, 0,
+     ["set-aside 11.25 MiB (0 or the default)", "seen from this process's CUDA context",
+      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT not set here",
+      "no MPS server", "a fresh process never sees another process's limit",
+      "another process's set-aside does not tax this one"]),
+    (CheckDev(39321600), None, 1, ["not 0 or the default", "no MPS server"]),
+    (CheckDev(31457280, source="mps-server", mps=True, pct=50), None, 1,
+     ["the MPS server sets aside 30 MiB", "an MPS server whose set-aside every client gets "
+      "(50 % when it started)"]),
+    (CheckDev(23592960), "40", 1,
+     ["CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT=40 in the environment",
+      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT=40 in this environment"]),
+])
+def test_check_says_what_it_sees(monkeypatch, capsys, dev, env, rc, words):
+    from l2persist import state
+    monkeypatch.setattr(state._core, "device_count", lambda: 1)
+    monkeypatch.setattr(state._core, "Device", lambda i: dev)
+    if env is None:
+        monkeypatch.delenv(state.PERCENT_VAR, raising=False)
+    else:
+        monkeypatch.setenv(state.PERCENT_VAR, env)
+    assert state.check_main([]) == rc
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # one line per device, as before
+    for w in words:
+        assert w in out, (w, out)

@@ -275,3 +275,23 @@ def test_set_aside_tax_with_work(device):
     assert p.measured is not None and p.measured.set_aside == p.set_aside
     assert p.probe is None and p == tax.predict(device, pmax)
     assert device.persisting_l2_limit == before
+
+
+def test_real_work_pays_the_tax_at_the_maximum(device):
+    """The study's encoder inference forward (PyTorch, no window) is slower at the maximum
+    set-aside than at limit 0 (measured 1.31x on the H200; the bar: a tax shows)."""
+    needs_own_limit(device)
+    torch = pytest.importorskip("torch")
+    from l2persist.studies import set_aside_tax as study
+    pmax = device.properties.persisting_l2_cache_max_size
+    before = device.persisting_l2_limit
+    with l2persist.Stream(device) as s:
+        ext = torch.cuda.ExternalStream(s.handle)
+        works = dict(study._encoder_work(torch, ext))
+        infer = works["encoder inference forward"]
+        infer()
+        s.synchronize()
+        r = tax.measure(infer, pmax, stream=s, max_rounds=10)
+    assert device.persisting_l2_limit == before
+    print(r.summary())
+    assert r.slowdown > 1.05 and r.interval[0] > 1.0, r

@@ -115,6 +115,7 @@ def run(ctx):
         r["set_aside_mib"] = r["set_aside"] / MIB
     _add_slowdowns(records, dev)
     _, summary = _findings(records, dev, have_counters)
+    summary["real_work"] = _real_work(ctx)
     res = ctx.results(
         records, summary=summary,
         columns=[("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set-aside MiB"),
@@ -243,7 +244,110 @@ def findings(res) -> list:
     first_kind = next(i for i, n in enumerate(notes) if " at the maximum set-aside " in n)
     kinds = [n for n in notes if " at the maximum set-aside " in n]
     at = first_kind + len(kinds)
-    return notes[:at] + _at_default(res.records, res.meta) + notes[at:]
+    return (notes[:at] + _at_default(res.records, res.meta) + notes[at:]
+            + real_work_notes(res.summary.get("real_work") or []))
+
+
+# ---- real work: what the tax costs PyTorch work that never asks for persistence ----
+
+REAL_WORK_GRANULES = 7   # besides the maximum: the middle of the taxed range
+ENCODER = dict(d_model=512, nhead=8, dim_feedforward=2048, layers=4, batch=16, seq=256)
+GCN = dict(nodes=200_000, edges=2_000_000, features=128, hidden=128, classes=16)
+
+
+def _encoder_work(torch, ext):
+    """A small transformer encoder (ENCODER): its training step (forward, backward, AdamW)
+    and its inference forward, each on the l2persist stream behind ``ext``."""
+    e = ENCODER
+    layer = torch.nn.TransformerEncoderLayer(e["d_model"], e["nhead"], e["dim_feedforward"],
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, e["layers"], enable_nested_tensor=False).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(e["batch"], e["seq"], e["d_model"], device="cuda")
+
+    def train():
+        with torch.cuda.stream(ext):
+            model.train()
+            opt.zero_grad(set_to_none=True)
+            model(x).pow(2).mean().backward()
+            opt.step()
+
+    def infer():
+        with torch.cuda.stream(ext), torch.inference_mode():
+            model.eval()
+            model(x)
+    return [("encoder training step", train), ("encoder inference forward", infer)]
+
+
+def _gcn_work(torch, ext):
+    """A two-layer torch_geometric GCN (GCN) training step on a random graph."""
+    from torch_geometric.nn import GCNConv
+
+    g = GCN
+    x = torch.randn(g["nodes"], g["features"], device="cuda")
+    edges = torch.randint(0, g["nodes"], (2, g["edges"]), device="cuda")
+    y = torch.randint(0, g["classes"], (g["nodes"],), device="cuda")
+    conv1 = GCNConv(g["features"], g["hidden"]).cuda()
+    conv2 = GCNConv(g["hidden"], g["classes"]).cuda()
+    opt = torch.optim.Adam([*conv1.parameters(), *conv2.parameters()], lr=1e-2)
+
+    def step():
+        with torch.cuda.stream(ext):
+            opt.zero_grad(set_to_none=True)
+            out = conv2(conv1(x, edges).relu(), edges)
+            torch.nn.functional.cross_entropy(out, y).backward()
+            opt.step()
+    return [("torch_geometric GCN training step", step)]
+
+
+def _real_work(ctx) -> list:
+    """Each real workload measured with l2persist.tax.measure (interleaved rounds until the
+    slowdown's 95 % interval is within +-2 %, no window) at the maximum set-aside and at
+    REAL_WORK_GRANULES granules. Parts whose library is missing are skipped with a reason."""
+    if not ctx.has("torch", "real work (a PyTorch encoder and a torch_geometric GCN)"):
+        return []
+    import torch
+
+    dev = ctx.device
+    props = dev.properties
+    asides = [props.persisting_l2_cache_max_size,
+              min(REAL_WORK_GRANULES * dev.persisting_l2_granule,
+                  props.persisting_l2_cache_max_size)]
+    out = []
+    with _core.Stream(dev) as s:
+        ext = torch.cuda.ExternalStream(s.handle)
+        works = _encoder_work(torch, ext)
+        try:
+            works += _gcn_work(torch, ext)
+        except ImportError as e:
+            ctx.skipped.append(("the GCN training step", f"it needs torch_geometric ({e}; "
+                                "pip install torch_geometric)"))
+        for name, fn in works:
+            fn()  # allocations and lazy state outside the timing
+            s.synchronize()
+            for aside in asides:
+                r = tax.measure(fn, aside, stream=s, max_rounds=8 if ctx.quick else 20)
+                out.append(dict(work=name, set_aside=r.set_aside,
+                                granules=round(r.set_aside / dev.persisting_l2_granule),
+                                slowdown=r.slowdown, low=r.interval[0], high=r.interval[1],
+                                rounds=r.rounds, converged=r.converged, base_ms=r.base_ms,
+                                at_ms=r.at_ms))
+    return out
+
+
+def real_work_notes(rows) -> list:
+    """One note per real workload: its slowdown (and interval) at each set-aside measured."""
+    notes = []
+    for name in dict.fromkeys(r["work"] for r in rows):
+        parts = [f"{r['slowdown']:.2f}x ({r['low']:.2f}-{r['high']:.2f}"
+                 f"{'' if r['converged'] else ', not within +-2 %'}) at {r['granules']} "
+                 f"granules ({r['set_aside'] / MIB:g} MiB)"
+                 for r in sorted((r for r in rows if r["work"] == name),
+                                 key=lambda r: -r["set_aside"])]
+        base = next(r["base_ms"] for r in rows if r["work"] == name)
+        notes.append(f"real work, {name} ({base:.3g} ms at limit 0, no window): "
+                     + ", ".join(parts))
+    return notes
 
 
 def derive(records) -> None:
