@@ -284,7 +284,8 @@ def measure(fn, set_aside: int, *, device=None, stream=None, repeat: int = 5,
         >>> r.slowdown, r.interval, r.rounds
     """
     dev = _measure_device(device, stream)
-    predict(dev, set_aside)  # the set-aside's type and range: the core's check
+    # the set-aside's type and range are the core's check; the driver grants whole granules
+    target = predict(dev, set_aside).set_aside
     _core.tax_measure(None, repeat=repeat, min_rounds=min_rounds, max_rounds=max_rounds,
                       confidence=confidence, tolerance=tolerance)
     timing = {} if hold_us is None else {"hold_us": hold_us}
@@ -292,9 +293,8 @@ def measure(fn, set_aside: int, *, device=None, stream=None, repeat: int = 5,
     granted = [set_aside]
 
     def evaluate(at, n):
-        limit = set_aside if at else 0
-        if dev.persisting_l2_limit != limit:
-            dev.persisting_l2_limit = limit
+        if dev.persisting_l2_limit != (target if at else 0):  # a switch synchronises: once
+            dev.persisting_l2_limit = set_aside if at else 0
         if at:
             granted[0] = dev.persisting_l2_limit
         return _core.time_calls(fn, stream=stream, warmup=warmup, repeat=n, device=dev,
