@@ -154,7 +154,8 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
     from written lines, so the knee comes earlier. Its constants are fitted in the C core
     from the companion rows of the project's own probe (``companion_measurements()``;
     ``companion_rows=`` fits them from other rows, e.g. a fresh sweep's,
-    ``companion_rows_from_sweep``). Without rows the stream changes nothing; with
+    ``l2persist.studies.set_aside_tax.companion_rows(path)``). Without rows the stream
+    changes nothing; with
     ``companion=0`` the model is the one without the term.
 
     The set-aside is this process's: it belongs to the CUDA context that sets it, so
