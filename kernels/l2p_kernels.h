@@ -108,9 +108,12 @@ cudaError_t l2p_launch_hot_cold_read(const void *hot, size_t hot_bytes, const vo
 /* ---- the set-aside tax probe (tax_probe.cu) ---- */
 /* `accesses` 4-byte accesses over table[0, n): kind 0 read, 1 write, 2 read-modify-write,
  * 3 atomicAdd (l2p_tax_kind's order); random: uniform positions from `seed`, else streaming
- * (thread t of the grid-stride loop takes i % n). Reads fold into `sink`. */
+ * (thread t of the grid-stride loop takes i % n). Reads fold into `sink`. words > 0: access i
+ * also reads companion[j * accesses + i] for j < words (the companion stream; the buffer
+ * holds words * accesses words) and adds them to what it writes. */
 cudaError_t l2p_launch_tax_probe(int kind, int random, uint32_t *table, size_t n,
-                                 unsigned long long accesses, unsigned seed, unsigned blocks,
+                                 unsigned long long accesses, unsigned seed,
+                                 const uint32_t *companion, unsigned words, unsigned blocks,
                                  unsigned threads, unsigned *sink, cudaStream_t stream,
                                  const l2p_window *window);
 

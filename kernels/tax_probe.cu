@@ -1,6 +1,10 @@
 /* The set-aside tax probe: 4-byte reads, writes, read-modify-writes or atomicAdds over a
  * table of n words, at random (uniform) or streaming (coalesced, cyclic) positions, with no
- * window and no persisting access: what a set-aside costs work that never asks for it. */
+ * window and no persisting access: what a set-aside costs work that never asks for it.
+ * A companion stream (words > 0) reads `words` more 4-byte words per access from a buffer
+ * of words * accesses words, each once and coalesced, as real writes read their indices and
+ * values alongside (k = words bytes streamed per byte written); the words read feed the
+ * value written (a zero companion leaves every result as without one). */
 #include <stdint.h>
 
 #include "l2p_kernels.h"
@@ -23,7 +27,8 @@ __device__ static inline unsigned l2p_tax_mix(unsigned x)
  * variant compute-bound. */
 template <int KIND, int RANDOM>
 __global__ void l2p_tax_probe_kernel(unsigned *table, unsigned n, unsigned long long accesses,
-                                     unsigned seed, unsigned *sink)
+                                     unsigned seed, const unsigned *companion, unsigned words,
+                                     unsigned *sink)
 {
     unsigned long long t = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -41,43 +46,47 @@ __global__ void l2p_tax_probe_kernel(unsigned *table, unsigned n, unsigned long 
             pos += step;
             if (pos >= n) pos -= n;
         }
-        if (KIND == 0) acc += table[idx];
-        else if (KIND == 1) table[idx] = x;
-        else if (KIND == 2) table[idx] = table[idx] * 3u + 1u;
-        else atomicAdd(&table[idx], 1u);
+        unsigned c = 0; /* the companion words of access i: consecutive i, consecutive words */
+        for (unsigned j = 0; j < words; j++) c += companion[j * accesses + i];
+        if (KIND == 0) acc += table[idx] + c;
+        else if (KIND == 1) table[idx] = x ^ c;
+        else if (KIND == 2) table[idx] = table[idx] * 3u + 1u + c;
+        else atomicAdd(&table[idx], 1u + c);
     }
     if (KIND == 0) l2p_keep(acc, sink);
 }
 
 template <int RANDOM>
 static cudaError_t launch_kind(int kind, unsigned *table, unsigned n, unsigned long long accesses,
-                               unsigned seed, dim3 grid, dim3 block, unsigned *sink,
-                               cudaStream_t stream, const l2p_window *window)
+                               unsigned seed, const unsigned *companion, unsigned words,
+                               dim3 grid, dim3 block, unsigned *sink, cudaStream_t stream,
+                               const l2p_window *window)
 {
     switch (kind) {
     case 0: return l2p_launch(l2p_tax_probe_kernel<0, RANDOM>, grid, block, 0, stream, window,
-                              table, n, accesses, seed, sink);
+                              table, n, accesses, seed, companion, words, sink);
     case 1: return l2p_launch(l2p_tax_probe_kernel<1, RANDOM>, grid, block, 0, stream, window,
-                              table, n, accesses, seed, sink);
+                              table, n, accesses, seed, companion, words, sink);
     case 2: return l2p_launch(l2p_tax_probe_kernel<2, RANDOM>, grid, block, 0, stream, window,
-                              table, n, accesses, seed, sink);
+                              table, n, accesses, seed, companion, words, sink);
     case 3: return l2p_launch(l2p_tax_probe_kernel<3, RANDOM>, grid, block, 0, stream, window,
-                              table, n, accesses, seed, sink);
+                              table, n, accesses, seed, companion, words, sink);
     }
     return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t l2p_launch_tax_probe(int kind, int random, uint32_t *table, size_t n,
                                             unsigned long long accesses, unsigned seed,
+                                            const uint32_t *companion, unsigned words,
                                             unsigned blocks, unsigned threads, unsigned *sink,
                                             cudaStream_t stream, const l2p_window *window)
 {
     if (accesses == 0) return cudaSuccess;
-    if (n == 0 || n > 0xffffffffull || blocks == 0 || threads == 0)
+    if (n == 0 || n > 0xffffffffull || blocks == 0 || threads == 0 || (words && !companion))
         return cudaErrorInvalidValue;
     if (random)
-        return launch_kind<1>(kind, table, (unsigned)n, accesses, seed, dim3(blocks),
-                              dim3(threads), sink, stream, window);
-    return launch_kind<0>(kind, table, (unsigned)n, accesses, seed, dim3(blocks), dim3(threads),
-                          sink, stream, window);
+        return launch_kind<1>(kind, table, (unsigned)n, accesses, seed, companion, words,
+                              dim3(blocks), dim3(threads), sink, stream, window);
+    return launch_kind<0>(kind, table, (unsigned)n, accesses, seed, companion, words,
+                          dim3(blocks), dim3(threads), sink, stream, window);
 }

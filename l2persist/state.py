@@ -15,6 +15,10 @@ the windows on every open l2persist ``Stream`` (including wrapped CuPy / PyTorch
 and on the default streams, read back from the driver. Windows on graph kernel nodes belong
 to their graphs and die with them; windows given to single launches never outlive the launch.
 
+The set-aside belongs to the CUDA context that sets it: a snapshot (and the check) sees this
+process's, never another process's (which does not tax this process's work either); under
+MPS every client gets the server's.
+
 The snapshot function is replaceable (``set_snapshot_source``) so the pytest guard can be
 tested without a GPU.
 """
@@ -172,8 +176,33 @@ def persisting_l2_disabled(device=0):
 
 # ---- python -m l2persist check ----
 
+def _scope(dev) -> str:
+    """What the check can see on ``dev``, in words: this process's CUDA context, the
+    percentage variable in this environment and the MPS server (a set-aside belongs to the
+    context that sets it: measured, another process holding the maximum did not slow this
+    process's writes)."""
+    pct = os.environ.get(PERCENT_VAR)
+    env = (f"{PERCENT_VAR}={pct} in this environment" if pct is not None
+           else f"{PERCENT_VAR} not set here")
+    if dev.persisting_l2_source != "process" or dev.mps:
+        p = dev.mps_server_percentage
+        mps = ("an MPS server whose set-aside every client gets"
+               + (f" ({p:g} % when it started)" if p is not None else ""))
+    else:
+        mps = "no MPS server" if dev.mps is False else "no MPS server known"
+    return (f"seen from this process's CUDA context; {env}; {mps}. A set-aside belongs to "
+            "the context that sets it: a fresh process never sees another process's limit, "
+            "and another process's set-aside does not tax this one")
+
+
 def _verdict(dev) -> tuple[bool, str]:
-    """(clean, one line) for one device."""
+    """(clean, one line) for one device: the verdict, then what it was seen from."""
+    clean, line = _limit_verdict(dev)
+    return clean, f"{line} ({_scope(dev)})"
+
+
+def _limit_verdict(dev) -> tuple[bool, str]:
+    """(clean, the verdict) for one device."""
     limit = dev.persisting_l2_limit
     name = f"GPU {dev.index} ({dev.properties.name})"
     if dev.persisting_l2_source != "process":
@@ -194,11 +223,21 @@ def _verdict(dev) -> tuple[bool, str]:
 
 def check_main(argv=None) -> int:
     """``python -m l2persist check [--device N]``: exit 1 with one line per device whose
-    set-aside is neither 0 nor the default, 0 with one line otherwise (also without a GPU)."""
+    set-aside is neither 0 nor the default, 0 with one line otherwise (also without a GPU).
+    Each line says what it was seen from: this process's CUDA context, the
+    CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT of this environment and the MPS
+    server. A set-aside belongs to the context that sets it, so run as its own process the
+    check sees the driver's default, an MPS server's set-aside or the variable, never another
+    process's limit (which does not tax other processes); called inside a harness
+    (``check_main``) it sees that process's own limit."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m l2persist check",
-                                 description="Is any persisting-L2 set-aside in force?")
+    ap = argparse.ArgumentParser(
+        prog="python -m l2persist check",
+        description="Is any persisting-L2 set-aside in force for this process? (A set-aside "
+                    "belongs to the CUDA context that sets it: a fresh process sees its own "
+                    "context, the MPS server and CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_"
+                    "PERCENTAGE_LIMIT, never another process's limit.)")
     ap.add_argument("--device", type=int, default=None, help="check only this GPU")
     args = ap.parse_args(argv)
     if _core.device_count() == 0:

@@ -5,15 +5,27 @@ On Hopper a set-aside of a quarter of the L2 or more shrinks the L2 capacity tha
 lines can use, by more than the set-aside itself: random writes slow down once their working
 set exceeds about ``L2 - 1.3 * set_aside`` (up to 4.8x at the maximum); atomics pay up to 2x,
 reads only at the maximum and over large tables; the driver's default (3 of 16 granules)
-costs nothing. The model, its constants
-and the measurements they are fitted to live in the C core (``csrc/core/l2p_tax.h``); this
-module only gathers a chip's facts and measures.
+costs nothing. Real writes come with inputs streamed alongside (``out[idx] = val`` reads
+12 bytes per 4 written): those lines take capacity from written lines too, and the knee
+comes earlier (``predict(..., companion=3)``). The model, its constants and the
+measurements they are fitted to live in the C core (``csrc/core/l2p_tax.h``); this module
+only gathers a chip's facts and measures.
+
+The set-aside belongs to the CUDA context that sets it, so the tax is per process: another
+process holding the maximum set-aside, idle or busy, did not slow this process's writes,
+while this process's own maximum slowed them 4.9x (H200). A fresh process starts at the
+driver's default and cannot see another process's limit. Under MPS the server's set-aside
+(``CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT`` when it started) taxes every
+client alike (``python -m l2persist check`` says what this process can see).
 
     >>> from l2persist import tax
     >>> p = tax.predict(dev, 30 << 20)       # no GPU work: the model
     >>> p.knee_bytes, p.slowdown_at(32 << 20)
+    >>> tax.predict(dev, 30 << 20, companion=3).knee_bytes   # with inputs streamed alongside
     >>> r = tax.probe(dev, 30 << 20)         # a short measured write-heavy probe
     >>> r.slowdown, r.base_ms, r.at_ms, r.working_set
+    >>> m = tax.measure(my_step, 30 << 20)   # the tax on your own work, with its interval
+    >>> m.slowdown, m.interval, m.rounds
 """
 
 from __future__ import annotations
@@ -49,12 +61,25 @@ class TaxPrediction:
     basis: str              # the measured chip whose constants these are
     exact: bool             # False: an unmeasured chip, given the closest one's constants
     probe: "TaxProbe | None" = field(default=None, compare=False)
+    measured: "TaxMeasurement | None" = field(default=None, compare=False)
+    # the companion stream: bytes read alongside per byte written (0: none) and what the
+    # core fitted for it (share D, half point k_half, the stream's own cost a, the bytes it
+    # takes from written lines, the chip whose rows gave them; None: no rows, no effect)
+    companion: float = 0.0
+    companion_share: float = 0.0
+    companion_half: float = 0.0
+    stream_cost: float = 0.0
+    companion_bytes: int = 0
+    companion_basis: "str | None" = None
+    companion_rows: "dict | None" = field(default=None, compare=False, repr=False)
 
     def slowdown_at(self, ws_bytes, kind: str = "write") -> float:
         """Expected time at this set-aside over time at limit 0, for random 4-byte accesses
-        of ``kind`` over ``ws_bytes``."""
+        of ``kind`` over ``ws_bytes`` (with this prediction's companion stream)."""
         return _core.tax_slowdown(self.compute_capability, self.l2_bytes, self.set_aside,
-                                  self.granule, self.persisting_max, kind, float(ws_bytes))
+                                  self.granule, self.persisting_max, kind, float(ws_bytes),
+                                  companion=self.companion,
+                                  companion_rows=self.companion_rows)
 
     def summary(self) -> str:
         """The tax in one line."""
@@ -90,8 +115,10 @@ class TaxProbe:
 
 
 def _chip(obj):
-    """(name, (major, minor), l2, granule, persisting_max) of a Device, a device index,
-    DeviceProperties or a mapping with their keys (granule 0: the model's L2 / 16)."""
+    """(name, compute_capability, l2_cache_size, granule, persisting_l2_cache_max_size) of a
+    Device, a device index, DeviceProperties or a mapping with their keys, as given: the
+    values are checked where the model reads them (the C core's rows name each key and its
+    range). granule 0: the model's L2 / 16; no persisting maximum: 0 (the L2 bounds it)."""
     if isinstance(obj, bool):
         raise TypeError("device_or_properties: expected a Device, a device index, "
                         "DeviceProperties or a mapping, got bool")
@@ -108,35 +135,50 @@ def _chip(obj):
         raise TypeError("device_or_properties: expected a Device, a device index, "
                         f"DeviceProperties or a mapping, got {type(obj).__name__}")
     try:
-        cc = tuple(obj["compute_capability"])
-        l2 = int(obj["l2_cache_size"])
-        pmax = int(obj.get("persisting_l2_cache_max_size", 0))
+        cc, l2 = obj["compute_capability"], obj["l2_cache_size"]
     except KeyError as e:
         raise ValueError(f"device_or_properties: the mapping lacks {e.args[0]!r} (needs "
-                         "compute_capability, l2_cache_size and optionally "
+                         "compute_capability, l2_cache_size and optionally granule and "
                          "persisting_l2_cache_max_size)") from None
-    return str(obj.get("name", "")), cc, l2, int(obj.get("granule", granule)), pmax
+    return (str(obj.get("name", "")), cc, l2, obj.get("granule", granule),
+            obj.get("persisting_l2_cache_max_size", 0))
 
 
-def _set_aside_arg(set_aside) -> int:
-    if isinstance(set_aside, bool) or not isinstance(set_aside, int):
-        raise TypeError(f"set_aside: expected bytes as an int, got {type(set_aside).__name__}")
-    return set_aside
-
-
-def predict(device_or_properties, set_aside: int) -> TaxPrediction:
+def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
+            companion_rows=None) -> TaxPrediction:
     """The model's tax at ``set_aside`` bytes (no GPU work; a Device is asked only for its
-    properties and granule)."""
+    properties and granule).
+
+    ``companion``: bytes streamed alongside per byte written (PyTorch's ``out[idx] = val``
+    with int64 indices and float32 values: (8 + 4) / 4 = 3); the stream takes L2 capacity
+    from written lines, so the knee comes earlier. Its constants are fitted in the C core
+    from the companion rows of the project's own probe (``companion_measurements()``;
+    ``companion_rows=`` fits them from other rows, e.g. a fresh sweep's,
+    ``l2persist.studies.set_aside_tax.companion_rows(path)``). Without rows the stream
+    changes nothing; with
+    ``companion=0`` the model is the one without the term.
+
+    The set-aside is this process's: it belongs to the CUDA context that sets it, so
+    another process's set-aside does not tax this one (measured: another process holding
+    the maximum did not slow this process's writes). Under MPS the server's applies to
+    every client."""
     name, cc, l2, granule, pmax = _chip(device_or_properties)
-    m = _core.tax_predict(cc, l2, _set_aside_arg(set_aside), granule=granule,
-                          persisting_max=pmax)
-    return TaxPrediction(name=name, compute_capability=cc, l2_bytes=m["l2_bytes"],
-                         set_aside=m["set_aside"], granule=m["granule"], persisting_max=pmax,
+    m = _core.tax_predict(cc, l2, set_aside, granule=granule,
+                          persisting_l2_cache_max_size=pmax, companion=companion,
+                          companion_rows=companion_rows)
+    c = m["companion"]
+    return TaxPrediction(name=name, compute_capability=m["compute_capability"],
+                         l2_bytes=m["l2_bytes"], set_aside=m["set_aside"],
+                         granule=m["granule"], persisting_max=m["persisting_max"],
                          knee_bytes=m["knee_bytes"], capacity_coeff=m["capacity_coeff"],
                          onset_fraction=m["onset_fraction"], base_bytes=m["base_bytes"],
                          taxed=m["taxed"],
                          probe_working_set=m["probe_working_set"],
-                         penalty=dict(m["penalty"]), basis=m["basis"], exact=m["exact"])
+                         penalty=dict(m["penalty"]), basis=m["basis"], exact=m["exact"],
+                         companion=c["ratio"], companion_share=c["share"],
+                         companion_half=c["half"], stream_cost=c["stream_cost"],
+                         companion_bytes=c["bytes"], companion_basis=c["basis"],
+                         companion_rows=companion_rows)
 
 
 def probe_working_set(prediction: TaxPrediction) -> int:
@@ -181,22 +223,117 @@ def probe(device, set_aside: int, *, stream=None, repeat: int = 9,
                     predicted=p.slowdown_at(ws, kind))
 
 
-_measure = probe  # set_aside_tax's `probe` flag hides the function
+_probe = probe  # set_aside_tax's `probe` flag hides the function
+
+
+@dataclass(frozen=True)
+class TaxMeasurement:
+    """The tax measured on the caller's own work (``measure``): ``slowdown`` = median time at
+    the set-aside over median time at limit 0, with its ``interval`` at ``confidence``;
+    ``rounds`` interleaved rounds were taken (``converged``: the interval lies within
+    +-tolerance of the slowdown; False: the round cap ended it first)."""
+
+    set_aside: int          # as the driver granted it (read back)
+    slowdown: float
+    interval: tuple
+    rounds: int
+    base_ms: float          # median at limit 0
+    at_ms: float            # median at the set-aside
+    converged: bool
+    confidence: float
+    tolerance: float
+    base_samples: tuple = field(default=(), repr=False, compare=False)
+    at_samples: tuple = field(default=(), repr=False, compare=False)
+
+    def summary(self) -> str:
+        lo, hi = self.interval
+        return (f"set-aside {human_bytes(self.set_aside)}: {self.slowdown:.3f}x the time at "
+                f"limit 0 ({self.confidence:.0%} interval {lo:.3f}-{hi:.3f}, {self.rounds} "
+                f"rounds{'' if self.converged else ', not within the tolerance'}; "
+                f"{self.base_ms:.4g} -> {self.at_ms:.4g} ms)")
+
+
+def _measure_device(device, stream):
+    """The device measured: the stream's (an l2persist Stream) or ``device`` (default 0)."""
+    if isinstance(stream, _core.Stream):
+        dev = stream.device
+        if device is not None and _core.Device(device).index != dev.index:
+            raise ValueError(f"device: {device} differs from the stream's device {dev.index}")
+        return dev
+    return device if isinstance(device, _core.Device) else _core.Device(
+        0 if device is None else device)
+
+
+def measure(fn, set_aside: int, *, device=None, stream=None, repeat: int = 5,
+            warmup: int = 2, min_rounds: int = 3, max_rounds: int = 20,
+            tolerance: float = 0.02, confidence: float = 0.95,
+            hold_us: float | None = None) -> TaxMeasurement:
+    """What ``set_aside`` bytes cost ``fn``, your own work: ``fn()`` timed with CUDA events on
+    ``stream`` (None: the legacy default stream, where PyTorch's and CuPy's default work
+    runs) at limit 0 and at ``set_aside``, in interleaved rounds of ``repeat`` samples each
+    (``warmup`` calls before each), until the interval of the slowdown lies within
+    +-``tolerance`` (95 % by default; at least ``min_rounds``, at most ``max_rounds``). No
+    window is set: this is the tax on work that never asks for persistence.
+
+    The loop, the statistics and the argument ranges are the C core's (``l2p_tax_measure``);
+    the limit found before is restored afterwards, also when ``fn`` raises or the run is
+    interrupted (KeyboardInterrupt). The set-aside is this process's (it belongs to the
+    CUDA context): another process's set-aside is not measured here, and does not tax this
+    process's work. Under MPS the server's set-aside cannot be changed: the limit refuses.
+
+        >>> r = tax.measure(train_step, dev.properties.persisting_l2_cache_max_size)
+        >>> r.slowdown, r.interval, r.rounds
+    """
+    dev = _measure_device(device, stream)
+    # the set-aside's type and range are the core's check; the driver grants whole granules
+    target = predict(dev, set_aside).set_aside
+    _core.tax_measure(None, repeat=repeat, min_rounds=min_rounds, max_rounds=max_rounds,
+                      confidence=confidence, tolerance=tolerance)
+    timing = {} if hold_us is None else {"hold_us": hold_us}
+    before = dev.persisting_l2_limit
+    granted = [set_aside]
+
+    def evaluate(at, n):
+        if dev.persisting_l2_limit != (target if at else 0):  # a switch synchronises: once
+            dev.persisting_l2_limit = set_aside if at else 0
+        if at:
+            granted[0] = dev.persisting_l2_limit
+        return _core.time_calls(fn, stream=stream, warmup=warmup, repeat=n, device=dev,
+                                **timing)
+
+    try:
+        r = _core.tax_measure(evaluate, repeat=repeat, min_rounds=min_rounds,
+                              max_rounds=max_rounds, confidence=confidence,
+                              tolerance=tolerance)
+    finally:
+        if dev.persisting_l2_limit != before:
+            # the one restore (as Device.persisting_l2() exits): lines demoted, limit back
+            _core.restore_persisting_l2(dev, before)
+    return TaxMeasurement(set_aside=granted[0], slowdown=r["slowdown"],
+                          interval=tuple(r["interval"]), rounds=r["rounds"],
+                          base_ms=r["base_ms"], at_ms=r["at_ms"], converged=r["converged"],
+                          confidence=confidence, tolerance=tolerance,
+                          base_samples=tuple(r["base_samples"]),
+                          at_samples=tuple(r["at_samples"]))
 
 
 def set_aside_tax(device, set_aside: int | None = None, *, probe: bool = False,
-                  stream=None) -> TaxPrediction:
+                  stream=None, work=None) -> TaxPrediction:
     """What ``set_aside`` (default: the device's current limit) costs other work: the model's
-    prediction, with ``.probe`` measured when ``probe=True``. Attached as
-    ``Device.set_aside_tax``."""
+    prediction, with ``.probe`` measured when ``probe=True`` (the project's write-heavy
+    probe) and ``.measured`` when ``work`` is given (``measure(work, set_aside)`` on
+    ``stream``: the tax on your own work). Attached as ``Device.set_aside_tax``. The
+    set-aside is this process's: another process's does not tax this one."""
     dev = device if isinstance(device, _core.Device) else _core.Device(device)
     if set_aside is None:
         set_aside = dev.persisting_l2_limit
     p = predict(dev, set_aside)
-    if not probe:
-        return p
     import dataclasses
-    return dataclasses.replace(p, probe=_measure(dev, set_aside, stream=stream))
+    if probe:
+        p = dataclasses.replace(p, probe=_probe(dev, set_aside, stream=stream))
+    if work is not None:
+        p = dataclasses.replace(p, measured=measure(work, set_aside, device=dev, stream=stream))
+    return p
 
 
 def measurements() -> tuple[list, list, list]:
@@ -211,6 +348,22 @@ def measured_knee(ws, slowdowns, threshold: float = KNEE_THRESHOLD) -> tuple[flo
     return _core.tax_measured_knee(list(ws), list(slowdowns), float(threshold))
 
 
+def companion_measurements() -> dict:
+    """The companion-stream rows the model's D, k_half and a are fitted from
+    (``{"knees": [...], "streams": [...]}``, written into the core by tools/tax-fit)."""
+    return _core.tax_companion_rows()
+
+
+def fit_companion(companions, shifts) -> tuple[float, float]:
+    """(D, k_half) of shift = D k / (k + k_half) (shift as a fraction of the L2)."""
+    return _core.tax_fit_companion(list(companions), list(shifts))
+
+
+def fit_stream_cost(companions, time_ratios) -> float:
+    """a of time_ratio = 1 + a k: what the stream itself costs per byte written."""
+    return _core.tax_fit_stream_cost(list(companions), list(time_ratios))
+
+
 def fit_capacity(l2_bytes, set_asides, knees) -> float:
     """c of knee = L2 - c * set_aside, by least squares (any consistent unit)."""
     return _core.tax_fit_capacity(float(l2_bytes), list(set_asides), list(knees))
@@ -223,6 +376,7 @@ def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> flo
                                  list(slowdowns), base=-1.0 if base is None else float(base))
 
 
-__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxPrediction", "TaxProbe", "fit_capacity",
-           "fit_penalty", "measured_knee", "measurements", "predict", "probe",
+__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxMeasurement", "TaxPrediction", "TaxProbe",
+           "companion_measurements", "fit_capacity", "fit_companion", "fit_penalty",
+           "fit_stream_cost", "measure", "measured_knee", "measurements", "predict", "probe",
            "probe_working_set", "set_aside_tax"]

@@ -1,5 +1,9 @@
 """The set-aside tax model from Python, without a GPU: predictions against the measurements
-(held-out knees within the issue's 4 MiB), the fits, and bad input."""
+(held-out knees within 4 MiB), the fits, bad input, the companion-stream term and its
+sweep / fit / validation analysis, tax.measure's loop (a fake device and timer) and what
+`python -m l2persist check` says it can see."""
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,7 +38,7 @@ def test_prediction_at_the_maximum():
     assert p.exact and p.basis == "H200" and p.taxed
     assert 8 * MIB < p.knee_bytes <= 12 * MIB
     assert 1.2 < p.capacity_coeff < 1.4
-    # measured (fixtures/tax-h200.json): 4.48x at 32 MiB, 4.78x at 48 MiB
+    # measured (the H200 rows of csrc/core/l2p_tax.c): 4.48x at 32 MiB, 4.78x at 48 MiB
     assert p.slowdown_at(32 * MIB) == pytest.approx(4.48, rel=0.3)
     assert p.slowdown_at(48 * MIB) == pytest.approx(4.78, rel=0.3)
     assert 1.0 <= p.slowdown_at(16 * MIB, "read") < 1.1
@@ -88,6 +92,51 @@ def test_bad_input(args, exc, words):
         tax.predict(*args)
 
 
+NO_MAX = {"compute_capability": (9, 0), "l2_cache_size": 60 * MIB}
+
+
+@pytest.mark.parametrize("change, set_aside, exc, message", [
+    # each key's bad value is named by its key, with the allowed range
+    ({"l2_cache_size": float("nan")}, 0, TypeError,
+     r"l2_cache_size: expected an int \(bytes\) in \[1, 2\^63 - 1\], got float"),
+    ({"l2_cache_size": 0}, 0, ValueError, r"l2_cache_size: 0 is outside \[1, "),
+    ({"granule": "x"}, 0, TypeError, r"granule: expected an int \(bytes\) in \[0, "),
+    ({"persisting_l2_cache_max_size": -5}, 0, ValueError,
+     r"persisting_l2_cache_max_size: -5 is outside \[0, "),
+    ({"compute_capability": None}, 0, TypeError,
+     r"compute_capability: expected \(major, minor\), two ints, got None"),
+    ({"compute_capability": (9,)}, 0, ValueError,
+     r"compute_capability: expected \(major, minor\), two ints, got \(9,\)"),
+    ({"compute_capability": "9.0"}, 0, TypeError,
+     r"compute_capability: expected \(major, minor\), two ints, got '9.0'"),
+    ({"compute_capability": (9, "0")}, 0, TypeError,
+     r"compute_capability: expected an int \(minor\) in \[0, 2\^31 - 1\], got str"),
+    # without a persisting maximum the L2 size bounds the set-aside, and the message says so
+    ({}, -1, ValueError, r"set_aside: -1 bytes is outside \[0, 62914560\] \(the L2 size: "
+                         r"persisting_l2_cache_max_size not given\)"),
+    ({"persisting_l2_cache_max_size": 37 * MIB}, -1, ValueError,
+     r"set_aside: -1 bytes is outside \[0, 38797312\] \(the device's "
+     r"persisting_l2_cache_max_size\)"),
+    # an int beyond 64 bits: the same range, the value as given
+    ({}, 2**70, ValueError, r"set_aside: 1180591620717411303424 bytes is outside \[0, 62914560\]"),
+    ({}, -2**70, ValueError, r"set_aside: -1180591620717411303424 bytes is outside \[0, "),
+    ({}, "1", TypeError, r"set_aside: expected an int \(bytes\), got str"),
+])
+def test_mapping_errors_name_the_key_and_range(change, set_aside, exc, message):
+    with pytest.raises(exc, match=message):
+        tax.predict({**NO_MAX, **change}, set_aside)
+
+
+def test_mapping_values_as_json_gives_them():
+    """A list for compute_capability (JSON has no tuples) and NumPy ints are taken as given;
+    the prediction keeps the checked values."""
+    import numpy as np
+    p = tax.predict({"compute_capability": [9, 0], "l2_cache_size": np.int64(60 * MIB)},
+                    np.int64(30 * MIB))
+    assert p.compute_capability == (9, 0) and p.persisting_max == 0
+    assert p == tax.predict(NO_MAX, 30 * MIB)
+
+
 def test_bad_fit_input():
     with pytest.raises(ValueError, match="knees"):
         tax.fit_capacity(100, [10, 20], [85])
@@ -109,7 +158,6 @@ class FakeH200(dict):
 
     def __init__(self):
         super().__init__(H200)
-        from types import SimpleNamespace
         self.properties = SimpleNamespace(l2_cache_size=H200["l2_cache_size"],
                                           persisting_l2_cache_max_size=H200[
                                               "persisting_l2_cache_max_size"])
@@ -151,3 +199,402 @@ def test_study_analysis_finds_the_knees_it_was_given():
     assert any(n.startswith("write (random) at the maximum set-aside 37.5 MiB") for n in notes)
     assert any("4 of 4 within 4 MiB" in n for n in notes)
     assert any("counters unavailable" in n for n in notes)
+
+
+# ---- the companion stream ----
+
+def synthetic_companion_rows(share=0.15, half=1.5, cost=0.1):
+    """Rows of an H200 whose stream takes share * L2 * k / (k + half) from written lines and
+    costs `cost` per byte written: knees exact to +-1 MiB."""
+    knees, streams = [], []
+    for k in (1, 2, 4, 8):
+        for g in (5, 7, 10):
+            s = g * 3.75
+            alone = 60 - 1.29 * s
+            with_ = alone - share * 60 * k / (k + half)
+            knees.append(dict(chip="H200", compute_capability=(9, 0), l2_mib=60.0,
+                              set_aside_mib=s, companion=float(k), knee_lo_mib=with_ - 1,
+                              knee_hi_mib=with_ + 1, alone_lo_mib=alone - 1,
+                              alone_hi_mib=alone + 1, fit=g != 7, source="synthetic"))
+        streams.append(dict(chip="H200", compute_capability=[9, 0], l2_mib=60.0,
+                            companion=float(k), time_ratio=1 + cost * k, source="synthetic"))
+    return {"knees": knees, "streams": streams}
+
+
+@pytest.mark.parametrize("chip", [H200, H100, NO_MAX])
+def test_no_companion_is_todays_model(chip):
+    rows = synthetic_companion_rows()
+    for g in range(11):
+        s = g * chip["l2_cache_size"] // 16
+        p = tax.predict(chip, s)
+        assert tax.predict(chip, s, companion=0) == p
+        q = tax.predict(chip, s, companion=0.0, companion_rows=rows)
+        assert q == p and q.companion_bytes == 0 and q.companion_basis is None
+        for ws in (8 * MIB, 24 * MIB, 40 * MIB, 70 * MIB):
+            for kind in tax.KINDS:
+                assert q.slowdown_at(ws, kind) == p.slowdown_at(ws, kind)
+
+
+def test_companion_without_rows_changes_nothing():
+    rows = tax.companion_measurements()
+    assert set(rows) == {"knees", "streams"}
+    p = tax.predict(H200, 26 * MIB + MIB // 4)
+    q = tax.predict(H200, 26 * MIB + MIB // 4, companion=3,
+                    companion_rows={"knees": [], "streams": []})
+    assert q.companion == 3 and q.companion_basis is None
+    assert (q.knee_bytes, q.base_bytes, q.slowdown_at(30 * MIB)) == \
+        (p.knee_bytes, p.base_bytes, p.slowdown_at(30 * MIB))
+    if not any(r["fit"] for r in rows["knees"]):  # no sweep applied yet: the term is off
+        assert tax.predict(H200, 26 * MIB + MIB // 4, companion=3).knee_bytes == p.knee_bytes
+
+
+def test_companion_shifts_the_knee_by_the_fitted_share():
+    rows = synthetic_companion_rows(share=0.15, half=1.5, cost=0.1)
+    s = 7 * 60 * MIB // 16
+    p = tax.predict(H200, s)
+    q = tax.predict(H200, s, companion=3, companion_rows=rows)
+    assert q.companion_basis == "H200"
+    assert q.companion_share == pytest.approx(0.15, abs=1e-5)
+    assert q.companion_half == pytest.approx(1.5, rel=1e-3)
+    assert q.stream_cost == pytest.approx(0.1)
+    shift = 0.15 * 60 * MIB * 3 / 4.5
+    assert q.knee_bytes == pytest.approx(p.knee_bytes - shift, abs=2)
+    assert q.base_bytes == pytest.approx(p.base_bytes - shift, abs=2)
+    assert q.taxed == p.taxed and q.probe_working_set == p.probe_working_set
+    # between the shifted knee and the old one the stream makes writes pay
+    assert q.slowdown_at(24 * MIB) > 1.0 == p.slowdown_at(24 * MIB)
+    # the stream's own cost dilutes the tax far above the knee
+    P = q.penalty["write"]
+    m = lambda ws, cap: max(0.0, 1 - cap / ws)  # noqa: E731
+    want = (1.3 + P * m(40 * MIB, q.knee_bytes)) / (1.3 + P * m(40 * MIB, q.base_bytes))
+    assert q.slowdown_at(40 * MIB) == pytest.approx(want, rel=1e-12)
+    # the fits behind it
+    ks = [r["companion"] for r in rows["knees"]]
+    assert tax.fit_companion(ks, [0.15 * k / (k + 1.5) for k in ks]) == \
+        (pytest.approx(0.15, abs=1e-6), pytest.approx(1.5, rel=1e-4))
+    assert tax.fit_stream_cost([1, 2], [1.1, 1.2]) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(companion=-1), ValueError,
+     r"companion: -1 bytes streamed per byte written is outside \[0, 1e\+06\]"),
+    (dict(companion=float("nan")), ValueError, r"companion: nan is not a finite number"),
+    (dict(companion="3"), TypeError, r"companion: expected a real number, got str"),
+    (dict(companion=1, companion_rows={"knees": []}), ValueError,
+     r"companion_rows: expected a mapping with lists 'knees' and 'streams'.*lacking streams"),
+    (dict(companion=1, companion_rows={"knees": [{"chip": "H200"}], "streams": []}),
+     ValueError, r"companion_rows: knees\[0\] lacks 'chip' or 'compute_capability'"),
+    (dict(companion=1, companion_rows={"knees": [dict(
+        synthetic_companion_rows()["knees"][0], companion="x")], "streams": []}),
+     TypeError, r"companion_rows: knees\[0\]\[companion\] is not a number"),
+    (dict(companion=1, companion_rows={"knees": [], "streams": [{
+        "chip": "H200", "compute_capability": (9,), "l2_mib": 60}]}),
+     ValueError, r"compute_capability: expected \(major, minor\)"),
+])
+def test_companion_bad_input(kw, exc, message):
+    with pytest.raises(exc, match=message):
+        tax.predict(H200, 0, **kw)
+
+
+def test_companion_fit_bad_input():
+    with pytest.raises(ValueError, match="companion: point 1 has k = 0"):
+        tax.fit_companion([1, 0], [0.1, 0.1])
+    with pytest.raises(ValueError, match="values: 1 values, but companions has 2"):
+        tax.fit_companion([1, 2], [0.1])
+    with pytest.raises(ValueError, match="companion: the stream's cost needs a point"):
+        tax.fit_stream_cost([], [])
+
+
+# ---- measure: the loop without a GPU (a fake device and timer) ----
+
+class FakeDevice:
+    """What measure asks of a device: its limit (rounded up to 1 MiB granules)."""
+
+    def __init__(self, limit=0):
+        self.index = 0
+        self._limit = limit
+        self.history = [limit]
+
+    @property
+    def persisting_l2_limit(self):
+        return self._limit
+
+    @persisting_l2_limit.setter
+    def persisting_l2_limit(self, v):
+        self._limit = -(-v // MIB) * MIB
+        self.history.append(self._limit)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    from l2persist import _core
+    dev = FakeDevice(limit=3 * MIB)
+    state = {"calls": 0, "raise_at": None, "exc": None}
+
+    def time_calls(fn, *, stream, warmup, repeat, device, **kw):
+        assert device is dev
+        state["calls"] += 1
+        if state["calls"] == state["raise_at"]:
+            raise state["exc"]
+        for _ in range(warmup + repeat):
+            fn()
+        slow = 1.3 if dev.persisting_l2_limit >= 20 * MIB else 1.0
+        return [slow * (1 + 0.001 * (i % 3)) for i in range(repeat)]
+
+    def restore(device, limit):
+        device.persisting_l2_limit = limit
+        return limit
+
+    monkeypatch.setattr(tax, "_measure_device", lambda device, stream: dev)
+    monkeypatch.setattr(tax, "predict", lambda d, s: SimpleNamespace(set_aside=-(-s // MIB) * MIB))
+    monkeypatch.setattr(_core, "time_calls", time_calls)
+    monkeypatch.setattr(_core, "restore_persisting_l2", restore)
+    return dev, state
+
+
+def test_measure_interleaves_until_the_interval_is_tight(fake):
+    dev, state = fake
+    calls = []
+    r = tax.measure(lambda: calls.append(1), 30 * MIB - 5)  # granted: 30 MiB
+    assert r.converged and r.rounds == 3 and r.set_aside == 30 * MIB
+    assert r.slowdown == pytest.approx(1.3, rel=0.01)
+    lo, hi = r.interval
+    assert 0.98 * r.slowdown <= lo <= r.slowdown <= hi <= 1.02 * r.slowdown
+    assert len(r.base_samples) == len(r.at_samples) == 15 and len(calls) == 6 * (2 + 5)
+    # limit 0 first, then the set-aside first (no second switch), ...; the limit found
+    # before comes back
+    assert dev.history == [3 * MIB, 0, 30 * MIB, 0, 30 * MIB, 3 * MIB]
+    assert "1.300x the time at limit 0" in r.summary()
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("the work failed"), KeyboardInterrupt()])
+def test_measure_restores_the_limit_when_interrupted(fake, exc):
+    dev, state = fake
+    state.update(raise_at=4, exc=exc)
+    with pytest.raises(type(exc)):
+        tax.measure(lambda: None, 30 * MIB)
+    assert dev.persisting_l2_limit == 3 * MIB and state["calls"] == 4
+
+
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(repeat=0), ValueError, r"repeat: 0 is outside \[1, 1000000\]"),
+    (dict(max_rounds=1), ValueError, r"max_rounds: 1 is outside \[2, 1000\]"),
+    (dict(min_rounds=5, max_rounds=4), ValueError, r"min_rounds: 5 is outside \[2, max_rounds"),
+    (dict(tolerance=0.0), ValueError, r"tolerance: 0 is outside \(0, 1\)"),
+    (dict(confidence=1.0), ValueError, r"confidence: 1 is outside \(0.5, 1\)"),
+    (dict(repeat=2.5), TypeError, r"repeat: expected an int"),
+])
+def test_measure_checks_its_arguments_before_any_work(fake, kw, exc, message):
+    dev, state = fake
+    with pytest.raises(exc, match=message):
+        tax.measure(lambda: None, 30 * MIB, **kw)
+    assert state["calls"] == 0 and dev.history == [3 * MIB]
+
+
+
+def synthetic_sweep(share=0.15, half=1.5, cost=0.1):
+    """A companion sweep as tools/tax-sweep --companion writes it, with the times the model
+    itself gives for a stream that takes share * L2 * k / (k + half)."""
+    from l2persist.studies import set_aside_tax as study
+    truth = synthetic_companion_rows(share, half, cost)
+    g = 60 * MIB // 16
+    asides, words, sizes = [0] + [i * g for i in range(4, 11)], [0, 1, 2, 3, 4, 6, 8], \
+        list(range(2 * MIB, 64 * MIB + 1, 2 * MIB))
+    points = []
+    for a in asides:
+        for k in words:
+            p = tax.predict(H200, a, companion=k, companion_rows=truth)
+            P = p.penalty["write"]
+            for w in sizes:
+                ms = 0.25 * (1 + p.stream_cost * k + P * max(0.0, 1 - p.knee_bytes / w))
+                points.append(dict(set_aside=a, companion=k, ws=w, ms=[ms] * 3, median_ms=ms))
+    meta = dict(device_name="NVIDIA H200", compute_capability="9.0", l2_cache_size=60 * MIB,
+                persisting_l2_cache_max_size=37 * MIB + MIB // 2, granule=g, date="2026-12-01",
+                git_revision="abc", cuda_runtime="13.0")
+    return {"format": study.COMPANION_FORMAT, "meta": meta, "set_asides": asides,
+            "companions": words, "ws": sizes, "points": points}
+
+
+def test_companion_rows_from_a_sweep_give_back_its_constants(tmp_path):
+    from l2persist.studies import set_aside_tax as study
+    sweep = synthetic_sweep(share=0.15, half=1.5, cost=0.1)
+    rows = study.companion_rows(sweep)
+    assert len(rows["knees"]) == 7 * 6 and len(rows["streams"]) == 6
+    held = {(r["set_aside_mib"] / 3.75, r["companion"]) for r in rows["knees"] if not r["fit"]}
+    assert {g for g, _ in held} == {5, 7, 9, 4, 6, 8, 10} and all(
+        g % 2 == 1 or k == 3 for g, k in held)
+    assert all(r["chip"] == "H200" and r["compute_capability"] == [9, 0] for r in rows["knees"])
+    assert rows["streams"][2]["time_ratio"] == pytest.approx(1.3)  # k = 3
+    p = tax.predict(H200, 26 * MIB + MIB // 4, companion=3, companion_rows=rows)
+    assert p.companion_share == pytest.approx(0.15, abs=0.02)
+    assert p.stream_cost == pytest.approx(0.1, rel=1e-6)
+    for r in rows["knees"]:  # every row, held out or not, within a step of the model's knee
+        q = tax.predict(H200, int(r["set_aside_mib"] * MIB), companion=r["companion"],
+                        companion_rows=rows)
+        k = q.knee_bytes / MIB
+        assert max(r["knee_lo_mib"] - k, k - r["knee_hi_mib"], 0) <= 4, (r, k)
+    # a path works as well as the dict; another format is refused by name
+    import json
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep))
+    assert study.companion_rows(path) == study.companion_rows(str(path)) == rows
+    with pytest.raises(ValueError, match="sweep: format 'x'"):
+        study.companion_rows({"format": "x"})
+
+
+def _tax_fit_tool():
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "tools" / "tax-fit"
+    loader = importlib.machinery.SourceFileLoader("tax_fit_tool", str(path))
+    spec = importlib.util.spec_from_loader("tax_fit_tool", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):
+    """tools/tax-fit: the C rows it writes hold every row's numbers (read back here), the
+    committed file is what it writes for no sweep (while none is applied), and its report
+    runs the core's fit on the sweep's rows."""
+    import json
+    import re
+    from pathlib import Path
+    from l2persist.studies import set_aside_tax as study
+    tool = _tax_fit_tool()
+    committed = (Path(__file__).resolve().parents[1] / "csrc" / "core"
+                 / "l2p_tax_companion_rows.c").read_text()
+    if not tax.companion_measurements()["knees"]:
+        assert committed == tool.rows_c({"knees": [], "streams": []}, [])
+    rows = study.companion_rows(synthetic_sweep(), source='a "quoted" source')
+    text = tool.rows_c(rows, ["one sweep"])
+    body = text.split("l2p_tax_companion_table[] = {")[1].split("{NULL}")[0]
+    got = [re.findall(r'"((?:[^"\\]|\\.)*)"|(-?[\d.e+]+)', line) for line in
+           body.strip().splitlines()]
+    assert len(got) == len(rows["knees"])
+    for fields, r in zip(got, rows["knees"]):
+        nums = [float(n) for s, n in fields if n]
+        assert nums == [*r["compute_capability"], r["l2_mib"], r["set_aside_mib"],
+                        r["companion"], r["knee_lo_mib"], r["knee_hi_mib"], r["alone_lo_mib"],
+                        r["alone_hi_mib"], float(r["fit"])]
+        assert json.loads('"' + fields[-1][0] + '"') == 'a "quoted" source'
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(synthetic_sweep()))
+    assert tool.main([str(path)]) == 0  # no --write: reports only
+    out = capsys.readouterr().out
+    assert "NVIDIA H200: D = 0.1" in out and "held out" in out and "OFF" not in out
+    assert tool.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_validation_summary_against_the_model():
+    """Foreign work whose times are the model's own (with its k) meets the bar; the model
+    without k misses the knees the stream moves; a slowdown 40 % off is counted out."""
+    from l2persist.studies import set_aside_tax as study
+    rows = synthetic_companion_rows(share=0.15, half=1.5, cost=0.1)
+    g = 60 * MIB // 16
+    records = []
+    for gr in (5, 7, 9, 10):
+        for ws in range(4 * MIB, 64 * MIB + 1, 4 * MIB):
+            p = tax.predict(H200, gr * g, companion=3, companion_rows=rows)
+            records.append(dict(workload="fake index_put_", kind="write", companion=3.0,
+                                ws=ws, set_aside=gr * g,
+                                slowdown=p.slowdown_at(ws, "write") * (1.4 if (gr, ws) == (
+                                    10, 64 * MIB) else 1.0)))
+    s = study.validation_summary(records, H200, companion_rows=rows)
+    t = s["totals"]
+    assert t["groups"] == 4 and t["slowdowns"] == 64
+    assert t["knees_ok"] == 4 and t["slowdowns_ok"] == 63 and not t["bar_met"]
+    assert t["alone_knees_ok"] < 4  # the stream moves the knees by 6 MiB
+    g10 = next(x for x in s["groups"] if x["granules"] == 10)
+    assert g10["slowdowns_ok"] == 15 and g10["companion_basis"] == "H200"
+    lines = study.validation_table(s)
+    assert len(lines) == 1 + 4 + 1 and "fake index_put_" in lines[1]
+    assert "the bar is NOT met" in lines[-1] and "slowdowns within 25%: model 63/64" in lines[-1]
+
+
+def test_real_work_is_skipped_with_a_reason_without_torch(monkeypatch):
+    from l2persist.studies import set_aside_tax as study
+
+    class Ctx:
+        skipped = []
+
+        def has(self, need, what=""):
+            self.skipped.append((what, f"it needs {need}"))
+            return False
+
+    ctx = Ctx()
+    assert study._real_work(ctx) == []
+    assert ctx.skipped == [("real work (a PyTorch encoder and a torch_geometric GCN)",
+                            "it needs torch")]
+
+
+def test_real_work_notes_and_findings():
+    from l2persist import studies
+    from l2persist.studies import set_aside_tax as study
+    from pathlib import Path
+    rows = [dict(work="encoder training step", set_aside=37 * MIB + MIB // 2, granules=10,
+                 slowdown=1.18, low=1.17, high=1.19, rounds=4, converged=True, base_ms=9.5,
+                 at_ms=11.2),
+            dict(work="encoder training step", set_aside=26 * MIB + MIB // 4, granules=7,
+                 slowdown=1.04, low=1.03, high=1.05, rounds=3, converged=True, base_ms=9.5,
+                 at_ms=9.9),
+            dict(work="torch_geometric GCN training step", set_aside=37 * MIB + MIB // 2,
+                 granules=10, slowdown=1.24, low=1.2, high=1.3, rounds=20, converged=False,
+                 base_ms=4.0, at_ms=5.0)]
+    notes = study.real_work_notes(rows)
+    assert notes == [
+        "real work, encoder training step (9.5 ms at limit 0, no window): 1.18x (1.17-1.19) "
+        "at 10 granules (37.5 MiB), 1.04x (1.03-1.05) at 7 granules (26.25 MiB)",
+        "real work, torch_geometric GCN training step (4 ms at limit 0, no window): 1.24x "
+        "(1.20-1.30, not within +-2 %) at 10 granules (37.5 MiB)"]
+    res = studies.load(Path(__file__).resolve().parents[1] / "notebooks" / "results"
+                       / "set-aside-tax.json")
+    before = study.findings(res)
+    res.summary["real_work"] = rows
+    assert study.findings(res) == before + notes
+
+
+# ---- python -m l2persist check: what it can see ----
+
+class CheckDev:
+    """What state's check asks of a device."""
+
+    def __init__(self, limit, *, source="process", mps=False, pct=None):
+        from types import SimpleNamespace
+        self.index = 0
+        self.properties = SimpleNamespace(name="NVIDIA H200")
+        self.persisting_l2_limit = limit
+        self.default_persisting_l2_limit = 11796480
+        self.persisting_l2_source = source
+        self.mps = mps
+        self.mps_server_percentage = pct
+
+
+@pytest.mark.parametrize("dev, env, rc, words", [
+    (CheckDev(11796480), None, 0,
+     ["set-aside 11.25 MiB (0 or the default)", "seen from this process's CUDA context",
+      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT not set here",
+      "no MPS server", "a fresh process never sees another process's limit",
+      "another process's set-aside does not tax this one"]),
+    (CheckDev(39321600), None, 1, ["not 0 or the default", "no MPS server"]),
+    (CheckDev(31457280, source="mps-server", mps=True, pct=50), None, 1,
+     ["the MPS server sets aside 30 MiB", "an MPS server whose set-aside every client gets "
+      "(50 % when it started)"]),
+    (CheckDev(23592960), "40", 1,
+     ["CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT=40 in the environment",
+      "CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT=40 in this environment"]),
+])
+def test_check_says_what_it_sees(monkeypatch, capsys, dev, env, rc, words):
+    from l2persist import state
+    monkeypatch.setattr(state._core, "device_count", lambda: 1)
+    monkeypatch.setattr(state._core, "Device", lambda i: dev)
+    if env is None:
+        monkeypatch.delenv(state.PERCENT_VAR, raising=False)
+    else:
+        monkeypatch.setenv(state.PERCENT_VAR, env)
+    assert state.check_main([]) == rc
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # one line per device, as before
+    for w in words:
+        assert w in out, (w, out)

@@ -1,7 +1,12 @@
 /* The set-aside tax model (see l2p_tax.h for the model and its reading). */
 #include "l2p_tax.h"
 
+#include "l2p_timing.h"
+#include "l2p_tune.h"
+
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MIB 1048576.0
@@ -29,8 +34,8 @@ l2p_status l2p_tax_kind_parse(const char *name, int *kind)
  * 0 (hi 0: none up to lo). The fit uses 3, 4, 6 and 10 granules of each chip (the largest
  * set-aside without a tax, the smallest with one, a middle one and the maximum); the others
  * are held out (tests/c/test_tax.c checks them). */
-#define FIX_H200 "fixtures/tax-h200.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
-#define FIX_H100 "fixtures/tax-h100.json (integrator, 2026-11-22, driver 580.159.04, CUDA 13.0)"
+#define FIX_H200 "the integrator's full sweep on the H200, 2026-11-22, driver 580.159.04, CUDA 13.0"
+#define FIX_H100 "the integrator's full sweep on the H100, 2026-11-22, driver 580.159.04, CUDA 13.0"
 static const l2p_tax_knee_row knee_rows[] = {
     {"H200", 9, 0, 60, 3.75, 68, 0, 0, FIX_H200},
     {"H200", 9, 0, 60, 7.5, 68, 0, 0, FIX_H200},
@@ -132,6 +137,22 @@ const l2p_tax_slowdown_row *l2p_tax_slowdown_rows(size_t *n)
 {
     *n = N_SLOW;
     return slowdown_rows;
+}
+
+static size_t count_rows(const void *table, size_t size)
+{
+    size_t n = 0;
+    for (const char *r = table; *(const char *const *)r; r += size) n++;
+    return n;
+}
+
+l2p_tax_companion_data l2p_tax_companion_builtin(void)
+{
+    l2p_tax_companion_data d = {
+        l2p_tax_companion_table,
+        count_rows(l2p_tax_companion_table, sizeof l2p_tax_companion_table[0]),
+        l2p_tax_stream_table, count_rows(l2p_tax_stream_table, sizeof l2p_tax_stream_table[0])};
+    return d;
 }
 
 /* ---- the model's arithmetic ---- */
@@ -294,20 +315,28 @@ static l2p_status chip_penalties(const l2p_tax_knee_row *chip, double *penalty)
 
 /* ---- the prediction ---- */
 
+l2p_status l2p_tax_check_set_aside(const l2p_tax_chip *c, long long set_aside,
+                                   const char *as_given)
+{
+    size_t hi = c->persisting_max ? c->persisting_max : c->l2_bytes;
+    char num[32];
+    if (!as_given && set_aside >= 0 && (unsigned long long)set_aside <= hi) return L2P_OK;
+    if (!as_given) {
+        snprintf(num, sizeof num, "%lld", set_aside);
+        as_given = num;
+    }
+    return l2p_fail(L2P_ERR_VALUE, "set_aside: %s bytes is outside [0, %zu] (%s)", as_given, hi,
+                    c->persisting_max ? "the device's persisting_l2_cache_max_size"
+                                      : "the L2 size: persisting_l2_cache_max_size not given");
+}
+
 static l2p_status check_chip(const l2p_tax_chip *c, long long set_aside)
 {
     if (c->cc_major < 8)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "compute capability %d.%d has no persisting L2 "
                         "(8.0 or newer needed)", c->cc_major, c->cc_minor);
     if (c->l2_bytes == 0) return l2p_fail(L2P_ERR_VALUE, "l2_cache_size: must be > 0");
-    if (set_aside < 0 || (c->persisting_max && (unsigned long long)set_aside > c->persisting_max))
-        return l2p_fail(L2P_ERR_VALUE, "set_aside: %lld bytes is outside [0, %zu] (the device's "
-                        "persisting_l2_cache_max_size)", set_aside,
-                        c->persisting_max ? c->persisting_max : c->l2_bytes);
-    if (!c->persisting_max && (unsigned long long)set_aside > c->l2_bytes)
-        return l2p_fail(L2P_ERR_VALUE, "set_aside: %lld bytes is outside [0, %zu] (the L2 size)",
-                        set_aside, c->l2_bytes);
-    return L2P_OK;
+    return l2p_tax_check_set_aside(c, set_aside, NULL);
 }
 
 l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_model *out)
@@ -337,6 +366,287 @@ l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_m
     return L2P_OK;
 }
 
+/* ---- the companion stream ---- */
+
+/* Sum of squared residuals of shift = D k / (k + half) with D in closed form; *share gets D. */
+static double companion_residual(size_t n, const double *k, const double *shift, double half,
+                                 double *share)
+{
+    double fy = 0, ff = 0, rss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double f = k[i] / (k[i] + half);
+        fy += f * shift[i];
+        ff += f * f;
+    }
+    double d = ff > 0 ? fy / ff : 0;
+    d = d < 0 ? 0 : d > 1 ? 1 : d;
+    for (size_t i = 0; i < n; i++) {
+        double r = shift[i] - d * k[i] / (k[i] + half);
+        rss += r * r;
+    }
+    *share = d;
+    return rss;
+}
+
+l2p_status l2p_tax_fit_companion(size_t n, const double *k, const double *shift,
+                                 double *share, double *half)
+{
+    if (n == 0) return l2p_fail(L2P_ERR_VALUE, "companion: the fit needs at least one point");
+    int distinct = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(k[i] > 0) || !isfinite(k[i]) || !isfinite(shift[i]))
+            return l2p_fail(L2P_ERR_VALUE, "companion: point %zu has k = %g, shift = %g (k must "
+                            "be > 0, both finite)", i, k[i], shift[i]);
+        distinct |= k[i] != k[0];
+    }
+    if (!distinct) { /* D and k_half trade off exactly: put the one k at the half point */
+        *half = k[0];
+        companion_residual(n, k, shift, *half, share);
+        return L2P_OK;
+    }
+    /* A log grid, then golden-section search around its best point. */
+    enum { GRID = 200 };
+    double lg0 = log(L2P_TAX_HALF_MIN), lg1 = log(L2P_TAX_HALF_MAX), step = (lg1 - lg0) / GRID;
+    double best = lg0, best_rss = INFINITY, d;
+    for (int g = 0; g <= GRID; g++) {
+        double rss = companion_residual(n, k, shift, exp(lg0 + g * step), &d);
+        if (rss < best_rss) {
+            best_rss = rss;
+            best = lg0 + g * step;
+        }
+    }
+    double a = fmax(lg0, best - step), b = fmin(lg1, best + step), phi = 0.6180339887498949;
+    for (int it = 0; it < 60; it++) {
+        double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+        if (companion_residual(n, k, shift, exp(x1), &d) <=
+            companion_residual(n, k, shift, exp(x2), &d))
+            b = x2;
+        else
+            a = x1;
+    }
+    *half = exp(0.5 * (a + b));
+    companion_residual(n, k, shift, *half, share);
+    return L2P_OK;
+}
+
+l2p_status l2p_tax_fit_stream_cost(size_t n, const double *k, const double *time_ratio,
+                                   double *cost)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += k[i] * (time_ratio[i] - 1.0);
+        den += k[i] * k[i];
+    }
+    if (!(den > 0) || !isfinite(num))
+        return l2p_fail(L2P_ERR_VALUE, "companion: the stream's cost needs a point with k > 0");
+    *cost = num / den > 0 ? num / den : 0.0;
+    return L2P_OK;
+}
+
+/* A companion row the fit may use: held in, both knees measured. */
+static int companion_usable(const l2p_tax_companion_row *r)
+{
+    return r->fit && r->companion > 0 && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
+}
+
+/* The constants of the chip closest to `c` among those with usable companion rows: D and
+ * k_half from its knee shifts, a from its stream rows (0 when it has none). *basis is NULL
+ * (and all 0) when no chip has usable rows. */
+static l2p_status companion_constants(const l2p_tax_chip *c, const l2p_tax_companion_data *d,
+                                      double *share, double *half, double *cost,
+                                      const char **basis)
+{
+    const l2p_tax_companion_row *own = NULL;
+    *share = *half = *cost = 0;
+    *basis = NULL;
+    for (size_t i = 0; i < d->n_knees; i++) {
+        const l2p_tax_companion_row *r = &d->knees[i];
+        if (companion_usable(r) &&
+            (!own || chip_distance(r->cc_major, r->cc_minor, r->l2_mib, c) <
+                         chip_distance(own->cc_major, own->cc_minor, own->l2_mib, c)))
+            own = r;
+    }
+    if (!own) return L2P_OK;
+    size_t n = d->n_knees, m = d->n_streams;
+    double *k = calloc(2 * (n + m) + 1, sizeof *k), *y = k + n + m;
+    if (!k) return l2p_fail(L2P_ERR_NO_MEMORY, "companion: no memory for the fit");
+    l2p_status rc;
+    n = 0;
+    for (size_t i = 0; i < d->n_knees; i++) {
+        const l2p_tax_companion_row *r = &d->knees[i];
+        if (!companion_usable(r) || !same_chip(r->cc_major, r->cc_minor, r->l2_mib,
+                                               own->cc_major, own->cc_minor, own->l2_mib))
+            continue;
+        k[n] = r->companion;
+        y[n++] = 0.5 * ((r->alone_lo_mib + r->alone_hi_mib) - (r->knee_lo_mib + r->knee_hi_mib)) /
+                 r->l2_mib;
+    }
+    rc = l2p_tax_fit_companion(n, k, y, share, half);
+    m = 0;
+    for (size_t i = 0; rc == L2P_OK && i < d->n_streams; i++) {
+        const l2p_tax_stream_row *r = &d->streams[i];
+        if (r->companion > 0 && same_chip(r->cc_major, r->cc_minor, r->l2_mib, own->cc_major,
+                                          own->cc_minor, own->l2_mib)) {
+            k[m] = r->companion;
+            y[m++] = r->time_ratio;
+        }
+    }
+    if (rc == L2P_OK && m) rc = l2p_tax_fit_stream_cost(m, k, y, cost);
+    free(k);
+    if (rc == L2P_OK) *basis = own->chip;
+    return rc;
+}
+
+l2p_status l2p_tax_predict_companion(const l2p_tax_chip *c, long long set_aside,
+                                     double companion, const l2p_tax_companion_data *rows,
+                                     l2p_tax_model *out)
+{
+    l2p_tax_model m;
+    if (!(companion >= 0 && companion <= L2P_TAX_COMPANION_MAX))
+        return l2p_fail(L2P_ERR_VALUE, "companion: %g bytes streamed per byte written is "
+                        "outside [0, %g]", companion, L2P_TAX_COMPANION_MAX);
+    L2P_TRY(l2p_tax_predict(c, set_aside, &m));
+    m.companion = companion;
+    if (companion > 0) {
+        l2p_tax_companion_data builtin = l2p_tax_companion_builtin();
+        double share, half, cost;
+        const char *basis;
+        L2P_TRY(companion_constants(c, rows ? rows : &builtin, &share, &half, &cost, &basis));
+        if (basis) {
+            double shift = share * (double)m.l2_bytes * companion / (companion + half);
+            m.companion_share = share;
+            m.companion_half = half;
+            m.stream_cost = cost;
+            m.companion_bytes = (size_t)shift;
+            m.companion_basis = basis;
+            m.knee_bytes = m.knee_bytes > m.companion_bytes ? m.knee_bytes - m.companion_bytes : 0;
+            m.base_bytes = m.base_bytes > m.companion_bytes ? m.base_bytes - m.companion_bytes : 0;
+        }
+    }
+    *out = m;
+    return L2P_OK;
+}
+
+l2p_status l2p_tax_check_companion(int present, size_t buffer_words, long long words,
+                                   long long accesses)
+{
+    if (words < 0 || words > L2P_TAX_COMPANION_WORDS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "companion_words: %lld is outside [0, %d]", words,
+                        L2P_TAX_COMPANION_WORDS_MAX);
+    if (present && words == 0)
+        return l2p_fail(L2P_ERR_VALUE, "companion_words: 0 with a companion buffer (how many "
+                        "words each access reads from it, in [1, %d])",
+                        L2P_TAX_COMPANION_WORDS_MAX);
+    if (!present && words > 0)
+        return l2p_fail(L2P_ERR_VALUE, "companion: companion_words=%lld needs a companion "
+                        "buffer of at least %lld words", words, words * accesses);
+    if (words > 0 && (unsigned long long)buffer_words / (unsigned long long)words <
+                         (unsigned long long)accesses)
+        return l2p_fail(L2P_ERR_VALUE, "companion: %zu words is fewer than companion_words x "
+                        "accesses = %lld x %lld (each access reads its own words)",
+                        buffer_words, words, accesses);
+    return L2P_OK;
+}
+
+static l2p_status check_tolerance(double tolerance)
+{
+    if (tolerance > 0 && tolerance < 1) return L2P_OK;
+    return l2p_fail(L2P_ERR_VALUE, "tolerance: %g is outside (0, 1)", tolerance);
+}
+
+l2p_status l2p_tax_slowdown_interval(const double *base, size_t n_base, const double *at,
+                                     size_t n_at, size_t rounds, double confidence,
+                                     double tolerance, unsigned long long seed,
+                                     l2p_tax_interval *out)
+{
+    l2p_tune_verdict_t v;
+    L2P_TRY(check_tolerance(tolerance));
+    if (rounds < 1 || rounds > L2P_TAX_ROUNDS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "rounds: %zu is outside [1, %d]", rounds,
+                        L2P_TAX_ROUNDS_MAX);
+    if (n_base == 0 || n_at == 0)
+        return l2p_fail(L2P_ERR_VALUE, "%s: no samples", n_base ? "at" : "base");
+    /* The verdict's speedup is median(baseline) / median(candidate): with the samples at the
+     * set-aside as both baselines and limit 0's as the candidate it is the slowdown. */
+    L2P_TRY(l2p_tune_verdict(at, n_at, at, n_at, base, n_base, rounds, 0.0, confidence, seed,
+                             &v));
+    out->slowdown = v.speedup;
+    out->low = v.ci_low;
+    out->high = v.ci_high;
+    out->base_ms = v.candidate_ms;
+    out->at_ms = v.baseline_ms;
+    out->converged = v.ci_low >= v.speedup * (1 - tolerance) &&
+                     v.ci_high <= v.speedup * (1 + tolerance);
+    return L2P_OK;
+}
+
+void l2p_tax_measure_options_default(l2p_tax_measure_options *o)
+{
+    o->repeat = 5;
+    o->min_rounds = 3;
+    o->max_rounds = 20;
+    o->confidence = 0.95;
+    o->tolerance = 0.02;
+    o->seed = 0x9e3779b97f4a7c15ull;
+}
+
+l2p_status l2p_tax_measure_check(const l2p_tax_measure_options *o)
+{
+    if (o->repeat < 1 || o->repeat > L2P_TIME_MAX_COUNT) /* each side is one time_calls */
+        return l2p_fail(L2P_ERR_VALUE, "repeat: %zu is outside [1, %d]", o->repeat,
+                        L2P_TIME_MAX_COUNT);
+    if (o->max_rounds < 2 || o->max_rounds > L2P_TAX_ROUNDS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "max_rounds: %zu is outside [2, %d]", o->max_rounds,
+                        L2P_TAX_ROUNDS_MAX);
+    if (o->min_rounds < 2 || o->min_rounds > o->max_rounds)
+        return l2p_fail(L2P_ERR_VALUE, "min_rounds: %zu is outside [2, max_rounds = %zu]",
+                        o->min_rounds, o->max_rounds);
+    if (!(o->confidence > 0.5 && o->confidence < 1))
+        return l2p_fail(L2P_ERR_VALUE, "confidence: %g is outside (0.5, 1)", o->confidence);
+    return check_tolerance(o->tolerance);
+}
+
+void l2p_tax_measure_result_free(l2p_tax_measure_result *r)
+{
+    free(r->base);
+    free(r->at);
+    r->base = r->at = NULL;
+}
+
+l2p_status l2p_tax_measure(const l2p_tax_measure_options *o, l2p_tax_eval_fn eval, void *ctx,
+                           l2p_tax_measure_result *out)
+{
+    l2p_tax_measure_result r = {0};
+    l2p_status rc = l2p_tax_measure_check(o);
+    if (rc != L2P_OK) return rc;
+    r.base = malloc(o->max_rounds * o->repeat * sizeof *r.base);
+    r.at = malloc(o->max_rounds * o->repeat * sizeof *r.at);
+    if (!r.base || !r.at) {
+        l2p_tax_measure_result_free(&r);
+        return l2p_fail(L2P_ERR_NO_MEMORY, "repeat: no memory for %zu x %zu samples",
+                        o->max_rounds, o->repeat);
+    }
+    while (rc == L2P_OK && r.rounds < o->max_rounds) {
+        double *b = r.base + r.n, *a = r.at + r.n;
+        int first = (int)(r.rounds % 2); /* limit 0 first in even rounds, the set-aside in odd */
+        rc = eval(ctx, first, o->repeat, first ? a : b);
+        if (rc == L2P_OK) rc = eval(ctx, !first, o->repeat, first ? b : a);
+        if (rc != L2P_OK) break;
+        r.rounds++;
+        r.n += o->repeat;
+        if (r.rounds < o->min_rounds) continue;
+        rc = l2p_tax_slowdown_interval(r.base, r.n, r.at, r.n, r.rounds, o->confidence,
+                                       o->tolerance, o->seed, &r.interval);
+        if (rc == L2P_OK && r.interval.converged) break;
+    }
+    if (rc != L2P_OK) {
+        l2p_tax_measure_result_free(&r);
+        return rc;
+    }
+    *out = r;
+    return L2P_OK;
+}
+
 size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes)
 {
     const size_t mib = 1u << 20;
@@ -350,9 +660,9 @@ size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes)
 double l2p_tax_slowdown(const l2p_tax_model *m, int kind, double ws)
 {
     if (kind < 0 || kind >= L2P_TAX_KIND_COUNT || !m->taxed) return 1.0;
-    double p = m->penalty[kind];
-    double at = 1.0 + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
-    double base = 1.0 + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
+    double p = m->penalty[kind], hit = 1.0 + m->stream_cost * m->companion;
+    double at = hit + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
+    double base = hit + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
     return at / base;
 }
 

@@ -1,11 +1,13 @@
 /* The set-aside tax: what a persisting-L2 set-aside costs work that never asks for
  * persistence. Pure C, no CUDA calls.
  *
- * What was measured (the integrator's sweep, /work/fixtures/tax-h200.json and tax-h100.json,
- * 2026-11-22, driver 580.159.04, CUDA 13.0: CuPy kernels making 16.8 M random 4-byte
- * accesses over a table of h MiB, h in 4 MiB steps, no window, at every set-aside; issue 19
- * saw the same at the points it measured). A knee is the first h whose time is 1.15x or
- * more the time at limit 0, an interval (previous h, that h]:
+ * What was measured (the integrator's full sweeps on an H200 and an H100, 2026-11-22, driver
+ * 580.159.04, CUDA 13.0: kernels making 16.8 M random 4-byte accesses over a table of h MiB,
+ * h in 4 MiB steps, no window, at every set-aside; the raw sweeps are not stored in the
+ * repository: the rows below in l2p_tax.c keep what the model uses, and
+ * notebooks/results/set-aside-tax.json holds a later quick run of the set-aside-tax study on
+ * the H100 that shows the same knees). A knee is the first h whose time is 1.15x or more the
+ * time at limit 0, an interval (previous h, that h]:
  *   - random writes, H200 (60 MiB L2, granule 3.75): 1-3 granules none up to 68 MiB; 4: (44,
  *     48]; 5: (32, 36]; 6: (28, 32]; 7: (24, 28]; 8: (20, 24]; 9: (12, 16]; 10: (8, 12].
  *     H100 (50 MiB, granule 3.125): 1-3 none up to 56; 4: (36, 40]; 5: (28, 32]; 6: (24,
@@ -31,6 +33,24 @@
  *
  * The knee is C(s) when s >= o * L2: the written working set above which writes slow down.
  *
+ * Companion traffic. Real writes come with inputs streamed alongside (PyTorch's index_put_
+ * reads an 8-byte index and a 4-byte value per 4-byte write: k = 3 bytes streamed per byte
+ * written); those lines pass through the same L2 and take capacity from the written lines.
+ * With k bytes streamed (read once, coalesced) per byte written:
+ *
+ *     C_k(s) = max(0, C(s) - D * L2 * k / (k + k_half))     (the same shift at every s,
+ *                                                            limit 0 included)
+ *     slowdown(h) = (1 + a k + P m(h, C_k(s))) / (1 + a k + P m(h, C_k(0)))
+ *
+ * D: the largest share of the L2 the stream takes from written lines; k_half: the ratio at
+ * which it takes half of that; a: the stream's own cost per byte relative to a written
+ * word's (it dilutes the tax). All three are fitted, per chip, from the project's own probe
+ * with a companion stream (tools/tax-sweep --companion: random writes plus k words read per
+ * write, swept over set-aside x h x k), never from the foreign work they are checked on
+ * (tools/tax-validate). The rows live in l2p_tax_companion_rows.c, written by tools/tax-fit
+ * from a sweep's JSON; while it holds none, D = a = 0 and k changes nothing. With k = 0 the
+ * model is exactly the one above.
+ *
  * Reading: the set-aside is taken in granules of L2/16; up to 3 granules (which includes the
  * driver's default of 3) written lines keep their whole capacity; from 4 granules on, every
  * granule set aside takes about 1.25-1.3 granules from them, more than the set-aside itself,
@@ -46,7 +66,7 @@
  * identifies a chip (compute capability + L2 size). A chip without rows takes the closest
  * chip's dimensionless constants (same compute capability first, then the nearest L2 size)
  * applied to its own L2 size. Rows marked held-out are never used by the fit: the C tests
- * check the model against them (the issue's bar: within 4 MiB). */
+ * check the model against them (the bar: within 4 MiB, one step of the sweep). */
 #ifndef L2P_TAX_H
 #define L2P_TAX_H
 
@@ -99,10 +119,49 @@ typedef struct {
     const char *source;
 } l2p_tax_base_row;
 
+/* Random writes with a companion stream of `companion` bytes read per byte written, at one
+ * set-aside: the knee with the stream and the same run's knee without it (4-byte writes,
+ * the first working set 1.15x slower than at limit 0 with the same stream; hi 0: none up to
+ * lo). The shift between the two is what the stream takes from written lines. */
+typedef struct {
+    const char *chip; /* NULL ends a table */
+    int cc_major, cc_minor;
+    double l2_mib, set_aside_mib;
+    double companion;                  /* k: bytes streamed per byte written (> 0) */
+    double knee_lo_mib, knee_hi_mib;   /* with the stream */
+    double alone_lo_mib, alone_hi_mib; /* the same run without it (k = 0) */
+    int fit;                           /* 1: the fit uses it; 0: held out, for checking */
+    const char *source;
+} l2p_tax_companion_row;
+
+/* The stream's own cost: at limit 0, over tables far below the knee, the time of writes with
+ * the stream over the time without it. */
+typedef struct {
+    const char *chip; /* NULL ends a table */
+    int cc_major, cc_minor;
+    double l2_mib, companion, time_ratio;
+    const char *source;
+} l2p_tax_stream_row;
+
+/* Companion rows: the built-in ones (l2p_tax_companion_rows.c) or a caller's (a sweep not yet
+ * written into the core: tools/tax-validate checks foreign work against a fresh fit). */
+typedef struct {
+    const l2p_tax_companion_row *knees;
+    size_t n_knees;
+    const l2p_tax_stream_row *streams;
+    size_t n_streams;
+} l2p_tax_companion_data;
+
 /* The measurement tables (static; n receives the row count). */
 const l2p_tax_knee_row *l2p_tax_knee_rows(size_t *n);
 const l2p_tax_base_row *l2p_tax_base_rows(size_t *n);
 const l2p_tax_slowdown_row *l2p_tax_slowdown_rows(size_t *n);
+/* The built-in companion rows (tools/tax-fit writes them). */
+l2p_tax_companion_data l2p_tax_companion_builtin(void);
+
+/* The generated tables (l2p_tax_companion_rows.c), each ended by a row whose chip is NULL. */
+extern const l2p_tax_companion_row l2p_tax_companion_table[];
+extern const l2p_tax_stream_row l2p_tax_stream_table[];
 
 /* A chip as the model sees it. */
 typedef struct {
@@ -126,7 +185,17 @@ typedef struct {
     size_t probe_bytes;    /* the standard probe's working set (l2p_tax_probe_working_set) */
     const char *basis;     /* the chip whose rows gave the constants ("H200", ...) */
     int exact;             /* 1: rows of this very chip (cc and L2 size); 0: the closest */
+    /* the companion stream (all 0 with companion 0 or no companion rows) */
+    double companion;       /* k: bytes streamed per byte written, as asked */
+    double companion_share; /* D */
+    double companion_half;  /* k_half */
+    double stream_cost;     /* a */
+    size_t companion_bytes; /* what the stream takes from written lines: D L2 k / (k + k_half) */
+    const char *companion_basis; /* the chip whose companion rows gave D, k_half, a; NULL: none */
 } l2p_tax_model;
+
+/* Companion ratios accepted: [0, L2P_TAX_COMPANION_MAX] bytes per byte written. */
+#define L2P_TAX_COMPANION_MAX 1e6
 
 /* Fit c (least squares of L2 - c s against the knees' midpoints) from n rows of one L2
  * size; L2P_ERR_VALUE when no row has a set-aside. */
@@ -138,13 +207,89 @@ l2p_status l2p_tax_fit_penalty(double l2, double coeff, double base, size_t n,
                                const double *set_aside, const double *ws,
                                const double *slowdown, double *penalty);
 
+/* The one check of a set-aside against a chip: [0, persisting_max], or [0, L2] when the
+ * maximum is unknown. as_given: NULL, or the value as the caller was given it when it does
+ * not fit a long long (then always L2P_ERR_VALUE, the message naming that text). */
+l2p_status l2p_tax_check_set_aside(const l2p_tax_chip *c, long long set_aside,
+                                   const char *as_given);
+
 /* The model for `chip` at set-aside `set_aside` (bytes, in [0, persisting_max]). */
 l2p_status l2p_tax_predict(const l2p_tax_chip *chip, long long set_aside, l2p_tax_model *out);
+/* The same with `companion` bytes streamed per byte written, its constants fitted from `rows`
+ * (NULL: the built-in ones). companion 0 gives exactly l2p_tax_predict's model. */
+l2p_status l2p_tax_predict_companion(const l2p_tax_chip *chip, long long set_aside,
+                                     double companion, const l2p_tax_companion_data *rows,
+                                     l2p_tax_model *out);
+
+/* Fit D and k_half of shift / L2 = D k / (k + k_half) by least squares over n points (k > 0,
+ * the shift as a fraction of the L2): k_half searched in [L2P_TAX_HALF_MIN, L2P_TAX_HALF_MAX]
+ * on a log grid and refined, D in closed form for each (clamped to [0, 1]). With one distinct
+ * k the two cannot be told apart: k_half is that k. L2P_ERR_VALUE when n is 0 or a k is not
+ * positive. */
+#define L2P_TAX_HALF_MIN 0.01
+#define L2P_TAX_HALF_MAX 100.0
+l2p_status l2p_tax_fit_companion(size_t n, const double *k, const double *shift,
+                                 double *share, double *half);
+/* Fit a of time_ratio = 1 + a k (least squares through the origin, a >= 0). */
+l2p_status l2p_tax_fit_stream_cost(size_t n, const double *k, const double *time_ratio,
+                                   double *cost);
 
 /* The standard write-heavy probe's working set: just above the knee, where the tax shows
  * clearly (by half the knee, at least 4 MiB), never above the L2, in whole MiB (>= 1 MiB).
- * At the maximum set-aside of an H200 or H100 that is 15 MiB, next to the issue's 16. */
+ * At the maximum set-aside of an H200 or H100 that is 15 MiB. */
 size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes);
+
+/* The probe's companion stream (kernels/tax_probe.cu): `words` 4-byte words read per access,
+ * from a buffer (present: given at all) of at least words * accesses words. */
+#define L2P_TAX_COMPANION_WORDS_MAX 16
+l2p_status l2p_tax_check_companion(int present, size_t buffer_words, long long words,
+                                   long long accesses);
+
+/* The tax on measured work (l2persist.tax.measure): samples (ms) at limit 0 (base) and at the
+ * set-aside (at), taken in `rounds` interleaved rounds of equal size. The slowdown is
+ * median(at) / median(base); its interval at `confidence` is the tuner's (l2p_tune_verdict:
+ * a bootstrap of the samples, widened to the t interval of the per-round ratios when rounds
+ * > 1, so that drift between rounds widens it); `converged` when the interval lies within
+ * +-tolerance of the slowdown. */
+typedef struct {
+    double slowdown, low, high; /* median(at) / median(base) and its interval */
+    double base_ms, at_ms;      /* the medians */
+    int converged;
+} l2p_tax_interval;
+#define L2P_TAX_ROUNDS_MAX 1000
+l2p_status l2p_tax_slowdown_interval(const double *base, size_t n_base, const double *at,
+                                     size_t n_at, size_t rounds, double confidence,
+                                     double tolerance, unsigned long long seed,
+                                     l2p_tax_interval *out);
+
+/* The measurement loop of l2persist.tax.measure: rounds of `repeat` samples at limit 0 and at
+ * the set-aside, the order alternating between rounds (so that a drift in time weighs on
+ * both alike), until the interval is within +-tolerance (after at least min_rounds) or
+ * max_rounds were taken. eval(ctx, at, n, samples) runs the work n times at limit 0 (at 0)
+ * or at the set-aside (at 1), writing n samples (ms); it installs the limit, the caller
+ * restores it. */
+typedef struct {
+    size_t repeat;     /* samples per side per round: [1, L2P_TIME_MAX_COUNT] (time_calls') */
+    size_t min_rounds; /* [2, max_rounds]: the interval needs two rounds' ratios */
+    size_t max_rounds; /* [min_rounds, L2P_TAX_ROUNDS_MAX] */
+    double confidence; /* of the interval, (0.5, 1) */
+    double tolerance;  /* the interval's half width, relative: (0, 1) */
+    unsigned long long seed; /* of the bootstrap */
+} l2p_tax_measure_options;
+void l2p_tax_measure_options_default(l2p_tax_measure_options *o);
+l2p_status l2p_tax_measure_check(const l2p_tax_measure_options *o);
+
+typedef l2p_status (*l2p_tax_eval_fn)(void *ctx, int at, size_t n, double *samples);
+typedef struct {
+    l2p_tax_interval interval;
+    size_t rounds;
+    size_t n;           /* samples per side: rounds * repeat */
+    double *base, *at;  /* malloc'd, in the order taken */
+} l2p_tax_measure_result;
+/* On failure (eval's included) nothing is left allocated in *out. */
+l2p_status l2p_tax_measure(const l2p_tax_measure_options *o, l2p_tax_eval_fn eval, void *ctx,
+                           l2p_tax_measure_result *out);
+void l2p_tax_measure_result_free(l2p_tax_measure_result *r);
 
 /* Miss fraction of random accesses over ws bytes into a capacity of cap bytes. */
 double l2p_tax_miss_fraction(double ws, double cap);

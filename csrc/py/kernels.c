@@ -422,7 +422,9 @@ static const char *const tax_patterns[] = {"random", "streaming", NULL};
     X(tax_probe, accesses, INT(0, 1, LLONG_MAX, KW | OPT))        \
     X(tax_probe, seed, INT(1, 0, 4294967295LL, KW))               \
     X(tax_probe, blocks, BLOCKS(0, KW | OPT))                     \
-    X(tax_probe, threads, THREADS(0, KW | OPT))
+    X(tax_probe, threads, THREADS(0, KW | OPT))                   \
+    X(tax_probe, companion, BUF("iu", W4, 0, KW | OPT))           \
+    X(tax_probe, companion_words, INT(0, LLONG_MIN, LLONG_MAX, KW))
 enum { TAX_PROBE_ARGS(ARG_ID) };
 
 static int tax_probe_check(l2p_call *c)
@@ -432,7 +434,11 @@ static int tax_probe_check(l2p_call *c)
     /* the default: four accesses per word */
     if (!c->v[ARG_tax_probe_accesses].given)
         L2P_INT(c, ARG_tax_probe_accesses) = 4 * (long long)count_of(L2P_BUF(c, ARG_tax_probe_table));
-    return 0;
+    l2p_BufferObject *comp = L2P_BUF(c, ARG_tax_probe_companion);
+    /* the companion's range and size are the core's (l2p_tax_check_companion) */
+    return l2p_call_core(c, l2p_tax_check_companion(comp != NULL, comp ? count_of(comp) : 0,
+                                                    L2P_INT(c, ARG_tax_probe_companion_words),
+                                                    L2P_INT(c, ARG_tax_probe_accesses)));
 }
 
 static cudaError_t tax_probe_launch(l2p_call *c)
@@ -442,6 +448,8 @@ static cudaError_t tax_probe_launch(l2p_call *c)
                                 L2P_INT(c, ARG_tax_probe_pattern) == 0, (uint32_t *)t->ptr,
                                 count_of(t), (unsigned long long)L2P_INT(c, ARG_tax_probe_accesses),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_seed),
+                                (const uint32_t *)ptr_of(L2P_BUF(c, ARG_tax_probe_companion)),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_companion_words),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_blocks),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_threads), c->sink, c->stream,
                                 c->window);
@@ -494,7 +502,11 @@ const l2p_kernel l2p_kernel_table[] = {
      {HOT_COLD_READ_ARGS(ARG_ROW)}},
     {"tax_probe", "The set-aside tax probe: `accesses` (default: 4 per word) 4-byte reads, "
      "writes, read-modify-writes or atomicAdds over a 32-bit table at random (from `seed`) or "
-     "streaming positions; blocks and threads default to 4 x 512 per SM.", L2P_K_SINK,
+     "streaming positions; blocks and threads default to 4 x 512 per SM. companion (a 32-bit "
+     "buffer of companion_words x accesses words) with companion_words=k in [1, 16]: each "
+     "access also reads k words of it, coalesced and each once, and adds them to what it "
+     "writes (a stream of k bytes per byte written, as real writes read their inputs).",
+     L2P_K_SINK,
      l2p_streaming_grid, tax_probe_check, tax_probe_launch, NULL,
      {TAX_PROBE_ARGS(ARG_ROW)}},
     {NULL, NULL, 0, NULL, NULL, NULL, NULL, {{0}}}};

@@ -5,55 +5,81 @@
 #include <float.h>
 
 #include "l2p_tax.h"
+#include "l2p_timing.h"
 
-/* compute_capability: a (major, minor) tuple of ints. */
+/* compute_capability: (major, minor), a tuple or list of two ints (a mapping read from JSON
+ * gives a list). */
 static int cc_arg(PyObject *cc, int *major, int *minor)
 {
     long long v[2];
-    if (!PyTuple_Check(cc) || PyTuple_GET_SIZE(cc) != 2) {
-        PyErr_Format(PyExc_TypeError, "compute_capability: expected (major, minor), got %s",
-                     Py_TYPE(cc)->tp_name);
+    if (!PyTuple_Check(cc) && !PyList_Check(cc)) {
+        PyErr_Format(PyExc_TypeError, "compute_capability: expected (major, minor), two ints, "
+                     "got %R", cc);
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(cc) != 2) {
+        PyErr_Format(PyExc_ValueError, "compute_capability: expected (major, minor), two ints, "
+                     "got %R", cc);
         return -1;
     }
     for (int i = 0; i < 2; i++)
-        if (l2p_py_ranged_int(PyTuple_GET_ITEM(cc, i), "compute_capability", i ? "minor" :
-                              "major", 0, INT_MAX, &v[i]) < 0)
+        if (l2p_py_ranged_int(PySequence_Fast_GET_ITEM(cc, i), "compute_capability",
+                              i ? "minor" : "major", 0, INT_MAX, &v[i]) < 0)
             return -1;
     *major = (int)v[0];
     *minor = (int)v[1];
     return 0;
 }
 
-/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows). */
+/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows; the
+ * names are DeviceProperties' keys, so a mapping's bad value is named by its key). */
 typedef struct {
     PyObject *compute_capability;
-    long long l2_cache_size, set_aside, granule, persisting_max;
+    long long l2_cache_size;
+    PyObject *set_aside;
+    long long granule, persisting_l2_cache_max_size;
 } chip_args;
 
 #define CHIP_PARAMS(S, tail_flags)                                                              \
     L2P_PARAM(S, compute_capability, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,                     \
               .pytype = "tuple[int, int]", .doc = "the chip's (major, minor)"),                  \
-    L2P_PARAM(S, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX,   \
+    L2P_PARAM(S, l2_cache_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1, .hi = LLONG_MAX,   \
               .what = "bytes", .doc = "the L2 size"),                                           \
-    /* the range is the core's (l2p_tax_predict): [0, persisting_max] */                        \
-    L2P_PARAM(S, set_aside, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = LLONG_MIN,                \
-              .hi = LLONG_MAX, .what = "bytes", .doc = "the persisting-L2 set-aside"),           \
+    /* the range is the core's (l2p_tax_check_set_aside): [0, persisting max] */                \
+    L2P_PARAM(S, set_aside, L2P_P_OBJECT, .flags = L2P_P_REQUIRED, .pytype = "int",             \
+              .doc = "the persisting-L2 set-aside, bytes"),                                     \
     L2P_PARAM(S, granule, L2P_P_INT, .flags = (tail_flags), .lo = 0, .hi = LLONG_MAX,           \
               .what = "bytes", .doc = "the driver's set-aside step; 0: the model's L2 / 16"),    \
-    L2P_PARAM(S, persisting_max, L2P_P_INT, .lo = 0, .hi = LLONG_MAX, .what = "bytes",          \
-              .flags = (tail_flags),                                                            \
-              .doc = "persisting_l2_cache_max_size; 0: unknown (the L2 size bounds set_aside)")
+    L2P_PARAM(S, persisting_l2_cache_max_size, L2P_P_INT, .lo = 0, .hi = LLONG_MAX,             \
+              .what = "bytes", .flags = (tail_flags),                                           \
+              .doc = "the largest set-aside; 0: unknown (the L2 size bounds set_aside)")
 
-static int chip_arg(const chip_args *a, l2p_tax_chip *out)
+/* The chip and the set-aside; the set-aside's range is the core's, also for an int that does
+ * not fit a long long (the core's message names it as given). */
+static int chip_arg(l2p_state *st, const chip_args *a, l2p_tax_chip *out, long long *set_aside)
 {
-    int major, minor;
+    int major, minor, overflow = 0;
     if (cc_arg(a->compute_capability, &major, &minor) < 0) return -1;
     *out = (l2p_tax_chip){major, minor, (size_t)a->l2_cache_size, (size_t)a->granule,
-                          (size_t)a->persisting_max};
-    return 0;
+                          (size_t)a->persisting_l2_cache_max_size};
+    if (PyBool_Check(a->set_aside) || !PyIndex_Check(a->set_aside)) {
+        PyErr_Format(PyExc_TypeError, "set_aside: expected an int (bytes), got %s",
+                     Py_TYPE(a->set_aside)->tp_name);
+        return -1;
+    }
+    PyObject *v = PyNumber_Index(a->set_aside);
+    if (!v) return -1;
+    *set_aside = PyLong_AsLongLongAndOverflow(v, &overflow);
+    PyObject *text = overflow ? PyObject_Str(v) : NULL;
+    Py_DECREF(v);
+    if (!overflow) return *set_aside == -1 && PyErr_Occurred() ? -1 : 0;
+    const char *given = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (given) l2p_tax_check_set_aside(out, overflow > 0 ? LLONG_MAX : LLONG_MIN, given);
+    Py_XDECREF(text);
+    return given ? l2p_py_raise_int(st) : -1;
 }
 
-static PyObject *model_dict(const l2p_tax_model *m)
+static PyObject *model_dict(const l2p_tax_chip *c, const l2p_tax_model *m)
 {
     PyObject *pen = PyDict_New();
     for (int k = 0; pen && k < L2P_TAX_KIND_COUNT; k++) {
@@ -62,35 +88,189 @@ static PyObject *model_dict(const l2p_tax_model *m)
         Py_XDECREF(v);
     }
     if (!pen) return NULL;
-    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O}",
-                         "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
+    return Py_BuildValue("{s:(ii),s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O,s:N}",
+                         "compute_capability", c->cc_major, c->cc_minor, "persisting_max",
+                         (Py_ssize_t)c->persisting_max, "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
                          (Py_ssize_t)m->set_aside, "granule", (Py_ssize_t)m->granule,
                          "capacity_coeff", m->capacity_coeff, "onset_fraction",
                          m->onset_fraction, "base_fraction", m->base_fraction, "base_bytes",
                          (Py_ssize_t)m->base_bytes, "taxed", m->taxed ? Py_True : Py_False,
                          "penalty", pen, "knee_bytes", (Py_ssize_t)m->knee_bytes,
                          "probe_working_set", (Py_ssize_t)m->probe_bytes, "basis", m->basis,
-                         "exact", m->exact ? Py_True : Py_False);
+                         "exact", m->exact ? Py_True : Py_False, "companion",
+                         Py_BuildValue("{s:d,s:d,s:d,s:d,s:n,s:z}", "ratio", m->companion,
+                                       "share", m->companion_share, "half", m->companion_half,
+                                       "stream_cost", m->stream_cost, "bytes",
+                                       (Py_ssize_t)m->companion_bytes, "basis",
+                                       m->companion_basis));
 }
+
+/* A number of a row's mapping: companion_rows[table][i][key]. */
+static int row_number(PyObject *row, const char *table, Py_ssize_t i, const char *key,
+                      double *out)
+{
+    PyObject *v = PyMapping_Check(row) ? PyMapping_GetItemString(row, key) : NULL;
+    if (!v) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "companion_rows: %s[%zd] lacks '%s' (a mapping with the "
+                     "keys of tax_companion_rows()'s rows)", table, i, key);
+        return -1;
+    }
+    *out = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (*out == -1.0 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError, "companion_rows: %s[%zd][%s] is not a number", table, i,
+                     key);
+        return -1;
+    }
+    return 0;
+}
+
+/* The chip part of a row: name (borrowed from the row while the call holds it), cc, L2. */
+static int row_chip(PyObject *row, const char *table, Py_ssize_t i, const char **name,
+                    int *major, int *minor, double *l2_mib)
+{
+    PyObject *chip = PyMapping_GetItemString(row, "chip");
+    PyObject *cc = chip ? PyMapping_GetItemString(row, "compute_capability") : NULL;
+    int rc = -1;
+    if (!cc) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "companion_rows: %s[%zd] lacks 'chip' or "
+                     "'compute_capability'", table, i);
+    } else if (!PyUnicode_Check(chip)) {
+        PyErr_Format(PyExc_TypeError, "companion_rows: %s[%zd][chip] is not a str", table, i);
+    } else if ((*name = PyUnicode_AsUTF8(chip)) && cc_arg(cc, major, minor) == 0) {
+        rc = row_number(row, table, i, "l2_mib", l2_mib);
+    }
+    /* the row holds the name's str: a borrowed pointer stays valid while the row lives */
+    Py_XDECREF(chip);
+    Py_XDECREF(cc);
+    return rc;
+}
+
+/* obj[table] as a fast sequence; *n its length (NULL with the error naming the table). */
+static PyObject *rows_seq(PyObject *obj, const char *table, Py_ssize_t *n)
+{
+    PyObject *list = PyMapping_GetItemString(obj, table);
+    PyObject *seq = list ? PySequence_Fast(list, "companion_rows") : NULL;
+    Py_XDECREF(list);
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "companion_rows: expected a mapping with lists 'knees' "
+                     "and 'streams' (as tax_companion_rows() gives), lacking %s", table);
+        return NULL;
+    }
+    *n = PySequence_Fast_GET_SIZE(seq);
+    return seq;
+}
+
+/* companion_rows: None (the core's own rows) or {"knees": [...], "streams": [...]} with the
+ * keys tax_companion_rows() gives; *out's arrays are PyMem (free with rows_free). */
+static int companion_rows_arg(PyObject *obj, l2p_tax_companion_data *out, PyObject **hold)
+{
+    Py_ssize_t nk = 0, ns = 0;
+    *out = (l2p_tax_companion_data){0};
+    *hold = NULL;
+    if (obj == Py_None) return 0;
+    PyObject *knees = rows_seq(obj, "knees", &nk);
+    PyObject *streams = knees ? rows_seq(obj, "streams", &ns) : NULL;
+    l2p_tax_companion_row *k = streams ? PyMem_Calloc((size_t)nk + 1, sizeof *k) : NULL;
+    l2p_tax_stream_row *s = k ? PyMem_Calloc((size_t)ns + 1, sizeof *s) : NULL;
+    int ok = s != NULL;
+    if (streams && !ok) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; ok && i < nk; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(knees, i);
+        double fit;
+        l2p_tax_companion_row *w = &k[i];
+        ok = row_chip(r, "knees", i, &w->chip, &w->cc_major, &w->cc_minor, &w->l2_mib) == 0 &&
+             row_number(r, "knees", i, "set_aside_mib", &w->set_aside_mib) == 0 &&
+             row_number(r, "knees", i, "companion", &w->companion) == 0 &&
+             row_number(r, "knees", i, "knee_lo_mib", &w->knee_lo_mib) == 0 &&
+             row_number(r, "knees", i, "knee_hi_mib", &w->knee_hi_mib) == 0 &&
+             row_number(r, "knees", i, "alone_lo_mib", &w->alone_lo_mib) == 0 &&
+             row_number(r, "knees", i, "alone_hi_mib", &w->alone_hi_mib) == 0 &&
+             row_number(r, "knees", i, "fit", &fit) == 0;
+        w->fit = fit != 0;
+        w->source = "companion_rows";
+    }
+    for (Py_ssize_t i = 0; ok && i < ns; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(streams, i);
+        l2p_tax_stream_row *w = &s[i];
+        ok = row_chip(r, "streams", i, &w->chip, &w->cc_major, &w->cc_minor, &w->l2_mib) == 0 &&
+             row_number(r, "streams", i, "companion", &w->companion) == 0 &&
+             row_number(r, "streams", i, "time_ratio", &w->time_ratio) == 0;
+        w->source = "companion_rows";
+    }
+    Py_XDECREF(streams);
+    Py_XDECREF(knees);
+    if (!ok) {
+        PyMem_Free(k);
+        PyMem_Free(s);
+        return -1;
+    }
+    *out = (l2p_tax_companion_data){k, (size_t)nk, s, (size_t)ns};
+    *hold = obj; /* the rows' strings are borrowed from it */
+    return 0;
+}
+
+static void rows_free(l2p_tax_companion_data *d)
+{
+    PyMem_Free((void *)d->knees);
+    PyMem_Free((void *)d->streams);
+}
+
+/* The model of a call's chip, set-aside and companion stream. */
+static int model_of(l2p_state *st, const chip_args *a, double companion, PyObject *rows_obj,
+                    l2p_tax_chip *chip, l2p_tax_model *m)
+{
+    long long set_aside;
+    l2p_tax_companion_data rows;
+    PyObject *hold;
+    if (chip_arg(st, a, chip, &set_aside) < 0 || companion_rows_arg(rows_obj, &rows, &hold) < 0)
+        return -1;
+    l2p_status rc = l2p_tax_predict_companion(chip, set_aside, companion, hold ? &rows : NULL,
+                                              m);
+    rows_free(&rows);
+    return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+/* companion, companion_rows: the same two keyword-only parameters of tax_predict and
+ * tax_slowdown (each struct names its fields so). */
+#define COMPANION_PARAMS(S)                                                                     \
+    L2P_PARAM(S, companion, L2P_P_FLOAT, .flags = L2P_P_KWONLY, .fval = 0.0,                    \
+              .doc = "bytes streamed alongside per byte written, in [0, 1e6] (the core's "       \
+              "range)"),                                                                        \
+    L2P_PARAM(S, companion_rows, L2P_P_OBJECT, .flags = L2P_P_KWONLY,                           \
+              .pytype = "dict[str, list[dict[str, object]]] | None",                            \
+              .doc = "companion rows to fit the stream's constants from; None: the core's own")
+
+typedef struct {
+    chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
+    double companion;
+    PyObject *companion_rows;
+} predict_args;
 
 static PyObject *fn_predict(PyObject *mod, const void *args)
 {
-    const chip_args *a = args;
+    const predict_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (chip_arg(a, &chip) < 0) return NULL;
-    if (l2p_tax_predict(&chip, a->set_aside, &m) != L2P_OK)
-        return l2p_py_raise(l2p_state_from_module(mod));
-    return model_dict(&m);
+    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->companion_rows, &chip,
+                 &m) < 0)
+        return NULL;
+    return model_dict(&chip, &m);
 }
-L2P_DEFINE_FN(predict_fn, chip_args, fn_predict, "tax_predict",
+L2P_DEFINE_FN(predict_fn, predict_args, fn_predict, "tax_predict",
               "The set-aside tax model of a chip at one set-aside: knee, constants and their "
-              "basis.", "dict[str, object]", CHIP_PARAMS(chip_args, L2P_P_KWONLY));
+              "basis.", "dict[str, object]", CHIP_PARAMS(chip_args, L2P_P_KWONLY),
+              COMPANION_PARAMS(predict_args));
 
 typedef struct {
     chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
     int kind;
     double ws_bytes;
+    double companion;
+    PyObject *companion_rows;
 } slowdown_args;
 
 static PyObject *fn_slowdown(PyObject *mod, const void *args)
@@ -98,9 +278,9 @@ static PyObject *fn_slowdown(PyObject *mod, const void *args)
     const slowdown_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (chip_arg(&a->chip, &chip) < 0) return NULL;
-    if (l2p_tax_predict(&chip, a->chip.set_aside, &m) != L2P_OK)
-        return l2p_py_raise(l2p_state_from_module(mod));
+    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->companion_rows, &chip,
+                 &m) < 0)
+        return NULL;
     return PyFloat_FromDouble(l2p_tax_slowdown(&m, a->kind, a->ws_bytes));
 }
 L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",
@@ -109,7 +289,8 @@ L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",
               L2P_PARAM(slowdown_args, kind, L2P_P_CHOICE, .flags = L2P_P_REQUIRED,
                         .choices = l2p_tax_kind_names, .doc = "the access kind"),
               L2P_PARAM(slowdown_args, ws_bytes, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
-                        .flo = 0.0, .fhi = DBL_MAX, .doc = "the working set, bytes"));
+                        .flo = 0.0, .fhi = DBL_MAX, .doc = "the working set, bytes"),
+              COMPANION_PARAMS(slowdown_args));
 
 /* A sequence of numbers as a PyMem array of doubles; *n its length. */
 static double *doubles(PyObject *obj, const char *name, Py_ssize_t *n)
@@ -292,10 +473,214 @@ static PyObject *fn_rows(PyObject *mod, const void *noargs)
     return NULL;
 }
 
+/* The built-in companion rows, as companion_rows= takes them. */
+static PyObject *fn_companion_rows(PyObject *mod, const void *noargs)
+{
+    l2p_tax_companion_data d = l2p_tax_companion_builtin();
+    PyObject *knees = PyList_New(0), *streams = PyList_New(0);
+    (void)mod;
+    (void)noargs;
+    for (size_t i = 0; knees && i < d.n_knees; i++) {
+        const l2p_tax_companion_row *k = &d.knees[i];
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:O,s:s}", "chip",
+                                    k->chip, "compute_capability", k->cc_major, k->cc_minor,
+                                    "l2_mib", k->l2_mib, "set_aside_mib", k->set_aside_mib,
+                                    "companion", k->companion, "knee_lo_mib", k->knee_lo_mib,
+                                    "knee_hi_mib", k->knee_hi_mib, "alone_lo_mib",
+                                    k->alone_lo_mib, "alone_hi_mib", k->alone_hi_mib, "fit",
+                                    k->fit ? Py_True : Py_False, "source", k->source);
+        if (!r || PyList_Append(knees, r) < 0) Py_CLEAR(knees);
+        Py_XDECREF(r);
+    }
+    for (size_t i = 0; streams && i < d.n_streams; i++) {
+        const l2p_tax_stream_row *t = &d.streams[i];
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:d,s:d,s:d,s:s}", "chip", t->chip,
+                                    "compute_capability", t->cc_major, t->cc_minor, "l2_mib",
+                                    t->l2_mib, "companion", t->companion, "time_ratio",
+                                    t->time_ratio, "source", t->source);
+        if (!r || PyList_Append(streams, r) < 0) Py_CLEAR(streams);
+        Py_XDECREF(r);
+    }
+    if (knees && streams) return Py_BuildValue("{s:N,s:N}", "knees", knees, "streams", streams);
+    Py_XDECREF(knees);
+    Py_XDECREF(streams);
+    return NULL;
+}
+
+typedef struct {
+    PyObject *companions, *values;
+} fit_companion_args;
+
+/* Both fits take (k, y) sequences of one length; `which` picks the core's fit. */
+static PyObject *fit_pairs(PyObject *mod, const fit_companion_args *a, int which)
+{
+    double *k = NULL, *y = NULL, share, half, cost;
+    PyObject *out = NULL;
+    Py_ssize_t nk = 0, ny = 0;
+    if ((k = doubles(a->companions, "companions", &nk)) &&
+        (y = doubles(a->values, "values", &ny)) &&
+        same_length(nk, ny, "companions", "values") == 0) {
+        l2p_status rc = which ? l2p_tax_fit_stream_cost((size_t)nk, k, y, &cost)
+                              : l2p_tax_fit_companion((size_t)nk, k, y, &share, &half);
+        if (rc != L2P_OK)
+            l2p_py_raise(l2p_state_from_module(mod));
+        else
+            out = which ? PyFloat_FromDouble(cost) : Py_BuildValue("(dd)", share, half);
+    }
+    PyMem_Free(k);
+    PyMem_Free(y);
+    return out;
+}
+
+static PyObject *fn_fit_companion(PyObject *mod, const void *args)
+{
+    return fit_pairs(mod, args, 0);
+}
+
+static PyObject *fn_fit_stream_cost(PyObject *mod, const void *args)
+{
+    return fit_pairs(mod, args, 1);
+}
+
+#define FIT_PAIR_PARAMS(values_doc)                                                             \
+    L2P_PARAM(fit_companion_args, companions, L2P_P_OBJECT,                                     \
+              .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",             \
+              .doc = "k of each point: bytes streamed per byte written (> 0)"),                 \
+    L2P_PARAM(fit_companion_args, values, L2P_P_OBJECT,                                         \
+              .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",             \
+              .doc = values_doc)
+L2P_DEFINE_FN(fit_companion_fn, fit_companion_args, fn_fit_companion, "tax_fit_companion",
+              "(D, k_half) of shift = D k / (k + k_half), least squares (l2p_tax_fit_companion).",
+              "tuple[float, float]",
+              FIT_PAIR_PARAMS("the knee's shift at each point, a fraction of the L2"));
+L2P_DEFINE_FN(fit_stream_cost_fn, fit_companion_args, fn_fit_stream_cost,
+              "tax_fit_stream_cost", "a of time_ratio = 1 + a k, least squares through the "
+              "origin (l2p_tax_fit_stream_cost).", "float",
+              FIT_PAIR_PARAMS("time with the stream over time without it, at limit 0"));
+
+/* ---- the measurement loop (l2persist.tax.measure) ---- */
+
+typedef struct {
+    PyObject *evaluate;
+    int python_error; /* evaluate raised: the exception is pending */
+} measure_bridge;
+
+static l2p_status call_measure_eval(void *ctx, int at, size_t n, double *samples)
+{
+    measure_bridge *b = ctx;
+    Py_ssize_t got = 0;
+    PyObject *res = PyObject_CallFunction(b->evaluate, "On", at ? Py_True : Py_False,
+                                          (Py_ssize_t)n);
+    double *v = res ? doubles(res, "evaluate", &got) : NULL;
+    Py_XDECREF(res);
+    if (v && got != (Py_ssize_t)n) {
+        PyErr_Format(PyExc_ValueError, "evaluate: returned %zd samples, %zu were asked for",
+                     got, n);
+        PyMem_Free(v);
+        v = NULL;
+    }
+    if (!v) {
+        b->python_error = 1;
+        return L2P_ERR_CALLBACK;
+    }
+    memcpy(samples, v, n * sizeof *v);
+    PyMem_Free(v);
+    return L2P_OK;
+}
+
+static PyObject *samples_list(const double *v, size_t n)
+{
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, f);
+    }
+    return out;
+}
+
+typedef struct {
+    PyObject *evaluate;
+    long long repeat, min_rounds, max_rounds;
+    double confidence, tolerance;
+    PyObject *seed;
+} measure_args;
+
+static PyObject *fn_measure(PyObject *mod, const void *args)
+{
+    const measure_args *a = args;
+    l2p_state *st = l2p_state_from_module(mod);
+    l2p_tax_measure_options o;
+    l2p_tax_measure_result r;
+    measure_bridge b = {a->evaluate, 0};
+    l2p_tax_measure_options_default(&o);
+    o.repeat = (size_t)a->repeat;
+    o.min_rounds = (size_t)a->min_rounds;
+    o.max_rounds = (size_t)a->max_rounds;
+    o.confidence = a->confidence;
+    o.tolerance = a->tolerance;
+    if (a->seed != Py_None) {
+        o.seed = PyLong_AsUnsignedLongLong(a->seed);
+        if (PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "seed: %R is not an int in [0, 2^64 - 1]", a->seed);
+            return NULL;
+        }
+    }
+    if (a->evaluate == Py_None) { /* the arguments' check alone */
+        if (l2p_tax_measure_check(&o) != L2P_OK) return l2p_py_raise(st);
+        Py_RETURN_NONE;
+    }
+    l2p_status rc = l2p_tax_measure(&o, call_measure_eval, &b, &r);
+    if (b.python_error) return NULL;
+    if (rc != L2P_OK) return l2p_py_raise(st);
+    const l2p_tax_interval *iv = &r.interval;
+    PyObject *out = Py_BuildValue("{s:d,s:(dd),s:d,s:d,s:O,s:n,s:N,s:N}", "slowdown",
+                                  iv->slowdown, "interval", iv->low, iv->high, "base_ms",
+                                  iv->base_ms, "at_ms", iv->at_ms, "converged",
+                                  iv->converged ? Py_True : Py_False, "rounds",
+                                  (Py_ssize_t)r.rounds, "base_samples",
+                                  samples_list(r.base, r.n), "at_samples",
+                                  samples_list(r.at, r.n));
+    l2p_tax_measure_result_free(&r);
+    return out;
+}
+L2P_DEFINE_FN(measure_fn, measure_args, fn_measure, "tax_measure",
+              "The core's measurement loop (l2p_tax_measure): evaluate(at, n) installs limit 0 "
+              "(at False) or the set-aside (at True) and returns n samples (ms); rounds until "
+              "the slowdown's interval is within +-tolerance. evaluate None: only check the "
+              "arguments.", "dict[str, object] | None",
+              L2P_PARAM(measure_args, evaluate, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Callable[[bool, int], Sequence[float]] | None",
+                        .doc = "runs the work at one limit; None: check the arguments only"),
+              /* the ranges are the core's (time_calls' count, L2P_TAX_ROUNDS_MAX; min <= max: the
+               * core) */
+              L2P_PARAM(measure_args, repeat, L2P_P_INT, .flags = L2P_P_KWONLY, .ival = 5,
+                        .lo = 1, .hi = L2P_TIME_MAX_COUNT, .what = "samples",
+                        .doc = "samples per side per round"),
+              L2P_PARAM(measure_args, min_rounds, L2P_P_INT, .flags = L2P_P_KWONLY, .ival = 3,
+                        .lo = 2, .hi = L2P_TAX_ROUNDS_MAX, .what = "rounds",
+                        .doc = "rounds before the interval may stop it (at most max_rounds)"),
+              L2P_PARAM(measure_args, max_rounds, L2P_P_INT, .flags = L2P_P_KWONLY, .ival = 20,
+                        .lo = 2, .hi = L2P_TAX_ROUNDS_MAX, .what = "rounds",
+                        .doc = "the cap"),
+              L2P_PARAM(measure_args, confidence, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.95, .doc = "of the interval, in (0.5, 1)"),
+              L2P_PARAM(measure_args, tolerance, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.02, .doc = "the interval's half width relative to the "
+                        "slowdown, in (0, 1)"),
+              L2P_PARAM(measure_args, seed, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "int | None", .doc = "the bootstrap's seed; None: the core's"));
+
 #define TAX_ROWS "list[dict[str, object]]"
 L2P_DEFINE_FN(rows_fn, l2p_no_args, fn_rows, "tax_rows", "(knee rows, slowdown rows, limit-0 "
               "rows): the measurements the model is fitted to.",
               "tuple[" TAX_ROWS ", " TAX_ROWS ", " TAX_ROWS "]", L2P_NO_PARAMS);
 
-const l2p_fn *const l2p_tax_fns[] = {&predict_fn, &slowdown_fn, &fit_capacity_fn,
-                                     &fit_penalty_fn, &knee_fn, &rows_fn, NULL};
+L2P_DEFINE_FN(companion_rows_fn, l2p_no_args, fn_companion_rows, "tax_companion_rows",
+              "The companion-stream rows the model fits D, k_half and a from "
+              "(csrc/core/l2p_tax_companion_rows.c).", "dict[str, " TAX_ROWS "]", L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_tax_fns[] = {&predict_fn,        &slowdown_fn,         &fit_capacity_fn,
+                                     &fit_penalty_fn,    &knee_fn,             &rows_fn,
+                                     &companion_rows_fn, &fit_companion_fn,    &fit_stream_cost_fn,
+                                     &measure_fn,        NULL};

@@ -115,6 +115,7 @@ def run(ctx):
         r["set_aside_mib"] = r["set_aside"] / MIB
     _add_slowdowns(records, dev)
     _, summary = _findings(records, dev, have_counters)
+    summary["real_work"] = _real_work(ctx)
     res = ctx.results(
         records, summary=summary,
         columns=[("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set-aside MiB"),
@@ -243,7 +244,110 @@ def findings(res) -> list:
     first_kind = next(i for i, n in enumerate(notes) if " at the maximum set-aside " in n)
     kinds = [n for n in notes if " at the maximum set-aside " in n]
     at = first_kind + len(kinds)
-    return notes[:at] + _at_default(res.records, res.meta) + notes[at:]
+    return (notes[:at] + _at_default(res.records, res.meta) + notes[at:]
+            + real_work_notes(res.summary.get("real_work") or []))
+
+
+# ---- real work: what the tax costs PyTorch work that never asks for persistence ----
+
+REAL_WORK_GRANULES = 7   # besides the maximum: the middle of the taxed range
+ENCODER = dict(d_model=512, nhead=8, dim_feedforward=2048, layers=4, batch=16, seq=256)
+GCN = dict(nodes=200_000, edges=2_000_000, features=128, hidden=128, classes=16)
+
+
+def _encoder_work(torch, ext):
+    """A small transformer encoder (ENCODER): its training step (forward, backward, AdamW)
+    and its inference forward, each on the l2persist stream behind ``ext``."""
+    e = ENCODER
+    layer = torch.nn.TransformerEncoderLayer(e["d_model"], e["nhead"], e["dim_feedforward"],
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, e["layers"], enable_nested_tensor=False).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(e["batch"], e["seq"], e["d_model"], device="cuda")
+
+    def train():
+        with torch.cuda.stream(ext):
+            model.train()
+            opt.zero_grad(set_to_none=True)
+            model(x).pow(2).mean().backward()
+            opt.step()
+
+    def infer():
+        with torch.cuda.stream(ext), torch.inference_mode():
+            model.eval()
+            model(x)
+    return [("encoder training step", train), ("encoder inference forward", infer)]
+
+
+def _gcn_work(torch, ext):
+    """A two-layer torch_geometric GCN (GCN) training step on a random graph."""
+    from torch_geometric.nn import GCNConv
+
+    g = GCN
+    x = torch.randn(g["nodes"], g["features"], device="cuda")
+    edges = torch.randint(0, g["nodes"], (2, g["edges"]), device="cuda")
+    y = torch.randint(0, g["classes"], (g["nodes"],), device="cuda")
+    conv1 = GCNConv(g["features"], g["hidden"]).cuda()
+    conv2 = GCNConv(g["hidden"], g["classes"]).cuda()
+    opt = torch.optim.Adam([*conv1.parameters(), *conv2.parameters()], lr=1e-2)
+
+    def step():
+        with torch.cuda.stream(ext):
+            opt.zero_grad(set_to_none=True)
+            out = conv2(conv1(x, edges).relu(), edges)
+            torch.nn.functional.cross_entropy(out, y).backward()
+            opt.step()
+    return [("torch_geometric GCN training step", step)]
+
+
+def _real_work(ctx) -> list:
+    """Each real workload measured with l2persist.tax.measure (interleaved rounds until the
+    slowdown's 95 % interval is within +-2 %, no window) at the maximum set-aside and at
+    REAL_WORK_GRANULES granules. Parts whose library is missing are skipped with a reason."""
+    if not ctx.has("torch", "real work (a PyTorch encoder and a torch_geometric GCN)"):
+        return []
+    import torch
+
+    dev = ctx.device
+    props = dev.properties
+    asides = [props.persisting_l2_cache_max_size,
+              min(REAL_WORK_GRANULES * dev.persisting_l2_granule,
+                  props.persisting_l2_cache_max_size)]
+    out = []
+    with _core.Stream(dev) as s:
+        ext = torch.cuda.ExternalStream(s.handle)
+        works = _encoder_work(torch, ext)
+        try:
+            works += _gcn_work(torch, ext)
+        except ImportError as e:
+            ctx.skipped.append(("the GCN training step", f"it needs torch_geometric ({e}; "
+                                "pip install torch_geometric)"))
+        for name, fn in works:
+            fn()  # allocations and lazy state outside the timing
+            s.synchronize()
+            for aside in asides:
+                r = tax.measure(fn, aside, stream=s, max_rounds=8 if ctx.quick else 20)
+                out.append(dict(work=name, set_aside=r.set_aside,
+                                granules=round(r.set_aside / dev.persisting_l2_granule),
+                                slowdown=r.slowdown, low=r.interval[0], high=r.interval[1],
+                                rounds=r.rounds, converged=r.converged, base_ms=r.base_ms,
+                                at_ms=r.at_ms))
+    return out
+
+
+def real_work_notes(rows) -> list:
+    """One note per real workload: its slowdown (and interval) at each set-aside measured."""
+    notes = []
+    for name in dict.fromkeys(r["work"] for r in rows):
+        parts = [f"{r['slowdown']:.2f}x ({r['low']:.2f}-{r['high']:.2f}"
+                 f"{'' if r['converged'] else ', not within +-2 %'}) at {r['granules']} "
+                 f"granules ({r['set_aside'] / MIB:g} MiB)"
+                 for r in sorted((r for r in rows if r["work"] == name),
+                                 key=lambda r: -r["set_aside"])]
+        base = next(r["base_ms"] for r in rows if r["work"] == name)
+        notes.append(f"real work, {name} ({base:.3g} ms at limit 0, no window): "
+                     + ", ".join(parts))
+    return notes
 
 
 def derive(records) -> None:
@@ -365,3 +469,221 @@ def _mechanism(records, top):
 def _grew(base, r) -> float:
     """How many times the DRAM write bytes of r are those of base."""
     return r["dram_bytes_write"] / max(base["dram_bytes_write"], 1.0)
+
+
+# ---- the companion stream: the sweep the model's stream term is fitted from ----
+
+COMPANION_FORMAT = "l2persist-tax-companion-sweep/1"
+COMPANION_WORDS = (0, 1, 2, 3, 4, 6, 8)   # k: bytes streamed per byte written
+HELD_OUT_WORDS = (3,)                       # k of PyTorch's out[idx] = val: never fitted
+SMALL_WS_FRACTION = 0.25                    # the stream's own cost: tables of at most L2 / 4
+
+
+def companion_sweep(dev, *, words=COMPANION_WORDS, step=2 * MIB, rounds=3, repeat=5,
+                    warmup=1, accesses=1 << 24, progress=None) -> dict:
+    """Random 4-byte writes (the probe, ``accesses`` per launch) over tables of h bytes (h
+    in ``step``s up to the L2 + 4 MiB) with a companion stream of k words read per write
+    (k in ``words``), at limit 0 and every set-aside from 4 granules below the maximum to
+    it; ``rounds`` rounds, each setting every limit once and timing every (k, h) there
+    (median of ``repeat`` samples). Returns the sweep as a JSON-ready dict (what
+    ``companion_rows`` reads); the limit found before is restored, also on errors."""
+    from ..results import collect_metadata
+    import time
+
+    props = dev.properties
+    if dev.persisting_l2_source != "process":
+        raise _core.NotSupportedError("the companion sweep sets the limit, and under MPS it is "
+                                      "the server's: run it outside MPS")
+    l2, granule = props.l2_cache_size, dev.persisting_l2_granule
+    top = props.persisting_l2_cache_max_size // granule
+    asides = [0] + [g * granule for g in range(max(1, top - 6), top + 1)]
+    sizes = list(range(step, l2 + 4 * MIB + 1, step))
+    words = [int(k) for k in words]
+    meta = collect_metadata(dev)
+    meta.update(granule=granule, accesses=accesses, rounds=rounds, repeat=repeat,
+                warmup=warmup, step=step, format=COMPANION_FORMAT)
+    ms = {}  # (set_aside, k, ws) -> [per-round medians]
+    before = dev.persisting_l2_limit
+    t0 = time.perf_counter()
+    with _core.Stream(dev) as s, _core.zeros(max(sizes) // 4, np.uint32, dev) as table, \
+            _core.zeros(max(max(words), 1) * accesses, np.uint32, dev) as comp:
+        try:
+            for rnd in range(rounds):
+                for aside in asides:
+                    dev.persisting_l2_limit = aside
+                    granted = dev.persisting_l2_limit
+                    for k in words:
+                        for ws in sizes:
+                            view = table[: ws // 4]
+                            extra = dict(companion=comp, companion_words=k) if k else {}
+
+                            def fn(view=view, extra=extra):
+                                K.tax_probe(view, "write", accesses=accesses, stream=s, **extra)
+
+                            samples = _core.time_calls(fn, stream=s, warmup=warmup,
+                                                       repeat=repeat, device=dev)
+                            ms.setdefault((granted, k, ws), []).append(
+                                _core.stats(samples)["median"])
+                if progress:
+                    progress(f"round {rnd + 1}/{rounds}: {time.perf_counter() - t0:.1f} s")
+        finally:
+            _core.restore_persisting_l2(dev, before)
+    meta["wall_s"] = round(time.perf_counter() - t0, 2)
+    points = [dict(set_aside=a, companion=k, ws=w, ms=v, median_ms=_core.stats(v)["median"])
+              for (a, k, w), v in sorted(ms.items())]
+    return {"format": COMPANION_FORMAT, "meta": meta,
+            "set_asides": sorted({p["set_aside"] for p in points}), "companions": words,
+            "ws": sizes, "points": points}
+
+
+def _chip_label(name: str) -> str:
+    """'NVIDIA H200' -> 'H200' (the label the model's rows use; they match by cc and L2)."""
+    words = name.replace("NVIDIA", "").split()
+    return words[0] if words else name
+
+
+def companion_rows(sweep, *, source: str | None = None) -> dict:
+    """The model's companion rows from a sweep (``companion_sweep``'s dict or its JSON path):
+    per set-aside above 0 and k > 0, the knee of the writes with the stream (first table
+    ``THRESHOLD``x slower than at limit 0 with the same stream) and the same run's knee
+    without it; per k > 0, the stream's own cost at limit 0 over small tables (median over
+    tables up to L2 / 4 of time with the stream / time without). Odd granules below the
+    maximum and k in ``HELD_OUT_WORDS`` are held out (fit False): the checks' rows."""
+    if not isinstance(sweep, dict):
+        from .._format import read_json
+        sweep, _ = read_json(sweep)
+    if not isinstance(sweep, dict) or sweep.get("format") != COMPANION_FORMAT:
+        got = sweep.get("format") if isinstance(sweep, dict) else type(sweep).__name__
+        raise ValueError(f"sweep: format {got!r}, expected {COMPANION_FORMAT!r}")
+    meta = sweep["meta"]
+    cc = [int(x) for x in str(meta["compute_capability"]).split(".")]
+    chip = _chip_label(meta.get("device_name", ""))
+    l2_mib = meta["l2_cache_size"] / MIB
+    granule, top = meta["granule"], max(sweep["set_asides"])
+    source = source or (f"companion sweep on the {meta.get('device_name')}, "
+                        f"{str(meta.get('date', ''))[:10]}, l2persist "
+                        f"{meta.get('git_revision')}, CUDA {meta.get('cuda_runtime')}")
+    t = {(p["set_aside"], p["companion"], p["ws"]): p["median_ms"] for p in sweep["points"]}
+    sizes = sorted({p["ws"] for p in sweep["points"]})
+
+    def knee(aside, k):
+        curve = [(w, t[aside, k, w] / t[0, k, w]) for w in sizes
+                 if (aside, k, w) in t and (0, k, w) in t]
+        lo, hi = tax.measured_knee([w / MIB for w, _ in curve], [r for _, r in curve],
+                                   THRESHOLD)
+        return lo, hi
+
+    knees = []
+    for aside in sweep["set_asides"]:
+        if aside == 0:
+            continue
+        alone = knee(aside, 0)
+        g = round(aside / granule)
+        for k in sweep["companions"]:
+            if k == 0:
+                continue
+            lo, hi = knee(aside, k)
+            held = (g % 2 == 1 and aside != top) or k in HELD_OUT_WORDS
+            knees.append(dict(chip=chip, compute_capability=cc, l2_mib=l2_mib,
+                              set_aside_mib=aside / MIB, companion=float(k), knee_lo_mib=lo,
+                              knee_hi_mib=hi, alone_lo_mib=alone[0], alone_hi_mib=alone[1],
+                              fit=not held, source=source))
+    streams = []
+    small = [w for w in sizes if w <= SMALL_WS_FRACTION * meta["l2_cache_size"]]
+    for k in sweep["companions"]:
+        ratios = [t[0, k, w] / t[0, 0, w] for w in small if (0, k, w) in t and (0, 0, w) in t]
+        if k and ratios:
+            streams.append(dict(chip=chip, compute_capability=cc, l2_mib=l2_mib,
+                                companion=float(k), time_ratio=_core.stats(ratios)["median"],
+                                source=source))
+    return {"knees": knees, "streams": streams}
+
+
+# ---- foreign work: how the model does on writes it was never fitted on ----
+
+KNEE_BAR_MIB = 4.0       # a knee within this of the measured interval
+SLOWDOWN_BAR = 0.25      # a slowdown within this (relative) of the measured
+
+
+def _knee_off(model_bytes, lo, hi, taxed):
+    """How far (MiB) a model's knee lies outside a measured (lo, hi] (bytes; hi 0: none up
+    to lo): 0 inside; None when neither has one."""
+    if hi:
+        return max(lo - model_bytes, model_bytes - hi, 0) / MIB if taxed else None
+    return max(lo - model_bytes, 0) / MIB if taxed else 0.0
+
+
+def validation_summary(records, chip, *, companion_rows=None) -> dict:
+    """Foreign work against the model. ``records``: one per (workload, set_aside, ws) with
+    ``kind``, ``companion`` (its k at that ws), ``slowdown`` (and its interval). Per workload
+    and set-aside: the measured knee (first ws ``THRESHOLD``x slower), the model's knee with
+    the workload's k (``companion_rows``: fitted from those rows; None: the core's own) and
+    without (k = 0, the model before the companion term), and each measured slowdown against
+    both. The bars: knees within ``KNEE_BAR_MIB``, slowdowns within ``SLOWDOWN_BAR``."""
+    out = []
+    groups = {}
+    for r in records:
+        groups.setdefault((r["workload"], r["set_aside"]), []).append(r)
+    for (name, aside), rs in sorted(groups.items()):
+        rs = sorted(rs, key=lambda r: r["ws"])
+        lo, hi = tax.measured_knee([r["ws"] for r in rs], [r["slowdown"] for r in rs],
+                                   THRESHOLD)
+        at = next((r for r in rs if r["ws"] == hi), rs[-1])
+        k = at["companion"]
+        model = tax.predict(chip, aside, companion=k, companion_rows=companion_rows)
+        alone = tax.predict(chip, aside)
+        points = []
+        for r in rs:
+            m = tax.predict(chip, aside, companion=r["companion"],
+                            companion_rows=companion_rows).slowdown_at(r["ws"], r["kind"])
+            a = alone.slowdown_at(r["ws"], r["kind"])
+            points.append(dict(ws_mib=r["ws"] / MIB, measured=r["slowdown"], model=m,
+                               alone=a, model_ok=abs(r["slowdown"] / m - 1) <= SLOWDOWN_BAR,
+                               alone_ok=abs(r["slowdown"] / a - 1) <= SLOWDOWN_BAR))
+        off = _knee_off(model.knee_bytes, lo, hi, model.taxed)
+        off_alone = _knee_off(alone.knee_bytes, lo, hi, alone.taxed)
+        out.append(dict(
+            workload=name, kind=rs[0]["kind"], set_aside=aside,
+            granules=round(aside / model.granule), companion=k,
+            knee_lo_mib=lo / MIB, knee_hi_mib=hi / MIB if hi else None,
+            model_knee_mib=model.knee_bytes / MIB, alone_knee_mib=alone.knee_bytes / MIB,
+            knee_off_mib=off, alone_knee_off_mib=off_alone,
+            knee_ok=off is not None and off <= KNEE_BAR_MIB,
+            alone_knee_ok=off_alone is not None and off_alone <= KNEE_BAR_MIB,
+            slowdowns_ok=sum(p["model_ok"] for p in points),
+            alone_slowdowns_ok=sum(p["alone_ok"] for p in points), points=points,
+            companion_basis=model.companion_basis))
+    n = len(out)
+    totals = dict(
+        groups=n, knees_ok=sum(g["knee_ok"] for g in out),
+        alone_knees_ok=sum(g["alone_knee_ok"] for g in out),
+        slowdowns=sum(len(g["points"]) for g in out),
+        slowdowns_ok=sum(g["slowdowns_ok"] for g in out),
+        alone_slowdowns_ok=sum(g["alone_slowdowns_ok"] for g in out))
+    totals["bar_met"] = (totals["knees_ok"] == n and totals["slowdowns_ok"] == totals["slowdowns"])
+    return {"groups": out, "totals": totals}
+
+
+def validation_table(summary) -> list[str]:
+    """The summary as text lines: one per workload and set-aside, then the totals."""
+    lines = ["workload             kind    k     s  | knee measured | model (k) | off  | "
+             "without k | off  | slowdowns within 25 %: model / without k | worst model"]
+    for g in summary["groups"]:
+        meas = (f"({g['knee_lo_mib']:g}, {g['knee_hi_mib']:g}]" if g["knee_hi_mib"]
+                else f"none to {g['knee_lo_mib']:g}")
+        worst = max(g["points"], key=lambda p: abs(p["measured"] / p["model"] - 1))
+        off = "-" if g["knee_off_mib"] is None else f"{g['knee_off_mib']:.1f}"
+        off0 = "-" if g["alone_knee_off_mib"] is None else f"{g['alone_knee_off_mib']:.1f}"
+        lines.append(
+            f"{g['workload']:<20} {g['kind']:<6} {g['companion']:5.2f} {g['granules']:3d}g | "
+            f"{meas:>13} | {g['model_knee_mib']:9.1f} | {off:>4} | {g['alone_knee_mib']:9.1f} | "
+            f"{off0:>4} | {g['slowdowns_ok']:2d}/{len(g['points'])} / "
+            f"{g['alone_slowdowns_ok']:2d}/{len(g['points'])} | {worst['measured']:.2f}x vs "
+            f"{worst['model']:.2f}x at {worst['ws_mib']:g} MiB")
+    t = summary["totals"]
+    lines.append(f"knees within {KNEE_BAR_MIB:g} MiB: model {t['knees_ok']}/{t['groups']}, "
+                 f"without k {t['alone_knees_ok']}/{t['groups']}; slowdowns within "
+                 f"{SLOWDOWN_BAR:.0%}: model {t['slowdowns_ok']}/{t['slowdowns']}, without k "
+                 f"{t['alone_slowdowns_ok']}/{t['slowdowns']}; the bar is "
+                 + ("met" if t["bar_met"] else "NOT met"))
+    return lines

@@ -1,7 +1,8 @@
-/* C tests of the set-aside tax model against the integrator's sweep (fixtures/tax-*.json):
- * held-out knees within the issue's +-4 MiB and no tax where none was measured, the fitted
+/* C tests of the set-aside tax model against the integrator's sweeps (the rows of l2p_tax.c):
+ * held-out knees within +-4 MiB and no tax where none was measured, the fitted
  * constants, slowdowns against the measured ones, the fallback for an unmeasured chip, the
  * rounding to granules, the probe's working set, the fits themselves and bad input. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ static double off_interval(double x, double lo, double hi)
     return x < lo ? lo - x : x > hi ? x - hi : 0.0;
 }
 
-/* The bar of issue 19: at set-asides the fit did not use, within 4 MiB of the measured knee
+/* The bar: at set-asides the fit did not use, within 4 MiB of the measured knee
  * (the fitted ones too); where no knee was measured, no tax predicted. */
 static void test_knees(void)
 {
@@ -56,7 +57,7 @@ static void test_knees(void)
     CHECK(held_out >= 8 && none >= 4); /* per chip: 4 held-out knees, 2 held-out "none" */
 }
 
-/* The fit: c between 1.2 and 1.4 on both chips (the issue read 4/3), the tax from a quarter
+/* The fit: c between 1.2 and 1.4 on both chips (4/3 read off the first sweep), the tax from a quarter
  * of the L2, C(0) below the L2; the knee falls with every granule from the onset on. */
 static void test_fit_constants(void)
 {
@@ -205,16 +206,275 @@ static void test_bad_input(void)
     CHECK(l2p_tax_predict(&h200, -1, &m) == L2P_ERR_VALUE);
     CHECK(strstr(l2p_last_error()->message, "set_aside") != NULL);
     CHECK(l2p_tax_predict(&h200, (long long)(37.5 * MIB) + 1, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "(the device's persisting_l2_cache_max_size)"));
     CHECK(m.l2_bytes == 0x5a5a5a5a5a5a5a5aull); /* untouched on failure */
     CHECK(l2p_tax_predict(&old, 0, &m) == L2P_ERR_NOT_SUPPORTED);
     CHECK(l2p_tax_predict(&none, 0, &m) == L2P_ERR_VALUE);
-    h200.persisting_max = 0; /* unknown maximum: bounded by the L2 size */
+    h200.persisting_max = 0; /* unknown maximum: bounded by the L2 size, and said so */
     CHECK(l2p_tax_predict(&h200, (long long)(61 * MIB), &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "[0, 62914560] (the L2 size: "));
+    CHECK(l2p_tax_predict(&h200, -1, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "set_aside: -1 bytes is outside [0, 62914560] (the "
+                                            "L2 size: persisting_l2_cache_max_size not given)"));
+    /* a value the caller could not fit in a long long is named as given */
+    CHECK(l2p_tax_check_set_aside(&h200, LLONG_MAX, "1180591620717411303424") == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "set_aside: 1180591620717411303424 bytes is outside"));
+    CHECK(l2p_tax_check_set_aside(&h200, 0, NULL) == L2P_OK);
     int kind = -1;
     CHECK(l2p_tax_kind_parse("atomic", &kind) == L2P_OK && kind == L2P_TAX_ATOMIC);
     CHECK(l2p_tax_kind_parse("scatter", &kind) == L2P_ERR_VALUE);
     CHECK(l2p_tax_kind_name(L2P_TAX_KIND_COUNT) == NULL);
     CHECK(strcmp(l2p_tax_kind_name(L2P_TAX_RMW), "rmw") == 0);
+}
+
+/* Every field and slowdown of two models equal (to the bit). */
+static int same_model(const l2p_tax_model *a, const l2p_tax_model *b)
+{
+    int same = a->l2_bytes == b->l2_bytes && a->set_aside == b->set_aside &&
+               a->granule == b->granule && a->capacity_coeff == b->capacity_coeff &&
+               a->onset_fraction == b->onset_fraction && a->base_fraction == b->base_fraction &&
+               a->base_bytes == b->base_bytes && a->taxed == b->taxed &&
+               a->knee_bytes == b->knee_bytes && a->probe_bytes == b->probe_bytes &&
+               strcmp(a->basis, b->basis) == 0 && a->exact == b->exact;
+    for (int k = 0; k < L2P_TAX_KIND_COUNT; k++) {
+        same &= a->penalty[k] == b->penalty[k];
+        for (double ws = 1 * MIB; ws <= 200 * MIB; ws += 1.5 * MIB)
+            same &= l2p_tax_slowdown(a, k, ws) == l2p_tax_slowdown(b, k, ws);
+    }
+    return same;
+}
+
+/* Synthetic companion rows of a chip whose stream takes share * L2 * k / (k + half) from
+ * written lines, costing `cost` per byte; knees exact to the MiB (hi = lo + 1e-9 would be
+ * exact: a 2 MiB interval around the true knee keeps the midpoint on it). */
+#define SYN_N 12
+static l2p_tax_companion_row syn_knees[SYN_N];
+static l2p_tax_stream_row syn_streams[3];
+static l2p_tax_companion_data synthetic(double share, double half, double cost)
+{
+    static const double ks[4] = {1, 2, 4, 8}, sg[3] = {5, 7, 10};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            double alone = 60 - 1.29 * sg[j] * 3.75, with = alone - share * 60 * ks[i] /
+                                                                    (ks[i] + half);
+            syn_knees[n++] = (l2p_tax_companion_row){"H200", 9, 0, 60, sg[j] * 3.75, ks[i],
+                                                     with - 1, with + 1, alone - 1, alone + 1,
+                                                     j != 1, "synthetic"};
+        }
+    for (int i = 0; i < 3; i++)
+        syn_streams[i] = (l2p_tax_stream_row){"H200", 9, 0, 60, ks[i], 1 + cost * ks[i],
+                                              "synthetic"};
+    return (l2p_tax_companion_data){syn_knees, n, syn_streams, 3};
+}
+
+/* With no companion stream the model is exactly the one without the term, whatever rows
+ * there are; without rows (or none usable) a stream changes nothing. */
+static void test_companion_zero_is_todays(void)
+{
+    l2p_tax_companion_data rows = synthetic(0.15, 1.5, 0.1);
+    l2p_tax_companion_data none = {NULL, 0, NULL, 0};
+    l2p_tax_chip chips[4] = {chip(9, 0, 60), chip(9, 0, 50), chip(9, 0, 96), chip(8, 0, 40)};
+    for (int c = 0; c < 4; c++)
+        for (int g = 0; g <= 10; g++) {
+            long long s = (long long)(g * (double)chips[c].l2_bytes / 16);
+            l2p_tax_model today, zero, builtin, off;
+            CHECK(l2p_tax_predict(&chips[c], s, &today) == L2P_OK);
+            CHECK(l2p_tax_predict_companion(&chips[c], s, 0.0, &rows, &zero) == L2P_OK);
+            CHECK(l2p_tax_predict_companion(&chips[c], s, 0.0, NULL, &builtin) == L2P_OK);
+            CHECK(l2p_tax_predict_companion(&chips[c], s, 3.0, &none, &off) == L2P_OK);
+            CHECK(same_model(&today, &zero) && same_model(&today, &builtin));
+            CHECK(same_model(&today, &off) && off.companion_basis == NULL);
+            CHECK(zero.companion == 0 && zero.companion_bytes == 0 && zero.stream_cost == 0);
+        }
+}
+
+/* The fit recovers the constants it was made from; the prediction applies them. */
+static void test_companion_fit_and_predict(void)
+{
+    l2p_tax_companion_data rows = synthetic(0.15, 1.5, 0.1);
+    double k[SYN_N], y[SYN_N], share, half, cost;
+    for (size_t i = 0; i < rows.n_knees; i++) {
+        k[i] = rows.knees[i].companion;
+        y[i] = 0.15 * k[i] / (k[i] + 1.5);
+    }
+    CHECK(l2p_tax_fit_companion(rows.n_knees, k, y, &share, &half) == L2P_OK);
+    CHECK_NEAR(share, 0.15, 1e-6);
+    CHECK_NEAR(half, 1.5, 1e-4);
+    double r[3] = {1.1, 1.2, 1.4};
+    CHECK(l2p_tax_fit_stream_cost(3, k, r, &cost) == L2P_OK); /* k = 1, 1, 1 */
+    CHECK_NEAR(cost, (0.1 + 0.2 + 0.4) / 3, 1e-12);
+    /* one distinct k: k_half is that k, and the shift there is fitted */
+    double k1[2] = {3, 3}, y1[2] = {0.1, 0.14};
+    CHECK(l2p_tax_fit_companion(2, k1, y1, &share, &half) == L2P_OK);
+    CHECK(half == 3 && fabs(share * 0.5 - 0.12) < 1e-12);
+    /* no shift at all: D = 0 */
+    double y0[2] = {-0.01, 0.0}, k2[2] = {1, 4};
+    CHECK(l2p_tax_fit_companion(2, k2, y0, &share, &half) == L2P_OK && share == 0);
+
+    l2p_tax_chip h200 = chip(9, 0, 60), h100 = chip(9, 0, 50);
+    l2p_tax_model today, m;
+    long long s = (long long)(7 * 3.75 * MIB);
+    CHECK(l2p_tax_predict(&h200, s, &today) == L2P_OK);
+    CHECK(l2p_tax_predict_companion(&h200, s, 3.0, &rows, &m) == L2P_OK);
+    CHECK(m.companion_basis && strcmp(m.companion_basis, "H200") == 0);
+    CHECK_NEAR(m.companion_share, 0.15, 1e-6);
+    CHECK_NEAR(m.companion_half, 1.5, 1e-4);
+    CHECK_NEAR(m.stream_cost, 0.1, 1e-12);
+    double shift = 0.15 * 60 * MIB * 3 / 4.5;
+    CHECK_NEAR((double)m.knee_bytes, (double)today.knee_bytes - shift, 2.0);
+    CHECK_NEAR((double)m.base_bytes, (double)today.base_bytes - shift, 2.0);
+    CHECK(m.taxed == today.taxed && m.probe_bytes == today.probe_bytes);
+    /* the slowdown: the stream's own cost dilutes it */
+    double ws = 40 * MIB, p = m.penalty[L2P_TAX_WRITE];
+    double want = (1.3 + p * l2p_tax_miss_fraction(ws, (double)m.knee_bytes)) /
+                  (1.3 + p * l2p_tax_miss_fraction(ws, (double)m.base_bytes));
+    CHECK_NEAR(l2p_tax_slowdown(&m, L2P_TAX_WRITE, ws), want, 1e-12);
+    CHECK(l2p_tax_slowdown(&m, L2P_TAX_WRITE, 24 * MIB) > 1.0); /* past the shifted knee */
+    CHECK_NEAR(l2p_tax_slowdown(&today, L2P_TAX_WRITE, 24 * MIB), 1.0, 1e-12);
+    /* held-out rows (the middle set-aside) within 4 MiB */
+    for (size_t i = 0; i < rows.n_knees; i++) {
+        const l2p_tax_companion_row *r = &rows.knees[i];
+        CHECK(l2p_tax_predict_companion(&h200, (long long)(r->set_aside_mib * MIB), r->companion,
+                                        &rows, &m) == L2P_OK);
+        CHECK(off_interval((double)m.knee_bytes / MIB, r->knee_lo_mib, r->knee_hi_mib) <= 1e-6);
+    }
+    /* an unmeasured chip takes the closest chip's share of its own L2 */
+    CHECK(l2p_tax_predict(&h100, s, &today) == L2P_OK);
+    CHECK(l2p_tax_predict_companion(&h100, s, 3.0, &rows, &m) == L2P_OK);
+    CHECK(strcmp(m.companion_basis, "H200") == 0);
+    CHECK_NEAR((double)m.knee_bytes, (double)today.knee_bytes - 0.15 * 50 * MIB * 3 / 4.5, 2.0);
+    /* a stream that takes more than the written lines have leaves them none */
+    rows = synthetic(0.25, 1.5, 0.1);
+    CHECK(l2p_tax_predict_companion(&h200, (long long)(37.5 * MIB), 1e5, &rows, &m) == L2P_OK);
+    CHECK(m.knee_bytes == 0 && m.companion_bytes > 14 * MIB);
+}
+
+/* The built-in rows (tools/tax-fit writes them): held-out knees within 4 MiB of the model's
+ * once there are any; none yet: a stream changes nothing. */
+static void test_companion_builtin(void)
+{
+    l2p_tax_companion_data d = l2p_tax_companion_builtin();
+    size_t usable = 0;
+    for (size_t i = 0; i < d.n_knees; i++) {
+        const l2p_tax_companion_row *r = &d.knees[i];
+        usable += r->fit && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
+        if (r->fit) continue;
+        l2p_tax_chip c = chip(r->cc_major, r->cc_minor, r->l2_mib);
+        l2p_tax_model m;
+        CHECK(l2p_tax_predict_companion(&c, (long long)(r->set_aside_mib * MIB), r->companion,
+                                        NULL, &m) == L2P_OK);
+        double k = (double)m.knee_bytes / MIB;
+        int ok = r->knee_hi_mib > 0 ? off_interval(k, r->knee_lo_mib, r->knee_hi_mib) <= 4.0
+                                    : k >= r->knee_lo_mib - 4.0;
+        if (!ok)
+            fprintf(stderr, "companion %s s=%.3f k=%g: knee %.2f MiB, measured (%g, %g]\n",
+                    r->chip, r->set_aside_mib, r->companion, k, r->knee_lo_mib, r->knee_hi_mib);
+        CHECK(ok);
+    }
+    if (!usable) {
+        l2p_tax_chip h200 = chip(9, 0, 60);
+        l2p_tax_model a, b;
+        CHECK(l2p_tax_predict(&h200, (long long)(37.5 * MIB), &a) == L2P_OK);
+        CHECK(l2p_tax_predict_companion(&h200, (long long)(37.5 * MIB), 3, NULL, &b) == L2P_OK);
+        CHECK(same_model(&a, &b) && b.companion_basis == NULL);
+    }
+}
+
+static void test_companion_bad_input(void)
+{
+    l2p_tax_chip h200 = chip(9, 0, 60);
+    l2p_tax_model m;
+    CHECK(l2p_tax_predict_companion(&h200, 0, -1, NULL, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "companion: -1 bytes streamed per byte written is "
+                                            "outside [0, 1e+06]"));
+    CHECK(l2p_tax_predict_companion(&h200, 0, NAN, NULL, &m) == L2P_ERR_VALUE);
+    CHECK(l2p_tax_predict_companion(&h200, 0, 2e6, NULL, &m) == L2P_ERR_VALUE);
+    CHECK(l2p_tax_predict_companion(&h200, -1, 1, NULL, &m) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "set_aside"));
+    double k[2] = {1, 0}, y[2] = {0.1, 0.1}, a, b;
+    CHECK(l2p_tax_fit_companion(0, k, y, &a, &b) == L2P_ERR_VALUE);
+    CHECK(l2p_tax_fit_companion(2, k, y, &a, &b) == L2P_ERR_VALUE); /* k = 0 */
+    CHECK(strstr(l2p_last_error()->message, "point 1 has k = 0"));
+    CHECK(l2p_tax_fit_stream_cost(1, &k[1], y, &a) == L2P_ERR_VALUE);
+}
+
+/* A fake workload for the measurement loop: samples `base` ms at limit 0 and ratio * base at
+ * the set-aside, with a deterministic spread; the order of the calls is recorded. */
+typedef struct {
+    double base, ratio, spread;
+    int calls, fail_at;
+    int order[64];
+    unsigned x;
+} fake_work;
+
+static l2p_status fake_eval(void *ctx, int at, size_t n, double *samples)
+{
+    fake_work *w = ctx;
+    if (w->calls < 64) w->order[w->calls] = at;
+    if (++w->calls == w->fail_at) return l2p_fail(L2P_ERR_CALLBACK, "the work failed");
+    for (size_t i = 0; i < n; i++) {
+        w->x = w->x * 1103515245u + 12345u;
+        double u = (double)(w->x >> 8) / (double)(1u << 24) - 0.5;
+        samples[i] = w->base * (at ? w->ratio : 1.0) * (1 + w->spread * u);
+    }
+    return L2P_OK;
+}
+
+static void test_measure_loop(void)
+{
+    l2p_tax_measure_options o;
+    l2p_tax_measure_result r;
+    l2p_tax_measure_options_default(&o);
+    CHECK(o.repeat == 5 && o.min_rounds == 3 && o.max_rounds == 20 && o.tolerance == 0.02);
+    /* a steady 1.5x: converged after the first rounds that may decide */
+    fake_work w = {1.0, 1.5, 0.002, 0, 0, {0}, 1};
+    CHECK(l2p_tax_measure(&o, fake_eval, &w, &r) == L2P_OK);
+    CHECK(r.rounds == 3 && r.n == 15 && r.interval.converged);
+    CHECK_NEAR(r.interval.slowdown, 1.5, 0.01);
+    CHECK(r.interval.low <= r.interval.slowdown && r.interval.slowdown <= r.interval.high);
+    CHECK(r.interval.high <= 1.02 * r.interval.slowdown);
+    CHECK_NEAR(r.interval.base_ms, 1.0, 0.01);
+    CHECK_NEAR(r.interval.at_ms, 1.5, 0.01);
+    /* the order alternates: limit 0 first, then the set-aside first, ... */
+    int want[6] = {0, 1, 1, 0, 0, 1};
+    for (int i = 0; i < 6; i++) CHECK(w.order[i] == want[i]);
+    for (size_t i = 0; i < r.n; i++) CHECK(r.base[i] < 1.01 && r.at[i] > 1.49);
+    l2p_tax_measure_result_free(&r);
+    /* noise too wide for +-2 %: the cap ends it, not converged */
+    fake_work noisy = {1.0, 1.2, 0.8, 0, 0, {0}, 7};
+    o.max_rounds = 6;
+    CHECK(l2p_tax_measure(&o, fake_eval, &noisy, &r) == L2P_OK);
+    CHECK(r.rounds == 6 && !r.interval.converged && noisy.calls == 12);
+    l2p_tax_measure_result_free(&r);
+    /* the work fails in round 2: its error, nothing left allocated */
+    fake_work failing = {1.0, 1.2, 0.0, 0, 3, {0}, 1};
+    memset(&r, 0x5a, sizeof r);
+    CHECK(l2p_tax_measure(&o, fake_eval, &failing, &r) == L2P_ERR_CALLBACK);
+    CHECK(failing.calls == 3 && r.rounds == 0x5a5a5a5a5a5a5a5aull);
+    /* bad options name themselves */
+    l2p_tax_measure_options bad = o;
+    bad.min_rounds = 1;
+    CHECK(l2p_tax_measure(&bad, fake_eval, &w, &r) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "min_rounds: 1 is outside [2, max_rounds = 6]"));
+    bad = o, bad.max_rounds = 1001;
+    CHECK(l2p_tax_measure_check(&bad) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "max_rounds: 1001 is outside [2, 1000]"));
+    bad = o, bad.repeat = 0;
+    CHECK(l2p_tax_measure_check(&bad) == L2P_ERR_VALUE);
+    bad = o, bad.tolerance = 0;
+    CHECK(l2p_tax_measure_check(&bad) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "tolerance: 0 is outside (0, 1)"));
+    bad = o, bad.confidence = 0.5;
+    CHECK(l2p_tax_measure_check(&bad) == L2P_ERR_VALUE);
+    /* the interval alone */
+    double b[4] = {1, 1.01, 0.99, 1}, a[4] = {2, 2.02, 1.98, 2};
+    l2p_tax_interval iv;
+    CHECK(l2p_tax_slowdown_interval(b, 4, a, 4, 2, 0.95, 0.05, 1, &iv) == L2P_OK);
+    CHECK_NEAR(iv.slowdown, 2.0, 1e-12);
+    CHECK(l2p_tax_slowdown_interval(b, 0, a, 4, 1, 0.95, 0.05, 1, &iv) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "base: no samples"));
+    CHECK(l2p_tax_slowdown_interval(b, 4, a, 4, 3, 0.95, 0.05, 1, &iv) == L2P_ERR_VALUE);
 }
 
 int main(void)
@@ -228,6 +488,11 @@ int main(void)
     test_fits();
     test_measured_knee();
     test_bad_input();
+    test_companion_zero_is_todays();
+    test_companion_fit_and_predict();
+    test_companion_builtin();
+    test_companion_bad_input();
+    test_measure_loop();
     printf("test_tax: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
