@@ -290,25 +290,22 @@ def measure(fn, set_aside: int, *, device=None, stream=None, repeat: int = 5,
     _core.tax_measure(None, repeat=repeat, min_rounds=min_rounds, max_rounds=max_rounds,
                       confidence=confidence, tolerance=tolerance)
     timing = {} if hold_us is None else {"hold_us": hold_us}
-    before = dev.persisting_l2_limit
-    granted = [set_aside]
+    granted = [target]
+    from .plan import Plan
+    arms = (Plan(dev, set_aside=0), Plan(dev, set_aside=target))
+    session = Plan(dev)  # the plans' one transaction: restored as found, also on errors
 
     def evaluate(at, n):
-        if dev.persisting_l2_limit != (target if at else 0):  # a switch synchronises: once
-            dev.persisting_l2_limit = set_aside if at else 0
+        got = session.apply(arms[1 if at else 0])  # the limit changes only when it differs
         if at:
-            granted[0] = dev.persisting_l2_limit
+            granted[0] = got
         return _core.time_calls(fn, stream=stream, warmup=warmup, repeat=n, device=dev,
                                 **timing)
 
-    try:
+    with session:
         r = _core.tax_measure(evaluate, repeat=repeat, min_rounds=min_rounds,
                               max_rounds=max_rounds, confidence=confidence,
                               tolerance=tolerance)
-    finally:
-        if dev.persisting_l2_limit != before:
-            # the one restore (as Device.persisting_l2() exits): lines demoted, limit back
-            _core.restore_persisting_l2(dev, before)
     return TaxMeasurement(set_aside=granted[0], slowdown=r["slowdown"],
                           interval=tuple(r["interval"]), rounds=r["rounds"],
                           base_ms=r["base_ms"], at_ms=r["at_ms"], converged=r["converged"],

@@ -199,14 +199,15 @@ def test_device_set_aside_tax_is_a_row_method():
     signature, handing over to l2persist.tax.set_aside_tax; its range is the core's."""
     from l2persist import tax
     assert str(inspect.signature(_core.Device.set_aside_tax)) == \
-        "(self, /, set_aside=None, *, probe=False, stream=None)"
+        "(self, /, set_aside=None, *, probe=False, stream=None, work=None)"
     params, returns = _core._signatures["Device.set_aside_tax"]
-    assert [p[0] for p in params] == ["set_aside", "probe", "stream"]
-    assert [p[3] for p in params] == ["keyword", "keyword_only", "keyword_only"]
+    assert [p[0] for p in params] == ["set_aside", "probe", "stream", "work"]
+    assert [p[3] for p in params] == ["keyword", "keyword_only", "keyword_only", "keyword_only"]
     assert returns == "l2persist.tax.TaxPrediction"
     stub = (ROOT / "l2persist" / "_core.pyi").read_text()
     assert ("def set_aside_tax(self, set_aside: int | None = None, *, probe: bool = False, "
-            "stream: StreamLike = None) -> l2persist.tax.TaxPrediction: ...") in stub
+            "stream: StreamLike = None, work: Callable[[], object] | None = None) -> "
+            "l2persist.tax.TaxPrediction: ...") in stub
     # The path the method takes without a GPU: the core refuses a negative set-aside by name.
     chip = {"name": "H200", "compute_capability": (9, 0), "l2_cache_size": 60 << 20,
             "persisting_l2_cache_max_size": 45 << 20}

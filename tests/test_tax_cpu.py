@@ -325,10 +325,44 @@ class FakeDevice:
         self.history.append(self._limit)
 
 
+class FakePlan:
+    """A Plan of a set-aside alone over FakeDevice (the real transaction: test_plan.c): the
+    limit set when it differs, the one found put back at the restore."""
+    dev = None
+
+    def __init__(self, device=None, set_aside=None):
+        self.set_aside, self.found = set_aside, None
+
+    def install(self):
+        self.found = self.dev.persisting_l2_limit
+        return self.apply(self)
+
+    def apply(self, other):
+        if other.set_aside is not None and other.set_aside != self.dev.persisting_l2_limit:
+            self.dev.persisting_l2_limit = other.set_aside
+        return self.dev.persisting_l2_limit
+
+    def restore(self):
+        if self.found is not None and self.dev.persisting_l2_limit != self.found:
+            self.dev.persisting_l2_limit = self.found
+        self.found = None
+
+    def __enter__(self):
+        self.install()
+        return self
+
+    def __exit__(self, *exc):
+        self.restore()
+        return False
+
+
 @pytest.fixture
 def fake(monkeypatch):
     from l2persist import _core
+    import l2persist.plan as plan_mod
     dev = FakeDevice(limit=3 * MIB)
+    monkeypatch.setattr(FakePlan, "dev", dev)
+    monkeypatch.setattr(plan_mod, "Plan", FakePlan)
     state = {"calls": 0, "raise_at": None, "exc": None}
 
     def time_calls(fn, *, stream, warmup, repeat, device, **kw):

@@ -235,7 +235,7 @@ l2p_status l2p_plan_begin(l2p_plan_txn *t, int device, const l2p_plan_ops *ops)
     t->device = device;
     t->ops = ops ? ops : l2p_plan_cuda_ops();
     L2P_TRY(t->ops->get_limit(device, &t->limit_found));
-    t->limit_now = t->limit_found;
+    t->limit_now = t->asked_now = t->limit_found;
     t->active = 1;
     return L2P_OK;
 }
@@ -341,10 +341,15 @@ l2p_status l2p_plan_apply(l2p_plan_txn *t, const l2p_plan *p, size_t *granted)
     L2P_TRY(resolve_alloc(p, &r));
     l2p_status st = remember(t, r.slots, r.n);
     size_t limit_before = t->limit_now;
-    if (st == L2P_OK && p->has_set_aside && p->set_aside != t->limit_now) {
+    size_t asked_before = t->asked_now;
+    if (st == L2P_OK && p->has_set_aside && p->set_aside != t->limit_now &&
+        p->set_aside != t->asked_now) {
         size_t got = 0;
         st = t->ops->set_limit(t->device, p->set_aside, &got);
-        if (st == L2P_OK) t->limit_now = got; /* the driver rounds up to a granule */
+        if (st == L2P_OK) { /* the driver rounds up to a granule */
+            t->limit_now = got;
+            t->asked_now = p->set_aside;
+        }
     }
     /* Lines marked persisting under the last configuration would keep the set-aside. */
     if (st == L2P_OK) st = t->ops->reset_lines(t->device);
@@ -353,6 +358,7 @@ l2p_status l2p_plan_apply(l2p_plan_txn *t, const l2p_plan *p, size_t *granted)
         l2p_error keep = *l2p_last_error();
         size_t got;
         if (t->ops->set_limit(t->device, limit_before, &got) == L2P_OK) t->limit_now = got;
+        t->asked_now = asked_before;
         l2p_fail(keep.status, "%s", keep.message);
     }
     resolved_free(&r);

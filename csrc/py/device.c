@@ -400,7 +400,7 @@ static PyGetSetDef dev_getset[] = {
 typedef struct {
     PyObject *set_aside;
     int probe;
-    PyObject *stream;
+    PyObject *stream, *work;
 } set_aside_tax_args;
 
 static PyObject *dev_set_aside_tax_impl(PyObject *self, const void *args)
@@ -411,8 +411,8 @@ static PyObject *dev_set_aside_tax_impl(PyObject *self, const void *args)
     PyObject *fn = PyObject_GetAttrString(mod, "set_aside_tax");
     Py_DECREF(mod);
     if (!fn) return NULL;
-    PyObject *kw = Py_BuildValue("{s:O,s:O}", "probe", a->probe ? Py_True : Py_False, "stream",
-                                 a->stream);
+    PyObject *kw = Py_BuildValue("{s:O,s:O,s:O}", "probe", a->probe ? Py_True : Py_False,
+                                 "stream", a->stream, "work", a->work);
     PyObject *pos = kw ? PyTuple_Pack(2, self, a->set_aside) : NULL;
     PyObject *r = pos ? PyObject_Call(fn, pos, kw) : NULL;
     Py_XDECREF(pos);
@@ -431,7 +431,10 @@ L2P_DEFINE_FN(dev_set_aside_tax_fn, set_aside_tax_args, dev_set_aside_tax_impl, 
                         .doc = "also measure the tax with the write-heavy probe (a GPU run)"),
               L2P_PARAM(set_aside_tax_args, stream, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
                         .pytype = "StreamLike", .doc = "where the probe runs; None: the legacy "
-                        "stream"));
+                        "stream"),
+              L2P_PARAM(set_aside_tax_args, work, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
+                        .pytype = "Callable[[], object] | None", .doc = "also measure the tax "
+                        "on this work of yours (l2persist.tax.measure)"));
 
 L2P_NOARGS_METHOD(dev_release_fn, dev_release, "release_persisting_l2", "Reset persisting lines and set the limit to 0 (a reset alone keeps the set-aside).", "None");
 L2P_NOARGS_METHOD(dev_reset_fn, dev_reset, "reset_persisting_l2", "cudaCtxResetPersistingL2Cache on this device.", "None");
