@@ -153,20 +153,26 @@ def keep_graphs():
     can then window their kernel nodes after capture (PyTorch instantiates a kept graph at its
     first replay). Servers capture at start: wrap the warm-up / capture phase in it."""
     _, cls = _torch_graph_class()
-    had = "__new__" in cls.__dict__
-    original = cls.__dict__.get("__new__")
-    make = cls.__new__
+    # PyTorch passes keep_graph through __new__ (its Python class) and the pybind base takes
+    # it in __init__: both see True here, whatever the caller passed.
+    saved = {k: cls.__dict__[k] for k in ("__new__", "__init__") if k in cls.__dict__}
+    make, init = cls.__new__, cls.__init__
 
     def __new__(klass, keep_graph=False, *args, **kwargs):
         return make(klass, True, *args, **kwargs)
+
+    def __init__(self, keep_graph=False, *args, **kwargs):
+        init(self, True, *args, **kwargs)
     cls.__new__ = staticmethod(__new__)
+    cls.__init__ = __init__
     try:
         yield
     finally:
-        if had:
-            cls.__new__ = original
-        else:
-            del cls.__new__
+        for k in ("__new__", "__init__"):
+            if k in saved:
+                setattr(cls, k, saved[k])
+            else:
+                delattr(cls, k)
 
 
 @contextlib.contextmanager

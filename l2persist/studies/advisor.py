@@ -15,6 +15,7 @@ from .. import _core
 from ..advise import WorkloadSet, advise
 from ..foreign import keep_graphs
 from ..results import PlotSpec
+from . import cupy_stream
 from .atlas import BLOOM
 
 TITLE = "advise(): one persistence plan for a whole server-like process"
@@ -89,23 +90,14 @@ def _decoder(torch, quick):
 def _decode_graph(torch, model, batch):
     """One decode step (a token per sequence, no cache) captured the default way."""
     ids = torch.randint(0, model.config.vocab_size, (batch, 1), device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(side):
-        for _ in range(2):
-            model(input_ids=ids, use_cache=False)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    with keep_graphs(), torch.no_grad():
-        g = torch.cuda.CUDAGraph()                  # the default way, kept for windows
-        with torch.cuda.graph(g):
-            model(input_ids=ids, use_cache=False)
-    return g, ids
+    return _capture(torch, lambda: model(input_ids=ids, use_cache=False)), ids
 
 
-def _gnn(torch, s, size, quick):
+def _gnn(torch, size, quick):
+    """A torch_geometric sum aggregation (messages x[src] summed into their dst nodes, a
+    node table of `size` bytes), captured the default way as servers do."""
     try:
-        from torch_geometric.utils import scatter
+        from torch_geometric.nn.aggr import SumAggregation
     except ImportError:
         return None, "torch_geometric is not installed"
     dim = 16
@@ -114,13 +106,29 @@ def _gnn(torch, s, size, quick):
     x = torch.rand(nodes, dim, device="cuda")
     src = torch.randint(0, nodes, (edges,), device="cuda")
     dst = torch.randint(0, nodes, (edges,), device="cuda")
-    out = torch.zeros(nodes, dim, device="cuda")
+    aggr = SumAggregation()
 
-    def fn():
-        with torch.cuda.stream(s):
-            out.zero_()
-            scatter(x[src], dst, dim=0, out=out, reduce="sum")
-    return fn, {"out": out, "x": x, "src": src, "dst": dst}
+    def step():
+        return aggr(x[src], dst, dim_size=nodes)
+    g = _capture(torch, step)
+    return (lambda: g.replay()), {"x": x, "src": src, "dst": dst, "graph": g}
+
+
+def _capture(torch, step):
+    """step captured the default way (torch.cuda.CUDAGraph()), inside keep_graphs so that its
+    nodes can be windowed, after a warm-up on a side stream as PyTorch asks."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    with keep_graphs(), torch.no_grad():
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+    return g
 
 
 def _bloom(s, size, quick, rng):
@@ -132,8 +140,7 @@ def _bloom(s, size, quick, rng):
     bits = cp.zeros(size // 4, dtype=cp.uint32)
     keys = cp.asarray(rng.integers(0, 1 << 32, n, dtype=np.uint32))
     kern = cp.RawKernel(BLOOM, "bloom_insert")
-    ext = (cp.cuda.Stream.from_external(s) if hasattr(cp.cuda.Stream, "from_external")
-           else cp.cuda.ExternalStream(s.cuda_stream))
+    ext = cupy_stream(cp, s.cuda_stream)
     nbits = np.uint32(min(bits.size * 32, (1 << 32) - 1))
 
     def fn():
@@ -172,14 +179,16 @@ def _build(ctx, rng):
             g, ids = _decode_graph(torch, model, b)
             keep += [g, ids]
             specs[f"decode_bs{b}"] = {"fn": g.replay, "candidates": dict(model.named_parameters())}
-    for name, (fn, cands) in (("gnn_aggregate", _gnn(torch, eager_stream, table, ctx.quick)),
+    for name, (fn, cands) in (("gnn_aggregate", _gnn(torch, table, ctx.quick)),
                               ("bloom", _bloom(eager_stream, table, ctx.quick, rng)),
                               ("eager", _eager(torch, eager_stream, ctx.quick))):
         if fn is None:
             notes.append(f"{name} left out: {cands}")
             continue
         keep.append(cands)
-        specs[name] = {"fn": fn, "stream": eager_stream, "candidates": cands}
+        graph = cands.pop("graph", None)
+        specs[name] = ({"fn": fn, "candidates": cands} if graph is not None else
+                       {"fn": fn, "stream": eager_stream, "candidates": cands})
     return specs, notes, keep
 
 
