@@ -112,7 +112,7 @@ def as_graph(obj: Any = None, *, exec: Any = None, device: Any = None) -> Graph:
                 "as_graph: this CuPy graph keeps only its executable (CuPy destroys the "
                 "cudaGraph_t after instantiating it), whose nodes cannot be windowed. Capture "
                 "the same calls with l2persist instead: `with s.capture() as g:` on an "
-                "l2persist.Stream s, running them inside `with cupy.cuda.ExternalStream(s.handle):`")
+                "l2persist.Stream s, running them inside `with cupy.cuda.Stream.from_external(s):`")
         return _core._borrow_graph(handle, device, obj)
     if mod.startswith("cuda.core") and name == "GraphBuilder":
         mnff = getattr(obj, "_mnff", None)
@@ -506,7 +506,8 @@ def _foreign_stream_contexts(handle: int):
     stack = contextlib.ExitStack()
     cupy = sys.modules.get("cupy")
     if cupy is not None:
-        stack.enter_context(cupy.cuda.ExternalStream(handle))
+        from .studies import cupy_stream
+        stack.enter_context(cupy_stream(cupy, handle))
     return stack
 
 

@@ -395,9 +395,20 @@ def cupy_stream(cupy, handle: int):
     ``cupy.cuda.Stream.from_external`` where CuPy has it (CuPy 14 deprecates ExternalStream),
     ``cupy.cuda.ExternalStream`` on older CuPy."""
     from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        return from_external(handle)
+    if from_external is not None:  # it takes an object of the CUDA stream protocol
+        return from_external(_StreamHandle(handle))
     return cupy.cuda.ExternalStream(handle)
+
+
+class _StreamHandle:
+    """A bare cudaStream_t as the CUDA stream protocol's object (what from_external takes:
+    the first GPU run found an int refused)."""
+
+    def __init__(self, handle: int):
+        self.handle = int(handle)
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
 
 
 class Unavailable(RuntimeError):
