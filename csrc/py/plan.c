@@ -98,7 +98,7 @@ static int graph_nodes(l2p_state *st, PyObject *graph, PyObject *sel, carrier_va
     PyObject *all = PyObject_GetAttrString(graph, "kernel_nodes"); /* checks the graph */
     if (!all) return -1;
     PyObject *picked = sel == Py_None ? Py_NewRef(all)
-                                      : PyObject_CallMethod(graph, "_select_nodes", "O", sel);
+                                      : PyObject_CallMethod(graph, "_select_nodes", "(O)", sel);
     Py_DECREF(all);
     if (!picked) return -1;
     Py_ssize_t n = PyList_GET_SIZE(picked);
