@@ -51,7 +51,8 @@ class WorkloadAdvice:
     limit0_ms: float
     default_ms: float
     aside_ms: float        # at the chosen set-aside, no window: its own tax
-    plan_ms: float         # under the whole plan
+    plan_ms: float         # under the whole plan the search found (the advice installs it
+                           # only when it helps; else this is what "don't" turned down)
     speedup: float         # better baseline / plan
     ci: tuple
     tax: float             # aside_ms / better baseline (> 1: the set-aside costs it)
@@ -113,7 +114,7 @@ class Advice:
 
     def table(self) -> str:
         out = [self.verdict(), "",
-               "| workload | weight | baseline ms | plan ms | speedup (95 % CI) | tax at "
+               "| workload | weight | baseline ms | found plan ms | speedup (95 % CI) | tax at "
                f"{human_bytes(self.found_set_aside)} | windows |",
                "|---|---:|---:|---:|---|---:|---|"]
         for w in self.workloads.values():

@@ -28,7 +28,13 @@ l2p_status l2p_stream_synchronize(cudaStream_t stream)
 
 l2p_status l2p_stream_device(cudaStream_t stream, int *device)
 {
-    L2P_CUDA_TRY(cudaStreamGetDevice(stream, device));
+    /* A query, but global capture mode refuses it on a capturing stream
+     * (cudaErrorStreamCaptureUnsupported: l2persist.launch inside a capture failed on the
+     * H200); relaxed for this thread, it neither fails nor touches the capture. */
+    int mode = l2p_capture_relax();
+    cudaError_t rc = cudaStreamGetDevice(stream, device);
+    l2p_capture_restore(mode);
+    if (rc != cudaSuccess) return l2p_fail_cuda(rc, "cudaStreamGetDevice(stream, device)");
     return L2P_OK;
 }
 
