@@ -70,5 +70,6 @@ __all__ = [
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
     "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
     "TuneResult", "tune", "foreign", "as_graph", "launch", "tax", "L2State", "l2_state",
-    "persisting_l2_disabled",
+    "persisting_l2_disabled", "Plan", "advise", "Advice", "keep_graphs", "window_captures",
+    "Results",
 ]
