@@ -93,46 +93,55 @@ static PyObject *trial_obj(l2p_state *st, const l2p_tune_trial *t)
              : NULL;
 }
 
-/* The screening per target: [{"probe_ms", "kept"}, ...], or None when it did not run. */
-static PyObject *screen_obj(const l2p_tune_result *r)
+/* A list of n items made by item(ctx, i); NULL with an exception when one fails. The one
+ * list builder of this file (trials, levels, the screening). */
+static PyObject *list_of(size_t n, PyObject *(*item)(const void *ctx, size_t i),
+                         const void *ctx)
 {
-    if (!r->screened) Py_RETURN_NONE;
-    PyObject *out = PyList_New((Py_ssize_t)r->screened);
-    for (size_t i = 0; out && i < r->screened; i++) {
-        PyObject *d = Py_BuildValue("{s:d,s:O}", "probe_ms", r->screen_ms[i], "kept",
-                                    r->kept[i] ? Py_True : Py_False);
-        if (!d) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *v = item(ctx, i);
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, v);
     }
     return out;
 }
 
+static PyObject *size_item(const void *ctx, size_t i)
+{
+    return PyLong_FromSize_t(((const size_t *)ctx)[i]);
+}
+
+static PyObject *screen_item(const void *ctx, size_t i)
+{
+    const l2p_tune_result *r = ctx;
+    return Py_BuildValue("{s:d,s:O}", "probe_ms", r->screen_ms[i], "kept",
+                         r->kept[i] ? Py_True : Py_False);
+}
+
+typedef struct {
+    l2p_state *st;
+    const l2p_tune_result *r;
+} trials_ctx;
+
+static PyObject *trial_item(const void *ctx, size_t i)
+{
+    const trials_ctx *t = ctx;
+    return trial_obj(t->st, &t->r->trials[i]);
+}
+
 static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
 {
-    PyObject *trials = PyList_New((Py_ssize_t)r->n_trials), *levels;
-    if (!trials) return NULL;
-    for (size_t i = 0; i < r->n_trials; i++) {
-        PyObject *t = trial_obj(st, &r->trials[i]);
-        if (!t) {
-            Py_DECREF(trials);
-            return NULL;
-        }
-        PyList_SET_ITEM(trials, (Py_ssize_t)i, t);
-    }
-    levels = PyList_New((Py_ssize_t)r->n_levels);
-    for (size_t i = 0; levels && i < r->n_levels; i++) {
-        PyObject *v = PyLong_FromSize_t(r->levels[i]);
-        if (!v) Py_CLEAR(levels);
-        else PyList_SET_ITEM(levels, (Py_ssize_t)i, v);
-    }
-    if (!levels) {
-        Py_DECREF(trials);
-        return NULL;
-    }
-    PyObject *screen = screen_obj(r);
+    trials_ctx tc = {st, r};
+    PyObject *trials = list_of(r->n_trials, trial_item, &tc);
+    PyObject *levels = trials ? list_of(r->n_levels, size_item, r->levels) : NULL;
+    /* the screening per target: [{"probe_ms", "kept"}, ...], or None when it did not run */
+    PyObject *screen = !levels ? NULL
+                       : r->screened ? list_of(r->screened, screen_item, r)
+                                     : Py_NewRef(Py_None);
     if (!screen) {
-        Py_DECREF(trials);
-        Py_DECREF(levels);
+        Py_XDECREF(trials);
+        Py_XDECREF(levels);
         return NULL;
     }
     return Py_BuildValue(
@@ -514,13 +523,7 @@ static PyObject *set_aside_levels_impl(PyObject *m, const void *args)
     size_t lv[L2P_TUNE_MAX_LEVELS];
     size_t n = l2p_tune_set_aside_levels((size_t)a->granule, (size_t)a->persisting_max,
                                          (size_t)a->default_limit, lv, L2P_TUNE_MAX_LEVELS);
-    PyObject *out = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; out && i < n; i++) {
-        PyObject *v = PyLong_FromSize_t(lv[i]);
-        if (!v) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, (Py_ssize_t)i, v);
-    }
-    return out;
+    return list_of(n, size_item, lv);
 }
 L2P_DEFINE_FN(set_aside_levels_fn, levels_args, set_aside_levels_impl, "set_aside_levels",
               "The set-aside levels the tuner searches (bytes, ascending): 0, each granule up "
