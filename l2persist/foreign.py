@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from . import _core
-from ._core import Graph, KernelNode
+from ._core import Graph
 from ._format import human_bytes
 
 __all__ = ["as_graph", "discover", "launch", "keep_graphs", "window_captures", "BufferRecord",

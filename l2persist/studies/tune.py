@@ -5,6 +5,8 @@ tune's pick, its speedup over the better baseline with a bootstrap interval, and
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import _core, kernels as K
@@ -52,13 +54,13 @@ else:
     print("PyTorch with a GPU is needed to tune its workloads here.")''']
 
 
-def run(ctx):
-    dev = ctx.device
+@contextlib.contextmanager
+def guide_workloads(dev, hots, cold_n, rng):
+    """The guide's workloads on one stream (this study's and tune-grid's): the hot/cold
+    kernel over a hot slice of up to max(hots) MiB and a cold array of cold_n int32, and the
+    guide's worked example (kernel A x10 + B on data1, the guide's set-aside in size). Yields
+    (stream, hot_cold(mode, mib) -> (fn, hot), guide fn, data1)."""
     props = dev.properties
-    rng = np.random.default_rng()
-    hots = (16,) if ctx.quick else (16, 32)
-    repeat = 7 if ctx.quick else 10
-    cold_n = (256 if ctx.quick else 1024) * MIB // 4
     set_aside = _core.default_set_aside(props.l2_cache_size, props.persisting_l2_cache_max_size)
     with _core.Stream(dev) as s, \
             _core.to_device(rng.integers(0, 9, cold_n, dtype=np.int32), dev) as cold, \
@@ -69,6 +71,20 @@ def run(ctx):
                 K.scale_shift(data1, 1.0, 1.0, stream=s)
             K.scale_shift(data1, 2.0, 0.0, stream=s)
 
+        def hot_cold(mode, mib):
+            hot = hot_all[: mib * MIB // 4]
+            return (lambda: K.hot_cold(hot, cold, read_only=mode == "ro", stream=s)), hot
+        yield s, hot_cold, guide, data1
+
+
+def run(ctx):
+    dev = ctx.device
+    props = dev.properties
+    rng = np.random.default_rng()
+    hots = (16,) if ctx.quick else (16, 32)
+    repeat = 7 if ctx.quick else 10
+    cold_n = (256 if ctx.quick else 1024) * MIB // 4
+    with guide_workloads(dev, hots, cold_n, rng) as (s, hot_cold, guide, data1):
         cases = [(f"hot/cold {m} {h} MiB", m, h) for h in hots for m in ("rw", "ro")]
         cases.append(("guide example A x10 + B", "guide", 0))
         if _have_torch():
@@ -85,9 +101,7 @@ def run(ctx):
                                  (16 if ctx.quick else 64) * MIB, rng)
                 fn, target = work.fn, work.target
             else:
-                hot = hot_all[: mib * MIB // 4]
-                fn, target = (lambda: K.hot_cold(hot, cold, read_only=mode == "ro",
-                                                 stream=s)), hot
+                fn, target = hot_cold(mode, mib)
             try:
                 r = tune(fn, [target], stream=s, device=dev, repeat=repeat)
             finally:

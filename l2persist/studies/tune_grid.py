@@ -10,13 +10,14 @@ the grid's best, in at most a quarter of the grid's evaluations."""
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 
 import numpy as np
 
-from .. import _core, kernels as K
+from .. import _core
+from ..plan import Plan
 from ..results import PlotSpec
 from ..timing import benchmark
+from .tune import guide_workloads
 
 TITLE = "tune() against an exhaustive set-aside x hitRatio grid"
 NEEDS_GPU = True
@@ -45,14 +46,14 @@ def grid(dev) -> list:
 
 
 def _samples(fn, s, dev, target, config, repeat) -> list:
-    """fn's times under config, installed with the public scopes (restored on exit)."""
+    """fn's times under config, installed as a Plan (restored on exit)."""
     w = config["windows"][0]
     window = None if w is None else _core.AccessPolicyWindow(
         target, hit_ratio=w["hit_ratio"], hit_prop=w["hit_prop"], miss_prop=w["miss_prop"],
         clamp=True)
-    with ExitStack() as stack:
-        stack.enter_context(dev.persisting_l2(config["set_aside"]))
-        stack.enter_context(s.access_policy(window, reset=True))
+    plan = Plan(dev, set_aside=config["set_aside"])
+    plan.add(s, window)
+    with plan:
         return list(benchmark(fn, stream=s, warmup=2, repeat=repeat).samples)
 
 
@@ -84,26 +85,13 @@ def run(ctx):
     hots = (16,) if ctx.quick else (8, 16, 32, 64)
     rng = np.random.default_rng()
     cold_n = (256 if ctx.quick else 1024) * MIB // 4
-    aside = _core.default_set_aside(dev.properties.l2_cache_size,
-                                    dev.properties.persisting_l2_cache_max_size)
-    with _core.Stream(dev) as s, \
-            _core.to_device(rng.integers(0, 1 << 20, cold_n, dtype=np.int32), dev) as cold, \
-            _core.to_device(rng.integers(0, 1 << 20, max(hots) * MIB // 4, dtype=np.int32),
-                            dev) as hot_all, \
-            _core.to_device(rng.random(aside // 4, dtype=np.float32), dev) as data1:
-        def guide():
-            for _ in range(10):
-                K.scale_shift(data1, 1.0, 1.0, stream=s)
-            K.scale_shift(data1, 2.0, 0.0, stream=s)
-
+    with guide_workloads(dev, hots, cold_n, rng) as (s, hot_cold, guide, data1):
         def point(case):
             mode, mib = case
             if mode == "guide":
                 return _case("guide example A x10 + B", guide, data1, s, dev, repeat)
-            hot = hot_all[: mib * MIB // 4]
-            return _case(f"hot/cold {mode} {mib} MiB",
-                         lambda: K.hot_cold(hot, cold, read_only=mode == "ro", stream=s),
-                         hot, s, dev, repeat)
+            fn, hot = hot_cold(mode, mib)
+            return _case(f"hot/cold {mode} {mib} MiB", fn, hot, s, dev, repeat)
 
         cases = [(m, h) for h in hots for m in ("rw", "ro")] + [("guide", 0)]
         records = ctx.sweep({"case_": cases}, point, desc="tune vs grid")
