@@ -250,11 +250,18 @@ static long txn_find(const l2p_plan_txn *t, const l2p_slot *s)
 /* Read the window of each slot the transaction has not seen yet (nothing changes). */
 static l2p_status remember(l2p_plan_txn *t, const l2p_slot *slots, size_t n)
 {
-    L2P_TRY(grow((void **)&t->slots, &t->cap, t->n + n, sizeof *t->slots));
+    /* slots and found share t->cap; found is resized only when the capacity grew, so never
+     * to 0 bytes: realloc(p, 0) frees p and returns NULL (glibc), which read as "out of
+     * memory" left found pointing at freed memory, freed again by l2p_plan_txn_free (a
+     * plan without slots, e.g. tax.measure's, applied twice in one transaction) */
     size_t cap = t->cap;
-    void *f = realloc(t->found, cap * sizeof *t->found);
-    if (!f) return l2p_fail(L2P_ERR_NO_MEMORY, "plan: out of host memory");
-    t->found = f;
+    L2P_TRY(grow((void **)&t->slots, &cap, t->n + n, sizeof *t->slots));
+    if (cap != t->cap) {
+        void *f = realloc(t->found, cap * sizeof *t->found);
+        if (!f) return l2p_fail(L2P_ERR_NO_MEMORY, "plan: out of host memory");
+        t->found = f;
+        t->cap = cap; /* both arrays hold cap items from here on */
+    }
     size_t added = 0;
     for (size_t i = 0; i < n; i++) {
         if (txn_find(t, &slots[i]) >= 0) continue;

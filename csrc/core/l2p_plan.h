@@ -105,7 +105,7 @@ typedef struct {
     size_t limit_found, limit_now;
     size_t asked_now;   /* the set-aside last asked for (the driver rounds it up to limit_now):
                          * asking again would synchronise the device for nothing */
-    size_t n, cap;
+    size_t n, cap;      /* slots touched; items slots and found each have room for */
     l2p_slot *slots;    /* every slot touched since begin */
     l2p_window *found;  /* each one's window as found */
 } l2p_plan_txn;

@@ -281,6 +281,55 @@ static void test_all_or_nothing(void)
     l2p_plan_free(&p);
 }
 
+/* Plans without a slot (a set-aside only: tax.measure's session and its two arms) applied
+ * again and again in one transaction. The transaction's arrays once were resized to 0 bytes
+ * here: realloc(p, 0) freed them and returned NULL, the second apply failed "out of host
+ * memory" and l2p_plan_txn_free freed the array again (tools/tax-validate aborted: "double
+ * free detected in tcache 2"). */
+static void test_set_aside_only_plans(void)
+{
+    l2p_plan session, arm[2];
+    l2p_plan_txn t;
+    size_t granted = 0;
+    fake_reset(100);
+    l2p_plan_init(&session, 0);
+    for (int i = 0; i < 2; i++) {
+        l2p_plan_init(&arm[i], 0);
+        CHECK(l2p_plan_set_aside(&arm[i], 1, i ? 250 : 0, 1000) == L2P_OK);
+    }
+    CHECK(l2p_plan_begin(&t, 0, &fake) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &session, &granted) == L2P_OK && granted == 100);
+    for (int round = 0; round < 6; round++) {
+        l2p_status st = l2p_plan_apply(&t, &arm[round % 2], &granted);
+        CHECK(st == L2P_OK);
+        if (st != L2P_OK) {
+            printf("  apply %d: %s\n", round, l2p_last_error()->message);
+            break;
+        }
+        CHECK(granted == (round % 2 ? 300u : 0u) && fake_limit == granted);
+    }
+    CHECK(l2p_plan_end(&t) == L2P_OK && fake_limit == 100);
+    l2p_plan_txn_free(&t);
+    CHECK(t.slots == NULL && t.found == NULL);
+    l2p_plan_txn_free(&t); /* idempotent */
+    /* a slot after slot-less applies: both arrays grow together, the window comes back */
+    l2p_plan q;
+    l2p_window w = win(0x7000, 8, 1.0);
+    void *s2[] = {H(2)};
+    l2p_plan_init(&q, 0);
+    CHECK(l2p_plan_add(&q, L2P_CARRIER_STREAM, s2, 1, &w, 1, NULL) == L2P_OK);
+    CHECK(l2p_plan_begin(&t, 0, &fake) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &session, NULL) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &arm[1], NULL) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &q, NULL) == L2P_OK && fake_win[0][2].base_ptr == 0x7000);
+    CHECK(t.n == 1 && t.cap >= 1);
+    CHECK(l2p_plan_end(&t) == L2P_OK && fake_win[0][2].num_bytes == 0 && fake_limit == 100);
+    l2p_plan_txn_free(&t);
+    l2p_plan_free(&q);
+    for (int i = 0; i < 2; i++) l2p_plan_free(&arm[i]);
+    l2p_plan_free(&session);
+}
+
 int main(void)
 {
     test_alternatives_rule();
@@ -288,6 +337,7 @@ int main(void)
     test_configure();
     test_install_restore();
     test_all_or_nothing();
+    test_set_aside_only_plans();
     printf("test_plan: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
