@@ -289,6 +289,15 @@ def test_advise_restores_and_reports_every_workloads_tax(device, bufs):
         }, repeat=4, search_repeat=3, confirm_rounds=2, must_not_slow=["copy"])
         assert device.persisting_l2_limit == limit and _same(s.access_policy_window, own)
         s.access_policy_window = None
+        with adv.plan:                                 # the one plan, installed
+            assert device.persisting_l2_limit >= adv.set_aside
+            _check_hist(torch, g.replay, acc, idx, vals)
+        assert device.persisting_l2_limit == limit
+    # the stream is closed now: the plan refuses it by name instead of handing a destroyed
+    # handle to the driver
+    with pytest.raises(ValueError, match="carrier: entry .*'hot_cold'.* is closed"):
+        adv.plan.install()
+    assert device.persisting_l2_limit == limit and not adv.plan.installed
     assert set(adv.workloads) == {"histogram", "hot_cold", "copy"}
     for w in adv.workloads.values():
         assert w.tax > 0 and np.isfinite(w.tax) and w.plan_ms > 0
@@ -303,10 +312,6 @@ def test_advise_restores_and_reports_every_workloads_tax(device, bufs):
     assert "histogram" in text and ("persist:" in text or "don't persist" in text)
     again = l2p.Advice.from_json(adv.to_json())
     assert again.workloads["copy"].tax == adv.workloads["copy"].tax
-    with adv.plan:                                     # the one plan, installed
-        assert device.persisting_l2_limit >= adv.set_aside
-        _check_hist(torch, g.replay, acc, idx, vals)
-    assert device.persisting_l2_limit == limit
 
 
 def test_advise_says_dont_for_work_that_only_streams(device):

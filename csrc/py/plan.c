@@ -451,10 +451,36 @@ static int tell_graphs(PyObject *plan)
     return r;
 }
 
+/* Every carrier of `plan` still usable: its handles would otherwise be a destroyed stream's or
+ * a closed graph's (a plan kept after `with Stream() as s:` ended crashed the driver call). */
+static int carriers_usable(l2p_state *st, l2p_PlanObject *p)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(p->meta); i++) {
+        PyObject *m = PyList_GET_ITEM(p->meta, i);
+        PyObject *c = PyDict_GetItemString(m, "carrier");
+        PyObject *g = PyDict_GetItemString(m, "graph");
+        PyObject *name = PyDict_GetItemString(m, "carrier_name");
+        if (c && PyObject_TypeCheck(c, st->Stream) &&
+            l2p_py_stream_usable((l2p_StreamObject *)c, 0) < 0) {
+            PyErr_Format(PyExc_ValueError, "carrier: entry %zd's stream (%R) is closed or was "
+                         "made before a device reset; a plan holds its carriers' handles, not "
+                         "copies", i, name ? name : Py_None);
+            return -1;
+        }
+        if (g && g != Py_None && ((l2p_GraphObject *)g)->closed) {
+            PyErr_Format(PyExc_ValueError, "carrier: entry %zd's graph (%R) is closed", i,
+                         name ? name : Py_None);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *apply_into(l2p_PlanObject *txn_owner, PyObject *other)
 {
     l2p_state *st = plan_state((PyObject *)txn_owner);
     l2p_PlanObject *q = (l2p_PlanObject *)other;
+    if (carriers_usable(st, q) < 0) return NULL;
     if (l2p_plan_apply(&txn_owner->txn, &q->plan, &txn_owner->granted) != L2P_OK)
         return l2p_py_raise(st);
     if (PyList_Append(txn_owner->applied, other) < 0 || tell_graphs(other) < 0) return NULL;
