@@ -539,10 +539,10 @@ def _replay_streams(fn):
     if torch is None or not hasattr(torch, "cuda") or not hasattr(torch.cuda, "CUDAGraph"):
         fn()
         return []
-    from .foreign import late_bound
+    from . import foreign
     cls, seen = torch.cuda.CUDAGraph, []
     original = cls.replay
-    fn = late_bound(fn)
+    fn = getattr(foreign, "late_bound", lambda f: f)(fn)  # (a stand-in foreign in tests)
 
     def replay(self, *a, **k):
         seen.append(torch.cuda.current_stream())
@@ -600,7 +600,10 @@ def _recheck(evaluate, inst, dev, r, rounds, repeat, min_gain, confidence, seed)
     """The pick against both baselines in fresh interleaved rounds after a pause; the
     verdict is the C rule's. A pick that does not hold is replaced by the better baseline."""
     n = len(inst.windows)
-    arms = {"limit0": {"set_aside": 0, "windows": [None] * n},
+    # Under MPS the set-aside is the server's: both baselines are "no window" at it (the
+    # search's rule too); a client cannot set limit 0.
+    zero = dev.default_persisting_l2_limit if dev.mps else 0
+    arms = {"limit0": {"set_aside": zero, "windows": [None] * n},
             "default": {"set_aside": dev.default_persisting_l2_limit, "windows": [None] * n},
             "pick": r["recommended"]}
     order = list(arms)

@@ -314,13 +314,17 @@ def test_advise_restores_and_reports_every_workloads_tax(device, bufs):
     assert again.workloads["copy"].tax == adv.workloads["copy"].tax
 
 
-def test_advise_says_dont_for_work_that_only_streams(device):
+def test_advise_dont_installs_the_better_baseline_alone(device):
+    """A "don't" (here forced: no plan can gain 90 %) recommends the better process-wide
+    baseline, limit 0 or the default, with every window off."""
     torch = need("torch")
     src = torch.rand(96 * MIB // 4, device="cuda")
     dst = torch.empty_like(src)
     b = torch.rand(64 * MIB // 4, device="cuda")
     adv = l2p.advise({"copy": lambda: dst.copy_(src), "scale": lambda: b.mul_(1.0000001)},
-                     repeat=4, search_repeat=3, confirm_rounds=2)
+                     repeat=4, search_repeat=3, confirm_rounds=2, min_gain=0.9)
     assert not adv.helps and "don't persist" in adv.verdict()
     assert adv.plan.set_aside == adv.set_aside in (0, device.default_persisting_l2_limit)
+    assert adv.set_aside == (0 if adv.baseline == "limit0" else device.default_persisting_l2_limit)
     assert all(not e["on"] for e in adv.plan.entries)
+    assert all(w.windows == [] for w in adv.workloads.values())

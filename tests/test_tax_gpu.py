@@ -177,7 +177,12 @@ def test_zero_companion_changes_no_result(n, device):
                 K.tax_probe(b, kind, accesses=accesses, seed=7, companion=comp,
                             companion_words=3, stream=s)
                 s.synchronize()
-                np.testing.assert_array_equal(a.to_numpy(), b.to_numpy(), err_msg=kind)
+                ha, hb = a.to_numpy(), b.to_numpy()
+                if kind == "atomic":  # atomics add in any order: the same sums
+                    np.testing.assert_array_equal(ha, hb, err_msg=kind)
+                else:  # colliding plain writes race (the H200 kept either writer's value):
+                    # the same words are written, whichever value won
+                    np.testing.assert_array_equal(ha != 0, hb != 0, err_msg=kind)
 
 
 def test_companion_words_are_each_read_once(n, device, rng):

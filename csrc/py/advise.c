@@ -54,8 +54,8 @@ static int one_coef(PyObject *item, const char *name, size_t i, void *dst)
     double v = PyFloat_AsDouble(item);
     if (v == -1.0 && PyErr_Occurred()) return -1;
     if (!(v > 0.0) || isinf(v)) {
-        PyErr_Format(PyExc_ValueError, "%s: item %zu is %g; weights must be finite and > 0",
-                     name, i, v);
+        PyErr_Format(PyExc_ValueError, "%s: item %zu is %R; weights must be finite and > 0",
+                     name, i, item);
         return -1;
     }
     ((double *)dst)[i] = v;

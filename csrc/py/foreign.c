@@ -195,7 +195,11 @@ static PyObject *launch_ex(PyObject *m, const void *args)
     l2p_state *st = mod_state(m);
     int device = a->device;
     if (dims3(a->grid, "grid", grid) < 0 || dims3(a->block, "block", block) < 0) return NULL;
-    if (a->stream.handle && l2p_stream_device(a->stream.handle, &device) != L2P_OK)
+    /* Our Stream knows its device; asking the driver about a capturing stream is refused
+     * (cudaErrorStreamCaptureUnsupported: a launch inside s.capture() failed on the H200). */
+    if (a->stream.obj)
+        device = l2p_py_stream_device((l2p_StreamObject *)a->stream.obj);
+    else if (a->stream.handle && l2p_stream_device(a->stream.handle, &device) != L2P_OK)
         return l2p_py_raise(st);
     PyObject *seq = PySequence_Fast(a->args, "args: expected a sequence of kernel arguments");
     if (!seq) return NULL;

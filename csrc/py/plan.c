@@ -357,8 +357,8 @@ static int config_arg(PyObject *obj, size_t n, size_t *set_aside, l2p_tune_windo
             bad = tw->hit_ratio == -1.0 && PyErr_Occurred();
         }
         if (!bad && !(tw->hit_ratio >= 0.0 && tw->hit_ratio <= 1.0)) {
-            PyErr_Format(PyExc_ValueError, "config: windows[%zu]['hit_ratio'] %g is outside "
-                         "[0, 1]", i, tw->hit_ratio);
+            PyErr_Format(PyExc_ValueError, "config: windows[%zu]['hit_ratio'] %R is outside "
+                         "[0, 1]", i, hr);
             bad = 1;
         }
         if (bad || prop_arg(w, "hit_prop", L2P_ACCESS_PERSISTING, &tw->hit_prop) < 0 ||
