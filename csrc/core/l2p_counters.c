@@ -1,4 +1,5 @@
-/* See l2p_counters.h. libcupti is resolved with dlopen/dlsym so nothing links against it. */
+/* See l2p_counters.h. libcupti is resolved with dlopen/dlsym (l2p_cupti.h) so nothing links
+ * against it. */
 #define _GNU_SOURCE
 #include "l2p_counters.h"
 
@@ -13,6 +14,7 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
+#include "l2p_cupti.h"
 #include "l2p_device.h"
 
 /* ---- friendly names ---- */
@@ -107,39 +109,14 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded;          /* 1 when every entry point resolved */
 static int initialized;     /* cuptiProfilerInitialize done */
-static char load_error[600];
-
-#ifndef L2P_CUDA_HOME
-#define L2P_CUDA_HOME "/usr/local/cuda"
-#endif
-
-static void *open_cupti(void)
-{
-    const char *env = getenv("L2P_CUPTI_LIBRARY"), *home = getenv("CUDA_HOME");
-    const char *names[] = {"libcupti.so.13", "libcupti.so", "libcupti.so.12"};
-    const char *dirs[] = {"lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"};
-    char path[512];
-    void *h = env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : NULL;
-    for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++)
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    for (int pass = 0; !h && pass < 2; pass++) {
-        const char *root = pass == 0 ? home : L2P_CUDA_HOME;
-        for (size_t i = 0; root && !h && i < sizeof dirs / sizeof dirs[0]; i++) {
-            snprintf(path, sizeof path, "%s/%s/libcupti.so", root, dirs[i]);
-            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        }
-    }
-    return h;
-}
+static char load_error[sizeof l2p_last_error()->message];
 
 static void load(void)
 {
-    void *h = open_cupti();
-    if (!h) {
-        snprintf(load_error, sizeof load_error,
-                 "CUPTI (libcupti.so) was not found: install the CUDA toolkit's CUPTI or the "
-                 "nvidia-cuda-cupti package, or set L2P_CUPTI_LIBRARY to its path (%s)",
-                 dlerror());
+    void *h;
+    if (l2p_cupti_library(&h) != L2P_OK) {
+        snprintf(load_error, sizeof load_error, "%s", l2p_last_error()->message);
+        l2p_clear_error();
         return;
     }
 #define RESOLVE(f)                                                                      \
@@ -161,28 +138,7 @@ l2p_status l2p_counters_load(void)
 
 static l2p_status fail_cupti(CUptiResult rc, const char *call)
 {
-    const char *text = NULL;
-    l2p_status st = L2P_ERR_CUPTI;
-    if (api.cuptiGetResultString) api.cuptiGetResultString(rc, &text);
-    if (rc == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
-        rc == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES) {
-        l2p_fail(L2P_ERR_NOT_SUPPORTED, "%s failed: %s. Profiling counters are restricted to "
-                 "administrators on this machine: run as root, or load the driver with "
-                 "NVreg_RestrictProfilingToAdminUsers=0", call, text ? text : "?");
-        st = L2P_ERR_NOT_SUPPORTED;
-    } else if (rc == CUPTI_ERROR_NOT_SUPPORTED || rc == CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED ||
-               rc == CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED) {
-        l2p_fail(L2P_ERR_NOT_SUPPORTED, "%s failed: %s (this device or mode cannot be "
-                 "profiled: vGPU, MIG, CMP, or a driver without profiling support)", call,
-                 text ? text : "?");
-        st = L2P_ERR_NOT_SUPPORTED;
-    } else {
-        l2p_fail(L2P_ERR_CUPTI, "%s failed: CUPTI error %d: %s", call, (int)rc, text ? text : "?");
-    }
-    /* l2p_fail cleared the codes; record CUPTI's. */
-    ((l2p_error *)l2p_last_error())->cupti_code = (int)rc;
-    snprintf(((l2p_error *)l2p_last_error())->call, sizeof l2p_last_error()->call, "%s", call);
-    return st;
+    return l2p_cupti_fail((int)rc, call, NULL);
 }
 
 #define CUPTI_TRY(call, params)                                        \

@@ -32,6 +32,18 @@ size_t l2p_scan_param_words(const unsigned char *bytes, size_t param_offset, siz
     return found;
 }
 
+const unsigned char *l2p_extra_buffer(void *const *extra, size_t *size)
+{
+    const unsigned char *buf = NULL;
+    *size = 0;
+    for (size_t j = 0; extra && extra[j] != CU_LAUNCH_PARAM_END && j < 64; j += 2) {
+        if (extra[j] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = (const unsigned char *)extra[j + 1];
+        else if (extra[j] == CU_LAUNCH_PARAM_BUFFER_SIZE) *size = *(const size_t *)extra[j + 1];
+        else break; /* an option we do not know: its value's form is unknown too */
+    }
+    return buf;
+}
+
 /* The offer a word belongs to, or -1. */
 static long owning_offer(uint64_t w, const l2p_offer *offers, size_t n)
 {
@@ -144,6 +156,16 @@ static l2p_status node_params(const driver_calls *d, cudaGraphNode_t node,
     return L2P_OK;
 }
 
+l2p_status l2p_discovery_supported(void)
+{
+    const driver_calls *d;
+    L2P_TRY(driver(&d));
+    if (!d->param_info)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "discovery needs cuFuncGetParamInfo (a CUDA 12.4 "
+                        "or newer driver) to find each kernel parameter's bytes");
+    return L2P_OK;
+}
+
 static size_t count_params(const driver_calls *d, CUfunction f)
 {
     size_t i = 0, off, size;
@@ -152,53 +174,66 @@ static size_t count_params(const driver_calls *d, CUfunction f)
     return i;
 }
 
+l2p_status l2p_function_describe(void *func, l2p_kernel_info *out)
+{
+    const driver_calls *d;
+    const char *name = NULL;
+    L2P_TRY(driver(&d));
+    out->func = func;
+    out->name[0] = '\0';
+    if (func && d->func_name && d->func_name(&name, (CUfunction)func) == CUDA_SUCCESS && name)
+        strncpy(out->name, name, L2P_KERNEL_NAME_MAX - 1);
+    out->num_params = count_params(d, (CUfunction)func);
+    return L2P_OK;
+}
+
+int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size)
+{
+    const driver_calls *d;
+    if (driver(&d) != L2P_OK) return 0;
+    return d->param_info && d->param_info((CUfunction)func, i, offset, size) == CUDA_SUCCESS;
+}
+
+void *l2p_kernel_function(void *kernel)
+{
+    const driver_calls *d;
+    CUfunction f = NULL;
+    if (driver(&d) != L2P_OK || !d->kernel_function ||
+        d->kernel_function(&f, (CUkernel)kernel) != CUDA_SUCCESS)
+        return NULL;
+    return (void *)f;
+}
+
 l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out)
 {
     const driver_calls *d;
     CUDA_KERNEL_NODE_PARAMS p;
-    const char *name = NULL;
     memset(out, 0, sizeof *out);
     L2P_TRY(driver(&d));
     L2P_TRY(node_params(d, node, &p));
+    L2P_TRY(l2p_function_describe((void *)p.func, out));
     out->node = node;
-    out->func = (void *)p.func;
-    if (p.func && d->func_name && d->func_name(&name, p.func) == CUDA_SUCCESS && name)
-        strncpy(out->name, name, L2P_KERNEL_NAME_MAX - 1);
     out->grid[0] = p.gridDimX, out->grid[1] = p.gridDimY, out->grid[2] = p.gridDimZ;
     out->block[0] = p.blockDimX, out->block[1] = p.blockDimY, out->block[2] = p.blockDimZ;
     out->shared_mem = p.sharedMemBytes;
-    out->num_params = count_params(d, p.func);
     return L2P_OK;
 }
 
-/* The argument bytes in the `extra` form: one buffer holding every parameter at its offset. */
-static const unsigned char *extra_buffer(void **extra, size_t *size)
+static l2p_status push_use(l2p_graph_scan *s, const l2p_buffer_use *u)
 {
-    const unsigned char *buf = NULL;
-    *size = 0;
-    for (size_t j = 0; extra && extra[j] != CU_LAUNCH_PARAM_END && j < 64; j += 2) {
-        if (extra[j] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = (const unsigned char *)extra[j + 1];
-        else if (extra[j] == CU_LAUNCH_PARAM_BUFFER_SIZE) *size = *(const size_t *)extra[j + 1];
-        else break; /* an option we do not know: its value's form is unknown too */
-    }
-    return buf;
-}
-
-static l2p_status push_use(l2p_graph_scan *s, size_t *cap, const l2p_buffer_use *u)
-{
-    if (s->n_uses == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
+    if (s->n_uses == s->uses_cap) {
+        size_t c = s->uses_cap ? 2 * s->uses_cap : 64;
         l2p_buffer_use *n = (l2p_buffer_use *)realloc(s->uses, c * sizeof *n);
-        if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning a graph");
+        if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning kernel arguments");
         s->uses = n;
-        *cap = c;
+        s->uses_cap = c;
     }
     s->uses[s->n_uses++] = *u;
     return L2P_OK;
 }
 
 /* Every pointer-like word of one parameter that the driver knows as device memory. */
-static l2p_status scan_param(const driver_calls *d, l2p_graph_scan *s, size_t *cap, size_t kernel,
+static l2p_status scan_param(const driver_calls *d, l2p_graph_scan *s, size_t kernel,
                              unsigned param, const unsigned char *bytes, size_t offset,
                              size_t size)
 {
@@ -215,38 +250,45 @@ static l2p_status scan_param(const driver_calls *d, l2p_graph_scan *s, size_t *c
                 CUDA_SUCCESS || !range)
             continue; /* not device memory: an integer, a host pointer, a freed address */
         l2p_buffer_use u = {kernel, param, offs[i], words[i], (uint64_t)start, (uint64_t)range};
-        L2P_TRY(push_use(s, cap, &u));
+        L2P_TRY(push_use(s, &u));
     }
     return L2P_OK;
 }
 
-static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, size_t *cap, size_t kernel)
+l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
+                                const unsigned char *args, size_t args_size)
+{
+    const driver_calls *d;
+    const l2p_kernel_info *k = &s->kernels[kernel];
+    L2P_TRY(driver(&d));
+    for (size_t i = 0; i < k->num_params; i++) {
+        size_t off = 0, size = 0;
+        if (d->param_info((CUfunction)k->func, i, &off, &size) != CUDA_SUCCESS) break;
+        const unsigned char *bytes = NULL;
+        if (kernel_params) bytes = (const unsigned char *)kernel_params[i];
+        else if (args && off + size <= args_size) bytes = args + off;
+        if (bytes) L2P_TRY(scan_param(d, s, kernel, (unsigned)i, bytes, off, size));
+    }
+    return L2P_OK;
+}
+
+static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, size_t kernel)
 {
     CUDA_KERNEL_NODE_PARAMS p;
     size_t extra_size = 0;
     L2P_TRY(node_params(d, s->kernels[kernel].node, &p));
-    const unsigned char *buf = p.kernelParams ? NULL : extra_buffer(p.extra, &extra_size);
-    for (size_t i = 0; i < s->kernels[kernel].num_params; i++) {
-        size_t off = 0, size = 0;
-        if (d->param_info(p.func, i, &off, &size) != CUDA_SUCCESS) break;
-        const unsigned char *bytes = NULL;
-        if (p.kernelParams) bytes = (const unsigned char *)p.kernelParams[i];
-        else if (buf && off + size <= extra_size) bytes = buf + off;
-        if (bytes) L2P_TRY(scan_param(d, s, cap, kernel, (unsigned)i, bytes, off, size));
-    }
-    return L2P_OK;
+    const unsigned char *buf = p.kernelParams ? NULL : l2p_extra_buffer(p.extra, &extra_size);
+    return l2p_scan_kernel_args(s, kernel, p.kernelParams, buf, extra_size);
 }
 
 l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out)
 {
     const driver_calls *d;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
     int prev;
     memset(out, 0, sizeof *out);
     L2P_TRY(driver(&d));
-    if (!d->param_info)
-        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "discovery needs cuFuncGetParamInfo (a CUDA 12.4 "
-                        "or newer driver) to find each kernel parameter's bytes");
+    L2P_TRY(l2p_discovery_supported());
     L2P_TRY(l2p_graph_list_kernels(graph, NULL, &n));
     L2P_TRY(l2p_device_enter(device, &prev)); /* the pointer queries need its context */
     cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
@@ -257,7 +299,7 @@ l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out
     for (size_t k = 0; st == L2P_OK && k < n; k++) {
         st = l2p_kernel_node_describe(nodes[k], &out->kernels[k]);
         out->n_kernels = k + 1;
-        if (st == L2P_OK) st = scan_node(d, out, &cap, k);
+        if (st == L2P_OK) st = scan_node(d, out, k);
     }
     l2p_device_leave(prev);
     free(nodes);

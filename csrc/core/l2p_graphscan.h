@@ -7,6 +7,9 @@
  * / RANGE_SIZE) names the allocation it falls in. Measured on the H100: this named exactly the
  * buffers of PyTorch's index_add_ and index_select in a torch.cuda.CUDAGraph.
  *
+ * Eager work that cannot be captured is read from its launches instead (l2p_launchlog.h), which
+ * fills the same l2p_graph_scan through the same argument scan (l2p_scan_kernel_args).
+ *
  * An allocation may hold several tensors (a caching allocator's segment), so the allocation is
  * only a fallback name: offered tensors [ptr, ptr + nbytes) are matched against the words
  * themselves (l2p_buffers_build).
@@ -28,7 +31,8 @@ extern "C" {
 #define L2P_KERNEL_NAME_MAX 256
 
 typedef struct {
-    cudaGraphNode_t node;    /* the kernel node, in the graph or one of its child graphs */
+    cudaGraphNode_t node;    /* the kernel node, in the graph or one of its child graphs; NULL
+                              * for a logged launch */
     void *func;              /* its CUfunction */
     char name[L2P_KERNEL_NAME_MAX]; /* the (mangled) kernel name; "" when the driver cannot say */
     unsigned grid[3], block[3];
@@ -50,13 +54,35 @@ typedef struct {
     size_t n_kernels;
     l2p_buffer_use *uses;
     size_t n_uses;
+    size_t uses_cap;         /* uses allocated */
 } l2p_graph_scan;
 
+/* Whether discovery can read parameters here (L2P_OK), or why not: it needs
+ * cuFuncGetParamInfo (driver 12.4). */
+l2p_status l2p_discovery_supported(void);
 /* Describe one kernel node (no parameter scan): name, launch shape, parameter count. */
 l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out);
 /* Scan every kernel node of `graph` on `device`; free with l2p_graph_scan_free. */
 l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out);
 void l2p_graph_scan_free(l2p_graph_scan *s);
+
+/* A function's name and parameter count into out (func, name, num_params; the rest untouched). */
+l2p_status l2p_function_describe(void *func, l2p_kernel_info *out);
+/* These two record no error (the launch log calls them inside CUPTI's callbacks, on the
+ * caller's thread); discovery must be supported (l2p_discovery_supported) first. */
+/* 1 with parameter i's offset in the argument buffer and its size (cuFuncGetParamInfo); 0
+ * when the function has no parameter i. */
+int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size);
+/* The CUfunction of a CUkernel (a library kernel; CUDA 13's cudaKernel_t) in the current
+ * context, or NULL. */
+void *l2p_kernel_function(void *kernel);
+/* Append to s->uses every word of kernel `kernel`'s arguments (s->kernels[kernel]: func and
+ * num_params set) that the driver knows as device memory. The arguments are kernel_params (one
+ * pointer per parameter) or, where that is NULL, `args`: every parameter at its offset (the
+ * `extra` form's buffer); a parameter past args_size is skipped. The pointer queries need the
+ * device's context current. */
+l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
+                                const unsigned char *args, size_t args_size);
 
 /* ---- pure parts (C-tested without a GPU) ---- */
 
@@ -68,6 +94,10 @@ int l2p_word_may_be_pointer(uint64_t w);
  * word) pairs that may be pointers; returns how many there are. */
 size_t l2p_scan_param_words(const unsigned char *bytes, size_t param_offset, size_t size,
                             unsigned *offsets, uint64_t *words, size_t cap);
+
+/* The argument buffer of a launch's `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs
+ * up to CU_LAUNCH_PARAM_END), or NULL; *size its size. */
+const unsigned char *l2p_extra_buffer(void *const *extra, size_t *size);
 
 /* A tensor the caller offers by address. */
 typedef struct {

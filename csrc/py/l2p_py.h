@@ -17,6 +17,7 @@
 
 #include "l2p_device.h"
 #include "l2p_error.h"
+#include "l2p_graphscan.h"
 #include "l2p_life.h"
 #include "l2p_policy.h"
 #include "l2p_stream.h"
@@ -202,6 +203,12 @@ PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
 /* A Graph's node windows were changed from outside graph.c (a Plan): its executable is stale
  * and its owner (PyTorch) must instantiate again. 0, or -1 with an exception. */
 int l2p_graph_windows_changed(PyObject *graph);
+
+/* Discovery's results (scan.c). */
+PyObject *l2p_py_shape3(const unsigned v[3]); /* (x, y, z) */
+/* The (kernels, records, uses) tuples of a finished scan, its uses grouped against `offers` (a
+ * sequence of (ptr, nbytes) int pairs); frees the scan, also on failure. */
+PyObject *l2p_py_scan_tuples(l2p_state *st, l2p_graph_scan *sc, PyObject *offers);
 
 /* Type registration (one per file). */
 int l2p_add_device_types(PyObject *m, l2p_state *st);
