@@ -8,6 +8,7 @@ windows, its advice re-measured outside the advisor against both baselines."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
@@ -108,7 +109,9 @@ def _decoder(torch, quick):
     """A transformers Llama decoder with random weights (bf16), or None (why) when
     transformers is missing."""
     try:
-        import transformers
+        with warnings.catch_warnings():  # its tqdm import warns in a notebook without widgets
+            warnings.simplefilter("ignore")
+            import transformers
     except ImportError:
         return None, "transformers is not installed"
     cfg = transformers.LlamaConfig(
