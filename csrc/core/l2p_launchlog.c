@@ -334,14 +334,43 @@ static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_Ca
     log_launch(log, &a);
 }
 
+/* The one log the callbacks may write. A callback that comes late (another thread's launch
+ * racing the end, or a subscription that failed to end) must find no log rather than a freed
+ * one: the first full GPU run with the launch log crashed a later PyTorch launch. */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static l2p_launch_log *slot_log;
+static _Thread_local int in_callback; /* a driver call made by the callback itself */
+
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
                                  CUpti_CallbackId cbid, const void *data)
 {
-    l2p_launch_log *log = (l2p_launch_log *)userdata;
-    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+    (void)userdata;
+    if (in_callback) return;
+    in_callback = 1;
+    pthread_mutex_lock(&slot_lock);
+    l2p_launch_log *log = slot_log;
+    if (log && domain == CUPTI_CB_DOMAIN_RUNTIME_API)
         on_runtime(log, cbid, (const CUpti_CallbackData *)data);
-    else if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+    else if (log && domain == CUPTI_CB_DOMAIN_DRIVER_API)
         on_driver(log, cbid, (const CUpti_CallbackData *)data);
+    pthread_mutex_unlock(&slot_lock);
+    in_callback = 0;
+}
+
+static l2p_status slot_take(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    int busy = slot_log != NULL;
+    if (!busy) slot_log = log;
+    pthread_mutex_unlock(&slot_lock);
+    return busy ? l2p_fail(L2P_ERR_STATE, "launch log: another launch log is running in this process (CUPTI allows one subscriber)") : L2P_OK;
+}
+
+static void slot_release(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    if (slot_log == log) slot_log = NULL;
+    pthread_mutex_unlock(&slot_lock);
 }
 
 /* ---- CUPTI ---- */
@@ -388,9 +417,9 @@ static l2p_status subscribe(const cupti_calls *c, l2p_launch_log *log)
         p.subscriberName = "l2persist launch log";
         p.oldSubscriberName = other;
         p.oldSubscriberSize = sizeof other;
-        rc = c->subscribe_v2(&h, on_callback, log, &p);
+        rc = c->subscribe_v2(&h, on_callback, NULL, &p);
     } else {
-        rc = c->subscribe(&h, on_callback, log);
+        rc = c->subscribe(&h, on_callback, NULL);
     }
     if (rc != CUPTI_SUCCESS)
         return l2p_cupti_fail((int)rc, "cuptiSubscribe", other[0] ? other : NULL);
@@ -442,15 +471,26 @@ l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
     L2P_TRY(l2p_launch_log_init(log, device, L2P_LAUNCH_LOG_MAX_LAUNCHES,
                                 L2P_LAUNCH_LOG_MAX_BYTES));
     log->session = ++sessions;
-    l2p_status st = subscribe(c, log);
+    l2p_status st = slot_take(log);
+    if (st != L2P_OK) {
+        l2p_error keep = *l2p_last_error();
+        l2p_launch_log_free(log);
+        return l2p_fail(keep.status, "%s", keep.message);
+    }
+    st = subscribe(c, log);
     if (st == L2P_OK) st = enable_launches(c, log);
-    if (st != L2P_OK) l2p_launch_log_free(log);
+    if (st != L2P_OK) {
+        l2p_error keep = *l2p_last_error();
+        l2p_launch_log_free(log);
+        return l2p_fail(keep.status, "%s", keep.message);
+    }
     return st;
 }
 
 void l2p_launch_log_end(l2p_launch_log *log)
 {
     const cupti_calls *c;
+    slot_release(log); /* first: no callback writes this log from here on */
     if (!log->subscriber) return;
     if (cupti(&c) == L2P_OK) (void)c->unsubscribe((CUpti_SubscriberHandle)log->subscriber);
     else l2p_clear_error();

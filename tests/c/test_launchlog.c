@@ -34,7 +34,10 @@ static void test_kernel_params(void)
     l2p_launch_log log;
     int n = 1000;
     uint64_t x = A + 0x100;
-    struct { uint64_t p; int k; } s = {A + 0x2000, 7};
+    struct { uint64_t p; int k; } s;
+    memset(&s, 0, sizeof s); /* its padding too: the word scan reads the whole 16 bytes */
+    s.p = A + 0x2000;
+    s.k = 7;
     void *params[3] = {&n, &x, &s};
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
     l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
