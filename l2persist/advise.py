@@ -89,6 +89,9 @@ class Advice:
     wall_s: float
     min_gain: float
     weight_unit: str
+    #: The plan re-measured in fresh rounds after the search ({"speedup", "ci", "held",
+    #: "rounds"}); None when the confirmation recommended nothing.
+    recheck: dict | None = None
     _plan: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -102,10 +105,17 @@ class Advice:
 
     def verdict(self) -> str:
         lo, hi = self.ci
+        again = (f"; re-measured {self.recheck['speedup']:.3f}x" if self.recheck else "")
         if self.helps:
             return (f"persist: set-aside {human_bytes(self.set_aside)} with the windows below "
                     f"makes the weighted total {self.speedup:.3f}x faster than "
-                    f"{_base(self.baseline)} (95 % interval {lo:.3f}-{hi:.3f}x)")
+                    f"{_base(self.baseline)} (95 % interval {lo:.3f}-{hi:.3f}x{again})")
+        if self.recheck and not self.recheck["held"]:
+            rlo, rhi = self.recheck["ci"]
+            return (f"don't persist: the plan found ({self.speedup:.3f}x on the weighted total) "
+                    f"did not hold when re-measured in fresh rounds "
+                    f"({self.recheck['speedup']:.3f}x, interval {rlo:.3f}-{rhi:.3f}x); keep "
+                    f"{_base(self.baseline)}")
         why = (f"it would slow {self.blocked_by}, marked must_not_slow" if self.blocked_by
                else f"the best plan found gives {self.speedup:.3f}x on the weighted total "
                     f"(interval {lo:.3f}-{hi:.3f}x; needs >= {1 + self.min_gain:.3f}x with "
@@ -310,7 +320,8 @@ class WorkloadSet:
 def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=(),
            min_gain: float = 0.02, confidence: float = 0.95, repeat: int = 10,
            search_repeat: int = 8, confirm_rounds: int = 3, tries: int = 3, warmup: int = 2,
-           hold_us: float = 50.0, seed: int = 0x1E3779B97F4A7C15) -> Advice:
+           hold_us: float = 50.0, seed: int = 0x1E3779B97F4A7C15,
+           recheck_rounds: int = 3) -> Advice:
     """One persistence plan for a whole process, found and checked on its own work.
 
     - ``workloads``: name -> ``fn``, ``(fn, weight)`` or a dict with ``fn`` and any of
@@ -330,6 +341,9 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
       samples per arm and round in the confirmation, per evaluation in the search, rounds
       (up to 4x while undecided), targets tried alone per workload and level, and each
       timing's warm-up calls and spin.
+    - ``recheck_rounds``: a plan the confirmation recommends is re-measured against both
+      baselines in this many fresh interleaved rounds after a pause (0: not), and dropped for
+      the better baseline when it no longer helps by the same rule.
 
     Evaluations grow linearly with the workloads. What it changes and restores: the
     persisting limit and the windows of every carrier it touches (one Plan transaction),
@@ -348,7 +362,40 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
                                 tries=tries, search_repeat=search_repeat, repeat=repeat,
                                 confirm_rounds=confirm_rounds, min_gain=min_gain,
                                 confidence=confidence, seed=seed)
-    return _advice(r, ws, coef, time.perf_counter() - t0, min_gain, weight_unit)
+        recheck = _recheck(ws, coef, r, recheck_rounds, repeat, min_gain, confidence,
+                           seed) if r["helps"] and recheck_rounds else None
+    adv = _advice(r, ws, coef, time.perf_counter() - t0, min_gain, weight_unit)
+    adv.recheck = recheck
+    return adv
+
+
+def _recheck(ws, coef, r, rounds, repeat, min_gain, confidence, seed):
+    """The plan against both process-wide baselines in fresh interleaved rounds after a
+    pause, every workload timed in each arm; the totals' samples are the weighted sums of the
+    workloads' samples of one index (the C confirmation's form), the verdict the C rule's. A
+    plan that no longer helps is dropped for the better baseline (as tune's recheck does)."""
+    from .tune import verdict
+    default = ws.dev.default_persisting_l2_limit
+    zero = default if ws.dev.mps else 0
+    arms = {"limit0": ws.union.configured(ws.off(zero)),
+            "default": ws.union.configured(ws.off(default)),
+            "plan": ws.union.configured(r["found"])}
+    totals = {k: [] for k in arms}
+    time.sleep(0.25)  # separated in time from the search
+    order = list(arms)
+    for i in range(rounds):
+        for k in (order if i % 2 == 0 else order[::-1]):
+            ws.session.apply(arms[k])
+            per = [ws.time(w, repeat) for w in range(len(ws.works))]
+            totals[k] += [sum(c * x[j] for c, x in zip(coef, per)) for j in range(repeat)]
+    v = verdict(totals["limit0"], totals["default"], totals["plan"], min_gain=min_gain,
+                confidence=confidence, seed=seed, rounds=rounds)
+    if not v.helps:
+        r["helps"] = False
+        r["baseline"] = v.baseline
+        r["recommended_set_aside"] = default if v.baseline == "default" else zero
+    return {"speedup": v.speedup, "ci": [v.ci_low, v.ci_high], "held": v.helps,
+            "rounds": rounds}
 
 
 def _advice(r, ws, coef, wall_s, min_gain, weight_unit) -> Advice:
