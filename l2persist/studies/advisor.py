@@ -229,18 +229,20 @@ def _build(ctx, rng):
 
 
 def _grid(ws, levels, repeat):
-    """Per level: each workload's best time (median) and window specs over no window and the
-    grid's configurations. Measured once; each mix weighs it with its coefficients."""
+    """Per level: each workload's (best time, its window specs, time with no window), medians
+    over no window and the grid's configurations. Measured once; each mix weighs it with its
+    coefficients."""
     table = {}
     for level in levels:
         row = []
         for i in range(len(ws.works)):
             off = ws.off(level)
-            best = (float(np.median(ws.evaluate(i, off, repeat))), off["windows"])
+            none_ms = float(np.median(ws.evaluate(i, off, repeat)))
+            best = (none_ms, off["windows"], none_ms)
             for cfg in _grid_configs(ws, i, level):
                 ms = float(np.median(ws.evaluate(i, cfg, repeat)))
                 if ms < best[0]:
-                    best = (ms, cfg["windows"])
+                    best = (ms, cfg["windows"], none_ms)
             row.append(best)
         table[level] = row
     return table
@@ -248,8 +250,9 @@ def _grid(ws, levels, repeat):
 
 def _grid_plan(ws, coef, level, row):
     """The grid's best at `level` as one plan: each workload's best windows, the larger
-    weighted saving first where two want one carrier (a stream holds one window)."""
-    order = sorted(range(len(row)), key=lambda i: -coef[i] * row[i][0])
+    weighted saving (over no window at that level) first where two want one carrier (a
+    stream holds one window)."""
+    order = sorted(range(len(row)), key=lambda i: -coef[i] * (row[i][2] - row[i][0]))
     windows = [None] * len(ws.windows)
     for i in order:
         trial = [w if w is not None else mine for w, mine in zip(windows, row[i][1])]
