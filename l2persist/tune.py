@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from . import _core
 from ._format import human_bytes, load_json, save_json
 
-__all__ = ["Target", "TimingError", "TuneResult", "Verdict", "describe", "timed_stream",
+__all__ = ["Target", "TuneResult", "Verdict", "describe", "timed_stream",
            "tune", "verdict",
            "EXPLAIN_COUNTERS"]
 
@@ -429,7 +429,7 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     Timing brackets the work: fn is run once first, and if it replays PyTorch CUDA graphs on
     a stream other than the timed one (``g.replay()`` runs on PyTorch's *current* stream),
     ``stream=`` is refused with both streams named (or, with no ``stream=``, the replay's
-    stream is timed); events that time much less than fn's wall time are refused too.
+    stream is timed).
     - ``screen_keep``: with more targets than this, or with several targets on one stream
       (alternatives: a stream holds one window), each is first probed once alone at the
       largest set-aside (the most a window on it can persist), and the search runs on the
@@ -529,10 +529,6 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     return res
 
 
-class TimingError(RuntimeError):
-    """The CUDA events around fn do not bracket its work (it runs on another stream)."""
-
-
 def _replay_streams(fn):
     """Run fn once, noting the PyTorch stream each torch CUDAGraph replay ran on."""
     torch = sys.modules.get("torch")
@@ -559,12 +555,16 @@ def _handle(stream) -> int:
     return 0 if stream is None else stream.handle
 
 
-def timed_stream(fn, stream, dev, *, given: bool, calls: int = 5):
+def timed_stream(fn, stream, dev, *, given: bool):
     """The stream whose events bracket fn's work: `stream`, checked. fn's PyTorch graph
     replays must run on it (ValueError naming both streams when `given`; else the replay's
-    stream is returned), and events on it must not time much less than fn's wall time
-    (TimingError): measured, ``tune(lambda: g.replay(), stream=s)`` with the replay on
-    PyTorch's current stream timed 6 us of nothing and called it 1.574x faster."""
+    stream is returned): measured, ``tune(lambda: g.replay(), stream=s)`` with the replay on
+    PyTorch's current stream timed 6 us of nothing and called it 1.574x faster.
+
+    Events against wall time cannot tell work on another stream from host-bound work: a
+    small graph replayed on the timed stream itself timed 6.8 us in events against 407 us of
+    wall time per call (H200, a notebook run), so that check was tried and removed; eager
+    work is timed on the stream discovery names (the one its kernels ran on)."""
     replays = _replay_streams(fn)
     handles = sorted({s.cuda_stream for s in replays})
     if len(handles) > 1:
@@ -579,20 +579,6 @@ def timed_stream(fn, stream, dev, *, given: bool, calls: int = 5):
                 f"stream=torch.cuda.current_stream(), or replay under "
                 f"`with torch.cuda.stream(s):`")
         stream = _core.Stream(wrap=replays[0])
-    samples = _core.time_calls(fn, stream=stream, warmup=1, repeat=calls, device=dev,
-                               hold_us=0.0)
-    dev.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    dev.synchronize()
-    wall = (time.perf_counter() - t0) * 1e3 / calls
-    events = sorted(samples)[len(samples) // 2]
-    if events < 0.25 * wall and wall - events > 0.05:
-        raise TimingError(
-            f"stream: events on stream {_handle(stream):#x} time {events * 1e3:.1f} us of fn, "
-            f"whose calls take {wall * 1e3:.1f} us each with the device synchronised: fn runs "
-            f"its work on another stream. Pass the stream it runs on as stream=")
     return stream
 
 

@@ -592,6 +592,10 @@ def _fake_torch(monkeypatch, replay_stream):
     class CUDAGraph:
         def replay(self):
             pass
+
+        def raw_cuda_graph(self):
+            return 0
+    CUDAGraph.__module__ = "torch.cuda.graphs"  # what foreign.late_bound recognises
     cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph,
                                  current_stream=lambda: types.SimpleNamespace(
                                      cuda_stream=replay_stream))
@@ -604,36 +608,17 @@ def test_timed_stream_refuses_events_on_another_stream_than_the_replay(monkeypat
     stream timed 6 us of nothing and said 1.574x. Now the given stream is refused with both
     streams named, and without stream= the replay's stream is timed."""
     g = _fake_torch(monkeypatch, 0xABC0)
-    timed = []
-
-    def time_calls(fn, *, stream, **kw):
-        timed.append(stream)
-        fn()
-        return [1.0] * kw["repeat"]
     wrapped = []
-    fake = types.SimpleNamespace(time_calls=time_calls,
-                                 Stream=lambda wrap: wrapped.append(wrap) or "wrapped")
+    fake = types.SimpleNamespace(Stream=lambda wrap: wrapped.append(wrap) or "wrapped")
     monkeypatch.setattr(tune_mod, "_core", fake)
     mine = types.SimpleNamespace(handle=0x5150)
     with pytest.raises(ValueError, match=r"stream: .*0xabc0.*0x5150"):
         tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=True)
-    assert timed == []  # refused before anything was timed
+    assert wrapped == []  # refused: nothing wrapped
     assert tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=False) == "wrapped"
-    assert wrapped[0].cuda_stream == 0xABC0 and timed == ["wrapped"]
+    assert wrapped[0].cuda_stream == 0xABC0
+    # g.replay passed as is (a bound method) is seen too
+    assert tune_mod.timed_stream(g.replay, mine, _FakeDevice(), given=False) == "wrapped"
     # the replay on the timed stream: accepted as is
     same = types.SimpleNamespace(handle=0xABC0)
     assert tune_mod.timed_stream(lambda: g.replay(), same, _FakeDevice(), given=True) is same
-
-
-def test_timed_stream_refuses_events_that_time_nothing(monkeypatch):
-    """Events that see 1 us of a call that takes 2 ms of wall time bracket nothing."""
-    import time as _time
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    fake = types.SimpleNamespace(time_calls=lambda fn, **kw: [0.001] * kw["repeat"])
-    monkeypatch.setattr(tune_mod, "_core", fake)
-    s = types.SimpleNamespace(handle=0x77)
-    with pytest.raises(tune_mod.TimingError, match="stream: events on stream 0x77"):
-        tune_mod.timed_stream(lambda: _time.sleep(0.002), s, _FakeDevice(), given=True)
-    fake.time_calls = lambda fn, **kw: [2.0] * kw["repeat"]  # events see the work
-    assert tune_mod.timed_stream(lambda: _time.sleep(0.002), s, _FakeDevice(),
-                                 given=True) is s
