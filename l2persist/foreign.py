@@ -7,7 +7,7 @@ owns (never destroying it), whose kernel nodes carry per-node access policy wind
 kernels use and a carrier per buffer on which a window reaches those kernels.
 
 Where a window set on a borrowed graph takes effect (measured on the H100, driver 580, torch
-2.11; /work/fixtures/foreign-findings.txt):
+2.11; the GPU tests in tests/test_foreign_gpu.py check it):
 
 * **PyTorch** ``torch.cuda.CUDAGraph(keep_graph=True)``: the window is set on the raw graph's
   nodes (``raw_cuda_graph()``), then l2persist calls the owner's ``instantiate()``, which
@@ -659,21 +659,6 @@ def _function_of(kernel: Any) -> tuple[int, bool]:
         f"compiled kernel or a CUfunction int, got {mod}.{name}")
 
 
-def _dims(name: str, v: Any) -> tuple[int, int, int]:
-    if isinstance(v, bool):
-        raise TypeError(f"{name}: expected an int or a tuple of 1-3 ints, got bool")
-    if isinstance(v, int):
-        v = (v,)
-    try:
-        t = tuple(int(x) for x in v)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int or a tuple of 1-3 ints, got "
-                        f"{type(v).__name__}") from None
-    if not 1 <= len(t) <= 3 or any(x < 1 or x > 0xFFFFFFFF for x in t):
-        raise ValueError(f"{name}: 1-3 dimensions, each in 1..4294967295, got {v!r}")
-    return t + (1,) * (3 - len(t))
-
-
 def launch(kernel: Any, grid: Any, block: Any, args: Iterable = (), *, stream=None, window=None,
            shared_mem: int = 0, device=None) -> None:
     """Launch another library's kernel through cuLaunchKernelEx, with an access policy window
@@ -689,5 +674,5 @@ def launch(kernel: Any, grid: Any, block: Any, args: Iterable = (), *, stream=No
     handle, is_kernel = _function_of(kernel)
     if not isinstance(shared_mem, int) or isinstance(shared_mem, bool):
         raise TypeError(f"shared_mem: expected an int, got {type(shared_mem).__name__}")
-    _core._launch_ex(handle, is_kernel, _dims("grid", grid), _dims("block", block), list(args),
+    _core._launch_ex(handle, is_kernel, grid, block, list(args),
                      stream, window, shared_mem, device)

@@ -608,7 +608,7 @@ def _recheck(evaluate, inst, dev, r, rounds, repeat, min_gain, confidence, seed)
 
 
 def _discover(fn, stream, candidates):
-    """The buffers fn's kernels use, from l2persist.foreign (issue 18's discovery)."""
+    """The buffers fn's kernels use, from l2persist.foreign's discovery."""
     try:
         from . import foreign
     except ImportError as e:

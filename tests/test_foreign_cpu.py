@@ -64,16 +64,18 @@ def test_launch_refusals_name_the_argument():
         l2persist.launch("axpy", 1, 1)
     with pytest.raises(TypeError, match="kernel:"):
         l2persist.launch(True, 1, 1)
-    with pytest.raises(ValueError, match="grid: 1-3 dimensions"):
+    with pytest.raises(ValueError, match=r"grid: 0 is outside \[1, 4294967295\]"):
         l2persist.launch(1, 0, 1)
+    with pytest.raises(ValueError, match=r"block: .*outside \[1, 4294967295\]"):
+        l2persist.launch(1, 1, (32, 0))           # padded dimensions are checked one by one
     with pytest.raises(ValueError, match="block: 1-3 dimensions"):
         l2persist.launch(1, 1, (1, 1, 1, 1))
-    with pytest.raises(TypeError, match="grid"):
+    with pytest.raises(TypeError, match="grid: expected an int or a tuple of 1-3 ints"):
         l2persist.launch(1, 1.5, 1)
+    with pytest.raises(TypeError, match="grid: expected an int or a tuple of 1-3 ints"):
+        l2persist.launch(1, True, 1)
     with pytest.raises(TypeError, match="shared_mem"):
         l2persist.launch(1, 1, 1, shared_mem=1.0)
-    assert foreign._dims("grid", 7) == (7, 1, 1)
-    assert foreign._dims("block", (32, 4)) == (32, 4, 1)
 
 
 def test_function_handles_of_each_kind():

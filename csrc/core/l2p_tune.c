@@ -741,7 +741,7 @@ static int screening(const l2p_tune_options *o)
  * can persist), then the search on the screen_keep fastest of those whose probe beat the
  * better baseline (always the fastest one, so that a "don't" is still searched for). A target
  * that cannot gain at the most favourable point is not worth the search's evaluations: each
- * kept target costs the search about four more (issue 18's bar: discovery within twice the
+ * kept target costs the search about four more (the atlas's bar: discovery within twice the
  * evaluations of a search told the target). */
 static void screen(search *sr)
 {

@@ -159,21 +159,36 @@ static int launch_arg(l2p_state *st, PyObject *o, Py_ssize_t i, l2p_arg *a, PyOb
     return rc;
 }
 
-/* grid or block: a tuple of 3 ints, each in [1, 2^32 - 1] (l2persist.launch pads 1-3 ints). */
+/* grid or block: an int or a sequence of 1-3 ints, each in [1, 2^32 - 1], padded with 1s:
+ * the one check of a launch shape (l2persist.launch hands its arguments here as given). */
 static int dims3(PyObject *obj, const char *name, unsigned out[3])
 {
-    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 3) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of 3 ints, got %s", name,
+    PyObject *seq = PyLong_Check(obj) && !PyBool_Check(obj) ? PyTuple_Pack(1, obj)
+                    : PyBool_Check(obj) || PyUnicode_Check(obj) ? NULL
+                    : PySequence_Fast(obj, "");
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: expected an int or a tuple of 1-3 ints, got %s", name,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    for (int i = 0; i < 3; i++) {
-        long long v;
-        if (l2p_py_ranged_int(PyTuple_GET_ITEM(obj, i), name, "a dimension", 1, 0xffffffffLL,
-                              &v) < 0)
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 3) {
+        PyErr_Format(PyExc_ValueError, "%s: 1-3 dimensions, each in 1..4294967295, got %R", name,
+                     obj);
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < 3; i++) {
+        long long v = 1;
+        if (i < n && l2p_py_ranged_int(PySequence_Fast_GET_ITEM(seq, i), name, "a dimension", 1,
+                                       0xffffffffLL, &v) < 0) {
+            Py_DECREF(seq);
             return -1;
+        }
         out[i] = (unsigned)v;
     }
+    Py_DECREF(seq);
     return 0;
 }
 
@@ -184,7 +199,7 @@ typedef struct {
     l2p_stream_val stream;
     l2p_window_val window;
     long long shared_mem;
-    int device;
+    PyObject *device; /* resolved after the shape: a bad shape is named without a GPU */
 } launch_ex_args;
 
 /* The launch's device: the stream's, else the device argument's. */
@@ -193,8 +208,10 @@ static PyObject *launch_ex(PyObject *m, const void *args)
     const launch_ex_args *a = args;
     unsigned grid[3], block[3];
     l2p_state *st = mod_state(m);
-    int device = a->device;
-    if (dims3(a->grid, "grid", grid) < 0 || dims3(a->block, "block", block) < 0) return NULL;
+    int device;
+    if (dims3(a->grid, "grid", grid) < 0 || dims3(a->block, "block", block) < 0 ||
+        l2p_py_device_index(st, a->device, &device) < 0)
+        return NULL;
     /* Our Stream knows its device; asking the driver about a capturing stream is refused
      * (cudaErrorStreamCaptureUnsupported: a launch inside s.capture() failed on the H200). */
     if (a->stream.obj)
@@ -235,9 +252,9 @@ L2P_DEFINE_FN(launch_ex_fn, launch_ex_args, launch_ex, "_launch_ex",
               L2P_PARAM(launch_ex_args, is_kernel, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "True: func is a CUkernel (library-level), False: a CUfunction"),
               L2P_PARAM(launch_ex_args, grid, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
-                        .pytype = "tuple[int, int, int]", .doc = "blocks of the grid (x, y, z)"),
+                        .pytype = "int | Sequence[int]", .doc = "blocks of the grid: (x[, y[, z]]), 1-3 ints"),
               L2P_PARAM(launch_ex_args, block, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
-                        .pytype = "tuple[int, int, int]", .doc = "threads per block (x, y, z)"),
+                        .pytype = "int | Sequence[int]", .doc = "threads per block: (x[, y[, z]]), 1-3 ints"),
               L2P_PARAM(launch_ex_args, args, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[object]", .doc = "the kernel's arguments: buffers "
                         "(their address), ints, floats, NumPy scalars"),
@@ -247,7 +264,7 @@ L2P_DEFINE_FN(launch_ex_fn, launch_ex_args, launch_ex, "_launch_ex",
                         .doc = "the launch's access policy window, or None"),
               L2P_PARAM(launch_ex_args, shared_mem, L2P_P_INT, .lo = 0, .hi = 0xffffffffLL,
                         .what = "bytes", .doc = "dynamic shared memory per block"),
-              L2P_PARAM(launch_ex_args, device, L2P_P_DEVICE,
+              L2P_PARAM(launch_ex_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",
                         .doc = "the device when stream is None; None: the current device"));
 
 const l2p_fn *const l2p_foreign_fns[] = {&launch_ex_fn, &borrow_graph_fn, &capture_begin_fn,

@@ -24,7 +24,7 @@ from . import cupy_stream
 
 TITLE = "Atlas: where persistence pays, across libraries and sizes relative to L2"
 NEEDS_GPU = True
-SOURCE = ("issue 18: tune with no targets against tune told the target and an exhaustive grid, "
+SOURCE = ("tune with no targets against tune told the target and an exhaustive grid, "
           "on PyTorch / CuPy / l2persist workloads at several sizes / L2")
 MIB = 1 << 20
 ROW = "`tune` with no targets, told the target, and a grid, on 7 workloads x 4 sizes / L2"
@@ -358,7 +358,7 @@ def run(ctx):
                     "right_speedup": _speedup(right), "right_helps": right.persistence_helps,
                     "right_evals": right.evals,
                     # what the told pick's set-aside costs other work, and whether to scope
-                    # the limit around the phase (issue 19: tune reports both)
+                    # the limit around the phase (tune reports both)
                     "right_tax": right.tax, "right_scope": right.scope,
                     "auto_speedup": _speedup(auto), "auto_helps": auto.persistence_helps,
                     "auto_evals": auto.evals, "auto_s": auto.wall_s,
@@ -379,7 +379,7 @@ def run(ctx):
                  "skipped": skipped, "python": sys.version.split()[0]})
 
 
-PAYS = 1.02  # a grid best under this gain: persistence does not pay (issue 18's bar)
+PAYS = 1.02  # a grid best under this gain: persistence does not pay (the atlas's bar)
 METHODS = {"grid_speedup": "the grid's best", "right_speedup": "tune told the target",
            "auto_speedup": "tune with no targets"}
 

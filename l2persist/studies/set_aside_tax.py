@@ -17,7 +17,7 @@ from ..timing import benchmark
 TITLE = "The set-aside tax: what a persisting set-aside costs work that never asks for it"
 NEEDS_GPU = True
 SOURCE = ("CUDA Programming Guide, 'L2 set-aside for persisting accesses': normal accesses "
-          "may use the set-aside while persisting lines do not (issue 19 measured that written "
+          "may use the set-aside while persisting lines do not (measured on the H200: written "
           "lines lose capacity beyond the set-aside on Hopper: knee near L2 - (4/3) s).")
 ROW = ("random / streaming reads, writes, read-modify-writes and atomics over set-aside x "
        "working set, no window; knees vs the C model, counters at the maximum")

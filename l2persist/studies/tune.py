@@ -114,7 +114,7 @@ def run(ctx):
                     "ci_low": r.ci[0], "ci_high": r.ci[1], "helps": r.persistence_helps,
                     "evals": r.evals, "tune_s": r.wall_s,
                     # what the pick's set-aside costs other work, and where to set it
-                    # (issue 19): None where the pick sets no set-aside of its own
+                    # (tune reports both): None where the pick sets no set-aside of its own
                     "tax_slowdown": r.tax["slowdown"] if r.tax else None,
                     "tax_set_aside_mib": r.tax["set_aside"] / MIB if r.tax else None,
                     "switch_ms": r.switch_ms,
