@@ -476,13 +476,15 @@ def test_companion_rows_from_a_sweep_give_back_its_constants(tmp_path):
         study.companion_rows({"format": "x"})
 
 
-def _tax_fit_tool():
+def _tool(name):
+    """tools/<name> (a script without .py) as a module."""
     import importlib.machinery
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / "tax-fit"
-    loader = importlib.machinery.SourceFileLoader("tax_fit_tool", str(path))
-    spec = importlib.util.spec_from_loader("tax_fit_tool", loader)
+    path = Path(__file__).resolve().parents[1] / "tools" / name
+    module = name.replace("-", "_") + "_tool"
+    loader = importlib.machinery.SourceFileLoader(module, str(path))
+    spec = importlib.util.spec_from_loader(module, loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
@@ -496,7 +498,7 @@ def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):
     import re
     from pathlib import Path
     from l2persist.studies import set_aside_tax as study
-    tool = _tax_fit_tool()
+    tool = _tool("tax-fit")
     committed = (Path(__file__).resolve().parents[1] / "csrc" / "core"
                  / "l2p_tax_companion_rows.c").read_text()
     if not tax.companion_measurements()["knees"]:
@@ -632,3 +634,89 @@ def test_check_says_what_it_sees(monkeypatch, capsys, dev, env, rc, words):
     assert out.count("\n") == 1  # one line per device, as before
     for w in words:
         assert w in out, (w, out)
+
+
+def _validate_on_a_fake_device(monkeypatch, clock=None):
+    """tools/tax-validate with one fake workload (k = 3) on a fake H200: tax.measure records
+    each set-aside it is asked for; ``clock`` replaces the tool's time.perf_counter."""
+    from l2persist import _core
+    tool = _tool("tax-validate")
+    g = 60 * MIB // 16
+
+    class Stream:
+        def __init__(self, dev):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    asked = []
+
+    def measure(fn, set_aside, *, stream, max_rounds, hold_us):
+        asked.append(set_aside)
+        fn()
+        return SimpleNamespace(set_aside=set_aside, slowdown=1.0, interval=(0.99, 1.01),
+                               rounds=3, converged=True, base_ms=1.0, at_ms=1.0)
+
+    monkeypatch.setattr(_core, "Stream", Stream)
+    monkeypatch.setattr(tax, "measure", measure)
+    monkeypatch.setattr(tool, "WORKLOADS", [
+        ("fake write", "write", "torch", lambda lib, h, s: (lambda: None, 3.0))])
+    monkeypatch.setattr(tool, "_torch", lambda: object())
+    monkeypatch.setattr(tool, "_cupy", lambda: None)
+    if clock:
+        monkeypatch.setattr(tool, "time", SimpleNamespace(perf_counter=clock))
+    dev = SimpleNamespace(persisting_l2_granule=g, synchronize=lambda: None,
+                          properties=SimpleNamespace(
+        l2_cache_size=60 * MIB, persisting_l2_cache_max_size=10 * g))
+    return tool, dev, asked, g
+
+
+def test_tax_validate_measures_every_table_and_says_so_as_it_goes(monkeypatch, capsys):
+    """Every table (4 .. L2 + 4 MiB) at 5, 7, 9 and 10 granules, once; a line per table as
+    it goes; the CuPy workloads missing are listed, not fatal."""
+    tool, dev, asked, g = _validate_on_a_fake_device(monkeypatch)
+    records, skipped = tool.measure_workloads(dev, None)
+    assert len(records) == 16 * 4 and asked == [n * g for n in (5, 7, 9, 10)] * 16
+    assert skipped == [] and {r["companion"] for r in records} == {3.0}
+    out = capsys.readouterr().out.splitlines()
+    tables = [line for line in out if "MiB, k 3.00: slowdown" in line]
+    assert len(tables) == 16 and "at 5, 7, 9, 10 granules" in tables[0]
+    assert tables[-1].endswith("(16/16)")
+
+
+def test_tax_validate_starts_no_table_once_its_budget_is_spent(monkeypatch, capsys):
+    """A slow device (each read of the clock 2.5 s later, several a table): with a budget
+    of 35 s a few tables are measured, the rest is listed as skipped (the run still ends
+    with its table and JSON)."""
+    now = [0.0]
+
+    def clock():
+        now[0] += 2.5
+        return now[0]
+
+    tool, dev, asked, g = _validate_on_a_fake_device(monkeypatch, clock)
+    records, skipped = tool.measure_workloads(dev, None, budget_s=35)
+    assert 0 < len(records) < 16 * 4 and len(records) % 4 == 0
+    n = len(records) // 4
+    assert skipped == [f"fake write: tables from {4 * (n + 1)} MiB not measured (the budget "
+                       "of 35 s was spent)"]
+
+
+def test_tax_validate_names_the_companion_constants_it_uses():
+    """Without --sweep the core's own rows: while there are none the run says the model with
+    k is the model without it; with rows it names D, k_half and a."""
+    tool = _tool("tax-validate")
+    line = tool.model_line(H200, None)
+    if tax.companion_measurements()["knees"]:
+        assert line.startswith("D = ")
+    else:
+        assert line.startswith("no companion rows to fit from")
+    line = tool.model_line(H200, synthetic_companion_rows(share=0.15, half=1.5, cost=0.1))
+    assert line.startswith("D = 0.1500 of the L2, k_half = 1.500, a = 0.1000 (rows of the H200)")
