@@ -213,3 +213,16 @@ def test_stored_notebooks_open_with_the_stored_note():
         stored = Results.load(ROOT / "notebooks" / "results" / f"{s.name}.json")
         assert stored.stored_note() in text, (book, text)
         assert "This machine has no usable CUDA GPU: " in text
+
+
+def test_the_studies_stopping_rule_is_the_cores():
+    """Context.measure stops when IQR <= noise x median: the rule is l2p_stats_settled's,
+    reached through _core.stats(noise=)."""
+    import pytest as _pytest
+    from l2persist import _core as core
+    st = core.stats([5, 1, 4, 2, 3], noise=0.7)
+    assert st["settled"] is True and st["iqr"] == 2 and st["median"] == 3
+    assert core.stats([5, 1, 4, 2, 3], noise=0.6)["settled"] is False
+    assert "settled" not in core.stats([1.0, 2.0])
+    with _pytest.raises(ValueError, match="noise"):
+        core.stats([1.0], noise=-1.0)

@@ -102,3 +102,8 @@ l2p_status l2p_stats_compute(const double *samples, size_t n, l2p_stats *out)
     free(s);
     return L2P_OK;
 }
+
+int l2p_stats_settled(const l2p_stats *s, double noise)
+{
+    return s->n > 0 && s->iqr <= noise * s->median;
+}

@@ -20,6 +20,10 @@ typedef struct {
 /* Samples need not be sorted. n == 0 is an error naming `samples`. */
 l2p_status l2p_stats_compute(const double *samples, size_t n, l2p_stats *out);
 
+/* The studies' stopping rule: the samples are settled when their spread (IQR) is at most
+ * `noise` (a fraction) of their median. */
+int l2p_stats_settled(const l2p_stats *s, double noise);
+
 /* NumPy's default ("linear") percentile, q in [0, 1], of n >= 1 sorted values. */
 double l2p_percentile_sorted(const double *sorted, size_t n, double q);
 

@@ -43,6 +43,7 @@ static int samples_arg(PyObject *obj, double **out, Py_ssize_t *n)
 
 typedef struct {
     PyObject *samples;
+    l2p_opt noise;
 } stats_args;
 
 static PyObject *stats_impl(PyObject *m, const void *args)
@@ -55,13 +56,24 @@ static PyObject *stats_impl(PyObject *m, const void *args)
     l2p_status rc = l2p_stats_compute(v, (size_t)n, &s);
     PyMem_Free(v);
     if (rc != L2P_OK) return l2p_py_raise(l2p_state_from_module(m));
-    return stats_dict(&s);
+    PyObject *d = stats_dict(&s);
+    if (d && a->noise.given) { /* the studies' stopping rule (l2p_stats_settled) */
+        PyObject *b = PyBool_FromLong(l2p_stats_settled(&s, a->noise.f));
+        int r = PyDict_SetItemString(d, "settled", b);
+        Py_DECREF(b);
+        if (r < 0) Py_CLEAR(d);
+    }
+    return d;
 }
 L2P_DEFINE_FN(stats_fn, stats_args, stats_impl, "stats",
               "n, median, min, max, mean, stdev, q1, q3, iqr (NumPy's linear percentiles), "
-              "computed in C.", "dict[str, float]",
+              "computed in C; with noise=, also settled.", "dict[str, float]",
               L2P_PARAM(stats_args, samples, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
-                        .pytype = "Sequence[float]", .doc = "finite times (at least one)"));
+                        .pytype = "Sequence[float]", .doc = "finite times (at least one)"),
+              L2P_PARAM(stats_args, noise, L2P_P_FLOAT, .flags = L2P_P_NONE | L2P_P_KWONLY,
+                        .flo = 0.0, .fhi = 1e9, .doc = "also say whether the samples are "
+                        "settled: IQR <= noise x median (the studies' stopping rule); None: "
+                        "not asked"));
 
 /* The ranges of warmup, repeat and hold_us are the core's (l2p_timing_check). */
 

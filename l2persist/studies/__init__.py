@@ -239,8 +239,8 @@ class Context:
             t = benchmark(fn, stream=stream, warmup=warmup if not samples else 1,
                           repeat=min(repeat, cap - len(samples)), **benchmark_kw)
             samples += t.samples
-            st = _core.stats(samples)
-            if st["iqr"] <= noise * st["median"] or len(samples) >= cap:
+            st = _core.stats(samples, noise=noise)  # the stopping rule is the core's
+            if st["settled"] or len(samples) >= cap:
                 break
         out = {"ms": st["median"], "q1_ms": st["q1"], "q3_ms": st["q3"],
                "iqr_rel": st["iqr"] / st["median"] if st["median"] else 0.0,

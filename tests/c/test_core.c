@@ -142,6 +142,10 @@ static void test_stats(void)
     CHECK_NEAR(s.median, 2.5, 1e-12);
     CHECK_NEAR(s.q1, 1.75, 1e-12); /* NumPy's linear percentile */
     CHECK(l2p_stats_compute(v, 0, &s) == L2P_ERR_VALUE);
+    /* the studies' stopping rule: IQR 2 against median 3 */
+    CHECK(l2p_stats_compute(v, 5, &s) == L2P_OK);
+    CHECK(l2p_stats_settled(&s, 0.7) && l2p_stats_settled(&s, 2.0 / 3.0));
+    CHECK(!l2p_stats_settled(&s, 0.6) && !l2p_stats_settled(&s, 0.0));
 }
 
 static void test_errors(void)
