@@ -342,8 +342,8 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
       (up to 4x while undecided), targets tried alone per workload and level, and each
       timing's warm-up calls and spin.
     - ``recheck_rounds``: a plan the confirmation recommends is re-measured against both
-      baselines in this many fresh interleaved rounds after a pause (0: not), and dropped for
-      the better baseline when it no longer helps by the same rule.
+      baselines in this many fresh interleaved rounds after the confirmation (0: not), and
+      dropped for the better baseline when it no longer helps by the same rule (C core).
 
     Evaluations grow linearly with the workloads. What it changes and restores: the
     persisting limit and the windows of every carrier it touches (one Plan transaction),
@@ -360,42 +360,10 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
         r = _core.advise_search(ws.evaluate, ws.dev, coef, [w.must_not_slow for w in ws.works],
                                 ws.owner, [w.num_bytes for w in ws.windows], ws.union.groups,
                                 tries=tries, search_repeat=search_repeat, repeat=repeat,
-                                confirm_rounds=confirm_rounds, min_gain=min_gain,
+                                confirm_rounds=confirm_rounds,
+                                recheck_rounds=recheck_rounds, min_gain=min_gain,
                                 confidence=confidence, seed=seed)
-        recheck = _recheck(ws, coef, r, recheck_rounds, repeat, min_gain, confidence,
-                           seed) if r["helps"] and recheck_rounds else None
-    adv = _advice(r, ws, coef, time.perf_counter() - t0, min_gain, weight_unit)
-    adv.recheck = recheck
-    return adv
-
-
-def _recheck(ws, coef, r, rounds, repeat, min_gain, confidence, seed):
-    """The plan against both process-wide baselines in fresh interleaved rounds after a
-    pause, every workload timed in each arm; the totals' samples are the weighted sums of the
-    workloads' samples of one index (the C confirmation's form), the verdict the C rule's. A
-    plan that no longer helps is dropped for the better baseline (as tune's recheck does)."""
-    from .tune import verdict
-    default = ws.dev.default_persisting_l2_limit
-    zero = default if ws.dev.mps else 0
-    arms = {"limit0": ws.union.configured(ws.off(zero)),
-            "default": ws.union.configured(ws.off(default)),
-            "plan": ws.union.configured(r["found"])}
-    totals = {k: [] for k in arms}
-    time.sleep(0.25)  # separated in time from the search
-    order = list(arms)
-    for i in range(rounds):
-        for k in (order if i % 2 == 0 else order[::-1]):
-            ws.session.apply(arms[k])
-            per = [ws.time(w, repeat) for w in range(len(ws.works))]
-            totals[k] += [sum(c * x[j] for c, x in zip(coef, per)) for j in range(repeat)]
-    v = verdict(totals["limit0"], totals["default"], totals["plan"], min_gain=min_gain,
-                confidence=confidence, seed=seed, rounds=rounds)
-    if not v.helps:
-        r["helps"] = False
-        r["baseline"] = v.baseline
-        r["recommended_set_aside"] = default if v.baseline == "default" else zero
-    return {"speedup": v.speedup, "ci": [v.ci_low, v.ci_high], "held": v.helps,
-            "rounds": rounds}
+    return _advice(r, ws, coef, time.perf_counter() - t0, min_gain, weight_unit)
 
 
 def _advice(r, ws, coef, wall_s, min_gain, weight_unit) -> Advice:
@@ -427,4 +395,5 @@ def _advice(r, ws, coef, wall_s, min_gain, weight_unit) -> Advice:
                   ci=(r["ci_low"], r["ci_high"]), blocked_by=blocked, workloads=out,
                   levels=[tuple(x) for x in r["levels"]], evals=r["evals"],
                   confirm_rounds=r["confirm_rounds"], wall_s=wall_s, min_gain=min_gain,
-                  weight_unit=weight_unit, _plan=ws.union.configured(rec))
+                  weight_unit=weight_unit, recheck=r["recheck"],
+                  _plan=ws.union.configured(rec))

@@ -115,3 +115,27 @@ def test_advice_json_round_trip():
     assert "persist: set-aside 26" in b.verdict() and "| decode |" in b.table()
     with pytest.raises(RuntimeError, match="plan: this advice was loaded from JSON"):
         b.plan
+
+
+def test_the_recheck_is_the_cores_and_reported():
+    """recheck_rounds: a recommended plan measured again in fresh rounds (C core); a gain
+    that fades after the confirmation is dropped for the better baseline."""
+    held = _search(_world(), [10.0, 1.0], recheck_rounds=2)
+    assert held["helps"] and held["recheck"]["held"] and held["recheck"]["rounds"] == 2
+    lo, hi = held["recheck"]["ci"]
+    assert lo <= held["recheck"]["speedup"] <= hi and held["recheck"]["speedup"] > 1.1
+    assert _search(_world(), [10.0, 1.0])["recheck"] is None  # not asked: not run
+    calls = []
+    first = _search(_world(calls=calls), [10.0, 1.0], recheck_rounds=2)
+    fade_at = len(calls) - 2 * 4 * 2           # the recheck's evaluations come last
+    ev = _world()
+
+    def fading(work, config, repeat):
+        fading.n += 1
+        if fading.n > fade_at:                  # every configuration alike from here on
+            config = {"set_aside": 0, "windows": [None] * len(config["windows"])}
+        return ev(work, config, repeat)
+    fading.n = 0
+    gone = _search(fading, [10.0, 1.0], recheck_rounds=2)
+    assert first["helps"] and not gone["helps"] and not gone["recheck"]["held"]
+    assert gone["recommended_set_aside"] in (0, FACTS[2])

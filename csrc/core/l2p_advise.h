@@ -23,7 +23,8 @@
  *      0, (b) the default, (c) the chosen set-aside without windows and (d) the whole plan,
  *      arms in ABBA order. Each workload's verdict and the weighted total's follow
  *      l2p_tune_verdict (the rule's one home; the totals' samples are the weighted sums of the
- *      workloads' samples of the same index). More rounds while the total is undecided.
+ *      workloads' samples of the same index). More rounds while the total is undecided;
+ *   6. (recheck_rounds) a recommended plan measured again in fresh rounds, by the same rule.
  * Evaluations grow linearly with the workloads: 2 + (levels searched) * (2 + targets tried)
  * per workload, then 4 per workload per round.
  *
@@ -71,6 +72,8 @@ typedef struct {
     size_t search_repeat;  /* samples per evaluation in the search (8) */
     size_t repeat;         /* samples per arm and round in the confirmation (10) */
     size_t confirm_rounds; /* (3); up to 4x while the total is undecided */
+    size_t recheck_rounds; /* (0) a recommended plan is re-measured in this many fresh rounds
+                            * after the confirmation and dropped if it no longer helps */
     double min_gain, confidence;
     unsigned long long seed;
 } l2p_advise_options;
@@ -99,6 +102,8 @@ typedef struct {
     double total_base_ms, total_plan_ms, speedup, ci_low, ci_high; /* weighted totals */
     l2p_advise_work work[L2P_ADVISE_MAX_WORK];
     size_t evals, confirm_rounds;
+    int rechecked, recheck_held;  /* the recheck ran; the plan still helped in it */
+    double recheck_speedup, recheck_ci_low, recheck_ci_high;
 } l2p_advise_result;
 
 void l2p_advise_options_default(l2p_advise_options *o);

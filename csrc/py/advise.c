@@ -89,7 +89,7 @@ static int one_bytes(PyObject *item, const char *name, size_t i, void *dst)
 
 typedef struct {
     PyObject *evaluate, *device, *weights, *must_not_slow, *owner, *target_bytes, *groups;
-    long long tries, search_repeat, repeat, confirm_rounds;
+    long long tries, search_repeat, repeat, confirm_rounds, recheck_rounds;
     double min_gain, confidence;
     long long seed;
     PyObject *facts;
@@ -125,6 +125,7 @@ static int options_arg(l2p_state *st, const advise_args *a, l2p_advise_options *
     o->search_repeat = (size_t)a->search_repeat;
     o->repeat = (size_t)a->repeat;
     o->confirm_rounds = (size_t)a->confirm_rounds;
+    o->recheck_rounds = (size_t)a->recheck_rounds;
     o->min_gain = a->min_gain;
     o->confidence = a->confidence;
     o->seed = (unsigned long long)a->seed;
@@ -164,7 +165,19 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
         Py_XDECREF(levels);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n}",
+    PyObject *again = r->rechecked
+        ? Py_BuildValue("{s:d,s:[dd],s:O,s:n}", "speedup", r->recheck_speedup, "ci",
+                        r->recheck_ci_low, r->recheck_ci_high, "held",
+                        r->recheck_held ? Py_True : Py_False, "rounds",
+                        (Py_ssize_t)o->recheck_rounds)
+        : Py_NewRef(Py_None);
+    if (!again) {
+        Py_DECREF(work);
+        Py_DECREF(levels);
+        Py_DECREF(found);
+        return NULL;
+    }
+    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n,s:N}",
                          "work", work, "levels", levels, "found", found, "helps",
                          r->helps ? Py_True : Py_False, "blocked_by", r->blocked_by,
                          "baseline", r->baseline ? "default" : "limit0",
@@ -172,7 +185,7 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
                          "total_base_ms", r->total_base_ms, "total_plan_ms", r->total_plan_ms,
                          "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
                          "evals", (Py_ssize_t)r->evals, "confirm_rounds",
-                         (Py_ssize_t)r->confirm_rounds);
+                         (Py_ssize_t)r->confirm_rounds, "recheck", again);
 }
 
 static PyObject *advise_search_impl(PyObject *m, const void *args)
@@ -233,6 +246,9 @@ L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search"
               L2P_PARAM(advise_args, confirm_rounds, L2P_P_INT, .lo = 1, .hi = 64, .ival = 3,
                         .what = "rounds", .doc = "interleaved confirmation rounds (up to 4x "
                         "while undecided)"),
+              L2P_PARAM(advise_args, recheck_rounds, L2P_P_INT, .lo = 0, .hi = 64, .ival = 0,
+                        .what = "rounds", .doc = "a recommended plan re-measured in this many "
+                        "fresh rounds after the confirmation, dropped if it no longer helps"),
               L2P_PARAM(advise_args, min_gain, L2P_P_FLOAT, .flo = 0.0, .fhi = 0.999,
                         .fval = 0.01, .doc = "the least weighted gain worth a plan"),
               L2P_PARAM(advise_args, confidence, L2P_P_FLOAT, .flo = 0.51, .fhi = 0.999,

@@ -16,8 +16,7 @@ from .. import _core
 from ..advise import WorkloadSet, advise
 from ..foreign import keep_graphs
 from ..results import PlotSpec
-from . import cupy_stream
-from .atlas import BLOOM
+from .atlas import Skip, bloom
 
 TITLE = "advise(): one persistence plan for a whole server-like process"
 NEEDS_GPU = True
@@ -168,21 +167,12 @@ def _capture(torch, step):
 
 
 def _bloom(s, size, quick, rng):
+    """The atlas's CuPy Bloom filter (atomicOr into a table of `size` bytes) on stream s."""
     try:
-        import cupy as cp
-    except ImportError:
-        return None, "CuPy is not installed"
-    n = (1 << 20) if quick else (1 << 22)
-    bits = cp.zeros(size // 4, dtype=cp.uint32)
-    keys = cp.asarray(rng.integers(0, 1 << 32, n, dtype=np.uint32))
-    kern = cp.RawKernel(BLOOM, "bloom_insert")
-    ext = cupy_stream(cp, s.cuda_stream)
-    nbits = np.uint32(min(bits.size * 32, (1 << 32) - 1))
-
-    def fn():
-        with ext:
-            kern((1024,), (256,), (bits, keys, np.int64(n), nbits))
-    return fn, {"bits": bits, "keys": keys}
+        w = bloom(_core.Stream(wrap=s), size, (1 << 20) if quick else (1 << 22), rng)
+    except Skip as e:  # CuPy is missing
+        return None, str(e)
+    return w.fn, dict(w.candidates, _keep=w)
 
 
 def _eager(torch, s, quick):
@@ -222,6 +212,7 @@ def _build(ctx, rng):
             notes.append(f"{name} left out: {cands}")
             continue
         keep.append(cands)
+        keep.append(cands.pop("_keep", None))  # what the workload needs alive, not a buffer
         graph = cands.pop("graph", None)
         specs[name] = ({"fn": fn, "candidates": cands} if graph is not None else
                        {"fn": fn, "stream": eager_stream, "candidates": cands})

@@ -83,6 +83,9 @@ class _Skip(Exception):
     """A workload that cannot run here (its library is missing)."""
 
 
+Skip = _Skip  # what a workload builder raises when its library is missing (public)
+
+
 def _torch():
     try:
         import torch

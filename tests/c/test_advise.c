@@ -18,6 +18,7 @@ typedef struct {
     double gain, tax;                /* the gainer's best gain; the taxed one's at the max */
     unsigned long long rng;
     size_t calls;
+    size_t fade_after;               /* > 0: the gain is gone after this many evaluations */
 } world;
 
 static double noise(world *wd)
@@ -37,7 +38,9 @@ static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, siz
     world *wd = ctx;
     double s = (double)cfg->set_aside, max = 10 * (double)GRAN, t = 1.0;
     wd->calls++;
-    if (wd->kind[work] == 0) {
+    if (wd->kind[work] == 0 && wd->fade_after && wd->calls > wd->fade_after) {
+        t = 1.0; /* the gain faded: every configuration alike */
+    } else if (wd->kind[work] == 0) {
         double persisted = 0.0;
         for (size_t k = 0; k < cfg->n; k++)
             if (cfg->win[k].on && (size_t)k == work) {
@@ -169,6 +172,30 @@ static void test_linear_evals(void)
     l2p_advise_result_free(&r);
 }
 
+/* A gain that fades after the confirmation: the recheck drops the plan; one that holds is
+ * kept, with the recheck's figures reported. */
+static void test_recheck(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0}, 0.3, 0.0, 11, 0, 0};
+    options(&o, 1);
+    o.recheck_rounds = 3;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(r.helps && r.rechecked && r.recheck_held && r.recheck_speedup > 1.15);
+    size_t before_recheck = r.evals - 3 * 4; /* a round: 4 arms of the one workload */
+    l2p_advise_result_free(&r);
+    wd.calls = 0;
+    wd.fade_after = before_recheck;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(!r.helps && r.rechecked && !r.recheck_held);
+    CHECK(r.recommended_set_aside == 0 || r.recommended_set_aside == o.default_limit);
+    CHECK(r.recheck_speedup < 1.02);
+    l2p_advise_result_free(&r);
+    o.recheck_rounds = 65;
+    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+}
+
 static void test_options(void)
 {
     l2p_advise_options o;
@@ -196,6 +223,7 @@ int main(void)
     test_must_not_slow();
     test_shared_carrier();
     test_linear_evals();
+    test_recheck();
     test_options();
     printf("test_advise: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
