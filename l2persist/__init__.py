@@ -38,7 +38,7 @@ from .tune import Target, TuneResult
 from . import foreign
 from .foreign import as_graph, keep_graphs, launch, window_captures
 from .plan import Plan
-from .advise import Advice, advise
+from .advise import Advice, WorkloadSet, advise
 from .tune import tune  # noqa: E402 - the function; the module stays l2persist.tune in sys.modules
 from . import tax
 from .state import L2State, l2_state, persisting_l2_disabled
@@ -70,6 +70,6 @@ __all__ = [
     "human_bytes", "is_available", "kernels", "no_device_reason", "plan_hit_ratios",
     "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
     "TuneResult", "tune", "foreign", "as_graph", "launch", "tax", "L2State", "l2_state",
-    "persisting_l2_disabled", "Plan", "advise", "Advice", "keep_graphs", "window_captures",
+    "persisting_l2_disabled", "Plan", "advise", "Advice", "WorkloadSet", "keep_graphs", "window_captures",
     "Results",
 ]

@@ -39,6 +39,8 @@ __all__ = ["advise", "Advice", "WorkloadAdvice", "WorkloadSet"]
 
 #: Targets per workload considered (discovery gives the largest first).
 MAX_TARGETS = 8
+#: Workloads one advice weighs (the core's L2P_ADVISE_MAX_WORK).
+MAX_WORKLOADS = 64
 
 
 @dataclass
@@ -129,7 +131,7 @@ class Advice:
                "|---|---:|---:|---:|---|---:|---|"]
         for w in self.workloads.values():
             wins = "; ".join(f"{x['buffer']} hitRatio {x['hit_ratio']:.2f}"
-                             for x in w.windows) or "none"
+                             for x in w.windows) or (w.note or "none")
             flag = " (must not slow)" if w.must_not_slow else ""
             out.append(f"| {w.name}{flag} | {w.weight:g} | {w.baseline_ms:.4f} | "
                        f"{w.plan_ms:.4f} | {w.speedup:.3f}x ({w.ci[0]:.3f}-{w.ci[1]:.3f}) | "
@@ -156,6 +158,8 @@ class Advice:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
         d["workloads"] = {k: dict(vars(w), ci=list(w.ci)) for k, w in self.workloads.items()}
         d["ci"] = list(self.ci)
+        # a level the search did not reach has no total (NaN): null in strict JSON
+        d["levels"] = [[lvl, None if t != t else t] for lvl, t in self.levels]
         return d
 
     def to_json(self, path=None) -> str:
@@ -164,11 +168,15 @@ class Advice:
     @classmethod
     def from_json(cls, text_or_path) -> "Advice":
         d = load_json(text_or_path)
-        d["ci"] = tuple(d["ci"])
-        d["workloads"] = {k: WorkloadAdvice(**dict(w, ci=tuple(w["ci"])))
-                          for k, w in d["workloads"].items()}
-        d["levels"] = [tuple(x) for x in d["levels"]]
-        return cls(**d)
+        try:
+            d["ci"] = tuple(d["ci"])
+            d["workloads"] = {k: WorkloadAdvice(**dict(w, ci=tuple(w["ci"])))
+                              for k, w in d["workloads"].items()}
+            d["levels"] = [(lvl, float("nan") if t is None else t) for lvl, t in d["levels"]]
+            return cls(**d)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"text_or_path: not the JSON of an Advice (Advice.to_json): "
+                             f"{type(e).__name__}: {e}") from None
 
 
 def _base(which: str) -> str:
@@ -193,15 +201,22 @@ def _spec(name, spec, must_not_slow) -> _Work:
         raise TypeError(f"workloads: keys are names (str), got {type(name).__name__}")
     if callable(spec):
         w = _Work(name, spec, 1.0)
-    elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0]):
+    elif isinstance(spec, tuple) and len(spec) == 2:
+        if not callable(spec[0]):
+            raise TypeError(f"workloads[{name!r}]: (fn, weight) needs a callable fn, got "
+                            f"{type(spec[0]).__name__}")
         w = _Work(name, spec[0], spec[1])
     elif isinstance(spec, dict) and callable(spec.get("fn")):
         unknown = set(spec) - {"fn", "weight", "stream", "targets", "candidates",
                                "must_not_slow"}
         if unknown:
             raise TypeError(f"workloads[{name!r}]: unknown keys {sorted(unknown)}")
+        flag = spec.get("must_not_slow", False)
+        if not isinstance(flag, bool):
+            raise TypeError(f"workloads[{name!r}]['must_not_slow']: expected True or False, "
+                            f"got {flag!r}")
         w = _Work(name, spec["fn"], spec.get("weight", 1.0), spec.get("stream"),
-                  spec.get("targets"), spec.get("candidates"), bool(spec.get("must_not_slow")))
+                  spec.get("targets"), spec.get("candidates"), flag)
     else:
         raise TypeError(f"workloads[{name!r}]: expected fn, (fn, weight) or a dict with 'fn', "
                         f"got {type(spec).__name__}")
@@ -246,17 +261,24 @@ class WorkloadSet:
         if not isinstance(workloads, dict) or not workloads:
             raise TypeError("workloads: expected a non-empty dict name -> fn | (fn, weight) | "
                             "dict")
+        if len(workloads) > MAX_WORKLOADS:
+            raise ValueError(f"workloads: {len(workloads)} workloads, at most {MAX_WORKLOADS} "
+                             f"(group small ones into one fn)")
         if isinstance(must_not_slow, str):
             must_not_slow = (must_not_slow,)
+        if not isinstance(must_not_slow, (tuple, list, set, frozenset)) or \
+                not all(isinstance(n, str) for n in must_not_slow):
+            raise TypeError(f"must_not_slow: expected workload names (a str or a list of "
+                            f"them), got {must_not_slow!r}")
         unknown = set(must_not_slow) - set(workloads)
         if unknown:
             raise ValueError(f"must_not_slow: {sorted(unknown)} are not workloads "
                              f"({sorted(workloads)})")
         self.works = [_spec(k, v, set(must_not_slow)) for k, v in workloads.items()]
-        self.dev = _core.Device(0 if device is None else device)
-        self.warmup, self.hold_us = warmup, hold_us
         from .plan import Plan
-        self.union = Plan(self.dev)
+        self.union = Plan(device)  # None: the current device, as for a Plan
+        self.dev = self.union.device
+        self.warmup, self.hold_us = warmup, hold_us
         self.owner, self.streams = [], []
         for i, w in enumerate(self.works):
             self._add(i, w)
@@ -299,6 +321,33 @@ class WorkloadSet:
         self.session.apply(self.union.configured(config))
         return self.time(i, n)
 
+    def evaluate_mix(self, config: dict, n: int) -> list:
+        """``config`` installed once, then every workload interleaved as the process runs
+        them: one untimed round, then ``n`` rounds of one timed call of each workload in
+        turn (the order rotated each round), with no reset of persisting lines between
+        calls. Returns the samples workload-major (workload i's n samples, then i + 1's).
+        Each call is timed alone (its own events, no warm-up of its own), so a workload
+        whose lines the others evicted pays for it here, and windows that over-fill the one
+        set-aside evict each other as they would in the process."""
+        self.session.apply(self.union.configured(config))
+        return [t for samples in self.time_mix(n) for t in samples]
+
+    def time_mix(self, n: int) -> list:
+        """Per workload, ``n`` samples of it interleaved with the others under whatever is
+        installed now (``evaluate_mix`` without the install): one untimed round first."""
+        order = list(range(len(self.works)))
+        for i in order:
+            self._call(i)
+        out = [[] for _ in order]
+        for j in range(n):
+            for i in order[j % len(order):] + order[:j % len(order)]:
+                out[i].append(self._call(i))
+        return out
+
+    def _call(self, i: int) -> float:
+        return _core.time_calls(self.works[i].fn, stream=self.streams[i], warmup=0, repeat=1,
+                                device=self.dev, hold_us=self.hold_us)[0]
+
     def coefficients(self, weight_unit: str) -> list:
         """Each workload's coefficient in the weighted total: with shares of GPU time,
         share / its time now (so the total is sum(share * t / t_now)); with calls per
@@ -321,14 +370,17 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
            min_gain: float = 0.02, confidence: float = 0.95, repeat: int = 10,
            search_repeat: int = 8, confirm_rounds: int = 3, tries: int = 3, warmup: int = 2,
            hold_us: float = 50.0, seed: int = 0x1E3779B97F4A7C15,
-           recheck_rounds: int = 3) -> Advice:
+           recheck_rounds: int = 3, interleave: bool = True) -> Advice:
     """One persistence plan for a whole process, found and checked on its own work.
 
     - ``workloads``: name -> ``fn``, ``(fn, weight)`` or a dict with ``fn`` and any of
       ``weight``, ``stream`` (where fn runs; default: the stream its graph replays run on,
       else the stream discovery names, else the legacy stream), ``targets`` (buffers or
       ``Target``s; default: discovered as ``tune`` does), ``candidates`` (names for
-      discovery), ``must_not_slow``. A ``WorkloadSet`` made before is taken as it is.
+      discovery), ``must_not_slow`` (True or False). At most 64. A ``WorkloadSet`` made
+      before is taken as it is (``device``, ``must_not_slow``, ``warmup`` and ``hold_us``
+      are then its own: passing them here is refused).
+    - ``device``: an index or ``Device`` (None: the current device, as for a ``Plan``).
     - ``weight_unit``: ``"share"`` (default): each weight is the workload's share of the
       process's GPU time; ``"calls"``: its calls per second. The objective is the weighted
       total time: with shares, sum(share * t / t_now); with calls, sum(calls * t).
@@ -336,7 +388,8 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
       the interval below 1 and a loss of at least ``min_gain``).
     - ``min_gain``, ``confidence``: the verdict's rule on the weighted total. The default gain
       is 2 % (``tune``'s is 1 %): a process-wide set-aside taxes work the advisor does not
-      see, so a smaller gain is not worth it.
+      see, so a smaller gain is not worth it. A workload's window is part of a plan only if
+      it saves at least ``min_gain / 2`` of that workload's time in the search.
     - ``repeat``, ``search_repeat``, ``confirm_rounds``, ``tries``, ``warmup``, ``hold_us``:
       samples per arm and round in the confirmation, per evaluation in the search, rounds
       (up to 4x while undecided), targets tried alone per workload and level, and each
@@ -344,26 +397,50 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
     - ``recheck_rounds``: a plan the confirmation recommends is re-measured against both
       baselines in this many fresh interleaved rounds after the confirmation (0: not), and
       dropped for the better baseline when it no longer helps by the same rule (C core).
+    - ``interleave`` (default True): the confirmation and the recheck run the workloads
+      interleaved call by call under one installation per arm (``WorkloadSet.evaluate_mix``),
+      as the process runs them: one workload's persisting lines meet the others' accesses,
+      and windows whose persisting footprints together exceed the set-aside evict each
+      other. The search still times each workload alone. False: the confirmation times each
+      workload alone too (the optimistic reading, for work that runs in long phases).
 
-    Evaluations grow linearly with the workloads. What it changes and restores: the
-    persisting limit and the windows of every carrier it touches (one Plan transaction),
-    also when an exception passes through. Do not call it while a stream of the device
-    captures.
+    The options are checked before any workload runs. Evaluations grow linearly with the
+    workloads. What it changes and restores: the persisting limit and the windows of every
+    carrier it touches (one Plan transaction), also when an exception passes through. Do not
+    call it while a stream of the device captures.
     """
     if weight_unit not in ("share", "calls"):
         raise ValueError(f"weight_unit: {weight_unit!r} is not 'share' or 'calls'")
-    ws = workloads if isinstance(workloads, WorkloadSet) else WorkloadSet(
-        workloads, device=device, must_not_slow=must_not_slow, warmup=warmup, hold_us=hold_us)
+    if not isinstance(interleave, bool):
+        raise TypeError(f"interleave: expected True or False, got {interleave!r}")
+    options = dict(tries=tries, search_repeat=search_repeat, repeat=repeat,
+                   confirm_rounds=confirm_rounds, recheck_rounds=recheck_rounds,
+                   min_gain=min_gain, confidence=confidence, seed=seed)
+    _core.advise_search(_no_eval, 0, [], [], [], [], [], check_only=True, **options)
+    if isinstance(workloads, WorkloadSet):
+        given = [k for k, v, default in (("device", device, None),
+                                         ("must_not_slow", bool(must_not_slow), False),
+                                         ("warmup", warmup, 2), ("hold_us", hold_us, 50.0))
+                 if v != default]
+        if given:
+            raise TypeError(f"advise: {', '.join(given)} belong to the WorkloadSet given; "
+                            f"pass them to WorkloadSet(...)")
+        ws = workloads
+    else:
+        ws = WorkloadSet(workloads, device=device, must_not_slow=must_not_slow, warmup=warmup,
+                         hold_us=hold_us)
     t0 = time.perf_counter()
     with ws:
         coef = ws.coefficients(weight_unit)
+        extra = {"mix": ws.evaluate_mix} if interleave else {}
         r = _core.advise_search(ws.evaluate, ws.dev, coef, [w.must_not_slow for w in ws.works],
                                 ws.owner, [w.num_bytes for w in ws.windows], ws.union.groups,
-                                tries=tries, search_repeat=search_repeat, repeat=repeat,
-                                confirm_rounds=confirm_rounds,
-                                recheck_rounds=recheck_rounds, min_gain=min_gain,
-                                confidence=confidence, seed=seed)
+                                **options, **extra)
     return _advice(r, ws, coef, time.perf_counter() - t0, min_gain, weight_unit)
+
+
+def _no_eval(*_):
+    raise AssertionError("advise_search(check_only=True) evaluates nothing")
 
 
 def _advice(r, ws, coef, wall_s, min_gain, weight_unit) -> Advice:

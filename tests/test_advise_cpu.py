@@ -2,6 +2,7 @@
 (a histogram that gains from a window, a step that only pays the set-aside), the bridge's
 refusals, advise()'s argument checks, and Advice's JSON."""
 
+import json
 import math
 
 import pytest
@@ -102,6 +103,70 @@ def test_advise_checks_its_arguments_before_the_device():
         l2persist.advise({"a": {"fn": lambda: None, "wieght": 2}})
     with pytest.raises(TypeError, match=r"workloads\['a'\]: expected fn"):
         l2persist.advise({"a": 3})
+    with pytest.raises(TypeError, match=r"workloads\['a'\]: \(fn, weight\) needs a callable"):
+        l2persist.advise({"a": (3, 1)})
+    with pytest.raises(TypeError, match=r"workloads\['a'\]\['must_not_slow'\]: expected True"):
+        l2persist.advise({"a": {"fn": lambda: None, "must_not_slow": "no"}})
+    with pytest.raises(TypeError, match="must_not_slow: expected workload names"):
+        l2persist.advise({"a": lambda: None}, must_not_slow=True)
+    with pytest.raises(ValueError, match="workloads: 65 workloads, at most 64"):
+        l2persist.advise({f"w{i}": lambda: None for i in range(65)})
+    with pytest.raises(TypeError, match="interleave"):
+        l2persist.advise({"a": lambda: None}, interleave="yes")
+
+
+@pytest.mark.parametrize("option, value", [("min_gain", 5), ("min_gain", -0.1),
+                                           ("confidence", 0.3), ("repeat", 1),
+                                           ("search_repeat", 0), ("confirm_rounds", 65),
+                                           ("tries", 17), ("recheck_rounds", -1)])
+def test_advise_checks_its_options_before_any_workload_runs(option, value):
+    """A bad option is refused, named with its range, before discovery or timing runs fn
+    (and before the device is asked: this runs without a GPU too)."""
+    ran = []
+    with pytest.raises(ValueError, match=rf"{option}: .*(outside|in) \["):
+        l2persist.advise({"a": lambda: ran.append(1)}, **{option: value})
+    assert ran == []
+
+
+def _mix_world(thrash, offsets=(0.0, 0.0), calls=None):
+    """Two gainers (each with a window over its own 40 MiB table); interleaved, each loses
+    `thrash` ms while the other's window is on too (their lines evict each other's)."""
+    blocks = _world(tax=0.0)
+
+    def evaluate(work, config, repeat):
+        cfg = dict(config, windows=[config["windows"][work]])
+        return blocks(0, cfg, repeat)
+
+    def mix(config, repeat):
+        if calls is not None:
+            calls.append(repeat)
+        both = all(w is not None for w in config["windows"])
+        out = []
+        for w in range(2):
+            cfg = dict(config, windows=[config["windows"][w]])
+            out += [t + (thrash if both else 0.0) + offsets[w] for t in blocks(0, cfg, repeat)]
+        return out
+    return evaluate, mix
+
+
+def test_the_confirmation_runs_the_workloads_interleaved():
+    """Timed alone, each gainer's window helps; interleaved, their windows evict each other
+    and the plan loses: with mix= the confirmation (C core) says "don't"; its samples are the
+    mix's, each workload's own, one mix call per arm and round."""
+    ev, mix = _mix_world(0.3)
+    args = (ev, None, [1.0, 1.0], [False, False], [0, 1], [40 * MIB] * 2, [0, 1])
+    alone = _core.advise_search(*args, facts=FACTS)
+    assert alone["helps"]
+    calls = []
+    ev, mix = _mix_world(0.3, calls=calls)
+    mixed = _core.advise_search(ev, *args[1:], facts=FACTS, mix=mix, repeat=4)
+    assert not mixed["helps"] and mixed["speedup"] < 1.0
+    assert calls == [4] * (4 * mixed["confirm_rounds"])
+    ev, mix = _mix_world(0.0, offsets=(0.0, 0.25))
+    r = _core.advise_search(ev, *args[1:], facts=FACTS, mix=mix, min_gain=0.9)
+    assert abs(r["work"][1]["limit0_ms"] - r["work"][0]["limit0_ms"] - 0.25) < 0.01
+    with pytest.raises(ValueError, match="mix: returned 3 samples"):
+        _core.advise_search(ev, *args[1:], facts=FACTS, mix=lambda c, n: [1.0] * 3)
 
 
 def test_advice_json_round_trip():
@@ -115,6 +180,13 @@ def test_advice_json_round_trip():
     assert "persist: set-aside 26" in b.verdict() and "| decode |" in b.table()
     with pytest.raises(RuntimeError, match="plan: this advice was loaded from JSON"):
         b.plan
+    # a level the search did not reach has no total: strict JSON (null), NaN again on load
+    a.levels.append((2 * G, float("nan")))
+    text = a.to_json()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert math.isnan(Advice.from_json(text).levels[-1][1])
+    with pytest.raises(ValueError, match="text_or_path: not the JSON of an Advice"):
+        Advice.from_json("{}")
 
 
 def test_the_recheck_is_the_cores_and_reported():

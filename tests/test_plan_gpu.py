@@ -328,3 +328,36 @@ def test_advise_dont_installs_the_better_baseline_alone(device):
     assert adv.set_aside == (0 if adv.baseline == "limit0" else device.default_persisting_l2_limit)
     assert all(not e["on"] for e in adv.plan.entries)
     assert all(w.windows == [] for w in adv.workloads.values())
+
+
+def test_workload_set_times_the_workloads_interleaved(device, bufs):
+    """evaluate_mix installs the configuration once and runs every workload in turn, one
+    untimed round and then n timed rounds of one call each: samples come back
+    workload-major, each workload's own (a 20-pass read is much slower than a 1-pass
+    read of a sixteenth of the bytes); the limit and windows are restored after."""
+    hot, cold = bufs
+    calls = {"short": 0, "long": 0}
+    with l2p.Stream() as s:
+        def short():
+            calls["short"] += 1
+            K.l2_read(hot[:hot.nbytes // 4], 1, stream=s)
+
+        def long():
+            calls["long"] += 1
+            K.l2_read(hot, 20, stream=s)
+
+        limit = device.persisting_l2_limit
+        ws = l2p.WorkloadSet({"short": {"fn": short, "stream": s, "targets": [hot]},
+                              "long": {"fn": long, "stream": s, "targets": [cold]}},
+                             device=device)
+        with ws:
+            cfg = ws.off(device.persisting_l2_granule)
+            cfg["windows"][0] = {"hit_ratio": 1.0, "hit_prop": 2, "miss_prop": 1}
+            before = dict(calls)
+            t = ws.evaluate_mix(cfg, 5)
+            assert device.persisting_l2_limit >= device.persisting_l2_granule
+            assert _same(s.access_policy_window, _win(hot))
+        assert device.persisting_l2_limit == limit and _same(s.access_policy_window, None)
+    assert calls["short"] - before["short"] == calls["long"] - before["long"] == 6
+    assert len(t) == 10 and all(np.isfinite(t)) and min(t) > 0
+    assert np.median(t[5:]) > 5 * np.median(t[:5]), t

@@ -67,6 +67,7 @@ l2p_status l2p_advise_check_options(const l2p_advise_options *o)
 typedef struct {
     const l2p_advise_options *o;
     l2p_advise_eval_fn eval;
+    l2p_advise_mix_fn mix; /* NULL: the confirmation times workloads in blocks */
     void *ctx;
     l2p_tune_window *win; /* the configuration being measured (n_targets) */
     double *samples, *scratch;
@@ -96,6 +97,15 @@ static l2p_status run(search *s, size_t w, size_t set_aside, size_t n, double *o
     s->evals++;
     L2P_TRY(s->eval(s->ctx, w, &c, n, dst));
     return check_samples(dst, n);
+}
+
+/* All workloads interleaved with s->win at `set_aside`: n rounds into out[w * n + j]. */
+static l2p_status run_mix(search *s, size_t set_aside, size_t n, double *out)
+{
+    l2p_advise_config c = {set_aside, s->o->n_targets, s->win};
+    s->evals += s->o->n_work;
+    L2P_TRY(s->mix(s->ctx, &c, n, out));
+    return check_samples(out, n * s->o->n_work);
 }
 
 static l2p_status measure(search *s, size_t w, size_t set_aside, double *median)
@@ -158,7 +168,7 @@ static l2p_status best_at_level(search *s, size_t w, size_t level, l2p_tune_wind
         all_off(s);
         s->win[t] = ridge(level, o->bytes[t]);
         L2P_TRY(measure(s, w, level, &ms));
-        if (ms >= lt->none_ms) continue;
+        if (ms >= lt->none_ms * (1.0 - o->min_gain / 2)) continue; /* not worth its set-aside */
         int taken = 0; /* one target per alternatives group: the first (largest) that helps */
         for (size_t j = 0; j < k; j++)
             if (improved[idx[j]] && o->group[idx[j]] == o->group[t]) taken = 1;
@@ -318,6 +328,26 @@ static double *arm_samples(const samples_t *sm, size_t n_work, int arm, size_t w
     return sm->x + ((size_t)arm * n_work + w) * sm->cap;
 }
 
+/* One arm's samples of round r: each workload in a block, or (a mix callback) all of them
+ * interleaved under one installation. */
+static l2p_status confirm_arm(search *s, samples_t *sm, size_t r, int arm, size_t level)
+{
+    const l2p_advise_options *o = s->o;
+    if (!s->mix) {
+        for (size_t w = 0; w < o->n_work; w++)
+            L2P_TRY(run(s, w, level, o->repeat, arm_samples(sm, o->n_work, arm, w) + r * o->repeat));
+        return L2P_OK;
+    }
+    double *mixed = malloc(o->n_work * o->repeat * sizeof *mixed);
+    if (!mixed) return l2p_fail(L2P_ERR_NO_MEMORY, "advise: out of host memory");
+    l2p_status st = run_mix(s, level, o->repeat, mixed);
+    for (size_t w = 0; st == L2P_OK && w < o->n_work; w++)
+        memcpy(arm_samples(sm, o->n_work, arm, w) + r * o->repeat, mixed + w * o->repeat,
+               o->repeat * sizeof *mixed);
+    free(mixed);
+    return st;
+}
+
 static l2p_status confirm_round(search *s, samples_t *sm, size_t r, size_t set_aside,
                                 const l2p_tune_window *plan)
 {
@@ -329,8 +359,7 @@ static l2p_status confirm_round(search *s, samples_t *sm, size_t r, size_t set_a
                        : arm == ARM_DEFAULT ? o->default_limit : set_aside;
         all_off(s);
         if (arm == ARM_PLAN) memcpy(s->win, plan, o->n_targets * sizeof *s->win);
-        for (size_t w = 0; w < o->n_work; w++)
-            L2P_TRY(run(s, w, level, o->repeat, arm_samples(sm, o->n_work, arm, w) + r * o->repeat));
+        L2P_TRY(confirm_arm(s, sm, r, arm, level));
     }
     return L2P_OK;
 }
@@ -522,8 +551,8 @@ static l2p_status advise(search *s, landscape *ls, l2p_advise_result *out)
     return L2P_OK;
 }
 
-l2p_status l2p_advise_run(const l2p_advise_options *o, l2p_advise_eval_fn eval, void *ctx,
-                          l2p_advise_result *out)
+l2p_status l2p_advise_run(const l2p_advise_options *o, l2p_advise_eval_fn eval,
+                          l2p_advise_mix_fn mix, void *ctx, l2p_advise_result *out)
 {
     memset(out, 0, sizeof *out);
     out->blocked_by = -1;
@@ -531,7 +560,7 @@ l2p_status l2p_advise_run(const l2p_advise_options *o, l2p_advise_eval_fn eval, 
     size_t nt = o->n_targets ? o->n_targets : 1;
     size_t ns = (o->repeat > o->search_repeat ? o->repeat : o->search_repeat) * 4 *
                 o->confirm_rounds;
-    search s = {o, eval, ctx, calloc(nt, sizeof(l2p_tune_window)), malloc(ns * sizeof(double)),
+    search s = {o, eval, mix, ctx, calloc(nt, sizeof(l2p_tune_window)), malloc(ns * sizeof(double)),
                 malloc(ns * sizeof(double)), 0};
     landscape ls = {0};
     out->found = calloc(nt, sizeof *out->found);

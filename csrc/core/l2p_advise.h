@@ -14,14 +14,20 @@
  *   2. per set-aside level (a coarse pass over the levels, then the neighbours of the best):
  *      each workload with no window (its tax), with a window on each of its largest targets
  *      alone at the guide's ridge (hitRatio = set-aside / bytes), and with the best window of
- *      each of its alternatives groups together; its best of those is its time at the level;
+ *      each of its alternatives groups together; its best of those is its time at the level.
+ *      A window counts only if it saves at least min_gain / 2 of the workload's time without
+ *      one: a noise-level window still takes set-aside from the others (the H200 advisor
+ *      study's first plan gave a decode graph three windows at 1.001x);
  *   3. the level with the least weighted total, or the smallest within min_gain / 2 of it
  *      (a set-aside taxes work the advisor does not see), its windows' hit ratios polished;
  *   4. windows two workloads want on one carrier (a shared stream or node): the one with the
  *      larger weighted saving keeps it;
  *   5. the confirmation, in fresh interleaved rounds after the search: per workload (a) limit
  *      0, (b) the default, (c) the chosen set-aside without windows and (d) the whole plan,
- *      arms in ABBA order. Each workload's verdict and the weighted total's follow
+ *      arms in ABBA order. With a mix callback, each arm runs the workloads interleaved call
+ *      by call under one installation (the search times each alone, in blocks, on clean
+ *      lines: a plan whose windows evict each other's lines, or whose total persisting
+ *      footprint exceeds the set-aside, is judged here as the process would run it). Each workload's verdict and the weighted total's follow
  *      l2p_tune_verdict (the rule's one home; the totals' samples are the weighted sums of the
  *      workloads' samples of the same index). More rounds while the total is undecided;
  *   6. (recheck_rounds) a recommended plan measured again in fresh rounds, by the same rule.
@@ -57,6 +63,14 @@ typedef struct {
  * samples (ms). */
 typedef l2p_status (*l2p_advise_eval_fn)(void *ctx, size_t work, const l2p_advise_config *cfg,
                                          size_t repeat, double *samples);
+
+/* Install cfg once and run the workloads interleaved, as the process runs them: `repeat`
+ * rounds of one call of each workload in turn, no reset of persisting lines between calls
+ * (one workload's persisting lines meet the others' accesses, and each workload's windows
+ * compete with the others' for the one set-aside). samples[w * repeat + j]: workload w's
+ * call in round j (ms). Used by the confirmation and the recheck when given. */
+typedef l2p_status (*l2p_advise_mix_fn)(void *ctx, const l2p_advise_config *cfg, size_t repeat,
+                                        double *samples);
 
 typedef struct {
     size_t granule, persisting_max, default_limit;
@@ -108,8 +122,9 @@ typedef struct {
 
 void l2p_advise_options_default(l2p_advise_options *o);
 l2p_status l2p_advise_check_options(const l2p_advise_options *o);
-l2p_status l2p_advise_run(const l2p_advise_options *o, l2p_advise_eval_fn eval, void *ctx,
-                          l2p_advise_result *out);
+/* mix may be NULL: the confirmation then times each workload in blocks, like the search. */
+l2p_status l2p_advise_run(const l2p_advise_options *o, l2p_advise_eval_fn eval,
+                          l2p_advise_mix_fn mix, void *ctx, l2p_advise_result *out);
 void l2p_advise_result_free(l2p_advise_result *r);
 
 #ifdef __cplusplus

@@ -1,7 +1,8 @@
 /* advise_search(): the advisor (csrc/core/l2p_advise.c) driven from Python. The extension
  * converts only: each evaluation calls `evaluate(work, config, repeat)`, which installs the
  * configuration (a plan over every workload's targets), runs workload `work` and returns the
- * samples; the search and every decision are the core's. */
+ * samples, and the confirmation calls `mix(config, repeat)`, which runs every workload
+ * interleaved under one installation; the search and every decision are the core's. */
 #include "l2p_py.h"
 #include "params.h"
 
@@ -11,7 +12,8 @@
 
 typedef struct {
     l2p_state *st;
-    PyObject *evaluate;
+    PyObject *evaluate, *mix;
+    size_t n_work;
     int python_error;
 } bridge;
 
@@ -23,9 +25,22 @@ static l2p_status call_evaluate(void *ctx, size_t work, const l2p_advise_config 
     PyObject *res = c ? PyObject_CallFunction(b->evaluate, "nNn", (Py_ssize_t)work, c,
                                               (Py_ssize_t)repeat)
                       : NULL;
-    if (l2p_py_samples(res, repeat, samples) < 0) {
+    if (l2p_py_samples(res, "evaluate", repeat, samples) < 0) {
         b->python_error = 1;
         return l2p_fail(L2P_ERR_CALLBACK, "evaluate raised");
+    }
+    return L2P_OK;
+}
+
+static l2p_status call_mix(void *ctx, const l2p_advise_config *cfg, size_t repeat,
+                           double *samples)
+{
+    bridge *b = ctx;
+    PyObject *c = l2p_py_config(b->st, cfg->set_aside, cfg->n, cfg->win);
+    PyObject *res = c ? PyObject_CallFunction(b->mix, "Nn", c, (Py_ssize_t)repeat) : NULL;
+    if (l2p_py_samples(res, "mix", b->n_work * repeat, samples) < 0) {
+        b->python_error = 1;
+        return l2p_fail(L2P_ERR_CALLBACK, "mix raised");
     }
     return L2P_OK;
 }
@@ -92,7 +107,8 @@ typedef struct {
     long long tries, search_repeat, repeat, confirm_rounds, recheck_rounds;
     double min_gain, confidence;
     long long seed;
-    PyObject *facts;
+    PyObject *facts, *mix;
+    int check_only;
 } advise_args;
 
 static int options_arg(l2p_state *st, const advise_args *a, l2p_advise_options *o)
@@ -191,17 +207,20 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
 static PyObject *advise_search_impl(PyObject *m, const void *args)
 {
     const advise_args *a = args;
+    if (a->check_only) /* the scalar options are checked by the parser: before any device call */
+        Py_RETURN_NONE;
     l2p_state *st = l2p_state_from_module(m);
     l2p_advise_options *o = PyMem_Malloc(sizeof *o);
     l2p_advise_result *r = PyMem_Malloc(sizeof *r);
     PyObject *res = NULL;
-    bridge b = {st, a->evaluate, 0};
+    bridge b = {st, a->evaluate, a->mix, 0, 0};
     if (!o || !r) {
         PyErr_NoMemory();
         goto done;
     }
     if (options_arg(st, a, o) < 0) goto done;
-    l2p_status rc = l2p_advise_run(o, call_evaluate, &b, r);
+    b.n_work = o->n_work;
+    l2p_status rc = l2p_advise_run(o, call_evaluate, a->mix == Py_None ? NULL : call_mix, &b, r);
     if (b.python_error) goto done;
     if (rc != L2P_OK) {
         l2p_py_raise(st);
@@ -258,6 +277,13 @@ L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search"
                         "bootstrap's seed"),
               L2P_PARAM(advise_args, facts, L2P_P_OBJECT, .pytype = "tuple[int, int, int] | "
                         "None", .doc = "(granule, persisting_max, default_limit) instead of "
-                        "asking the device (tests)"));
+                        "asking the device (tests)"),
+              L2P_PARAM(advise_args, mix, L2P_P_CALLABLE, .doc = "mix(config, repeat) -> "
+                        "n_work * repeat samples (ms), workload-major: every workload "
+                        "interleaved under one installation, for the confirmation (omitted: "
+                        "each workload timed alone, as in the search)"),
+              L2P_PARAM(advise_args, check_only, L2P_P_BOOL, .ival = 0, .doc = "only check "
+                        "the scalar options (tries .. seed) and return None: advise() checks "
+                        "them before it runs any workload"));
 
 const l2p_fn *const l2p_advise_fns[] = {&advise_search_fn, NULL};

@@ -187,9 +187,9 @@ typedef struct {
     int set_aside_fixed; /* an MPS client: the set-aside is the server's */
 } l2p_device_facts;
 int l2p_py_device_facts(l2p_state *st, PyObject *dev, PyObject *facts, l2p_device_facts *out);
-/* An evaluate callback's result (a new reference, or NULL with an exception; consumed): its
- * `repeat` samples into `samples`. 0, or -1 with an exception. */
-int l2p_py_samples(PyObject *res, size_t repeat, double *samples);
+/* A timing callback's result (a new reference, or NULL with an exception; consumed): its
+ * `repeat` samples into `samples`; `who` names the callback in errors. 0, or -1. */
+int l2p_py_samples(PyObject *res, const char *who, size_t repeat, double *samples);
 
 /* Objects made from C by other files. */
 PyObject *l2p_device_new(l2p_state *st, int index);

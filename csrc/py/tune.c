@@ -50,13 +50,13 @@ static PyObject *config_obj(l2p_state *st, const l2p_tune_config *c)
     return l2p_py_config(st, c->set_aside, c->n_targets, c->win);
 }
 
-int l2p_py_samples(PyObject *res, size_t repeat, double *samples)
+int l2p_py_samples(PyObject *res, const char *who, size_t repeat, double *samples)
 {
-    PyObject *seq = res ? PySequence_Fast(res, "evaluate: must return a sequence of samples "
-                                               "(ms)") : NULL;
+    PyObject *seq = res ? PySequence_Fast(res, "the callback must return a sequence of "
+                                               "samples (ms)") : NULL;
     Py_XDECREF(res);
     if (seq && PySequence_Fast_GET_SIZE(seq) != (Py_ssize_t)repeat) {
-        PyErr_Format(PyExc_ValueError, "evaluate: returned %zd samples, %zu were asked for",
+        PyErr_Format(PyExc_ValueError, "%s: returned %zd samples, %zu were asked for", who,
                      PySequence_Fast_GET_SIZE(seq), repeat);
         Py_CLEAR(seq);
     }
@@ -75,7 +75,7 @@ static l2p_status call_evaluate(void *ctx, const l2p_tune_config *cfg, size_t re
     bridge *b = ctx;
     PyObject *c = config_obj(b->st, cfg);
     PyObject *res = c ? PyObject_CallFunction(b->evaluate, "Nn", c, (Py_ssize_t)repeat) : NULL;
-    if (l2p_py_samples(res, repeat, samples) < 0) {
+    if (l2p_py_samples(res, "evaluate", repeat, samples) < 0) {
         b->python_error = 1;
         return L2P_ERR_STATE;
     }

@@ -276,7 +276,8 @@ def _grid_configs(ws, i, level):
 
 def _remeasure(ws, coef, plans, default, rounds, repeat):
     """Plans against limit 0 and the default, outside the advisor, in one run: weighted totals
-    of medians, arms interleaved (ABBA) over rounds."""
+    of medians, arms interleaved (ABBA) over rounds, and within an arm the workloads
+    interleaved call by call as the process runs them (WorkloadSet.time_mix)."""
     arms = {"limit0": ws.union.configured(ws.off(0)),
             "default": ws.union.configured(ws.off(default)), **plans}
     times = {k: [[] for _ in ws.works] for k in arms}
@@ -284,8 +285,8 @@ def _remeasure(ws, coef, plans, default, rounds, repeat):
     for r in range(rounds):
         for k in (order if r % 2 == 0 else order[::-1]):
             ws.session.apply(arms[k])
-            for i in range(len(ws.works)):
-                times[k][i] += ws.time(i, repeat)
+            for i, samples in enumerate(ws.time_mix(repeat)):
+                times[k][i] += samples
     return {k: sum(c * float(np.median(t)) for c, t in zip(coef, v)) for k, v in times.items()}
 
 

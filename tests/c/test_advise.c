@@ -14,11 +14,18 @@ int l2p_test_passed, l2p_test_failed;
 #define GRAN ((size_t)(3.75 * MIB))
 
 typedef struct {
-    int kind[L2P_ADVISE_MAX_WORK];   /* 0: gains with a window; 1: taxed; 2: indifferent */
+    int kind[L2P_ADVISE_MAX_WORK];   /* 0: gains with a window; 1: taxed; 2: indifferent;
+                                      * 3: gains `weak` with a window */
     double gain, tax;                /* the gainer's best gain; the taxed one's at the max */
     unsigned long long rng;
     size_t calls;
     size_t fade_after;               /* > 0: the gain is gone after this many evaluations */
+    double thrash;                   /* interleaved only: ms each gainer loses while another
+                                      * gainer's window is on too (their lines evict each
+                                      * other's); blocks never see it */
+    double offset_per_work;          /* interleaved only: workload w takes w * this more */
+    size_t mix_calls;
+    double weak;
 } world;
 
 static double noise(world *wd)
@@ -40,18 +47,40 @@ static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, siz
     wd->calls++;
     if (wd->kind[work] == 0 && wd->fade_after && wd->calls > wd->fade_after) {
         t = 1.0; /* the gain faded: every configuration alike */
-    } else if (wd->kind[work] == 0) {
-        double persisted = 0.0;
+    } else if (wd->kind[work] == 0 || wd->kind[work] == 3) {
+        double persisted = 0.0, g = wd->kind[work] == 3 ? wd->weak : wd->gain;
         for (size_t k = 0; k < cfg->n; k++)
             if (cfg->win[k].on && (size_t)k == work) {
                 double covered = cfg->win[k].hit_ratio * 40 * MIB;
                 persisted = (covered < s ? covered : s) / (40 * MIB);
             }
-        t = 1.0 - wd->gain * persisted + 0.6 * wd->gain * pow(s / max, 4.0);
+        t = 1.0 - g * persisted + 0.6 * g * pow(s / max, 4.0);
     } else if (wd->kind[work] == 1) {
         t = 1.0 + wd->tax * (s / max) * (s / max);
     }
     for (size_t i = 0; i < repeat; i++) samples[i] = t * (1.0 + noise(wd));
+    return L2P_OK;
+}
+
+/* The workloads interleaved: each call is the block world's time, plus what interleaving
+ * costs. */
+static l2p_status mix(void *ctx, const l2p_advise_config *cfg, size_t repeat, double *samples)
+{
+    world *wd = ctx;
+    size_t gainers_on = 0, n_work = 0;
+    wd->mix_calls++;
+    for (size_t k = 0; k < cfg->n; k++) {
+        gainers_on += cfg->win[k].on && wd->kind[k] == 0;
+        n_work = k + 1; /* target k belongs to workload k */
+    }
+    for (size_t w = 0; w < n_work; w++)
+        for (size_t j = 0; j < repeat; j++) {
+            double t;
+            L2P_TRY(eval(ctx, w, cfg, 1, &t));
+            wd->calls--; /* counted as mix calls */
+            if (wd->kind[w] == 0 && gainers_on > 1) t += wd->thrash;
+            samples[w * repeat + j] = t + (double)w * wd->offset_per_work;
+        }
     return L2P_OK;
 }
 
@@ -78,7 +107,7 @@ static void test_gainer_alone(void)
     l2p_advise_result r;
     world wd = {{0}, 0.3, 0.0, 42, 0};
     options(&o, 1);
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.helps);
     CHECK(r.found_set_aside >= 5 * GRAN && r.found_set_aside <= 9 * GRAN);
     CHECK(r.found[0].on);
@@ -98,7 +127,7 @@ static void test_weights_decide(void)
     world wd = {{0, 1, 1}, 0.2, 0.6, 7, 0};
     options(&o, 3);
     o.coef[0] = 10.0; /* the gainer dominates the process's time */
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.helps);
     CHECK(r.work[1].tax > 1.0 && r.work[2].tax > 1.0); /* each workload's own tax reported */
     CHECK(r.work[1].slows);
@@ -106,11 +135,11 @@ static void test_weights_decide(void)
     l2p_advise_result_free(&r);
     o.coef[0] = 1.0; /* now the taxed ones weigh 2 of 3: a smaller set-aside, or none */
     o.coef[1] = o.coef[2] = 3.0;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.found_set_aside < heavy);
     l2p_advise_result_free(&r);
     o.coef[0] = 0.05; /* the gainer is a rounding error: "don't" */
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(!r.helps);
     CHECK(r.recommended_set_aside == 0 || r.recommended_set_aside == o.default_limit);
     l2p_advise_result_free(&r);
@@ -123,12 +152,12 @@ static void test_must_not_slow(void)
     world wd = {{0, 1}, 0.3, 0.08, 9, 0};
     options(&o, 2);
     o.coef[0] = 20.0;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     int slowed = r.work[1].slows;
     CHECK(r.helps);
     l2p_advise_result_free(&r);
     o.must_not_slow[1] = 1;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     if (slowed) { /* the pick would slow workload 1: blocked */
         CHECK(!r.helps && r.blocked_by == 1);
     } else {
@@ -147,7 +176,7 @@ static void test_shared_carrier(void)
     options(&o, 2);
     o.group[1] = 0;
     o.coef[1] = 2.0;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.found[0].on + r.found[1].on == 1);
     CHECK(r.found[1].on); /* the heavier one */
     CHECK(r.work[0].n_windows == 0 && r.work[1].n_windows == 1);
@@ -160,13 +189,13 @@ static void test_linear_evals(void)
     l2p_advise_result r;
     world wd = {{0}, 0.3, 0.0, 5, 0};
     options(&o, 2);
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     size_t two = r.evals;
     l2p_advise_result_free(&r);
     options(&o, 20);
     for (int i = 0; i < 20; i++) wd.kind[i] = i % 2;
     wd.tax = 0.05;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.evals <= 12 * two); /* 10x the workloads: about 10x the evaluations */
     CHECK(r.evals >= 5 * two);
     l2p_advise_result_free(&r);
@@ -181,19 +210,67 @@ static void test_recheck(void)
     world wd = {{0}, 0.3, 0.0, 11, 0, 0};
     options(&o, 1);
     o.recheck_rounds = 3;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(r.helps && r.rechecked && r.recheck_held && r.recheck_speedup > 1.15);
     size_t before_recheck = r.evals - 3 * 4; /* a round: 4 arms of the one workload */
     l2p_advise_result_free(&r);
     wd.calls = 0;
     wd.fade_after = before_recheck;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_OK);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
     CHECK(!r.helps && r.rechecked && !r.recheck_held);
     CHECK(r.recommended_set_aside == 0 || r.recommended_set_aside == o.default_limit);
     CHECK(r.recheck_speedup < 1.02);
     l2p_advise_result_free(&r);
     o.recheck_rounds = 65;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_ERR_VALUE);
+}
+
+/* Two gainers, each faster with its window when timed alone; interleaved, their windows evict
+ * each other's lines and the plan is slower than no set-aside: the confirmation, run
+ * interleaved, says "don't", where blocks said "helps". Its samples are the mix's, each
+ * workload's own (the offsets), one mix call per arm and round. */
+static void test_interleaved_confirmation(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    world wd = {{0, 0}, 0.3, 0.0, 21, 0, 0, 0.3, 0.0, 0};
+    options(&o, 2);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
+    CHECK(r.helps && wd.mix_calls == 0);
+    l2p_advise_result_free(&r);
+    CHECK(l2p_advise_run(&o, eval, mix, &wd, &r) == L2P_OK);
+    CHECK(!r.helps && r.speedup < 1.0);
+    CHECK(wd.mix_calls == 4 * r.confirm_rounds);
+    CHECK(r.work[0].slows && r.work[1].slows);
+    l2p_advise_result_free(&r);
+
+    world w3 = {{2, 1, 2}, 0.3, 0.1, 22, 0, 0, 0.0, 0.1, 0};
+    options(&o, 3);
+    CHECK(l2p_advise_run(&o, eval, mix, &w3, &r) == L2P_OK);
+    for (size_t w = 0; w < 3; w++) /* limit 0: kinds 1 and 2 take 1 ms in blocks */
+        CHECK(fabs(r.work[w].base_ms[0] - (1.0 + 0.1 * (double)w)) < 0.01);
+    l2p_advise_result_free(&r);
+}
+
+/* A window that saves less than min_gain / 2 of its workload's time is not part of a plan
+ * (it would take set-aside from the others for noise); one that saves more is. */
+static void test_window_worth_its_set_aside(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    /* workload 0 sets the level; workload 1 gains at most 1.5 % x its persisted share (about
+     * 0.65 at that level: under 1 %) */
+    world wd = {{0, 3}, 0.3, 0.0, 23, 0};
+    wd.weak = 0.015;
+    options(&o, 2);
+    o.min_gain = 0.02;
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
+    CHECK(r.helps && r.found[0].on && !r.found[1].on);
+    l2p_advise_result_free(&r);
+    wd.weak = 0.1; /* about 6 %: worth it */
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
+    CHECK(r.helps && r.found[0].on && r.found[1].on);
+    l2p_advise_result_free(&r);
 }
 
 static void test_options(void)
@@ -203,16 +280,16 @@ static void test_options(void)
     world wd = {{0}, 0.3, 0.0, 5, 0};
     options(&o, 1);
     o.coef[0] = 0.0;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_ERR_VALUE);
     CHECK(strstr(l2p_last_error()->message, "weight") != NULL);
     options(&o, 1);
     o.owner[0] = 3;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_ERR_VALUE);
     options(&o, 0);
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_ERR_VALUE);
     options(&o, 1);
     o.repeat = 1;
-    CHECK(l2p_advise_run(&o, eval, &wd, &r) == L2P_ERR_VALUE);
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_ERR_VALUE);
     CHECK(r.found == NULL);
 }
 
@@ -224,6 +301,8 @@ int main(void)
     test_shared_carrier();
     test_linear_evals();
     test_recheck();
+    test_interleaved_confirmation();
+    test_window_worth_its_set_aside();
     test_options();
     printf("test_advise: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
