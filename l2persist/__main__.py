@@ -5,7 +5,7 @@ Without a GPU it says so, with the runtime's reason, shows what needs no GPU, an
 
     python -m l2persist list                 the studies, and which need a GPU
     python -m l2persist run STUDY [--device N] [--quick] [--json PATH] [--csv PATH]
-                                  [--plot PATH]
+                                  [--plot PATH] [--only AXIS=V[,V...]]
     python -m l2persist check [...]          the persisting-L2 state check (l2persist.state)"""
 
 from __future__ import annotations
@@ -252,8 +252,10 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--plot", metavar="PATH", help="save the plot (PNG, SVG, PDF: by suffix)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.add_argument("--only", metavar="AXIS=V[,V...]", action="append", default=[],
-                   help="keep only these values of one of the study's sweep axes "
-                        "(repeatable), e.g. --only workload=histogram,bloom")
+                   help="keep only these values of one of the study's sweep axes, named "
+                        "as the table's columns (repeatable), e.g. --only "
+                        "workload=histogram,bloom; a wrong axis or value is refused before "
+                        "the study runs, with the study's axes and values")
     args = p.parse_args(argv)
     only = {}
     for item in args.only:

@@ -78,26 +78,69 @@ def test_unknown_need_is_refused(register):
         studies.info("odd")
 
 
-def test_todays_interface_still_runs(register):
-    """A module with only TITLE, NEEDS_GPU, SOURCE and run(ctx) using ctx.sweep/ctx.results
-    (how set-aside-tax and atlas are written) runs, lists and saves."""
+def test_the_smallest_interface_runs(register):
+    """A module with only TITLE, NEEDS_GPU, SOURCE, axes(ctx) and run(ctx) sweeping its axes
+    through ctx.sweep / ctx.results runs, lists and saves."""
     def run(ctx):
-        recs = ctx.sweep({"a": [1, 2], "b": ["x"]}, lambda a, b: {"y": a * 10})
+        recs = ctx.sweep(ctx.axes, lambda a, b: {"y": a * 10})
         return ctx.results(recs, notes=["n"], summary={"s": 1})
-    register("plain-old", fake_module("plain_old", run))
-    res = studies.run("plain-old", progress=False)
+    register("plain", fake_module("plain", run, axes=lambda ctx: {"a": [1, 2], "b": ["x"]}))
+    res = studies.run("plain", progress=False)
     assert [r["y"] for r in res] == [10, 20] and res.notes == ["n"] and res.bars == []
-    assert "plain-old" in studies.study_names()
-    info = studies.info("plain-old")
-    assert info.needs == () and info.row == info.title == "fake plain_old"
+    assert "plain" in studies.study_names()
+    info = studies.info("plain")
+    assert info.needs == () and info.row == info.title == "fake plain"
     assert Results.from_json(res.to_json()) == res
+
+
+def test_a_sweep_of_an_undeclared_axis_or_value_is_the_studys_mistake(register):
+    """ctx.sweep takes only declared axes and values: a study's --only is checked before it
+    runs, so what it sweeps must be what it declared."""
+    register("undeclared", fake_module("undeclared", lambda ctx: ctx.sweep(
+        {"a": [1]}, lambda a: {})))
+    with pytest.raises(RuntimeError, match=r"sweeps 'a', which its axes\(\) does not declare "
+                                           r"\(it declares none\)"):
+        studies.run("undeclared", progress=False)
+    register("stray", fake_module("stray", lambda ctx: ctx.sweep({"a": [1, 3]}, lambda a: {}),
+                                  axes=lambda ctx: {"a": [1, 2]}))
+    with pytest.raises(RuntimeError, match="sweeps a=3, which its axes"):
+        studies.run("stray", progress=False)
+    with pytest.raises(RuntimeError, match="before its axes were declared"):
+        context().sweep({"a": [1]}, lambda a: {})
+
+
+def test_an_only_axis_the_run_never_swept_is_said(register):
+    """A study that declares an axis but does not take its sweep from it would ignore --only:
+    the run's records are kept, and the notes and a warning say --only was not applied."""
+    register("deaf", fake_module("deaf", lambda ctx: ctx.results([{"x": 1}, {"x": 2}]),
+                                 axes=lambda ctx: {"x": [1, 2]}))
+    with pytest.warns(RuntimeWarning, match="--only x= was not applied"):
+        res = studies.run("deaf", progress=False, only={"x": 1})
+    assert res.notes[0] == ("--only x= was not applied: the deaf study declares the axis but "
+                            "its run did not sweep it")
+    assert len(res.records) == 2
+
+
+@pytest.mark.parametrize("values, why", [
+    (["a,b", "c"], "'a,b' cannot be named"),
+    ([" a", "b"], "' a' cannot be named"),
+    ([("x", 1), ("x", 1)], "'x 1 #0' cannot be named"),
+    ([], "needs a text name and at least one value"),
+])
+def test_axis_labels_must_be_nameable_after_only(register, values, why):
+    """A label --only could not name (a comma: the CLI splits values there; spaces at its
+    ends: stripped; two values with one label) is refused when the axes are declared."""
+    register("odd-axes", fake_module("odd_axes", lambda ctx: ctx.results([]),
+                                     axes=lambda ctx: {"v": values}))
+    with pytest.raises(RuntimeError, match=f"odd-axes study's axis.*{why}|{why}"):
+        studies.run("odd-axes", progress=False)
 
 
 def test_findings_plot_and_bars_come_from_the_module(register):
     def run(ctx):
-        return ctx.results(ctx.sweep({"x": [1, 2, 3]}, lambda x: {"ms": float(x)}))
+        return ctx.results(ctx.sweep(ctx.axes, lambda x: {"ms": float(x)}))
     register("declared", fake_module(
-        "declared", run, findings=lambda res: [f"{len(res.records)} points"],
+        "declared", run, axes=lambda ctx: {"x": [1, 2, 3]}, findings=lambda res: [f"{len(res.records)} points"],
         derive=lambda recs: [r.setdefault("double", 2 * r["ms"]) for r in recs],
         plot_spec=lambda res: studies.PlotSpec(x="x", y=["double"]),
         bars=lambda res: [("ours at or below theirs", False), ("fits", True)]))

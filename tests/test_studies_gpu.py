@@ -75,3 +75,51 @@ def test_counters_need_is_met_or_named(device):
     why = studies.missing("counters")
     ok, reason = l2persist.counters_available()
     assert (why is None) == ok and (ok or reason in why)
+
+
+# A part of each sweep through the CLI (--quick): (study, {axis: [values]}); None: the last
+# value of the axis as the study declares it on this device. Each is a few seconds.
+PARTS = [
+    ("bandwidth", {"size_mib": ["16"]}),                # the L2 part alone: plot drawn
+    ("bandwidth", {"kernel": ["triad"]}),               # one DRAM case: the plot says why not
+    ("hints", {"hot_load": ["default"]}),
+    ("gather", {"log2n": ["10", "11"]}),
+    ("granularity", {"case": ["offset by one", "C[x] = A[3] + B[x]"]}),
+    ("persistence", {"mode": ["ro"]}),
+    ("launch-overhead", {"launcher": ["l2persist.kernels.noop"]}),
+    ("counter-tables", {"window": ["none"]}),
+    ("set-aside-tax", {"kind": ["write"], "pattern": ["random"], "ws_mib": ["8", "16"],
+                       "set_aside_mib": ["0", None]}),
+    ("tune", {"workload": ["guide example A x10 + B"]}),
+    ("tune-grid", {"case": ["guide example A x10 + B"]}),
+    ("atlas", {"workload": ["streaming"]}),
+    ("foreign-workloads", {"workload": ["spmv"]}),
+    ("advisor", {"mix": ["scale"]}),
+]
+
+
+@pytest.mark.parametrize("name, only", PARTS, ids=[f"{n}-{'-'.join(o)}" for n, o in PARTS])
+def test_a_part_of_each_sweep_runs_through_the_cli(device, tmp_path, name, only):
+    """`run STUDY --quick --only ...`: the records hold only the values named, the notes say it
+    is a part, the plot is drawn or one line says why not, and no axis named goes unapplied."""
+    mod = studies._module(name)
+    ctx = studies.Context(name, device, True, False)
+    declared = mod.axes(ctx)
+    only = {a: [studies.axis_labels(list(declared[a]))[-1] if v is None else v for v in vs]
+            for a, vs in only.items()}
+    args = [a for axis, vs in only.items() for a in ("--only", f"{axis}={','.join(vs)}")]
+    j, png = tmp_path / "part.json", tmp_path / "part.png"
+    p = subprocess.run([sys.executable, "-m", "l2persist", "run", name, "--quick",
+                        "--no-progress", "--device", str(device.index), "--json", str(j),
+                        "--plot", str(png), *args], capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in p.stderr and "was not applied" not in p.stderr, p.stderr
+    assert p.returncode == 0 or (p.returncode == 1 and "bar not met" in p.stderr), p.stderr
+    d = json.loads(j.read_text())
+    assert d["meta"]["only"] == only and d["records"], (d["meta"], d["notes"])
+    part = "; ".join(f"{a}={','.join(vs)}" for a, vs in only.items())
+    assert f"a part of the sweep (only {part})" in p.stdout
+    for r in d["records"]:
+        for axis, vs in only.items():
+            assert any(studies._same(r[axis], str(r[axis]), v) for v in vs), (axis, r[axis])
+    assert png.exists() or f"plot: left out for this part of the sweep (--only {part}): " \
+        in p.stderr, p.stderr

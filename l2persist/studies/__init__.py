@@ -8,10 +8,11 @@
 From a shell: ``python -m l2persist list`` and ``python -m l2persist run STUDY [--quick]``.
 
 A study is one module. It must define ``TITLE``, ``NEEDS_GPU``, ``SOURCE`` (what the source
-study claimed) and ``run(ctx) -> Results``: it declares its axes through ``ctx.sweep`` (a record
-per point, progress on stderr), times through ``ctx.measure`` (repeats until the spread is
-small, keeps q1/q3, computes bandwidth and % of peak from the bytes a point moves) and builds
-its Results through ``ctx.results`` (metadata included).
+study claimed) and ``run(ctx) -> Results``: it sweeps its declared axes (``axes`` below)
+through ``ctx.sweep`` (a record per point, progress on stderr), times through
+``ctx.measure`` (repeats until the spread is small, keeps q1/q3, computes bandwidth and % of
+peak from the bytes a point moves) and builds its Results through ``ctx.results`` (metadata
+included).
 
 It may also define, and then the runner, the notebooks and the README use them:
 
@@ -21,10 +22,15 @@ It may also define, and then the runner, the notebooks and the README use them:
 - ``findings(res) -> list[str]``: the findings, computed from ``res.records`` / ``res.meta``
   / ``res.summary`` only, so the same text comes from a live run and from stored results.
 - ``axes(ctx) -> {axis: values}``: the sweep axes, declared before the study runs (values
-  may depend on ``ctx.quick`` and ``ctx.device``). ``run(only=...)`` and the CLI's ``--only``
-  are then checked against them before any work, and ``ctx.sweep`` refuses an axis not
-  declared. Values are named by their labels (``axis_labels``): text and numbers as written,
-  a tuple by its leading text.
+  may depend on ``ctx.quick`` and ``ctx.device``); every study that sweeps something declares
+  them, and its run() takes its sweep from ``ctx.axes`` (``ctx.sweep`` refuses an axis or a
+  value not declared). ``run(only=...)`` and the CLI's ``--only`` are checked against them
+  before any work; a study without ``axes`` sweeps nothing and refuses any ``only``. An axis
+  is named as the records' field of that name, and the table's column of it is headed by
+  that name (a unit may follow in parentheses). Values are named by their labels
+  (``axis_labels``): text and numbers as written; a label holds no comma (``--only`` splits
+  values at commas).
+- ``COLUMNS``: the table's (field, header) pairs; stored results are shown with them too.
 - ``plot_spec(res) -> PlotSpec`` and ``derive(records)`` (adds presentation columns); a
   ``plot_spec`` that cannot draw a part of the sweep raises ValueError saying why in words.
 - ``bars(res) -> list[(text, met)]``: requirements; an unmet one makes the CLI exit 1.
@@ -201,19 +207,70 @@ class Context:
         self.skipped = []  # (what, why): parts of the study left out for a missing need
         # axis -> the values to keep (text, as on the command line); sweeps leave out the rest
         self.only = _only_text(only)
-        self.only_seen = set()
-        self.declared = None  # the study's axes (axis -> labels) when it declares them
+        self.axes = None  # axis -> values: the study's axes(ctx), once declared
+        self._labels = {}  # axis -> the labels of its values, in order
+        self._consulted = set()  # the axes a sweep (or values()) has asked about
         if self.only:
             self.meta["only"] = dict(self.only)
 
     def declare(self, axes: dict) -> None:
-        """The study's declared axes: ``only`` is checked against them now, before any work."""
-        self.declared = {n: axis_labels(list(vs)) for n, vs in axes.items()}
-        for axis in self.only:
-            if axis not in self.declared:
+        """The study's axes (its ``axes(ctx)``; ``{}`` when it sweeps nothing): ``only`` is
+        checked against them now, before any work. A wrong axis or value is a ValueError
+        naming the axes and their values by label; an axis without values, or a label that
+        ``--only`` could not name (a comma, spaces at its ends, two values with one label),
+        is the study's mistake: RuntimeError."""
+        if not isinstance(axes, dict):
+            raise RuntimeError(f"the {self.study} study's axes() returned "
+                               f"{type(axes).__name__}, not a dict axis -> values")
+        declared, labels = {}, {}
+        for name, values in axes.items():
+            values = list(values)
+            if not isinstance(name, str) or not values:
+                raise RuntimeError(f"the {self.study} study's axes(): {name!r} needs a text "
+                                   "name and at least one value")
+            labs = axis_labels(values)
+            odd = [lab for i, lab in enumerate(labs)
+                   if "," in lab or lab != lab.strip() or lab.endswith(f" #{i}")]
+            if odd:
+                raise RuntimeError(f"the {self.study} study's axis {name!r}: the value labelled "
+                                   f"{odd[0]!r} cannot be named after --only {name}= (values "
+                                   "are split at commas and stripped; labels must differ)")
+            declared[name], labels[name] = values, labs
+        self.axes, self._labels = declared, labels
+        for axis, wanted in self.only.items():
+            if axis not in declared:
                 raise ValueError(self._no_such_axis(axis))
-            self._only(axis, list(axes[axis]))
-        self.only_seen.clear()
+            unknown = [w for w in wanted if not any(_same(v, lab, w) for v, lab in
+                                                    zip(declared[axis], labels[axis]))]
+            if unknown:
+                raise ValueError(f"only {axis}={','.join(wanted)}: {unknown[0]!r} is not one "
+                                 f"of the {self.study} study's {axis} values"
+                                 f"{' (quick)' if self.quick else ''}: "
+                                 + ", ".join(labels[axis]))
+
+    def values(self, axis: str) -> list:
+        """The declared values of ``axis`` that this run keeps: all of them, or those
+        ``only`` names (in the declared order)."""
+        if self.axes is None or axis not in self.axes:
+            raise RuntimeError(self._undeclared(axis))
+        self._consulted.add(axis)
+        values = self.axes[axis]
+        if axis not in self.only:
+            return list(values)
+        return [v for v, lab in zip(values, self._labels[axis])
+                if any(_same(v, lab, w) for w in self.only[axis])]
+
+    def _undeclared(self, axis: str) -> str:
+        if self.axes is None:
+            return (f"the {self.study} study sweeps {axis!r} before its axes were declared "
+                    "(ctx.declare(axes(ctx)); studies.run does it)")
+        return (f"the {self.study} study sweeps {axis!r}, which its axes() does not declare"
+                + (f" ({', '.join(self.axes)})" if self.axes else " (it declares none)"))
+
+    def unconsulted(self) -> list:
+        """The axes ``only`` names that no sweep of this run asked about (so --only did not
+        narrow them): empty when the study took its sweep from its axes."""
+        return [a for a in self.only if a not in self._consulted]
 
     def has(self, need: str, what: str = "") -> bool:
         """Whether ``need`` is met; when not, the part ``what`` is recorded as skipped."""
@@ -253,17 +310,22 @@ class Context:
         return out
 
     def sweep(self, axes: dict, fn, *, desc: str | None = None) -> list[dict]:
-        """Call ``fn(**point)`` for every point of the product of ``axes`` (name -> values);
-        each call returns a dict (or a list of dicts) merged with the point into records.
-        Progress goes to stderr: a bar on a terminal, nothing when piped (tqdm)."""
+        """Call ``fn(**point)`` for every point of the product of ``axes`` (name -> values,
+        each a declared axis and values among its declared ones: all of ``ctx.axes``, or a
+        part) that ``only`` keeps; each call returns a dict (or a list of dicts) merged with
+        the point into records. Progress goes to stderr: a bar on a terminal, nothing when
+        piped (tqdm)."""
         names = list(axes)
-        if self.declared is not None:
-            undeclared = [n for n in names if n not in self.declared]
-            if undeclared:
-                raise RuntimeError(f"the {self.study} study sweeps {undeclared[0]!r}, which its "
-                                   f"axes() does not declare ({', '.join(self.declared)})")
-        axes = {n: self._only(n, list(axes[n])) for n in names}
-        points = list(itertools.product(*(axes[n] for n in names)))
+        kept = {}
+        for n in names:
+            keep = self.values(n)
+            declared = self.axes[n]
+            stray = [v for v in axes[n] if not any(v == d for d in declared)]
+            if stray:
+                raise RuntimeError(f"the {self.study} study sweeps {n}={stray[0]!r}, which its "
+                                   f"axes() does not declare for {n}")
+            kept[n] = [v for v in axes[n] if any(v == k for k in keep)]
+        points = list(itertools.product(*(kept[n] for n in names)))
         records = []
         with _progress(len(points), desc or self.study, self.progress) as bar:
             for values in points:
@@ -274,27 +336,13 @@ class Context:
                 bar.update(1)
         return records
 
-    def _only(self, axis: str, values: list) -> list:
-        """The values of ``axis`` that ``only`` keeps (all when it names no such axis)."""
-        if axis not in self.only:
-            return values
-        self.only_seen.add(axis)
-        labels = axis_labels(values)
-        unknown = [w for w in self.only[axis] if not any(_same(v, lab, w)
-                                                         for v, lab in zip(values, labels))]
-        if unknown:
-            raise ValueError(f"only {axis}={','.join(self.only[axis])}: {unknown[0]!r} is not "
-                             f"one of the {self.study} study's {axis} values"
-                             f"{' (quick)' if self.quick else ''}: " + ", ".join(labels))
-        return [v for v, lab in zip(values, labels)
-                if any(_same(v, lab, w) for w in self.only[axis])]
-
     def _no_such_axis(self, axis: str) -> str:
-        known = self.declared or {}
-        return (f"only {axis}={','.join(self.only[axis])}: the {self.study} study sweeps no such "
-                "axis" + ("; its axes: " + "; ".join(f"{n} ({', '.join(labs)})"
-                                                     for n, labs in known.items())
-                          if known else ""))
+        head = f"only {axis}={','.join(self.only[axis])}: "
+        if not self.axes:
+            return (head + f"the {self.study} study has no axes to pick from: it runs as one "
+                    "measurement (leave out --only)")
+        return (head + f"the {self.study} study sweeps no such axis; its axes: "
+                + "; ".join(f"{n} ({', '.join(labs)})" for n, labs in self._labels.items()))
 
     def results(self, records, *, columns=None, plot: PlotSpec | None = None, notes=(),
                 summary=None) -> Results:
@@ -438,21 +486,25 @@ def run(name: str, device=0, *, quick: bool = False, progress: bool | None = Non
         from .. import Device
         dev = device if isinstance(device, Device) else Device(device)
     ctx = Context(name, dev, quick, progress, only)
-    if hasattr(mod, "axes"):
-        ctx.declare(mod.axes(ctx))  # a wrong --only fails here, before any work
+    # a wrong --only fails here, before any work; a study without axes sweeps nothing
+    ctx.declare(mod.axes(ctx) if hasattr(mod, "axes") else {})
     if dev is None:
-        return _checked_only(refresh(mod.run(ctx), ctx), ctx)
+        return _finished(refresh(mod.run(ctx), ctx), ctx)
     limit = dev.persisting_l2_limit
     try:
-        return _checked_only(refresh(mod.run(ctx), ctx), ctx)
+        return _finished(refresh(mod.run(ctx), ctx), ctx)
     finally:
         _core.restore_persisting_l2(dev, limit)  # the one restore (restore.c)
 
 
-def _checked_only(res: Results, ctx: Context) -> Results:
-    unknown = sorted(set(ctx.only) - ctx.only_seen)
-    if unknown:
-        raise ValueError(ctx._no_such_axis(unknown[0]))
+def _finished(res: Results, ctx: Context) -> Results:
+    """An --only axis the run never asked about narrowed nothing: the notes say so (the run's
+    records are kept; the study's tests should have caught it)."""
+    for axis in ctx.unconsulted():
+        why = (f"--only {axis}= was not applied: the {ctx.study} study declares the axis but "
+               "its run did not sweep it")
+        warnings.warn(why, RuntimeWarning, stacklevel=3)
+        res.notes.insert(0, why)
     return res
 
 
@@ -463,8 +515,10 @@ def refresh(res: Results, ctx: Context | None = None) -> Results:
         return res
     mod = _module(res.study)
     partial = res.meta.get("only")
+    if hasattr(mod, "COLUMNS"):
+        res.columns = list(mod.COLUMNS)
     if hasattr(mod, "derive"):
-        mod.derive(res.records)
+        _derived(partial, "presentation columns", lambda: mod.derive(res.records), None)
     if hasattr(mod, "findings"):
         res.notes = _derived(partial, "findings", lambda: list(mod.findings(res)), [])
     if partial:
@@ -482,6 +536,10 @@ def refresh(res: Results, ctx: Context | None = None) -> Results:
     return res
 
 
+# what a study's findings, plot or bars raise on records that lack a part of the sweep
+_PART_ERRORS = (KeyError, IndexError, TypeError, ZeroDivisionError, StopIteration)
+
+
 def _plot(partial, mod, res):
     """(plot spec, None), or on a part of the sweep that cannot be drawn (None, why in words):
     the study's ValueError says why; any other failure means records the plot needs are not
@@ -493,7 +551,7 @@ def _plot(partial, mod, res):
         return mod.plot_spec(res), None
     except ValueError as e:
         why = str(e)
-    except (KeyError, IndexError, TypeError, ZeroDivisionError):
+    except _PART_ERRORS:
         why = "the plot needs records this part of the sweep does not have"
     return None, (f"left out for this part of the sweep (--only {part}): {why}; the whole sweep "
                   "draws it")
@@ -506,7 +564,7 @@ def _derived(partial, what: str, make, empty):
         return make()
     try:
         return make()
-    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
+    except (ValueError, *_PART_ERRORS) as e:
         warnings.warn(f"{what} left out: they need the whole sweep ({type(e).__name__}: {e})",
                       RuntimeWarning, stacklevel=3)
         return empty

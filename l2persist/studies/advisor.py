@@ -59,6 +59,7 @@ BAR_PAYS = 1.02       # a grid best under this: the advice must say "don't"
 
 SCALE_GRAPHS = 20     # the budget: advise on 20 graphs ...
 SCALE_BUDGET_S = 60   # ... in under 60 s (H200)
+SCALE = "scale"       # the scale check's value of the mix axis (its record's mix)
 
 
 class _Skip(Exception):
@@ -84,7 +85,7 @@ def _scale(ctx, n):
     adv = advise(graphs, repeat=6, search_repeat=4, confirm_rounds=2)
     wall = time.perf_counter() - t0
     keep.clear()
-    return {"mix": "scale", "workload": f"{n} graphs", "weight": 1.0, "helps": adv.helps,
+    return {"mix": SCALE, "workload": f"{n} graphs", "weight": 1.0, "helps": adv.helps,
             "set_aside_mib": adv.set_aside / MIB, "found_set_aside_mib": adv.found_set_aside / MIB,
             "baseline_ms": adv.total_base_ms, "plan_ms": adv.total_plan_ms,
             "speedup": adv.speedup, "ci_low": adv.ci[0], "ci_high": adv.ci[1], "tax": None,
@@ -290,11 +291,21 @@ def _remeasure(ws, coef, plans, default, rounds, repeat):
     return {k: sum(c * float(np.median(t)) for c, t in zip(coef, v)) for k, v in times.items()}
 
 
+def axes(ctx) -> dict:
+    """mix: the traffic mixes (quick mode: the first), and the scale check."""
+    return {"mix": list(MIXES)[:1 if ctx.quick else None] + [SCALE]}
+
+
 def run(ctx):
     dev = ctx.device
     rng = np.random.default_rng()
     repeat = 4 if ctx.quick else 8
-    mixes = dict(list(MIXES.items())[:1]) if ctx.quick else MIXES
+    mixes = {m: MIXES[m] for m in ctx.values("mix") if m in MIXES}
+    if not mixes:  # the scale check alone (--only mix=scale)
+        try:
+            return ctx.results([_scale(ctx, 5 if ctx.quick else SCALE_GRAPHS)], columns=COLUMNS)
+        except _Skip as e:
+            return ctx.results([], columns=[], notes=[f"left out: {e}"])
     try:
         specs, notes, keep = _build(ctx, rng)
     except _Skip as e:
@@ -343,28 +354,30 @@ def run(ctx):
                 "vs_grid": min(again["grid"], base) / again["plan"],
                 "advise_s": advise_s, "evals": adv.evals, "verdict": adv.verdict()})
     keep.clear()
-    records.append(_scale(ctx, 5 if ctx.quick else SCALE_GRAPHS))
-    return ctx.results(
-        records, summary={"setup": notes},
-        columns=[("mix", "mix"), ("workload", "workload"), ("weight", "weight"),
-                 ("baseline_ms", "baseline ms"), ("plan_ms", "plan ms"),
-                 ("speedup", "speedup under the found plan"), ("tax", "own tax"),
-                 ("windows", "windows"), ("set_aside_mib", "advised set-aside MiB"),
-                 ("found_set_aside_mib", "found set-aside MiB"), ("remeasured", "total re-measured"),
-                 ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
-                 ("advise_s", "advise s")])
+    if SCALE in ctx.values("mix"):
+        records.append(_scale(ctx, 5 if ctx.quick else SCALE_GRAPHS))
+    return ctx.results(records, summary={"setup": notes}, columns=COLUMNS)
+
+
+COLUMNS = [("mix", "mix"), ("workload", "workload"), ("weight", "weight"),
+           ("baseline_ms", "baseline ms"), ("plan_ms", "plan ms"),
+           ("speedup", "speedup under the found plan"), ("tax", "own tax"),
+           ("windows", "windows"), ("set_aside_mib", "advised set-aside MiB"),
+           ("found_set_aside_mib", "found set-aside MiB"), ("remeasured", "total re-measured"),
+           ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
+           ("advise_s", "advise s")]
 
 
 def _mixes(res):
     out = {}
     for r in res.records:
-        if r["mix"] != "scale":
+        if r["mix"] != SCALE:
             out.setdefault(r["mix"], r)
     return out
 
 
 def _scale_record(res):
-    return next((r for r in res.records if r["mix"] == "scale"), None)
+    return next((r for r in res.records if r["mix"] == SCALE), None)
 
 
 def findings(res) -> list:

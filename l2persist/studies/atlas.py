@@ -319,12 +319,18 @@ def _pick_ms(r, w, s, dev, repeat):
         return _median_ms(w.fn, s, dev, repeat)
 
 
+def axes(ctx) -> dict:
+    """workload: the libraries' workloads; size_over_l2: the key structure's size / L2."""
+    return {"workload": list(WORKLOADS),
+            "size_over_l2": list(QUICK_FRACTIONS if ctx.quick else FRACTIONS)}
+
+
 def run(ctx):
     dev = ctx.device
     props = dev.properties
     l2 = props.l2_cache_size
     rng = np.random.default_rng()
-    fractions = QUICK_FRACTIONS if ctx.quick else FRACTIONS
+    fractions = ctx.values("size_over_l2")
     repeat = 5 if ctx.quick else 9
     n = (16 if ctx.quick else 64) * MIB
     levels = list(_core.set_aside_levels(dev.persisting_l2_granule,
@@ -336,8 +342,8 @@ def run(ctx):
     skipped = {}
 
     with _core.Stream(dev) as s:
-        def point(workload, fraction):
-            size = int(fraction * l2) // 256 * 256
+        def point(workload, size_over_l2):
+            size = int(size_over_l2 * l2) // 256 * 256
             try:
                 w = WORKLOADS[workload](s, size, n, rng)
             except _Skip as e:
@@ -354,7 +360,7 @@ def run(ctx):
                 w.close()
                 _core.reset_persisting_l2(dev.index)
             better = min(limit0, default_ms)
-            return {"workload": workload, "size_mib": size / MIB, "size_over_l2": fraction,
+            return {"workload": workload, "size_mib": size / MIB, "size_over_l2": size_over_l2,
                     "limit0_ms": limit0, "default_ms": default_ms,
                     "grid_speedup": better / best_ms, "grid_level_mib": (level or 0) / MIB,
                     "grid_hit_ratio": hr,
@@ -368,20 +374,18 @@ def run(ctx):
                     "auto_pick_speedup": None if auto_ms is None else better / auto_ms,
                     "auto_windowed": _windowed(auto)}
 
-        records = ctx.sweep({"workload": list(WORKLOADS), "fraction": list(fractions)}, point)
-    for r in records:
-        r.pop("fraction", None)
+        records = ctx.sweep(ctx.axes, point)
     return ctx.results(
-        records,
-        columns=[("workload", "workload"), ("size_over_l2", "size / L2"),
-                 ("size_mib", "MiB"), ("grid_speedup", "grid best"),
-                 ("right_speedup", "tune (target)"), ("auto_speedup", "tune (no targets)"),
-                 ("right_evals", "evals (target)"), ("auto_evals", "evals (none)"),
-                 ("auto_s", "tune s (none)")],
+        records, columns=COLUMNS,
         summary={"fractions": list(fractions), "levels": levels, "hit_ratios": list(hit_ratios),
                  "skipped": skipped, "python": sys.version.split()[0]})
 
 
+COLUMNS = [("workload", "workload"), ("size_over_l2", "size_over_l2 (size / L2)"),
+           ("size_mib", "MiB"), ("grid_speedup", "grid best"),
+           ("right_speedup", "tune (target)"), ("auto_speedup", "tune (no targets)"),
+           ("right_evals", "evals (target)"), ("auto_evals", "evals (none)"),
+           ("auto_s", "tune s (none)")]
 PAYS = 1.02  # a grid best under this gain: persistence does not pay (the atlas's bar)
 METHODS = {"grid_speedup": "the grid's best", "right_speedup": "tune told the target",
            "auto_speedup": "tune with no targets"}

@@ -51,6 +51,9 @@ reference_l2_read(double *sink, const double *__restrict__ src, int chunks)
 '''
 
 
+REFERENCE = "reference (gpu-benches scheme; CuPy)"
+
+
 def _reference(dev):
     """(launch(buffer, blocks, stream), name) of the reference kernel, or None without CuPy."""
     try:
@@ -70,7 +73,7 @@ def _reference(dev):
 
 
 def _cases(quick: bool) -> list:
-    """The DRAM cases: (label, op, load flavour, store flavour)."""
+    """The DRAM cases: (kernel, op, load flavour, store flavour)."""
     loads = ("default", "cs") if quick else ("default", "cg", "cs", "nc", "lu", "evict_first")
     stores = ("wb",) if quick else ("wb", "cs")
     return ([("cudaMemcpy D2D", "copy", "-", "-")]
@@ -79,17 +82,40 @@ def _cases(quick: bool) -> list:
             + [("copy", "copy", "default", "wb"), ("triad", "triad", "default", "wb")])
 
 
+# The L2-resident reads, each timed at every L2 size: (kernel, l2_read's keywords) or
+# (kernel, None) for the bulk copy engine and the CuPy reference.
+L2_KERNELS = [("l2_read (8-byte loads x64)", {}), ("l2_read (8-byte nc loads x64)", {"load": "nc"}),
+              ("l2_read (16-byte loads x32)", {"width": 16, "loads": 32}),
+              ("bulk_read (bulk copy engine)", None), (REFERENCE, None)]
+
+
+def _dram_mib(quick: bool) -> int:
+    """The DRAM cases' buffers, MiB (each of three)."""
+    return 512 if quick else 2048
+
+
+def _l2_mib(quick: bool) -> list:
+    """The L2-resident data sets, MiB."""
+    return [16] if quick else [8, 16, 24, 32, 48]
+
+
 def axes(ctx) -> dict:
-    return {"case": [c[0] for c in _cases(ctx.quick)],
-            "l2_mib": (16,) if ctx.quick else (8, 16, 24, 32, 48)}
+    """kernel: the DRAM cases and the L2-resident reads; size_mib: the DRAM cases' buffer and
+    the L2-resident data sets. A record is kept when its kernel and its size are."""
+    return {"kernel": [c[0] for c in _cases(ctx.quick)] + [k for k, _ in L2_KERNELS],
+            "size_mib": [_dram_mib(ctx.quick)] + _l2_mib(ctx.quick)}
 
 
 def run(ctx):
     dev = ctx.device
-    nbytes = (512 if ctx.quick else 2048) * MIB
+    nbytes = _dram_mib(ctx.quick) * MIB
     repeat = 10 if ctx.quick else 20
     cases = {c[0]: c for c in _cases(ctx.quick)}
-    ref = _reference(dev) if ctx.has("cupy", "the gpu-benches-scheme reference") else None
+    l2_kernels = [k for k in L2_KERNELS if k[0] in ctx.values("kernel")]
+    ref = None
+    if any(k == REFERENCE for k, _ in l2_kernels) and ctx.has("cupy", "the gpu-benches-scheme "
+                                                                 "reference"):
+        ref = _reference(dev)
     with _core.Stream(dev) as s, _core.empty(nbytes // 4, np.float32, dev) as a, \
             _core.empty(nbytes // 4, np.float32, dev) as b, \
             _core.empty(nbytes // 4, np.float32, dev) as c:
@@ -111,58 +137,59 @@ def run(ctx):
                 return lambda: K.stream_copy(b, a, stream=s), 2 * nbytes
             return lambda: K.triad(c, a, b, 3.0, stream=s), 3 * nbytes
 
-        def stream_point(case):
-            name, op, ld, st = cases[case]
-            return dict(kernel=name, op=op, load=ld, store=st, size_mib=nbytes // MIB,
-                        where="DRAM", **timed(*work(name, op, ld, st)))
+        def stream_point(kernel, size_mib):
+            name, op, ld, st = cases[kernel]
+            return dict(op=op, load=ld, store=st, where="DRAM", **timed(*work(name, op, ld, st)))
 
-        sweep = axes(ctx)
-        records = ctx.sweep({"case": sweep["case"]}, stream_point, desc="bandwidth: DRAM")
+        records = ctx.sweep({"kernel": list(cases), "size_mib": [_dram_mib(ctx.quick)]},
+                            stream_point, desc="bandwidth: DRAM")
 
-        def l2_point(l2_mib):
+        def l2_point(size_mib):
             chunk = 1024 * 64 * 8
-            chunks = max(1, l2_mib * MIB // chunk)
+            chunks = max(1, size_mib * MIB // chunk)
             view = a[: chunks * chunk // 4]
             reps = max(1, (16 << 30) // view.nbytes)
             K.l2_read(view, 1, stream=s)
-            out = [dict(kernel="l2_read (8-byte, 64 loads)", **timed(
-                        lambda: K.l2_read(view, reps, stream=s), view.nbytes * reps)),
-                   dict(kernel="l2_read (8-byte nc, 64 loads)", **timed(
-                        lambda: K.l2_read(view, reps, load="nc", stream=s), view.nbytes * reps)),
-                   dict(kernel="l2_read (16-byte, 32 loads)", **timed(
-                        lambda: K.l2_read(view, reps, width=16, loads=32, stream=s),
-                        view.nbytes * reps)),
-                   dict(kernel="bulk_read (bulk copy engine)", **timed(
-                        lambda: K.bulk_read(view, 200, stream=s),
-                        view.nbytes // 16384 * 16384 * 200))]
-            if ref is not None:
-                blocks = min(2**31 - 1, chunks * reps)
-                out.append(dict(kernel="reference (gpu-benches scheme, CuPy)", **timed(
-                    lambda: ref(view, chunks, blocks, s), blocks * chunk)))
-            for o in out:
-                o.update(op="L2 read", where="L2", size_mib=view.nbytes / MIB)
+            out = []
+            for kernel, kw in l2_kernels:
+                if kw is not None:
+                    m = timed(lambda kw=kw: K.l2_read(view, reps, stream=s, **kw),
+                              view.nbytes * reps)
+                elif kernel == REFERENCE:
+                    if ref is None:
+                        continue
+                    blocks = min(2**31 - 1, chunks * reps)
+                    m = timed(lambda: ref(view, chunks, blocks, s), blocks * chunk)
+                else:
+                    m = timed(lambda: K.bulk_read(view, 200, stream=s),
+                              view.nbytes // 16384 * 16384 * 200)
+                out.append(dict(kernel=kernel, op="L2 read", where="L2", **m,
+                                size_mib=view.nbytes / MIB))
             return out
 
-        records += ctx.sweep({"l2_mib": sweep["l2_mib"]}, l2_point, desc="bandwidth: L2")
-    for r in records:
-        r.pop("case", None)
+        if l2_kernels:  # a part naming only DRAM cases reads nothing from the L2
+            records += ctx.sweep({"size_mib": _l2_mib(ctx.quick)}, l2_point,
+                                 desc="bandwidth: L2")
     derive(records)
-    return ctx.results(
-        records,
-        columns=[("where", "from"), ("kernel", "kernel"), ("size_mib", "MiB"), ("ms", "median ms"),
-                 ("tbs", "TB/s"), ("vs_memcpy", "/ memcpy")])
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("where", "from"), ("kernel", "kernel"), ("size_mib", "size_mib (MiB)"),
+           ("ms", "median ms"), ("tbs", "TB/s"), ("vs_memcpy", "/ memcpy")]
 
 
 def derive(records) -> None:
-    memcpy = records[0]["tbs"] if records[0]["kernel"] == "cudaMemcpy D2D" else next(
-        r["tbs"] for r in records if r["kernel"] == "cudaMemcpy D2D")
+    """Each record's rate against cudaMemcpy D2D's (None in a part of the sweep without it)."""
+    memcpy = next((r["tbs"] for r in records if r["kernel"] == "cudaMemcpy D2D"), None)
     for r in records:
-        r["vs_memcpy"] = r["tbs"] / memcpy
+        r["vs_memcpy"] = r["tbs"] / memcpy if memcpy else None
 
 
 def numbers(records, meta) -> dict:
+    """The headline numbers; None (or no drop) for what a part of the sweep did not run."""
     dram = [r for r in records if r["where"] == "DRAM"]
-    memcpy = next(r["tbs"] for r in dram if r["kernel"] == "cudaMemcpy D2D")
+    memcpy = next((r["tbs"] for r in dram if r["kernel"] == "cudaMemcpy D2D"), None)
+    reads = [r["tbs"] for r in dram if r["op"] == "read"]
     l2 = [r for r in records if r["where"] == "L2"]
     ours = [r for r in l2 if r["kernel"].startswith("l2_read")]
     refs = [r for r in l2 if r["kernel"].startswith("reference")]
@@ -173,8 +200,8 @@ def numbers(records, meta) -> dict:
     # capacity for this access (None: no drop in the sweep)
     drop = next(((sizes[i - 1], m, plateau[i]) for i, m in enumerate(sizes)
                  if i and plateau[i] < 0.9 * max(plateau[:i])), None)
-    return {"memcpy_tbs": memcpy, "read_tbs": max(r["tbs"] for r in dram if r["op"] == "read"),
-            "l2_read_tbs": best["tbs"] if best else 0.0, "l2_read_mib": best and best["size_mib"],
+    return {"memcpy_tbs": memcpy, "read_tbs": max(reads) if reads else None,
+            "l2_read_tbs": best["tbs"] if best else None, "l2_read_mib": best and best["size_mib"],
             "reference_tbs": max(r["tbs"] for r in refs) if refs else None, "drop": drop,
             "l2_mib": meta.get("l2_cache_size", 0) / MIB}
 
@@ -182,33 +209,47 @@ def numbers(records, meta) -> dict:
 def findings(res) -> list:
     n = numbers(res.records, res.meta)
     res.summary.update({k: v for k, v in n.items() if k != "drop"})
-    notes = [f"streaming read {n['read_tbs']:.2f} TB/s = {n['read_tbs'] / n['memcpy_tbs']:.3f}x "
-             f"cudaMemcpy D2D ({n['memcpy_tbs']:.2f} TB/s, read + write counted)",
-             f"L2-resident read: l2_read {n['l2_read_tbs']:.2f} TB/s at best" + (
-                 f", the gpu-benches-scheme reference {n['reference_tbs']:.2f} TB/s "
-                 f"({n['l2_read_tbs'] / n['reference_tbs']:.3f}x)" if n["reference_tbs"]
-                 else " (CuPy absent: no reference run)")]
+    notes = []
+    if n["read_tbs"] and n["memcpy_tbs"]:
+        notes.append(f"streaming read {n['read_tbs']:.2f} TB/s = "
+                     f"{n['read_tbs'] / n['memcpy_tbs']:.3f}x cudaMemcpy D2D "
+                     f"({n['memcpy_tbs']:.2f} TB/s, read + write counted)")
+    if n["l2_read_tbs"]:
+        notes.append(f"L2-resident read: l2_read {n['l2_read_tbs']:.2f} TB/s at best" + (
+            f", the gpu-benches-scheme reference {n['reference_tbs']:.2f} TB/s "
+            f"({n['l2_read_tbs'] / n['reference_tbs']:.3f}x)" if n["reference_tbs"]
+            else " (CuPy absent: no reference run)"))
     if n["drop"]:
         below, at, tbs = n["drop"]
         notes.append(f"between {below:g} and {at:g} MiB the read falls to {tbs:.2f} TB/s: the "
                      f"working set passes the L2's capacity for a read from every SM (below "
                      f"its {n['l2_mib']:g} MiB: data read from both partitions takes room in "
-                     f"each), so part of each pass comes from DRAM "
-                     f"({n['read_tbs']:.2f} TB/s streaming)")
+                     "each), so part of each pass comes from DRAM"
+                     + (f" ({n['read_tbs']:.2f} TB/s streaming)" if n["read_tbs"] else ""))
     return notes
 
 
-_LABELS = {"l2_read (8-byte, 64 loads)": "l2_read, 8-byte loads",
-           "l2_read (8-byte nc, 64 loads)": "l2_read, 8-byte ld.global.nc",
-           "l2_read (16-byte, 32 loads)": "l2_read, 16-byte loads",
+_LABELS = {"l2_read (8-byte loads x64)": "l2_read, 8-byte loads",
+           "l2_read (8-byte nc loads x64)": "l2_read, 8-byte ld.global.nc",
+           "l2_read (16-byte loads x32)": "l2_read, 16-byte loads",
            "bulk_read (bulk copy engine)": "bulk copy engine (bulk_read)",
-           "reference (gpu-benches scheme, CuPy)": "reference, gpu-benches scheme (CuPy)"}
+           REFERENCE: "reference, gpu-benches scheme (CuPy)"}
+# the kernels' names in results stored before the names lost their commas (--only splits
+# its values at commas)
+_LABELS.update({"l2_read (8-byte, 64 loads)": _LABELS["l2_read (8-byte loads x64)"],
+                "l2_read (8-byte nc, 64 loads)": _LABELS["l2_read (8-byte nc loads x64)"],
+                "l2_read (16-byte, 32 loads)": _LABELS["l2_read (16-byte loads x32)"],
+                "reference (gpu-benches scheme, CuPy)": _LABELS[REFERENCE]})
 
 
 def plot_spec(res) -> PlotSpec:
     n = numbers(res.records, res.meta)
-    title = f"L2-resident read: l2_read {n['l2_read_tbs']:.2f} TB/s"
-    if n["reference_tbs"]:
+    if not any(r["where"] == "L2" for r in res.records):
+        raise ValueError("the plot draws the L2-resident reads, and this part of the sweep "
+                         "has none (it has the DRAM cases only)")
+    title = ("L2-resident read" + (f": l2_read {n['l2_read_tbs']:.2f} TB/s"
+                                   if n["l2_read_tbs"] else ""))
+    if n["reference_tbs"] and n["l2_read_tbs"]:
         title += f" ({n['l2_read_tbs'] / n['reference_tbs']:.3f}x the reference)"
     if n["drop"]:
         title += f"; past {n['drop'][0]:g} MiB it reads partly from DRAM"

@@ -73,11 +73,12 @@ def run(ctx):
                 "efficiency_pct": round(a.efficiency, 2), "transactions": int(a.transactions),
                 "sectors": int(a.sectors), "replays": int(a.replays)}
 
-    records = ctx.sweep(axes(ctx), point)
-    return ctx.results(records, columns=[
-        ("size", "size (bytes)"), ("rule", "rule"), ("family", "family"), ("pattern", "pattern"),
-        ("efficiency_pct", "efficiency %"), ("transactions", "transactions"),
-        ("sectors", "sectors"), ("replays", "replays")])
+    return ctx.results(ctx.sweep(ctx.axes, point), columns=COLUMNS)
+
+
+COLUMNS = [("size", "size (bytes)"), ("rule", "rule"), ("family", "family"),
+           ("pattern", "pattern"), ("efficiency_pct", "efficiency %"),
+           ("transactions", "transactions"), ("sectors", "sectors"), ("replays", "replays")]
 
 
 def _strided(records, rule, size=4) -> dict:

@@ -51,6 +51,12 @@ def _reads(dev, summary):
                        reread_tbs=c4["l2_read_sectors"] * 32 / c4["gpu_time_ns"] / 1e3)
 
 
+def axes(ctx) -> dict:
+    """The hot/cold part's: hot_mib, the hot region; window, none or one of hitRatio 1 on it
+    (the streaming read and the re-read run in every part)."""
+    return {"hot_mib": (8, 16) if ctx.quick else (8, 16, 32), "window": ("none", "hitRatio 1")}
+
+
 def run(ctx):
     dev = ctx.device
     summary = {}
@@ -65,15 +71,15 @@ def run(ctx):
                                 warmup=lambda: K.hot_cold(hot, cold, stream=s))
             return c.as_dict()
 
-        records = ctx.sweep({"hot_mib": (8, 16) if ctx.quick else (8, 16, 32),
-                             "window": ("none", "hitRatio 1")},
-                            lambda hot_mib, window: point(hot_mib, window != "none"))
+        records = ctx.sweep(ctx.axes, lambda hot_mib, window: point(hot_mib, window != "none"))
     summary["set_aside"] = set_aside
-    return ctx.results(records, summary=summary, columns=[
-        ("hot_mib", "hot MiB"), ("window", "window"), ("gpu_time_ns", "ns"),
-        ("l2_hit_rate", "L2 hit %"), ("l2_read_hit_rate", "read hit %"),
-        ("lts__t_sector_op_write_hit_rate.pct", "write hit %"),
-        ("dram_bytes_read", "DRAM read B"), ("dram_bytes_write", "DRAM write B")])
+    return ctx.results(records, summary=summary, columns=COLUMNS)
+
+
+COLUMNS = [("hot_mib", "hot_mib (MiB)"), ("window", "window"), ("gpu_time_ns", "ns"),
+           ("l2_hit_rate", "L2 hit %"), ("l2_read_hit_rate", "read hit %"),
+           ("lts__t_sector_op_write_hit_rate.pct", "write hit %"),
+           ("dram_bytes_read", "DRAM read B"), ("dram_bytes_write", "DRAM write B")]
 
 
 def findings(res) -> list:
@@ -86,8 +92,10 @@ def findings(res) -> list:
            f"{s['reread_tbs']:.2f} TB/s delivered"]
     for r in res.records:
         if r["window"] != "none":
-            base = next(b for b in res.records if b["hot_mib"] == r["hot_mib"]
-                        and b["window"] == "none")
+            base = next((b for b in res.records if b["hot_mib"] == r["hot_mib"]
+                         and b["window"] == "none"), None)
+            if base is None:  # a part of the sweep (--only window=hitRatio 1)
+                continue
             out.append(f"hot {r['hot_mib']} MiB at set-aside {s['set_aside'] / MIB:g} MiB: the "
                        f"window takes DRAM reads from {base['dram_bytes_read'] / MIB:.1f} to "
                        f"{r['dram_bytes_read'] / MIB:.1f} MiB and the time from "

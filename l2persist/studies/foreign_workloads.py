@@ -15,6 +15,11 @@ SOURCE = "l2persist's own question, on other libraries' work."
 ROW = "`tune()` on PyTorch's embedding lookup, SpMV and an MLP, results checked before and after"
 
 
+def axes(ctx) -> dict:
+    from ..workloads import WORKLOADS
+    return {"workload": list(WORKLOADS)}
+
+
 def run(ctx):
     from .. import workloads
     from ..tune import tune
@@ -29,11 +34,13 @@ def run(ctx):
                 "ci_high": r.ci[1], "helps": r.persistence_helps, "verdict": r.verdict(),
                 "correct": ok_before and w.check(), "evals": r.evals, "tune_s": r.wall_s}
 
-    records = ctx.sweep({"workload": list(workloads.WORKLOADS)}, point)
-    return ctx.results(records, columns=[
-        ("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"), ("default_ms", "(b) default ms"),
-        ("aside_ms", "(c) set-aside ms"), ("speedup", "best found vs best baseline"),
-        ("helps", "helps"), ("correct", "results right"), ("evals", "evals")])
+    return ctx.results(ctx.sweep(ctx.axes, point), columns=COLUMNS)
+
+
+COLUMNS = [("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
+           ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
+           ("speedup", "best found vs best baseline"), ("helps", "helps"),
+           ("correct", "results right"), ("evals", "evals")]
 
 
 def findings(res) -> list:

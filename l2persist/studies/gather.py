@@ -20,6 +20,7 @@ SOURCE = ("A cc 3.5 study on a K20X: the read-only and texture paths helped most
           "per-N table is not in our source material, so only these findings are compared.")
 VARIANTS = ("plain", "restrict", "texture")
 COUNTER_LOG2 = (13, 18, 23)
+CHECK_LOG2 = 12  # every variant checked against NumPy at this N, on fresh data
 NEEDS = ("gpu",)  # the hit-rate column also wants counters: skipped with a reason if absent
 ROW = "the non-coherent cache study: log2 N = 0..27 x plain / restrict / texture, L1 hit rates"
 INTRO = """# Gather through the plain, read-only and texture paths
@@ -46,9 +47,9 @@ def axes(ctx) -> dict:
 
 def run(ctx):
     dev = ctx.device
-    max_log2 = max(axes(ctx)["log2n"])
     iterations = 10
-    nmax = 1 << max_log2
+    # the largest N this run measures, and at least the NumPy check's 2^CHECK_LOG2
+    nmax = 1 << max(ctx.values("log2n") + [CHECK_LOG2])
     wall0 = time.perf_counter()
     with _core.Stream(dev) as s, _core.empty(nmax, np.int32, dev) as a, \
             _core.empty(nmax, np.int32, dev) as b, _core.empty(nmax, np.int32, dev) as m:
@@ -81,9 +82,9 @@ def run(ctx):
                      "speedup_vs_plain": us["plain"] / us[v],
                      "l1_hit_rate": l1.get(v)} for v in VARIANTS]
 
-        records = ctx.sweep(axes(ctx), point)
+        records = ctx.sweep(ctx.axes, point)
         # One check of every variant against NumPy at a mid size, on fresh data.
-        n = 1 << 12
+        n = 1 << CHECK_LOG2
         K.random_map(m[:n], 99, stream=s)
         ok = True
         with _core.empty(n, np.int32, dev) as out:
@@ -93,11 +94,12 @@ def run(ctx):
                 s.synchronize()
                 ok &= bool(np.array_equal(out.to_numpy(), a[:n].to_numpy()[m[:n].to_numpy()]))
     wall = time.perf_counter() - wall0
-    return ctx.results(
-        records, summary={"wall_s": wall, "numpy_check": ok},
-        columns=[("log2n", "log2 N"), ("bytes", "bytes of src"), ("variant", "variant"),
-                 ("us", "median us"), ("ns_per_element", "ns / element"),
-                 ("speedup_vs_plain", "vs plain"), ("l1_hit_rate", "L1 hit %")])
+    return ctx.results(records, summary={"wall_s": wall, "numpy_check": ok}, columns=COLUMNS)
+
+
+COLUMNS = [("log2n", "log2n (log2 N)"), ("bytes", "bytes of src"), ("variant", "variant"),
+           ("us", "median us"), ("ns_per_element", "ns / element"),
+           ("speedup_vs_plain", "vs plain"), ("l1_hit_rate", "L1 hit %")]
 
 
 def _band(r) -> bool:  # where the K20X study saw its gains
@@ -106,29 +108,32 @@ def _band(r) -> bool:  # where the K20X study saw its gains
 
 def numbers(records) -> dict:
     """The headline numbers: median speed vs plain over 32 KiB..4 MiB, texture's extra cost
-    at N <= 16."""
+    at N <= 16 (None where a part of the sweep, --only, has no such records)."""
     by = lambda v, k: [r for r in records if r["variant"] == v and k(r)]  # noqa: E731
     small = lambda r: r["log2n"] <= 4  # noqa: E731
-    return {"restrict_band_speedup": float(np.median([r["speedup_vs_plain"]
-                                                      for r in by("restrict", _band)])),
-            "texture_band_speedup": float(np.median([r["speedup_vs_plain"]
-                                                     for r in by("texture", _band)])),
-            "texture_overhead_ns": float(np.median([t["us"] - p["us"] for t, p in
-                                                    zip(by("texture", small),
-                                                        by("plain", small))]) * 1e3)}
+    median = lambda xs: float(np.median(xs)) if xs else None  # noqa: E731
+    overhead = median([t["us"] - p["us"] for t, p in zip(by("texture", small),
+                                                          by("plain", small))])
+    return {"restrict_band_speedup": median([r["speedup_vs_plain"]
+                                             for r in by("restrict", _band)]),
+            "texture_band_speedup": median([r["speedup_vs_plain"] for r in by("texture", _band)]),
+            "texture_overhead_ns": None if overhead is None else overhead * 1e3}
 
 
 def findings(res) -> list:
     n = numbers(res.records)
     res.summary.update(n)
-    notes = [f"32 KiB..4 MiB: restrict {n['restrict_band_speedup']:.3f}x, texture "
-             f"{n['texture_band_speedup']:.3f}x plain (median); the K20X study saw its largest "
-             "gains there",
-             f"texture minus plain at N <= 16: {n['texture_overhead_ns']:.0f} ns of GPU time per "
-             "launch (the K20X study: ~7 ns; not comparable across 10 years of hardware and "
-             "timing)",
-             f"whole table {res.summary.get('wall_s', float('nan')):.2f} s wall; every variant "
-             f"checked against NumPy: {res.summary.get('numpy_check')}"]
+    notes = []
+    if n["restrict_band_speedup"] is not None:
+        notes.append(f"32 KiB..4 MiB: restrict {n['restrict_band_speedup']:.3f}x, texture "
+                     f"{n['texture_band_speedup']:.3f}x plain (median); the K20X study saw its "
+                     "largest gains there")
+    if n["texture_overhead_ns"] is not None:
+        notes.append(f"texture minus plain at N <= 16: {n['texture_overhead_ns']:.0f} ns of GPU "
+                     "time per launch (the K20X study: ~7 ns; not comparable across 10 years of "
+                     "hardware and timing)")
+    notes.append(f"whole table {res.summary.get('wall_s', float('nan')):.2f} s wall; every "
+                 f"variant checked against NumPy: {res.summary.get('numpy_check')}")
     l1 = [r for r in res.records if r.get("l1_hit_rate") is not None]
     if l1:
         notes.append("L1/texture hit rate (%): " + "; ".join(
@@ -138,6 +143,9 @@ def findings(res) -> list:
 
 def plot_spec(res) -> PlotSpec:
     n = numbers(res.records)
+    band = ("" if n["restrict_band_speedup"] is None else
+            f": restrict {n['restrict_band_speedup']:.3f}x, texture "
+            f"{n['texture_band_speedup']:.3f}x plain over 32 KiB..4 MiB")
     # Drawn as ratios to plain, not as three times per element: on one time axis the three
     # lines lie within a few per cent of each other and texture's 3 % cannot be seen.
     return PlotSpec(x="bytes", y=["speedup_vs_plain"], hue="variant", logx=True, hline=1.0,
@@ -148,6 +156,4 @@ def plot_spec(res) -> PlotSpec:
                     vlines={32 * KIB: "32 KiB", 4 * MIB: "4 MiB"},
                     xlabel="bytes of src (log2 scale)",
                     ylabel="speed vs plain loads (>1 faster)",
-                    title=f"Gather: restrict {n['restrict_band_speedup']:.3f}x, texture "
-                          f"{n['texture_band_speedup']:.3f}x plain over 32 KiB..4 MiB "
-                          "(no gain on Hopper)")
+                    title=f"Gather{band} (no gain on Hopper)")

@@ -36,15 +36,16 @@ bytes. The rule has not changed from Kepler's non-caching loads to Hopper, so th
 hardware and the decade-old figures agree."""
 
 CASES = [
-    # label, kernel arguments, model addresses (load, store), published efficiency, kind
+    # label (what --only case= names: no commas), kernel arguments, published efficiency,
+    # kind
     ("1 thread", dict(threads=1), 12.5, "load"),
     ("9 threads", dict(threads=9), 56.25, "load"),
     ("17 threads", dict(threads=17), 70.83, "load"),
     ("25 threads", dict(threads=25), 78.12, "load"),
     ("32 threads", dict(threads=32), 100.0, "load"),
     ("offset by one", dict(threads=32, load_offset=1, store_offset=1), 80.0, "load"),
-    ("store, 1 thread", dict(threads=1), 12.5, "store"),
-    ("store, offset by one", dict(threads=32, load_offset=1, store_offset=1), 80.0, "store"),
+    ("store: 1 thread", dict(threads=1), 12.5, "store"),
+    ("store: offset by one", dict(threads=32, load_offset=1, store_offset=1), 80.0, "store"),
     ("C[x] = A[3] + B[x]", dict(threads=32, src2=True, broadcast_index=3), 82.5, "load"),
 ]
 
@@ -63,8 +64,10 @@ def run(ctx):
     dev = ctx.device
     with _core.to_device(np.random.default_rng().integers(0, 1 << 30, 4096, dtype=np.uint32),
                          dev) as a, _core.zeros(4096, np.uint32, dev) as out:
+        by_label = {c[0]: c for c in CASES}
+
         def point(case):
-            label, kw, published, kind = case
+            label, kw, published, kind = by_label[case]
             args = {k: (a if k == "src2" else v) for k, v in kw.items()}
             c = measure(lambda: K.pattern(a, out, **args), NAMES, device=dev)
             m = _model(kw, kind)
@@ -76,15 +79,18 @@ def run(ctx):
                     "measured_requests": int(c["global_load_requests"]),
                     "agree": abs(eff - m.efficiency) < 0.01 and abs(eff - published) < 0.01}
 
-        records = ctx.sweep({"case_": CASES}, lambda case_: point(case_))
-    for r in records:
-        r.pop("case_", None)
-    return ctx.results(
-        records,
-        columns=[("case", "case"), ("kind", "kind"), ("published_pct", "study %"),
-                 ("model_pct", "model %"), ("measured_pct", "measured %"),
-                 ("model_sectors", "model sectors"), ("measured_sectors", "measured sectors"),
-                 ("agree", "all agree")])
+        records = ctx.sweep(ctx.axes, point)
+    return ctx.results(records, columns=COLUMNS)
+
+
+def axes(ctx) -> dict:
+    return {"case": [c[0] for c in CASES]}
+
+
+COLUMNS = [("case", "case"), ("kind", "kind"), ("published_pct", "study %"),
+           ("model_pct", "model %"), ("measured_pct", "measured %"),
+           ("model_sectors", "model sectors"), ("measured_sectors", "measured sectors"),
+           ("agree", "all agree")]
 
 
 def findings(res) -> list:

@@ -32,10 +32,14 @@ the L2 before the hot set's, without reserving anything: no set-aside, so no thr
 for the rest of the program. It is the first thing to try before persistence."""
 
 
-def run(ctx):
-    dev = ctx.device
+def axes(ctx) -> dict:
     flavours = (("default", "cs", "evict_first", "evict_last") if ctx.quick else
                 ("default", "cg", "cs", "lu", "nc", "evict_first", "evict_last", "evict_normal"))
+    return {"hot_load": flavours, "cold_load": flavours}
+
+
+def run(ctx):
+    dev = ctx.device
     cold_mib = 256 if ctx.quick else 1024
     with _core.Stream(dev) as s, _core.zeros(24 * MIB // 4, np.float32, dev) as hot, \
             _core.zeros(cold_mib * MIB // 4, np.float32, dev) as cold:
@@ -44,18 +48,22 @@ def run(ctx):
                                                        cold_load=cold_load, stream=s),
                                stream=s, warmup=2)
 
-        records = ctx.sweep({"hot_load": flavours, "cold_load": flavours}, point)
+        records = ctx.sweep(ctx.axes, point)
     derive(records)
-    return ctx.results(
-        records, columns=[("hot_load", "hot flavour"), ("cold_load", "cold flavour"),
-                          ("ms", "median ms"), ("vs_default", "vs default/default")])
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("hot_load", "hot_load"), ("cold_load", "cold_load"), ("ms", "median ms"),
+           ("vs_default", "vs default/default")]
 
 
 def derive(records) -> None:
-    """Each cell's speed against default/default (the same run's)."""
-    base = _default(records)["ms"]
+    """Each cell's speed against default/default (the same run's; None in a part of the
+    sweep without it)."""
+    base = next((r["ms"] for r in records if r["hot_load"] == r["cold_load"] == "default"),
+                None)
     for r in records:
-        r["vs_default"] = base / r["ms"]
+        r["vs_default"] = base / r["ms"] if base else None
 
 
 def _default(records) -> dict:
@@ -80,6 +88,10 @@ def findings(res) -> list:
 
 
 def plot_spec(res) -> PlotSpec:
+    if not any(r["hot_load"] == r["cold_load"] == "default" for r in res.records):
+        raise ValueError("the plot draws each cell against default/default, and this part of "
+                         "the sweep does not have it (name default in both hot_load and "
+                         "cold_load)")
     best = fastest(res.records)
     return PlotSpec(x="cold_load", y=["vs_default"], hue="hot_load", kind="heatmap", hline=1.0,
                     labels={"hot_load": "hot set's load flavour"},

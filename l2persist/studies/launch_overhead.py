@@ -71,35 +71,45 @@ def _torch(index):
     return (lambda: x.add_(1)), ts, ts.synchronize, torch.cuda.stream(ts)
 
 
+OURS = "l2persist.kernels.noop"
+# launcher (the table's name, what --only launcher= names) -> (need, its maker)
+PEERS = {"cuda.core launch()": ("cuda.core", _cuda_core), "cupy.RawKernel": ("cupy", _cupy),
+         "torch (1-element add_)": ("torch", _torch)}
+
+
+def axes(ctx) -> dict:
+    return {"launcher": [OURS, *PEERS]}
+
+
 def run(ctx):
     dev = ctx.device
     trials = 11 if ctx.quick else 31
-    peers = [("cuda.core launch()", "cuda.core", _cuda_core),
-             ("cupy.RawKernel", "cupy", _cupy), ("torch (1-element add_)", "torch", _torch)]
     with _core.Stream(dev) as s:
         def point(launcher):
-            name, need, make = launcher
-            if name == "l2persist.kernels.noop":
+            name = launcher
+            if name == OURS:
                 launch, stream, sync, where = (lambda: K.noop(stream=s)), s, s.synchronize, \
                     nullcontext()
-            elif not ctx.has(need, name):
+            elif not ctx.has(PEERS[name][0], name):
                 return []
             else:
-                launch, stream, sync, where = make(dev.index)
+                launch, stream, sync, where = PEERS[name][1](dev.index)
             with where:  # the peer's current stream / device, as its users launch
                 st = _core.stats(_host_us(launch, lambda: K.spin(SPIN_NS, stream=stream),
                                           sync, trials))
             return {"launcher": name, "us": st["median"], "q1_us": st["q1"], "q3_us": st["q3"],
                     "samples": st["n"]}
 
-        records = ctx.sweep({"launcher": [("l2persist.kernels.noop", None, None)] + peers},
-                            point, desc="launch overhead")
-    return ctx.results(records, columns=[("launcher", "launcher"), ("us", "median host us"),
-                                         ("q1_us", "q1"), ("q3_us", "q3")])
+        records = ctx.sweep(ctx.axes, point, desc="launch overhead")
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("launcher", "launcher"), ("us", "median host us"), ("q1_us", "q1"), ("q3_us", "q3")]
 
 
 def _pair(records):
-    ours = next(r for r in records if r["launcher"].startswith("l2persist"))
+    """l2persist's record and cuda.core's (None where a part of the sweep left one out)."""
+    ours = next((r for r in records if r["launcher"] == OURS), None)
     ref = next((r for r in records if r["launcher"].startswith("cuda.core")), None)
     return ours, ref
 
@@ -107,8 +117,9 @@ def _pair(records):
 def findings(res) -> list:
     ours, ref = _pair(res.records)
     out = [f"{r['launcher']}: {r['us']:.2f} us per launch (IQR {r['q1_us']:.2f}-"
-           f"{r['q3_us']:.2f}), {r['us'] / ours['us']:.2f}x l2persist" for r in res.records]
-    if ref:
+           f"{r['q3_us']:.2f})" + (f", {r['us'] / ours['us']:.2f}x l2persist" if ours else "")
+           for r in res.records]
+    if ours and ref:
         out.append(f"l2persist {ours['us']:.2f} us vs cuda.core {ref['us']:.2f} us in the same "
                    f"run: {ours['us'] / ref['us']:.3f}x")
     return out
@@ -116,7 +127,7 @@ def findings(res) -> list:
 
 def bars(res) -> list:
     ours, ref = _pair(res.records)
-    if ref is None:
+    if ours is None or ref is None:
         return []
     return [(f"l2persist's launch ({ours['us']:.2f} us) at or under cuda.core's "
              f"({ref['us']:.2f} us) in the same run", ours["us"] <= ref["us"])]
@@ -125,7 +136,7 @@ def bars(res) -> list:
 def plot_spec(res) -> PlotSpec:
     ours, ref = _pair(res.records)
     title = "Host cost of an empty launch" + (
-        f": l2persist {ours['us'] / ref['us']:.2f}x cuda.core" if ref else "")
+        f": l2persist {ours['us'] / ref['us']:.2f}x cuda.core" if ours and ref else "")
     return PlotSpec(x="launcher", y=["us"], kind="bar", interval=["q1_us", "q3_us"],
                     interval_label="interquartile range",
                     labels={"us": "median"}, xlabel="launcher",

@@ -37,13 +37,18 @@ where read-write rows lose. Quoting the window against "same set-aside, no windo
 cost; the table above does not."""
 
 
+def axes(ctx) -> dict:
+    """mode: the hot region read-write (rw) or read-only (ro); hot_mib: its size."""
+    return {"mode": ("rw", "ro"), "hot_mib": (16,) if ctx.quick else (4, 8, 16, 32, 64)}
+
+
 def run(ctx):
     dev = ctx.device
     props = dev.properties
     pmax = props.persisting_l2_cache_max_size
     guide = _core.default_set_aside(props.l2_cache_size, pmax)
     quick = ctx.quick
-    hots = (16,) if quick else (4, 8, 16, 32, 64)
+    hots = ctx.values("hot_mib")
     asides = (guide,) if quick else (dev.default_persisting_l2_limit, pmax // 2, guide)
     ratios = (0.5, 1.0) if quick else (0.25, 0.5, 0.75, 1.0)
     repeat = 7 if quick else 12
@@ -92,11 +97,13 @@ def run(ctx):
                 rec.setdefault("tune_pick", False)
             return out
 
-        records = ctx.sweep({"mode": ("rw", "ro"), "hot_mib": hots}, point)
-    return ctx.results(
-        records, columns=[("mode", "mode"), ("hot_mib", "hot MiB"), ("config", "configuration"),
-                          ("ms", "median ms"), ("vs_best_baseline", "vs best baseline"),
-                          ("pick", "tune's pick")])
+        records = ctx.sweep(ctx.axes, point)
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("mode", "mode"), ("hot_mib", "hot_mib (MiB)"), ("config", "configuration"),
+           ("ms", "median ms"), ("vs_best_baseline", "vs best baseline"),
+           ("pick", "tune's pick")]
 
 
 def label(r) -> str:
@@ -111,7 +118,7 @@ def label(r) -> str:
 
 def findings(res) -> list:
     records, notes = res.records, []
-    for mode in ("rw", "ro"):
+    for mode in dict.fromkeys(r["mode"] for r in records):  # both, or a part's (--only)
         grid = [r for r in records if r["mode"] == mode and r["hit_ratio"] is not None]
         best = max(grid, key=lambda r: r["vs_best_baseline"])
         picks = [r for r in records if r["mode"] == mode and r["tune_pick"]]

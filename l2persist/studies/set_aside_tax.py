@@ -60,24 +60,36 @@ COUNTERS = ("gpu_time_ns", "l2_write_hit_rate", "l2_hit_rate", "l2_miss_sectors"
             "dram_bytes_write", "dram_bytes_read", "l2_throughput_pct")
 
 
-def _axes(dev, quick):
+def _mib(nbytes: int):
+    """Bytes as MiB, a whole number where it is one (what --only names)."""
+    return nbytes // MIB if nbytes % MIB == 0 else nbytes / MIB
+
+
+def axes(ctx) -> dict:
+    """set_aside_mib: the set-aside asked for (whole granules; 0 is limit 0, each point's
+    baseline); pattern and kind: the accesses (quick mode: the four kinds at random, and
+    streaming writes); ws_mib: the table's size."""
+    dev = ctx.device
     props = dev.properties
     l2, pmax = props.l2_cache_size, props.persisting_l2_cache_max_size
     granule = dev.persisting_l2_granule
     top = pmax // granule
-    if quick:
+    if ctx.quick:
         # 3 granules: the driver's default, and the largest set-aside without a tax
         asides = sorted({0, *(g * granule for g in (top - 7, top - 6, top - 4, top - 2, top)
                               if g > 0)})
         step, hi = 4 * MIB, l2 + 8 * MIB
-        kinds = [("read", "random"), ("write", "random"), ("rmw", "random"),
-                 ("atomic", "random"), ("write", "streaming")]
     else:
         asides = [g * granule for g in range(top + 1)]
         step, hi = 2 * MIB, l2 * 3 // 2
-        kinds = [(k, p) for p in ("random", "streaming") for k in tax.KINDS]
-    ws = list(range(step, hi + 1, step))
-    return asides, ws, kinds
+    return {"set_aside_mib": [_mib(a) for a in asides], "pattern": ("random", "streaming"),
+            "kind": tax.KINDS, "ws_mib": [_mib(w) for w in range(step, hi + 1, step)]}
+
+
+def _measured(quick: bool, kind: str, pattern: str) -> bool:
+    """Whether the sweep measures this access: every one, or in quick mode the random ones
+    and streaming writes."""
+    return not quick or pattern == "random" or kind == "write"
 
 
 def run(ctx):
@@ -86,44 +98,44 @@ def run(ctx):
         raise _core.NotSupportedError(
             "the set-aside-tax study sweeps the set-aside, and under MPS it is the server's; "
             "run it outside MPS (python -m l2persist check shows the server's tax)")
-    asides, sizes, kinds = _axes(dev, ctx.quick)
     repeat = 5 if ctx.quick else 11
     have_counters = counters_available()[0]
-    with _core.Stream(dev) as s, _core.zeros(max(sizes) // 4, np.uint32, dev) as table:
-        def time_point(kind, pattern, ws, aside):
+    largest = max(ctx.values("ws_mib")) * MIB
+    with _core.Stream(dev) as s, _core.zeros(int(largest) // 4, np.uint32, dev) as table:
+        def time_point(set_aside_mib, pattern, kind, ws_mib):
+            if not _measured(ctx.quick, kind, pattern):
+                return []
+            ws = round(ws_mib * MIB)
             view = table[: ws // 4]
             accesses = 1 << 24  # as the integrator's sweep: 16.8 M accesses per launch
 
             def fn():
                 K.tax_probe(view, kind, pattern=pattern, accesses=accesses, stream=s)
 
-            with dev.persisting_l2(aside) as granted:
+            with dev.persisting_l2(round(set_aside_mib * MIB)) as granted:
                 t = benchmark(fn, stream=s, warmup=2, repeat=repeat)
-                rec = dict(set_aside=granted, ms=t.median, iqr_ms=t.iqr)
+                rec = dict(set_aside=granted, ws=ws, ms=t.median, iqr_ms=t.iqr)
                 if have_counters and _counted(ctx.quick, kind, pattern, ws, granted, dev):
                     c = measure(fn, list(COUNTERS), device=dev, warmup=fn)
                     rec.update({k: float(c[k]) for k in COUNTERS})
             return rec
 
-        records = ctx.sweep({"set_aside_req": asides, "kind_pattern": kinds, "ws": sizes},
-                            lambda set_aside_req, kind_pattern, ws: time_point(
-                                *kind_pattern, ws, set_aside_req))
-    for r in records:
-        r["kind"], r["pattern"] = r.pop("kind_pattern")
-        r.pop("set_aside_req")
+        records = ctx.sweep(ctx.axes, time_point)
+    for r in records:  # the set-aside granted (as asked, outside MPS), as the stored runs'
         r["ws_mib"] = r["ws"] / MIB
         r["set_aside_mib"] = r["set_aside"] / MIB
     _add_slowdowns(records, dev)
     _, summary = _findings(records, dev, have_counters)
     summary["real_work"] = _real_work(ctx)
-    res = ctx.results(
-        records, summary=summary,
-        columns=[("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set-aside MiB"),
-                 ("ws_mib", "working set MiB"), ("ms", "median ms"),
-                 ("slowdown", "vs limit 0"), ("predicted", "model"),
-                 ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")])
+    res = ctx.results(records, summary=summary, columns=COLUMNS)
     res.notes = findings(res)  # tools/tax-sweep calls run() without the runner's refresh
     return res
+
+
+COLUMNS = [("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set_aside_mib (MiB)"),
+           ("ws_mib", "ws_mib (working set, MiB)"), ("ms", "median ms"),
+           ("slowdown", "vs limit 0"), ("predicted", "model"),
+           ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")]
 
 
 def _counted(quick, kind, pattern, ws, aside, dev):
@@ -158,6 +170,8 @@ def _knees(records, dev):
         curve = sorted((r["ws"], r["slowdown"]) for r in records
                        if r["set_aside"] == aside and r["kind"] == "write"
                        and r["pattern"] == "random" and r["slowdown"] is not None)
+        if not curve:  # a part of the sweep (--only) without random writes
+            continue
         lo, hi = tax.measured_knee([w for w, _ in curve], [s for _, s in curve], THRESHOLD)
         p = tax.predict(dev, aside)
         model = p.knee_bytes if p.taxed else None
@@ -177,6 +191,10 @@ def _findings(records, chip, have_counters):
     notes = []
     model = tax.predict(chip, 0)
     l2 = model.l2_bytes
+    if not any(r["slowdown"] is not None for r in records):
+        # a part of the sweep (--only) without limit 0 (or one that measured nothing)
+        return (["no slowdowns: this part of the sweep has no point at limit 0 "
+                 "(set_aside_mib=0), each point's baseline"], {})
     top = max(r["set_aside"] for r in records)
     knees = _knees(records, chip)
     within = [k for k in knees if k["off_mib"] is not None and k["off_mib"] <= 4]
@@ -195,6 +213,8 @@ def _findings(records, chip, have_counters):
     for kind, pattern in dict.fromkeys((r["kind"], r["pattern"]) for r in records):
         at_top = [r for r in records if r["set_aside"] == top and r["kind"] == kind
                   and r["pattern"] == pattern and r["slowdown"] is not None]
+        if not at_top:  # a part of the sweep without limit 0 at these sizes
+            continue
         worst = max(at_top, key=lambda r: r["slowdown"])
         notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: up to "
                      f"{worst['slowdown']:.2f}x (working set {worst['ws_mib']:g} MiB)")
@@ -241,9 +261,8 @@ def findings(res) -> list:
     """The notes, from the stored records and metadata (no device needed)."""
     have = any("dram_bytes_write" in r for r in res.records)
     notes, _ = _findings(res.records, _chip(res.meta), have)
-    first_kind = next(i for i, n in enumerate(notes) if " at the maximum set-aside " in n)
-    kinds = [n for n in notes if " at the maximum set-aside " in n]
-    at = first_kind + len(kinds)
+    kinds = [i for i, n in enumerate(notes) if " at the maximum set-aside " in n]
+    at = kinds[-1] + 1 if kinds else len(notes)
     return (notes[:at] + _at_default(res.records, res.meta) + notes[at:]
             + real_work_notes(res.summary.get("real_work") or []))
 
@@ -360,7 +379,12 @@ def plot_spec(res) -> PlotSpec:
     """Slowdown heatmaps, set-aside x working set, one per access; the model's knee over them
     (l2persist.tax.predict on the stored device's properties)."""
     chip = _chip(res.meta)
-    asides = sorted({r["set_aside"] for r in res.records})
+    asides = sorted({r["set_aside"] for r in res.records if r["slowdown"] is not None})
+    if not asides or max(asides) == 0:  # a part of the sweep (--only)
+        raise ValueError("the plot draws the slowdown at each set-aside against limit 0, and "
+                         "this part of the sweep has " + (
+                             "no point at limit 0 (set_aside_mib=0)" if not asides else
+                             "no set-aside above 0"))
     knees = [tax.predict(chip, s) for s in asides]
     curve = [[p.knee_bytes / MIB, s / MIB] for s, p in zip(asides, knees) if p.taxed]
     top = max(asides)

@@ -77,23 +77,37 @@ def guide_workloads(dev, hots, cold_n, rng):
         yield s, hot_cold, guide, data1
 
 
+HISTOGRAM = f"histogram {HIST_FRACTION} x L2 (PyTorch index_add_)"
+
+
+def _workloads(quick: bool) -> dict:
+    """workload (the table's name, what --only workload= names) -> (mode, hot MiB)."""
+    out = {f"hot/cold {m} {h} MiB": (m, h) for h in ((16,) if quick else (16, 32))
+           for m in ("rw", "ro")}
+    out["guide example A x10 + B"] = ("guide", 0)
+    out[HISTOGRAM] = ("histogram", 0)  # skipped, with the reason, without PyTorch
+    return out
+
+
+def axes(ctx) -> dict:
+    return {"workload": list(_workloads(ctx.quick))}
+
+
 def run(ctx):
     dev = ctx.device
     props = dev.properties
     rng = np.random.default_rng()
-    hots = (16,) if ctx.quick else (16, 32)
+    workloads = _workloads(ctx.quick)
+    hots = [mib for w, (mode, mib) in workloads.items() if mode in ("rw", "ro")]
     repeat = 7 if ctx.quick else 10
     cold_n = (256 if ctx.quick else 1024) * MIB // 4
     with guide_workloads(dev, hots, cold_n, rng) as (s, hot_cold, guide, data1):
-        cases = [(f"hot/cold {m} {h} MiB", m, h) for h in hots for m in ("rw", "ro")]
-        cases.append(("guide example A x10 + B", "guide", 0))
-        if _have_torch():
-            cases.append((f"histogram {HIST_FRACTION} x L2 (PyTorch index_add_)", "histogram",
-                          0))
-
-        def point(case):
-            name, mode, mib = case
+        def point(workload):
+            mode, mib = workloads[workload]
             work = None
+            if mode == "histogram" and not _have_torch():
+                ctx.skipped.append((workload, "it needs PyTorch with CUDA"))
+                return []
             if mode == "guide":
                 fn, target = guide, data1
             elif mode == "histogram":
@@ -107,7 +121,7 @@ def run(ctx):
             finally:
                 if work is not None:
                     work.close()
-            return {"workload": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
+            return {"limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
                     "aside_ms": r.aside_ms, "pick": describe(r.recommended),
                     "pick_ms": r.found_ms if r.persistence_helps else r.baseline_ms,
                     "speedup": r.speedup if r.persistence_helps else 1.0,
@@ -121,17 +135,15 @@ def run(ctx):
                     "scope_min_calls": r.scope["min_calls"] if r.scope else None,
                     "tax_line": r.tax_line(), "scope_line": r.scope_line()}
 
-        records = ctx.sweep({"case": cases}, point)
-    for r in records:
-        r.pop("case", None)
-    return ctx.results(
-        records,
-        columns=[("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
-                 ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
-                 ("pick", "tune's pick"), ("speedup", "vs best baseline"),
-                 ("helps", "helps"), ("tax_slowdown", "tax (write probe)"),
-                 ("scope_min_calls", "scope: calls per phase"), ("evals", "evaluations"),
-                 ("tune_s", "tune s")])
+        records = ctx.sweep(ctx.axes, point)
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
+           ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
+           ("pick", "tune's pick"), ("speedup", "vs best baseline"), ("helps", "helps"),
+           ("tax_slowdown", "tax (write probe)"), ("scope_min_calls", "scope: calls per phase"),
+           ("evals", "evaluations"), ("tune_s", "tune s")]
 
 
 def _have_torch() -> bool:

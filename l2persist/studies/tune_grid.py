@@ -57,7 +57,7 @@ def _samples(fn, s, dev, target, config, repeat) -> list:
         return list(benchmark(fn, stream=s, warmup=2, repeat=repeat).samples)
 
 
-def _case(name, fn, target, s, dev, repeat):
+def _case(fn, target, s, dev, repeat):
     from ..tune import describe, tune, verdict
     t0 = time.perf_counter()
     points = [(c, _samples(fn, s, dev, target, c, repeat)) for c in grid(dev)]
@@ -71,7 +71,7 @@ def _case(name, fn, target, s, dev, repeat):
         pick += _samples(fn, s, dev, target, r.recommended, repeat)
         gbest += _samples(fn, s, dev, target, best_cfg, repeat)
     pick_ms, gbest_ms = float(np.median(pick)), float(np.median(gbest))
-    return {"case": name, "limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
+    return {"limit0_ms": r.limit0_ms, "default_ms": r.default_ms,
             "pick": describe(r.recommended), "pick_ms": pick_ms, "helps": r.persistence_helps,
             "ci_low": r.ci[0], "ci_high": r.ci[1], "grid_best": describe(best_cfg),
             "grid_best_ms": gbest_ms, "grid_best_vs_base": vs_base,
@@ -79,28 +79,40 @@ def _case(name, fn, target, s, dev, repeat):
             "tune_s": r.wall_s, "grid_s": grid_s}
 
 
+def _cases(quick: bool) -> dict:
+    """case (the table's name, what --only case= names) -> (mode, hot MiB)."""
+    out = {f"hot/cold {m} {h} MiB": (m, h) for h in ((16,) if quick else (8, 16, 32, 64))
+           for m in ("rw", "ro")}
+    out["guide example A x10 + B"] = ("guide", 0)
+    return out
+
+
+def axes(ctx) -> dict:
+    return {"case": list(_cases(ctx.quick))}
+
+
 def run(ctx):
     dev = ctx.device
     repeat = 5 if ctx.quick else 10
-    hots = (16,) if ctx.quick else (8, 16, 32, 64)
+    cases = _cases(ctx.quick)
+    hots = [mib for mode, mib in cases.values() if mode != "guide"]
     rng = np.random.default_rng()
     cold_n = (256 if ctx.quick else 1024) * MIB // 4
     with guide_workloads(dev, hots, cold_n, rng) as (s, hot_cold, guide, data1):
         def point(case):
-            mode, mib = case
+            mode, mib = cases[case]
             if mode == "guide":
-                return _case("guide example A x10 + B", guide, data1, s, dev, repeat)
+                return _case(guide, data1, s, dev, repeat)
             fn, hot = hot_cold(mode, mib)
-            return _case(f"hot/cold {mode} {mib} MiB", fn, hot, s, dev, repeat)
+            return _case(fn, hot, s, dev, repeat)
 
-        cases = [(m, h) for h in hots for m in ("rw", "ro")] + [("guide", 0)]
-        records = ctx.sweep({"case_": cases}, point, desc="tune vs grid")
-    for r in records:
-        r.pop("case_", None)
-    return ctx.results(records, columns=[
-        ("case", "case"), ("pick", "tune's pick"), ("grid_best", "grid's best"),
-        ("grid_best_vs_base", "grid best vs baseline"), ("pick_vs_grid", "pick / grid best"),
-        ("evals", "tune evals"), ("grid_evals", "grid evals"), ("tune_s", "tune s")])
+        records = ctx.sweep(ctx.axes, point, desc="tune vs grid")
+    return ctx.results(records, columns=COLUMNS)
+
+
+COLUMNS = [("case", "case"), ("pick", "tune's pick"), ("grid_best", "grid's best"),
+           ("grid_best_vs_base", "grid best vs baseline"), ("pick_vs_grid", "pick / grid best"),
+           ("evals", "tune evals"), ("grid_evals", "grid evals"), ("tune_s", "tune s")]
 
 
 def findings(res) -> list:
