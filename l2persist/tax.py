@@ -63,11 +63,14 @@ class TaxPrediction:
     probe: "TaxProbe | None" = field(default=None, compare=False)
     measured: "TaxMeasurement | None" = field(default=None, compare=False)
     # the companion stream: bytes read alongside per byte written (0: none) and what the
-    # core fitted for it (share D, half point k_half, the stream's own cost a, the bytes it
-    # takes from written lines, the chip whose rows gave them; None: no rows, no effect)
+    # core has for it (beta: the knee C / (1 + beta k), from the line, the word and the
+    # write's miss cost; the cap on what it takes, a share of the L2; the capacity
+    # coefficient it competes under; the stream's own cost a; the bytes it takes from
+    # written lines here; the chip whose rows gave them; None: no rows, no effect)
     companion: float = 0.0
-    companion_share: float = 0.0
-    companion_half: float = 0.0
+    companion_footprint: float = 0.0
+    companion_cap: float = 0.0
+    companion_coeff: float = 0.0
     stream_cost: float = 0.0
     companion_bytes: int = 0
     companion_basis: "str | None" = None
@@ -150,8 +153,9 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
     properties and granule).
 
     ``companion``: bytes streamed alongside per byte written (PyTorch's ``out[idx] = val``
-    with int64 indices and float32 values: (8 + 4) / 4 = 3); the stream takes L2 capacity
-    from written lines, so the knee comes earlier. Its constants are fitted in the C core
+    with int64 indices and float32 values: (8 + 4) / 4 = 3); the stream's lines live in the
+    L2 alongside the written ones (their footprint grows with the table, up to a cap), so the
+    knee comes earlier. Its constants are fitted in the C core
     from the companion rows of the project's own probe (``companion_measurements()``;
     ``companion_rows=`` fits them from other rows, e.g. a fresh sweep's,
     ``l2persist.studies.set_aside_tax.companion_rows(path)``). Without rows the stream
@@ -175,8 +179,9 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
                          taxed=m["taxed"],
                          probe_working_set=m["probe_working_set"],
                          penalty=dict(m["penalty"]), basis=m["basis"], exact=m["exact"],
-                         companion=c["ratio"], companion_share=c["share"],
-                         companion_half=c["half"], stream_cost=c["stream_cost"],
+                         companion=c["ratio"], companion_footprint=c["footprint"],
+                         companion_cap=c["cap"], companion_coeff=c["coeff"],
+                         stream_cost=c["stream_cost"],
                          companion_bytes=c["bytes"], companion_basis=c["basis"],
                          companion_rows=companion_rows)
 
@@ -346,14 +351,17 @@ def measured_knee(ws, slowdowns, threshold: float = KNEE_THRESHOLD) -> tuple[flo
 
 
 def companion_measurements() -> dict:
-    """The companion-stream rows the model's D, k_half and a are fitted from
+    """The companion-stream rows the model's stream constants are fitted from
     (``{"knees": [...], "streams": [...]}``, written into the core by tools/tax-fit)."""
     return _core.tax_companion_rows()
 
 
-def fit_companion(companions, shifts) -> tuple[float, float]:
-    """(D, k_half) of shift = D k / (k + k_half) (shift as a fraction of the L2)."""
-    return _core.tax_fit_companion(list(companions), list(shifts))
+def fit_companion(capacities, companions, knees, *, footprint) -> float:
+    """F_cap of knee = max(C / (1 + beta k), C - F_cap) given beta (``footprint``): the most
+    the stream takes (C and knees as fractions of the L2; F_cap too, 1 when no cap fits
+    better than none)."""
+    return _core.tax_fit_companion(list(capacities), list(companions), list(knees),
+                                   footprint=float(footprint))
 
 
 def fit_stream_cost(companions, time_ratios) -> float:

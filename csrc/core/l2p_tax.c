@@ -368,64 +368,90 @@ l2p_status l2p_tax_predict(const l2p_tax_chip *c, long long set_aside, l2p_tax_m
 
 /* ---- the companion stream ---- */
 
-/* Sum of squared residuals of shift = D k / (k + half) with D in closed form; *share gets D. */
-static double companion_residual(size_t n, const double *k, const double *shift, double half,
-                                 double *share)
+double l2p_tax_companion_capacity(double capacity, double companion, double footprint,
+                                  double cap)
 {
-    double fy = 0, ff = 0, rss = 0;
-    for (size_t i = 0; i < n; i++) {
-        double f = k[i] / (k[i] + half);
-        fy += f * shift[i];
-        ff += f * f;
-    }
-    double d = ff > 0 ? fy / ff : 0;
-    d = d < 0 ? 0 : d > 1 ? 1 : d;
-    for (size_t i = 0; i < n; i++) {
-        double r = shift[i] - d * k[i] / (k[i] + half);
-        rss += r * r;
-    }
-    *share = d;
-    return rss;
+    /* the table plus the stream's footprint min(beta k h, cap) must fit in the capacity */
+    double lru = capacity / (1.0 + footprint * companion), capped = capacity - cap;
+    double c = lru > capped ? lru : capped;
+    return c > 0 ? c : 0.0;
 }
 
-l2p_status l2p_tax_fit_companion(size_t n, const double *k, const double *shift,
-                                 double *share, double *half)
+double l2p_tax_footprint(double penalty)
 {
-    if (n == 0) return l2p_fail(L2P_ERR_VALUE, "companion: the fit needs at least one point");
-    int distinct = 0;
+    double r = penalty / (L2P_TAX_KNEE_THRESHOLD - 1.0);
+    return r > 1 ? L2P_TAX_WORD_PER_LINE * log(r) : 0.0;
+}
+
+double l2p_tax_miss_fraction_stream(double ws, double capacity, double companion, double cap)
+{
+    if (!(companion > 0)) return l2p_tax_miss_fraction(ws, capacity);
+    if (ws <= 0) return 0.0;
+    if (capacity <= 0) return 1.0;
+    if (ws + cap <= capacity) return 0.0; /* the table and the whole stream fit */
+    /* x = ln(1/m) waits: ws (1 - e^-x) + min(g k ws x, cap) - capacity rises from -capacity
+     * at x = 0 to ws + cap - capacity > 0; bisect for its root */
+    double lo = 0, hi = 745; /* e^-745: the smallest double */
+    for (int it = 0; it < 100; it++) {
+        double x = 0.5 * (lo + hi), stream = L2P_TAX_WORD_PER_LINE * companion * ws * x;
+        if (ws * -expm1(-x) + (stream < cap ? stream : cap) < capacity)
+            lo = x;
+        else
+            hi = x;
+    }
+    return exp(-0.5 * (lo + hi));
+}
+
+/* The fit's rows with the stream's take: d = C - knee measured, t = C beta k / (1 + beta k)
+ * uncapped; sorted by t so that the rows a cap binds are a suffix. */
+typedef struct {
+    double t, d;
+} take;
+
+static int take_cmp(const void *a, const void *b)
+{
+    double x = ((const take *)a)->t, y = ((const take *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+l2p_status l2p_tax_fit_companion(size_t n, const double *capacity, const double *k,
+                                 const double *knee, double footprint, double *cap)
+{
+    if (n == 0) return l2p_fail(L2P_ERR_VALUE, "companion: the fit needs at least one row");
+    if (!(footprint >= 0) || !isfinite(footprint))
+        return l2p_fail(L2P_ERR_VALUE, "footprint: %g is not a finite number >= 0", footprint);
+    for (size_t i = 0; i < n; i++)
+        if (!(k[i] > 0) || !isfinite(k[i]) || !(capacity[i] > 0) || !isfinite(capacity[i]) ||
+            !isfinite(knee[i]))
+            return l2p_fail(L2P_ERR_VALUE, "companion: row %zu has k = %g, capacity = %g, "
+                            "knee = %g (k and the capacity must be > 0, all finite)", i, k[i],
+                            capacity[i], knee[i]);
+    take *w = malloc(n * sizeof *w);
+    if (!w) return l2p_fail(L2P_ERR_NO_MEMORY, "companion: no memory for the fit");
+    double fixed = 0, best, sum_d = 0, sum_dd = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!(k[i] > 0) || !isfinite(k[i]) || !isfinite(shift[i]))
-            return l2p_fail(L2P_ERR_VALUE, "companion: point %zu has k = %g, shift = %g (k must "
-                            "be > 0, both finite)", i, k[i], shift[i]);
-        distinct |= k[i] != k[0];
+        w[i].t = capacity[i] * footprint * k[i] / (1.0 + footprint * k[i]);
+        w[i].d = capacity[i] - knee[i];
     }
-    if (!distinct) { /* D and k_half trade off exactly: put the one k at the half point */
-        *half = k[0];
-        companion_residual(n, k, shift, *half, share);
-        return L2P_OK;
-    }
-    /* A log grid, then golden-section search around its best point. */
-    enum { GRID = 200 };
-    double lg0 = log(L2P_TAX_HALF_MIN), lg1 = log(L2P_TAX_HALF_MAX), step = (lg1 - lg0) / GRID;
-    double best = lg0, best_rss = INFINITY, d;
-    for (int g = 0; g <= GRID; g++) {
-        double rss = companion_residual(n, k, shift, exp(lg0 + g * step), &d);
-        if (rss < best_rss) {
-            best_rss = rss;
-            best = lg0 + g * step;
+    qsort(w, n, sizeof *w, take_cmp);
+    for (size_t i = 0; i < n; i++) fixed += (w[i].d - w[i].t) * (w[i].d - w[i].t);
+    best = fixed; /* no cap binds: the whole L2 */
+    *cap = 1.0;
+    /* Rows 0..j-1 keep their uncapped take, j..n-1 take the cap, which lies in [t_{j-1}, t_j]:
+     * there the residual is a parabola, least at the capped rows' mean take (clamped). */
+    for (size_t j = n; j-- > 0;) {
+        fixed -= (w[j].d - w[j].t) * (w[j].d - w[j].t);
+        sum_d += w[j].d;
+        sum_dd += w[j].d * w[j].d;
+        double lo = j ? w[j - 1].t : 0.0, hi = w[j].t, m = (double)(n - j), f = sum_d / m;
+        f = f < lo ? lo : f > hi ? hi : f;
+        double r = fixed + sum_dd - 2 * f * sum_d + m * f * f;
+        if (r < best - 1e-15) {
+            best = r;
+            *cap = f;
         }
     }
-    double a = fmax(lg0, best - step), b = fmin(lg1, best + step), phi = 0.6180339887498949;
-    for (int it = 0; it < 60; it++) {
-        double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
-        if (companion_residual(n, k, shift, exp(x1), &d) <=
-            companion_residual(n, k, shift, exp(x2), &d))
-            b = x2;
-        else
-            a = x1;
-    }
-    *half = exp(0.5 * (a + b));
-    companion_residual(n, k, shift, *half, share);
+    free(w);
     return L2P_OK;
 }
 
@@ -449,16 +475,50 @@ static int companion_usable(const l2p_tax_companion_row *r)
     return r->fit && r->companion > 0 && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
 }
 
-/* The constants of the chip closest to `c` among those with usable companion rows: D and
- * k_half from its knee shifts, a from its stream rows (0 when it has none). *basis is NULL
- * (and all 0) when no chip has usable rows. */
+/* A chip's companion constants (see l2p_tax.h). */
+typedef struct {
+    double cap, cost;                  /* F_cap / L2, a */
+    double coeff;                      /* c of the sweep's own knees without the stream */
+    const l2p_tax_companion_row *chip; /* a row of the chip they belong to; NULL: none */
+} companion_fit;
+
+/* The usable rows of `chip`, as fractions of its L2: each row's knee without the stream
+ * (capacity) and with it (knee); the distinct (set-aside, knee without) pairs in s, cap0 for
+ * the capacity line. Returns the row count; *n_line the pair count. */
+static size_t companion_points(const l2p_tax_companion_data *d, const l2p_tax_companion_row *chip,
+                               double *k, double *capacity, double *knee, double *s,
+                               double *cap0, size_t *n_line)
+{
+    size_t n = 0;
+    *n_line = 0;
+    for (size_t i = 0; i < d->n_knees; i++) {
+        const l2p_tax_companion_row *r = &d->knees[i];
+        if (!companion_usable(r) || !same_chip(r->cc_major, r->cc_minor, r->l2_mib,
+                                               chip->cc_major, chip->cc_minor, chip->l2_mib))
+            continue;
+        double alone = 0.5 * (r->alone_lo_mib + r->alone_hi_mib);
+        k[n] = r->companion;
+        capacity[n] = alone / chip->l2_mib;
+        knee[n++] = 0.5 * (r->knee_lo_mib + r->knee_hi_mib) / chip->l2_mib;
+        size_t j = 0; /* one point per set-aside and knee: every k of a run repeats it */
+        while (j < *n_line && !(s[j] == r->set_aside_mib && cap0[j] == alone)) j++;
+        if (j == *n_line) {
+            s[j] = r->set_aside_mib;
+            cap0[(*n_line)++] = alone;
+        }
+    }
+    return n;
+}
+
+/* The constants of the chip closest to `c` among those with usable companion rows: F_cap
+ * from its knees with the stream against the same run's without it (given its beta), c from
+ * those without it, a from its stream rows (0 when it has none). out->chip is NULL (and all
+ * 0) when no chip has usable rows. */
 static l2p_status companion_constants(const l2p_tax_chip *c, const l2p_tax_companion_data *d,
-                                      double *share, double *half, double *cost,
-                                      const char **basis)
+                                      companion_fit *out)
 {
     const l2p_tax_companion_row *own = NULL;
-    *share = *half = *cost = 0;
-    *basis = NULL;
+    *out = (companion_fit){0};
     for (size_t i = 0; i < d->n_knees; i++) {
         const l2p_tax_companion_row *r = &d->knees[i];
         if (companion_usable(r) &&
@@ -467,33 +527,30 @@ static l2p_status companion_constants(const l2p_tax_chip *c, const l2p_tax_compa
             own = r;
     }
     if (!own) return L2P_OK;
-    size_t n = d->n_knees, m = d->n_streams;
-    double *k = calloc(2 * (n + m) + 1, sizeof *k), *y = k + n + m;
+    size_t n = d->n_knees + d->n_streams + 1, n_line, m = 0;
+    double *k = calloc(5 * n, sizeof *k), *capacity = k + n, *knee = capacity + n,
+           *s = knee + n, *cap0 = s + n;
     if (!k) return l2p_fail(L2P_ERR_NO_MEMORY, "companion: no memory for the fit");
-    l2p_status rc;
-    n = 0;
-    for (size_t i = 0; i < d->n_knees; i++) {
-        const l2p_tax_companion_row *r = &d->knees[i];
-        if (!companion_usable(r) || !same_chip(r->cc_major, r->cc_minor, r->l2_mib,
-                                               own->cc_major, own->cc_minor, own->l2_mib))
-            continue;
-        k[n] = r->companion;
-        y[n++] = 0.5 * ((r->alone_lo_mib + r->alone_hi_mib) - (r->knee_lo_mib + r->knee_hi_mib)) /
-                 r->l2_mib;
-    }
-    rc = l2p_tax_fit_companion(n, k, y, share, half);
-    m = 0;
+    n = companion_points(d, own, k, capacity, knee, s, cap0, &n_line);
+    l2p_tax_chip rows_chip = {own->cc_major, own->cc_minor, (size_t)(own->l2_mib * MIB), 0, 0};
+    l2p_tax_model at0;
+    l2p_status rc = l2p_tax_predict(&rows_chip, 0, &at0); /* its writes' P gives its beta */
+    if (rc == L2P_OK)
+        rc = l2p_tax_fit_companion(n, capacity, k, knee,
+                                   l2p_tax_footprint(at0.penalty[L2P_TAX_WRITE]), &out->cap);
+    if (rc == L2P_OK) rc = l2p_tax_fit_capacity(own->l2_mib, n_line, s, cap0, &out->coeff);
+    /* the stream rows: k and the time ratio, in the first two buffers */
     for (size_t i = 0; rc == L2P_OK && i < d->n_streams; i++) {
         const l2p_tax_stream_row *r = &d->streams[i];
         if (r->companion > 0 && same_chip(r->cc_major, r->cc_minor, r->l2_mib, own->cc_major,
                                           own->cc_minor, own->l2_mib)) {
             k[m] = r->companion;
-            y[m++] = r->time_ratio;
+            capacity[m++] = r->time_ratio;
         }
     }
-    if (rc == L2P_OK && m) rc = l2p_tax_fit_stream_cost(m, k, y, cost);
+    if (rc == L2P_OK && m) rc = l2p_tax_fit_stream_cost(m, k, capacity, &out->cost);
     free(k);
-    if (rc == L2P_OK) *basis = own->chip;
+    if (rc == L2P_OK) out->chip = own;
     return rc;
 }
 
@@ -509,18 +566,30 @@ l2p_status l2p_tax_predict_companion(const l2p_tax_chip *c, long long set_aside,
     m.companion = companion;
     if (companion > 0) {
         l2p_tax_companion_data builtin = l2p_tax_companion_builtin();
-        double share, half, cost;
-        const char *basis;
-        L2P_TRY(companion_constants(c, rows ? rows : &builtin, &share, &half, &cost, &basis));
-        if (basis) {
-            double shift = share * (double)m.l2_bytes * companion / (companion + half);
-            m.companion_share = share;
-            m.companion_half = half;
-            m.stream_cost = cost;
-            m.companion_bytes = (size_t)shift;
-            m.companion_basis = basis;
-            m.knee_bytes = m.knee_bytes > m.companion_bytes ? m.knee_bytes - m.companion_bytes : 0;
-            m.base_bytes = m.base_bytes > m.companion_bytes ? m.base_bytes - m.companion_bytes : 0;
+        companion_fit cf;
+        L2P_TRY(companion_constants(c, rows ? rows : &builtin, &cf));
+        if (cf.chip) {
+            /* The capacity the stream competes for: the companion sweep's own line when it
+             * measured this chip, else the chip's (its onset and C(0) either way). */
+            chip_fit f = {m.capacity_coeff, m.onset_fraction, m.base_fraction};
+            if (same_chip(cf.chip->cc_major, cf.chip->cc_minor, cf.chip->l2_mib, c->cc_major,
+                          c->cc_minor, (double)c->l2_bytes / MIB))
+                f.coeff = cf.coeff;
+            double l2 = (double)m.l2_bytes, cap = cf.cap * l2;
+            double beta = l2p_tax_footprint(m.penalty[L2P_TAX_WRITE]);
+            double at = capacity(&f, l2, (double)m.set_aside), base = capacity(&f, l2, 0);
+            double knee = l2p_tax_companion_capacity(at, companion, beta, cap);
+            m.companion_footprint = beta;
+            m.companion_cap = cf.cap;
+            m.companion_coeff = f.coeff;
+            m.stream_cost = cf.cost;
+            m.companion_basis = cf.chip->chip;
+            m.alone_knee_bytes = (size_t)at;
+            m.alone_base_bytes = (size_t)base;
+            m.knee_bytes = (size_t)knee;
+            m.base_bytes = (size_t)l2p_tax_companion_capacity(base, companion, beta, cap);
+            m.companion_bytes = (size_t)(at - knee);
+            m.taxed = m.knee_bytes < m.base_bytes;
         }
     }
     *out = m;
@@ -660,9 +729,15 @@ size_t l2p_tax_probe_working_set(size_t knee_bytes, size_t l2_bytes)
 double l2p_tax_slowdown(const l2p_tax_model *m, int kind, double ws)
 {
     if (kind < 0 || kind >= L2P_TAX_KIND_COUNT || !m->taxed) return 1.0;
-    double p = m->penalty[kind], hit = 1.0 + m->stream_cost * m->companion;
-    double at = hit + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
-    double base = hit + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
+    double p = m->penalty[kind], hit = 1.0 + m->stream_cost * m->companion, at, base;
+    if (m->companion_basis) { /* the stream's misses, on its own capacity line */
+        double k = m->companion, cap = m->companion_cap * (double)m->l2_bytes;
+        at = hit + p * l2p_tax_miss_fraction_stream(ws, (double)m->alone_knee_bytes, k, cap);
+        base = hit + p * l2p_tax_miss_fraction_stream(ws, (double)m->alone_base_bytes, k, cap);
+    } else {
+        at = hit + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
+        base = hit + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
+    }
     return at / base;
 }
 

@@ -98,8 +98,9 @@ static PyObject *model_dict(const l2p_tax_chip *c, const l2p_tax_model *m)
                          "penalty", pen, "knee_bytes", (Py_ssize_t)m->knee_bytes,
                          "probe_working_set", (Py_ssize_t)m->probe_bytes, "basis", m->basis,
                          "exact", m->exact ? Py_True : Py_False, "companion",
-                         Py_BuildValue("{s:d,s:d,s:d,s:d,s:n,s:z}", "ratio", m->companion,
-                                       "share", m->companion_share, "half", m->companion_half,
+                         Py_BuildValue("{s:d,s:d,s:d,s:d,s:d,s:n,s:z}", "ratio",
+                                       m->companion, "footprint", m->companion_footprint,
+                                       "cap", m->companion_cap, "coeff", m->companion_coeff,
                                        "stream_cost", m->stream_cost, "bytes",
                                        (Py_ssize_t)m->companion_bytes, "basis",
                                        m->companion_basis));
@@ -180,7 +181,7 @@ static int companion_rows_arg(PyObject *obj, l2p_tax_companion_data *out, PyObje
     if (streams && !ok) PyErr_NoMemory();
     for (Py_ssize_t i = 0; ok && i < nk; i++) {
         PyObject *r = PySequence_Fast_GET_ITEM(knees, i);
-        double fit;
+        double fit = 0;
         l2p_tax_companion_row *w = &k[i];
         ok = row_chip(r, "knees", i, &w->chip, &w->cc_major, &w->cc_minor, &w->l2_mib) == 0 &&
              row_number(r, "knees", i, "set_aside_mib", &w->set_aside_mib) == 0 &&
@@ -320,6 +321,32 @@ static int same_length(Py_ssize_t a, Py_ssize_t b, const char *na, const char *n
     return -1;
 }
 
+/* A required positional-only sequence of floats (the fits' inputs). */
+#define FLOAT_SEQ(S, field, doc_line)                                                           \
+    L2P_PARAM(S, field, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,                   \
+              .pytype = "Sequence[float]", .doc = doc_line)
+
+/* The float a core fit gave, or its error raised. */
+static PyObject *fit_result(PyObject *mod, l2p_status rc, double value)
+{
+    if (rc == L2P_OK) return PyFloat_FromDouble(value);
+    l2p_py_raise(l2p_state_from_module(mod));
+    return NULL;
+}
+
+/* doubles() of a sequence that must have n items, as `first` has (NULL and an exception when
+ * it has not, naming both). */
+static double *doubles_like(PyObject *obj, const char *name, Py_ssize_t n, const char *first)
+{
+    Py_ssize_t m = 0;
+    double *out = doubles(obj, name, &m);
+    if (out && same_length(n, m, first, name) < 0) {
+        PyMem_Free(out);
+        out = NULL;
+    }
+    return out;
+}
+
 typedef struct {
     double l2;
     PyObject *set_asides, *knees;
@@ -330,13 +357,11 @@ static PyObject *fn_fit_capacity(PyObject *mod, const void *args)
     const fit_capacity_args *a = args;
     double c, *s = NULL, *k = NULL;
     PyObject *out = NULL;
-    Py_ssize_t ns = 0, nk = 0;
-    if ((s = doubles(a->set_asides, "set_asides", &ns)) && (k = doubles(a->knees, "knees", &nk)) &&
-        same_length(ns, nk, "set_asides", "knees") == 0) {
-        if (l2p_tax_fit_capacity(a->l2, (size_t)ns, s, k, &c) != L2P_OK)
-            l2p_py_raise(l2p_state_from_module(mod));
-        else
-            out = PyFloat_FromDouble(c);
+    Py_ssize_t ns = 0;
+    if ((s = doubles(a->set_asides, "set_asides", &ns)) &&
+        (k = doubles_like(a->knees, "knees", ns, "set_asides"))) {
+        l2p_status rc = l2p_tax_fit_capacity(a->l2, (size_t)ns, s, k, &c);
+        out = fit_result(mod, rc, c);
     }
     PyMem_Free(s);
     PyMem_Free(k);
@@ -346,12 +371,8 @@ L2P_DEFINE_FN(fit_capacity_fn, fit_capacity_args, fn_fit_capacity, "tax_fit_capa
               "Least-squares c of knee = l2 - c * s.", "float",
               L2P_PARAM(fit_capacity_args, l2, L2P_P_FLOAT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
                         .doc = "the L2 size (any unit the other values share)"),
-              L2P_PARAM(fit_capacity_args, set_asides, L2P_P_OBJECT,
-                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
-                        .doc = "the set-asides s"),
-              L2P_PARAM(fit_capacity_args, knees, L2P_P_OBJECT,
-                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
-                        .doc = "the knee measured at each set-aside"));
+              FLOAT_SEQ(fit_capacity_args, set_asides, "the set-asides s"),
+              FLOAT_SEQ(fit_capacity_args, knees, "the knee measured at each set-aside"));
 
 typedef struct {
     double l2, coeff;
@@ -420,11 +441,8 @@ static PyObject *fn_measured_knee(PyObject *mod, const void *args)
 L2P_DEFINE_FN(knee_fn, knee_args, fn_measured_knee, "tax_measured_knee",
               "(lo, hi]: where a measured curve first reaches threshold (hi 0: never).",
               "tuple[float, float]",
-              L2P_PARAM(knee_args, ws, L2P_P_OBJECT, .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
-                        .pytype = "Sequence[float]", .doc = "working sets, ascending"),
-              L2P_PARAM(knee_args, slowdowns, L2P_P_OBJECT,
-                        .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",
-                        .doc = "the slowdown at each working set"),
+              FLOAT_SEQ(knee_args, ws, "working sets, ascending"),
+              FLOAT_SEQ(knee_args, slowdowns, "the slowdown at each working set"),
               L2P_PARAM(knee_args, threshold, L2P_P_FLOAT,
                         .flags = L2P_P_REQUIRED | L2P_P_POSONLY,
                         .doc = "the slowdown that marks the knee"));
@@ -508,55 +526,69 @@ static PyObject *fn_companion_rows(PyObject *mod, const void *noargs)
 }
 
 typedef struct {
-    PyObject *companions, *values;
+    PyObject *capacities, *companions, *knees;
+    double footprint;
 } fit_companion_args;
 
-/* Both fits take (k, y) sequences of one length; `which` picks the core's fit. */
-static PyObject *fit_pairs(PyObject *mod, const fit_companion_args *a, int which)
+static PyObject *fn_fit_companion(PyObject *mod, const void *args)
 {
-    double *k = NULL, *y = NULL, share, half, cost;
+    const fit_companion_args *a = args;
+    double *c = NULL, *k = NULL, *y = NULL, cap;
     PyObject *out = NULL;
-    Py_ssize_t nk = 0, ny = 0;
+    Py_ssize_t nc = 0;
+    if ((c = doubles(a->capacities, "capacities", &nc)) &&
+        (k = doubles_like(a->companions, "companions", nc, "capacities")) &&
+        (y = doubles_like(a->knees, "knees", nc, "capacities"))) {
+        l2p_status rc = l2p_tax_fit_companion((size_t)nc, c, k, y, a->footprint, &cap);
+        out = fit_result(mod, rc, cap);
+    }
+    PyMem_Free(c);
+    PyMem_Free(k);
+    PyMem_Free(y);
+    return out;
+}
+
+L2P_DEFINE_FN(fit_companion_fn, fit_companion_args, fn_fit_companion, "tax_fit_companion",
+              "F_cap of C_k = max(C / (1 + beta k), C - F_cap) given beta, least squares "
+              "(l2p_tax_fit_companion): a fraction of the L2, 1 when no cap fits better.",
+              "float",
+              FLOAT_SEQ(fit_companion_args, capacities,
+                        "each row's knee without the stream, a fraction of the L2 (> 0)"),
+              FLOAT_SEQ(fit_companion_args, companions,
+                        "k of each row: bytes streamed per byte written (> 0)"),
+              FLOAT_SEQ(fit_companion_args, knees,
+                        "each row's knee with the stream, a fraction of the L2"),
+              L2P_PARAM(fit_companion_args, footprint, L2P_P_FLOAT,
+                        .flags = L2P_P_REQUIRED | L2P_P_KWONLY, .flo = 0.0, .fhi = 1e6,
+                        .doc = "beta: the knee without a cap is C / (1 + beta k)"));
+
+typedef struct {
+    PyObject *companions, *values;
+} fit_stream_args;
+
+static PyObject *fn_fit_stream_cost(PyObject *mod, const void *args)
+{
+    const fit_stream_args *a = args;
+    double *k = NULL, *y = NULL, cost;
+    PyObject *out = NULL;
+    Py_ssize_t nk = 0;
     if ((k = doubles(a->companions, "companions", &nk)) &&
-        (y = doubles(a->values, "values", &ny)) &&
-        same_length(nk, ny, "companions", "values") == 0) {
-        l2p_status rc = which ? l2p_tax_fit_stream_cost((size_t)nk, k, y, &cost)
-                              : l2p_tax_fit_companion((size_t)nk, k, y, &share, &half);
-        if (rc != L2P_OK)
-            l2p_py_raise(l2p_state_from_module(mod));
-        else
-            out = which ? PyFloat_FromDouble(cost) : Py_BuildValue("(dd)", share, half);
+        (y = doubles_like(a->values, "values", nk, "companions"))) {
+        l2p_status rc = l2p_tax_fit_stream_cost((size_t)nk, k, y, &cost);
+        out = fit_result(mod, rc, cost);
     }
     PyMem_Free(k);
     PyMem_Free(y);
     return out;
 }
 
-static PyObject *fn_fit_companion(PyObject *mod, const void *args)
-{
-    return fit_pairs(mod, args, 0);
-}
-
-static PyObject *fn_fit_stream_cost(PyObject *mod, const void *args)
-{
-    return fit_pairs(mod, args, 1);
-}
-
-#define FIT_PAIR_PARAMS(values_doc)                                                             \
-    L2P_PARAM(fit_companion_args, companions, L2P_P_OBJECT,                                     \
-              .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",             \
-              .doc = "k of each point: bytes streamed per byte written (> 0)"),                 \
-    L2P_PARAM(fit_companion_args, values, L2P_P_OBJECT,                                         \
-              .flags = L2P_P_REQUIRED | L2P_P_POSONLY, .pytype = "Sequence[float]",             \
-              .doc = values_doc)
-L2P_DEFINE_FN(fit_companion_fn, fit_companion_args, fn_fit_companion, "tax_fit_companion",
-              "(D, k_half) of shift = D k / (k + k_half), least squares (l2p_tax_fit_companion).",
-              "tuple[float, float]",
-              FIT_PAIR_PARAMS("the knee's shift at each point, a fraction of the L2"));
-L2P_DEFINE_FN(fit_stream_cost_fn, fit_companion_args, fn_fit_stream_cost,
+L2P_DEFINE_FN(fit_stream_cost_fn, fit_stream_args, fn_fit_stream_cost,
               "tax_fit_stream_cost", "a of time_ratio = 1 + a k, least squares through the "
               "origin (l2p_tax_fit_stream_cost).", "float",
-              FIT_PAIR_PARAMS("time with the stream over time without it, at limit 0"));
+              FLOAT_SEQ(fit_stream_args, companions,
+                        "k of each point: bytes streamed per byte written (> 0)"),
+              FLOAT_SEQ(fit_stream_args, values,
+                        "time with the stream over time without it, at limit 0"));
 
 /* ---- the measurement loop (l2persist.tax.measure) ---- */
 
@@ -677,7 +709,7 @@ L2P_DEFINE_FN(rows_fn, l2p_no_args, fn_rows, "tax_rows", "(knee rows, slowdown r
               "tuple[" TAX_ROWS ", " TAX_ROWS ", " TAX_ROWS "]", L2P_NO_PARAMS);
 
 L2P_DEFINE_FN(companion_rows_fn, l2p_no_args, fn_companion_rows, "tax_companion_rows",
-              "The companion-stream rows the model fits D, k_half and a from "
+              "The companion-stream rows the model fits F_cap, its capacity line and a from "
               "(csrc/core/l2p_tax_companion_rows.c).", "dict[str, " TAX_ROWS "]", L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_tax_fns[] = {&predict_fn,        &slowdown_fn,         &fit_capacity_fn,

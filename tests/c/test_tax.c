@@ -244,20 +244,31 @@ static int same_model(const l2p_tax_model *a, const l2p_tax_model *b)
     return same;
 }
 
-/* Synthetic companion rows of a chip whose stream takes share * L2 * k / (k + half) from
- * written lines, costing `cost` per byte; knees exact to the MiB (hi = lo + 1e-9 would be
- * exact: a 2 MiB interval around the true knee keeps the midpoint on it). */
+/* The H200's beta: the footprint that follows from its writes' miss cost. */
+static double h200_footprint(void)
+{
+    l2p_tax_chip h200 = chip(9, 0, 60);
+    l2p_tax_model m;
+    if (l2p_tax_predict(&h200, 0, &m) != L2P_OK) return -1;
+    return l2p_tax_footprint(m.penalty[L2P_TAX_WRITE]);
+}
+
+/* Synthetic companion rows of an H200 whose knees without the stream lie on 60 - coeff s
+ * (not the model's own c: the stream's capacity line is the companion sweep's) and whose
+ * stream leaves max(C / (1 + beta k), C - cap * 60), costing `cost` per byte; knees exact
+ * to the MiB (an interval of +-1 MiB keeps the midpoint on them). 7 granules held out. */
 #define SYN_N 12
 static l2p_tax_companion_row syn_knees[SYN_N];
 static l2p_tax_stream_row syn_streams[3];
-static l2p_tax_companion_data synthetic(double share, double half, double cost)
+static l2p_tax_companion_data synthetic(double cap, double coeff, double cost)
 {
     static const double ks[4] = {1, 2, 4, 8}, sg[3] = {5, 7, 10};
+    double beta = h200_footprint();
     size_t n = 0;
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++) {
-            double alone = 60 - 1.29 * sg[j] * 3.75, with = alone - share * 60 * ks[i] /
-                                                                    (ks[i] + half);
+            double alone = 60 - coeff * sg[j] * 3.75,
+                   with = l2p_tax_companion_capacity(alone, ks[i], beta, cap * 60);
             syn_knees[n++] = (l2p_tax_companion_row){"H200", 9, 0, 60, sg[j] * 3.75, ks[i],
                                                      with - 1, with + 1, alone - 1, alone + 1,
                                                      j != 1, "synthetic"};
@@ -272,7 +283,7 @@ static l2p_tax_companion_data synthetic(double share, double half, double cost)
  * there are; without rows (or none usable) a stream changes nothing. */
 static void test_companion_zero_is_todays(void)
 {
-    l2p_tax_companion_data rows = synthetic(0.15, 1.5, 0.1);
+    l2p_tax_companion_data rows = synthetic(0.12, 1.35, 0.1);
     l2p_tax_companion_data none = {NULL, 0, NULL, 0};
     l2p_tax_chip chips[4] = {chip(9, 0, 60), chip(9, 0, 50), chip(9, 0, 96), chip(8, 0, 40)};
     for (int c = 0; c < 4; c++)
@@ -289,28 +300,64 @@ static void test_companion_zero_is_todays(void)
         }
 }
 
-/* The fit recovers the constants it was made from; the prediction applies them. */
+/* The stream's miss fraction: LRU's 1 - C / h without it; with it the root of
+ * h (1 - m) + min(g k h ln(1/m), cap) = C, which rises smoothly before C / (1 + beta k)
+ * and meets the knee's m* = 0.15 / P there; a cap that binds gives 1 - (C - cap) / h. */
+static void test_miss_fraction_stream(void)
+{
+    const double g = L2P_TAX_WORD_PER_LINE, P = 5.0, beta = l2p_tax_footprint(P);
+    CHECK_NEAR(beta, g * log(5.0 / 0.15), 1e-15);
+    CHECK(l2p_tax_footprint(0.15) < 1e-12 && l2p_tax_footprint(0.1) == 0);
+    for (double h = 1; h < 100; h += 3.7) {
+        CHECK(l2p_tax_miss_fraction_stream(h, 30, 0, 5) == l2p_tax_miss_fraction(h, 30));
+        double m = l2p_tax_miss_fraction_stream(h, 30, 3, 1e9);
+        if (m > 0) { /* the equation holds at the root */
+            CHECK_NEAR(h * (1 - m) + g * 3 * h * log(1 / m), 30, 1e-6 * 30);
+        }
+        CHECK(m >= l2p_tax_miss_fraction(h, 30)); /* the stream only adds misses */
+        CHECK(l2p_tax_miss_fraction_stream(h + 1, 30, 3, 1e9) >= m);
+    }
+    /* the knee: m approaches 0.15 / P there (short of it by the 1 - m the k = 0 knee also
+     * leaves out: m e^(m / g k) = 0.15 / P), and is negligible at half of it */
+    double knee = 30 / (1 + beta * 3), m = l2p_tax_miss_fraction_stream(knee, 30, 3, 1e9);
+    CHECK_NEAR(m * exp(m / (g * 3)), 0.15 / P, 1e-6);
+    CHECK(m > 0.6 * 0.15 / P && m < 0.15 / P);
+    CHECK(l2p_tax_miss_fraction_stream(0.5 * knee, 30, 3, 1e9) < 1e-6);
+    /* a binding cap: the table sees C - cap; the whole stream fitting: no miss */
+    CHECK_NEAR(l2p_tax_miss_fraction_stream(40, 30, 8, 4), 1 - 26.0 / 40, 1e-9);
+    CHECK(l2p_tax_miss_fraction_stream(20, 30, 8, 4) == 0);
+    CHECK(l2p_tax_miss_fraction_stream(20, 0, 8, 4) == 1);
+    CHECK(l2p_tax_miss_fraction_stream(0, 30, 8, 4) == 0);
+    CHECK_NEAR(l2p_tax_companion_capacity(30, 3, beta, 100), 30 / (1 + 3 * beta), 1e-12);
+    CHECK_NEAR(l2p_tax_companion_capacity(30, 8, beta, 4), 26, 1e-12);
+    CHECK(l2p_tax_companion_capacity(3, 8, beta, 4) == 3 / (1 + 8 * beta));
+    CHECK(l2p_tax_companion_capacity(30, 0, beta, 4) == 30);
+}
+
+/* The fit recovers the cap it was made from; the prediction applies the constants. */
 static void test_companion_fit_and_predict(void)
 {
-    l2p_tax_companion_data rows = synthetic(0.15, 1.5, 0.1);
-    double k[SYN_N], y[SYN_N], share, half, cost;
+    l2p_tax_companion_data rows = synthetic(0.12, 1.35, 0.1);
+    double beta = h200_footprint(), c[SYN_N], k[SYN_N], y[SYN_N], cap, cost;
+    CHECK(beta > 0.09 && beta < 0.13); /* ln(P / 0.15) / 32 with the H200's P of about 5 */
     for (size_t i = 0; i < rows.n_knees; i++) {
-        k[i] = rows.knees[i].companion;
-        y[i] = 0.15 * k[i] / (k[i] + 1.5);
+        const l2p_tax_companion_row *r = &rows.knees[i];
+        c[i] = 0.5 * (r->alone_lo_mib + r->alone_hi_mib) / 60;
+        k[i] = r->companion;
+        y[i] = 0.5 * (r->knee_lo_mib + r->knee_hi_mib) / 60;
     }
-    CHECK(l2p_tax_fit_companion(rows.n_knees, k, y, &share, &half) == L2P_OK);
-    CHECK_NEAR(share, 0.15, 1e-6);
-    CHECK_NEAR(half, 1.5, 1e-4);
+    CHECK(l2p_tax_fit_companion(rows.n_knees, c, k, y, beta, &cap) == L2P_OK);
+    CHECK_NEAR(cap, 0.12, 1e-12);
+    /* no row capped: no cap fits better than none */
+    for (size_t i = 0; i < rows.n_knees; i++) y[i] = c[i] / (1 + beta * k[i]);
+    CHECK(l2p_tax_fit_companion(rows.n_knees, c, k, y, beta, &cap) == L2P_OK && cap == 1);
+    /* every row capped at 0.05 of the L2 (beta large enough that the cap binds everywhere) */
+    for (size_t i = 0; i < rows.n_knees; i++) y[i] = c[i] - 0.05;
+    CHECK(l2p_tax_fit_companion(rows.n_knees, c, k, y, 10, &cap) == L2P_OK);
+    CHECK_NEAR(cap, 0.05, 1e-12);
     double r[3] = {1.1, 1.2, 1.4};
-    CHECK(l2p_tax_fit_stream_cost(3, k, r, &cost) == L2P_OK); /* k = 1, 1, 1 */
+    CHECK(l2p_tax_fit_stream_cost(3, (double[]){1, 1, 1}, r, &cost) == L2P_OK);
     CHECK_NEAR(cost, (0.1 + 0.2 + 0.4) / 3, 1e-12);
-    /* one distinct k: k_half is that k, and the shift there is fitted */
-    double k1[2] = {3, 3}, y1[2] = {0.1, 0.14};
-    CHECK(l2p_tax_fit_companion(2, k1, y1, &share, &half) == L2P_OK);
-    CHECK(half == 3 && fabs(share * 0.5 - 0.12) < 1e-12);
-    /* no shift at all: D = 0 */
-    double y0[2] = {-0.01, 0.0}, k2[2] = {1, 4};
-    CHECK(l2p_tax_fit_companion(2, k2, y0, &share, &half) == L2P_OK && share == 0);
 
     l2p_tax_chip h200 = chip(9, 0, 60), h100 = chip(9, 0, 50);
     l2p_tax_model today, m;
@@ -318,44 +365,59 @@ static void test_companion_fit_and_predict(void)
     CHECK(l2p_tax_predict(&h200, s, &today) == L2P_OK);
     CHECK(l2p_tax_predict_companion(&h200, s, 3.0, &rows, &m) == L2P_OK);
     CHECK(m.companion_basis && strcmp(m.companion_basis, "H200") == 0);
-    CHECK_NEAR(m.companion_share, 0.15, 1e-6);
-    CHECK_NEAR(m.companion_half, 1.5, 1e-4);
+    CHECK_NEAR(m.companion_footprint, beta, 1e-15);
+    CHECK_NEAR(m.companion_cap, 0.12, 1e-12);
+    CHECK_NEAR(m.companion_coeff, 1.35, 1e-12); /* the rows' own line, not the chip's c */
+    CHECK(today.capacity_coeff < 1.3 && m.capacity_coeff == today.capacity_coeff);
     CHECK_NEAR(m.stream_cost, 0.1, 1e-12);
-    double shift = 0.15 * 60 * MIB * 3 / 4.5;
-    CHECK_NEAR((double)m.knee_bytes, (double)today.knee_bytes - shift, 2.0);
-    CHECK_NEAR((double)m.base_bytes, (double)today.base_bytes - shift, 2.0);
+    double alone = (60 - 1.35 * 7 * 3.75) * MIB, knee = alone / (1 + 3 * beta);
+    CHECK_NEAR((double)m.alone_knee_bytes, alone, 1.0);
+    CHECK_NEAR((double)m.knee_bytes, knee, 1.0);
+    CHECK_NEAR((double)m.companion_bytes, alone - knee, 2.0);
+    /* limit 0: the same rule on C(0), here capped */
+    CHECK_NEAR((double)m.base_bytes, (double)today.base_bytes - 0.12 * 60 * MIB, 2.0);
     CHECK(m.taxed == today.taxed && m.probe_bytes == today.probe_bytes);
-    /* the slowdown: the stream's own cost dilutes it */
-    double ws = 40 * MIB, p = m.penalty[L2P_TAX_WRITE];
-    double want = (1.3 + p * l2p_tax_miss_fraction(ws, (double)m.knee_bytes)) /
-                  (1.3 + p * l2p_tax_miss_fraction(ws, (double)m.base_bytes));
-    CHECK_NEAR(l2p_tax_slowdown(&m, L2P_TAX_WRITE, ws), want, 1e-12);
-    CHECK(l2p_tax_slowdown(&m, L2P_TAX_WRITE, 24 * MIB) > 1.0); /* past the shifted knee */
+    /* the slowdown: the stream's misses on its line, diluted by its own cost */
+    double p = m.penalty[L2P_TAX_WRITE], cap_b = 0.12 * 60 * MIB;
+    for (double ws = 4 * MIB; ws < 70 * MIB; ws += 3 * MIB) {
+        double want =
+            (1.3 + p * l2p_tax_miss_fraction_stream(ws, (double)m.alone_knee_bytes, 3, cap_b)) /
+            (1.3 + p * l2p_tax_miss_fraction_stream(ws, (double)m.alone_base_bytes, 3, cap_b));
+        CHECK_NEAR(l2p_tax_slowdown(&m, L2P_TAX_WRITE, ws), want, 1e-12);
+    }
+    /* it reaches the knee's threshold (1.15, diluted) at the knee, and pays well above it */
+    double at_knee = l2p_tax_slowdown(&m, L2P_TAX_WRITE, knee);
+    CHECK(at_knee > 1.05 && at_knee <= 1.15);
+    CHECK(l2p_tax_slowdown(&m, L2P_TAX_WRITE, 24 * MIB) > 1.5);
     CHECK_NEAR(l2p_tax_slowdown(&today, L2P_TAX_WRITE, 24 * MIB), 1.0, 1e-12);
-    /* held-out rows (the middle set-aside) within 4 MiB */
+    /* held-out rows (the middle set-aside) on the model's knee */
     for (size_t i = 0; i < rows.n_knees; i++) {
         const l2p_tax_companion_row *r = &rows.knees[i];
         CHECK(l2p_tax_predict_companion(&h200, (long long)(r->set_aside_mib * MIB), r->companion,
                                         &rows, &m) == L2P_OK);
         CHECK(off_interval((double)m.knee_bytes / MIB, r->knee_lo_mib, r->knee_hi_mib) <= 1e-6);
     }
-    /* an unmeasured chip takes the closest chip's share of its own L2 */
+    /* an unmeasured chip: its own line and beta, the closest chip's cap share */
     CHECK(l2p_tax_predict(&h100, s, &today) == L2P_OK);
     CHECK(l2p_tax_predict_companion(&h100, s, 3.0, &rows, &m) == L2P_OK);
-    CHECK(strcmp(m.companion_basis, "H200") == 0);
-    CHECK_NEAR((double)m.knee_bytes, (double)today.knee_bytes - 0.15 * 50 * MIB * 3 / 4.5, 2.0);
-    /* a stream that takes more than the written lines have leaves them none */
-    rows = synthetic(0.25, 1.5, 0.1);
+    CHECK(strcmp(m.companion_basis, "H200") == 0 && m.companion_coeff == today.capacity_coeff);
+    double b100 = l2p_tax_footprint(today.penalty[L2P_TAX_WRITE]);
+    CHECK_NEAR(m.companion_footprint, b100, 1e-15);
+    CHECK_NEAR((double)m.knee_bytes,
+               l2p_tax_companion_capacity((double)today.knee_bytes, 3, b100, 0.12 * 50 * MIB), 2.0);
+    /* a stream far larger than the written lines leaves them next to nothing */
+    rows = synthetic(0.25, 1.35, 0.1);
     CHECK(l2p_tax_predict_companion(&h200, (long long)(37.5 * MIB), 1e5, &rows, &m) == L2P_OK);
-    CHECK(m.knee_bytes == 0 && m.companion_bytes > 14 * MIB);
+    CHECK(m.knee_bytes < 4096 && m.companion_bytes > 9 * MIB);
 }
 
-/* The built-in rows (tools/tax-fit writes them): held-out knees within 4 MiB of the model's
- * once there are any; none yet: a stream changes nothing. */
+/* The built-in rows (tools/tax-fit writes them): every held-out row within 4 MiB of the
+ * model's knee, and enough of them that the bar means something (the H200's sweep holds 22
+ * with a knee); none yet: a stream changes nothing. */
 static void test_companion_builtin(void)
 {
     l2p_tax_companion_data d = l2p_tax_companion_builtin();
-    size_t usable = 0;
+    size_t usable = 0, checked = 0;
     for (size_t i = 0; i < d.n_knees; i++) {
         const l2p_tax_companion_row *r = &d.knees[i];
         usable += r->fit && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
@@ -371,7 +433,9 @@ static void test_companion_builtin(void)
             fprintf(stderr, "companion %s s=%.3f k=%g: knee %.2f MiB, measured (%g, %g]\n",
                     r->chip, r->set_aside_mib, r->companion, k, r->knee_lo_mib, r->knee_hi_mib);
         CHECK(ok);
+        checked += r->knee_hi_mib > 0;
     }
+    if (usable) CHECK(checked >= 20);
     if (!usable) {
         l2p_tax_chip h200 = chip(9, 0, 60);
         l2p_tax_model a, b;
@@ -392,11 +456,21 @@ static void test_companion_bad_input(void)
     CHECK(l2p_tax_predict_companion(&h200, 0, 2e6, NULL, &m) == L2P_ERR_VALUE);
     CHECK(l2p_tax_predict_companion(&h200, -1, 1, NULL, &m) == L2P_ERR_VALUE);
     CHECK(strstr(l2p_last_error()->message, "set_aside"));
-    double k[2] = {1, 0}, y[2] = {0.1, 0.1}, a, b;
-    CHECK(l2p_tax_fit_companion(0, k, y, &a, &b) == L2P_ERR_VALUE);
-    CHECK(l2p_tax_fit_companion(2, k, y, &a, &b) == L2P_ERR_VALUE); /* k = 0 */
-    CHECK(strstr(l2p_last_error()->message, "point 1 has k = 0"));
-    CHECK(l2p_tax_fit_stream_cost(1, &k[1], y, &a) == L2P_ERR_VALUE);
+    double k[2] = {1, 0}, c[2] = {0.5, 0.5}, y[2] = {0.4, 0.4}, cap;
+    CHECK(l2p_tax_fit_companion(0, c, k, y, 0.1, &cap) == L2P_ERR_VALUE);
+    CHECK(l2p_tax_fit_companion(2, c, k, y, 0.1, &cap) == L2P_ERR_VALUE); /* k = 0 */
+    CHECK(strstr(l2p_last_error()->message, "row 1 has k = 0"));
+    k[1] = 2;
+    c[0] = 0;
+    CHECK(l2p_tax_fit_companion(2, c, k, y, 0.1, &cap) == L2P_ERR_VALUE); /* capacity 0 */
+    CHECK(strstr(l2p_last_error()->message, "row 0 has k = 1, capacity = 0"));
+    c[0] = 0.5;
+    CHECK(l2p_tax_fit_companion(2, c, k, y, -1, &cap) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "footprint: -1 is not a finite number >= 0"));
+    CHECK(l2p_tax_fit_companion(2, c, k, y, INFINITY, &cap) == L2P_ERR_VALUE);
+    CHECK(l2p_tax_fit_stream_cost(1, &k[1], y, &cap) == L2P_OK);
+    double zero = 0;
+    CHECK(l2p_tax_fit_stream_cost(1, &zero, y, &cap) == L2P_ERR_VALUE);
 }
 
 /* A fake workload for the measurement loop: samples `base` ms at limit 0 and ratio * base at
@@ -489,6 +563,7 @@ int main(void)
     test_measured_knee();
     test_bad_input();
     test_companion_zero_is_todays();
+    test_miss_fraction_stream();
     test_companion_fit_and_predict();
     test_companion_builtin();
     test_companion_bad_input();
