@@ -519,10 +519,36 @@ def _capture_torch(fn, stream):
     torch = sys.modules["torch"]
     tg = torch.cuda.CUDAGraph(keep_graph=True)
     side = torch.cuda.ExternalStream(_stream_handle(stream)) if stream is not None else None
-    with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
-        with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
-            fn()
+    before = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
+            with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
+                fn()
+    except BaseException:
+        _unstick_torch_rng(torch)
+        raise
+    finally:
+        # torch.cuda.graph's __exit__ calls capture_end() and only then restores the stream,
+        # without try/finally (torch 2.5 to 2.11): a failed capture (the usual case here: fn
+        # syncs with the host) left the capture stream PyTorch's current one. With stream=
+        # that is the caller's stream, which it may destroy next (an l2persist Stream closed):
+        # every later PyTorch launch then went to a destroyed stream (on the H200: "CUDA
+        # error: context is destroyed" in the next torch.rand, or SIGSEGV in torch.randint).
+        torch.cuda.set_stream(before)
     return as_graph(tg)
+
+
+def _unstick_torch_rng(torch):
+    """After a failed capture: capture_end() raised before it took PyTorch's default CUDA
+    generators out of capture mode, so their next offset increment outside a capture failed
+    ("Offset increment outside graph capture encountered unexpectedly", seen on the H200 with
+    torch 2.11). A clone of a generator's state keeps its seed and offset and no capture
+    bookkeeping; installing it puts the generator back as it was before the capture."""
+    for gen in getattr(torch.cuda, "default_generators", ()):
+        try:
+            gen.graphsafe_set_state(gen.clone_state())
+        except (AttributeError, RuntimeError):
+            pass  # a torch without graph-safe states: nothing to put back
 
 
 def _capture_l2persist(fn, stream, device):

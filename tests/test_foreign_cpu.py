@@ -1,6 +1,7 @@
 """Foreign graphs, discovery and launches without a GPU: argument checking, candidate naming,
 the buffer table, and the capture-safe release queue's Python view."""
 
+import sys
 import types
 
 import pytest
@@ -167,3 +168,64 @@ def test_cuda_core_owners():
     Graph.__module__ = "cuda.core._graph"
     with pytest.raises(ValueError, match="executable"):
         l2persist.as_graph(Graph())
+
+
+def _torch_whose_capture_fails():
+    """A stand-in for PyTorch's stream state, default generators and torch.cuda.graph as torch
+    writes it (2.5 to 2.11): __exit__ calls capture_end() and only then restores the stream,
+    with no try/finally, so a capture_end that raises leaves the capture stream current and
+    the generators in capture mode."""
+    from types import SimpleNamespace
+
+    class Gen:
+        def __init__(self):
+            self.state = SimpleNamespace(seed=7, offset=12, capturing=False)
+
+        def clone_state(self):
+            return SimpleNamespace(seed=self.state.seed, offset=self.state.offset,
+                                   capturing=False)
+
+        def graphsafe_set_state(self, st):
+            self.state = st
+
+    cuda = SimpleNamespace(user=SimpleNamespace(cuda_stream=0x1000),
+                           side=SimpleNamespace(cuda_stream=0x2000),
+                           default_generators=(Gen(), Gen()))
+    cuda.current = cuda.user
+
+    class graph:
+        def __init__(self, g, stream=None, capture_error_mode="global"):
+            self.stream = stream or cuda.side
+
+        def __enter__(self):
+            self.prev, cuda.current = cuda.current, self.stream
+            for gen in cuda.default_generators:
+                gen.state.capturing = True        # capture_prologue
+
+        def __exit__(self, *exc):
+            raise RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture")             # capture_end, before the restores
+
+    cuda.graph = graph
+    cuda.CUDAGraph = lambda keep_graph=False: object()
+    cuda.ExternalStream = lambda handle: SimpleNamespace(cuda_stream=handle)
+    cuda.current_stream = lambda: cuda.current
+    cuda.set_stream = lambda s: setattr(cuda, "current", s)
+    return SimpleNamespace(cuda=cuda)
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_failed_torch_capture_leaves_torch_as_it_was(monkeypatch, given):
+    """discover's capture fails on host-syncing work; afterwards PyTorch's current stream is
+    the one it had (not the capture stream: with stream= given, the caller's, which it may
+    destroy next) and its default generators are out of capture mode with their seed and
+    offset kept (on the H200 torch 2.11 raised "Offset increment outside graph capture
+    encountered unexpectedly" at the next randint)."""
+    fake = _torch_whose_capture_fails()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(foreign, "_stream_handle", lambda s: 0x3000)
+    with pytest.raises(RuntimeError, match="during capture"):
+        foreign._capture_torch(lambda: None, object() if given else None)
+    assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)
+    for gen in fake.cuda.default_generators:
+        assert not gen.state.capturing and (gen.state.seed, gen.state.offset) == (7, 12)

@@ -383,6 +383,44 @@ def test_discover_refuses_what_cannot_be_captured():
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
+def test_a_failed_capture_leaves_torchs_stream_and_rng_usable():
+    """In a fresh process, work that breaks the capture at the CUDA level (an l2persist stream
+    synchronised inside it) on the caller's own stream: discover raises, PyTorch's current
+    stream is the one from before (the caller then closes its stream: every later launch went
+    to a destroyed stream, "context is destroyed" on the H200), and PyTorch's default RNG
+    works (it had been left in capture mode: "Offset increment outside graph capture").
+    Results are checked against NumPy."""
+    need("torch")
+    code = textwrap.dedent("""
+        import numpy as np, torch, l2persist
+        from l2persist import foreign
+        torch.rand(4, device="cuda")                 # PyTorch in use: discover captures via it
+        before = torch.cuda.current_stream().cuda_stream
+        host = np.random.default_rng().random(1 << 16).astype(np.float32)
+        buf = l2persist.to_device(host)
+        with l2persist.Stream() as s:
+            def fn():
+                l2persist.kernels.scale_shift(buf, 2.0, 1.0, stream=s)
+                s.synchronize()                      # breaks the capture in the driver
+            try:
+                foreign.discover(fn, stream=s)
+            except foreign.DiscoveryError:
+                pass
+            assert torch.cuda.current_stream().cuda_stream == before
+        r = torch.randint(0, 1000, (1 << 16,), device="cuda")
+        h = r.cpu().numpy()
+        assert h.min() >= 0 and h.max() < 1000 and len(np.unique(h)) > 900
+        x = torch.rand(256, 256, device="cuda")
+        np.testing.assert_allclose((x @ x).cpu().numpy(), x.cpu().numpy() @ x.cpu().numpy(),
+                                   rtol=1e-3, atol=1e-3)
+        torch.cuda.synchronize()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
 # ---- foreign launches --------------------------------------------------------------------
 
 AXPY = r"""
