@@ -167,3 +167,76 @@ def test_cuda_core_owners():
     Graph.__module__ = "cuda.core._graph"
     with pytest.raises(ValueError, match="executable"):
         l2persist.as_graph(Graph())
+
+
+# ---- discovery of eager work that cannot be captured: the launch log (faked here) -----------
+
+A, B = 0x7F0000000000, 0x7F1000000000
+SYNC = "Cannot copy between CPU and CUDA tensors during CUDA graph capture"
+
+
+def _not_capturable(monkeypatch):
+    def capture(fn, stream, device):
+        raise RuntimeError(SYNC)
+    monkeypatch.setattr(foreign, "_capture", capture)
+    carrier = object()                                     # the stream fn runs on
+    monkeypatch.setattr(foreign, "_eager_stream", lambda stream, device: carrier)
+    return carrier
+
+
+def test_discover_falls_back_to_the_launch_log(monkeypatch):
+    """Capture fails: fn runs once more with its launches logged, and the log's tuples (the
+    same as Graph._scan's) become Candidates windowed on the stream, their nodes the launches."""
+    carrier = _not_capturable(monkeypatch)
+    calls = []
+
+    def launch_log(fn, offers, device):
+        fn()
+        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 4),
+                   (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2)]
+        records = [(A, 4096, -1), (B, 1 << 20, -1)]
+        uses = [(0, 0, 0, A, 0), (0, 1, 8, B, 1), (1, 0, 0, B + 64, 1)]
+        return kernels, records, uses
+    monkeypatch.setattr(_core, "_launch_log", launch_log)
+    found = foreign.discover(lambda: calls.append(1))
+    assert len(calls) == 2                                # the first run, and the logged one
+    assert [c.name for c in found] == [f"buffer@0x{B:x}", f"buffer@0x{A:x}"]   # largest first
+    big = found[0]
+    assert big.carrier is carrier and big.nbytes == 1 << 20 and big.address == B
+    assert [(k.position, k.name) for k in big.nodes] == [(0, "histogram"), (1, "reduce")]
+    assert all(isinstance(k, foreign.LaunchedKernel) for k in big.nodes)
+    assert big.nodes[0].grid == (80, 1, 1) and big.nodes[0].num_params == 4
+    assert big.record.allocation and {u.offset for u in big.record.uses} == {8, 0}
+    assert foreign.node_label(big.nodes[1]) == "1:reduce"   # how tune prints them
+
+
+def test_discovery_error_names_both_reasons(monkeypatch):
+    """Neither capture nor the launch log (CUPTI's one subscriber is another tool's): the
+    DiscoveryError says both reasons."""
+    _not_capturable(monkeypatch)
+
+    def taken(fn, offers, device):
+        raise l2persist.NotSupportedError(
+            "cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI takes "
+            "one subscriber per process, and another tool holds it")
+    monkeypatch.setattr(_core, "_launch_log", taken)
+    with pytest.raises(foreign.DiscoveryError) as e:
+        foreign.discover(lambda: None)
+    text = str(e.value)
+    assert SYNC in text and "MULTIPLE_SUBSCRIBERS" in text and "candidates=" in text
+    assert "could not be captured" in text and "nor its kernel launches logged" in text
+
+
+def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
+    _not_capturable(monkeypatch)
+    monkeypatch.setattr(_core, "_launch_log", lambda fn, offers, device: (fn(), ([], [], []))[1])
+    with pytest.raises(foreign.DiscoveryError, match="fn launched no kernel"):
+        foreign.discover(lambda: None)
+    runs = []
+
+    def fails_the_second_time():
+        runs.append(1)
+        if len(runs) == 2:
+            raise ValueError("fn's own error")
+    with pytest.raises(ValueError, match="fn's own error"):   # not taken for the log's failure
+        foreign.discover(fails_the_second_time)

@@ -1,0 +1,543 @@
+/* See l2p_launchlog.h. */
+#define _GNU_SOURCE
+#include "l2p_launchlog.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h> /* driver types only: the entry points come through l2p_driver_symbol */
+#include <cuda_runtime_api.h>
+#include <cupti.h> /* the callback API, and the parameter structs of each API function */
+
+#include "l2p_cupti.h"
+#include "l2p_device.h"
+
+/* ---- pure parts ---- */
+
+l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
+                               size_t max_args)
+{
+    memset(log, 0, sizeof *log);
+    log->device = device;
+    log->max_launches = max_launches;
+    log->max_args = max_args;
+    log->launches = (l2p_launch *)calloc(max_launches ? max_launches : 1, sizeof *log->launches);
+    if (!log->launches)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a log of %zu launches",
+                        max_launches);
+    pthread_mutex_init(&log->lock, NULL);
+    return L2P_OK;
+}
+
+/* Room for n more argument bytes: the buffer grows by doubling, up to the cap. */
+static int reserve_args(l2p_launch_log *log, size_t n)
+{
+    if (n > log->max_args - log->n_args) return 0;
+    if (log->n_args + n <= log->args_cap) return 1;
+    size_t cap = log->args_cap ? log->args_cap : 64 * 1024;
+    while (cap < log->n_args + n) cap *= 2;
+    if (cap > log->max_args) cap = log->max_args;
+    unsigned char *grown = (unsigned char *)realloc(log->args, cap);
+    if (!grown) return 0;
+    log->args = grown;
+    log->args_cap = cap;
+    return 1;
+}
+
+/* The argument buffer the spans describe ends where its last parameter does. */
+static size_t args_size_of(const l2p_param_span *spans, size_t n)
+{
+    size_t end = 0;
+    for (size_t i = 0; i < n; i++)
+        if (spans[i].offset + spans[i].size > end) end = spans[i].offset + spans[i].size;
+    return end;
+}
+
+/* Lay kernel_params out as the `extra` form would: parameter i at its offset. */
+static void copy_params(unsigned char *dst, size_t size, void *const *kernel_params,
+                        const l2p_param_span *spans, size_t n)
+{
+    memset(dst, 0, size); /* the padding between parameters */
+    for (size_t i = 0; i < n; i++)
+        if (kernel_params[i]) memcpy(dst + spans[i].offset, kernel_params[i], spans[i].size);
+}
+
+void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
+                        const l2p_param_span *spans, size_t n_params)
+{
+    size_t extra_size = 0;
+    const unsigned char *extra = a->kernel_params ? NULL : l2p_extra_buffer(a->extra, &extra_size);
+    size_t size = a->kernel_params ? args_size_of(spans, n_params) : extra ? extra_size : 0;
+    /* A kernel without parameters may pass neither form; one with parameters must. */
+    int readable = a->kernel_params || extra || n_params == 0;
+    pthread_mutex_lock(&log->lock);
+    if (!readable || log->n_launches == log->max_launches || !reserve_args(log, size)) {
+        log->dropped++;
+    } else {
+        l2p_launch *l = &log->launches[log->n_launches++];
+        l->func = a->func;
+        l->stream = a->stream;
+        memcpy(l->grid, a->grid, sizeof l->grid);
+        memcpy(l->block, a->block, sizeof l->block);
+        l->shared_mem = a->shared_mem;
+        l->args_at = log->n_args;
+        l->args_size = size;
+        if (size && a->kernel_params)
+            copy_params(log->args + log->n_args, size, a->kernel_params, spans, n_params);
+        else if (size)
+            memcpy(log->args + log->n_args, extra, size);
+        log->n_args += size;
+    }
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
+
+/* Each _ptsz form (per-thread default stream) takes the same arguments as its plain form;
+ * the plain struct reads both. */
+_Static_assert(sizeof(cuLaunchKernel_params) == sizeof(cuLaunchKernel_ptsz_params) &&
+               offsetof(cuLaunchKernel_params, extra) == offsetof(cuLaunchKernel_ptsz_params, extra),
+               "cuLaunchKernel_ptsz differs");
+_Static_assert(sizeof(cuLaunchKernelEx_params) == sizeof(cuLaunchKernelEx_ptsz_params),
+               "cuLaunchKernelEx_ptsz differs");
+_Static_assert(sizeof(cuLaunchCooperativeKernel_params) ==
+               sizeof(cuLaunchCooperativeKernel_ptsz_params), "cuLaunchCooperativeKernel_ptsz differs");
+/* cuLaunchCooperativeKernel takes cuLaunchKernel's arguments without `extra`: one struct reads
+ * both, up to kernelParams. */
+_Static_assert(offsetof(cuLaunchCooperativeKernel_params, kernelParams) ==
+               offsetof(cuLaunchKernel_params, kernelParams) &&
+               offsetof(cuLaunchCooperativeKernel_params, hStream) ==
+               offsetof(cuLaunchKernel_params, hStream), "cuLaunchCooperativeKernel differs");
+_Static_assert(sizeof(cudaLaunchKernel_v7000_params) == sizeof(cudaLaunchKernel_ptsz_v7000_params),
+               "cudaLaunchKernel_ptsz differs");
+_Static_assert(sizeof(cudaLaunchCooperativeKernel_v9000_params) ==
+               sizeof(cudaLaunchKernel_v7000_params), "cudaLaunchCooperativeKernel differs");
+_Static_assert(sizeof(cudaLaunchKernelExC_v11060_params) ==
+               sizeof(cudaLaunchKernelExC_ptsz_v11060_params), "cudaLaunchKernelExC_ptsz differs");
+
+static void shape(l2p_launch_args *a, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                  unsigned by, unsigned bz, size_t shared_mem)
+{
+    a->grid[0] = gx, a->grid[1] = gy, a->grid[2] = gz;
+    a->block[0] = bx, a->block[1] = by, a->block[2] = bz;
+    a->shared_mem = (unsigned)shared_mem;
+}
+
+/* A driver launch; 0 for a callback that is not one. */
+static int driver_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_args *a)
+{
+    memset(a, 0, sizeof *a);
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+        const cuLaunchKernel_params *p = (const cuLaunchKernel_params *)params;
+        int cooperative = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ||
+                          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+        shape(a, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
+              p->blockDimZ, p->sharedMemBytes);
+        a->func = p->f, a->stream = p->hStream, a->kernel_params = p->kernelParams;
+        a->extra = cooperative ? NULL : p->extra; /* its struct ends at kernelParams */
+        return 1;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const cuLaunchKernelEx_params *p = (const cuLaunchKernelEx_params *)params;
+        const CUlaunchConfig *c = p->config;
+        if (!c) return 0;
+        shape(a, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+              c->blockDimZ, c->sharedMemBytes);
+        a->func = p->f, a->stream = c->hStream;
+        a->kernel_params = p->kernelParams, a->extra = p->extra;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* What a runtime launch names its kernel by. */
+typedef enum { RT_NONE, RT_STUB, RT_KERNEL } rt_handle;
+
+/* A runtime launch (a->func is then a host stub or a CUkernel, said by the return value). */
+static rt_handle runtime_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_args *a)
+{
+    memset(a, 0, sizeof *a);
+    switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+#if CUDART_VERSION >= 13000
+    /* CUDA 13's __cudaLaunchKernel has no struct in generated_cuda_runtime_api_meta.h. CUPTI's
+     * structs hold the arguments in order, and its arguments are cudaLaunchKernel's with a
+     * cudaKernel_t (a CUkernel) first (crt/device_functions.h): the same layout. */
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
+#endif
+    {
+        const cudaLaunchKernel_v7000_params *p = (const cudaLaunchKernel_v7000_params *)params;
+        shape(a, p->gridDim.x, p->gridDim.y, p->gridDim.z, p->blockDim.x, p->blockDim.y,
+              p->blockDim.z, p->sharedMem);
+        a->func = (void *)p->func, a->stream = p->stream, a->kernel_params = p->args;
+#if CUDART_VERSION >= 13000
+        if (cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000 ||
+            cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000)
+            return RT_KERNEL;
+#endif
+        return RT_STUB;
+    }
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+        const cudaLaunchKernelExC_v11060_params *p = (const cudaLaunchKernelExC_v11060_params *)params;
+        const cudaLaunchConfig_t *c = p->config;
+        if (!c) return RT_NONE;
+        shape(a, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
+              c->blockDim.z, c->dynamicSmemBytes);
+        a->func = (void *)p->func, a->stream = c->stream, a->kernel_params = p->args;
+        return RT_STUB;
+    }
+    default:
+        return RT_NONE;
+    }
+}
+
+/* ---- which function a launch runs ---- */
+
+typedef cudaError_t (*func_by_symbol_fn)(cudaFunction_t *, const void *);
+typedef cudaError_t (*last_error_fn)(void);
+
+/* Ask one runtime for a stub's function without leaving an error in it: a failed lookup sets
+ * that runtime's last error, which its owner's next cudaGetLastError (PyTorch checks after
+ * every launch) would take for its own. A runtime that already holds an error is not asked. */
+static void *ask_runtime(func_by_symbol_fn get, last_error_fn peek, last_error_fn take,
+                         const void *stub)
+{
+    cudaFunction_t f = NULL;
+    if (peek() != cudaSuccess) return NULL;
+    if (get(&f, stub) == cudaSuccess) return (void *)f;
+    (void)take();
+    return NULL;
+}
+
+/* A host stub's CUfunction, from the runtime that registered it: each library registers its
+ * kernels with the runtime it links, which its own symbol lookup finds (libtorch_cuda.so finds
+ * its libcudart.so); else l2persist's own (static) runtime, where its kernels are. */
+static void *stub_function(const void *stub)
+{
+    Dl_info info;
+    void *f = NULL, *lib = NULL;
+    if (dladdr(stub, &info) && info.dli_fname && info.dli_fname[0])
+        lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib) {
+        func_by_symbol_fn get = (func_by_symbol_fn)dlsym(lib, "cudaGetFuncBySymbol");
+        last_error_fn peek = (last_error_fn)dlsym(lib, "cudaPeekAtLastError");
+        last_error_fn take = (last_error_fn)dlsym(lib, "cudaGetLastError");
+        if (get && peek && take) f = ask_runtime(get, peek, take, stub);
+        dlclose(lib);
+    }
+    return f ? f : ask_runtime(cudaGetFuncBySymbol, cudaPeekAtLastError, cudaGetLastError, stub);
+}
+
+/* Parameter i's offset and size for each parameter, up to cap (the count). */
+static size_t param_layout(void *func, l2p_param_span *spans, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap && l2p_function_param(func, n, &spans[n].offset, &spans[n].size)) n++;
+    return n;
+}
+
+/* ---- the callback ---- */
+
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+static ctx_get_device_fn ctx_get_device; /* resolved by l2p_launch_log_begin */
+
+/* Per thread: the runtime launch being made, so that a driver launch inside it (should CUPTI
+ * report one) or a runtime launch inside it (__cudaLaunchKernel may go through another) is not
+ * logged twice. `session` tells this logging run's state from a run that ended mid-launch. */
+static _Thread_local struct {
+    unsigned long session;
+    int depth;  /* runtime launches entered and not yet left */
+} in_runtime;
+static unsigned long sessions; /* begun so far; under CUPTI's one subscriber, one at a time */
+
+/* Whether the calling thread's current context is on the log's device. */
+static int on_device(const l2p_launch_log *log)
+{
+    CUdevice dev;
+    return ctx_get_device(&dev) == CUDA_SUCCESS && (int)dev == log->device;
+}
+
+static int log_full(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    int full = log->n_launches == log->max_launches;
+    if (full) log->dropped++;
+    pthread_mutex_unlock(&log->lock);
+    return full;
+}
+
+static void count_dropped(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    log->dropped++;
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* Log a launch whose a->func is a CUfunction (or, from the driver, possibly a CUkernel: the
+ * driver takes either), reading the parameter layout now, while the caller's argument
+ * pointers are valid. */
+static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
+{
+    enum { MAX_PARAMS = 512 }; /* 8 KiB of spans on the caller's stack */
+    l2p_param_span spans[MAX_PARAMS];
+    void *f;
+    if (!a->func) { /* a stub no runtime knew, or a CUkernel without a function here */
+        count_dropped(log);
+        return;
+    }
+    size_t n = param_layout(a->func, spans, MAX_PARAMS);
+    if (n == 0 && (f = l2p_kernel_function(a->func)) != NULL) { /* a CUkernel after all */
+        a->func = f;
+        n = param_layout(f, spans, MAX_PARAMS);
+    }
+    l2p_launch_log_add(log, a, spans, n);
+}
+
+static void on_runtime(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+{
+    l2p_launch_args a;
+    if (in_runtime.session != log->session) {
+        in_runtime.session = log->session;
+        in_runtime.depth = 0;
+    }
+    if (cb->callbackSite == CUPTI_API_EXIT) {
+        if (in_runtime.depth) in_runtime.depth--;
+        return;
+    }
+    if (in_runtime.depth++ > 0) return; /* inside another runtime launch: that one is logged */
+    rt_handle kind = runtime_launch(cbid, cb->functionParams, &a);
+    if (kind == RT_NONE || !on_device(log) || log_full(log)) return;
+    a.func = kind == RT_STUB ? stub_function(a.func) : l2p_kernel_function(a.func);
+    log_launch(log, &a);
+}
+
+static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+{
+    l2p_launch_args a;
+    if (cb->callbackSite != CUPTI_API_ENTER) return;
+    if (in_runtime.session == log->session && in_runtime.depth > 0) return;
+    if (!driver_launch(cbid, cb->functionParams, &a) || !on_device(log) || log_full(log)) return;
+    log_launch(log, &a);
+}
+
+/* The one log the callbacks may write. A callback that comes late (another thread's launch
+ * racing the end, or a subscription that failed to end) must find no log rather than a freed
+ * one: the first full GPU run with the launch log crashed a later PyTorch launch. */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static l2p_launch_log *slot_log;
+static _Thread_local int in_callback; /* a driver call made by the callback itself */
+
+static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
+                                 CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata;
+    if (in_callback) return;
+    in_callback = 1;
+    pthread_mutex_lock(&slot_lock);
+    l2p_launch_log *log = slot_log;
+    if (log && domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+        on_runtime(log, cbid, (const CUpti_CallbackData *)data);
+    else if (log && domain == CUPTI_CB_DOMAIN_DRIVER_API)
+        on_driver(log, cbid, (const CUpti_CallbackData *)data);
+    pthread_mutex_unlock(&slot_lock);
+    in_callback = 0;
+}
+
+static l2p_status slot_take(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    int busy = slot_log != NULL;
+    if (!busy) slot_log = log;
+    pthread_mutex_unlock(&slot_lock);
+    return busy ? l2p_fail(L2P_ERR_STATE, "launch log: another launch log is running in this process (CUPTI allows one subscriber)") : L2P_OK;
+}
+
+static void slot_release(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    if (slot_log == log) slot_log = NULL;
+    pthread_mutex_unlock(&slot_lock);
+}
+
+/* ---- CUPTI ---- */
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
+typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId);
+
+typedef struct {
+    subscribe_fn subscribe;
+    subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
+    unsubscribe_fn unsubscribe;
+    enable_fn enable;
+} cupti_calls;
+
+static l2p_status cupti(const cupti_calls **out)
+{
+    static cupti_calls c;
+    void *lib, *get_device;
+    L2P_TRY(l2p_cupti_library(&lib));
+    c.subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
+    c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
+    c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
+    c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
+    if (!c.subscribe || !c.unsubscribe || !c.enable)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
+                        "cuptiEnableCallback)");
+    L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
+    ctx_get_device = (ctx_get_device_fn)get_device;
+    *out = &c;
+    return L2P_OK;
+}
+
+static l2p_status subscribe(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = NULL;
+    char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
+    CUptiResult rc;
+    if (c->subscribe_v2) {
+        CUpti_SubscriberParams p = {CUpti_SubscriberParams_STRUCT_SIZE};
+        p.subscriberName = "l2persist launch log";
+        p.oldSubscriberName = other;
+        p.oldSubscriberSize = sizeof other;
+        rc = c->subscribe_v2(&h, on_callback, NULL, &p);
+    } else {
+        rc = c->subscribe(&h, on_callback, NULL);
+    }
+    if (rc != CUPTI_SUCCESS)
+        return l2p_cupti_fail((int)rc, "cuptiSubscribe", other[0] ? other : NULL);
+    log->subscriber = h;
+    return L2P_OK;
+}
+
+static const CUpti_CallbackId driver_launches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+static const CUpti_CallbackId runtime_launches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+
+static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
+    CUptiResult rc;
+    for (size_t i = 0; i < sizeof driver_launches / sizeof driver_launches[0]; i++)
+        if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i])) != CUPTI_SUCCESS)
+            return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a driver launch");
+    for (size_t i = 0; i < sizeof runtime_launches / sizeof runtime_launches[0]; i++)
+        if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launches[i])) !=
+            CUPTI_SUCCESS)
+            return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a runtime launch");
+#if CUDART_VERSION >= 13000
+    /* A CUPTI older than CUDA 13 does not know __cudaLaunchKernel; nor do the runtimes that
+     * come with it, so a refusal here loses nothing. */
+    (void)c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+                    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+    (void)c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
+                    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000);
+#endif
+    return L2P_OK;
+}
+
+l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
+{
+    const cupti_calls *c;
+    memset(log, 0, sizeof *log);
+    L2P_TRY(l2p_discovery_supported()); /* the callback reads parameter layouts */
+    L2P_TRY(cupti(&c));
+    L2P_TRY(l2p_launch_log_init(log, device, L2P_LAUNCH_LOG_MAX_LAUNCHES,
+                                L2P_LAUNCH_LOG_MAX_BYTES));
+    log->session = ++sessions;
+    l2p_status st = slot_take(log);
+    if (st != L2P_OK) {
+        l2p_error keep = *l2p_last_error();
+        l2p_launch_log_free(log);
+        return l2p_fail(keep.status, "%s", keep.message);
+    }
+    st = subscribe(c, log);
+    if (st == L2P_OK) st = enable_launches(c, log);
+    if (st != L2P_OK) {
+        l2p_error keep = *l2p_last_error();
+        l2p_launch_log_free(log);
+        return l2p_fail(keep.status, "%s", keep.message);
+    }
+    return st;
+}
+
+void l2p_launch_log_end(l2p_launch_log *log)
+{
+    const cupti_calls *c;
+    slot_release(log); /* first: no callback writes this log from here on */
+    if (!log->subscriber) return;
+    if (cupti(&c) == L2P_OK) (void)c->unsubscribe((CUpti_SubscriberHandle)log->subscriber);
+    else l2p_clear_error();
+    log->subscriber = NULL;
+}
+
+/* ---- the scan ---- */
+
+static l2p_status scan_launch(const l2p_launch_log *log, size_t k, l2p_graph_scan *out)
+{
+    const l2p_launch *l = &log->launches[k];
+    l2p_kernel_info *info = &out->kernels[k];
+    L2P_TRY(l2p_function_describe(l->func, info));
+    memcpy(info->grid, l->grid, sizeof info->grid);
+    memcpy(info->block, l->block, sizeof info->block);
+    info->shared_mem = l->shared_mem;
+    out->n_kernels = k + 1;
+    return l2p_scan_kernel_args(out, k, NULL, log->args ? log->args + l->args_at : NULL,
+                                l->args_size);
+}
+
+l2p_status l2p_launch_log_scan(const l2p_launch_log *log, l2p_graph_scan *out)
+{
+    size_t n = log->n_launches;
+    int prev;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(l2p_discovery_supported());
+    out->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *out->kernels);
+    if (!out->kernels)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning %zu launches", n);
+    l2p_status st = l2p_device_enter(log->device, &prev); /* the pointer queries need it */
+    if (st != L2P_OK) {
+        l2p_graph_scan_free(out);
+        return st;
+    }
+    for (size_t k = 0; st == L2P_OK && k < n; k++) st = scan_launch(log, k, out);
+    l2p_device_leave(prev);
+    if (st != L2P_OK) l2p_graph_scan_free(out);
+    return st;
+}
+
+void l2p_launch_log_free(l2p_launch_log *log)
+{
+    if (!log->launches) return; /* never initialised, or freed */
+    l2p_launch_log_end(log);
+    pthread_mutex_destroy(&log->lock);
+    free(log->launches);
+    free(log->args);
+    memset(log, 0, sizeof *log);
+}
