@@ -240,3 +240,35 @@ def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
             raise ValueError("fn's own error")
     with pytest.raises(ValueError, match="fn's own error"):   # not taken for the log's failure
         foreign.discover(fails_the_second_time)
+
+
+def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
+    """tools/launchlog-diag (one GPU call isolating the crash after the launch log): its
+    verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n); a row
+    that fails is kept with its exit code and log, and one past the budget is not started."""
+    import importlib.machinery
+    import importlib.util
+    import signal
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "tools" / "launchlog-diag"
+    loader = importlib.machinery.SourceFileLoader("launchlog_diag_tool", str(path))
+    diag = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(diag)
+    assert diag.verdict(-signal.SIGSEGV, "") == "CRASH SIGSEGV"
+    assert diag.verdict(128 + signal.SIGSEGV, "") == "CRASH SIGSEGV"
+    assert diag.verdict(-signal.SIGABRT, "") == "CRASH SIGABRT"
+    assert diag.verdict(None, "").startswith("TIMEOUT")
+    assert diag.verdict(0, "x\nok\n") == "ok"
+    assert diag.verdict(0, "2 passed in 3s") == "ok"
+    assert diag.verdict(0, "2 skipped in 1s").startswith("SKIPPED")
+    assert diag.verdict(1, "Traceback\nValueError: no\n") == "FAIL rc=1: ValueError: no"
+    assert {"control", "none", "raw", "enter", "keep", "2cupti", "old", "full",
+            "pytest-two"} <= set(diag.VARIANTS)
+    monkeypatch.setitem(diag.VARIANTS, "fails", ("a row that fails", ["-c", "raise SystemExit(3)"],
+                                                 {}, 30))
+    import time
+    name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 60)
+    assert (name, rc) == ("fails", 3) and v.startswith("FAIL rc=3"), v
+    assert (tmp_path / "fails.log").read_text().count("rc: 3") == 1
+    name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 5)
+    assert rc is None and v == "not run (budget)"

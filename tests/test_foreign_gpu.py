@@ -534,3 +534,37 @@ def test_discover_l2persist_work_that_syncs_with_the_host(rng):
         buf.copy_from(host)
         step()
     np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)
+
+
+def test_pytorch_launches_after_the_launch_log_still_work():
+    """In a fresh process: three launch logs (discover on host-syncing work), then some hundreds
+    of PyTorch launches of kernels the logs saw and did not see (randint, bincount, matmul),
+    each result checked against the host. Two full GPU runs crashed in a later torch.randint
+    after the in-process launch-log tests (tools/launchlog-diag isolates that)."""
+    need("torch")
+    code = textwrap.dedent("""
+        import numpy as np, torch
+        from l2persist import foreign
+        n_bins = 1 << 12
+        idx = torch.randint(0, n_bins, (1 << 16,), device="cuda")
+        hist = torch.zeros(n_bins, dtype=torch.int64, device="cuda")
+        step = lambda: hist.add_(torch.bincount(idx, minlength=n_bins))
+        for _ in range(3):
+            found = foreign.discover(step, candidates={"idx": idx, "hist": hist})
+            assert {"idx", "hist"} <= {c.name for c in found}, found
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        a = torch.rand(64, 64, device="cuda", generator=gen)
+        for i in range(100):
+            r = torch.randint(0, 1000 + i, (4096,), device="cuda", generator=gen)
+            b = torch.bincount(r, minlength=1000 + i)
+            m = a @ a
+            rh = r.cpu().numpy()
+            assert rh.min() >= 0 and rh.max() < 1000 + i
+            assert (b.cpu().numpy() == np.bincount(rh, minlength=1000 + i)).all()
+            np.testing.assert_allclose(m.cpu().numpy(), a.cpu().numpy() @ a.cpu().numpy(),
+                                       rtol=1e-3, atol=1e-3)
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-3000:])

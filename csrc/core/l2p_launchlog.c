@@ -3,6 +3,7 @@
 #include "l2p_launchlog.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,15 @@ l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launc
     log->max_launches = max_launches;
     log->max_args = max_args;
     log->launches = (l2p_launch *)calloc(max_launches ? max_launches : 1, sizeof *log->launches);
-    if (!log->launches)
+    log->fns = (l2p_launch_fn *)calloc(L2P_LAUNCH_LOG_FNS, sizeof *log->fns);
+    if (!log->launches || !log->fns) {
+        free(log->launches);
+        free(log->fns);
+        memset(log, 0, sizeof *log);
         return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a log of %zu launches",
                         max_launches);
+    }
+    log->fns_cap = L2P_LAUNCH_LOG_FNS;
     pthread_mutex_init(&log->lock, NULL);
     return L2P_OK;
 }
@@ -91,6 +98,54 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
         log->n_args += size;
     }
     pthread_mutex_unlock(&log->lock);
+}
+
+/* The slot of (handle, kind) in the table: its own, or the empty one where it would go. */
+static size_t fn_slot(const l2p_launch_log *log, const void *handle, int kind)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)handle ^ (uint64_t)kind) * 0x9e3779b97f4a7c15ull;
+    size_t mask = log->fns_cap - 1, i = (size_t)(h >> 32) & mask;
+    while (log->fns[i].kind && !(log->fns[i].handle == handle && log->fns[i].kind == kind))
+        i = (i + 1) & mask;
+    return i;
+}
+
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle,
+                                           int kind)
+{
+    if (!log->fns_cap) return NULL;
+    const l2p_launch_fn *f = &log->fns[fn_slot(log, handle, kind)];
+    return f->kind ? f : NULL;
+}
+
+/* Room for n more spans: the pool grows by doubling. */
+static int reserve_spans(l2p_launch_log *log, size_t n)
+{
+    if (log->n_spans + n <= log->spans_cap) return 1;
+    size_t cap = log->spans_cap ? log->spans_cap : 256;
+    while (cap < log->n_spans + n) cap *= 2;
+    l2p_param_span *grown = (l2p_param_span *)realloc(log->spans, cap * sizeof *grown);
+    if (!grown) return 0;
+    log->spans = grown;
+    log->spans_cap = cap;
+    return 1;
+}
+
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, int kind,
+                                             void *func, const l2p_param_span *spans, size_t n)
+{
+    /* kind 0 marks an empty slot; a table 3/4 full keeps its probes short */
+    if (!log->fns_cap || kind == 0 || 4 * (log->n_fns + 1) > 3 * log->fns_cap) return NULL;
+    size_t i = fn_slot(log, handle, kind);
+    if (log->fns[i].kind) return &log->fns[i]; /* kept already */
+    if (n && !reserve_spans(log, n)) return NULL;
+    l2p_launch_fn *f = &log->fns[i];
+    f->handle = handle, f->kind = kind, f->func = func;
+    f->spans_at = log->n_spans, f->n_params = n;
+    if (n) memcpy(log->spans + log->n_spans, spans, n * sizeof *spans);
+    log->n_spans += n;
+    log->n_fns++;
+    return f;
 }
 
 /* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
@@ -205,6 +260,28 @@ static rt_handle runtime_launch(CUpti_CallbackId cbid, const void *params, l2p_l
     }
 }
 
+/* ---- the diagnostic switches (l2p_launchlog.h) ---- */
+
+enum { DIAG_PRINT = 1, DIAG_NONE = 2, DIAG_DRIVER = 4, DIAG_RAW = 8, DIAG_ENTER = 16,
+       DIAG_KEEP = 32, DIAG_FINALIZE = 64 };
+
+static unsigned diag_switches(void)
+{
+    static const struct { const char *word; unsigned bit; } words[] = {
+        {"print", DIAG_PRINT}, {"none", DIAG_NONE},   {"driver", DIAG_DRIVER},
+        {"raw", DIAG_RAW},     {"enter", DIAG_ENTER}, {"keep", DIAG_KEEP},
+        {"finalize", DIAG_FINALIZE}};
+    const char *env = getenv("L2P_LAUNCH_LOG_DIAG");
+    char buf[128], *save = NULL;
+    unsigned bits = 0;
+    if (!env) return 0;
+    snprintf(buf, sizeof buf, "%s", env);
+    for (char *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save))
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (strcmp(w, words[i].word) == 0) bits |= words[i].bit;
+    return bits;
+}
+
 /* ---- which function a launch runs ---- */
 
 typedef cudaError_t (*func_by_symbol_fn)(cudaFunction_t *, const void *);
@@ -223,21 +300,56 @@ static void *ask_runtime(func_by_symbol_fn get, last_error_fn peek, last_error_f
     return NULL;
 }
 
+/* The runtime one library links (its own symbol lookup finds it: libtorch_cuda.so finds its
+ * libcudart.so), found once per log and kept open until the log's end, so the callbacks do
+ * not open and close libraries while a launch is being made. */
+typedef struct {
+    void *base; /* the library's load address (dladdr's dli_fbase) */
+    void *lib;  /* dlopen(RTLD_NOLOAD): a library already loaded, nothing loaded anew */
+    func_by_symbol_fn get;
+    last_error_fn peek, take;
+} lib_runtime;
+
+enum { MAX_LIBS = 64 };
+static lib_runtime libs[MAX_LIBS]; /* the running log's, under slot_lock */
+static size_t n_libs;
+
+static void open_runtime(lib_runtime *r, const char *file)
+{
+    r->lib = dlopen(file, RTLD_LAZY | RTLD_NOLOAD);
+    if (!r->lib) return;
+    r->get = (func_by_symbol_fn)dlsym(r->lib, "cudaGetFuncBySymbol");
+    r->peek = (last_error_fn)dlsym(r->lib, "cudaPeekAtLastError");
+    r->take = (last_error_fn)dlsym(r->lib, "cudaGetLastError");
+}
+
+static void close_runtimes(void)
+{
+    for (size_t i = 0; i < n_libs; i++)
+        if (libs[i].lib) dlclose(libs[i].lib);
+    memset(libs, 0, sizeof libs);
+    n_libs = 0;
+}
+
 /* A host stub's CUfunction, from the runtime that registered it: each library registers its
- * kernels with the runtime it links, which its own symbol lookup finds (libtorch_cuda.so finds
- * its libcudart.so); else l2persist's own (static) runtime, where its kernels are. */
-static void *stub_function(const void *stub)
+ * kernels with the runtime it links; else l2persist's own (static) runtime, where its kernels
+ * are. `fresh`: open and close the library around this one lookup (DIAG_ENTER). */
+static void *stub_function(const void *stub, int fresh)
 {
     Dl_info info;
-    void *f = NULL, *lib = NULL;
-    if (dladdr(stub, &info) && info.dli_fname && info.dli_fname[0])
-        lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (lib) {
-        func_by_symbol_fn get = (func_by_symbol_fn)dlsym(lib, "cudaGetFuncBySymbol");
-        last_error_fn peek = (last_error_fn)dlsym(lib, "cudaPeekAtLastError");
-        last_error_fn take = (last_error_fn)dlsym(lib, "cudaGetLastError");
-        if (get && peek && take) f = ask_runtime(get, peek, take, stub);
-        dlclose(lib);
+    lib_runtime one, *r = NULL;
+    void *f = NULL;
+    memset(&one, 0, sizeof one);
+    if (dladdr(stub, &info) && info.dli_fname && info.dli_fname[0]) {
+        for (size_t i = 0; !fresh && !r && i < n_libs; i++)
+            if (libs[i].base == info.dli_fbase) r = &libs[i];
+        if (!r) {
+            r = !fresh && n_libs < MAX_LIBS ? &libs[n_libs++] : &one;
+            r->base = info.dli_fbase;
+            open_runtime(r, info.dli_fname);
+        }
+        if (r->get && r->peek && r->take) f = ask_runtime(r->get, r->peek, r->take, stub);
+        if (one.lib) dlclose(one.lib);
     }
     return f ? f : ask_runtime(cudaGetFuncBySymbol, cudaPeekAtLastError, cudaGetLastError, stub);
 }
@@ -248,6 +360,34 @@ static size_t param_layout(void *func, l2p_param_span *spans, size_t cap)
     size_t n = 0;
     while (n < cap && l2p_function_param(func, n, &spans[n].offset, &spans[n].size)) n++;
     return n;
+}
+
+/* The CUfunction a launch handle of `kind` runs, with its parameter layout; NULL where none is
+ * found. The driver takes a CUfunction or a CUkernel: a handle without parameters as a function
+ * is tried as a CUkernel. */
+static void *function_of(const void *handle, int kind, int fresh, l2p_param_span *spans,
+                         size_t cap, size_t *n)
+{
+    void *f = kind == L2P_LAUNCH_STUB     ? stub_function(handle, fresh)
+              : kind == L2P_LAUNCH_KERNEL ? l2p_kernel_function((void *)handle)
+                                          : (void *)handle;
+    void *k;
+    *n = f ? param_layout(f, spans, cap) : 0;
+    if (f && *n == 0 && kind == L2P_LAUNCH_DRIVER && (k = l2p_kernel_function(f)) != NULL) {
+        f = k;
+        *n = param_layout(f, spans, cap);
+    }
+    return f;
+}
+
+/* Whether the driver's name for func is the kernel CUPTI reported for the launch (either
+ * unknown: nothing to compare). Checked for __cudaLaunchKernel's handle only: its parameter
+ * struct is not published and is read as cudaLaunchKernel's; a stub's function comes from the
+ * runtime that registered it, a driver launch's is the caller's own. */
+static int same_kernel(int kind, void *func, const char *symbol)
+{
+    const char *name = kind == L2P_LAUNCH_KERNEL && func && symbol ? l2p_function_name(func) : NULL;
+    return !name || strcmp(name, symbol) == 0;
 }
 
 /* ---- the callback ---- */
@@ -262,7 +402,7 @@ static _Thread_local struct {
     unsigned long session;
     int depth;  /* runtime launches entered and not yet left */
 } in_runtime;
-static unsigned long sessions; /* begun so far; under CUPTI's one subscriber, one at a time */
+static unsigned long sessions; /* begun so far, under slot_lock */
 
 /* Whether the calling thread's current context is on the log's device. */
 static int on_device(const l2p_launch_log *log)
@@ -287,56 +427,91 @@ static void count_dropped(l2p_launch_log *log)
     pthread_mutex_unlock(&log->lock);
 }
 
-/* Log a launch whose a->func is a CUfunction (or, from the driver, possibly a CUkernel: the
- * driver takes either), reading the parameter layout now, while the caller's argument
- * pointers are valid. */
-static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
+/* Log a launch whose a->func is a handle of `kind`, `symbol` CUPTI's name for its kernel: the
+ * handle's resolution is the log's when kept, else made now (and kept where there is room). */
+static void log_launch(l2p_launch_log *log, l2p_launch_args *a, int kind, const char *symbol)
 {
     enum { MAX_PARAMS = 512 }; /* 8 KiB of spans on the caller's stack */
     l2p_param_span spans[MAX_PARAMS];
-    void *f;
-    if (!a->func) { /* a stub no runtime knew, or a CUkernel without a function here */
+    int fresh = (log->diag & DIAG_ENTER) != 0;
+    const l2p_launch_fn *kept = fresh ? NULL : l2p_launch_log_recall(log, a->func, kind);
+    if (!kept) {
+        size_t n;
+        void *f = function_of(a->func, kind, fresh, spans, MAX_PARAMS, &n);
+        if (f && !same_kernel(kind, f, symbol)) {
+            log->mismatched++;
+            f = NULL, n = 0;
+        }
+        kept = fresh ? NULL : l2p_launch_log_remember(log, a->func, kind, f, spans, n);
+        if (!kept) { /* no room to keep it: this launch only */
+            if (!f) {
+                count_dropped(log);
+                return;
+            }
+            a->func = f;
+            l2p_launch_log_add(log, a, spans, n);
+            return;
+        }
+    }
+    if (!kept->func) { /* a stub no runtime knew, a CUkernel without a function here */
         count_dropped(log);
         return;
     }
-    size_t n = param_layout(a->func, spans, MAX_PARAMS);
-    if (n == 0 && (f = l2p_kernel_function(a->func)) != NULL) { /* a CUkernel after all */
-        a->func = f;
-        n = param_layout(f, spans, MAX_PARAMS);
-    }
-    l2p_launch_log_add(log, a, spans, n);
+    a->func = kept->func;
+    l2p_launch_log_add(log, a, log->spans + kept->spans_at, kept->n_params);
 }
 
+/* Whether a callback at the API exit reports success (`driver`: a CUresult, else a
+ * cudaError_t). */
+static int succeeded(const CUpti_CallbackData *cb, int driver)
+{
+    const void *rv = cb->functionReturnValue;
+    if (!rv) return 0;
+    return driver ? *(const CUresult *)rv == CUDA_SUCCESS : *(const cudaError_t *)rv == cudaSuccess;
+}
+
+/* The outermost runtime launch is read at its exit, when it succeeded (DIAG_ENTER: at its
+ * entry). */
 static void on_runtime(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
+    int at_entry = (log->diag & DIAG_ENTER) != 0;
     if (in_runtime.session != log->session) {
         in_runtime.session = log->session;
         in_runtime.depth = 0;
     }
-    if (cb->callbackSite == CUPTI_API_EXIT) {
-        if (in_runtime.depth) in_runtime.depth--;
-        return;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        if (in_runtime.depth++ > 0 || !at_entry) return;
+    } else {
+        if (in_runtime.depth == 0) return; /* entered before this log began */
+        if (--in_runtime.depth > 0 || at_entry || !succeeded(cb, 0)) return;
     }
-    if (in_runtime.depth++ > 0) return; /* inside another runtime launch: that one is logged */
     rt_handle kind = runtime_launch(cbid, cb->functionParams, &a);
-    if (kind == RT_NONE || !on_device(log) || log_full(log)) return;
-    a.func = kind == RT_STUB ? stub_function(a.func) : l2p_kernel_function(a.func);
-    log_launch(log, &a);
+    if (kind == RT_NONE) return;
+    log->seen_runtime++;
+    if ((log->diag & DIAG_RAW) || !on_device(log) || log_full(log)) return;
+    log_launch(log, &a, kind == RT_STUB ? L2P_LAUNCH_STUB : L2P_LAUNCH_KERNEL, cb->symbolName);
 }
 
+/* A driver launch outside any runtime launch, read at its exit when it succeeded
+ * (DIAG_ENTER: at its entry). */
 static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
-    if (cb->callbackSite != CUPTI_API_ENTER) return;
+    int at_entry = (log->diag & DIAG_ENTER) != 0;
     if (in_runtime.session == log->session && in_runtime.depth > 0) return;
-    if (!driver_launch(cbid, cb->functionParams, &a) || !on_device(log) || log_full(log)) return;
-    log_launch(log, &a);
+    if ((cb->callbackSite == CUPTI_API_ENTER) != at_entry) return;
+    if (!at_entry && !succeeded(cb, 1)) return;
+    if (!driver_launch(cbid, cb->functionParams, &a)) return;
+    log->seen_driver++;
+    if ((log->diag & DIAG_RAW) || !on_device(log) || log_full(log)) return;
+    log_launch(log, &a, L2P_LAUNCH_DRIVER, cb->symbolName);
 }
 
 /* The one log the callbacks may write. A callback that comes late (another thread's launch
  * racing the end, or a subscription that failed to end) must find no log rather than a freed
- * one: the first full GPU run with the launch log crashed a later PyTorch launch. */
+ * one. Every callback runs under slot_lock, so the log's table of resolutions and the
+ * runtimes' table need no other lock. */
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_launch_log *slot_log;
 static _Thread_local int in_callback; /* a driver call made by the callback itself */
@@ -361,15 +536,23 @@ static l2p_status slot_take(l2p_launch_log *log)
 {
     pthread_mutex_lock(&slot_lock);
     int busy = slot_log != NULL;
-    if (!busy) slot_log = log;
+    if (!busy) {
+        slot_log = log;
+        log->session = ++sessions;
+    }
     pthread_mutex_unlock(&slot_lock);
-    return busy ? l2p_fail(L2P_ERR_STATE, "launch log: another launch log is running in this process (CUPTI allows one subscriber)") : L2P_OK;
+    return busy ? l2p_fail(L2P_ERR_STATE, "launch log: another launch log is running in this "
+                           "process (CUPTI allows one subscriber)") : L2P_OK;
 }
 
+/* After this no callback reads the log, and the runtimes it opened are closed. */
 static void slot_release(l2p_launch_log *log)
 {
     pthread_mutex_lock(&slot_lock);
-    if (slot_log == log) slot_log = NULL;
+    if (slot_log == log) {
+        slot_log = NULL;
+        close_runtimes();
+    }
     pthread_mutex_unlock(&slot_lock);
 }
 
@@ -381,12 +564,16 @@ typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackF
 typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
 typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                  CUpti_CallbackId);
+typedef CUptiResult (*enable_domain_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+typedef CUptiResult (*finalize_fn)(void);
 
 typedef struct {
     subscribe_fn subscribe;
     subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
     unsubscribe_fn unsubscribe;
     enable_fn enable;
+    enable_domain_fn enable_domain;
+    finalize_fn finalize; /* DIAG_FINALIZE only */
 } cupti_calls;
 
 static l2p_status cupti(const cupti_calls **out)
@@ -398,9 +585,11 @@ static l2p_status cupti(const cupti_calls **out)
     c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
     c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
     c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
-    if (!c.subscribe || !c.unsubscribe || !c.enable)
+    c.enable_domain = (enable_domain_fn)dlsym(lib, "cuptiEnableDomain");
+    c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
+    if (!c.subscribe || !c.unsubscribe || !c.enable || !c.enable_domain)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
-                        "cuptiEnableCallback)");
+                        "cuptiEnableCallback, cuptiEnableDomain)");
     L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
     ctx_get_device = (ctx_get_device_fn)get_device;
     *out = &c;
@@ -411,14 +600,18 @@ static l2p_status subscribe(const cupti_calls *c, l2p_launch_log *log)
 {
     CUpti_SubscriberHandle h = NULL;
     char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
-    CUptiResult rc;
+    CUptiResult rc = CUPTI_SUCCESS;
     if (c->subscribe_v2) {
         CUpti_SubscriberParams p = {CUpti_SubscriberParams_STRUCT_SIZE};
         p.subscriberName = "l2persist launch log";
         p.oldSubscriberName = other;
         p.oldSubscriberSize = sizeof other;
         rc = c->subscribe_v2(&h, on_callback, NULL, &p);
-    } else {
+    }
+    /* No v2, or a CUPTI older than our headers that refuses their struct size (the CUPTI
+     * PyTorch maps may be a 12.x one): the plain call. */
+    if (!c->subscribe_v2 || rc == CUPTI_ERROR_INVALID_PARAMETER) {
+        other[0] = '\0';
         rc = c->subscribe(&h, on_callback, NULL);
     }
     if (rc != CUPTI_SUCCESS)
@@ -444,9 +637,11 @@ static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
 {
     CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
     CUptiResult rc;
+    if (log->diag & DIAG_NONE) return L2P_OK;
     for (size_t i = 0; i < sizeof driver_launches / sizeof driver_launches[0]; i++)
         if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i])) != CUPTI_SUCCESS)
             return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a driver launch");
+    if (log->diag & DIAG_DRIVER) return L2P_OK;
     for (size_t i = 0; i < sizeof runtime_launches / sizeof runtime_launches[0]; i++)
         if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launches[i])) !=
             CUPTI_SUCCESS)
@@ -462,6 +657,22 @@ static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
     return L2P_OK;
 }
 
+/* Disable what enable_launches enabled, then remove the subscriber: nothing of ours is left
+ * switched on in CUPTI, the driver or the runtimes (DIAG_KEEP: unsubscribe only). CUPTI itself
+ * stays attached to the process; DIAG_FINALIZE detaches it too (cuptiFinalize, from this thread:
+ * NVIDIA advises an API exit callback, where no other thread is inside CUPTI; a diagnostic
+ * only, and it undoes the counters' profiler initialisation). */
+static void unsubscribe(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
+    if (!(log->diag & DIAG_KEEP)) {
+        (void)c->enable_domain(0, h, CUPTI_CB_DOMAIN_RUNTIME_API);
+        (void)c->enable_domain(0, h, CUPTI_CB_DOMAIN_DRIVER_API);
+    }
+    (void)c->unsubscribe(h);
+    if ((log->diag & DIAG_FINALIZE) && c->finalize) (void)c->finalize();
+}
+
 l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
 {
     const cupti_calls *c;
@@ -470,14 +681,9 @@ l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
     L2P_TRY(cupti(&c));
     L2P_TRY(l2p_launch_log_init(log, device, L2P_LAUNCH_LOG_MAX_LAUNCHES,
                                 L2P_LAUNCH_LOG_MAX_BYTES));
-    log->session = ++sessions;
+    log->diag = diag_switches();
     l2p_status st = slot_take(log);
-    if (st != L2P_OK) {
-        l2p_error keep = *l2p_last_error();
-        l2p_launch_log_free(log);
-        return l2p_fail(keep.status, "%s", keep.message);
-    }
-    st = subscribe(c, log);
+    if (st == L2P_OK) st = subscribe(c, log);
     if (st == L2P_OK) st = enable_launches(c, log);
     if (st != L2P_OK) {
         l2p_error keep = *l2p_last_error();
@@ -487,14 +693,24 @@ l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
     return st;
 }
 
+static void print_counts(const l2p_launch_log *log)
+{
+    const char *path = l2p_cupti_path();
+    fprintf(stderr, "l2persist launch log %lu: launches seen: runtime %zu, driver %zu; logged %zu, "
+            "dropped %zu; kernels resolved %zu, mismatched %zu; CUPTI %s\n", log->session,
+            log->seen_runtime, log->seen_driver, log->n_launches, log->dropped, log->n_fns,
+            log->mismatched, path ? path : "?");
+}
+
 void l2p_launch_log_end(l2p_launch_log *log)
 {
     const cupti_calls *c;
-    slot_release(log); /* first: no callback writes this log from here on */
+    slot_release(log); /* first: no callback reads this log from here on */
     if (!log->subscriber) return;
-    if (cupti(&c) == L2P_OK) (void)c->unsubscribe((CUpti_SubscriberHandle)log->subscriber);
+    if (cupti(&c) == L2P_OK) unsubscribe(c, log);
     else l2p_clear_error();
     log->subscriber = NULL;
+    if (log->diag & DIAG_PRINT) print_counts(log);
 }
 
 /* ---- the scan ---- */
@@ -539,5 +755,7 @@ void l2p_launch_log_free(l2p_launch_log *log)
     pthread_mutex_destroy(&log->lock);
     free(log->launches);
     free(log->args);
+    free(log->fns);
+    free(log->spans);
     memset(log, 0, sizeof *log);
 }

@@ -2,9 +2,9 @@
  *
  * Eager work that syncs with the host (torch.bincount, .item()) cannot be captured into a CUDA
  * graph, so graphscan has no kernel nodes to read. The launch log reads the same things from the
- * launches themselves while the work runs for real: CUPTI's callback API calls us at the entry
- * of each kernel launch, where the function, the stream, the launch shape and the argument
- * bytes are still the caller's, and we copy them into host memory the log owns. Afterwards
+ * launches themselves while the work runs for real: CUPTI's callback API calls us inside each
+ * kernel launch call, where the function, the stream, the launch shape and the argument bytes
+ * are still the caller's, and we copy them into host memory the log owns. Afterwards
  * l2p_launch_log_scan runs graphscan's argument scan (l2p_scan_kernel_args) over the copies and
  * fills the same l2p_graph_scan, so l2p_buffers_build and everything after it is shared.
  *
@@ -18,6 +18,29 @@
  * A runtime launch names a host stub: the runtime that registered it (the one the stub's own
  * library resolves cudaGetFuncBySymbol to, else l2persist's) gives its CUfunction. CUDA 13's
  * cudaKernel_t is a CUkernel, whose CUfunction cuKernelGetFunction gives.
+ *
+ * When. A launch is read at its API exit, once it succeeded: the caller's argument pointers are
+ * still valid there (the call has not returned), and the runtime or driver has finished its own
+ * work for the launch (its module loaded, its state settled), so the lookups the log makes
+ * (cudaGetFuncBySymbol of the stub's runtime, cuKernelGetFunction, cuFuncGetParamInfo,
+ * cuFuncGetName) do not run in the middle of it. Each launch handle is resolved once per log
+ * (l2p_launch_log_recall / _remember): later launches of the same kernel make no lookup.
+ * __cudaLaunchKernel has no published parameter struct (its arguments are read as
+ * cudaLaunchKernel's, the same types in the same order): its function is checked against the
+ * kernel name CUPTI reports (CUpti_CallbackData::symbolName), and one named otherwise is not
+ * logged (`mismatched`), so a wrong reading cannot put another kernel's layout on the bytes.
+ *
+ * Which CUPTI. The one already mapped in the process, if any (l2p_cupti.h), and every enabled
+ * callback is disabled before the subscriber is removed.
+ *
+ * Diagnostic switches (tools/launchlog-diag; not an interface): L2P_LAUNCH_LOG_DIAG, read at
+ * each begin, a comma-separated list of: print (the log's counts and the CUPTI file on stderr at
+ * end), none (subscribe, enable no callback), driver (enable the driver launches only), raw
+ * (callbacks only count launches: no CUDA call from inside them, nothing logged), enter (read
+ * launches at API entry without the per-log cache, opening and closing the stub's library each
+ * time: the first version's way), keep (unsubscribe without disabling the callbacks first: the
+ * first version's way), finalize (detach CUPTI after unsubscribing: cuptiFinalize).
+ * L2P_CUPTI_IGNORE_MAPPED=1: load CUPTI by path even where the process has one (l2p_cupti.c).
  *
  * CUPTI takes one subscriber per process: where Nsight, a profiler or another tool subscribed,
  * l2p_launch_log_begin fails with L2P_ERR_NOT_SUPPORTED (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_...).
@@ -39,6 +62,9 @@ extern "C" {
 /* Default caps: a training step launches hundreds of kernels; a log this long holds several. */
 #define L2P_LAUNCH_LOG_MAX_LAUNCHES 4096
 #define L2P_LAUNCH_LOG_MAX_BYTES ((size_t)16 << 20) /* argument bytes of all launches */
+/* Distinct kernels resolved and kept per log (a table of this many slots, 3/4 used at most);
+ * past that, each launch of a new kernel is looked up on its own. */
+#define L2P_LAUNCH_LOG_FNS 4096
 
 /* One logged launch. */
 typedef struct {
@@ -63,6 +89,17 @@ typedef struct {
     size_t offset, size;
 } l2p_param_span;
 
+/* What one launch handle (a CUfunction or CUkernel given to the driver, a runtime's host stub,
+ * a cudaKernel_t) resolved to: kept for the log, so a kernel is looked up once. */
+typedef struct {
+    const void *handle;
+    int kind;                /* which of the above (L2P_LAUNCH_*) */
+    void *func;              /* its CUfunction; NULL: it cannot be logged */
+    size_t spans_at, n_params; /* its parameter layout: log->spans[spans_at, +n_params) */
+} l2p_launch_fn;
+
+enum { L2P_LAUNCH_DRIVER = 1, L2P_LAUNCH_STUB, L2P_LAUNCH_KERNEL };
+
 typedef struct {
     int device;              /* only launches in this device's contexts are logged */
     l2p_launch *launches;
@@ -70,6 +107,13 @@ typedef struct {
     unsigned char *args;     /* the argument bytes of all launches */
     size_t n_args, args_cap, max_args; /* bytes used, allocated, allowed */
     size_t dropped;          /* launches not logged: past a cap, or their function unknown */
+    size_t mismatched;       /* kernels resolved to a function named otherwise than CUPTI says */
+    size_t seen_runtime, seen_driver; /* launches the callbacks saw (the diagnostic's counts) */
+    l2p_launch_fn *fns;      /* resolved handles: open addressing, fns_cap a power of two */
+    size_t n_fns, fns_cap;
+    l2p_param_span *spans;   /* their parameter layouts */
+    size_t n_spans, spans_cap;
+    unsigned diag;           /* L2P_LAUNCH_LOG_DIAG's switches, read at begin */
     void *subscriber;        /* the CUpti_SubscriberHandle while logging, else NULL */
     unsigned long session;   /* which logging run this is (per-thread state of an earlier
                               * run is told apart by it) */
@@ -92,6 +136,14 @@ void l2p_launch_log_free(l2p_launch_log *log);
 /* An empty log with these caps (no CUPTI). */
 l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
                                size_t max_args);
+/* The resolution of (handle, kind) this log keeps, or NULL. */
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle,
+                                           int kind);
+/* Keep (handle, kind) -> func with its n parameter spans; NULL where the log has no room left
+ * (the table holds fns_cap * 3 / 4, or host memory ran out): the caller then uses what it
+ * resolved for this launch only. Not thread-safe (the callbacks hold one lock). */
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, int kind,
+                                             void *func, const l2p_param_span *spans, size_t n);
 /* Copy one launch into the log: from kernel_params, parameter i's span.size bytes at
  * span.offset; from `extra`, its whole buffer (n_params unused). Past either cap, or with
  * neither form, the launch is counted in log->dropped instead. Thread-safe. */
