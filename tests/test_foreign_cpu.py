@@ -243,12 +243,15 @@ def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
 
 
 def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
-    """tools/launchlog-diag (one GPU call isolating the crash after the launch log): its
-    verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n); a row
-    that fails is kept with its exit code and log, and one past the budget is not started."""
+    """tools/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
+    crash): its verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n)
+    and from an "ok" line wherever it is (the log's counts on stderr follow it); a pytest run
+    that skipped a test is not ok; a row that fails is kept with its exit code and log, one past
+    the budget is not started, and one past its timeout is killed with its children."""
     import importlib.machinery
     import importlib.util
     import signal
+    import time
     from pathlib import Path
     path = Path(__file__).resolve().parents[1] / "tools" / "launchlog-diag"
     loader = importlib.machinery.SourceFileLoader("launchlog_diag_tool", str(path))
@@ -259,16 +262,27 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     assert diag.verdict(-signal.SIGABRT, "") == "CRASH SIGABRT"
     assert diag.verdict(None, "").startswith("TIMEOUT")
     assert diag.verdict(0, "x\nok\n") == "ok"
+    assert diag.verdict(0, "log 0: 5 launches\nok\nl2persist launch log 1: driver launches "
+                           "seen 5; logged 5, dropped 0\n") == "ok"
     assert diag.verdict(0, "2 passed in 3s") == "ok"
     assert diag.verdict(0, "2 skipped in 1s").startswith("SKIPPED")
+    assert diag.verdict(0, "1 passed, 1 skipped in 9s\nok\n").startswith("SKIPPED")
+    assert diag.verdict(0, "log 0: 5 launches\n").startswith("ok?")
     assert diag.verdict(1, "Traceback\nValueError: no\n") == "FAIL rc=1: ValueError: no"
-    assert {"control", "none", "raw", "enter", "keep", "2cupti", "old", "full",
-            "pytest-two"} <= set(diag.VARIANTS)
+    assert set(diag.VARIANTS) == {"control", "capture", "none", "raw", "keep", "finalize",
+                                  "2cupti", "full", "full-x20", "discover", "pytest-two",
+                                  "pytest-later"}
+    compile(diag.WORK, "WORK", "exec")
+    compile(diag.LATER, "LATER", "exec")             # pytest.main, then the stress: one process
+    assert "pytest.main" in diag.LATER and diag.STRESS in diag.LATER
+    assert all(t in diag.LATER for t in diag.TWO)
     monkeypatch.setitem(diag.VARIANTS, "fails", ("a row that fails", ["-c", "raise SystemExit(3)"],
                                                  {}, 30))
-    import time
     name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 60)
     assert (name, rc) == ("fails", 3) and v.startswith("FAIL rc=3"), v
     assert (tmp_path / "fails.log").read_text().count("rc: 3") == 1
     name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 5)
     assert rc is None and v == "not run (budget)"
+    t0 = time.monotonic()            # a grandchild holding the pipes does not outlive the limit
+    rc, out = diag.run_group(["bash", "-c", "echo started; sleep 30 & sleep 30"], 1)
+    assert rc is None and "started" in out and time.monotonic() - t0 < 10

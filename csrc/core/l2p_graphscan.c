@@ -187,16 +187,6 @@ l2p_status l2p_function_describe(void *func, l2p_kernel_info *out)
     return L2P_OK;
 }
 
-const char *l2p_function_name(void *func)
-{
-    const driver_calls *d;
-    const char *name = NULL;
-    if (driver(&d) != L2P_OK || !d->func_name || !func ||
-        d->func_name(&name, (CUfunction)func) != CUDA_SUCCESS)
-        return NULL;
-    return name;
-}
-
 int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size)
 {
     const driver_calls *d;

@@ -2,14 +2,13 @@
 #define _GNU_SOURCE
 #include "l2p_launchlog.h"
 
-#include <dlfcn.h>
+#include <dlfcn.h> /* dlsym of CUPTI's calls, at begin and end: never in a callback */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h> /* driver types only: the entry points come through l2p_driver_symbol */
-#include <cuda_runtime_api.h>
 #include <cupti.h> /* the callback API, and the parameter structs of each API function */
 
 #include "l2p_cupti.h"
@@ -100,22 +99,20 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
     pthread_mutex_unlock(&log->lock);
 }
 
-/* The slot of (handle, kind) in the table: its own, or the empty one where it would go. */
-static size_t fn_slot(const l2p_launch_log *log, const void *handle, int kind)
+/* The slot of handle in the table: its own, or the empty one (handle NULL) where it would go. */
+static size_t fn_slot(const l2p_launch_log *log, const void *handle)
 {
-    uint64_t h = ((uint64_t)(uintptr_t)handle ^ (uint64_t)kind) * 0x9e3779b97f4a7c15ull;
+    uint64_t h = (uint64_t)(uintptr_t)handle * 0x9e3779b97f4a7c15ull;
     size_t mask = log->fns_cap - 1, i = (size_t)(h >> 32) & mask;
-    while (log->fns[i].kind && !(log->fns[i].handle == handle && log->fns[i].kind == kind))
-        i = (i + 1) & mask;
+    while (log->fns[i].handle && log->fns[i].handle != handle) i = (i + 1) & mask;
     return i;
 }
 
-const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle,
-                                           int kind)
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle)
 {
-    if (!log->fns_cap) return NULL;
-    const l2p_launch_fn *f = &log->fns[fn_slot(log, handle, kind)];
-    return f->kind ? f : NULL;
+    if (!log->fns_cap || !handle) return NULL;
+    const l2p_launch_fn *f = &log->fns[fn_slot(log, handle)];
+    return f->handle ? f : NULL;
 }
 
 /* Room for n more spans: the pool grows by doubling. */
@@ -131,16 +128,16 @@ static int reserve_spans(l2p_launch_log *log, size_t n)
     return 1;
 }
 
-const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, int kind,
-                                             void *func, const l2p_param_span *spans, size_t n)
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
+                                             const l2p_param_span *spans, size_t n)
 {
-    /* kind 0 marks an empty slot; a table 3/4 full keeps its probes short */
-    if (!log->fns_cap || kind == 0 || 4 * (log->n_fns + 1) > 3 * log->fns_cap) return NULL;
-    size_t i = fn_slot(log, handle, kind);
-    if (log->fns[i].kind) return &log->fns[i]; /* kept already */
+    /* a NULL handle marks an empty slot; a table 3/4 full keeps its probes short */
+    if (!log->fns_cap || !handle || 4 * (log->n_fns + 1) > 3 * log->fns_cap) return NULL;
+    size_t i = fn_slot(log, handle);
+    if (log->fns[i].handle) return &log->fns[i]; /* kept already */
     if (n && !reserve_spans(log, n)) return NULL;
     l2p_launch_fn *f = &log->fns[i];
-    f->handle = handle, f->kind = kind, f->func = func;
+    f->handle = handle, f->func = func;
     f->spans_at = log->n_spans, f->n_params = n;
     if (n) memcpy(log->spans + log->n_spans, spans, n * sizeof *spans);
     log->n_spans += n;
@@ -165,12 +162,6 @@ _Static_assert(offsetof(cuLaunchCooperativeKernel_params, kernelParams) ==
                offsetof(cuLaunchKernel_params, kernelParams) &&
                offsetof(cuLaunchCooperativeKernel_params, hStream) ==
                offsetof(cuLaunchKernel_params, hStream), "cuLaunchCooperativeKernel differs");
-_Static_assert(sizeof(cudaLaunchKernel_v7000_params) == sizeof(cudaLaunchKernel_ptsz_v7000_params),
-               "cudaLaunchKernel_ptsz differs");
-_Static_assert(sizeof(cudaLaunchCooperativeKernel_v9000_params) ==
-               sizeof(cudaLaunchKernel_v7000_params), "cudaLaunchCooperativeKernel differs");
-_Static_assert(sizeof(cudaLaunchKernelExC_v11060_params) ==
-               sizeof(cudaLaunchKernelExC_ptsz_v11060_params), "cudaLaunchKernelExC_ptsz differs");
 
 static void shape(l2p_launch_args *a, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                   unsigned by, unsigned bz, size_t shared_mem)
@@ -214,63 +205,15 @@ static int driver_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_a
     }
 }
 
-/* What a runtime launch names its kernel by. */
-typedef enum { RT_NONE, RT_STUB, RT_KERNEL } rt_handle;
-
-/* A runtime launch (a->func is then a host stub or a CUkernel, said by the return value). */
-static rt_handle runtime_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_args *a)
-{
-    memset(a, 0, sizeof *a);
-    switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
-#if CUDART_VERSION >= 13000
-    /* CUDA 13's __cudaLaunchKernel has no struct in generated_cuda_runtime_api_meta.h. CUPTI's
-     * structs hold the arguments in order, and its arguments are cudaLaunchKernel's with a
-     * cudaKernel_t (a CUkernel) first (crt/device_functions.h): the same layout. */
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
-    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
-#endif
-    {
-        const cudaLaunchKernel_v7000_params *p = (const cudaLaunchKernel_v7000_params *)params;
-        shape(a, p->gridDim.x, p->gridDim.y, p->gridDim.z, p->blockDim.x, p->blockDim.y,
-              p->blockDim.z, p->sharedMem);
-        a->func = (void *)p->func, a->stream = p->stream, a->kernel_params = p->args;
-#if CUDART_VERSION >= 13000
-        if (cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000 ||
-            cbid == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000)
-            return RT_KERNEL;
-#endif
-        return RT_STUB;
-    }
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
-        const cudaLaunchKernelExC_v11060_params *p = (const cudaLaunchKernelExC_v11060_params *)params;
-        const cudaLaunchConfig_t *c = p->config;
-        if (!c) return RT_NONE;
-        shape(a, c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y,
-              c->blockDim.z, c->dynamicSmemBytes);
-        a->func = (void *)p->func, a->stream = c->stream, a->kernel_params = p->args;
-        return RT_STUB;
-    }
-    default:
-        return RT_NONE;
-    }
-}
-
 /* ---- the diagnostic switches (l2p_launchlog.h) ---- */
 
-enum { DIAG_PRINT = 1, DIAG_NONE = 2, DIAG_DRIVER = 4, DIAG_RAW = 8, DIAG_ENTER = 16,
-       DIAG_KEEP = 32, DIAG_FINALIZE = 64 };
+enum { DIAG_PRINT = 1, DIAG_NONE = 2, DIAG_RAW = 4, DIAG_KEEP = 8, DIAG_FINALIZE = 16 };
 
 static unsigned diag_switches(void)
 {
     static const struct { const char *word; unsigned bit; } words[] = {
-        {"print", DIAG_PRINT}, {"none", DIAG_NONE},   {"driver", DIAG_DRIVER},
-        {"raw", DIAG_RAW},     {"enter", DIAG_ENTER}, {"keep", DIAG_KEEP},
-        {"finalize", DIAG_FINALIZE}};
+        {"print", DIAG_PRINT}, {"none", DIAG_NONE}, {"raw", DIAG_RAW},
+        {"keep", DIAG_KEEP},   {"finalize", DIAG_FINALIZE}};
     const char *env = getenv("L2P_LAUNCH_LOG_DIAG");
     char buf[128], *save = NULL;
     unsigned bits = 0;
@@ -284,76 +227,6 @@ static unsigned diag_switches(void)
 
 /* ---- which function a launch runs ---- */
 
-typedef cudaError_t (*func_by_symbol_fn)(cudaFunction_t *, const void *);
-typedef cudaError_t (*last_error_fn)(void);
-
-/* Ask one runtime for a stub's function without leaving an error in it: a failed lookup sets
- * that runtime's last error, which its owner's next cudaGetLastError (PyTorch checks after
- * every launch) would take for its own. A runtime that already holds an error is not asked. */
-static void *ask_runtime(func_by_symbol_fn get, last_error_fn peek, last_error_fn take,
-                         const void *stub)
-{
-    cudaFunction_t f = NULL;
-    if (peek() != cudaSuccess) return NULL;
-    if (get(&f, stub) == cudaSuccess) return (void *)f;
-    (void)take();
-    return NULL;
-}
-
-/* The runtime one library links (its own symbol lookup finds it: libtorch_cuda.so finds its
- * libcudart.so), found once per log and kept open until the log's end, so the callbacks do
- * not open and close libraries while a launch is being made. */
-typedef struct {
-    void *base; /* the library's load address (dladdr's dli_fbase) */
-    void *lib;  /* dlopen(RTLD_NOLOAD): a library already loaded, nothing loaded anew */
-    func_by_symbol_fn get;
-    last_error_fn peek, take;
-} lib_runtime;
-
-enum { MAX_LIBS = 64 };
-static lib_runtime libs[MAX_LIBS]; /* the running log's, under slot_lock */
-static size_t n_libs;
-
-static void open_runtime(lib_runtime *r, const char *file)
-{
-    r->lib = dlopen(file, RTLD_LAZY | RTLD_NOLOAD);
-    if (!r->lib) return;
-    r->get = (func_by_symbol_fn)dlsym(r->lib, "cudaGetFuncBySymbol");
-    r->peek = (last_error_fn)dlsym(r->lib, "cudaPeekAtLastError");
-    r->take = (last_error_fn)dlsym(r->lib, "cudaGetLastError");
-}
-
-static void close_runtimes(void)
-{
-    for (size_t i = 0; i < n_libs; i++)
-        if (libs[i].lib) dlclose(libs[i].lib);
-    memset(libs, 0, sizeof libs);
-    n_libs = 0;
-}
-
-/* A host stub's CUfunction, from the runtime that registered it: each library registers its
- * kernels with the runtime it links; else l2persist's own (static) runtime, where its kernels
- * are. `fresh`: open and close the library around this one lookup (DIAG_ENTER). */
-static void *stub_function(const void *stub, int fresh)
-{
-    Dl_info info;
-    lib_runtime one, *r = NULL;
-    void *f = NULL;
-    memset(&one, 0, sizeof one);
-    if (dladdr(stub, &info) && info.dli_fname && info.dli_fname[0]) {
-        for (size_t i = 0; !fresh && !r && i < n_libs; i++)
-            if (libs[i].base == info.dli_fbase) r = &libs[i];
-        if (!r) {
-            r = !fresh && n_libs < MAX_LIBS ? &libs[n_libs++] : &one;
-            r->base = info.dli_fbase;
-            open_runtime(r, info.dli_fname);
-        }
-        if (r->get && r->peek && r->take) f = ask_runtime(r->get, r->peek, r->take, stub);
-        if (one.lib) dlclose(one.lib);
-    }
-    return f ? f : ask_runtime(cudaGetFuncBySymbol, cudaPeekAtLastError, cudaGetLastError, stub);
-}
-
 /* Parameter i's offset and size for each parameter, up to cap (the count). */
 static size_t param_layout(void *func, l2p_param_span *spans, size_t cap)
 {
@@ -362,32 +235,20 @@ static size_t param_layout(void *func, l2p_param_span *spans, size_t cap)
     return n;
 }
 
-/* The CUfunction a launch handle of `kind` runs, with its parameter layout; NULL where none is
- * found. The driver takes a CUfunction or a CUkernel: a handle without parameters as a function
- * is tried as a CUkernel. */
-static void *function_of(const void *handle, int kind, int fresh, l2p_param_span *spans,
-                         size_t cap, size_t *n)
+/* The CUfunction a driver launch runs, with its parameter layout; NULL where none is found.
+ * The driver takes a CUfunction or a CUkernel (a library kernel, which a runtime may pass): a
+ * handle without parameters as a function is tried as a CUkernel, whose CUfunction in the
+ * current context cuKernelGetFunction gives. Both calls go straight to the driver (entry points
+ * resolved by l2p_discovery_supported before the subscription): no runtime is called. */
+static void *function_of(void *handle, l2p_param_span *spans, size_t cap, size_t *n)
 {
-    void *f = kind == L2P_LAUNCH_STUB     ? stub_function(handle, fresh)
-              : kind == L2P_LAUNCH_KERNEL ? l2p_kernel_function((void *)handle)
-                                          : (void *)handle;
-    void *k;
-    *n = f ? param_layout(f, spans, cap) : 0;
-    if (f && *n == 0 && kind == L2P_LAUNCH_DRIVER && (k = l2p_kernel_function(f)) != NULL) {
+    void *f = handle, *k;
+    *n = param_layout(f, spans, cap);
+    if (*n == 0 && (k = l2p_kernel_function(f)) != NULL) {
         f = k;
         *n = param_layout(f, spans, cap);
     }
     return f;
-}
-
-/* Whether the driver's name for func is the kernel CUPTI reported for the launch (either
- * unknown: nothing to compare). Checked for __cudaLaunchKernel's handle only: its parameter
- * struct is not published and is read as cudaLaunchKernel's; a stub's function comes from the
- * runtime that registered it, a driver launch's is the caller's own. */
-static int same_kernel(int kind, void *func, const char *symbol)
-{
-    const char *name = kind == L2P_LAUNCH_KERNEL && func && symbol ? l2p_function_name(func) : NULL;
-    return !name || strcmp(name, symbol) == 0;
 }
 
 /* ---- the callback ---- */
@@ -395,29 +256,11 @@ static int same_kernel(int kind, void *func, const char *symbol)
 typedef CUresult (*ctx_get_device_fn)(CUdevice *);
 static ctx_get_device_fn ctx_get_device; /* resolved by l2p_launch_log_begin */
 
-/* Per thread: the runtime launch being made, so that a driver launch inside it (should CUPTI
- * report one) or a runtime launch inside it (__cudaLaunchKernel may go through another) is not
- * logged twice. `session` tells this logging run's state from a run that ended mid-launch. */
-static _Thread_local struct {
-    unsigned long session;
-    int depth;  /* runtime launches entered and not yet left */
-} in_runtime;
-static unsigned long sessions; /* begun so far, under slot_lock */
-
 /* Whether the calling thread's current context is on the log's device. */
 static int on_device(const l2p_launch_log *log)
 {
     CUdevice dev;
     return ctx_get_device(&dev) == CUDA_SUCCESS && (int)dev == log->device;
-}
-
-static int log_full(l2p_launch_log *log)
-{
-    pthread_mutex_lock(&log->lock);
-    int full = log->n_launches == log->max_launches;
-    if (full) log->dropped++;
-    pthread_mutex_unlock(&log->lock);
-    return full;
 }
 
 static void count_dropped(l2p_launch_log *log)
@@ -427,107 +270,61 @@ static void count_dropped(l2p_launch_log *log)
     pthread_mutex_unlock(&log->lock);
 }
 
-/* Log a launch whose a->func is a handle of `kind`, `symbol` CUPTI's name for its kernel: the
- * handle's resolution is the log's when kept, else made now (and kept where there is room). */
-static void log_launch(l2p_launch_log *log, l2p_launch_args *a, int kind, const char *symbol)
+/* Log a launch whose a->func is the handle given to the driver: its resolution is the log's
+ * when kept, else made now (and kept where there is room). */
+static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
 {
     enum { MAX_PARAMS = 512 }; /* 8 KiB of spans on the caller's stack */
     l2p_param_span spans[MAX_PARAMS];
-    int fresh = (log->diag & DIAG_ENTER) != 0;
-    const l2p_launch_fn *kept = fresh ? NULL : l2p_launch_log_recall(log, a->func, kind);
+    const l2p_launch_fn *kept = l2p_launch_log_recall(log, a->func);
     if (!kept) {
         size_t n;
-        void *f = function_of(a->func, kind, fresh, spans, MAX_PARAMS, &n);
-        if (f && !same_kernel(kind, f, symbol)) {
-            log->mismatched++;
-            f = NULL, n = 0;
-        }
-        kept = fresh ? NULL : l2p_launch_log_remember(log, a->func, kind, f, spans, n);
+        void *f = function_of(a->func, spans, MAX_PARAMS, &n);
+        kept = l2p_launch_log_remember(log, a->func, f, spans, n);
         if (!kept) { /* no room to keep it: this launch only */
-            if (!f) {
-                count_dropped(log);
-                return;
-            }
             a->func = f;
             l2p_launch_log_add(log, a, spans, n);
             return;
         }
     }
-    if (!kept->func) { /* a stub no runtime knew, a CUkernel without a function here */
-        count_dropped(log);
-        return;
-    }
     a->func = kept->func;
     l2p_launch_log_add(log, a, log->spans + kept->spans_at, kept->n_params);
 }
 
-/* Whether a callback at the API exit reports success (`driver`: a CUresult, else a
- * cudaError_t). */
-static int succeeded(const CUpti_CallbackData *cb, int driver)
-{
-    const void *rv = cb->functionReturnValue;
-    if (!rv) return 0;
-    return driver ? *(const CUresult *)rv == CUDA_SUCCESS : *(const cudaError_t *)rv == cudaSuccess;
-}
-
-/* The outermost runtime launch is read at its exit, when it succeeded (DIAG_ENTER: at its
- * entry). */
-static void on_runtime(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
-{
-    l2p_launch_args a;
-    int at_entry = (log->diag & DIAG_ENTER) != 0;
-    if (in_runtime.session != log->session) {
-        in_runtime.session = log->session;
-        in_runtime.depth = 0;
-    }
-    if (cb->callbackSite == CUPTI_API_ENTER) {
-        if (in_runtime.depth++ > 0 || !at_entry) return;
-    } else {
-        if (in_runtime.depth == 0) return; /* entered before this log began */
-        if (--in_runtime.depth > 0 || at_entry || !succeeded(cb, 0)) return;
-    }
-    rt_handle kind = runtime_launch(cbid, cb->functionParams, &a);
-    if (kind == RT_NONE) return;
-    log->seen_runtime++;
-    if ((log->diag & DIAG_RAW) || !on_device(log) || log_full(log)) return;
-    log_launch(log, &a, kind == RT_STUB ? L2P_LAUNCH_STUB : L2P_LAUNCH_KERNEL, cb->symbolName);
-}
-
-/* A driver launch outside any runtime launch, read at its exit when it succeeded
- * (DIAG_ENTER: at its entry). */
+/* A driver launch, read at its API entry: its kernelParams, extra and config point at the
+ * caller's memory until the call returns, and the log copies the bytes now. (A launch the
+ * driver then refuses is logged too: fn asked for it.) */
 static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
-    int at_entry = (log->diag & DIAG_ENTER) != 0;
-    if (in_runtime.session == log->session && in_runtime.depth > 0) return;
-    if ((cb->callbackSite == CUPTI_API_ENTER) != at_entry) return;
-    if (!at_entry && !succeeded(cb, 1)) return;
-    if (!driver_launch(cbid, cb->functionParams, &a)) return;
-    log->seen_driver++;
-    if ((log->diag & DIAG_RAW) || !on_device(log) || log_full(log)) return;
-    log_launch(log, &a, L2P_LAUNCH_DRIVER, cb->symbolName);
+    if (cb->callbackSite != CUPTI_API_ENTER || !driver_launch(cbid, cb->functionParams, &a))
+        return;
+    log->seen++;
+    if ((log->diag & DIAG_RAW) || !on_device(log)) return;
+    if (log->n_launches == log->max_launches || !a.func) { /* full: no lookup for it */
+        count_dropped(log);
+        return;
+    }
+    log_launch(log, &a);
 }
 
 /* The one log the callbacks may write. A callback that comes late (another thread's launch
  * racing the end, or a subscription that failed to end) must find no log rather than a freed
- * one. Every callback runs under slot_lock, so the log's table of resolutions and the
- * runtimes' table need no other lock. */
+ * one. Every callback runs under slot_lock, so the log's table of resolutions needs no other
+ * lock. */
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_launch_log *slot_log;
+static unsigned long sessions; /* begun so far, under slot_lock */
 static _Thread_local int in_callback; /* a driver call made by the callback itself */
 
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
                                  CUpti_CallbackId cbid, const void *data)
 {
     (void)userdata;
-    if (in_callback) return;
+    if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
     in_callback = 1;
     pthread_mutex_lock(&slot_lock);
-    l2p_launch_log *log = slot_log;
-    if (log && domain == CUPTI_CB_DOMAIN_RUNTIME_API)
-        on_runtime(log, cbid, (const CUpti_CallbackData *)data);
-    else if (log && domain == CUPTI_CB_DOMAIN_DRIVER_API)
-        on_driver(log, cbid, (const CUpti_CallbackData *)data);
+    if (slot_log) on_driver(slot_log, cbid, (const CUpti_CallbackData *)data);
     pthread_mutex_unlock(&slot_lock);
     in_callback = 0;
 }
@@ -545,14 +342,11 @@ static l2p_status slot_take(l2p_launch_log *log)
                            "process (CUPTI allows one subscriber)") : L2P_OK;
 }
 
-/* After this no callback reads the log, and the runtimes it opened are closed. */
+/* After this no callback reads the log. */
 static void slot_release(l2p_launch_log *log)
 {
     pthread_mutex_lock(&slot_lock);
-    if (slot_log == log) {
-        slot_log = NULL;
-        close_runtimes();
-    }
+    if (slot_log == log) slot_log = NULL;
     pthread_mutex_unlock(&slot_lock);
 }
 
@@ -564,7 +358,6 @@ typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackF
 typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
 typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                  CUpti_CallbackId);
-typedef CUptiResult (*enable_domain_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
 typedef CUptiResult (*finalize_fn)(void);
 
 typedef struct {
@@ -572,7 +365,6 @@ typedef struct {
     subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
     unsubscribe_fn unsubscribe;
     enable_fn enable;
-    enable_domain_fn enable_domain;
     finalize_fn finalize; /* DIAG_FINALIZE only */
 } cupti_calls;
 
@@ -585,11 +377,10 @@ static l2p_status cupti(const cupti_calls **out)
     c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
     c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
     c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
-    c.enable_domain = (enable_domain_fn)dlsym(lib, "cuptiEnableDomain");
     c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
-    if (!c.subscribe || !c.unsubscribe || !c.enable || !c.enable_domain)
+    if (!c.subscribe || !c.unsubscribe || !c.enable)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
-                        "cuptiEnableCallback, cuptiEnableDomain)");
+                        "cuptiEnableCallback)");
     L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
     ctx_get_device = (ctx_get_device_fn)get_device;
     *out = &c;
@@ -625,50 +416,35 @@ static const CUpti_CallbackId driver_launches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
-static const CUpti_CallbackId runtime_launches[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+enum { N_LAUNCH_CBIDS = sizeof driver_launches / sizeof driver_launches[0] };
 
+/* Enable the driver's launch callbacks, counting in log->n_enabled those switched on (the
+ * first n_enabled of driver_launches), so that unsubscribe switches off exactly those. */
 static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
 {
     CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
-    CUptiResult rc;
     if (log->diag & DIAG_NONE) return L2P_OK;
-    for (size_t i = 0; i < sizeof driver_launches / sizeof driver_launches[0]; i++)
-        if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i])) != CUPTI_SUCCESS)
+    for (; log->n_enabled < N_LAUNCH_CBIDS; log->n_enabled++) {
+        CUptiResult rc =
+            c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[log->n_enabled]);
+        if (rc != CUPTI_SUCCESS)
             return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a driver launch");
-    if (log->diag & DIAG_DRIVER) return L2P_OK;
-    for (size_t i = 0; i < sizeof runtime_launches / sizeof runtime_launches[0]; i++)
-        if ((rc = c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_launches[i])) !=
-            CUPTI_SUCCESS)
-            return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a runtime launch");
-#if CUDART_VERSION >= 13000
-    /* A CUPTI older than CUDA 13 does not know __cudaLaunchKernel; nor do the runtimes that
-     * come with it, so a refusal here loses nothing. */
-    (void)c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
-                    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
-    (void)c->enable(1, h, CUPTI_CB_DOMAIN_RUNTIME_API,
-                    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000);
-#endif
+    }
     return L2P_OK;
 }
 
-/* Disable what enable_launches enabled, then remove the subscriber: nothing of ours is left
- * switched on in CUPTI, the driver or the runtimes (DIAG_KEEP: unsubscribe only). CUPTI itself
- * stays attached to the process; DIAG_FINALIZE detaches it too (cuptiFinalize, from this thread:
+/* Disable each callback enable_launches enabled, then remove the subscriber: nothing of ours
+ * is left switched on in CUPTI or the driver (DIAG_KEEP: unsubscribe only). CUPTI itself stays
+ * attached to the process; DIAG_FINALIZE detaches it too (cuptiFinalize, from this thread:
  * NVIDIA advises an API exit callback, where no other thread is inside CUPTI; a diagnostic
  * only, and it undoes the counters' profiler initialisation). */
 static void unsubscribe(const cupti_calls *c, l2p_launch_log *log)
 {
     CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
-    if (!(log->diag & DIAG_KEEP)) {
-        (void)c->enable_domain(0, h, CUPTI_CB_DOMAIN_RUNTIME_API);
-        (void)c->enable_domain(0, h, CUPTI_CB_DOMAIN_DRIVER_API);
-    }
+    if (!(log->diag & DIAG_KEEP))
+        for (size_t i = 0; i < log->n_enabled; i++)
+            (void)c->enable(0, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]);
+    log->n_enabled = 0;
     (void)c->unsubscribe(h);
     if ((log->diag & DIAG_FINALIZE) && c->finalize) (void)c->finalize();
 }
@@ -696,10 +472,9 @@ l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
 static void print_counts(const l2p_launch_log *log)
 {
     const char *path = l2p_cupti_path();
-    fprintf(stderr, "l2persist launch log %lu: launches seen: runtime %zu, driver %zu; logged %zu, "
-            "dropped %zu; kernels resolved %zu, mismatched %zu; CUPTI %s\n", log->session,
-            log->seen_runtime, log->seen_driver, log->n_launches, log->dropped, log->n_fns,
-            log->mismatched, path ? path : "?");
+    fprintf(stderr, "l2persist launch log %lu: driver launches seen %zu; logged %zu, dropped "
+            "%zu; kernels resolved %zu; CUPTI %s\n", log->session, log->seen, log->n_launches,
+            log->dropped, log->n_fns, path ? path : "?");
 }
 
 void l2p_launch_log_end(l2p_launch_log *log)

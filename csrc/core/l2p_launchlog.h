@@ -8,38 +8,32 @@
  * l2p_launch_log_scan runs graphscan's argument scan (l2p_scan_kernel_args) over the copies and
  * fills the same l2p_graph_scan, so l2p_buffers_build and everything after it is shared.
  *
- * Which launches. The driver's cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
- * their _ptsz forms (CuPy, Triton, cuda.core, l2persist.launch); and the runtime's
- * cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel and CUDA 13's
- * __cudaLaunchKernel, which `<<<>>>` compiles to (PyTorch's kernels). Both domains are needed:
- * CUPTI does not report the driver calls the runtime makes inside its own API (Nsight Systems,
- * built on CUPTI, shows a cudaLaunchKernel without its cuLaunchKernel). Should a driver report
- * them after all, a driver launch inside a runtime launch already logged is not logged again.
- * A runtime launch names a host stub: the runtime that registered it (the one the stub's own
- * library resolves cudaGetFuncBySymbol to, else l2persist's) gives its CUfunction. CUDA 13's
- * cudaKernel_t is a CUkernel, whose CUfunction cuKernelGetFunction gives.
+ * Which launches: the driver's cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
+ * their _ptsz forms, and nothing else. The runtime's launches (cudaLaunchKernel, `<<<>>>`)
+ * reach these driver callbacks from inside the runtime: measured for PyTorch's kernels through
+ * its libcudart (H200, PyTorch 2.11 + CUDA 13.0: all 5 launches of a bincount step seen in the
+ * driver domain); l2persist's own kernels, through its static runtime, are checked by
+ * test_discover_l2persist_work_that_syncs_with_the_host. The runtime domain is not used: its
+ * launch structs name host stubs, to be mapped to functions through the runtime that
+ * registered them (and CUDA 13's __cudaLaunchKernel has no published struct); versions built
+ * on it lost every launch (that H200 run) or crashed a later PyTorch launch (earlier runs).
  *
- * When. A launch is read at its API exit, once it succeeded: the caller's argument pointers are
- * still valid there (the call has not returned), and the runtime or driver has finished its own
- * work for the launch (its module loaded, its state settled), so the lookups the log makes
- * (cudaGetFuncBySymbol of the stub's runtime, cuKernelGetFunction, cuFuncGetParamInfo,
- * cuFuncGetName) do not run in the middle of it. Each launch handle is resolved once per log
- * (l2p_launch_log_recall / _remember): later launches of the same kernel make no lookup.
- * __cudaLaunchKernel has no published parameter struct (its arguments are read as
- * cudaLaunchKernel's, the same types in the same order): its function is checked against the
- * kernel name CUPTI reports (CUpti_CallbackData::symbolName), and one named otherwise is not
- * logged (`mismatched`), so a wrong reading cannot put another kernel's layout on the bytes.
+ * When: at the driver call's entry. Its kernelParams, extra and config point at the caller's
+ * memory until the call returns, and the log copies the bytes there. The handle the driver is
+ * given is a CUfunction or a CUkernel (a library kernel, which CUDA 13's runtime may pass); its
+ * parameter layout comes from cuFuncGetParamInfo, a CUkernel's CUfunction from
+ * cuKernelGetFunction, both through driver entry points resolved before the subscription: a
+ * callback calls no runtime, opens or closes no library, and allocates nothing but the log's
+ * own buffers. Each handle is resolved once per log (l2p_launch_log_recall / _remember).
  *
- * Which CUPTI. The one already mapped in the process, if any (l2p_cupti.h), and every enabled
- * callback is disabled before the subscriber is removed.
+ * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). At the end each
+ * callback enabled is disabled before the subscriber is removed.
  *
  * Diagnostic switches (tools/launchlog-diag; not an interface): L2P_LAUNCH_LOG_DIAG, read at
  * each begin, a comma-separated list of: print (the log's counts and the CUPTI file on stderr at
- * end), none (subscribe, enable no callback), driver (enable the driver launches only), raw
- * (callbacks only count launches: no CUDA call from inside them, nothing logged), enter (read
- * launches at API entry without the per-log cache, opening and closing the stub's library each
- * time: the first version's way), keep (unsubscribe without disabling the callbacks first: the
- * first version's way), finalize (detach CUPTI after unsubscribing: cuptiFinalize).
+ * end), none (subscribe, enable no callback), raw (the callbacks only count launches: no driver
+ * call from inside them, nothing logged), keep (unsubscribe without disabling the callbacks
+ * first), finalize (detach CUPTI after unsubscribing: cuptiFinalize).
  * L2P_CUPTI_IGNORE_MAPPED=1: load CUPTI by path even where the process has one (l2p_cupti.c).
  *
  * CUPTI takes one subscriber per process: where Nsight, a profiler or another tool subscribed,
@@ -89,16 +83,13 @@ typedef struct {
     size_t offset, size;
 } l2p_param_span;
 
-/* What one launch handle (a CUfunction or CUkernel given to the driver, a runtime's host stub,
- * a cudaKernel_t) resolved to: kept for the log, so a kernel is looked up once. */
+/* What one handle given to the driver (a CUfunction or a CUkernel) resolved to: kept for the
+ * log, so a kernel is looked up once. */
 typedef struct {
-    const void *handle;
-    int kind;                /* which of the above (L2P_LAUNCH_*) */
-    void *func;              /* its CUfunction; NULL: it cannot be logged */
+    const void *handle;      /* NULL: an empty slot */
+    void *func;              /* its CUfunction */
     size_t spans_at, n_params; /* its parameter layout: log->spans[spans_at, +n_params) */
 } l2p_launch_fn;
-
-enum { L2P_LAUNCH_DRIVER = 1, L2P_LAUNCH_STUB, L2P_LAUNCH_KERNEL };
 
 typedef struct {
     int device;              /* only launches in this device's contexts are logged */
@@ -107,16 +98,15 @@ typedef struct {
     unsigned char *args;     /* the argument bytes of all launches */
     size_t n_args, args_cap, max_args; /* bytes used, allocated, allowed */
     size_t dropped;          /* launches not logged: past a cap, or their function unknown */
-    size_t mismatched;       /* kernels resolved to a function named otherwise than CUPTI says */
-    size_t seen_runtime, seen_driver; /* launches the callbacks saw (the diagnostic's counts) */
+    size_t seen;             /* driver launches the callbacks saw (the diagnostic's count) */
     l2p_launch_fn *fns;      /* resolved handles: open addressing, fns_cap a power of two */
     size_t n_fns, fns_cap;
     l2p_param_span *spans;   /* their parameter layouts */
     size_t n_spans, spans_cap;
     unsigned diag;           /* L2P_LAUNCH_LOG_DIAG's switches, read at begin */
     void *subscriber;        /* the CUpti_SubscriberHandle while logging, else NULL */
-    unsigned long session;   /* which logging run this is (per-thread state of an earlier
-                              * run is told apart by it) */
+    size_t n_enabled;        /* callbacks enabled on it (the first n of the launch calls) */
+    unsigned long session;   /* which logging run this is in the process (the diagnostic's) */
     pthread_mutex_t lock;    /* launches may come from several threads */
 } l2p_launch_log;
 
@@ -136,14 +126,14 @@ void l2p_launch_log_free(l2p_launch_log *log);
 /* An empty log with these caps (no CUPTI). */
 l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
                                size_t max_args);
-/* The resolution of (handle, kind) this log keeps, or NULL. */
-const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle,
-                                           int kind);
-/* Keep (handle, kind) -> func with its n parameter spans; NULL where the log has no room left
- * (the table holds fns_cap * 3 / 4, or host memory ran out): the caller then uses what it
- * resolved for this launch only. Not thread-safe (the callbacks hold one lock). */
-const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, int kind,
-                                             void *func, const l2p_param_span *spans, size_t n);
+/* The resolution of handle this log keeps, or NULL. */
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle);
+/* Keep handle -> func with its n parameter spans (the first kept stays); NULL for a NULL
+ * handle or where the log has no room left (the table holds fns_cap * 3 / 4, or host memory
+ * ran out): the caller then uses what it resolved for this launch only. Not thread-safe (the
+ * callbacks hold one lock). */
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
+                                             const l2p_param_span *spans, size_t n);
 /* Copy one launch into the log: from kernel_params, parameter i's span.size bytes at
  * span.offset; from `extra`, its whole buffer (n_params unused). Past either cap, or with
  * neither form, the launch is counted in log->dropped instead. Thread-safe. */

@@ -126,47 +126,43 @@ static void test_caps(void)
     l2p_launch_log_free(&log);
 }
 
-/* Resolutions kept per log: each (handle, kind) once, with its own spans; the same handle of
- * another kind is another entry; an unresolvable handle is kept as such (func NULL); a table
- * 3/4 full keeps no more, and what it kept stays right. */
+/* Resolutions kept per log: each handle once, with its own spans; an unresolvable handle is
+ * kept as such (func NULL); a NULL handle is never kept; a table 3/4 full keeps no more, and
+ * what it kept stays right. */
 static void test_resolutions(void)
 {
     l2p_launch_log log;
     const l2p_param_span other[2] = {{0, 8}, {8, 4}};
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
     CHECK(log.fns_cap == L2P_LAUNCH_LOG_FNS);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x10, L2P_LAUNCH_STUB) == NULL);
-    const l2p_launch_fn *f =
-        l2p_launch_log_remember(&log, (void *)0x10, L2P_LAUNCH_STUB, (void *)0xf00, spans, 3);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == NULL);
+    const l2p_launch_fn *f = l2p_launch_log_remember(&log, (void *)0x10, (void *)0xf00, spans, 3);
     CHECK(f && f->func == (void *)0xf00 && f->n_params == 3);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x10, L2P_LAUNCH_STUB) == f);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x10, L2P_LAUNCH_KERNEL) == NULL);
-    const l2p_launch_fn *g =
-        l2p_launch_log_remember(&log, (void *)0x10, L2P_LAUNCH_KERNEL, (void *)0xf01, other, 2);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == f);
+    const l2p_launch_fn *g = l2p_launch_log_remember(&log, (void *)0x18, (void *)0xf01, other, 2);
     CHECK(g && g != f && g->func == (void *)0xf01 && g->spans_at == 3);
-    CHECK(l2p_launch_log_remember(&log, (void *)0x20, L2P_LAUNCH_DRIVER, NULL, NULL, 0)->func ==
-          NULL);
+    CHECK(l2p_launch_log_remember(&log, (void *)0x20, NULL, NULL, 0)->func == NULL);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x20) != NULL);
     /* remembering again keeps the first resolution */
-    CHECK(l2p_launch_log_remember(&log, (void *)0x10, L2P_LAUNCH_STUB, (void *)0xbad, other, 2) ==
-          f && f->func == (void *)0xf00);
-    CHECK(l2p_launch_log_remember(&log, (void *)0x30, 0, (void *)0xf02, NULL, 0) == NULL);
-    f = l2p_launch_log_recall(&log, (void *)0x10, L2P_LAUNCH_STUB);
+    CHECK(l2p_launch_log_remember(&log, (void *)0x10, (void *)0xbad, other, 2) == f &&
+          f->func == (void *)0xf00);
+    CHECK(l2p_launch_log_remember(&log, NULL, (void *)0xf02, spans, 3) == NULL);
+    CHECK(l2p_launch_log_recall(&log, NULL) == NULL && log.n_fns == 3);
+    f = l2p_launch_log_recall(&log, (void *)0x10);
     CHECK(memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
     CHECK(memcmp(log.spans + g->spans_at, other, sizeof other) == 0);
     size_t kept = log.n_fns, refused = 0;
     for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8)
-        if (!l2p_launch_log_remember(&log, (void *)h, L2P_LAUNCH_DRIVER, (void *)(h + 1), spans,
-                                     1))
-            refused++;
+        if (!l2p_launch_log_remember(&log, (void *)h, (void *)(h + 1), spans, 1)) refused++;
     CHECK(log.n_fns == L2P_LAUNCH_LOG_FNS * 3 / 4 && refused == L2P_LAUNCH_LOG_FNS - (log.n_fns - kept));
     size_t found = 0, wrong = 0;
     for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8) {
-        const l2p_launch_fn *k = l2p_launch_log_recall(&log, (void *)h, L2P_LAUNCH_DRIVER);
+        const l2p_launch_fn *k = l2p_launch_log_recall(&log, (void *)h);
         found += k != NULL;
         wrong += k && k->func != (void *)(h + 1);
     }
     CHECK(found == log.n_fns - kept && wrong == 0);
-    f = l2p_launch_log_recall(&log, (void *)0x10, L2P_LAUNCH_STUB);
+    f = l2p_launch_log_recall(&log, (void *)0x10);
     CHECK(f && f->func == (void *)0xf00 && memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
     l2p_launch_log_free(&log);
     CHECK(log.fns == NULL && log.spans == NULL);
