@@ -519,9 +519,18 @@ def _capture_torch(fn, stream):
     torch = sys.modules["torch"]
     tg = torch.cuda.CUDAGraph(keep_graph=True)
     side = torch.cuda.ExternalStream(_stream_handle(stream)) if stream is not None else None
-    with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
-        with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
-            fn()
+    before = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
+            with _foreign_stream_contexts(torch.cuda.current_stream().cuda_stream):
+                fn()
+    finally:
+        # torch.cuda.graph's __exit__ calls capture_end() and only then restores the stream,
+        # without try/finally: a failed capture (the usual case here: fn syncs with the host)
+        # left the capture stream PyTorch's current one. With stream= that is the caller's
+        # stream, which it may destroy next (an l2persist Stream closed): every later PyTorch
+        # launch then went to a destroyed stream ("context is destroyed", or SIGSEGV).
+        torch.cuda.set_stream(before)
     return as_graph(tg)
 
 

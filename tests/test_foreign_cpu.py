@@ -1,6 +1,7 @@
 """Foreign graphs, discovery and launches without a GPU: argument checking, candidate naming,
 the buffer table, and the capture-safe release queue's Python view."""
 
+import sys
 import types
 
 import pytest
@@ -242,6 +243,50 @@ def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
         foreign.discover(fails_the_second_time)
 
 
+def _torch_whose_capture_fails():
+    """A stand-in for PyTorch's stream state and torch.cuda.graph as torch writes it (2.5 to
+    2.11): __exit__ calls capture_end() and only then restores the stream, with no
+    try/finally, so a capture_end that raises leaves the capture stream current."""
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(user=SimpleNamespace(cuda_stream=0x1000),
+                           side=SimpleNamespace(cuda_stream=0x2000))
+    cuda.current = cuda.user
+
+    class graph:
+        def __init__(self, g, stream=None, capture_error_mode="global"):
+            self.stream = stream or cuda.side
+
+        def __enter__(self):
+            self.prev, cuda.current = cuda.current, self.stream
+
+        def __exit__(self, *exc):
+            raise RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture")                 # capture_end, before the restore
+
+    cuda.graph = graph
+    cuda.CUDAGraph = lambda keep_graph=False: object()
+    cuda.ExternalStream = lambda handle: SimpleNamespace(cuda_stream=handle)
+    cuda.current_stream = lambda: cuda.current
+    cuda.set_stream = lambda s: setattr(cuda, "current", s)
+    return SimpleNamespace(cuda=cuda)
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_failed_torch_capture_leaves_torch_on_its_own_stream(monkeypatch, given):
+    """discover's capture fails on host-syncing work; PyTorch's current stream must be the one
+    it had before, not the capture stream (with stream= given, the caller's stream, which it may
+    destroy next: every later PyTorch launch then went to a destroyed stream, measured on the
+    H200 as "CUDA error: context is destroyed" in the next torch.rand)."""
+    fake = _torch_whose_capture_fails()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setattr(foreign, "_stream_handle", lambda s: 0x3000)
+    with pytest.raises(RuntimeError, match="during capture"):
+        foreign._capture_torch(lambda: None, object() if given else None)
+    assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)
+
+
 def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
     """tools/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
     crash): its verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n)
@@ -271,11 +316,18 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     assert diag.verdict(1, "Traceback\nValueError: no\n") == "FAIL rc=1: ValueError: no"
     assert set(diag.VARIANTS) == {"control", "capture", "none", "raw", "keep", "finalize",
                                   "2cupti", "full", "full-x20", "discover", "pytest-two",
-                                  "pytest-later"}
+                                  "pytest-later", "later-t1", "later-t2", "later-trivial",
+                                  "torch-leak"}
     compile(diag.WORK, "WORK", "exec")
     compile(diag.LATER, "LATER", "exec")             # pytest.main, then the stress: one process
     assert "pytest.main" in diag.LATER and diag.STRESS in diag.LATER
     assert all(t in diag.LATER for t in diag.TWO)
+    for row, tests in (("later-t1", diag.TWO[:1]), ("later-t2", diag.TWO[1:]),
+                       ("later-trivial", diag.TRIVIAL), ("torch-leak", [])):
+        code = diag.VARIANTS[row][1][1]              # each: its tests only, then the stress
+        compile(code, row, "exec")
+        assert code.endswith(diag.STRESS) and all(t in code for t in tests)
+        assert not any(t in code for t in diag.TWO + diag.TRIVIAL if t not in tests), row
     monkeypatch.setitem(diag.VARIANTS, "fails", ("a row that fails", ["-c", "raise SystemExit(3)"],
                                                  {}, 30))
     name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 60)

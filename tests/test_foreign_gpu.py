@@ -496,8 +496,11 @@ def test_discover_host_syncing_torch_work_with_the_launch_log(device):
     def step():
         t["hist"].add_(torch.bincount(t["idx"], minlength=n_bins))
 
+    own = torch.cuda.current_stream().cuda_stream
     found = foreign.discover(step, candidates=t)
     torch.cuda.synchronize()
+    # the failed capture must not leave torch.cuda.graph's capture stream current
+    assert torch.cuda.current_stream().cuda_stream == own
     by = {c.name: c for c in found}
     assert {"idx", "hist"} <= set(by) and "unused" not in by, found
     for name in ("idx", "hist"):
