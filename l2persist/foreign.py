@@ -607,6 +607,61 @@ def _from_graph(graph: Graph, candidates, carrier=None) -> list[Candidate]:
     return out
 
 
+@dataclass(frozen=True)
+class LaunchedKernel:
+    """A kernel launch the launch log saw: for eager work that could not be captured, a
+    Candidate's ``nodes`` name the launches (in fn's order) whose arguments point into it."""
+    position: int       # the launch's place among fn's logged launches
+    name: str           # the kernel's (mangled) name; "" when the driver cannot say
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    num_params: int
+
+
+class _LaunchLog:
+    """fn's kernel launches, logged while fn runs once more for real (CUPTI's callback API:
+    ``_core._launch_log``), in the shape of a Graph that ``_from_graph`` and ``_graph_buffers``
+    read: ``_scan`` gives the same tuples, one kernel per launch."""
+
+    def __init__(self, fn: Callable[[], Any], device):
+        self._fn, self._device = fn, device
+        self.kernel_nodes: list[LaunchedKernel] = []
+        self.fn_raised: BaseException | None = None   # fn's own failure, not the log's
+
+    def _run(self):
+        try:
+            return self._fn()
+        except BaseException as e:
+            self.fn_raised = e
+            raise
+
+    def _scan(self, offers):
+        kernels, records, uses = _core._launch_log(self._run, offers, self._device)
+        self.kernel_nodes = [LaunchedKernel(*k) for k in kernels]
+        return kernels, records, uses
+
+    def buffers(self, candidates=None) -> BufferTable:
+        return _graph_buffers(self, candidates)
+
+
+def _from_launch_log(fn, stream, candidates, device):
+    """(candidates, None) from fn's logged launches, windowed on the stream fn runs on; or
+    (None, why) where no log could be made (CUPTI missing, or another tool holds its one
+    subscriber) or fn launched no kernel. fn's own exceptions propagate."""
+    torch_device = _torch_device(device) if _torch_in_use() is not None else device
+    log = _LaunchLog(late_bound(fn), torch_device)
+    try:
+        found = _from_graph(log, candidates, _eager_stream(stream, device))
+    except Exception as e:  # noqa: BLE001 - any failure of the log means: no log
+        if log.fn_raised is not None:
+            raise
+        return None, e
+    if not log.kernel_nodes:
+        return None, "fn launched no kernel on the device"
+    return found, None
+
+
 def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None) -> list[Candidate]:
     """The buffers fn's kernels use, each with a carrier for a window: the tuner's targets.
 
@@ -615,13 +670,17 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     Otherwise (eager work) fn is captured once (relaxed mode) on `stream` (or a private one;
     through PyTorch's graph capture when PyTorch is in use, with CuPy's current stream pointed
     at it) only to find its kernels' buffers; the windows then go on the stream its kernels
-    run on (``stream``, else PyTorch's current stream, else the legacy stream). Either way fn
-    itself is timed. candidates= names the buffers (else "buffer@0x..."). Sorted largest
-    first.
+    run on (``stream``, else PyTorch's current stream, else the legacy stream). Eager work that
+    cannot be captured (it syncs with the host: ``torch.bincount``, ``.item()``) is run once
+    more for real with its kernel launches logged through CUPTI's callback API, and their
+    argument bytes are scanned the same way; its candidates' ``nodes`` are then
+    ``LaunchedKernel`` records, and their windows go on that same stream. Either way fn itself
+    is timed. candidates= names the buffers (else "buffer@0x..."). Sorted largest first.
 
-    Raises DiscoveryError when fn cannot be captured and no candidates= were given; with
-    candidates= it then warns with the reason and returns them without nodes, windowed on that
-    stream.
+    Raises DiscoveryError, naming both reasons, when fn can neither be captured nor its
+    launches logged (CUPTI missing, or another tool such as a profiler holding CUPTI's one
+    subscriber) and no candidates= were given; with candidates= it then warns with the reasons
+    and returns them without nodes, windowed on that stream.
     """
     graphs = _replayed_torch_graphs(fn)
     found: list[Candidate] = []
@@ -635,21 +694,24 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
             graph, why = None, e
         if graph is not None and not graph.kernel_nodes:
             graph, why = None, "fn queued no kernel on the capturing stream"
-        if graph is None:
+        if graph is not None:
+            found = _from_graph(graph, candidates, _eager_stream(stream, device))
+        else:
+            found, log_why = _from_launch_log(fn, stream, candidates, device)
+        if found is None:
+            reasons = (f"fn could not be captured into a CUDA graph ({why}), nor its kernel "
+                       f"launches logged ({log_why})")
             if candidates is None:
                 raise DiscoveryError(
-                    f"discover: fn could not be captured into a CUDA graph ({why}); pass "
-                    "candidates= (tensors, a module, a dict name -> tensor, l2persist buffers) "
-                    "to name the buffers to try") from (why if isinstance(why, BaseException)
-                                                        else None)
-            warnings.warn(f"discover: fn could not be captured into a CUDA graph ({why}); "
-                          "each candidate is tried as a window on the stream", RuntimeWarning,
-                          stacklevel=2)
+                    f"discover: {reasons}; pass candidates= (tensors, a module, a dict name -> "
+                    "tensor, l2persist buffers) to name the buffers to try") from (
+                        why if isinstance(why, BaseException) else None)
+            warnings.warn(f"discover: {reasons}; each candidate is tried as a window on the "
+                          "stream", RuntimeWarning, stacklevel=2)
             carrier = _eager_stream(stream, device)
             return [Candidate(name=o.name, nbytes=o.nbytes, address=o.ptr, nodes=(),
                               carrier=carrier, source=o.obj)
                     for o in _offers(candidates)]
-        found = _from_graph(graph, candidates, _eager_stream(stream, device))
     found.sort(key=lambda c: c.nbytes, reverse=True)
     return found
 

@@ -302,3 +302,40 @@ def test_cupti_from_the_pypi_wheel_is_found(tmp_path, monkeypatch):
     monkeypatch.setenv("L2P_CUPTI_LIBRARY", "/mine/libcupti.so")
     counters._point_at_wheel_cupti()
     assert os.environ["L2P_CUPTI_LIBRARY"] == "/mine/libcupti.so"
+
+
+def test_the_cupti_already_in_the_process_is_the_one_loaded(tmp_path):
+    """PyTorch maps its own libcupti (libcupti.so.12 from NVIDIA's wheel): the core uses that
+    copy rather than load a second CUPTI beside it (two copies in one process attach to one
+    driver). A stand-in library named and sonamed libcupti.so.12 is mapped first; the core
+    then finds it lacking the Range Profiler instead of loading the toolkit's. With the
+    diagnostic switch L2P_CUPTI_IGNORE_MAPPED=1 the core loads by path as before."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in library")
+    src = tmp_path / "fake.c"
+    src.write_text("int cuptiGetVersion(unsigned *v) { *v = 1; return 0; }\n")
+    fake = tmp_path / "libcupti.so.12"
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libcupti.so.12", "-o", str(fake),
+                    str(src)], check=True)
+    code = ("import ctypes, sys, l2persist\n"
+            f"ctypes.CDLL({str(fake)!r})\n"
+            "ok, why = l2persist._core.counters_available()\n"
+            "maps = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcupti' in l})\n"
+            "print(repr((ok, why, maps)))\n")
+
+    def run(**env):
+        e = {k: v for k, v in os.environ.items() if k != "L2P_CUPTI_LIBRARY"}
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**e, **env}, check=True)
+        return eval(r.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
+
+    ok, why, maps = run()
+    assert not ok and "CUPTI lacks" in why, why
+    assert maps == [str(fake)], maps
+    toolkit = [p for p in ("/usr/local/cuda/lib64/libcupti.so",
+                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so") if os.path.exists(p)]
+    if toolkit:
+        ok, why, maps = run(L2P_CUPTI_IGNORE_MAPPED="1", L2P_CUPTI_LIBRARY=toolkit[0])
+        assert ok and len(maps) == 2 and str(fake) in maps, (ok, why, maps)

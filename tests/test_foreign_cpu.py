@@ -170,6 +170,79 @@ def test_cuda_core_owners():
         l2persist.as_graph(Graph())
 
 
+# ---- discovery of eager work that cannot be captured: the launch log (faked here) -----------
+
+A, B = 0x7F0000000000, 0x7F1000000000
+SYNC = "Cannot copy between CPU and CUDA tensors during CUDA graph capture"
+
+
+def _not_capturable(monkeypatch):
+    def capture(fn, stream, device):
+        raise RuntimeError(SYNC)
+    monkeypatch.setattr(foreign, "_capture", capture)
+    carrier = object()                                     # the stream fn runs on
+    monkeypatch.setattr(foreign, "_eager_stream", lambda stream, device: carrier)
+    return carrier
+
+
+def test_discover_falls_back_to_the_launch_log(monkeypatch):
+    """Capture fails: fn runs once more with its launches logged, and the log's tuples (the
+    same as Graph._scan's) become Candidates windowed on the stream, their nodes the launches."""
+    carrier = _not_capturable(monkeypatch)
+    calls = []
+
+    def launch_log(fn, offers, device):
+        fn()
+        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 4),
+                   (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2)]
+        records = [(A, 4096, -1), (B, 1 << 20, -1)]
+        uses = [(0, 0, 0, A, 0), (0, 1, 8, B, 1), (1, 0, 0, B + 64, 1)]
+        return kernels, records, uses
+    monkeypatch.setattr(_core, "_launch_log", launch_log)
+    found = foreign.discover(lambda: calls.append(1))
+    assert len(calls) == 2                                # the first run, and the logged one
+    assert [c.name for c in found] == [f"buffer@0x{B:x}", f"buffer@0x{A:x}"]   # largest first
+    big = found[0]
+    assert big.carrier is carrier and big.nbytes == 1 << 20 and big.address == B
+    assert [(k.position, k.name) for k in big.nodes] == [(0, "histogram"), (1, "reduce")]
+    assert all(isinstance(k, foreign.LaunchedKernel) for k in big.nodes)
+    assert big.nodes[0].grid == (80, 1, 1) and big.nodes[0].num_params == 4
+    assert big.record.allocation and {u.offset for u in big.record.uses} == {8, 0}
+    assert foreign.node_label(big.nodes[1]) == "1:reduce"   # how tune prints them
+
+
+def test_discovery_error_names_both_reasons(monkeypatch):
+    """Neither capture nor the launch log (CUPTI's one subscriber is another tool's): the
+    DiscoveryError says both reasons."""
+    _not_capturable(monkeypatch)
+
+    def taken(fn, offers, device):
+        raise l2persist.NotSupportedError(
+            "cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI takes "
+            "one subscriber per process, and another tool holds it")
+    monkeypatch.setattr(_core, "_launch_log", taken)
+    with pytest.raises(foreign.DiscoveryError) as e:
+        foreign.discover(lambda: None)
+    text = str(e.value)
+    assert SYNC in text and "MULTIPLE_SUBSCRIBERS" in text and "candidates=" in text
+    assert "could not be captured" in text and "nor its kernel launches logged" in text
+
+
+def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
+    _not_capturable(monkeypatch)
+    monkeypatch.setattr(_core, "_launch_log", lambda fn, offers, device: (fn(), ([], [], []))[1])
+    with pytest.raises(foreign.DiscoveryError, match="fn launched no kernel"):
+        foreign.discover(lambda: None)
+    runs = []
+
+    def fails_the_second_time():
+        runs.append(1)
+        if len(runs) == 2:
+            raise ValueError("fn's own error")
+    with pytest.raises(ValueError, match="fn's own error"):   # not taken for the log's failure
+        foreign.discover(fails_the_second_time)
+
+
 def _torch_whose_capture_fails():
     """A stand-in for PyTorch's stream state, default generators and torch.cuda.graph as torch
     writes it (2.5 to 2.11): __exit__ calls capture_end() and only then restores the stream,
@@ -223,9 +296,63 @@ def test_a_failed_torch_capture_leaves_torch_as_it_was(monkeypatch, given):
     encountered unexpectedly" at the next randint)."""
     fake = _torch_whose_capture_fails()
     monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.setattr(foreign, "_stream_handle", lambda s: 0x3000)
     with pytest.raises(RuntimeError, match="during capture"):
         foreign._capture_torch(lambda: None, object() if given else None)
     assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)
     for gen in fake.cuda.default_generators:
         assert not gen.state.capturing and (gen.state.seed, gen.state.offset) == (7, 12)
+
+
+def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
+    """tools/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
+    crash): its verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n)
+    and from an "ok" line wherever it is (the log's counts on stderr follow it); a pytest run
+    that skipped a test is not ok; a row that fails is kept with its exit code and log, one past
+    the budget is not started, and one past its timeout is killed with its children."""
+    import importlib.machinery
+    import importlib.util
+    import signal
+    import time
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "tools" / "launchlog-diag"
+    loader = importlib.machinery.SourceFileLoader("launchlog_diag_tool", str(path))
+    diag = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(diag)
+    assert diag.verdict(-signal.SIGSEGV, "") == "CRASH SIGSEGV"
+    assert diag.verdict(128 + signal.SIGSEGV, "") == "CRASH SIGSEGV"
+    assert diag.verdict(-signal.SIGABRT, "") == "CRASH SIGABRT"
+    assert diag.verdict(None, "").startswith("TIMEOUT")
+    assert diag.verdict(0, "x\nok\n") == "ok"
+    assert diag.verdict(0, "log 0: 5 launches\nok\nl2persist launch log 1: driver launches "
+                           "seen 5; logged 5, dropped 0\n") == "ok"
+    assert diag.verdict(0, "2 passed in 3s") == "ok"
+    assert diag.verdict(0, "2 skipped in 1s").startswith("SKIPPED")
+    assert diag.verdict(0, "1 passed, 1 skipped in 9s\nok\n").startswith("SKIPPED")
+    assert diag.verdict(0, "log 0: 5 launches\n").startswith("ok?")
+    assert diag.verdict(1, "Traceback\nValueError: no\n") == "FAIL rc=1: ValueError: no"
+    assert set(diag.VARIANTS) == {"control", "capture", "none", "raw", "keep", "finalize",
+                                  "2cupti", "full", "full-x20", "discover", "pytest-two",
+                                  "pytest-later", "later-t1", "later-t2", "later-trivial",
+                                  "torch-leak"}
+    compile(diag.WORK, "WORK", "exec")
+    compile(diag.LATER, "LATER", "exec")             # pytest.main, then the stress: one process
+    assert "pytest.main" in diag.LATER and diag.STRESS in diag.LATER
+    assert all(t in diag.LATER for t in diag.TWO)
+    for row, tests in (("later-t1", diag.TWO[:1]), ("later-t2", diag.TWO[1:]),
+                       ("later-trivial", diag.TRIVIAL), ("torch-leak", [])):
+        code = diag.VARIANTS[row][1][1]              # each: its tests only, then the stress
+        compile(code, row, "exec")
+        assert code.endswith(diag.STRESS) and all(t in code for t in tests)
+        assert not any(t in code for t in diag.TWO + diag.TRIVIAL if t not in tests), row
+    monkeypatch.setitem(diag.VARIANTS, "fails", ("a row that fails", ["-c", "raise SystemExit(3)"],
+                                                 {}, 30))
+    name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 60)
+    assert (name, rc) == ("fails", 3) and v.startswith("FAIL rc=3"), v
+    assert (tmp_path / "fails.log").read_text().count("rc: 3") == 1
+    name, rc, v, _ = diag.run_variant("fails", tmp_path, time.monotonic() + 5)
+    assert rc is None and v == "not run (budget)"
+    t0 = time.monotonic()            # a grandchild holding the pipes does not outlive the limit
+    rc, out = diag.run_group(["bash", "-c", "echo started; sleep 30 & sleep 30"], 1)
+    assert rc is None and "started" in out and time.monotonic() - t0 < 10

@@ -3,9 +3,11 @@
 #include "l2p_cupti.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cupti_result.h>
 
@@ -16,6 +18,33 @@
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static void *library;
 static char load_error[600];
+static char loaded_path[512]; /* the file the handle is, for messages and the diagnostic */
+
+/* dl_iterate_phdr: the first libcupti already mapped into the process. */
+static int find_mapped(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    const char *name = info->dlpi_name, *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (!base || strncmp(base, "libcupti.so", 11) != 0) return 0;
+    snprintf((char *)out, sizeof loaded_path, "%s", name);
+    return 1;
+}
+
+/* The CUPTI this process already holds (PyTorch's kineto links libcupti.so.12 or .13 from
+ * NVIDIA's wheels), if any. A second copy of CUPTI in one process would attach to the same
+ * driver and runtimes beside the first; CUPTI's one-subscriber rule and its bookkeeping of
+ * modules and callbacks hold within one copy only. L2P_CUPTI_IGNORE_MAPPED=1 (diagnostic:
+ * tools/launchlog-diag) skips this and loads by the paths below, as before. */
+static void *open_mapped(void)
+{
+    const char *ignore = getenv("L2P_CUPTI_IGNORE_MAPPED");
+    char path[sizeof loaded_path] = "";
+    if (ignore && strcmp(ignore, "0") != 0) return NULL;
+    if (!dl_iterate_phdr(find_mapped, path) || !path[0]) return NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    return h ? h : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
 
 static void *open_cupti(void)
 {
@@ -23,7 +52,8 @@ static void *open_cupti(void)
     const char *names[] = {"libcupti.so.13", "libcupti.so", "libcupti.so.12"};
     const char *dirs[] = {"lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"};
     char path[512];
-    void *h = env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *h = open_mapped();
+    if (!h && env) h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
     for (size_t i = 0; !h && i < sizeof names / sizeof names[0]; i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     for (int pass = 0; !h && pass < 2; pass++) {
@@ -38,12 +68,15 @@ static void *open_cupti(void)
 
 static void load(void)
 {
+    struct link_map *map = NULL;
     library = open_cupti();
     if (!library)
         snprintf(load_error, sizeof load_error,
                  "CUPTI (libcupti.so) was not found: install the CUDA toolkit's CUPTI or the "
                  "nvidia-cuda-cupti package, or set L2P_CUPTI_LIBRARY to its path (%s)",
                  dlerror());
+    else if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name)
+        snprintf(loaded_path, sizeof loaded_path, "%s", map->l_name);
 }
 
 l2p_status l2p_cupti_library(void **handle)
@@ -51,6 +84,12 @@ l2p_status l2p_cupti_library(void **handle)
     pthread_once(&load_once, load);
     *handle = library;
     return library ? L2P_OK : l2p_fail(L2P_ERR_NOT_SUPPORTED, "%s", load_error);
+}
+
+const char *l2p_cupti_path(void)
+{
+    pthread_once(&load_once, load);
+    return library ? loaded_path : NULL;
 }
 
 static const char *result_text(CUptiResult rc)

@@ -13,8 +13,12 @@ extern "C" {
 #endif
 
 /* The loaded library's handle (dlopen), or L2P_ERR_NOT_SUPPORTED saying where it was looked
- * for and how to point at it (L2P_CUPTI_LIBRARY). Loaded once per process. */
+ * for and how to point at it (L2P_CUPTI_LIBRARY). Loaded once per process: a libcupti already
+ * mapped into the process (PyTorch's) first, so the process holds one CUPTI; then
+ * L2P_CUPTI_LIBRARY, the loader's paths, CUDA_HOME and the toolkit. */
 l2p_status l2p_cupti_library(void **handle);
+/* The file of the loaded library, or NULL (not loaded, or not found). */
+const char *l2p_cupti_path(void);
 
 /* The one mapping of a failed CUPTI call (rc: its CUptiResult) to a status: missing privileges
  * and unsupported devices are L2P_ERR_NOT_SUPPORTED with what to do, another subscriber

@@ -69,7 +69,8 @@ void l2p_graph_scan_free(l2p_graph_scan *s);
 /* A function's name and parameter count into out (func, name, num_params; the rest untouched). */
 l2p_status l2p_function_describe(void *func, l2p_kernel_info *out);
 /* These two record no error (the launch log calls them inside CUPTI's callbacks, on the
- * caller's thread); discovery must be supported (l2p_discovery_supported) first. */
+ * caller's thread); discovery must be supported (l2p_discovery_supported) first, which
+ * resolves their driver entry points, so they call the driver only, never the runtime. */
 /* 1 with parameter i's offset in the argument buffer and its size (cuFuncGetParamInfo); 0
  * when the function has no parameter i. */
 int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size);

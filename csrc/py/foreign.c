@@ -3,6 +3,7 @@
 #include "params.h"
 
 #include "l2p_launchex.h"
+#include "l2p_launchlog.h"
 #include "l2p_release.h"
 
 static PyObject *release_pending(PyObject *m, const void *args)
@@ -267,6 +268,55 @@ L2P_DEFINE_FN(launch_ex_fn, launch_ex_args, launch_ex, "_launch_ex",
               L2P_PARAM(launch_ex_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",
                         .doc = "the device when stream is None; None: the current device"));
 
+/* Discovery without capture (l2p_launchlog.h): run fn for real with its kernel launches
+ * logged, then scan their argument bytes as Graph._scan scans a graph's nodes. */
+typedef struct {
+    PyObject *fn;
+    PyObject *offers;
+    int device;
+} launch_log_args;
+
+static PyObject *launch_log(PyObject *m, const void *args)
+{
+    const launch_log_args *a = args;
+    l2p_state *st = mod_state(m);
+    l2p_launch_log log;
+    l2p_graph_scan sc;
+    if (l2p_launch_log_begin(a->device, &log) != L2P_OK) return l2p_py_raise(st);
+    PyObject *r = PyObject_CallNoArgs(a->fn);
+    l2p_launch_log_end(&log);
+    size_t dropped = log.dropped, cap = log.max_launches;
+    l2p_status scanned = r ? l2p_launch_log_scan(&log, &sc) : L2P_OK;
+    l2p_launch_log_free(&log);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    if (scanned != L2P_OK) return l2p_py_raise(st);
+    if (dropped && PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
+                                    "were not logged (the log holds %zu launches and %zu MiB of "
+                                    "arguments, and needs each launch's function); buffers only "
+                                    "they use are not among those found", dropped, cap,
+                                    (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0) {
+        l2p_graph_scan_free(&sc);
+        return NULL;
+    }
+    return l2p_py_scan_tuples(st, &sc, a->offers);
+}
+L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
+              "Run fn once for real, logging its kernel launches through CUPTI's callback API, "
+              "and scan their arguments: the raw discovery of eager work that cannot be "
+              "captured (l2persist.foreign.discover), in Graph._scan's (kernels, records, uses) "
+              "tuples, one kernel per launch.",
+              "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
+              "int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]]]",
+              L2P_PARAM(launch_log_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
+                        .pytype = "Callable[[], object]", .doc = "the work, called once with no "
+                        "arguments"),
+              L2P_PARAM(launch_log_args, offers, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[tuple[int, int]]",
+                        .doc = "the (ptr, nbytes) buffers on offer"),
+              L2P_PARAM(launch_log_args, device, L2P_P_DEVICE,
+                        .doc = "the device whose launches are logged; None: the current device"));
+
 const l2p_fn *const l2p_foreign_fns[] = {&launch_ex_fn, &borrow_graph_fn, &capture_begin_fn,
-                                         &capture_end_fn, &release_pending_fn, &release_drain_fn,
-                                         NULL};
+                                         &capture_end_fn, &launch_log_fn, &release_pending_fn,
+                                         &release_drain_fn, NULL};

@@ -1,0 +1,536 @@
+/* See l2p_launchlog.h. */
+#define _GNU_SOURCE
+#include "l2p_launchlog.h"
+
+#include <dlfcn.h> /* dlsym of CUPTI's calls, at begin and end: never in a callback */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h> /* driver types only: the entry points come through l2p_driver_symbol */
+#include <cupti.h> /* the callback API, and the parameter structs of each API function */
+
+#include "l2p_cupti.h"
+#include "l2p_device.h"
+
+/* ---- pure parts ---- */
+
+l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
+                               size_t max_args)
+{
+    memset(log, 0, sizeof *log);
+    log->device = device;
+    log->max_launches = max_launches;
+    log->max_args = max_args;
+    log->launches = (l2p_launch *)calloc(max_launches ? max_launches : 1, sizeof *log->launches);
+    log->fns = (l2p_launch_fn *)calloc(L2P_LAUNCH_LOG_FNS, sizeof *log->fns);
+    if (!log->launches || !log->fns) {
+        free(log->launches);
+        free(log->fns);
+        memset(log, 0, sizeof *log);
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a log of %zu launches",
+                        max_launches);
+    }
+    log->fns_cap = L2P_LAUNCH_LOG_FNS;
+    pthread_mutex_init(&log->lock, NULL);
+    return L2P_OK;
+}
+
+/* Room for n more argument bytes: the buffer grows by doubling, up to the cap. */
+static int reserve_args(l2p_launch_log *log, size_t n)
+{
+    if (n > log->max_args - log->n_args) return 0;
+    if (log->n_args + n <= log->args_cap) return 1;
+    size_t cap = log->args_cap ? log->args_cap : 64 * 1024;
+    while (cap < log->n_args + n) cap *= 2;
+    if (cap > log->max_args) cap = log->max_args;
+    unsigned char *grown = (unsigned char *)realloc(log->args, cap);
+    if (!grown) return 0;
+    log->args = grown;
+    log->args_cap = cap;
+    return 1;
+}
+
+/* The argument buffer the spans describe ends where its last parameter does. */
+static size_t args_size_of(const l2p_param_span *spans, size_t n)
+{
+    size_t end = 0;
+    for (size_t i = 0; i < n; i++)
+        if (spans[i].offset + spans[i].size > end) end = spans[i].offset + spans[i].size;
+    return end;
+}
+
+/* Lay kernel_params out as the `extra` form would: parameter i at its offset. */
+static void copy_params(unsigned char *dst, size_t size, void *const *kernel_params,
+                        const l2p_param_span *spans, size_t n)
+{
+    memset(dst, 0, size); /* the padding between parameters */
+    for (size_t i = 0; i < n; i++)
+        if (kernel_params[i]) memcpy(dst + spans[i].offset, kernel_params[i], spans[i].size);
+}
+
+void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
+                        const l2p_param_span *spans, size_t n_params)
+{
+    size_t extra_size = 0;
+    const unsigned char *extra = a->kernel_params ? NULL : l2p_extra_buffer(a->extra, &extra_size);
+    size_t size = a->kernel_params ? args_size_of(spans, n_params) : extra ? extra_size : 0;
+    /* A kernel without parameters may pass neither form; one with parameters must. */
+    int readable = a->kernel_params || extra || n_params == 0;
+    pthread_mutex_lock(&log->lock);
+    if (!readable || log->n_launches == log->max_launches || !reserve_args(log, size)) {
+        log->dropped++;
+    } else {
+        l2p_launch *l = &log->launches[log->n_launches++];
+        l->func = a->func;
+        l->stream = a->stream;
+        memcpy(l->grid, a->grid, sizeof l->grid);
+        memcpy(l->block, a->block, sizeof l->block);
+        l->shared_mem = a->shared_mem;
+        l->args_at = log->n_args;
+        l->args_size = size;
+        if (size && a->kernel_params)
+            copy_params(log->args + log->n_args, size, a->kernel_params, spans, n_params);
+        else if (size)
+            memcpy(log->args + log->n_args, extra, size);
+        log->n_args += size;
+    }
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* The slot of handle in the table: its own, or the empty one (handle NULL) where it would go. */
+static size_t fn_slot(const l2p_launch_log *log, const void *handle)
+{
+    uint64_t h = (uint64_t)(uintptr_t)handle * 0x9e3779b97f4a7c15ull;
+    size_t mask = log->fns_cap - 1, i = (size_t)(h >> 32) & mask;
+    while (log->fns[i].handle && log->fns[i].handle != handle) i = (i + 1) & mask;
+    return i;
+}
+
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle)
+{
+    if (!log->fns_cap || !handle) return NULL;
+    const l2p_launch_fn *f = &log->fns[fn_slot(log, handle)];
+    return f->handle ? f : NULL;
+}
+
+/* Room for n more spans: the pool grows by doubling. */
+static int reserve_spans(l2p_launch_log *log, size_t n)
+{
+    if (log->n_spans + n <= log->spans_cap) return 1;
+    size_t cap = log->spans_cap ? log->spans_cap : 256;
+    while (cap < log->n_spans + n) cap *= 2;
+    l2p_param_span *grown = (l2p_param_span *)realloc(log->spans, cap * sizeof *grown);
+    if (!grown) return 0;
+    log->spans = grown;
+    log->spans_cap = cap;
+    return 1;
+}
+
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
+                                             const l2p_param_span *spans, size_t n)
+{
+    /* a NULL handle marks an empty slot; a table 3/4 full keeps its probes short */
+    if (!log->fns_cap || !handle || 4 * (log->n_fns + 1) > 3 * log->fns_cap) return NULL;
+    size_t i = fn_slot(log, handle);
+    if (log->fns[i].handle) return &log->fns[i]; /* kept already */
+    if (n && !reserve_spans(log, n)) return NULL;
+    l2p_launch_fn *f = &log->fns[i];
+    f->handle = handle, f->func = func;
+    f->spans_at = log->n_spans, f->n_params = n;
+    if (n) memcpy(log->spans + log->n_spans, spans, n * sizeof *spans);
+    log->n_spans += n;
+    log->n_fns++;
+    return f;
+}
+
+/* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
+
+/* Each _ptsz form (per-thread default stream) takes the same arguments as its plain form;
+ * the plain struct reads both. */
+_Static_assert(sizeof(cuLaunchKernel_params) == sizeof(cuLaunchKernel_ptsz_params) &&
+               offsetof(cuLaunchKernel_params, extra) == offsetof(cuLaunchKernel_ptsz_params, extra),
+               "cuLaunchKernel_ptsz differs");
+_Static_assert(sizeof(cuLaunchKernelEx_params) == sizeof(cuLaunchKernelEx_ptsz_params),
+               "cuLaunchKernelEx_ptsz differs");
+_Static_assert(sizeof(cuLaunchCooperativeKernel_params) ==
+               sizeof(cuLaunchCooperativeKernel_ptsz_params), "cuLaunchCooperativeKernel_ptsz differs");
+/* cuLaunchCooperativeKernel takes cuLaunchKernel's arguments without `extra`: one struct reads
+ * both, up to kernelParams. */
+_Static_assert(offsetof(cuLaunchCooperativeKernel_params, kernelParams) ==
+               offsetof(cuLaunchKernel_params, kernelParams) &&
+               offsetof(cuLaunchCooperativeKernel_params, hStream) ==
+               offsetof(cuLaunchKernel_params, hStream), "cuLaunchCooperativeKernel differs");
+
+static void shape(l2p_launch_args *a, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                  unsigned by, unsigned bz, size_t shared_mem)
+{
+    a->grid[0] = gx, a->grid[1] = gy, a->grid[2] = gz;
+    a->block[0] = bx, a->block[1] = by, a->block[2] = bz;
+    a->shared_mem = (unsigned)shared_mem;
+}
+
+/* A driver launch; 0 for a callback that is not one. */
+static int driver_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_args *a)
+{
+    memset(a, 0, sizeof *a);
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+        const cuLaunchKernel_params *p = (const cuLaunchKernel_params *)params;
+        int cooperative = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ||
+                          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+        shape(a, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
+              p->blockDimZ, p->sharedMemBytes);
+        a->func = p->f, a->stream = p->hStream, a->kernel_params = p->kernelParams;
+        a->extra = cooperative ? NULL : p->extra; /* its struct ends at kernelParams */
+        return 1;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const cuLaunchKernelEx_params *p = (const cuLaunchKernelEx_params *)params;
+        const CUlaunchConfig *c = p->config;
+        if (!c) return 0;
+        shape(a, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+              c->blockDimZ, c->sharedMemBytes);
+        a->func = p->f, a->stream = c->hStream;
+        a->kernel_params = p->kernelParams, a->extra = p->extra;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- the diagnostic switches (l2p_launchlog.h) ---- */
+
+enum { DIAG_PRINT = 1, DIAG_NONE = 2, DIAG_RAW = 4, DIAG_KEEP = 8, DIAG_FINALIZE = 16 };
+
+static unsigned diag_switches(void)
+{
+    static const struct { const char *word; unsigned bit; } words[] = {
+        {"print", DIAG_PRINT}, {"none", DIAG_NONE}, {"raw", DIAG_RAW},
+        {"keep", DIAG_KEEP},   {"finalize", DIAG_FINALIZE}};
+    const char *env = getenv("L2P_LAUNCH_LOG_DIAG");
+    char buf[128], *save = NULL;
+    unsigned bits = 0;
+    if (!env) return 0;
+    snprintf(buf, sizeof buf, "%s", env);
+    for (char *w = strtok_r(buf, ", ", &save); w; w = strtok_r(NULL, ", ", &save))
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (strcmp(w, words[i].word) == 0) bits |= words[i].bit;
+    return bits;
+}
+
+/* ---- which function a launch runs ---- */
+
+/* Parameter i's offset and size for each parameter, up to cap (the count). */
+static size_t param_layout(void *func, l2p_param_span *spans, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap && l2p_function_param(func, n, &spans[n].offset, &spans[n].size)) n++;
+    return n;
+}
+
+/* The CUfunction a driver launch runs, with its parameter layout; NULL where none is found.
+ * The driver takes a CUfunction or a CUkernel (a library kernel, which a runtime may pass): a
+ * handle without parameters as a function is tried as a CUkernel, whose CUfunction in the
+ * current context cuKernelGetFunction gives. Both calls go straight to the driver (entry points
+ * resolved by l2p_discovery_supported before the subscription): no runtime is called. */
+static void *function_of(void *handle, l2p_param_span *spans, size_t cap, size_t *n)
+{
+    void *f = handle, *k;
+    *n = param_layout(f, spans, cap);
+    if (*n == 0 && (k = l2p_kernel_function(f)) != NULL) {
+        f = k;
+        *n = param_layout(f, spans, cap);
+    }
+    return f;
+}
+
+/* ---- the callback ---- */
+
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+static ctx_get_device_fn ctx_get_device; /* resolved by l2p_launch_log_begin */
+
+/* Whether the calling thread's current context is on the log's device. */
+static int on_device(const l2p_launch_log *log)
+{
+    CUdevice dev;
+    return ctx_get_device(&dev) == CUDA_SUCCESS && (int)dev == log->device;
+}
+
+static void count_dropped(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    log->dropped++;
+    pthread_mutex_unlock(&log->lock);
+}
+
+/* Log a launch whose a->func is the handle given to the driver: its resolution is the log's
+ * when kept, else made now (and kept where there is room). */
+static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
+{
+    enum { MAX_PARAMS = 512 }; /* 8 KiB of spans on the caller's stack */
+    l2p_param_span spans[MAX_PARAMS];
+    const l2p_launch_fn *kept = l2p_launch_log_recall(log, a->func);
+    if (!kept) {
+        size_t n;
+        void *f = function_of(a->func, spans, MAX_PARAMS, &n);
+        kept = l2p_launch_log_remember(log, a->func, f, spans, n);
+        if (!kept) { /* no room to keep it: this launch only */
+            a->func = f;
+            l2p_launch_log_add(log, a, spans, n);
+            return;
+        }
+    }
+    a->func = kept->func;
+    l2p_launch_log_add(log, a, log->spans + kept->spans_at, kept->n_params);
+}
+
+/* A driver launch, read at its API entry: its kernelParams, extra and config point at the
+ * caller's memory until the call returns, and the log copies the bytes now. (A launch the
+ * driver then refuses is logged too: fn asked for it.) */
+static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
+{
+    l2p_launch_args a;
+    if (cb->callbackSite != CUPTI_API_ENTER || !driver_launch(cbid, cb->functionParams, &a))
+        return;
+    log->seen++;
+    if ((log->diag & DIAG_RAW) || !on_device(log)) return;
+    if (log->n_launches == log->max_launches || !a.func) { /* full: no lookup for it */
+        count_dropped(log);
+        return;
+    }
+    log_launch(log, &a);
+}
+
+/* The one log the callbacks may write. A callback that comes late (another thread's launch
+ * racing the end, or a subscription that failed to end) must find no log rather than a freed
+ * one. Every callback runs under slot_lock, so the log's table of resolutions needs no other
+ * lock. */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static l2p_launch_log *slot_log;
+static unsigned long sessions; /* begun so far, under slot_lock */
+static _Thread_local int in_callback; /* a driver call made by the callback itself */
+
+static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
+                                 CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata;
+    if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    in_callback = 1;
+    pthread_mutex_lock(&slot_lock);
+    if (slot_log) on_driver(slot_log, cbid, (const CUpti_CallbackData *)data);
+    pthread_mutex_unlock(&slot_lock);
+    in_callback = 0;
+}
+
+static l2p_status slot_take(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    int busy = slot_log != NULL;
+    if (!busy) {
+        slot_log = log;
+        log->session = ++sessions;
+    }
+    pthread_mutex_unlock(&slot_lock);
+    return busy ? l2p_fail(L2P_ERR_STATE, "launch log: another launch log is running in this "
+                           "process (CUPTI allows one subscriber)") : L2P_OK;
+}
+
+/* After this no callback reads the log. */
+static void slot_release(l2p_launch_log *log)
+{
+    pthread_mutex_lock(&slot_lock);
+    if (slot_log == log) slot_log = NULL;
+    pthread_mutex_unlock(&slot_lock);
+}
+
+/* ---- CUPTI ---- */
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
+typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId);
+typedef CUptiResult (*finalize_fn)(void);
+
+typedef struct {
+    subscribe_fn subscribe;
+    subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
+    unsubscribe_fn unsubscribe;
+    enable_fn enable;
+    finalize_fn finalize; /* DIAG_FINALIZE only */
+} cupti_calls;
+
+static l2p_status cupti(const cupti_calls **out)
+{
+    static cupti_calls c;
+    void *lib, *get_device;
+    L2P_TRY(l2p_cupti_library(&lib));
+    c.subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
+    c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
+    c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
+    c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
+    c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
+    if (!c.subscribe || !c.unsubscribe || !c.enable)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
+                        "cuptiEnableCallback)");
+    L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
+    ctx_get_device = (ctx_get_device_fn)get_device;
+    *out = &c;
+    return L2P_OK;
+}
+
+static l2p_status subscribe(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = NULL;
+    char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
+    CUptiResult rc = CUPTI_SUCCESS;
+    if (c->subscribe_v2) {
+        CUpti_SubscriberParams p = {CUpti_SubscriberParams_STRUCT_SIZE};
+        p.subscriberName = "l2persist launch log";
+        p.oldSubscriberName = other;
+        p.oldSubscriberSize = sizeof other;
+        rc = c->subscribe_v2(&h, on_callback, NULL, &p);
+    }
+    /* No v2, or a CUPTI older than our headers that refuses their struct size (the CUPTI
+     * PyTorch maps may be a 12.x one): the plain call. */
+    if (!c->subscribe_v2 || rc == CUPTI_ERROR_INVALID_PARAMETER) {
+        other[0] = '\0';
+        rc = c->subscribe(&h, on_callback, NULL);
+    }
+    if (rc != CUPTI_SUCCESS)
+        return l2p_cupti_fail((int)rc, "cuptiSubscribe", other[0] ? other : NULL);
+    log->subscriber = h;
+    return L2P_OK;
+}
+
+static const CUpti_CallbackId driver_launches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+enum { N_LAUNCH_CBIDS = sizeof driver_launches / sizeof driver_launches[0] };
+
+/* Enable the driver's launch callbacks, counting in log->n_enabled those switched on (the
+ * first n_enabled of driver_launches), so that unsubscribe switches off exactly those. */
+static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
+    if (log->diag & DIAG_NONE) return L2P_OK;
+    for (; log->n_enabled < N_LAUNCH_CBIDS; log->n_enabled++) {
+        CUptiResult rc =
+            c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[log->n_enabled]);
+        if (rc != CUPTI_SUCCESS)
+            return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a driver launch");
+    }
+    return L2P_OK;
+}
+
+/* Disable each callback enable_launches enabled, then remove the subscriber: nothing of ours
+ * is left switched on in CUPTI or the driver (DIAG_KEEP: unsubscribe only). CUPTI itself stays
+ * attached to the process; DIAG_FINALIZE detaches it too (cuptiFinalize, from this thread:
+ * NVIDIA advises an API exit callback, where no other thread is inside CUPTI; a diagnostic
+ * only, and it undoes the counters' profiler initialisation). */
+static void unsubscribe(const cupti_calls *c, l2p_launch_log *log)
+{
+    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
+    if (!(log->diag & DIAG_KEEP))
+        for (size_t i = 0; i < log->n_enabled; i++)
+            (void)c->enable(0, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]);
+    log->n_enabled = 0;
+    (void)c->unsubscribe(h);
+    if ((log->diag & DIAG_FINALIZE) && c->finalize) (void)c->finalize();
+}
+
+l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
+{
+    const cupti_calls *c;
+    memset(log, 0, sizeof *log);
+    L2P_TRY(l2p_discovery_supported()); /* the callback reads parameter layouts */
+    L2P_TRY(cupti(&c));
+    L2P_TRY(l2p_launch_log_init(log, device, L2P_LAUNCH_LOG_MAX_LAUNCHES,
+                                L2P_LAUNCH_LOG_MAX_BYTES));
+    log->diag = diag_switches();
+    l2p_status st = slot_take(log);
+    if (st == L2P_OK) st = subscribe(c, log);
+    if (st == L2P_OK) st = enable_launches(c, log);
+    if (st != L2P_OK) {
+        l2p_error keep = *l2p_last_error();
+        l2p_launch_log_free(log);
+        return l2p_fail(keep.status, "%s", keep.message);
+    }
+    return st;
+}
+
+static void print_counts(const l2p_launch_log *log)
+{
+    const char *path = l2p_cupti_path();
+    fprintf(stderr, "l2persist launch log %lu: driver launches seen %zu; logged %zu, dropped "
+            "%zu; kernels resolved %zu; CUPTI %s\n", log->session, log->seen, log->n_launches,
+            log->dropped, log->n_fns, path ? path : "?");
+}
+
+void l2p_launch_log_end(l2p_launch_log *log)
+{
+    const cupti_calls *c;
+    slot_release(log); /* first: no callback reads this log from here on */
+    if (!log->subscriber) return;
+    if (cupti(&c) == L2P_OK) unsubscribe(c, log);
+    else l2p_clear_error();
+    log->subscriber = NULL;
+    if (log->diag & DIAG_PRINT) print_counts(log);
+}
+
+/* ---- the scan ---- */
+
+static l2p_status scan_launch(const l2p_launch_log *log, size_t k, l2p_graph_scan *out)
+{
+    const l2p_launch *l = &log->launches[k];
+    l2p_kernel_info *info = &out->kernels[k];
+    L2P_TRY(l2p_function_describe(l->func, info));
+    memcpy(info->grid, l->grid, sizeof info->grid);
+    memcpy(info->block, l->block, sizeof info->block);
+    info->shared_mem = l->shared_mem;
+    out->n_kernels = k + 1;
+    return l2p_scan_kernel_args(out, k, NULL, log->args ? log->args + l->args_at : NULL,
+                                l->args_size);
+}
+
+l2p_status l2p_launch_log_scan(const l2p_launch_log *log, l2p_graph_scan *out)
+{
+    size_t n = log->n_launches;
+    int prev;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(l2p_discovery_supported());
+    out->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *out->kernels);
+    if (!out->kernels)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning %zu launches", n);
+    l2p_status st = l2p_device_enter(log->device, &prev); /* the pointer queries need it */
+    if (st != L2P_OK) {
+        l2p_graph_scan_free(out);
+        return st;
+    }
+    for (size_t k = 0; st == L2P_OK && k < n; k++) st = scan_launch(log, k, out);
+    l2p_device_leave(prev);
+    if (st != L2P_OK) l2p_graph_scan_free(out);
+    return st;
+}
+
+void l2p_launch_log_free(l2p_launch_log *log)
+{
+    if (!log->launches) return; /* never initialised, or freed */
+    l2p_launch_log_end(log);
+    pthread_mutex_destroy(&log->lock);
+    free(log->launches);
+    free(log->args);
+    free(log->fns);
+    free(log->spans);
+    memset(log, 0, sizeof *log);
+}

@@ -1,0 +1,146 @@
+/* Discovery without capture: the launch log.
+ *
+ * Eager work that syncs with the host (torch.bincount, .item()) cannot be captured into a CUDA
+ * graph, so graphscan has no kernel nodes to read. The launch log reads the same things from the
+ * launches themselves while the work runs for real: CUPTI's callback API calls us inside each
+ * kernel launch call, where the function, the stream, the launch shape and the argument bytes
+ * are still the caller's, and we copy them into host memory the log owns. Afterwards
+ * l2p_launch_log_scan runs graphscan's argument scan (l2p_scan_kernel_args) over the copies and
+ * fills the same l2p_graph_scan, so l2p_buffers_build and everything after it is shared.
+ *
+ * Which launches: the driver's cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
+ * their _ptsz forms, and nothing else. The runtime's launches (cudaLaunchKernel, `<<<>>>`)
+ * reach these driver callbacks from inside the runtime: measured for PyTorch's kernels through
+ * its libcudart (H200, PyTorch 2.11 + CUDA 13.0: all 5 launches of a bincount step seen in the
+ * driver domain); l2persist's own kernels, through its static runtime, are checked by
+ * test_discover_l2persist_work_that_syncs_with_the_host. The runtime domain is not used: its
+ * launch structs name host stubs, to be mapped to functions through the runtime that
+ * registered them (and CUDA 13's __cudaLaunchKernel has no published struct); versions built
+ * on it lost every launch (that H200 run) or crashed a later PyTorch launch (earlier runs).
+ *
+ * When: at the driver call's entry. Its kernelParams, extra and config point at the caller's
+ * memory until the call returns, and the log copies the bytes there. The handle the driver is
+ * given is a CUfunction or a CUkernel (a library kernel, which CUDA 13's runtime may pass); its
+ * parameter layout comes from cuFuncGetParamInfo, a CUkernel's CUfunction from
+ * cuKernelGetFunction, both through driver entry points resolved before the subscription: a
+ * callback calls no runtime, opens or closes no library, and allocates nothing but the log's
+ * own buffers. Each handle is resolved once per log (l2p_launch_log_recall / _remember).
+ *
+ * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). At the end each
+ * callback enabled is disabled before the subscriber is removed.
+ *
+ * Diagnostic switches (tools/launchlog-diag; not an interface): L2P_LAUNCH_LOG_DIAG, read at
+ * each begin, a comma-separated list of: print (the log's counts and the CUPTI file on stderr at
+ * end), none (subscribe, enable no callback), raw (the callbacks only count launches: no driver
+ * call from inside them, nothing logged), keep (unsubscribe without disabling the callbacks
+ * first), finalize (detach CUPTI after unsubscribing: cuptiFinalize).
+ * L2P_CUPTI_IGNORE_MAPPED=1: load CUPTI by path even where the process has one (l2p_cupti.c).
+ *
+ * CUPTI takes one subscriber per process: where Nsight, a profiler or another tool subscribed,
+ * l2p_launch_log_begin fails with L2P_ERR_NOT_SUPPORTED (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_...).
+ * libcupti is loaded at run time (l2p_cupti.h).
+ */
+#ifndef L2P_LAUNCHLOG_H
+#define L2P_LAUNCHLOG_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "l2p_error.h"
+#include "l2p_graphscan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Default caps: a training step launches hundreds of kernels; a log this long holds several. */
+#define L2P_LAUNCH_LOG_MAX_LAUNCHES 4096
+#define L2P_LAUNCH_LOG_MAX_BYTES ((size_t)16 << 20) /* argument bytes of all launches */
+/* Distinct kernels resolved and kept per log (a table of this many slots, 3/4 used at most);
+ * past that, each launch of a new kernel is looked up on its own. */
+#define L2P_LAUNCH_LOG_FNS 4096
+
+/* One logged launch. */
+typedef struct {
+    void *func;              /* its CUfunction */
+    void *stream;            /* the CUstream / cudaStream_t it was queued on, as given */
+    unsigned grid[3], block[3];
+    unsigned shared_mem;     /* dynamic shared memory, bytes */
+    size_t args_at;          /* its argument bytes: log->args[args_at, args_at + args_size), */
+    size_t args_size;        /* every parameter at its offset (the `extra` form's layout) */
+} l2p_launch;
+
+/* A launch as the callback sees it, before its bytes are copied. */
+typedef struct {
+    void *func, *stream;
+    unsigned grid[3], block[3], shared_mem;
+    void *const *kernel_params; /* one pointer per parameter, or NULL: */
+    void *const *extra;         /* the `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE) */
+} l2p_launch_args;
+
+/* One parameter's place in the argument buffer (cuFuncGetParamInfo). */
+typedef struct {
+    size_t offset, size;
+} l2p_param_span;
+
+/* What one handle given to the driver (a CUfunction or a CUkernel) resolved to: kept for the
+ * log, so a kernel is looked up once. */
+typedef struct {
+    const void *handle;      /* NULL: an empty slot */
+    void *func;              /* its CUfunction */
+    size_t spans_at, n_params; /* its parameter layout: log->spans[spans_at, +n_params) */
+} l2p_launch_fn;
+
+typedef struct {
+    int device;              /* only launches in this device's contexts are logged */
+    l2p_launch *launches;
+    size_t n_launches, max_launches;
+    unsigned char *args;     /* the argument bytes of all launches */
+    size_t n_args, args_cap, max_args; /* bytes used, allocated, allowed */
+    size_t dropped;          /* launches not logged: past a cap, or their function unknown */
+    size_t seen;             /* driver launches the callbacks saw (the diagnostic's count) */
+    l2p_launch_fn *fns;      /* resolved handles: open addressing, fns_cap a power of two */
+    size_t n_fns, fns_cap;
+    l2p_param_span *spans;   /* their parameter layouts */
+    size_t n_spans, spans_cap;
+    unsigned diag;           /* L2P_LAUNCH_LOG_DIAG's switches, read at begin */
+    void *subscriber;        /* the CUpti_SubscriberHandle while logging, else NULL */
+    size_t n_enabled;        /* callbacks enabled on it (the first n of the launch calls) */
+    unsigned long session;   /* which logging run this is in the process (the diagnostic's) */
+    pthread_mutex_t lock;    /* launches may come from several threads */
+} l2p_launch_log;
+
+/* Start logging `device`'s kernel launches (default caps). On failure nothing is left to end
+ * or free. */
+l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log);
+/* Stop logging (unsubscribe); idempotent. The log keeps what it holds until freed. */
+void l2p_launch_log_end(l2p_launch_log *log);
+/* The logged launches as a scan (one kernel per launch, node NULL); the pointer queries run on
+ * the log's device. Free with l2p_graph_scan_free. */
+l2p_status l2p_launch_log_scan(const l2p_launch_log *log, l2p_graph_scan *out);
+/* End if still logging, and free what the log holds. */
+void l2p_launch_log_free(l2p_launch_log *log);
+
+/* ---- pure parts (C-tested without a GPU) ---- */
+
+/* An empty log with these caps (no CUPTI). */
+l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
+                               size_t max_args);
+/* The resolution of handle this log keeps, or NULL. */
+const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle);
+/* Keep handle -> func with its n parameter spans (the first kept stays); NULL for a NULL
+ * handle or where the log has no room left (the table holds fns_cap * 3 / 4, or host memory
+ * ran out): the caller then uses what it resolved for this launch only. Not thread-safe (the
+ * callbacks hold one lock). */
+const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
+                                             const l2p_param_span *spans, size_t n);
+/* Copy one launch into the log: from kernel_params, parameter i's span.size bytes at
+ * span.offset; from `extra`, its whole buffer (n_params unused). Past either cap, or with
+ * neither form, the launch is counted in log->dropped instead. Thread-safe. */
+void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
+                        const l2p_param_span *spans, size_t n_params);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

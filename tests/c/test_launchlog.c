@@ -1,0 +1,179 @@
+/* C tests of the launch log's pure part (no GPU, no CUPTI): a launch's argument bytes copied
+ * from a kernelParams array and from an `extra` buffer into the log's own memory, laid out at
+ * each parameter's offset so graphscan's word scan reads them; the caps and the dropped count. */
+#include <cuda.h> /* CU_LAUNCH_PARAM_* */
+#include <stdint.h>
+#include <string.h>
+
+#include "l2p_launchlog.h"
+#include "l2p_test.h"
+
+int l2p_test_passed, l2p_test_failed;
+
+#define A 0x7f0000000000ull /* a plausible device address */
+
+/* kernel(int n, float *x, struct {double *p; int k;} s): offsets 0, 8, 16; 32 bytes in all */
+static const l2p_param_span spans[3] = {{0, 4}, {8, 8}, {16, 16}};
+
+static l2p_launch_args launch_of(void *func, void *const *kernel_params, void *const *extra)
+{
+    l2p_launch_args a;
+    memset(&a, 0, sizeof a);
+    a.func = func;
+    a.stream = (void *)0x1234;
+    a.grid[0] = 80, a.grid[1] = a.grid[2] = 1;
+    a.block[0] = 256, a.block[1] = a.block[2] = 1;
+    a.shared_mem = 48;
+    a.kernel_params = kernel_params;
+    a.extra = extra;
+    return a;
+}
+
+static void test_kernel_params(void)
+{
+    l2p_launch_log log;
+    int n = 1000;
+    uint64_t x = A + 0x100;
+    struct { uint64_t p; int k; } s;
+    memset(&s, 0, sizeof s); /* its padding too: the word scan reads the whole 16 bytes */
+    s.p = A + 0x2000;
+    s.k = 7;
+    void *params[3] = {&n, &x, &s};
+    CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
+    l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
+    l2p_launch_log_add(&log, &a, spans, 3);
+    n = -1, x = 0; /* the caller's memory changes after the launch: the log has its own copy */
+    CHECK(log.n_launches == 1 && log.dropped == 0);
+    const l2p_launch *l = &log.launches[0];
+    CHECK(l->func == (void *)0xf00 && l->stream == (void *)0x1234);
+    CHECK(l->grid[0] == 80 && l->block[0] == 256 && l->shared_mem == 48);
+    CHECK(l->args_at == 0 && l->args_size == 32);
+    const unsigned char *b = log.args + l->args_at;
+    int n_copy;
+    uint64_t w;
+    memcpy(&n_copy, b, 4);
+    CHECK(n_copy == 1000);
+    CHECK(b[4] == 0 && b[7] == 0); /* the padding before x is zeroed */
+    memcpy(&w, b + 8, 8);
+    CHECK(w == A + 0x100);
+    memcpy(&w, b + 16, 8);
+    CHECK(w == A + 0x2000);
+    /* the scan graphscan runs over each parameter finds both pointers, none in n */
+    unsigned offs[4];
+    uint64_t words[4];
+    CHECK(l2p_scan_param_words(b + 0, 0, 4, offs, words, 4) == 0);
+    CHECK(l2p_scan_param_words(b + 8, 8, 8, offs, words, 4) == 1 && words[0] == A + 0x100);
+    CHECK(l2p_scan_param_words(b + 16, 16, 16, offs, words, 4) == 1 && words[0] == A + 0x2000);
+    l2p_launch_log_free(&log);
+    CHECK(log.launches == NULL && log.args == NULL);
+    l2p_launch_log_free(&log); /* twice is harmless */
+}
+
+static void test_extra_buffer(void)
+{
+    l2p_launch_log log;
+    unsigned char buf[32] = {0};
+    uint64_t p = A + 0x40;
+    size_t size = sizeof buf;
+    memcpy(buf + 8, &p, 8);
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
+    l2p_launch_args a = launch_of((void *)0xf01, NULL, extra);
+    l2p_launch_log_add(&log, &a, spans, 3);
+    a = launch_of((void *)0xf01, NULL, extra);       /* a second launch follows the first */
+    l2p_launch_log_add(&log, &a, NULL, 0);           /* the extra form needs no spans */
+    CHECK(log.n_launches == 2 && log.dropped == 0);
+    CHECK(log.launches[0].args_size == 32 && log.launches[1].args_at == 32);
+    CHECK(memcmp(log.args + 32, buf, sizeof buf) == 0 && log.n_args == 64);
+
+    /* an option the log does not know: the buffer's form is unknown, the launch dropped */
+    void *odd[] = {(void *)0x7, buf, CU_LAUNCH_PARAM_END};
+    size_t odd_size = 0;
+    CHECK(l2p_extra_buffer(odd, &odd_size) == NULL);
+    a = launch_of((void *)0xf02, NULL, odd);
+    l2p_launch_log_add(&log, &a, spans, 3);
+    CHECK(log.n_launches == 2 && log.dropped == 1);
+
+    /* neither form: dropped when the kernel has parameters, logged (no bytes) when not */
+    a = launch_of((void *)0xf03, NULL, NULL);
+    l2p_launch_log_add(&log, &a, spans, 3);
+    CHECK(log.n_launches == 2 && log.dropped == 2);
+    l2p_launch_log_add(&log, &a, NULL, 0);
+    CHECK(log.n_launches == 3 && log.launches[2].args_size == 0 && log.n_args == 64);
+    l2p_launch_log_free(&log);
+}
+
+static void test_caps(void)
+{
+    l2p_launch_log log;
+    int n = 1;
+    uint64_t x = A;
+    struct { uint64_t p; int k; } s = {A, 0};
+    void *params[3] = {&n, &x, &s};
+    /* two launches at most, 80 bytes at most: the third launch of 32 bytes fits neither */
+    CHECK(l2p_launch_log_init(&log, 3, 2, 80) == L2P_OK);
+    CHECK(log.device == 3);
+    l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
+    for (int i = 0; i < 5; i++) l2p_launch_log_add(&log, &a, spans, 3);
+    CHECK(log.n_launches == 2 && log.dropped == 3 && log.n_args == 64);
+    l2p_launch_log_free(&log);
+
+    /* the byte cap alone: room for two launches' bytes, slots for ten */
+    CHECK(l2p_launch_log_init(&log, 0, 10, 70) == L2P_OK);
+    for (int i = 0; i < 4; i++) l2p_launch_log_add(&log, &a, spans, 3);
+    CHECK(log.n_launches == 2 && log.dropped == 2 && log.n_args == 64 && log.args_cap <= 70);
+    l2p_launch_log_free(&log);
+}
+
+/* Resolutions kept per log: each handle once, with its own spans; an unresolvable handle is
+ * kept as such (func NULL); a NULL handle is never kept; a table 3/4 full keeps no more, and
+ * what it kept stays right. */
+static void test_resolutions(void)
+{
+    l2p_launch_log log;
+    const l2p_param_span other[2] = {{0, 8}, {8, 4}};
+    CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
+    CHECK(log.fns_cap == L2P_LAUNCH_LOG_FNS);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == NULL);
+    const l2p_launch_fn *f = l2p_launch_log_remember(&log, (void *)0x10, (void *)0xf00, spans, 3);
+    CHECK(f && f->func == (void *)0xf00 && f->n_params == 3);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == f);
+    const l2p_launch_fn *g = l2p_launch_log_remember(&log, (void *)0x18, (void *)0xf01, other, 2);
+    CHECK(g && g != f && g->func == (void *)0xf01 && g->spans_at == 3);
+    CHECK(l2p_launch_log_remember(&log, (void *)0x20, NULL, NULL, 0)->func == NULL);
+    CHECK(l2p_launch_log_recall(&log, (void *)0x20) != NULL);
+    /* remembering again keeps the first resolution */
+    CHECK(l2p_launch_log_remember(&log, (void *)0x10, (void *)0xbad, other, 2) == f &&
+          f->func == (void *)0xf00);
+    CHECK(l2p_launch_log_remember(&log, NULL, (void *)0xf02, spans, 3) == NULL);
+    CHECK(l2p_launch_log_recall(&log, NULL) == NULL && log.n_fns == 3);
+    f = l2p_launch_log_recall(&log, (void *)0x10);
+    CHECK(memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
+    CHECK(memcmp(log.spans + g->spans_at, other, sizeof other) == 0);
+    size_t kept = log.n_fns, refused = 0;
+    for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8)
+        if (!l2p_launch_log_remember(&log, (void *)h, (void *)(h + 1), spans, 1)) refused++;
+    CHECK(log.n_fns == L2P_LAUNCH_LOG_FNS * 3 / 4 && refused == L2P_LAUNCH_LOG_FNS - (log.n_fns - kept));
+    size_t found = 0, wrong = 0;
+    for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8) {
+        const l2p_launch_fn *k = l2p_launch_log_recall(&log, (void *)h);
+        found += k != NULL;
+        wrong += k && k->func != (void *)(h + 1);
+    }
+    CHECK(found == log.n_fns - kept && wrong == 0);
+    f = l2p_launch_log_recall(&log, (void *)0x10);
+    CHECK(f && f->func == (void *)0xf00 && memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
+    l2p_launch_log_free(&log);
+    CHECK(log.fns == NULL && log.spans == NULL);
+}
+
+int main(void)
+{
+    test_kernel_params();
+    test_extra_buffer();
+    test_caps();
+    test_resolutions();
+    printf("test_launchlog: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
+    return l2p_test_failed != 0;
+}
