@@ -75,10 +75,21 @@ cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, const void 
 
 /* Read nbytes `repeats` times inside one launch, in words of `width` (8 or 16) bytes, each
  * thread making `loads` (8, 16, 32, 64) independent loads; the shape is l2p_grid.h's
- * (repeats * chunks blocks of `threads` threads). An L2-resident buffer stays in L2. */
+ * (repeats * chunks blocks of `threads` threads). An L2-resident buffer stays in L2.
+ * repeats 0 and loads 0 take l2p_grid.h's defaults, as l2p_l2_read_shape_of says. */
 cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int load_flavour,
                                int width, int loads, unsigned threads, unsigned *sink,
                                cudaStream_t stream, const l2p_window *window);
+
+/* The shape l2_read launches with on the current device: repeats 0 and loads 0 take the
+ * defaults of l2p_grid.h (loads from each candidate kernel's occupancy). */
+typedef struct {
+    int repeats, loads;
+    size_t blocks; /* repeats x chunks */
+    size_t bytes;  /* read per launch: repeats x the buffer's whole words */
+} l2p_l2_read_shape;
+cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour, int width,
+                                 int loads, unsigned threads, l2p_l2_read_shape *out);
 
 /* The L2-resident read through the bulk copy engine (sm_90+): `blocks` blocks each stream
  * chunks of `chunk` bytes (a multiple of 16, at most nbytes) into shared memory, 4 stages deep.

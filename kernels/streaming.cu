@@ -170,19 +170,80 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     default: return cudaErrorInvalidValue;               \
     }
 
+/* The blocks one SM holds of l2_read's kernel with `loads` loads per thread (its registers
+ * decide: l2p_l2_read_kernel's launch bounds). */
+template <int F, typename T>
+static cudaError_t l2_read_occupancy(int loads, unsigned threads, int *blocks_per_sm)
+{
+    L2P_DISPATCH_LOADS(loads, L,
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            blocks_per_sm, l2p_l2_read_kernel<F, T, L>, (int)threads, 0));
+    return cudaErrorInvalidValue;
+}
+
+/* repeats and loads as l2_read launches them: 0 asks for the defaults of l2p_grid.h (the
+ * passes that read L2P_L2_READ_AUTO_BYTES; the loads that fill the current device). */
+template <int F, typename T>
+static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsigned threads,
+                                    l2p_l2_read_shape *out)
+{
+    static const int candidates[] = {64, 32, 16, 8};
+    enum { N = sizeof candidates / sizeof candidates[0] };
+    size_t n = nbytes / sizeof(T), blocks[N], resident[N];
+    if (threads == 0 || threads > 1024) return cudaErrorInvalidValue;
+    if (repeats == 0) /* the cap counts the most chunks any candidate makes */
+        repeats = (int)l2p_l2_read_auto_repeats(nbytes, l2p_l2_read_chunks(n, threads, 8));
+    if (loads == 0) {
+        int dev, sms, per_sm;
+        cudaError_t rc = cudaGetDevice(&dev);
+        if (rc == cudaSuccess)
+            rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        for (int i = 0; rc == cudaSuccess && i < N; i++) {
+            rc = l2_read_occupancy<F, T>(candidates[i], threads, &per_sm);
+            blocks[i] = l2p_l2_read_chunks(n, threads, (unsigned)candidates[i]) * (size_t)repeats;
+            resident[i] = (size_t)per_sm * (size_t)sms;
+        }
+        if (rc != cudaSuccess) return rc;
+        loads = candidates[l2p_l2_read_pick_loads(blocks, resident, N)];
+    }
+    out->repeats = repeats;
+    out->loads = loads;
+    out->blocks = l2p_l2_read_chunks(n, threads, (unsigned)loads) * (size_t)repeats;
+    out->bytes = n * sizeof(T) * (size_t)repeats;
+    return cudaSuccess;
+}
+
 template <typename T>
 static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int load_flavour,
                               int loads, unsigned threads, unsigned *sink, cudaStream_t stream,
                               const l2p_window *window)
 {
-    size_t n = nbytes / sizeof(T), chunks = l2p_l2_read_chunks(n, threads, (unsigned)loads);
-    size_t blocks = chunks * (size_t)repeats;
-    if (n == 0 || repeats <= 0) return cudaSuccess;
-    if (threads == 0 || threads > 1024 || blocks > 2147483647u) return cudaErrorInvalidValue;
-    L2P_DISPATCH_LOAD(load_flavour, F, L2P_DISPATCH_LOADS(loads, L,
-        return l2p_launch(l2p_l2_read_kernel<F, T, L>, dim3((unsigned)blocks), dim3(threads), 0,
-                          stream, window, (const T *)src, n, (unsigned)chunks, n / threads,
-                          sink)));
+    size_t n = nbytes / sizeof(T);
+    l2p_l2_read_shape shape;
+    if (n == 0 || repeats < 0) return cudaSuccess;
+    L2P_DISPATCH_LOAD(load_flavour, F, {
+        cudaError_t rc = l2_read_shape_as<F, T>(nbytes, repeats, loads, threads, &shape);
+        if (rc != cudaSuccess) return rc;
+        if (shape.blocks > 2147483647u) return cudaErrorInvalidValue;
+        size_t chunks = shape.blocks / (size_t)shape.repeats;
+        L2P_DISPATCH_LOADS(shape.loads, L,
+            return l2p_launch(l2p_l2_read_kernel<F, T, L>, dim3((unsigned)shape.blocks),
+                              dim3(threads), 0, stream, window, (const T *)src, n,
+                              (unsigned)chunks, n / threads, sink));
+    });
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour,
+                                            int width, int loads, unsigned threads,
+                                            l2p_l2_read_shape *out)
+{
+    if (width == 8)
+        L2P_DISPATCH_LOAD(load_flavour, F,
+                          return l2_read_shape_as<F, uint2>(nbytes, repeats, loads, threads, out));
+    if (width == 16)
+        L2P_DISPATCH_LOAD(load_flavour, F,
+                          return l2_read_shape_as<F, uint4>(nbytes, repeats, loads, threads, out));
     return cudaErrorInvalidValue;
 }
 

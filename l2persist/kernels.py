@@ -11,7 +11,7 @@ pick the load instruction's cache operator or L2 eviction hint; store flavours t
 """
 
 from . import _core
-from ._core import KERNELS, LOAD_FLAVOURS, STORE_FLAVOURS, gather_errors, seed_map
+from ._core import KERNELS, LOAD_FLAVOURS, STORE_FLAVOURS, gather_errors, l2_read_shape, seed_map
 
 globals().update({name: getattr(_core, name) for name in KERNELS})
 
@@ -55,4 +55,4 @@ for _f in (stream_read, stream_write, stream_copy, triad):
 del _f
 
 __all__ = ["KERNELS", "LOAD_FLAVOURS", "STORE_FLAVOURS", "STREAM_TRAFFIC", *KERNELS,
-           "gather_errors", "seed_map", "stream_copy", "stream_read", "stream_write", "triad"]
+           "gather_errors", "l2_read_shape", "seed_map", "stream_copy", "stream_read", "stream_write", "triad"]

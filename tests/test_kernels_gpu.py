@@ -233,6 +233,38 @@ def test_streaming_bad_inputs():
             K.l2_read(a, 1, width=4)
 
 
+def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
+    """repeats None reads at least 4 GiB a launch; loads None takes fewer loads (more blocks)
+    for a short launch than for a long one; the captured kernel node has the grid that
+    l2_read_shape names, and the counters see its bytes."""
+    mib = 8
+    rows = (mib << 20) // 8 // 1024
+    with l2persist.to_device(rng.integers(0, 2**32, (mib << 20) // 4, dtype=np.uint32)) as src, \
+            l2persist.Stream() as s:
+        long, short = K.l2_read_shape(src.nbytes), K.l2_read_shape(src.nbytes, 1)
+        assert long["bytes"] >= 4 << 30 and long["repeats"] == -(-(4 << 30) // src.nbytes)
+        assert short["repeats"] == 1 and short["bytes"] == src.nbytes
+        assert short["loads"] < long["loads"] == 64
+        for shape in (long, short, K.l2_read_shape(src.nbytes, 7, loads=32)):
+            assert shape["blocks"] == shape["repeats"] * -(-rows // shape["loads"])
+        # the grid launched is the one named (a node of a capture keeps its launch shape)
+        for repeats, loads in ((None, None), (1, None), (7, 32)):
+            with s.capture() as g:
+                K.l2_read(src, repeats, loads=loads, stream=s)
+            (node,) = g.kernel_nodes
+            want = K.l2_read_shape(src.nbytes, repeats, loads=loads)
+            assert node.grid == (want["blocks"], 1, 1) and node.block == (1024, 1, 1)
+            g.close()
+        c = l2persist.measure(lambda: K.l2_read(src, stream=s), ["l2_read_sectors"])
+        assert 0.93 * long["bytes"] / 32 <= c["l2_read_sectors"] <= 1.03 * long["bytes"] / 32
+        with pytest.raises(ValueError, match="loads: 3"):
+            K.l2_read_shape(src.nbytes, loads=3)
+        with pytest.raises(ValueError, match="width: 4"):
+            K.l2_read_shape(src.nbytes, width=4)
+        with pytest.raises(ValueError, match="repeats"):
+            K.l2_read_shape(src.nbytes, 0)
+
+
 def test_hot_cold_best_practices_kernel(rng):
     hot_n, cold_n = 1024, 4096
     hot_h = rng.integers(1, 1000, hot_n).astype(np.int32)

@@ -20,3 +20,26 @@ void l2p_bulk_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *th
     *blocks = 2u * (unsigned)(multiprocessor_count > 0 ? multiprocessor_count : 1);
     *threads = 32;
 }
+
+long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks)
+{
+    unsigned long long want, most;
+    if (nbytes == 0 || chunks == 0) return 1;
+    want = (L2P_L2_READ_AUTO_BYTES + nbytes - 1) / nbytes;
+    most = L2P_L2_READ_AUTO_BLOCKS / chunks;
+    if (want > most) want = most;
+    return want > 0 ? (long long)want : 1;
+}
+
+int l2p_l2_read_pick_loads(const size_t *blocks, const size_t *resident, int n)
+{
+    int most = -1;
+    for (int i = 0; i < n; i++) {
+        /* On an H200 every threshold from 1.25 to 1.45 times the resident blocks met the
+         * original from 3 passes up (1.2: 64 loads at 16 MiB x 10, 0.97x; 1.5: 8 loads at
+         * 16 MiB x 3, 0.98x); 4/3 lies in that range. Sizes stay far below 2^62. */
+        if (blocks[i] * 3 >= resident[i] * 4) return i;
+        if (most < 0 || blocks[i] > blocks[most]) most = i;
+    }
+    return most;
+}

@@ -143,22 +143,26 @@ l2p_status l2p_launch_check_streaming(int op, const l2p_buf_desc *dst, const l2p
 l2p_status l2p_launch_check_l2_read(const l2p_buf_desc *src, long long repeats, long long width,
                                     long long loads, long long threads)
 {
+    /* repeats 0 and loads 0: the launcher's defaults (l2p_grid.h), in range by construction */
     if (width != L2P_L2_READ_WIDTH_MIN && width != L2P_L2_READ_WIDTH_MAX)
         return l2p_fail(L2P_ERR_VALUE, "width: %lld; allowed %d or %d", width,
                         L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX);
-    if (loads < L2P_L2_READ_LOADS_MIN || loads > L2P_L2_READ_LOADS_MAX || (loads & (loads - 1)))
-        return l2p_fail(L2P_ERR_VALUE, "loads: %lld; allowed a power of two in [%d, %d]", loads,
-                        L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX);
+    if (loads != 0 && (loads < L2P_L2_READ_LOADS_MIN || loads > L2P_L2_READ_LOADS_MAX ||
+                       (loads & (loads - 1))))
+        return l2p_fail(L2P_ERR_VALUE, "loads: %lld; allowed a power of two in [%d, %d], or "
+                        "None", loads, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX);
     L2P_TRY(l2p_check_launch_shape(1, threads));
-    if (repeats < 1 || repeats > L2P_REPEATS_MAX)
+    if (repeats < 0 || repeats > L2P_REPEATS_MAX)
         return l2p_fail(L2P_ERR_VALUE, "repeats: %lld is outside [1, %lld]", repeats,
                         L2P_REPEATS_MAX);
     L2P_TRY(l2p_check_words(src->ptr, src->nbytes, (unsigned)width, "src"));
+    /* with loads None the most chunks any choice makes (8 loads) */
     size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)width, (unsigned)threads,
-                                       (unsigned)loads);
+                                       loads ? (unsigned)loads : L2P_L2_READ_LOADS_MIN);
     if (chunks && (size_t)repeats > (size_t)INT32_LIMIT / chunks)
         return l2p_fail(L2P_ERR_VALUE, "repeats: %lld passes of %zu blocks exceed a grid's "
-                        "2^31 - 1 blocks", repeats, chunks);
+                        "2^31 - 1 blocks%s", repeats, chunks,
+                        loads ? "" : " (with loads None, 8 loads per thread)");
     return L2P_OK;
 }
 

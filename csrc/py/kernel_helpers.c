@@ -5,6 +5,8 @@
 #include "params.h"
 
 #include "l2p_kernels.h"
+#include "l2p_flavour.h"
+#include "l2p_launch.h"
 #include "l2p_seedmap.h"
 
 
@@ -95,4 +97,61 @@ L2P_DEFINE_FN(seed_map_fn, seed_map_args, seed_map_impl, "seed_map",
               L2P_PARAM(seed_map_args, seed, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0,
                         .hi = 4294967295LL, .what = "srand's seed", .doc = "srand()'s seed"));
 
-const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, NULL};
+typedef struct {
+    long long nbytes;
+    l2p_opt repeats;
+    int load;
+    long long width;
+    l2p_opt loads;
+    long long threads;
+    int device;
+} l2_read_shape_args;
+
+/* What l2_read launches for a buffer of nbytes with these arguments: the same check and the
+ * same choice of defaults as the launch (streaming.cu), on the device that would run it. */
+static PyObject *l2_read_shape_impl(PyObject *m, const void *args)
+{
+    const l2_read_shape_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
+    l2p_buf_desc src = {.present = 1, .ptr = 0, .nbytes = (size_t)a->nbytes, .itemsize = 1};
+    long long repeats = a->repeats.given ? a->repeats.i : 0, loads = a->loads.given ? a->loads.i : 0;
+    l2p_l2_read_shape shape;
+    int prev;
+    cudaError_t rc;
+    if (l2p_launch_check_l2_read(&src, repeats, a->width, loads, a->threads) != L2P_OK)
+        return l2p_py_raise(st);
+    if (l2p_device_enter(a->device, &prev) != L2P_OK) return l2p_py_raise(st);
+    rc = l2p_l2_read_shape_of(src.nbytes, (int)repeats, a->load, (int)a->width, (int)loads,
+                              (unsigned)a->threads, &shape);
+    l2p_device_leave(prev);
+    if (rc != cudaSuccess) {
+        l2p_fail_cuda(rc, "l2_read_shape");
+        return l2p_py_raise(st);
+    }
+    return Py_BuildValue("{s:i,s:i,s:n,s:n}", "repeats", shape.repeats, "loads", shape.loads,
+                         "blocks", (Py_ssize_t)shape.blocks, "bytes", (Py_ssize_t)shape.bytes);
+}
+L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read_shape",
+              "What l2_read(src, repeats, ...) launches for a src of nbytes on the device: "
+              "the passes, the loads per thread (None: chosen to fill the device), the blocks "
+              "and the bytes read per launch (for a rate: bytes / time).",
+              "dict[str, int]",
+              L2P_PARAM(l2_read_shape_args, nbytes, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = LLONG_MAX, .what = "bytes", .doc = "src's size in bytes"),
+              L2P_PARAM(l2_read_shape_args, repeats, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
+                        .hi = L2P_REPEATS_MAX, .what = "passes",
+                        .doc = "as l2_read's; None: enough to read 4 GiB per launch"),
+              L2P_PARAM(l2_read_shape_args, load, L2P_P_CHOICE, .flags = L2P_P_KWONLY,
+                        .choices = l2p_load_flavour_names, .doc = "as l2_read's"),
+              L2P_PARAM(l2_read_shape_args, width, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .lo = LLONG_MIN, .hi = LLONG_MAX, .ival = 8, .what = "bytes",
+                        .doc = "as l2_read's (8 or 16)"),
+              L2P_PARAM(l2_read_shape_args, loads, L2P_P_INT, .flags = L2P_P_NONE, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "loads per thread",
+                        .doc = "as l2_read's; None: chosen from the launch"),
+              L2P_PARAM(l2_read_shape_args, threads, L2P_P_INT, .lo = LLONG_MIN, .hi = LLONG_MAX,
+                        .ival = 1024, .what = "threads per block", .doc = "as l2_read's"),
+              L2P_PARAM(l2_read_shape_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+                        "Device); None: the current one"));
+
+const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, &l2_read_shape_fn, NULL};

@@ -307,10 +307,10 @@ static cudaError_t streaming_launch(l2p_call *c)
 
 #define L2_READ_ARGS(X)                                \
     X(l2_read, src, BUF(NULL, 0, 0, 0))                \
-    X(l2_read, repeats, INT(10, 1, L2P_REPEATS_MAX, 0))     \
+    X(l2_read, repeats, INT(0, 1, L2P_REPEATS_MAX, OPT))     \
     X(l2_read, load, CHOICE(LOADS, 0, KW))             \
     X(l2_read, width, INT(8, L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX, KW | L2P_A_POW2)) \
-    X(l2_read, loads, INT(64, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX, KW | L2P_A_POW2)) \
+    X(l2_read, loads, INT(0, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX, KW | L2P_A_POW2 | OPT)) \
     X(l2_read, threads, THREADS(1024, KW))
 enum { L2_READ_ARGS(ARG_ID) };
 
@@ -485,7 +485,10 @@ const l2p_kernel l2p_kernel_table[] = {
      {STREAMING_ARGS(ARG_ROW)}},
     {"l2_read", "Read src `repeats` times in one launch, in words of `width` bytes, each thread "
      "making `loads` independent loads, one per row of `threads` words (a block's footprint "
-     "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks.", L2P_K_SINK,
+     "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks. repeats None: "
+     "enough passes to read 4 GiB per launch (the launch's 2-3 us ramp under 1 %); loads "
+     "None: the most loads whose grid still fills the device (64 for long launches, fewer "
+     "for short ones). l2_read_shape() says what a call launches.", L2P_K_SINK,
      NULL, l2_read_check, l2_read_launch, NULL,
      {L2_READ_ARGS(ARG_ROW)}},
     {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "

@@ -84,7 +84,8 @@ def _cases(quick: bool) -> list:
 
 # The L2-resident reads, each timed at every L2 size: (kernel, l2_read's keywords) or
 # (kernel, None) for the bulk copy engine and the CuPy reference.
-L2_KERNELS = [("l2_read (8-byte loads x64)", {}), ("l2_read (8-byte nc loads x64)", {"load": "nc"}),
+L2_KERNELS = [("l2_read (8-byte loads x64)", {"loads": 64}),
+              ("l2_read (8-byte nc loads x64)", {"load": "nc", "loads": 64}),
               ("l2_read (16-byte loads x32)", {"width": 16, "loads": 32}),
               ("bulk_read (bulk copy engine)", None), (REFERENCE, None)]
 

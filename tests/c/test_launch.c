@@ -146,7 +146,12 @@ static void test_l2_read(void)
     CHECK(l2p_launch_check_l2_read(&src, 2147483647LL / 16, 8, 64, 1024) == L2P_OK);
     CHECK(failed_with(l2p_launch_check_l2_read(&src, 2147483647LL / 16 + 1, 8, 64, 1024),
                       L2P_ERR_VALUE, "repeats:"));
-    CHECK(failed_with(l2p_launch_check_l2_read(&src, 0, 8, 64, 1024), L2P_ERR_VALUE, "repeats: 0"));
+    CHECK(failed_with(l2p_launch_check_l2_read(&src, -1, 8, 64, 1024), L2P_ERR_VALUE, "repeats: -1"));
+    /* 0: the launcher's defaults; with loads 0 the grid bound counts 8 loads (128 blocks) */
+    CHECK(l2p_launch_check_l2_read(&src, 0, 8, 0, 1024) == L2P_OK);
+    CHECK(l2p_launch_check_l2_read(&src, 2147483647LL / 128, 8, 0, 1024) == L2P_OK);
+    CHECK(failed_with(l2p_launch_check_l2_read(&src, 2147483647LL / 128 + 1, 8, 0, 1024),
+                      L2P_ERR_VALUE, "repeats: 16777216 passes of 128 blocks"));
     CHECK(failed_with(l2p_launch_check_l2_read(&src, 1, 4, 64, 1024), L2P_ERR_VALUE, "width: 4"));
     CHECK(failed_with(l2p_launch_check_l2_read(&src, 1, 8, 48, 1024), L2P_ERR_VALUE, "loads: 48"));
     CHECK(failed_with(l2p_launch_check_l2_read(&src, 1, 8, 64, 0), L2P_ERR_VALUE, "threads: 0"));
