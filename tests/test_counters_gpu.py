@@ -122,6 +122,24 @@ def test_l2_resident_reread_hits(device, known_l2):
     assert warm["l2_read_hit_sectors"] > 0.9 * n_sectors, dict(warm)
 
 
+def test_sm_read_reads_its_chunk_once_from_the_sm_asked_for(device):
+    """K.sm_read: one block reads the chunk (the L1 sees each of its sectors once: a second
+    reader on the SM would double them), on the first and the last SM id, two launches in a
+    row (the claim resets itself); an id that no SM has reads nothing. The last id assumes
+    that %smid runs 0..SMs-1 (tools/l2-partitions prints any id in that range no SM has)."""
+    chunk_sectors = (512 << 10) // 32  # l2_read's chunk of 8 MiB: 1024 threads x 64 x 8 bytes
+    last = device.properties.multiprocessor_count - 1
+    with l2persist.zeros(8 << 20, np.uint8) as src, l2persist.Stream(device) as s:
+        for sm in (0, last):
+            c = l2persist.measure(lambda: (K.sm_read(src, sm, 3, stream=s),
+                                           K.sm_read(src, sm, 15, stream=s)),
+                                  ["global_load_sectors", "l2_read_sectors"])
+            assert c["global_load_sectors"] == 2 * chunk_sectors, (sm, dict(c))
+            assert c["l2_read_sectors"] == pytest.approx(2 * chunk_sectors, rel=0.01), (sm, dict(c))
+        none = l2persist.measure(lambda: K.sm_read(src, 1023, 3, stream=s), ["global_load_sectors"])
+    assert none["global_load_sectors"] == 0
+
+
 def test_hot_cold_window_cuts_dram_reads(device):
     hot_n, cold_n = (16 << 20) // 4, (256 << 20) // 4
     names = ["gpu_time_ns", "l2_hit_rate", "l2_read_hit_rate", "dram_bytes_read",
