@@ -91,6 +91,13 @@ typedef struct {
 cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour, int width,
                                  int loads, unsigned threads, l2p_l2_read_shape *out);
 
+/* One chunk of l2_read's shape (chunk < its chunk count of nbytes; default load) read by one
+ * block on the SM whose %smid is `sm`; every other block exits without a load. An id that no
+ * SM has reads nothing. Launches must not overlap (they share a device counter). */
+cudaError_t l2p_launch_sm_read(const void *src, size_t nbytes, unsigned chunk, unsigned sm,
+                               int width, int loads, unsigned threads, unsigned *sink,
+                               cudaStream_t stream, const l2p_window *window);
+
 /* The L2-resident read through the bulk copy engine (sm_90+): `blocks` blocks each stream
  * chunks of `chunk` bytes (a multiple of 16, at most nbytes) into shared memory, 4 stages deep.
  * Reads the first nbytes / chunk * chunk bytes, `repeats` times. */

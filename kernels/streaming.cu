@@ -1,6 +1,7 @@
-/* Streaming kernels over 16-byte words: read, write, copy, triad, and an L2-resident read.
- * Each thread keeps L2P_UNROLL independent 16-byte accesses in flight per iteration of a
- * grid-stride loop; the grid is sized from the SM count by the caller. */
+/* Streaming kernels over 16-byte words: read, write, copy, triad. Each thread keeps
+ * L2P_UNROLL independent 16-byte accesses in flight per iteration of a grid-stride loop; the
+ * grid is sized from the SM count by the caller. Then the L2-resident reads: l2_read, the same
+ * chunk read from a chosen SM (sm_read), and the bulk copy engine's (bulk_read). */
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
@@ -138,11 +139,9 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
  *   count of whole rows comes from the host: a 64-bit division is a long software sequence
  *   that every block would run before its first load. */
 template <int F, typename T, int L>
-__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
-    l2p_l2_read_kernel(const T *src, size_t n, unsigned chunks, size_t full_rows, unsigned *sink)
+__device__ __forceinline__ unsigned l2p_l2_read_chunk(const T *src, size_t n, unsigned chunks,
+                                                      size_t full_rows, unsigned row, uint64_t pol)
 {
-    uint64_t pol = l2p_load_policy<F>();
-    unsigned row = blockIdx.x % chunks;
     size_t row_words = blockDim.x, step = (size_t)chunks * row_words;
     const T *p = src + (size_t)row * row_words + threadIdx.x;
     unsigned acc = 0;
@@ -158,7 +157,15 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
             if (e < n) acc ^= l2p_fold(l2p_load<F>(src + e, pol));
         }
     }
-    l2p_keep(acc, sink);
+    return acc;
+}
+
+template <int F, typename T, int L>
+__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
+    l2p_l2_read_kernel(const T *src, size_t n, unsigned chunks, size_t full_rows, unsigned *sink)
+{
+    uint64_t pol = l2p_load_policy<F>();
+    l2p_keep(l2p_l2_read_chunk<F, T, L>(src, n, chunks, full_rows, blockIdx.x % chunks, pol), sink);
 }
 
 #define L2P_DISPATCH_LOADS(l, L, ...)                    \
@@ -258,6 +265,123 @@ extern "C" cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int re
     if (width == 16)
         return l2_read_as<uint4>(src, nbytes, repeats, load_flavour, loads, threads, sink,
                                  stream, window);
+    return cudaErrorInvalidValue;
+}
+
+/* ---- The L2-resident read from one chosen SM ----
+ * Hopper's L2 is two partitions; which one serves a load depends on the SM that makes it.
+ * sm_read reads one chunk of l2_read's shape, as l2_read's block b reads chunk b % chunks
+ * (the device function above: the same rows, loads and default load), but from a block on
+ * the SM whose %smid is `sm`, so that a chunk can be warmed from one SM and re-read from
+ * another (tools/l2-partitions). Placement is chosen, not hoped for:
+ * - The grid is one block per resident slot of the device (SM count x the kernel's
+ *   occupancy): every slot is filled in the first wave, so the wanted SM gets blocks.
+ * - A block on any other SM holds its slot for L2P_SM_READ_HOLD_NS of %globaltimer and
+ *   exits without a load: no slot frees before the whole grid is dispatched, so no SM
+ *   takes a second block in place of one that the wanted SM should have had.
+ * - Exactly one block reads: the first on the wanted SM to claim the launch's counter.
+ *   Blocks on one SM share its L1, so a second reader would see L1 hits, not L2 traffic.
+ * The counters reset themselves (the last block to finish zeroes them), so graph replays
+ * work without a host-side reset; they are device variables, so two sm_read launches must
+ * not run at the same time. An id that no SM has reads nothing (the counters show 0 sectors
+ * read: that is how a caller sees it). */
+#define L2P_SM_READ_HOLD_NS 20000ull
+
+__device__ unsigned l2p_sm_read_claims; /* blocks of this launch that found the wanted SM */
+__device__ unsigned l2p_sm_read_exits;  /* blocks of this launch that have finished */
+
+__device__ __forceinline__ unsigned l2p_smid(void)
+{
+    unsigned id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
+__device__ __forceinline__ unsigned long long l2p_globaltimer(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+template <typename T, int L>
+__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
+    l2p_sm_read_kernel(const T *src, size_t n, unsigned chunks, size_t full_rows, unsigned chunk,
+                       unsigned sm, unsigned *sink)
+{
+    __shared__ int reader;
+    if (threadIdx.x == 0)
+        reader = l2p_smid() == sm && atomicAdd(&l2p_sm_read_claims, 1u) == 0u;
+    __syncthreads();
+    if (reader) {
+        uint64_t pol = l2p_load_policy<L2P_LD_DEFAULT>();
+        l2p_keep(l2p_l2_read_chunk<L2P_LD_DEFAULT, T, L>(src, n, chunks, full_rows, chunk, pol),
+                 sink);
+    } else if (threadIdx.x == 0) {
+        unsigned long long start = l2p_globaltimer();
+        while (l2p_globaltimer() - start < L2P_SM_READ_HOLD_NS) {
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence(); /* this block's claim is visible before its exit is counted */
+        if (atomicAdd(&l2p_sm_read_exits, 1u) == gridDim.x - 1u) {
+            atomicExch(&l2p_sm_read_claims, 0u);
+            atomicExch(&l2p_sm_read_exits, 0u);
+        }
+    }
+}
+
+/* One block per resident slot of the current device (see above). */
+template <typename K>
+static cudaError_t l2p_one_wave(K kernel, unsigned threads, unsigned *blocks)
+{
+    int dev, sms, per_sm;
+    cudaError_t rc = cudaGetDevice(&dev);
+    if (rc == cudaSuccess) rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (rc == cudaSuccess)
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, (int)threads, 0);
+    if (rc != cudaSuccess) return rc;
+    *blocks = (unsigned)sms * (unsigned)(per_sm > 0 ? per_sm : 1);
+    return cudaSuccess;
+}
+
+template <typename T, int L>
+static cudaError_t sm_read_launch(const T *src, size_t n, unsigned chunks, unsigned chunk,
+                                  unsigned sm, unsigned threads, unsigned *sink,
+                                  cudaStream_t stream, const l2p_window *window)
+{
+    unsigned blocks;
+    cudaError_t rc = l2p_one_wave(l2p_sm_read_kernel<T, L>, threads, &blocks);
+    if (rc != cudaSuccess) return rc;
+    return l2p_launch(l2p_sm_read_kernel<T, L>, dim3(blocks), dim3(threads), 0, stream, window,
+                      src, n, chunks, n / threads, chunk, sm, sink);
+}
+
+template <typename T>
+static cudaError_t sm_read_as(const void *src, size_t nbytes, unsigned chunk, unsigned sm,
+                              int loads, unsigned threads, unsigned *sink, cudaStream_t stream,
+                              const l2p_window *window)
+{
+    size_t n = nbytes / sizeof(T);
+    if (threads == 0 || threads > 1024) return cudaErrorInvalidValue;
+    size_t chunks = l2p_l2_read_chunks(n, threads, (unsigned)loads);
+    if (chunk >= chunks || chunks > 2147483647u) return cudaErrorInvalidValue;
+    L2P_DISPATCH_LOADS(loads, L,
+        return sm_read_launch<T, L>((const T *)src, n, (unsigned)chunks, chunk, sm, threads,
+                                    sink, stream, window));
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t l2p_launch_sm_read(const void *src, size_t nbytes, unsigned chunk,
+                                          unsigned sm, int width, int loads, unsigned threads,
+                                          unsigned *sink, cudaStream_t stream,
+                                          const l2p_window *window)
+{
+    if (width == 8)
+        return sm_read_as<uint2>(src, nbytes, chunk, sm, loads, threads, sink, stream, window);
+    if (width == 16)
+        return sm_read_as<uint4>(src, nbytes, chunk, sm, loads, threads, sink, stream, window);
     return cudaErrorInvalidValue;
 }
 

@@ -114,6 +114,7 @@ def test_threads_means_threads_per_block_everywhere():
                     getattr(_core, name)(None, "write", **kwargs)
                 else:
                     getattr(_core, name)(**kwargs) if name not in ("pattern", "l2_read",
+                                                                    "sm_read",
                                                                     "hot_cold_read") else \
                         getattr(_core, name)(*(None,) * _required(name), **kwargs)
 
@@ -247,6 +248,11 @@ _ROW_RANGES = [
     ("l2_read", "loads", "L2P_L2_READ_LOADS_MIN", "L2P_L2_READ_LOADS_MAX"),
     ("l2_read", "repeats", 1, "L2P_REPEATS_MAX"),
     ("l2_read", "threads", 1, "L2P_THREADS_MAX"),
+    ("sm_read", "sm", 0, "L2P_SM_ID_MAX"),
+    ("sm_read", "chunk", 0, "L2P_CHUNK_MAX"),
+    ("sm_read", "width", "L2P_L2_READ_WIDTH_MIN", "L2P_L2_READ_WIDTH_MAX"),
+    ("sm_read", "loads", "L2P_L2_READ_LOADS_MIN", "L2P_L2_READ_LOADS_MAX"),
+    ("sm_read", "threads", 1, "L2P_THREADS_MAX"),
     ("bulk_read", "repeats", 1, "L2P_REPEATS_MAX"),
     ("bulk_read", "chunk", "L2P_BULK_CHUNK_MIN", "L2P_BULK_CHUNK_MAX"),
     ("bulk_read", "blocks", 1, "L2P_BLOCKS_MAX"),

@@ -83,11 +83,13 @@ def known_l2(device):
         yield
 
 
+# Sectors that missed in the SM's own L2 partition, crossed to the other one and hit there.
+FABRIC_READ_HITS = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum"
+
+
 def test_l2_resident_reread_hits(device, known_l2):
-    # In full-suite runs on the H200 the warm pass once counted exactly 7/8 of the sectors as
-    # hits (passing alone): the test now starts from limit 0, reset lines and a fresh stream
-    # (no window an earlier test may have left on the default stream). --l2p-guard names a
-    # test that leaks the limit or a window.
+    # Starts from limit 0, reset lines and a fresh stream (no window an earlier test may have
+    # left on the default stream); --l2p-guard names a test that leaks the limit or a window.
     # loads=64 (16 blocks of 512 KiB a pass) as in the runs that saw the 7/8.
     scratch_n = 2 * device.properties.l2_cache_size
     with l2persist.zeros(8 << 20, np.uint8) as src, \
@@ -98,8 +100,11 @@ def test_l2_resident_reread_hits(device, known_l2):
         # Cold: a 2x-L2 write evicts the region first (the last pass may have left it in L2).
         cold = l2persist.measure(lambda: K.l2_read(src, 1, loads=64, stream=s),
                                  ["l2_read_hit_sectors"], warmup=_cold_l2(device, scratch, s))
+        # One CUPTI pass for the three (GH100): every count comes from the same replay of
+        # warm-up and launch. The list this replaced (hit sectors, l2_fabric_sectors) took
+        # two passes: the fabric count printed beside the 7/8 (1528) came from another replay.
         warm = l2persist.measure(lambda: K.l2_read(src, 1, loads=64, stream=s),
-                                 ["l2_read_hit_sectors", "l2_fabric_sectors"],
+                                 ["l2_read_hit_sectors", FABRIC_READ_HITS, "dram_bytes_read"],
                                  warmup=lambda: K.l2_read(src, 1, loads=64, stream=s))
     # Served by the L2, not DRAM. (Lookups in the SM's near L2 partition of lines homed in the
     # far one count as misses there and are served over the fabric: hit rates stay below 100.)
@@ -117,10 +122,38 @@ def test_l2_resident_reread_hits(device, known_l2):
     # A pass starts with a cold L2; the in-pass warm-up fills it for the region.
     n_sectors = (8 << 20) // 32
     assert cold["l2_read_hit_sectors"] < 0.1 * n_sectors
-    # 7/8 would be 2 of l2_read's 16 blocks (512 KiB each): the fabric count says whether the
-    # missed sectors crossed between Hopper's two L2 partitions (a block placed on the other
-    # side than in the warm-up) rather than being evicted.
-    assert warm["l2_read_hit_sectors"] > 0.9 * n_sectors, dict(warm)
+    # The warm pass finds the region in the L2: hits in the SM's own partition plus hits in
+    # the other one over the fabric, and (almost) no DRAM reads. The near hits alone depend
+    # on where the scheduler puts l2_read's 16 blocks (block b reads chunk b, 512 KiB): a
+    # block on an SM of the other partition than the warm-up's block of its chunk misses
+    # near for the lines that the other partition holds, and finds them there over the
+    # fabric. TODO(lead): say whether that explains the exact 7/8 (229376 near hits) of a few
+    # full runs on an H200, with the numbers of tools/l2-partitions (K.sm_read; H200, at
+    # <commit>): the SMs split <N> / <M> (SM 0's side / the other); a chunk re-read from the
+    # other side hits <x> near and <y> over the fabric; 2 of the 16 chunks re-read from the
+    # other side give near <...>, fabric <...>, dram <...> (4 give <...>); the test's own
+    # sequence <k> of <R> times under 90 % near; an evicted region gives near + fabric <e>
+    # of the sectors, so this check still fails when the data are not in the L2.
+    assert warm["l2_read_hit_sectors"] + warm[FABRIC_READ_HITS] > 0.9 * n_sectors, dict(warm)
+    assert warm["dram_bytes_read"] < 0.1 * (8 << 20), dict(warm)
+
+
+def test_sm_read_reads_its_chunk_once_from_the_sm_asked_for(device):
+    """K.sm_read: one block reads the chunk (the L1 sees each of its sectors once: a second
+    reader on the SM would double them), on the first and the last SM id, two launches in a
+    row (the claim resets itself); an id that no SM has reads nothing. The last id assumes
+    that %smid runs 0..SMs-1 (tools/l2-partitions prints any id in that range no SM has)."""
+    chunk_sectors = (512 << 10) // 32  # l2_read's chunk of 8 MiB: 1024 threads x 64 x 8 bytes
+    last = device.properties.multiprocessor_count - 1
+    with l2persist.zeros(8 << 20, np.uint8) as src, l2persist.Stream(device) as s:
+        for sm in (0, last):
+            c = l2persist.measure(lambda: (K.sm_read(src, sm, 3, stream=s),
+                                           K.sm_read(src, sm, 15, stream=s)),
+                                  ["global_load_sectors", "l2_read_sectors"])
+            assert c["global_load_sectors"] == 2 * chunk_sectors, (sm, dict(c))
+            assert c["l2_read_sectors"] == pytest.approx(2 * chunk_sectors, rel=0.01), (sm, dict(c))
+        none = l2persist.measure(lambda: K.sm_read(src, 1023, 3, stream=s), ["global_load_sectors"])
+    assert none["global_load_sectors"] == 0
 
 
 def test_hot_cold_window_cuts_dram_reads(device):

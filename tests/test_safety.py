@@ -113,6 +113,8 @@ _CAPTURED = {
                 {"b": "np.concatenate([h['a'][:128], np.full(len(h['b']) - 128, 0xFF, "
                       "np.uint8)])"}, True),
     "bulk_read": ("K.bulk_read(a, 1, stream=s)", "l2p_bulk_read_kernel", (), (), {}, True),
+    # reads only (1 MiB: chunks 0 and 1); the occupancy query on its launch path must capture
+    "sm_read": ("K.sm_read(a, 0, 1, stream=s)", "l2p_sm_read_kernel", (), (), {}, True),
     "streaming": ("K.streaming('copy', dst=b, src=a, stream=s)", "l2p_copy_kernel", ("b",),
                   ("b",), {"b": "h['a']"}, True),
     # atomicAdds at positions from the seed: the same sums whatever the order

@@ -166,6 +166,22 @@ l2p_status l2p_launch_check_l2_read(const l2p_buf_desc *src, long long repeats, 
     return L2P_OK;
 }
 
+l2p_status l2p_launch_check_sm_read(const l2p_buf_desc *src, long long sm, long long chunk,
+                                    long long width, long long loads, long long threads)
+{
+    L2P_TRY(l2p_launch_check_l2_read(src, 1, width, loads, threads));
+    if (sm < 0 || sm > L2P_SM_ID_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "sm: %lld is outside [0, %d]", sm, L2P_SM_ID_MAX);
+    size_t chunks = l2p_l2_read_chunks(src->nbytes / (size_t)width, (unsigned)threads,
+                                       (unsigned)loads);
+    if (chunks == 0) return l2p_fail(L2P_ERR_VALUE, "src: empty (no chunk to read)");
+    if (chunk < 0 || (size_t)chunk >= chunks)
+        return l2p_fail(L2P_ERR_VALUE, "chunk: %lld is outside [0, %zu] (src's chunks of "
+                        "%lld threads x %lld loads of %lld bytes)", chunk, chunks - 1, threads,
+                        loads, width);
+    return L2P_OK;
+}
+
 l2p_status l2p_launch_check_bulk_read(const l2p_buf_desc *src, long long chunk, int cc_major,
                                       int cc_minor)
 {

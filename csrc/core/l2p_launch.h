@@ -27,6 +27,8 @@ extern "C" {
 #define L2P_BULK_CHUNK_MIN 16          /* bulk_read: chunk, a multiple of 16 in [MIN, MAX] */
 #define L2P_BULK_CHUNK_MAX 49152
 #define L2P_ACCESSES_MAX 4294967295LL  /* hot_cold: accesses in [1, this] (32-bit thread ids) */
+#define L2P_SM_ID_MAX 1023             /* sm_read: sm, an SM identifier (%smid) in [0, this] */
+#define L2P_CHUNK_MAX 2147483646LL     /* sm_read: chunk in [0, this] (a grid's blocks) */
 
 /* A device buffer as the checks see it. An absent optional buffer is all zero (present 0). */
 typedef struct {
@@ -78,6 +80,12 @@ l2p_status l2p_launch_check_streaming(int op, const l2p_buf_desc *dst, const l2p
 /* l2_read: src as words of `width` bytes, and repeats * chunks blocks within a grid. */
 l2p_status l2p_launch_check_l2_read(const l2p_buf_desc *src, long long repeats, long long width,
                                     long long loads, long long threads);
+
+/* sm_read: l2_read's shape (width, loads, threads as l2_read checks them), `sm` in
+ * [0, L2P_SM_ID_MAX] (not every id is an SM's: %smid may have holes, and an id that no SM has
+ * reads nothing), `chunk` one of src's chunks of that shape. */
+l2p_status l2p_launch_check_sm_read(const l2p_buf_desc *src, long long sm, long long chunk,
+                                    long long width, long long loads, long long threads);
 
 /* bulk_read: src 16-byte aligned and at least one chunk, the chunk a multiple of 16, and a
  * device of compute capability 9.0 or newer (the bulk copy engine). */

@@ -305,13 +305,19 @@ static cudaError_t streaming_launch(l2p_call *c)
 
 /* ---- L2-resident reads ---- */
 
+/* l2_read's shape (l2p_grid.h), which sm_read shares: it reads one of l2_read's chunks.
+ * l2_read's loads may be None (chosen from the launch); sm_read's chunk needs a number. */
+#define L2_READ_SHAPE_ARGS(X, k, loads_default, loads_flags)                          \
+    X(k, width, INT(8, L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX, KW | L2P_A_POW2)) \
+    X(k, loads, INT(loads_default, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX,       \
+                    KW | L2P_A_POW2 | (loads_flags)))                                  \
+    X(k, threads, THREADS(1024, KW))
+
 #define L2_READ_ARGS(X)                                \
     X(l2_read, src, BUF(NULL, 0, 0, 0))                \
     X(l2_read, repeats, INT(0, 1, L2P_REPEATS_MAX, OPT))     \
     X(l2_read, load, CHOICE(LOADS, 0, KW))             \
-    X(l2_read, width, INT(8, L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX, KW | L2P_A_POW2)) \
-    X(l2_read, loads, INT(0, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX, KW | L2P_A_POW2 | OPT)) \
-    X(l2_read, threads, THREADS(1024, KW))
+    L2_READ_SHAPE_ARGS(X, l2_read, 0, OPT)
 enum { L2_READ_ARGS(ARG_ID) };
 
 static int l2_read_check(l2p_call *c)
@@ -329,6 +335,33 @@ static cudaError_t l2_read_launch(l2p_call *c)
                               (int)L2P_INT(c, ARG_l2_read_load), (int)L2P_INT(c, ARG_l2_read_width),
                               (int)L2P_INT(c, ARG_l2_read_loads), (unsigned)L2P_INT(c, ARG_l2_read_threads), c->sink,
                               c->stream, c->window);
+}
+
+/* One chunk of l2_read's shape read from one chosen SM (tools/l2-partitions). */
+#define SM_READ_ARGS(X)                             \
+    X(sm_read, src, BUF(NULL, 0, 0, 0))             \
+    X(sm_read, sm, INT(0, 0, L2P_SM_ID_MAX, 0))     \
+    X(sm_read, chunk, INT(0, 0, L2P_CHUNK_MAX, 0))  \
+    L2_READ_SHAPE_ARGS(X, sm_read, 64, 0)
+enum { SM_READ_ARGS(ARG_ID) };
+
+static int sm_read_check(l2p_call *c)
+{
+    l2p_buf_desc src = desc_of(L2P_BUF(c, ARG_sm_read_src));
+    return l2p_call_core(c, l2p_launch_check_sm_read(
+                                &src, L2P_INT(c, ARG_sm_read_sm), L2P_INT(c, ARG_sm_read_chunk),
+                                L2P_INT(c, ARG_sm_read_width), L2P_INT(c, ARG_sm_read_loads),
+                                L2P_INT(c, ARG_sm_read_threads)));
+}
+
+static cudaError_t sm_read_launch(l2p_call *c)
+{
+    l2p_BufferObject *src = L2P_BUF(c, ARG_sm_read_src);
+    return l2p_launch_sm_read(src->ptr, src->nbytes, (unsigned)L2P_INT(c, ARG_sm_read_chunk),
+                              (unsigned)L2P_INT(c, ARG_sm_read_sm),
+                              (int)L2P_INT(c, ARG_sm_read_width), (int)L2P_INT(c, ARG_sm_read_loads),
+                              (unsigned)L2P_INT(c, ARG_sm_read_threads), c->sink, c->stream,
+                              c->window);
 }
 
 #define BULK_READ_ARGS(X)                            \
@@ -491,6 +524,13 @@ const l2p_kernel l2p_kernel_table[] = {
      "for short ones). l2_read_shape() says what a call launches.", L2P_K_SINK,
      NULL, l2_read_check, l2_read_launch, NULL,
      {L2_READ_ARGS(ARG_ROW)}},
+    {"sm_read", "Read chunk `chunk` of src as l2_read's block `chunk` reads it (the same "
+     "width, loads, threads; default load) from one block on the SM whose %smid is `sm`; the "
+     "other blocks exit without a load, so the SM, and with it the L2 partition that serves "
+     "the loads, is chosen. An id that no SM has reads nothing (0 sectors). Two sm_read "
+     "launches must not run at the same time (they share a device counter).", L2P_K_SINK,
+     NULL, sm_read_check, sm_read_launch, NULL,
+     {SM_READ_ARGS(ARG_ROW)}},
     {"bulk_read", "Read src `repeats` times through the bulk copy engine into shared memory "
      "(sm_90+); blocks default to 2 per SM.", 0, l2p_bulk_read_grid, bulk_read_check, bulk_read_launch,
      NULL,

@@ -157,6 +157,28 @@ static void test_l2_read(void)
     CHECK(failed_with(l2p_launch_check_l2_read(&src, 1, 8, 64, 0), L2P_ERR_VALUE, "threads: 0"));
 }
 
+static void test_sm_read(void)
+{
+    /* 8 MiB in 8-byte words, 1024 threads, 64 loads: chunks 0..15, as l2_read's blocks. */
+    l2p_buf_desc src = buf(0x1000, 8 << 20, 4, 'f');
+    CHECK(l2p_launch_check_sm_read(&src, 131, 15, 8, 64, 1024) == L2P_OK);
+    CHECK(failed_with(l2p_launch_check_sm_read(&src, 0, 16, 8, 64, 1024), L2P_ERR_VALUE,
+                      "chunk: 16 is outside [0, 15]"));
+    /* 16-byte words: the same bytes make 8 chunks */
+    CHECK(l2p_launch_check_sm_read(&src, 0, 7, 16, 64, 1024) == L2P_OK);
+    CHECK(failed_with(l2p_launch_check_sm_read(&src, 0, 8, 16, 64, 1024), L2P_ERR_VALUE,
+                      "chunk: 8 is outside [0, 7]"));
+    /* l2_read's own checks apply */
+    l2p_buf_desc odd = buf(0x1004, 8 << 20, 4, 'f');
+    CHECK(failed_with(l2p_launch_check_sm_read(&odd, 0, 0, 8, 64, 1024), L2P_ERR_VALUE, "src:"));
+    CHECK(failed_with(l2p_launch_check_sm_read(&src, 0, 0, 4, 64, 1024), L2P_ERR_VALUE, "width: 4"));
+    CHECK(failed_with(l2p_launch_check_sm_read(&src, 0, 0, 8, 48, 1024), L2P_ERR_VALUE, "loads: 48"));
+    CHECK(failed_with(l2p_launch_check_sm_read(&src, 0, 0, 8, 64, 0), L2P_ERR_VALUE, "threads: 0"));
+    l2p_buf_desc empty = buf(0x1000, 0, 4, 'f');
+    CHECK(failed_with(l2p_launch_check_sm_read(&empty, 0, 0, 8, 64, 1024), L2P_ERR_VALUE,
+                      "src: empty"));
+}
+
 static void test_bulk_read(void)
 {
     l2p_buf_desc src = buf(0x1000, 1 << 20, 4, 'f');
@@ -218,6 +240,7 @@ int main(void)
     test_pattern();
     test_streaming();
     test_l2_read();
+    test_sm_read();
     test_bulk_read();
     test_hot_cold();
     test_seed_map_check();

@@ -39,6 +39,20 @@ static void test_l2_read(void)
     CHECK(refused(l2p_launch_check_l2_read(&src, L2P_REPEATS_MAX + 1, 16, 64, 1024), "repeats:"));
 }
 
+static void test_sm_read(void)
+{
+    /* 8 MiB of 8-byte words in l2_read's default shape: 16 chunks. */
+    l2p_buf_desc src = {1, 0x10000, 8 << 20, 1, 'u'};
+    CHECK(l2p_launch_check_sm_read(&src, 0, 0, 8, 64, 1024) == L2P_OK);
+    CHECK(l2p_launch_check_sm_read(&src, L2P_SM_ID_MAX, 15, 8, 64, 1024) == L2P_OK);
+    CHECK(refused(l2p_launch_check_sm_read(&src, -1, 0, 8, 64, 1024), "sm:"));
+    CHECK(refused(l2p_launch_check_sm_read(&src, L2P_SM_ID_MAX + 1, 0, 8, 64, 1024), "sm:"));
+    CHECK(refused(l2p_launch_check_sm_read(&src, 0, -1, 8, 64, 1024), "chunk:"));
+    /* a buffer with L2P_CHUNK_MAX + 1 chunks of one 8-byte word (1 thread, 8 loads) */
+    l2p_buf_desc big = {1, 0x10000, (size_t)(L2P_CHUNK_MAX + 1) * 64, 1, 'u'};
+    CHECK(l2p_launch_check_sm_read(&big, 0, L2P_CHUNK_MAX, 8, 8, 1) == L2P_OK);
+}
+
 static void test_bulk_read(void)
 {
     l2p_buf_desc src = {1, 0x10000, 1 << 20, 1, 'u'};
@@ -71,6 +85,7 @@ int main(void)
 {
     test_launch_shape();
     test_l2_read();
+    test_sm_read();
     test_bulk_read();
     test_pattern_width();
     test_hot_cold_accesses();
