@@ -996,3 +996,89 @@ def test_committed_rows_are_what_tax_fit_writes_from_the_stored_sweeps():
     rows, _, sources, _ = tool.read_sweeps([str(root / rel) for rel in stored])
     assert [s.split(" (")[0] for s in sources] == stored
     assert tool.rows_c(rows, sources) == committed
+
+
+def test_shape_sweep_on_a_fake_device_calls_each_probe_within_its_checks(monkeypatch):
+    """shape_sweep on a fake H200 whose probe times follow a known shape model: every call
+    is one the core's checks accept (rows whole, a sweep's companion one part per word and
+    whole passes), each (shape, limit, k, table) timed once a round, the limit restored;
+    its rows fit back the model; a slow device stops starting rounds that would overrun."""
+    from l2persist import _core
+    from l2persist import kernels as K
+    from l2persist.studies import set_aside_tax as study
+    import l2persist.results as results
+    g = 60 * MIB // 16
+    base = tax.predict(H200, 0).base_bytes / MIB
+
+    class Buf:
+        def __init__(self, n):
+            self.n = n
+
+        def __getitem__(self, sl):
+            return Buf(len(range(*sl.indices(self.n))))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Stream(Buf):
+        def __init__(self, dev):
+            pass
+
+    calls, now = [], [0.0]
+    dev = SimpleNamespace(persisting_l2_source="process", persisting_l2_granule=g,
+                          persisting_l2_limit=3 * g,
+                          properties=SimpleNamespace(l2_cache_size=60 * MIB,
+                                                     persisting_l2_cache_max_size=10 * g))
+
+    def probe(view, kind, *, pattern, row_words, arrays, accesses, stream, companion=None,
+              companion_words=0):
+        shape = {("atomic", 1): "atomic", ("write", 32): "rows", ("rmw", 1): "sweep"}[
+            kind, row_words]
+        # what the core's l2p_tax_check_shape asks of a shaped probe
+        assert (pattern == "random") == (arrays == 1) and view.n % row_words == 0
+        assert row_words in (1, 32) and 1 <= arrays <= 16 and (row_words == 1 or arrays == 1)
+        part = view.n // arrays
+        if arrays > 1:
+            assert accesses % part == 0 and accesses >= part
+        need = companion_words * (part if arrays > 1 else accesses)
+        assert (companion is None) == (companion_words == 0)
+        assert companion is None or companion.n >= need
+        calls.append((shape, dev.persisting_l2_limit, companion_words, view.n * 4))
+
+    def time_calls(fn, *, stream, warmup, repeat, device):
+        fn()
+        shape, a, words, ws = calls[-1]
+        k = words / 3 if shape == "sweep" else words
+        alone = base if a < 6 * g else min(base, 60 - SHAPE_C * a / MIB)
+        knee = companion_knee(alone, k, SHAPE_CAP * 60, SHAPE_BETA) * MIB
+        now[0] += 0.004
+        return [0.25 * (1 + SHAPE_COST * k + SHAPE_P * max(0.0, 1 - knee / ws))] * repeat
+
+    monkeypatch.setattr(K, "tax_probe", probe)
+    monkeypatch.setattr(_core, "time_calls", time_calls)
+    monkeypatch.setattr(_core, "Stream", Stream)
+    monkeypatch.setattr(_core, "zeros", lambda n, dtype, d: Buf(n))
+    restored = []
+    monkeypatch.setattr(_core, "restore_persisting_l2", lambda d, v: restored.append(v))
+    monkeypatch.setattr(results, "collect_metadata", lambda d: dict(
+        device_name="NVIDIA H200", compute_capability="9.0", l2_cache_size=60 * MIB,
+        persisting_l2_cache_max_size=10 * g, date="2026-12-01", git_revision="abc",
+        cuda_runtime="13.0"))
+    import time as real_time
+    monkeypatch.setattr(real_time, "perf_counter", lambda: now[0])
+    sweep = study.shape_sweep(dev, rounds=2, budget_s=1e9)
+    per_round = 3 * 4 * 8 * 32
+    assert len(calls) == 2 * per_round and restored == [3 * g]
+    assert sweep["meta"]["rounds_done"] == 2 and len(sweep["points"]) == per_round
+    assert {p["shape"] for p in sweep["points"]} == {"atomic", "rows", "sweep"}
+    rows = study.shape_rows(sweep)
+    for shape in ("atomic", "rows", "sweep"):
+        p = tax.predict(H200, 10 * g, companion=1, companion_rows=rows, shape=shape)
+        assert p.shape_basis == "H200" and p.shape_onset == pytest.approx(6 * g / (60 * MIB))
+    # a slow device: each round takes 0.004 s x per_round; a budget of 1.5 rounds stops at 1
+    calls.clear()
+    sweep = study.shape_sweep(dev, rounds=3, budget_s=1.5 * per_round * 0.004)
+    assert sweep["meta"]["rounds_done"] == 1 and len(calls) == per_round

@@ -774,7 +774,8 @@ def shape_sweep(dev, *, shapes=None, words=SHAPE_WORDS, step=2 * MIB, rounds=3, 
     """Each access shape's probe (``_core.tax_shapes()``: atomics, 128-byte rows, a sweep of
     3 arrays) over tables of h bytes (``step``s up to the L2 + 4 MiB) with k companion words
     per access (``words``), at limit 0 and every set-aside from 4 granules below the maximum
-    to it; ``rounds`` rounds (no new round once ``budget_s`` has passed, at least one), each
+    to it; ``rounds`` rounds (none started that would end past ``budget_s`` at the pace of
+    those before; at least one), each
     setting every limit once and timing every (shape, k, h) there (median of ``repeat``).
     Returns the JSON-ready sweep ``shape_rows`` reads; the limit found before is restored."""
     from ..results import collect_metadata
@@ -796,7 +797,8 @@ def shape_sweep(dev, *, shapes=None, words=SHAPE_WORDS, step=2 * MIB, rounds=3, 
             _core.zeros(comp_words, np.uint32, dev) as comp:
         try:
             for rnd in range(rounds):
-                if rnd and time.perf_counter() - t0 > budget_s:
+                spent = time.perf_counter() - t0
+                if rnd and spent + spent / rnd > budget_s:  # another round would overrun
                     break
                 for aside in asides:
                     dev.persisting_l2_limit = aside
