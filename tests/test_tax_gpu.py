@@ -231,17 +231,19 @@ def test_row_probe_touches_whole_rows(device):
 
 
 def test_sweep_probe_passes_over_every_array_with_its_companion(device):
-    """A sweep over 3 arrays: each pass read-modify-writes every position of each (x -> 3x +
-    1 + c), c its companion words at that position, the same words every pass; the words
-    after the 3 parts are never touched."""
+    """A sweep over 3 arrays: a pass read-modify-writes every position of each (x -> 3x + 1 +
+    c), c its companion words at that position, the same words every pass (two launches of
+    one pass each: passes within a launch may race on a word); the words after the 3 parts
+    are never touched."""
     n, arrays = 3 * 50000 + 2, 3
     part = n // arrays
     comp = np.arange(2 * part, dtype=np.uint32) % 7
     with l2persist.Stream(device) as s, l2persist.zeros(n, np.uint32, device) as t, \
             l2persist.to_device(comp, device) as c:
         t.copy_from(np.full(n, POISON, np.uint32))
-        K.tax_probe(t, "rmw", pattern="streaming", arrays=arrays, accesses=2 * part,
-                    companion=c, companion_words=2, stream=s)
+        for _ in range(2):
+            K.tax_probe(t, "rmw", pattern="streaming", arrays=arrays, accesses=part,
+                        companion=c, companion_words=2, stream=s)
         s.synchronize()
         got = t.to_numpy()
     cpos = comp[:part] + comp[part:]
