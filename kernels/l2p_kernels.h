@@ -128,10 +128,16 @@ cudaError_t l2p_launch_hot_cold_read(const void *hot, size_t hot_bytes, const vo
  * 3 atomicAdd (l2p_tax_kind's order); random: uniform positions from `seed`, else streaming
  * (thread t of the grid-stride loop takes i % n). Reads fold into `sink`. words > 0: access i
  * also reads companion[j * accesses + i] for j < words (the companion stream; the buffer
- * holds words * accesses words) and adds them to what it writes. */
+ * holds words * accesses words) and adds them to what it writes. row_words (random only; a
+ * power of two up to 32, dividing n): accesses go in whole rows of that many words at random
+ * rows; arrays (streaming only; 1 up to n): access i touches position p = i % (n / arrays) of
+ * each of `arrays` equal parts of the table and reads companion[j * (n / arrays) + p] (a
+ * buffer of words * (n / arrays) words, re-read every pass). 1 and 1: the probe every
+ * earlier row was measured with. */
 cudaError_t l2p_launch_tax_probe(int kind, int random, uint32_t *table, size_t n,
                                  unsigned long long accesses, unsigned seed,
-                                 const uint32_t *companion, unsigned words, unsigned blocks,
+                                 const uint32_t *companion, unsigned words, unsigned row_words,
+                                 unsigned arrays, unsigned blocks,
                                  unsigned threads, unsigned *sink, cudaStream_t stream,
                                  const l2p_window *window);
 

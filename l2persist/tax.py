@@ -37,6 +37,7 @@ from . import _core
 from ._format import human_bytes
 
 KINDS = ("read", "write", "rmw", "atomic")
+SHAPES = tuple(s["name"] for s in _core.tax_shapes())  # the core's access shapes
 KNEE_THRESHOLD = 1.15  # a measured knee: the first working set this much slower (as the fits')
 
 
@@ -75,14 +76,25 @@ class TaxPrediction:
     companion_bytes: int = 0
     companion_basis: "str | None" = None
     companion_rows: "dict | None" = field(default=None, compare=False, repr=False)
+    # the access shape (``predict(shape=...)``) and its own constants: its capacity line's
+    # coefficient and onset (a fraction of the L2; above 1: no tax measured), its miss cost
+    # P; shape_basis None: no rows of the shape, the numbers are random writes'
+    shape: str = "random"
+    shape_basis: "str | None" = None
+    shape_coeff: float = 0.0
+    shape_onset: float = 0.0
+    shape_penalty: float = 0.0
 
-    def slowdown_at(self, ws_bytes, kind: str = "write") -> float:
-        """Expected time at this set-aside over time at limit 0, for random 4-byte accesses
-        of ``kind`` over ``ws_bytes`` (with this prediction's companion stream)."""
+    def slowdown_at(self, ws_bytes, kind: "str | None" = None) -> float:
+        """Expected time at this set-aside over time at limit 0 for accesses of ``kind``
+        (default: the shape's own, ``write`` for random) over ``ws_bytes`` (with this
+        prediction's shape and companion stream)."""
+        if kind is None:
+            kind = _SHAPE_KIND[self.shape]
         return _core.tax_slowdown(self.compute_capability, self.l2_bytes, self.set_aside,
                                   self.granule, self.persisting_max, kind, float(ws_bytes),
                                   companion=self.companion,
-                                  companion_rows=self.companion_rows)
+                                  companion_rows=self.companion_rows, shape=self.shape)
 
     def summary(self) -> str:
         """The tax in one line."""
@@ -147,8 +159,18 @@ def _chip(obj):
             obj.get("persisting_l2_cache_max_size", 0))
 
 
+def shapes() -> list[dict]:
+    """The model's access shapes: each one's ``name`` (``predict(shape=...)``), the ``kind``
+    of its accesses, how the project's probe measures it (``pattern``, ``row_words``,
+    ``arrays``, ``companion_reused``) and ``what`` work has it."""
+    return _core.tax_shapes()
+
+
+_SHAPE_KIND = {s["name"]: s["kind"] for s in _core.tax_shapes()}
+
+
 def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
-            companion_rows=None) -> TaxPrediction:
+            companion_rows=None, shape: str = "random") -> TaxPrediction:
     """The model's tax at ``set_aside`` bytes (no GPU work; a Device is asked only for its
     properties and granule).
 
@@ -165,12 +187,22 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
     The set-aside is this process's: it belongs to the CUDA context that sets it, so
     another process's set-aside does not tax this one (measured: another process holding
     the maximum did not slow this process's writes). Under MPS the server's applies to
-    every client."""
+    every client.
+
+    ``shape``: how the work writes, as you would say it of your own work (``shapes()``):
+    ``"random"`` 4-byte writes at random positions (``out[idx] = val``, ``index_copy_``);
+    ``"atomic"`` random atomic adds (``scatter_add_``, ``index_add_``); ``"rows"`` whole
+    128-byte rows written at random rows (an embedding backward's rows of 32 floats);
+    ``"sweep"`` a sequential read-modify-write sweep over arrays side by side, ``companion``
+    counting the arrays read alongside and re-read every pass (an optimizer step: param, m
+    and v written, the gradient read: companion 1/3). Each shape has its own constants,
+    fitted from the project's probe of that shape (``tools/tax-sweep --shapes``); a shape
+    without rows is predicted as random writes (``shape_basis`` None)."""
     name, cc, l2, granule, pmax = _chip(device_or_properties)
     m = _core.tax_predict(cc, l2, set_aside, granule=granule,
                           persisting_l2_cache_max_size=pmax, companion=companion,
-                          companion_rows=companion_rows)
-    c = m["companion"]
+                          companion_rows=companion_rows, shape=shape)
+    c, sh = m["companion"], m["shape"]
     return TaxPrediction(name=name, compute_capability=m["compute_capability"],
                          l2_bytes=m["l2_bytes"], set_aside=m["set_aside"],
                          granule=m["granule"], persisting_max=m["persisting_max"],
@@ -183,7 +215,9 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
                          companion_cap=c["cap"], companion_coeff=c["coeff"],
                          stream_cost=c["stream_cost"],
                          companion_bytes=c["bytes"], companion_basis=c["basis"],
-                         companion_rows=companion_rows)
+                         companion_rows=companion_rows, shape=sh["name"],
+                         shape_basis=sh["basis"], shape_coeff=sh["coeff"],
+                         shape_onset=sh["onset"], shape_penalty=sh["penalty"])
 
 
 def probe_working_set(prediction: TaxPrediction) -> int:
@@ -381,7 +415,7 @@ def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> flo
                                  list(slowdowns), base=-1.0 if base is None else float(base))
 
 
-__all__ = ["KINDS", "KNEE_THRESHOLD", "TaxMeasurement", "TaxPrediction", "TaxProbe",
+__all__ = ["KINDS", "KNEE_THRESHOLD", "SHAPES", "TaxMeasurement", "TaxPrediction", "TaxProbe",
            "companion_measurements", "fit_capacity", "fit_companion", "fit_penalty",
            "fit_stream_cost", "measure", "measured_knee", "measurements", "predict", "probe",
-           "probe_working_set", "set_aside_tax"]
+           "probe_working_set", "set_aside_tax", "shapes"]

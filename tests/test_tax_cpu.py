@@ -263,7 +263,9 @@ def test_no_companion_is_todays_model(chip):
 
 def test_companion_without_rows_changes_nothing():
     rows = tax.companion_measurements()
-    assert set(rows) == {"knees", "streams"}
+    assert set(rows) == {"knees", "streams", "slowdowns"}
+    assert {r["shape"] for r in rows["knees"] + rows["streams"] + rows["slowdowns"]} <= set(
+        tax.SHAPES)
     p = tax.predict(H200, 26 * MIB + MIB // 4)
     q = tax.predict(H200, 26 * MIB + MIB // 4, companion=3,
                     companion_rows={"knees": [], "streams": []})
@@ -550,15 +552,17 @@ def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):
     rows = study.companion_rows(synthetic_sweep(), source='a "quoted" source')
     text = tool.rows_c(rows, ["one sweep"])
     body = text.split("l2p_tax_companion_table[] = {")[1].split("{NULL}")[0]
-    got = [re.findall(r'"((?:[^"\\]|\\.)*)"|(-?[\d.e+]+)', line) for line in
-           body.strip().splitlines()]
-    assert len(got) == len(rows["knees"])
-    for fields, r in zip(got, rows["knees"]):
-        nums = [float(n) for s, n in fields if n]
+    macros = dict(re.findall(r'#define (SRC\d+) "((?:[^"\\]|\\.)*)"', text))
+    assert [json.loads('"' + v + '"') for v in macros.values()] == ['a "quoted" source']
+    lines = body.strip().splitlines()
+    assert len(lines) == len(rows["knees"])
+    for line, r in zip(lines, rows["knees"]):
+        fields = [f.strip() for f in line.strip().strip("{},").split(",")]
+        nums = [float(f) for f in fields[1:-2]]
         assert nums == [*r["compute_capability"], r["l2_mib"], r["set_aside_mib"],
                         r["companion"], r["knee_lo_mib"], r["knee_hi_mib"], r["alone_lo_mib"],
                         r["alone_hi_mib"], float(r["fit"])]
-        assert json.loads('"' + fields[-1][0] + '"') == 'a "quoted" source'
+        assert fields[-2] in macros and fields[-1] == "L2P_TAX_SHAPE_RANDOM"
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(synthetic_sweep()))
     assert tool.main([str(path)]) == 0  # no --write: reports only
@@ -711,7 +715,8 @@ def _validate_on_a_fake_device(monkeypatch, clock=None):
     monkeypatch.setattr(_core, "Stream", Stream)
     monkeypatch.setattr(tax, "measure", measure)
     monkeypatch.setattr(tool, "WORKLOADS", [
-        ("fake write", "write", "torch", lambda lib, h, s: (lambda: None, 3.0))])
+        ("fake write", "random", "write", lambda h: (h, 3.0), "torch",
+         lambda lib, h, s: (lambda: None))])
     monkeypatch.setattr(tool, "_torch", lambda: object())
     monkeypatch.setattr(tool, "_cupy", lambda: None)
     if clock:
@@ -767,7 +772,7 @@ def test_tax_validate_main_prints_its_table_and_writes_json(monkeypatch, capsys,
 
     def make(lib, size, stream):
         h[0] = size
-        return (lambda: None), 3.0
+        return lambda: None
 
     def measure(fn, set_aside, *, stream, max_rounds, hold_us):
         p = tax.predict(H200, set_aside, companion=3.0, companion_rows=rows)
@@ -775,7 +780,8 @@ def test_tax_validate_main_prints_its_table_and_writes_json(monkeypatch, capsys,
                                interval=(0.99, 1.01), rounds=3, converged=True, base_ms=1.0,
                                at_ms=1.0)
 
-    monkeypatch.setattr(tool, "WORKLOADS", [("fake index_put_", "write", "torch", make)])
+    monkeypatch.setattr(tool, "WORKLOADS", [("fake index_put_", "random", "write",
+                                              tool.scatter_model, "torch", make)])
     monkeypatch.setattr(tax, "measure", measure)
     monkeypatch.setattr(_core, "device_count", lambda: 1)
 
@@ -797,7 +803,8 @@ def test_tax_validate_main_prints_its_table_and_writes_json(monkeypatch, capsys,
     path, = tmp_path.glob("tax-validate-NVIDIA-H200-*.json")
     data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
     assert data["format"] == "l2persist-tax-validate/1" and len(data["records"]) == 64
-    assert data["summary"]["totals"]["knees_ok"] == 4 and data["sweep"] == str(sweep)
+    assert data["summary"]["totals"]["knees_ok"] == 4 and data["sweep"] == [str(sweep)]
+    assert {r["shape"] for r in data["records"]} == {"random"}
     assert data["companion_rows"]["knees"] and data["meta"]["device_name"] == "NVIDIA H200"
 
 
@@ -813,3 +820,265 @@ def test_tax_validate_names_the_companion_constants_it_uses():
     line = tool.model_line(H200, synthetic_companion_rows(cap=0.12, coeff=1.35, cost=0.1))
     assert line.startswith(f"footprint beta = {h200_footprint():.4f} k h, capped at 0.1200 of "
                            "the L2; capacity L2 - 1.3500 s; a = 0.1000 (rows of the H200)")
+
+
+# ---- the access shapes: the keyword, the shape sweep's rows, the offline re-scoring ----
+
+def test_shape_keyword_is_checked_and_named():
+    assert tax.SHAPES == ("random", "atomic", "rows", "sweep")
+    assert [s["name"] for s in tax.shapes()] == list(tax.SHAPES)
+    assert {s["name"]: s["kind"] for s in tax.shapes()} == {
+        "random": "write", "atomic": "atomic", "rows": "write", "sweep": "rmw"}
+    with pytest.raises(ValueError, match=r"shape: 'scatter' is not one of random, atomic, rows, "
+                                         r"sweep"):
+        tax.predict(H200, 0, shape="scatter")
+    with pytest.raises(TypeError, match=r"shape: expected a str"):
+        tax.predict(H200, 0, shape=1)
+    bad = {"knees": [{"shape": "diagonal"}], "streams": []}
+    with pytest.raises(ValueError, match=r"companion_rows: knees\[0\]"):
+        tax.predict(H200, 0, companion=1, companion_rows=bad)
+
+
+def test_a_shape_without_rows_is_random_writes():
+    rows = synthetic_companion_rows(cap=0.12, coeff=1.35, cost=0.1)
+    s = 26 * MIB + MIB // 4
+    p = tax.predict(H200, s, companion=3, companion_rows=rows)
+    for shape in ("atomic", "rows", "sweep"):
+        q = tax.predict(H200, s, companion=3, companion_rows=rows, shape=shape)
+        assert q.shape == shape and q.shape_basis is None
+        assert (q.knee_bytes, q.base_bytes) == (p.knee_bytes, p.base_bytes)
+        assert q.slowdown_at(40 * MIB, "write") == p.slowdown_at(40 * MIB, "write")
+    assert p.shape == "random" and p.slowdown_at(40 * MIB) == p.slowdown_at(40 * MIB, "write")
+
+
+SHAPE_C, SHAPE_BETA, SHAPE_CAP, SHAPE_COST, SHAPE_P = 1.1, 0.5, 0.15, 0.05, 6.0
+
+
+def synthetic_shape_sweep(shape="atomic", onset_g=6):
+    """A shape sweep whose times follow the shape model with known constants: the capacity
+    L2 - c s from onset_g granules (C(0) below), beta, the cap, a and P."""
+    from l2persist.studies import set_aside_tax as study
+    g = 60 * MIB // 16
+    base = tax.predict(H200, 0).base_bytes / MIB
+    asides = [0] + [n * g for n in range(4, 11)]
+    sizes = list(range(2 * MIB, 64 * MIB + 1, 2 * MIB))
+    points = []
+    for a in asides:
+        alone = base if a < onset_g * g else min(base, 60 - SHAPE_C * a / MIB)
+        for words in (0, 1, 2, 4):
+            k = words / 3 if shape == "sweep" else float(words)
+            knee = companion_knee(alone, k, SHAPE_CAP * 60, SHAPE_BETA) * MIB
+            for w in sizes:
+                ms = 0.25 * (1 + SHAPE_COST * k + SHAPE_P * max(0.0, 1 - knee / w))
+                points.append(dict(shape=shape, set_aside=a, words=words, companion=k, ws=w,
+                                   accesses=1 << 23, ms=[ms] * 3, median_ms=ms))
+    meta = dict(device_name="NVIDIA H200", compute_capability="9.0", l2_cache_size=60 * MIB,
+                persisting_l2_cache_max_size=37 * MIB + MIB // 2, granule=g, date="2026-12-01",
+                git_revision="abc", cuda_runtime="13.0")
+    return {"format": study.SHAPE_FORMAT, "meta": meta, "shapes": [shape], "set_asides": asides,
+            "words": [0, 1, 2, 4], "ws": sizes, "points": points}
+
+
+@pytest.mark.parametrize("shape", ["atomic", "rows", "sweep"])
+def test_shape_rows_from_a_sweep_give_back_its_constants(shape):
+    """The shape sweep's rows (knees, stream costs, slowdowns; odd granules held out) fit
+    back the shape's own line, onset, footprint, cap, a and P in the core; every row's knee
+    within a step of the model's; other shapes keep random writes' model."""
+    from l2persist.studies import set_aside_tax as study
+    rows = study.shape_rows(synthetic_shape_sweep(shape))
+    assert {r["shape"] for r in rows["knees"] + rows["streams"] + rows["slowdowns"]} == {shape}
+    assert len(rows["knees"]) == 7 * 3 and len(rows["streams"]) == 3
+    assert {round(r["set_aside_mib"] / 3.75) for r in rows["knees"] if not r["fit"]} == {5, 7, 9}
+    assert len(rows["slowdowns"]) == 7 * 4 * 16
+    top = tax.predict(H200, 37 * MIB + MIB // 2, companion=1, companion_rows=rows, shape=shape)
+    assert top.shape_basis == "H200"
+    assert top.shape_coeff == pytest.approx(SHAPE_C, abs=0.05)
+    assert top.shape_onset == pytest.approx(6 * 3.75 / 60)
+    assert top.companion_footprint == pytest.approx(SHAPE_BETA, abs=0.1)
+    assert top.stream_cost == pytest.approx(SHAPE_COST, rel=0.05)
+    assert top.shape_penalty == pytest.approx(SHAPE_P, rel=0.3)
+    for r in rows["knees"]:
+        q = tax.predict(H200, int(r["set_aside_mib"] * MIB), companion=r["companion"],
+                        companion_rows=rows, shape=shape)
+        k = q.knee_bytes / MIB
+        if r["knee_hi_mib"]:
+            assert q.taxed and max(r["knee_lo_mib"] - k, k - r["knee_hi_mib"], 0) <= 2.5, (r, k)
+        else:
+            assert not q.taxed, r
+    assert tax.predict(H200, 5 * 60 * MIB // 16, companion=3, companion_rows=rows,
+                       shape=shape).taxed is False  # below its onset, where random writes pay
+    other = "rows" if shape != "rows" else "atomic"
+    assert tax.predict(H200, 0, companion_rows=rows, shape=other).shape_basis is None
+    with pytest.raises(ValueError, match="sweep: format"):
+        study.shape_rows({"format": study.COMPANION_FORMAT})
+
+
+def test_tax_fit_reads_a_shape_sweep_beside_a_companion_sweep(tmp_path, capsys):
+    import json
+    tool = _tool("tax-fit")
+    a, b = tmp_path / "companion.json", tmp_path / "shapes.json"
+    a.write_text(json.dumps(synthetic_sweep()))
+    b.write_text(json.dumps(synthetic_shape_sweep("atomic")))
+    assert tool.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H200: footprint beta" in out and "  atomic: capacity L2 - 1.08" in out
+    assert out.count("NVIDIA H200:") == 1  # one chip, both sweeps
+    from l2persist.studies import set_aside_tax as study
+    rows = study.shape_rows(synthetic_shape_sweep("sweep"))
+    text = tool.rows_c(rows, ["s"])
+    slow = text.split("l2p_tax_shape_slowdown_table[] = {")[1].split("{NULL}")[0]
+    assert len(slow.strip().splitlines()) == len(rows["slowdowns"])
+    assert "L2P_TAX_SHAPE_SWEEP" in slow and "SRC0, L2P_TAX_SHAPE_SWEEP}" in text
+
+
+STORED = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "data" / \
+    "tax-validate-H200.json"
+
+
+def test_tax_validate_from_a_stored_run_rescores_it_without_a_gpu(tmp_path, capsys):
+    """--from: the stored H200 run re-scored. Every workload as random writes with the rows
+    that run used (the core's own, written from the same sweep) gives back its stored summary
+    exactly; each record's shape comes from WORKLOADS; with a shape sweep's rows the shaped
+    workloads use them and the random ones do not move."""
+    import json
+    tool = _tool("tax-validate")
+    stored = json.loads(STORED.read_text())
+    summary, chip, rows = tool.rescore(str(STORED), shapes=False)
+    assert rows is None and chip["l2_cache_size"] == 60 * MIB
+    assert summary["totals"] == stored["summary"]["totals"]
+    for got, want in zip(summary["groups"], stored["summary"]["groups"]):
+        assert (got["workload"], got["set_aside"]) == (want["workload"], want["set_aside"])
+        assert got["model_knee_mib"] == pytest.approx(want["model_knee_mib"], abs=1e-9)
+        assert got["slowdowns_ok"] == want["slowdowns_ok"]
+    shaped, _, _ = tool.rescore(str(STORED))
+    shape_of = {g["workload"]: g["shape"] for g in shaped["groups"]}
+    assert shape_of["torch scatter_add_"] == shape_of["cupyx scatter_add"] == "atomic"
+    assert shape_of["torch Adam step"] == "sweep" and shape_of["torch embedding bwd"] == "rows"
+    assert shape_of["torch index_put_"] == "random"
+    adam = [r for r in tool.mapped(stored["records"]) if r["workload"] == "torch Adam step"]
+    assert all(r["table"] == r["ws"] / 3 and r["companion"] == 1 for r in adam)
+    adam_g = [g for g in shaped["groups"] if g["workload"] == "torch Adam step"]
+    plain = [g for g in summary["groups"] if g["workload"] == "torch Adam step"]
+    for g, p in zip(adam_g, plain):  # no sweep rows yet: random writes over h / 3, k = 1
+        q = tax.predict(chip, g["set_aside"], companion=1.0)
+        assert g["model_knee_mib"] == pytest.approx(3 * q.knee_bytes / MIB)
+    sweep = tmp_path / "shapes.json"
+    sweep.write_text(json.dumps(synthetic_shape_sweep("atomic")))
+    fitted, _, rows = tool.rescore(str(STORED), [str(sweep)])
+    assert {r.get("shape", "random") for r in rows["knees"]} == {"random", "atomic"}
+    for g, h in zip(fitted["groups"], shaped["groups"]):
+        if g["shape"] == "atomic":
+            assert g["shape_basis"] == "H200"
+        else:
+            assert g["shape_basis"] is None and g["model_knee_mib"] == h["model_knee_mib"]
+    assert tool.main(["--from", str(STORED), "--sweep", str(sweep), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "shape atomic: rows of the H200" in out and "shape rows: no rows" in out
+    data = json.loads((tmp_path / ("tax-rescore-" + STORED.name)).read_text())
+    assert data["format"] == "l2persist-tax-rescore/1" and data["summary"] == json.loads(
+        json.dumps(fitted))
+    with pytest.raises(ValueError, match="records: workload 'mystery' is not one of"):
+        tool.mapped([{"workload": "mystery"}])
+    assert tool.main(["--from", str(tmp_path / "missing.json")]) == 2
+
+
+def test_committed_rows_are_what_tax_fit_writes_from_the_stored_sweeps():
+    """csrc/core/l2p_tax_companion_rows.c is tools/tax-fit's output from the sweeps its
+    header names (docs/data/tax-companion-*.json, tax-shapes-*.json): nobody edited it."""
+    import re
+    from pathlib import Path
+    tool = _tool("tax-fit")
+    root = Path(__file__).resolve().parents[1]
+    committed = (root / "csrc" / "core" / "l2p_tax_companion_rows.c").read_text()
+    stored = re.findall(r"^ \* - (docs/data/tax-\w+-\w+\.json)", committed, re.M)
+    if not stored:
+        pytest.skip("no sweep has been written into the core")
+    rows, _, sources, _ = tool.read_sweeps([str(root / rel) for rel in stored])
+    assert [s.split(" (")[0] for s in sources] == stored
+    assert tool.rows_c(rows, sources) == committed
+
+
+def test_shape_sweep_on_a_fake_device_calls_each_probe_within_its_checks(monkeypatch):
+    """shape_sweep on a fake H200 whose probe times follow a known shape model: every call
+    is one the core's checks accept (rows whole, a sweep's companion one part per word and
+    whole passes), each (shape, limit, k, table) timed once a round, the limit restored;
+    its rows fit back the model; a slow device stops starting rounds that would overrun."""
+    from l2persist import _core
+    from l2persist import kernels as K
+    from l2persist.studies import set_aside_tax as study
+    import l2persist.results as results
+    g = 60 * MIB // 16
+    base = tax.predict(H200, 0).base_bytes / MIB
+
+    class Buf:
+        def __init__(self, n):
+            self.n = n
+
+        def __getitem__(self, sl):
+            return Buf(len(range(*sl.indices(self.n))))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Stream(Buf):
+        def __init__(self, dev):
+            pass
+
+    calls, now = [], [0.0]
+    dev = SimpleNamespace(persisting_l2_source="process", persisting_l2_granule=g,
+                          persisting_l2_limit=3 * g,
+                          properties=SimpleNamespace(l2_cache_size=60 * MIB,
+                                                     persisting_l2_cache_max_size=10 * g))
+
+    def probe(view, kind, *, pattern, row_words, arrays, accesses, stream, companion=None,
+              companion_words=0):
+        shape = {("atomic", 1): "atomic", ("write", 32): "rows", ("rmw", 1): "sweep"}[
+            kind, row_words]
+        # what the core's l2p_tax_check_shape asks of a shaped probe
+        assert (pattern == "random") == (arrays == 1) and view.n % row_words == 0
+        assert row_words in (1, 32) and 1 <= arrays <= 16 and (row_words == 1 or arrays == 1)
+        part = view.n // arrays
+        if arrays > 1:
+            assert accesses % part == 0 and accesses >= part
+        need = companion_words * (part if arrays > 1 else accesses)
+        assert (companion is None) == (companion_words == 0)
+        assert companion is None or companion.n >= need
+        calls.append((shape, dev.persisting_l2_limit, companion_words, view.n * 4))
+
+    def time_calls(fn, *, stream, warmup, repeat, device):
+        fn()
+        shape, a, words, ws = calls[-1]
+        k = words / 3 if shape == "sweep" else words
+        alone = base if a < 6 * g else min(base, 60 - SHAPE_C * a / MIB)
+        knee = companion_knee(alone, k, SHAPE_CAP * 60, SHAPE_BETA) * MIB
+        now[0] += 0.004
+        return [0.25 * (1 + SHAPE_COST * k + SHAPE_P * max(0.0, 1 - knee / ws))] * repeat
+
+    monkeypatch.setattr(K, "tax_probe", probe)
+    monkeypatch.setattr(_core, "time_calls", time_calls)
+    monkeypatch.setattr(_core, "Stream", Stream)
+    monkeypatch.setattr(_core, "zeros", lambda n, dtype, d: Buf(n))
+    restored = []
+    monkeypatch.setattr(_core, "restore_persisting_l2", lambda d, v: restored.append(v))
+    monkeypatch.setattr(results, "collect_metadata", lambda d: dict(
+        device_name="NVIDIA H200", compute_capability="9.0", l2_cache_size=60 * MIB,
+        persisting_l2_cache_max_size=10 * g, date="2026-12-01", git_revision="abc",
+        cuda_runtime="13.0"))
+    import time as real_time
+    monkeypatch.setattr(real_time, "perf_counter", lambda: now[0])
+    sweep = study.shape_sweep(dev, rounds=2, budget_s=1e9)
+    per_round = 3 * 4 * 8 * 32
+    assert len(calls) == 2 * per_round and restored == [3 * g]
+    assert sweep["meta"]["rounds_done"] == 2 and len(sweep["points"]) == per_round
+    assert {p["shape"] for p in sweep["points"]} == {"atomic", "rows", "sweep"}
+    rows = study.shape_rows(sweep)
+    for shape in ("atomic", "rows", "sweep"):
+        p = tax.predict(H200, 10 * g, companion=1, companion_rows=rows, shape=shape)
+        assert p.shape_basis == "H200" and p.shape_onset == pytest.approx(6 * g / (60 * MIB))
+    # a slow device: each round takes 0.004 s x per_round; a budget of 1.5 rounds stops at 1
+    calls.clear()
+    sweep = study.shape_sweep(dev, rounds=3, budget_s=1.5 * per_round * 0.004)
+    assert sweep["meta"]["rounds_done"] == 1 and len(calls) == per_round

@@ -215,6 +215,63 @@ def test_companion_bad_arguments(device):
         np.testing.assert_array_equal(t.to_numpy(), 0)  # nothing ran
 
 
+# ---- the access shapes' probes ----
+
+def test_row_probe_touches_whole_rows(device):
+    """Atomics in rows of 32 words: every word of a row gets the same count (a row is taken
+    whole), the counts add up to the accesses, and the rows are spread over the table."""
+    rows, accesses = 4096, 32 * 20000
+    with l2persist.Stream(device) as s, l2persist.zeros(32 * rows, np.uint32, device) as t:
+        K.tax_probe(t, "atomic", row_words=32, accesses=accesses, seed=11, stream=s)
+        s.synchronize()
+        got = t.to_numpy().reshape(rows, 32)
+    assert (got == got[:, :1]).all()
+    assert int(got.sum()) == accesses
+    assert (got[:, 0] > 0).sum() > 0.9 * rows  # 20000 draws over 4096 rows: nearly all
+
+
+def test_sweep_probe_passes_over_every_array_with_its_companion(device):
+    """A sweep over 3 arrays: a pass read-modify-writes every position of each (x -> 3x + 1 +
+    c), c its companion words at that position, the same words every pass (two launches of
+    one pass each: passes within a launch may race on a word); the words after the 3 parts
+    are never touched."""
+    n, arrays = 3 * 50000 + 2, 3
+    part = n // arrays
+    comp = np.arange(2 * part, dtype=np.uint32) % 7
+    with l2persist.Stream(device) as s, l2persist.zeros(n, np.uint32, device) as t, \
+            l2persist.to_device(comp, device) as c:
+        t.copy_from(np.full(n, POISON, np.uint32))
+        for _ in range(2):
+            K.tax_probe(t, "rmw", pattern="streaming", arrays=arrays, accesses=part,
+                        companion=c, companion_words=2, stream=s)
+        s.synchronize()
+        got = t.to_numpy()
+    cpos = comp[:part] + comp[part:]
+    want = np.full(part, POISON, np.uint32)  # uint32 arrays wrap as the kernel's words do
+    for _ in range(2):
+        want = want * np.uint32(3) + np.uint32(1) + cpos
+    for a in range(arrays):
+        np.testing.assert_array_equal(got[a * part:(a + 1) * part], want)
+    np.testing.assert_array_equal(got[3 * part:], POISON)
+
+
+def test_shape_bad_arguments(device):
+    with l2persist.zeros(96, np.uint32, device) as t, \
+            l2persist.zeros(8, np.uint32, device) as c:
+        with pytest.raises(ValueError, match=r"row_words: 3 is not one of 1, 2, 4, 8, 16, 32"):
+            K.tax_probe(t, "write", row_words=3)
+        with pytest.raises(ValueError, match=r"arrays: 17 is outside \[1, 16\]"):
+            K.tax_probe(t, "write", pattern="streaming", arrays=17)
+        with pytest.raises(ValueError, match=r"arrays: 3 needs pattern='streaming'"):
+            K.tax_probe(t, "write", arrays=3)
+        with pytest.raises(ValueError, match=r"row_words: 32 needs pattern='random'"):
+            K.tax_probe(t, "write", pattern="streaming", row_words=32)
+        with pytest.raises(ValueError, match=r"companion: 8 words is fewer than"):
+            K.tax_probe(t, "rmw", pattern="streaming", arrays=3, companion=c,
+                        companion_words=1)  # one part is 32 words
+        np.testing.assert_array_equal(t.to_numpy(), 0)  # nothing ran
+
+
 # ---- measure: the tax on the caller's own work ----
 
 def test_measure_sees_the_write_tax_and_restores_the_limit(device):

@@ -151,7 +151,9 @@ l2p_tax_companion_data l2p_tax_companion_builtin(void)
     l2p_tax_companion_data d = {
         l2p_tax_companion_table,
         count_rows(l2p_tax_companion_table, sizeof l2p_tax_companion_table[0]),
-        l2p_tax_stream_table, count_rows(l2p_tax_stream_table, sizeof l2p_tax_stream_table[0])};
+        l2p_tax_stream_table, count_rows(l2p_tax_stream_table, sizeof l2p_tax_stream_table[0]),
+        l2p_tax_shape_slowdown_table,
+        count_rows(l2p_tax_shape_slowdown_table, sizeof l2p_tax_shape_slowdown_table[0])};
     return d;
 }
 
@@ -202,13 +204,16 @@ l2p_status l2p_tax_fit_penalty(double l2, double coeff, double base, size_t n,
 
 /* ---- choosing the rows of a chip ---- */
 
-static int same_chip(int major, int minor, double l2_mib, int cc_major, int cc_minor, double l2)
+#define same_chip l2p_tax_same_chip
+#define chip_distance l2p_tax_chip_distance
+
+int l2p_tax_same_chip(int major, int minor, double l2_mib, int cc_major, int cc_minor, double l2)
 {
     return major == cc_major && minor == cc_minor && fabs(l2_mib - l2) < 0.5;
 }
 
 /* Distance of a measured chip from the asked one: compute capability first, then L2 size. */
-static double chip_distance(int major, int minor, double l2_mib, const l2p_tax_chip *c)
+double l2p_tax_chip_distance(int major, int minor, double l2_mib, const l2p_tax_chip *c)
 {
     double cc = fabs((major * 10.0 + minor) - (c->cc_major * 10.0 + c->cc_minor));
     return cc * 100.0 + fabs(log(l2_mib / ((double)c->l2_bytes / MIB)));
@@ -470,10 +475,12 @@ l2p_status l2p_tax_fit_stream_cost(size_t n, const double *k, const double *time
 }
 
 /* A companion row the fit may use: held in, both knees measured. */
-static int companion_usable(const l2p_tax_companion_row *r)
+int l2p_tax_companion_usable(const l2p_tax_companion_row *r, int shape)
 {
-    return r->fit && r->companion > 0 && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
+    return r->shape == shape && r->fit && r->companion > 0 && r->knee_hi_mib > 0 &&
+           r->alone_hi_mib > 0;
 }
+#define companion_usable(r) l2p_tax_companion_usable(r, L2P_TAX_SHAPE_RANDOM)
 
 /* A chip's companion constants (see l2p_tax.h). */
 typedef struct {
@@ -542,8 +549,9 @@ static l2p_status companion_constants(const l2p_tax_chip *c, const l2p_tax_compa
     /* the stream rows: k and the time ratio, in the first two buffers */
     for (size_t i = 0; rc == L2P_OK && i < d->n_streams; i++) {
         const l2p_tax_stream_row *r = &d->streams[i];
-        if (r->companion > 0 && same_chip(r->cc_major, r->cc_minor, r->l2_mib, own->cc_major,
-                                          own->cc_minor, own->l2_mib)) {
+        if (r->shape == L2P_TAX_SHAPE_RANDOM && r->companion > 0 &&
+            same_chip(r->cc_major, r->cc_minor, r->l2_mib, own->cc_major, own->cc_minor,
+                      own->l2_mib)) {
             k[m] = r->companion;
             capacity[m++] = r->time_ratio;
         }
@@ -559,9 +567,7 @@ l2p_status l2p_tax_predict_companion(const l2p_tax_chip *c, long long set_aside,
                                      l2p_tax_model *out)
 {
     l2p_tax_model m;
-    if (!(companion >= 0 && companion <= L2P_TAX_COMPANION_MAX))
-        return l2p_fail(L2P_ERR_VALUE, "companion: %g bytes streamed per byte written is "
-                        "outside [0, %g]", companion, L2P_TAX_COMPANION_MAX);
+    L2P_TRY(l2p_tax_check_companion_ratio(companion));
     L2P_TRY(l2p_tax_predict(c, set_aside, &m));
     m.companion = companion;
     if (companion > 0) {
@@ -596,6 +602,13 @@ l2p_status l2p_tax_predict_companion(const l2p_tax_chip *c, long long set_aside,
     return L2P_OK;
 }
 
+l2p_status l2p_tax_check_companion_ratio(double companion)
+{
+    if (companion >= 0 && companion <= L2P_TAX_COMPANION_MAX) return L2P_OK;
+    return l2p_fail(L2P_ERR_VALUE, "companion: %g bytes streamed per byte written is outside "
+                    "[0, %g]", companion, L2P_TAX_COMPANION_MAX);
+}
+
 l2p_status l2p_tax_check_companion(int present, size_t buffer_words, long long words,
                                    long long accesses)
 {
@@ -614,6 +627,29 @@ l2p_status l2p_tax_check_companion(int present, size_t buffer_words, long long w
         return l2p_fail(L2P_ERR_VALUE, "companion: %zu words is fewer than companion_words x "
                         "accesses = %lld x %lld (each access reads its own words)",
                         buffer_words, words, accesses);
+    return L2P_OK;
+}
+
+l2p_status l2p_tax_check_shape(int random, size_t n, long long row_words, long long arrays)
+{
+    if (row_words < 1 || row_words > L2P_TAX_ROW_WORDS_MAX || (row_words & (row_words - 1)))
+        return l2p_fail(L2P_ERR_VALUE, "row_words: %lld is not one of 1, 2, 4, 8, 16, 32",
+                        row_words);
+    if (arrays < 1 || arrays > L2P_TAX_ARRAYS_MAX)
+        return l2p_fail(L2P_ERR_VALUE, "arrays: %lld is outside [1, %d]", arrays,
+                        L2P_TAX_ARRAYS_MAX);
+    if (row_words > 1 && !random)
+        return l2p_fail(L2P_ERR_VALUE, "row_words: %lld needs pattern='random' (rows at random "
+                        "positions; a streaming pattern is whole rows already)", row_words);
+    if (arrays > 1 && random)
+        return l2p_fail(L2P_ERR_VALUE, "arrays: %lld needs pattern='streaming' (a sweep over "
+                        "arrays side by side)", arrays);
+    if (n % (size_t)row_words)
+        return l2p_fail(L2P_ERR_VALUE, "table: %zu words is not a whole number of rows of "
+                        "row_words = %lld", n, row_words);
+    if ((size_t)arrays > n)
+        return l2p_fail(L2P_ERR_VALUE, "arrays: %lld is more than the table's %zu words", arrays,
+                        n);
     return L2P_OK;
 }
 
@@ -730,7 +766,12 @@ double l2p_tax_slowdown(const l2p_tax_model *m, int kind, double ws)
 {
     if (kind < 0 || kind >= L2P_TAX_KIND_COUNT || !m->taxed) return 1.0;
     double p = m->penalty[kind], hit = 1.0 + m->stream_cost * m->companion, at, base;
-    if (m->companion_basis) { /* the stream's misses, on its own capacity line */
+    if (m->shape_basis) { /* a shape's: its P for its own kind, misses past its knee */
+        const l2p_tax_shape_probe *sp = l2p_tax_shape_probe_of(m->shape);
+        if (sp && kind == sp->kind) p = m->shape_penalty;
+        at = hit + p * l2p_tax_miss_fraction(ws, (double)m->knee_bytes);
+        base = hit + p * l2p_tax_miss_fraction(ws, (double)m->base_bytes);
+    } else if (m->companion_basis) { /* the stream's misses, on its own capacity line */
         double k = m->companion, cap = m->companion_cap * (double)m->l2_bytes;
         at = hit + p * l2p_tax_miss_fraction_stream(ws, (double)m->alone_knee_bytes, k, cap);
         base = hit + p * l2p_tax_miss_fraction_stream(ws, (double)m->alone_base_bytes, k, cap);

@@ -457,21 +457,32 @@ static const char *const tax_patterns[] = {"random", "streaming", NULL};
     X(tax_probe, blocks, BLOCKS(0, KW | OPT))                     \
     X(tax_probe, threads, THREADS(0, KW | OPT))                   \
     X(tax_probe, companion, BUF("iu", W4, 0, KW | OPT))           \
-    X(tax_probe, companion_words, INT(0, LLONG_MIN, LLONG_MAX, KW))
+    X(tax_probe, companion_words, INT(0, LLONG_MIN, LLONG_MAX, KW)) \
+    X(tax_probe, row_words, INT(1, LLONG_MIN, LLONG_MAX, KW))       \
+    X(tax_probe, arrays, INT(1, LLONG_MIN, LLONG_MAX, KW))
 enum { TAX_PROBE_ARGS(ARG_ID) };
 
 static int tax_probe_check(l2p_call *c)
 {
     l2p_buf_desc t = desc_of(L2P_BUF(c, ARG_tax_probe_table));
     if (l2p_call_core(c, l2p_launch_check_tax_probe(&t)) < 0) return -1;
+    /* the shape's ranges are the core's (l2p_tax_check_shape) */
+    if (l2p_call_core(c, l2p_tax_check_shape(L2P_INT(c, ARG_tax_probe_pattern) == 0,
+                                             count_of(L2P_BUF(c, ARG_tax_probe_table)),
+                                             L2P_INT(c, ARG_tax_probe_row_words),
+                                             L2P_INT(c, ARG_tax_probe_arrays))) < 0)
+        return -1;
     /* the default: four accesses per word */
     if (!c->v[ARG_tax_probe_accesses].given)
         L2P_INT(c, ARG_tax_probe_accesses) = 4 * (long long)count_of(L2P_BUF(c, ARG_tax_probe_table));
     l2p_BufferObject *comp = L2P_BUF(c, ARG_tax_probe_companion);
-    /* the companion's range and size are the core's (l2p_tax_check_companion) */
+    /* the companion's range and size are the core's (l2p_tax_check_companion); a sweep over
+     * arrays reads one part's length of it per word, every pass */
+    long long arrays = L2P_INT(c, ARG_tax_probe_arrays), per = L2P_INT(c, ARG_tax_probe_accesses);
+    if (arrays > 1) per = (long long)(count_of(L2P_BUF(c, ARG_tax_probe_table)) / (size_t)arrays);
     return l2p_call_core(c, l2p_tax_check_companion(comp != NULL, comp ? count_of(comp) : 0,
                                                     L2P_INT(c, ARG_tax_probe_companion_words),
-                                                    L2P_INT(c, ARG_tax_probe_accesses)));
+                                                    per));
 }
 
 static cudaError_t tax_probe_launch(l2p_call *c)
@@ -483,6 +494,8 @@ static cudaError_t tax_probe_launch(l2p_call *c)
                                 (unsigned)L2P_INT(c, ARG_tax_probe_seed),
                                 (const uint32_t *)ptr_of(L2P_BUF(c, ARG_tax_probe_companion)),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_companion_words),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_row_words),
+                                (unsigned)L2P_INT(c, ARG_tax_probe_arrays),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_blocks),
                                 (unsigned)L2P_INT(c, ARG_tax_probe_threads), c->sink, c->stream,
                                 c->window);
@@ -548,7 +561,14 @@ const l2p_kernel l2p_kernel_table[] = {
      "streaming positions; blocks and threads default to 4 x 512 per SM. companion (a 32-bit "
      "buffer of companion_words x accesses words) with companion_words=k in [1, 16]: each "
      "access also reads k words of it, coalesced and each once, and adds them to what it "
-     "writes (a stream of k bytes per byte written, as real writes read their inputs).",
+     "writes (a stream of k bytes per byte written, as real writes read their inputs). "
+     "row_words (random only; 1, 2, 4, ..., 32 dividing the table): accesses go in whole rows "
+     "of that many words at random rows (rows of 32 words: a warp writes a 128-byte line "
+     "whole, as an embedding backward does); arrays (streaming only, [1, 16]): the table is "
+     "that many equal arrays and access i touches position p = i % (words / arrays) of each "
+     "(a sweep over param, m and v side by side, as an optimizer step), reading words "
+     "j * len + p of companion (companion_words arrays of one part's length len, re-read every "
+     "pass, as its gradient).",
      L2P_K_SINK,
      l2p_streaming_grid, tax_probe_check, tax_probe_launch, NULL,
      {TAX_PROBE_ARGS(ARG_ROW)}},

@@ -88,7 +88,8 @@ static PyObject *model_dict(const l2p_tax_chip *c, const l2p_tax_model *m)
         Py_XDECREF(v);
     }
     if (!pen) return NULL;
-    return Py_BuildValue("{s:(ii),s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O,s:N}",
+    return Py_BuildValue("{s:(ii),s:n,s:n,s:n,s:n,s:d,s:d,s:d,s:n,s:O,s:N,s:n,s:n,s:s,s:O,s:N,"
+                         "s:N}",
                          "compute_capability", c->cc_major, c->cc_minor, "persisting_max",
                          (Py_ssize_t)c->persisting_max, "l2_bytes", (Py_ssize_t)m->l2_bytes, "set_aside",
                          (Py_ssize_t)m->set_aside, "granule", (Py_ssize_t)m->granule,
@@ -103,7 +104,12 @@ static PyObject *model_dict(const l2p_tax_chip *c, const l2p_tax_model *m)
                                        "cap", m->companion_cap, "coeff", m->companion_coeff,
                                        "stream_cost", m->stream_cost, "bytes",
                                        (Py_ssize_t)m->companion_bytes, "basis",
-                                       m->companion_basis));
+                                       m->companion_basis),
+                         "shape",
+                         Py_BuildValue("{s:s,s:z,s:d,s:d,s:d}", "name",
+                                       l2p_tax_shape_name(m->shape), "basis", m->shape_basis,
+                                       "coeff", m->shape_coeff, "onset", m->shape_onset,
+                                       "penalty", m->shape_penalty));
 }
 
 /* A number of a row's mapping: companion_rows[table][i][key]. */
@@ -125,6 +131,25 @@ static int row_number(PyObject *row, const char *table, Py_ssize_t i, const char
         return -1;
     }
     return 0;
+}
+
+/* A row's optional "shape" (a name; absent: random). */
+static int row_shape(PyObject *row, const char *table, Py_ssize_t i, int *shape)
+{
+    PyObject *v = PyMapping_GetItemString(row, "shape");
+    *shape = L2P_TAX_SHAPE_RANDOM;
+    if (!v) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *name = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    int rc = name && l2p_tax_shape_parse(name, shape) == L2P_OK ? 0 : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "companion_rows: %s[%zd][shape] is %R, not one of "
+                     "random, atomic, rows, sweep", table, i, v);
+    if (rc < 0) l2p_clear_error();
+    Py_DECREF(v);
+    return rc;
 }
 
 /* The chip part of a row: name (borrowed from the row while the call holds it), cc, L2. */
@@ -165,14 +190,53 @@ static PyObject *rows_seq(PyObject *obj, const char *table, Py_ssize_t *n)
     return seq;
 }
 
-/* companion_rows: None (the core's own rows) or {"knees": [...], "streams": [...]} with the
- * keys tax_companion_rows() gives; *out's arrays are PyMem (free with rows_free). */
+/* obj["slowdowns"] (optional: absent, no rows) as shape slowdown rows; NULL on an error. */
+static l2p_tax_shape_slowdown_row *slowdown_rows_arg(PyObject *obj, Py_ssize_t *n)
+{
+    PyObject *seq = NULL;
+    *n = 0;
+    if (PyMapping_HasKeyString(obj, "slowdowns") && !(seq = rows_seq(obj, "slowdowns", n)))
+        return NULL;
+    l2p_tax_shape_slowdown_row *w = PyMem_Calloc((size_t)*n + 1, sizeof *w);
+    int ok = w != NULL;
+    if (!ok) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; ok && i < *n; i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+        double fit = 0;
+        l2p_tax_shape_slowdown_row *x = &w[i];
+        ok = row_chip(r, "slowdowns", i, &x->chip, &x->cc_major, &x->cc_minor, &x->l2_mib) == 0 &&
+             row_shape(r, "slowdowns", i, &x->shape) == 0 &&
+             row_number(r, "slowdowns", i, "set_aside_mib", &x->set_aside_mib) == 0 &&
+             row_number(r, "slowdowns", i, "companion", &x->companion) == 0 &&
+             row_number(r, "slowdowns", i, "ws_mib", &x->ws_mib) == 0 &&
+             row_number(r, "slowdowns", i, "slowdown", &x->slowdown) == 0 &&
+             row_number(r, "slowdowns", i, "fit", &fit) == 0;
+        x->fit = fit != 0;
+        x->source = "companion_rows";
+    }
+    Py_XDECREF(seq);
+    if (!ok) {
+        PyMem_Free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* companion_rows: None (the core's own rows) or {"knees": [...], "streams": [...],
+ * optionally "slowdowns": [...]} with the keys tax_companion_rows() gives (a row without
+ * "shape" is random writes'); *out's arrays are PyMem (free with rows_free). */
 static int companion_rows_arg(PyObject *obj, l2p_tax_companion_data *out, PyObject **hold)
 {
-    Py_ssize_t nk = 0, ns = 0;
+    Py_ssize_t nk = 0, ns = 0, nd = 0;
     *out = (l2p_tax_companion_data){0};
     *hold = NULL;
     if (obj == Py_None) return 0;
+    if (!PyMapping_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "companion_rows: expected a mapping with lists 'knees' "
+                     "and 'streams' (as tax_companion_rows() gives) or None, got %s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
     PyObject *knees = rows_seq(obj, "knees", &nk);
     PyObject *streams = knees ? rows_seq(obj, "streams", &ns) : NULL;
     l2p_tax_companion_row *k = streams ? PyMem_Calloc((size_t)nk + 1, sizeof *k) : NULL;
@@ -190,7 +254,8 @@ static int companion_rows_arg(PyObject *obj, l2p_tax_companion_data *out, PyObje
              row_number(r, "knees", i, "knee_hi_mib", &w->knee_hi_mib) == 0 &&
              row_number(r, "knees", i, "alone_lo_mib", &w->alone_lo_mib) == 0 &&
              row_number(r, "knees", i, "alone_hi_mib", &w->alone_hi_mib) == 0 &&
-             row_number(r, "knees", i, "fit", &fit) == 0;
+             row_number(r, "knees", i, "fit", &fit) == 0 &&
+             row_shape(r, "knees", i, &w->shape) == 0;
         w->fit = fit != 0;
         w->source = "companion_rows";
     }
@@ -199,17 +264,19 @@ static int companion_rows_arg(PyObject *obj, l2p_tax_companion_data *out, PyObje
         l2p_tax_stream_row *w = &s[i];
         ok = row_chip(r, "streams", i, &w->chip, &w->cc_major, &w->cc_minor, &w->l2_mib) == 0 &&
              row_number(r, "streams", i, "companion", &w->companion) == 0 &&
-             row_number(r, "streams", i, "time_ratio", &w->time_ratio) == 0;
+             row_number(r, "streams", i, "time_ratio", &w->time_ratio) == 0 &&
+             row_shape(r, "streams", i, &w->shape) == 0;
         w->source = "companion_rows";
     }
     Py_XDECREF(streams);
     Py_XDECREF(knees);
-    if (!ok) {
+    l2p_tax_shape_slowdown_row *d = ok ? slowdown_rows_arg(obj, &nd) : NULL;
+    if (!d) {
         PyMem_Free(k);
         PyMem_Free(s);
         return -1;
     }
-    *out = (l2p_tax_companion_data){k, (size_t)nk, s, (size_t)ns};
+    *out = (l2p_tax_companion_data){k, (size_t)nk, s, (size_t)ns, d, (size_t)nd};
     *hold = obj; /* the rows' strings are borrowed from it */
     return 0;
 }
@@ -218,19 +285,20 @@ static void rows_free(l2p_tax_companion_data *d)
 {
     PyMem_Free((void *)d->knees);
     PyMem_Free((void *)d->streams);
+    PyMem_Free((void *)d->slowdowns);
 }
 
 /* The model of a call's chip, set-aside and companion stream. */
-static int model_of(l2p_state *st, const chip_args *a, double companion, PyObject *rows_obj,
-                    l2p_tax_chip *chip, l2p_tax_model *m)
+static int model_of(l2p_state *st, const chip_args *a, double companion, int shape,
+                    PyObject *rows_obj, l2p_tax_chip *chip, l2p_tax_model *m)
 {
     long long set_aside;
     l2p_tax_companion_data rows;
     PyObject *hold;
     if (chip_arg(st, a, chip, &set_aside) < 0 || companion_rows_arg(rows_obj, &rows, &hold) < 0)
         return -1;
-    l2p_status rc = l2p_tax_predict_companion(chip, set_aside, companion, hold ? &rows : NULL,
-                                              m);
+    l2p_status rc = l2p_tax_predict_shape(chip, set_aside, companion, shape,
+                                          hold ? &rows : NULL, m);
     rows_free(&rows);
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
@@ -243,12 +311,15 @@ static int model_of(l2p_state *st, const chip_args *a, double companion, PyObjec
               "range)"),                                                                        \
     L2P_PARAM(S, companion_rows, L2P_P_OBJECT, .flags = L2P_P_KWONLY,                           \
               .pytype = "dict[str, list[dict[str, object]]] | None",                            \
-              .doc = "companion rows to fit the stream's constants from; None: the core's own")
+              .doc = "companion rows to fit the stream's constants from; None: the core's own"), \
+    L2P_PARAM(S, shape, L2P_P_CHOICE, .flags = L2P_P_KWONLY, .choices = l2p_tax_shape_names,   \
+              .ival = 0, .doc = "the access shape: random, atomic, rows or sweep")
 
 typedef struct {
     chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
     double companion;
     PyObject *companion_rows;
+    int shape;
 } predict_args;
 
 static PyObject *fn_predict(PyObject *mod, const void *args)
@@ -256,8 +327,8 @@ static PyObject *fn_predict(PyObject *mod, const void *args)
     const predict_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->companion_rows, &chip,
-                 &m) < 0)
+    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->shape, a->companion_rows,
+                 &chip, &m) < 0)
         return NULL;
     return model_dict(&chip, &m);
 }
@@ -272,6 +343,7 @@ typedef struct {
     double ws_bytes;
     double companion;
     PyObject *companion_rows;
+    int shape;
 } slowdown_args;
 
 static PyObject *fn_slowdown(PyObject *mod, const void *args)
@@ -279,8 +351,8 @@ static PyObject *fn_slowdown(PyObject *mod, const void *args)
     const slowdown_args *a = args;
     l2p_tax_chip chip;
     l2p_tax_model m;
-    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->companion_rows, &chip,
-                 &m) < 0)
+    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->shape, a->companion_rows,
+                 &chip, &m) < 0)
         return NULL;
     return PyFloat_FromDouble(l2p_tax_slowdown(&m, a->kind, a->ws_bytes));
 }
@@ -500,8 +572,9 @@ static PyObject *fn_companion_rows(PyObject *mod, const void *noargs)
     (void)noargs;
     for (size_t i = 0; knees && i < d.n_knees; i++) {
         const l2p_tax_companion_row *k = &d.knees[i];
-        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:O,s:s}", "chip",
-                                    k->chip, "compute_capability", k->cc_major, k->cc_minor,
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:O,s:s}",
+                                    "chip", k->chip, "compute_capability", k->cc_major,
+                                    k->cc_minor, "shape", l2p_tax_shape_name(k->shape),
                                     "l2_mib", k->l2_mib, "set_aside_mib", k->set_aside_mib,
                                     "companion", k->companion, "knee_lo_mib", k->knee_lo_mib,
                                     "knee_hi_mib", k->knee_hi_mib, "alone_lo_mib",
@@ -512,17 +585,50 @@ static PyObject *fn_companion_rows(PyObject *mod, const void *noargs)
     }
     for (size_t i = 0; streams && i < d.n_streams; i++) {
         const l2p_tax_stream_row *t = &d.streams[i];
-        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:d,s:d,s:d,s:s}", "chip", t->chip,
-                                    "compute_capability", t->cc_major, t->cc_minor, "l2_mib",
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:s,s:d,s:d,s:d,s:s}", "chip", t->chip,
+                                    "compute_capability", t->cc_major, t->cc_minor, "shape",
+                                    l2p_tax_shape_name(t->shape), "l2_mib",
                                     t->l2_mib, "companion", t->companion, "time_ratio",
                                     t->time_ratio, "source", t->source);
         if (!r || PyList_Append(streams, r) < 0) Py_CLEAR(streams);
         Py_XDECREF(r);
     }
-    if (knees && streams) return Py_BuildValue("{s:N,s:N}", "knees", knees, "streams", streams);
+    PyObject *slow = knees && streams ? PyList_New(0) : NULL;
+    for (size_t i = 0; slow && i < d.n_slowdowns; i++) {
+        const l2p_tax_shape_slowdown_row *t = &d.slowdowns[i];
+        PyObject *r = Py_BuildValue("{s:s,s:(ii),s:s,s:d,s:d,s:d,s:d,s:d,s:O,s:s}", "chip",
+                                    t->chip, "compute_capability", t->cc_major, t->cc_minor,
+                                    "shape", l2p_tax_shape_name(t->shape), "l2_mib", t->l2_mib,
+                                    "set_aside_mib", t->set_aside_mib, "companion",
+                                    t->companion, "ws_mib", t->ws_mib, "slowdown", t->slowdown,
+                                    "fit", t->fit ? Py_True : Py_False, "source", t->source);
+        if (!r || PyList_Append(slow, r) < 0) Py_CLEAR(slow);
+        Py_XDECREF(r);
+    }
+    if (slow) return Py_BuildValue("{s:N,s:N,s:N}", "knees", knees, "streams", streams,
+                                   "slowdowns", slow);
     Py_XDECREF(knees);
     Py_XDECREF(streams);
     return NULL;
+}
+
+/* The access shapes and how the probe measures each (l2p_tax_shape_probe_of). */
+static PyObject *fn_shapes(PyObject *mod, const void *noargs)
+{
+    PyObject *out = PyList_New(0);
+    (void)mod;
+    (void)noargs;
+    for (int i = 0; out && i < L2P_TAX_SHAPE_COUNT; i++) {
+        const l2p_tax_shape_probe *p = l2p_tax_shape_probe_of(i);
+        PyObject *r = Py_BuildValue("{s:s,s:s,s:s,s:I,s:I,s:O,s:s}", "name", p->name, "kind",
+                                    l2p_tax_kind_name(p->kind), "pattern",
+                                    p->random ? "random" : "streaming", "row_words",
+                                    p->row_words, "arrays", p->arrays, "companion_reused",
+                                    p->companion_reused ? Py_True : Py_False, "what", p->what);
+        if (!r || PyList_Append(out, r) < 0) Py_CLEAR(out);
+        Py_XDECREF(r);
+    }
+    return out;
 }
 
 typedef struct {
@@ -712,7 +818,12 @@ L2P_DEFINE_FN(companion_rows_fn, l2p_no_args, fn_companion_rows, "tax_companion_
               "The companion-stream rows the model fits F_cap, its capacity line and a from "
               "(csrc/core/l2p_tax_companion_rows.c).", "dict[str, " TAX_ROWS "]", L2P_NO_PARAMS);
 
-const l2p_fn *const l2p_tax_fns[] = {&predict_fn,        &slowdown_fn,         &fit_capacity_fn,
-                                     &fit_penalty_fn,    &knee_fn,             &rows_fn,
-                                     &companion_rows_fn, &fit_companion_fn,    &fit_stream_cost_fn,
-                                     &measure_fn,        NULL};
+L2P_DEFINE_FN(shapes_fn, l2p_no_args, fn_shapes, "tax_shapes",
+              "The model's access shapes, in order, each with how the probe measures it (kind, "
+              "pattern, row_words, arrays, whether its companion is re-read each pass) and what "
+              "work has it.", TAX_ROWS, L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_tax_fns[] = {&shapes_fn,          &predict_fn,       &slowdown_fn,
+                                     &fit_capacity_fn,    &fit_penalty_fn,   &knee_fn,
+                                     &rows_fn,            &companion_rows_fn, &fit_companion_fn,
+                                     &fit_stream_cost_fn, &measure_fn,       NULL};

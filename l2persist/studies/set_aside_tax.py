@@ -503,6 +503,20 @@ HELD_OUT_WORDS = (3,)                       # k of PyTorch's out[idx] = val: nev
 SMALL_WS_FRACTION = 0.25                    # the stream's own cost: tables of at most L2 / 4
 
 
+def _sweep_grid(dev, step, what):
+    """(granule, set-asides, table sizes) of a sweep: limit 0 and every set-aside from 4
+    granules below the maximum to it; tables in ``step``s up to the L2 + 4 MiB. A sweep sets
+    the limit: NotSupportedError under MPS (the server's)."""
+    props = dev.properties
+    if dev.persisting_l2_source != "process":
+        raise _core.NotSupportedError(f"the {what} sweep sets the limit, and under MPS it is "
+                                      "the server's: run it outside MPS")
+    granule = dev.persisting_l2_granule
+    top = props.persisting_l2_cache_max_size // granule
+    asides = [0] + [g * granule for g in range(max(1, top - 6), top + 1)]
+    return granule, asides, list(range(step, props.l2_cache_size + 4 * MIB + 1, step))
+
+
 def companion_sweep(dev, *, words=COMPANION_WORDS, step=2 * MIB, rounds=3, repeat=5,
                     warmup=1, accesses=1 << 24, progress=None) -> dict:
     """Random 4-byte writes (the probe, ``accesses`` per launch) over tables of h bytes (h
@@ -514,14 +528,7 @@ def companion_sweep(dev, *, words=COMPANION_WORDS, step=2 * MIB, rounds=3, repea
     from ..results import collect_metadata
     import time
 
-    props = dev.properties
-    if dev.persisting_l2_source != "process":
-        raise _core.NotSupportedError("the companion sweep sets the limit, and under MPS it is "
-                                      "the server's: run it outside MPS")
-    l2, granule = props.l2_cache_size, dev.persisting_l2_granule
-    top = props.persisting_l2_cache_max_size // granule
-    asides = [0] + [g * granule for g in range(max(1, top - 6), top + 1)]
-    sizes = list(range(step, l2 + 4 * MIB + 1, step))
+    granule, asides, sizes = _sweep_grid(dev, step, "companion")
     words = [int(k) for k in words]
     meta = collect_metadata(dev)
     meta.update(granule=granule, accesses=accesses, rounds=rounds, repeat=repeat,
@@ -566,6 +573,26 @@ def _chip_label(name: str) -> str:
     return words[0] if words else name
 
 
+def _sweep_of(sweep, fmt, what, source):
+    """(the sweep, the chip part of its rows): a dict or a JSON path of format ``fmt``
+    (ValueError naming it otherwise); the rows' chip, compute_capability, l2_mib and source
+    (``source`` or one naming the run)."""
+    if not isinstance(sweep, dict):
+        from .._format import read_json
+        sweep, _ = read_json(sweep)
+    if not isinstance(sweep, dict) or sweep.get("format") != fmt:
+        got = sweep.get("format") if isinstance(sweep, dict) else type(sweep).__name__
+        raise ValueError(f"sweep: format {got!r}, expected {fmt!r}")
+    meta = sweep["meta"]
+    return sweep, dict(
+        chip=_chip_label(meta.get("device_name", "")),
+        compute_capability=[int(x) for x in str(meta["compute_capability"]).split(".")],
+        l2_mib=meta["l2_cache_size"] / MIB,
+        source=source or (f"{what} sweep on the {meta.get('device_name')}, "
+                          f"{str(meta.get('date', ''))[:10]}, l2persist "
+                          f"{meta.get('git_revision')}, CUDA {meta.get('cuda_runtime')}"))
+
+
 def companion_rows(sweep, *, source: str | None = None) -> dict:
     """The model's companion rows from a sweep (``companion_sweep``'s dict or its JSON path):
     per set-aside above 0 and k > 0, the knee of the writes with the stream (first table
@@ -573,20 +600,10 @@ def companion_rows(sweep, *, source: str | None = None) -> dict:
     without it; per k > 0, the stream's own cost at limit 0 over small tables (median over
     tables up to L2 / 4 of time with the stream / time without). Odd granules below the
     maximum and k in ``HELD_OUT_WORDS`` are held out (fit False): the checks' rows."""
-    if not isinstance(sweep, dict):
-        from .._format import read_json
-        sweep, _ = read_json(sweep)
-    if not isinstance(sweep, dict) or sweep.get("format") != COMPANION_FORMAT:
-        got = sweep.get("format") if isinstance(sweep, dict) else type(sweep).__name__
-        raise ValueError(f"sweep: format {got!r}, expected {COMPANION_FORMAT!r}")
-    meta = sweep["meta"]
-    cc = [int(x) for x in str(meta["compute_capability"]).split(".")]
-    chip = _chip_label(meta.get("device_name", ""))
-    l2_mib = meta["l2_cache_size"] / MIB
+    sweep, base = _sweep_of(sweep, COMPANION_FORMAT, "companion", source)
+    meta, cc, chip, l2_mib, source = (sweep["meta"], base["compute_capability"], base["chip"],
+                                      base["l2_mib"], base["source"])
     granule, top = meta["granule"], max(sweep["set_asides"])
-    source = source or (f"companion sweep on the {meta.get('device_name')}, "
-                        f"{str(meta.get('date', ''))[:10]}, l2persist "
-                        f"{meta.get('git_revision')}, CUDA {meta.get('cuda_runtime')}")
     t = {(p["set_aside"], p["companion"], p["ws"]): p["median_ms"] for p in sweep["points"]}
     sizes = sorted({p["ws"] for p in sweep["points"]})
 
@@ -639,9 +656,12 @@ def _knee_off(model_bytes, lo, hi, taxed):
 
 def validation_summary(records, chip, *, companion_rows=None) -> dict:
     """Foreign work against the model. ``records``: one per (workload, set_aside, ws) with
-    ``kind``, ``companion`` (its k at that ws), ``slowdown`` (and its interval). Per workload
+    ``kind``, ``companion`` (its k at that ws), ``slowdown`` (and its interval), optionally
+    ``shape`` (default random) and ``table`` (the bytes the shape applies to at that ws:
+    the model's knee is scaled back to ws; default ws). Per workload
     and set-aside: the measured knee (first ws ``THRESHOLD``x slower), the model's knee with
-    the workload's k (``companion_rows``: fitted from those rows; None: the core's own) and
+    the workload's k and access ``shape`` (a record's; absent: random) (``companion_rows``:
+    fitted from those rows; None: the core's own) and
     without (k = 0, the model before the companion term), and each measured slowdown against
     both. The bars: knees within ``KNEE_BAR_MIB``, slowdowns within ``SLOWDOWN_BAR``."""
     out = []
@@ -653,24 +673,28 @@ def validation_summary(records, chip, *, companion_rows=None) -> dict:
         lo, hi = tax.measured_knee([r["ws"] for r in rs], [r["slowdown"] for r in rs],
                                    THRESHOLD)
         at = next((r for r in rs if r["ws"] == hi), rs[-1])
-        k = at["companion"]
-        model = tax.predict(chip, aside, companion=k, companion_rows=companion_rows)
+        k, shape = at["companion"], rs[0].get("shape", "random")
+        scale = at.get("table", at["ws"]) / at["ws"]  # the model's table per byte of ws
+        model = tax.predict(chip, aside, companion=k, companion_rows=companion_rows,
+                            shape=shape)
         alone = tax.predict(chip, aside)
         points = []
         for r in rs:
-            m = tax.predict(chip, aside, companion=r["companion"],
-                            companion_rows=companion_rows).slowdown_at(r["ws"], r["kind"])
+            m = tax.predict(chip, aside, companion=r["companion"], companion_rows=companion_rows,
+                            shape=shape).slowdown_at(r.get("table", r["ws"]), r["kind"])
             a = alone.slowdown_at(r["ws"], r["kind"])
             points.append(dict(ws_mib=r["ws"] / MIB, measured=r["slowdown"], model=m,
                                alone=a, model_ok=abs(r["slowdown"] / m - 1) <= SLOWDOWN_BAR,
                                alone_ok=abs(r["slowdown"] / a - 1) <= SLOWDOWN_BAR))
-        off = _knee_off(model.knee_bytes, lo, hi, model.taxed)
+        off = _knee_off(model.knee_bytes / scale, lo, hi, model.taxed)
         off_alone = _knee_off(alone.knee_bytes, lo, hi, alone.taxed)
         out.append(dict(
-            workload=name, kind=rs[0]["kind"], set_aside=aside,
+            workload=name, kind=rs[0]["kind"], shape=shape,
+            shape_basis=model.shape_basis, set_aside=aside,
             granules=round(aside / model.granule), companion=k,
             knee_lo_mib=lo / MIB, knee_hi_mib=hi / MIB if hi else None,
-            model_knee_mib=model.knee_bytes / MIB, alone_knee_mib=alone.knee_bytes / MIB,
+            model_knee_mib=model.knee_bytes / scale / MIB,
+            alone_knee_mib=alone.knee_bytes / MIB,
             knee_off_mib=off, alone_knee_off_mib=off_alone,
             knee_ok=off is not None and off <= KNEE_BAR_MIB,
             alone_knee_ok=off_alone is not None and off_alone <= KNEE_BAR_MIB,
@@ -690,7 +714,7 @@ def validation_summary(records, chip, *, companion_rows=None) -> dict:
 
 def validation_table(summary) -> list[str]:
     """The summary as text lines: one per workload and set-aside, then the totals."""
-    lines = ["workload             kind    k     s  | knee measured | model (k) | off  | "
+    lines = ["workload             shape  k     s  | knee measured | model (k) | off  | "
              "without k | off  | slowdowns within 25 %: model / without k | worst model"]
     for g in summary["groups"]:
         meas = (f"({g['knee_lo_mib']:g}, {g['knee_hi_mib']:g}]" if g["knee_hi_mib"]
@@ -699,7 +723,8 @@ def validation_table(summary) -> list[str]:
         off = "-" if g["knee_off_mib"] is None else f"{g['knee_off_mib']:.1f}"
         off0 = "-" if g["alone_knee_off_mib"] is None else f"{g['alone_knee_off_mib']:.1f}"
         lines.append(
-            f"{g['workload']:<20} {g['kind']:<6} {g['companion']:5.2f} {g['granules']:3d}g | "
+            f"{g['workload']:<20} {g.get('shape', 'random'):<6} {g['companion']:5.2f} "
+            f"{g['granules']:3d}g | "
             f"{meas:>13} | {g['model_knee_mib']:9.1f} | {off:>4} | {g['alone_knee_mib']:9.1f} | "
             f"{off0:>4} | {g['slowdowns_ok']:2d}/{len(g['points'])} / "
             f"{g['alone_slowdowns_ok']:2d}/{len(g['points'])} | {worst['measured']:.2f}x vs "
@@ -711,3 +736,154 @@ def validation_table(summary) -> list[str]:
                  f"{t['alone_slowdowns_ok']}/{t['slowdowns']}; the bar is "
                  + ("met" if t["bar_met"] else "NOT met"))
     return lines
+
+
+# ---- the access shapes: the sweep the shapes' constants are fitted from ----
+
+SHAPE_FORMAT = "l2persist-tax-shape-sweep/1"
+SHAPE_WORDS = (0, 1, 2, 4)     # companion words per access (a sweep's: per position)
+SHAPE_ACCESSES = 1 << 23       # per call, as the foreign work's 8 M writes
+
+
+def shape_probes(names=None) -> list[dict]:
+    """The core's shapes other than random writes (whose rows are the companion sweep's)."""
+    shapes = [s for s in _core.tax_shapes() if s["name"] != "random"]
+    if names:
+        unknown = set(names) - {s["name"] for s in shapes}
+        if unknown:
+            raise ValueError(f"shapes: {sorted(unknown)} not among "
+                             f"{', '.join(s['name'] for s in shapes)}")
+        shapes = [s for s in shapes if s["name"] in names]
+    return shapes
+
+
+def _shape_call(shape, ws, words, accesses=SHAPE_ACCESSES):
+    """(accesses per call, words of the table it uses, companion words it reads, k): a sweep
+    takes whole passes over its arrays (at least one), reading one part's length per word."""
+    n = ws // 4
+    if shape["pattern"] == "streaming":
+        part = n // shape["arrays"]
+        passes = max(1, round(accesses / part))
+        return passes * part, n, words * part, words / shape["arrays"]
+    n -= n % shape["row_words"]
+    return accesses, n, words * accesses, float(words)
+
+
+def shape_sweep(dev, *, shapes=None, words=SHAPE_WORDS, step=2 * MIB, rounds=3, repeat=5,
+                warmup=1, budget_s=80.0, progress=None) -> dict:
+    """Each access shape's probe (``_core.tax_shapes()``: atomics, 128-byte rows, a sweep of
+    3 arrays) over tables of h bytes (``step``s up to the L2 + 4 MiB) with k companion words
+    per access (``words``), at limit 0 and every set-aside from 4 granules below the maximum
+    to it; ``rounds`` rounds (none started that would end past ``budget_s`` at the pace of
+    those before; at least one), each
+    setting every limit once and timing every (shape, k, h) there (median of ``repeat``).
+    Returns the JSON-ready sweep ``shape_rows`` reads; the limit found before is restored."""
+    from ..results import collect_metadata
+    import time
+
+    probes = shape_probes(shapes)
+    granule, asides, sizes = _sweep_grid(dev, step, "shape")
+    words = [int(k) for k in words]
+    meta = collect_metadata(dev)
+    meta.update(granule=granule, rounds=rounds, repeat=repeat, warmup=warmup, step=step,
+                format=SHAPE_FORMAT, shapes=probes)
+    ms, calls = {}, {}
+    before = dev.persisting_l2_limit
+    comp_words = max(max(_shape_call(p, w, k)[2] for p in probes for w in sizes for k in words),
+                     1)
+    t0 = time.perf_counter()
+    done = 0
+    with _core.Stream(dev) as s, _core.zeros(max(sizes) // 4, np.uint32, dev) as table, \
+            _core.zeros(comp_words, np.uint32, dev) as comp:
+        try:
+            for rnd in range(rounds):
+                spent = time.perf_counter() - t0
+                if rnd and spent + spent / rnd > budget_s:  # another round would overrun
+                    break
+                for aside in asides:
+                    dev.persisting_l2_limit = aside
+                    granted = dev.persisting_l2_limit
+                    for p in probes:
+                        for k in words:
+                            for ws in sizes:
+                                acc, n, cw, ratio = _shape_call(p, ws, k)
+                                view = table[:n]
+                                extra = dict(companion=comp[:cw], companion_words=k) if k else {}
+
+                                def fn(view=view, extra=extra, p=p, acc=acc):
+                                    K.tax_probe(view, p["kind"], pattern=p["pattern"],
+                                                row_words=p["row_words"], arrays=p["arrays"],
+                                                accesses=acc, stream=s, **extra)
+
+                                samples = _core.time_calls(fn, stream=s, warmup=warmup,
+                                                           repeat=repeat, device=dev)
+                                key = (p["name"], granted, k, ws)
+                                ms.setdefault(key, []).append(_core.stats(samples)["median"])
+                                calls[key] = (acc, ratio)
+                done = rnd + 1
+                if progress:
+                    progress(f"round {rnd + 1}/{rounds}: {time.perf_counter() - t0:.1f} s")
+        finally:
+            _core.restore_persisting_l2(dev, before)
+    meta["wall_s"] = round(time.perf_counter() - t0, 2)
+    meta["rounds_done"] = done
+    points = [dict(shape=sh, set_aside=a, words=k, companion=calls[sh, a, k, w][1], ws=w,
+                   accesses=calls[sh, a, k, w][0], ms=v, median_ms=_core.stats(v)["median"])
+              for (sh, a, k, w), v in sorted(ms.items())]
+    return {"format": SHAPE_FORMAT, "meta": meta, "shapes": [p["name"] for p in probes],
+            "set_asides": sorted({p["set_aside"] for p in points}), "words": words,
+            "ws": sizes, "points": points}
+
+
+SLOWDOWN_STEP = 4 * MIB  # the slowdown rows a shape's P is fitted from: tables this far apart
+
+
+def shape_rows(sweep, *, source: str | None = None) -> dict:
+    """The model's rows of each shape from a shape sweep (``shape_sweep``'s dict or its JSON
+    path), as ``companion_rows`` gives them for random writes, each with its ``shape``: per
+    set-aside above 0 and k > 0 the knee with the stream and the same run's without it; per
+    k > 0 the stream's own cost at limit 0 over tables up to L2 / 4; and slowdowns (every
+    set-aside, k and table in ``SLOWDOWN_STEP``s) for the shape's miss cost. Odd granules
+    below the maximum are held out (fit False)."""
+    sweep, base = _sweep_of(sweep, SHAPE_FORMAT, "shape", source)
+    meta = sweep["meta"]
+    granule, top = meta["granule"], max(sweep["set_asides"])
+    t = {(p["shape"], p["set_aside"], p["words"], p["ws"]): p["median_ms"]
+         for p in sweep["points"]}
+    ratio = {(p["shape"], p["words"]): p["companion"] for p in sweep["points"]}
+    sizes = sorted({p["ws"] for p in sweep["points"]})
+    out = {"knees": [], "streams": [], "slowdowns": []}
+    for shape in sweep["shapes"]:
+        def curve(aside, k):
+            return [(w, t[shape, aside, k, w] / t[shape, 0, k, w]) for w in sizes
+                    if (shape, aside, k, w) in t and (shape, 0, k, w) in t]
+
+        def knee(aside, k):
+            c = curve(aside, k)
+            return tax.measured_knee([w / MIB for w, _ in c], [r for _, r in c], THRESHOLD)
+
+        for aside in sweep["set_asides"]:
+            if aside == 0:
+                continue
+            fit = not (round(aside / granule) % 2 == 1 and aside != top)
+            alone = knee(aside, 0)
+            for k in sweep["words"]:
+                if (shape, k) not in ratio:
+                    continue
+                row = dict(base, shape=shape, set_aside_mib=aside / MIB,
+                           companion=ratio[shape, k], fit=fit)
+                for w, r in curve(aside, k):
+                    if w % SLOWDOWN_STEP == 0:
+                        out["slowdowns"].append(dict(row, ws_mib=w / MIB, slowdown=r))
+                if k:
+                    lo, hi = knee(aside, k)
+                    out["knees"].append(dict(row, knee_lo_mib=lo, knee_hi_mib=hi,
+                                             alone_lo_mib=alone[0], alone_hi_mib=alone[1]))
+        small = [w for w in sizes if w <= SMALL_WS_FRACTION * meta["l2_cache_size"]]
+        for k in sweep["words"]:
+            r = [t[shape, 0, k, w] / t[shape, 0, 0, w] for w in small
+                 if (shape, 0, k, w) in t and (shape, 0, 0, w) in t]
+            if k and r:
+                out["streams"].append(dict(base, shape=shape, companion=ratio[shape, k],
+                                           time_ratio=_core.stats(r)["median"]))
+    return out

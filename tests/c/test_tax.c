@@ -420,6 +420,7 @@ static void test_companion_builtin(void)
     size_t usable = 0, checked = 0;
     for (size_t i = 0; i < d.n_knees; i++) {
         const l2p_tax_companion_row *r = &d.knees[i];
+        if (r->shape != L2P_TAX_SHAPE_RANDOM) continue; /* the shapes' rows: test_tax_shape.c */
         usable += r->fit && r->knee_hi_mib > 0 && r->alone_hi_mib > 0;
         if (r->fit) continue;
         l2p_tax_chip c = chip(r->cc_major, r->cc_minor, r->l2_mib);
