@@ -197,3 +197,51 @@ def test_cupy_capture_while_a_graph_dies():
         assert np.allclose(cp.asnumpy(y), cp.asnumpy(x) * np.float32(3) + np.float32(1), rtol=1e-6)
         drained()
     """)
+
+
+def test_a_collection_cannot_run_foreign_finalizers_inside_our_capture():
+    """A PyTorch CUDAGraph in a reference cycle, collected during our capture, destroys its
+    graph there (an unsafe call in a capture of this thread): a full random-order run on an
+    H200 failed so at cudaStreamEndCapture. Python's cyclic GC is off inside our captures
+    (benchmark(graph=True) included), back on after, and left off if the caller had it off."""
+    need("torch")
+    run_fresh("""
+        import gc
+        torch, x, y = torch_setup()
+        host, buf = fresh_f32(1 << 16)
+
+        def doomed_graph():
+            tg = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(tg):
+                y.copy_(x * 3 + 1)
+            torch_check(torch, tg, x, y)
+            cycle = [tg]
+            cycle.append(cycle)          # only the cyclic GC frees it
+
+        gc.collect()
+        gc.set_threshold(50)             # a collection every 50 new containers
+        with l2p.Stream() as s:
+            for _ in range(3):
+                doomed_graph()
+                with s.capture() as g:
+                    assert not gc.isenabled()
+                    junk = [[i] for i in range(5000)]  # would trigger collections
+                    K.scale_shift(buf, 2.0, 1.0, stream=s)
+                assert gc.isenabled()
+                g.launch(stream=s)
+                s.synchronize()
+                g.close()
+            check_steps(buf, host, 3)
+            doomed_graph()
+            t = l2p.benchmark(lambda: K.scale_shift(buf, 2.0, 1.0, stream=s), stream=s,
+                              graph=True, warmup=1, repeat=3)
+            assert len(t.samples) == 3 and gc.isenabled()
+            gc.disable()
+            with s.capture() as g:
+                K.scale_shift(buf, 2.0, 1.0, stream=s)
+            assert not gc.isenabled()    # the caller's choice stands
+            g.close()
+        gc.enable()
+        gc.collect()
+        drained()
+    """)

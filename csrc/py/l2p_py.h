@@ -200,6 +200,9 @@ PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObjec
 PyObject *l2p_scope_persisting(l2p_state *st, int device, long long size);
 PyObject *l2p_scope_policy(l2p_state *st, PyObject *stream, PyObject *window, int reset);
 PyObject *l2p_scope_capture(l2p_state *st, PyObject *stream);
+/* Python's cyclic GC off while one of our captures runs (restore.c says why); counted. */
+void l2p_py_gc_hold(void);
+void l2p_py_gc_release(void);
 /* A Graph's node windows were changed from outside graph.c (a Plan): its executable is stale
  * and its owner (PyTorch) must instantiate again. 0, or -1 with an exception. */
 int l2p_graph_windows_changed(PyObject *graph);

@@ -24,7 +24,39 @@ typedef struct {
     l2p_window previous_window;
     int reset;
     PyObject *graph;
+    int gc_held; /* capture: this scope holds Python's cyclic GC off (gc_hold) */
 } l2p_ScopeObject;
+
+/* Python's cyclic GC stays off while any of our captures runs. A collection inside a capture
+ * runs finalizers of unrelated objects, and a PyTorch CUDAGraph's destroys the graph it owns:
+ * an unsafe call that invalidates a capture in progress (a full GPU run on an H200 failed so
+ * at cudaStreamEndCapture, "operation not permitted when stream is capturing (function
+ * reset)"). torch.cuda.graph collects before it captures for the same reason. Under the GIL
+ * one count serves every thread; the GC is turned back on only if it was on. */
+static int gc_holders, gc_was_enabled;
+
+void l2p_py_gc_hold(void)
+{
+    if (gc_holders++ == 0) gc_was_enabled = PyGC_Disable();
+}
+
+void l2p_py_gc_release(void)
+{
+    if (gc_holders > 0 && --gc_holders == 0 && gc_was_enabled) PyGC_Enable();
+}
+
+static void gc_hold(l2p_ScopeObject *s)
+{
+    l2p_py_gc_hold();
+    s->gc_held = 1;
+}
+
+static void gc_release(l2p_ScopeObject *s)
+{
+    if (!s->gc_held) return;
+    s->gc_held = 0;
+    l2p_py_gc_release();
+}
 
 static l2p_ScopeObject *scope_alloc(l2p_state *st, scope_kind kind)
 {
@@ -37,6 +69,7 @@ static l2p_ScopeObject *scope_alloc(l2p_state *st, scope_kind kind)
     s->previous_limit = 0;
     s->stream = s->window = s->graph = NULL;
     s->reset = 0;
+    s->gc_held = 0;
     memset(&s->previous_window, 0, sizeof s->previous_window);
     PyObject_GC_Track(s);
     return s;
@@ -111,7 +144,9 @@ static PyObject *enter_capture(l2p_ScopeObject *s)
         Py_XDECREF(refs);
         return NULL;
     }
+    gc_hold(s);
     if (l2p_capture_begin(l2p_py_stream_handle(stream)) != L2P_OK) {
+        gc_release(s);
         Py_DECREF(refs);
         Py_CLEAR(s->graph);
         return l2p_py_raise(scope_state(s));
@@ -198,6 +233,7 @@ static l2p_status exit_capture(l2p_ScopeObject *s, int failing)
     PyObject *refs = stream->capture_refs;
     stream->capture_refs = NULL;
     l2p_status st = l2p_capture_end(l2p_py_stream_handle(stream), &graph);
+    gc_release(s);
     if (st == L2P_OK && failing) {
         /* an exception passed: keep nothing half-recorded (a capture-safe release) */
         if (l2p_release(l2p_py_stream_device(stream), L2P_RELEASE_GRAPH, graph) != L2P_OK)
@@ -251,6 +287,7 @@ static void scope_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    gc_release((l2p_ScopeObject *)self); /* entered, never exited */
     scope_clear(self);
     tp->tp_free(self);
     Py_DECREF(tp);

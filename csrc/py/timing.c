@@ -149,7 +149,10 @@ static PyObject *time_calls_impl(PyObject *m, const void *args)
     if (run_device(st, a->stream.obj, r.stream, a->device, &r.device) < 0) return NULL;
     double *v = PyMem_Calloc((size_t)r.repeat, sizeof *v);
     if (!v) return PyErr_NoMemory();
-    if (l2p_time_samples(&r, v) == L2P_OK) samples = samples_list(v, r.repeat);
+    if (r.graph) l2p_py_gc_hold(); /* fn runs inside a capture */
+    l2p_status rc = l2p_time_samples(&r, v);
+    if (r.graph) l2p_py_gc_release();
+    if (rc == L2P_OK) samples = samples_list(v, r.repeat);
     else if (!PyErr_Occurred()) l2p_py_raise(st); /* else fn's own exception stands */
     PyMem_Free(v);
     return samples;
