@@ -82,10 +82,9 @@ cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int repeats, int 
                                cudaStream_t stream, const l2p_window *window);
 
 /* The shape l2_read launches with on the current device: repeats 0 and loads 0 take the
- * defaults of l2p_grid.h (loads from the device's SM count). */
+ * defaults of l2p_grid.h (loads from each candidate kernel's occupancy). */
 typedef struct {
     int repeats, loads;
-    unsigned threads;
     size_t blocks; /* repeats x chunks */
     size_t bytes;  /* read per launch: repeats x the buffer's whole words */
 } l2p_l2_read_shape;

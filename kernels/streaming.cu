@@ -122,15 +122,14 @@ extern "C" cudaError_t l2p_launch_streaming(int op, void *dst, const void *src, 
 }
 
 /* The L2-resident read (shape in csrc/core/l2p_grid.h): block b reads chunk b % chunks, one
- * row of blockDim.x words per load, rows `chunks` apart, L independent loads per thread. No
- * block reads a word twice and the blocks of one chunk run passes apart, so the loads are
- * served by the L2 whatever the load flavour; many short blocks keep every SM's load queue
- * full.
+ * row of blockDim.x words per load, rows `chunks` apart, L independent loads per thread. The
+ * block's footprint exceeds the L1 and no block reads a word twice, so the loads are served
+ * by the L2 whatever the load flavour; many short blocks keep every SM's load queue full.
  *
  * Why it is written this way (the scheme of te42kyfo/gpu-benches' L2 kernel, our own code):
- * - 8-byte words: __launch_bounds__(1024, 2) holds the kernel to 32 registers, so Hopper's
- *   2048 resident threads fit in any block size (eight blocks of the default 256 threads):
- *   while one block drains at its end, the others keep loads in flight. The compiler issues the L loads in batches
+ * - 8-byte words: __launch_bounds__(1024, 2) holds the kernel to 32 registers, so two
+ *   1024-thread blocks (Hopper's 2048 resident threads) share each SM: while one block drains
+ *   at its end, the other keeps loads in flight. The compiler issues the L loads in batches
  *   that fit those registers (about 12 in flight per thread). 16-byte words at 32 registers
  *   spill to local memory, so they run one 1024-thread block per SM and take more registers
  *   instead, for more 16-byte loads in flight: up to 16 loads, a minimum of 1 block lets
@@ -178,32 +177,44 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     default: return cudaErrorInvalidValue;               \
     }
 
+/* The blocks one SM holds of l2_read's kernel with `loads` loads per thread (its registers
+ * decide: l2p_l2_read_kernel's launch bounds). */
+template <int F, typename T>
+static cudaError_t l2_read_occupancy(int loads, unsigned threads, int *blocks_per_sm)
+{
+    L2P_DISPATCH_LOADS(loads, L,
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            blocks_per_sm, l2p_l2_read_kernel<F, T, L>, (int)threads, 0));
+    return cudaErrorInvalidValue;
+}
+
 /* repeats and loads as l2_read launches them: 0 asks for the defaults of l2p_grid.h (the
- * passes that read L2P_L2_READ_AUTO_BYTES; the loads that busy every SM of the current
- * device). */
+ * passes that read L2P_L2_READ_AUTO_BYTES; the loads that fill the current device). */
 template <int F, typename T>
 static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsigned threads,
                                     l2p_l2_read_shape *out)
 {
     static const int candidates[] = {64, 32, 16, 8};
     enum { N = sizeof candidates / sizeof candidates[0] };
-    size_t n = nbytes / sizeof(T), blocks[N];
+    size_t n = nbytes / sizeof(T), blocks[N], resident[N];
     if (threads == 0 || threads > 1024) return cudaErrorInvalidValue;
     if (repeats == 0) /* the cap counts the most chunks any candidate makes */
         repeats = (int)l2p_l2_read_auto_repeats(nbytes, l2p_l2_read_chunks(n, threads, 8));
     if (loads == 0) {
-        int dev, sms = 0;
+        int dev, sms, per_sm;
         cudaError_t rc = cudaGetDevice(&dev);
         if (rc == cudaSuccess)
             rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (rc != cudaSuccess) return rc;
-        for (int i = 0; i < N; i++)
+        for (int i = 0; rc == cudaSuccess && i < N; i++) {
+            rc = l2_read_occupancy<F, T>(candidates[i], threads, &per_sm);
             blocks[i] = l2p_l2_read_chunks(n, threads, (unsigned)candidates[i]) * (size_t)repeats;
-        loads = candidates[l2p_l2_read_pick_loads(blocks, N, sms)];
+            resident[i] = (size_t)per_sm * (size_t)sms;
+        }
+        if (rc != cudaSuccess) return rc;
+        loads = candidates[l2p_l2_read_pick_loads(blocks, resident, N)];
     }
     out->repeats = repeats;
     out->loads = loads;
-    out->threads = threads;
     out->blocks = l2p_l2_read_chunks(n, threads, (unsigned)loads) * (size_t)repeats;
     out->bytes = n * sizeof(T) * (size_t)repeats;
     return cudaSuccess;

@@ -87,35 +87,30 @@ def known_l2(device):
 FABRIC_READ_HITS = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum"
 
 
-# l2_read's shape in the runs that saw the exact 7/8 and in tools/l2-partitions' study of it
-SHAPE_7_8 = {"loads": 64, "threads": 1024}
-
-
 def test_l2_resident_reread_hits(device, known_l2):
     # Starts from limit 0, reset lines and a fresh stream (no window an earlier test may have
     # left on the default stream); --l2p-guard names a test that leaks the limit or a window.
-    # 16 blocks of 512 KiB a pass (1024 threads x 64 loads), as in the runs that saw the 7/8.
+    # loads=64 (16 blocks of 512 KiB a pass) as in the runs that saw the 7/8.
     scratch_n = 2 * device.properties.l2_cache_size
     with l2persist.zeros(8 << 20, np.uint8) as src, \
             l2persist.empty(scratch_n, np.uint8) as scratch, l2persist.Stream(device) as s:
-        c = l2persist.measure(lambda: K.l2_read(src, 10, **SHAPE_7_8, stream=s),
+        c = l2persist.measure(lambda: K.l2_read(src, 10, loads=64, stream=s),
                               ["l2_hit_rate", "dram_bytes_read"],
-                              warmup=lambda: K.l2_read(src, 1, **SHAPE_7_8, stream=s))
+                              warmup=lambda: K.l2_read(src, 1, loads=64, stream=s))
         # Cold: a 2x-L2 write evicts the region first (the last pass may have left it in L2).
-        cold = l2persist.measure(lambda: K.l2_read(src, 1, **SHAPE_7_8, stream=s),
+        cold = l2persist.measure(lambda: K.l2_read(src, 1, loads=64, stream=s),
                                  ["l2_read_hit_sectors"], warmup=_cold_l2(device, scratch, s))
         # One CUPTI pass for the three (GH100): every count comes from the same replay of
         # warm-up and launch. The list this replaced (hit sectors, l2_fabric_sectors) took
         # two passes: the fabric count printed beside the 7/8 (1528) came from another replay.
-        warm = l2persist.measure(lambda: K.l2_read(src, 1, **SHAPE_7_8, stream=s),
+        warm = l2persist.measure(lambda: K.l2_read(src, 1, loads=64, stream=s),
                                  ["l2_read_hit_sectors", FABRIC_READ_HITS, "dram_bytes_read"],
-                                 warmup=lambda: K.l2_read(src, 1, **SHAPE_7_8, stream=s))
+                                 warmup=lambda: K.l2_read(src, 1, loads=64, stream=s))
     # Served by the L2, not DRAM. (Lookups in the SM's near L2 partition of lines homed in the
     # far one count as misses there and are served over the fabric: hit rates stay below 100.)
     assert c["dram_bytes_read"] < 0.1 * 10 * (8 << 20) and c["l2_hit_rate"] > 80
-    # Every byte of every pass is requested from the L2, none served by the L1 (no block
-    # reads a word twice; the blocks of one chunk run passes apart), for both load widths,
-    # in l2_read's default threads.
+    # Every byte of every pass is requested from the L2, none served by the L1 (a block's
+    # footprint exceeds it), for both load widths.
     for width, loads in ((8, 64), (16, 32)):
         with l2persist.zeros(8 << 20, np.uint8) as src:
             s = l2persist.measure(lambda: K.l2_read(src, 10, width=width, loads=loads),
@@ -153,13 +148,12 @@ def test_sm_read_reads_its_chunk_once_from_the_sm_asked_for(device):
     last = device.properties.multiprocessor_count - 1
     with l2persist.zeros(8 << 20, np.uint8) as src, l2persist.Stream(device) as s:
         for sm in (0, last):
-            c = l2persist.measure(lambda: (K.sm_read(src, sm, 3, stream=s, **SHAPE_7_8),
-                                           K.sm_read(src, sm, 15, stream=s, **SHAPE_7_8)),
+            c = l2persist.measure(lambda: (K.sm_read(src, sm, 3, stream=s),
+                                           K.sm_read(src, sm, 15, stream=s)),
                                   ["global_load_sectors", "l2_read_sectors"])
             assert c["global_load_sectors"] == 2 * chunk_sectors, (sm, dict(c))
             assert c["l2_read_sectors"] == pytest.approx(2 * chunk_sectors, rel=0.01), (sm, dict(c))
-        none = l2persist.measure(lambda: K.sm_read(src, 1023, 3, stream=s, **SHAPE_7_8),
-                                 ["global_load_sectors"])
+        none = l2persist.measure(lambda: K.sm_read(src, 1023, 3, stream=s), ["global_load_sectors"])
     assert none["global_load_sectors"] == 0
 
 

@@ -238,8 +238,7 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
     for a short launch than for a long one; the captured kernel node has the grid that
     l2_read_shape names, and the counters see its bytes."""
     mib = 8
-    threads = K.l2_read_shape(8)["threads"]  # l2_read's default
-    rows = (mib << 20) // 8 // threads
+    rows = (mib << 20) // 8 // 1024
     with l2persist.to_device(rng.integers(0, 2**32, (mib << 20) // 4, dtype=np.uint32)) as src, \
             l2persist.Stream() as s:
         long, short = K.l2_read_shape(src.nbytes), K.l2_read_shape(src.nbytes, 1)
@@ -248,18 +247,13 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
         assert short["loads"] < long["loads"] == 64
         for shape in (long, short, K.l2_read_shape(src.nbytes, 7, loads=32)):
             assert shape["blocks"] == shape["repeats"] * -(-rows // shape["loads"])
-            assert shape["threads"] == threads
-        wide = K.l2_read_shape(src.nbytes, 1, threads=1024)
-        assert wide["threads"] == 1024 and wide["blocks"] == -(-(rows * threads // 1024) // wide["loads"])
         # the grid launched is the one named (a node of a capture keeps its launch shape)
-        for repeats, loads, kw in ((None, None, {}), (1, None, {}), (7, 32, {}),
-                                   (1, None, {"threads": 1024})):
+        for repeats, loads in ((None, None), (1, None), (7, 32)):
             with s.capture() as g:
-                K.l2_read(src, repeats, loads=loads, stream=s, **kw)
+                K.l2_read(src, repeats, loads=loads, stream=s)
             (node,) = g.kernel_nodes
-            want = K.l2_read_shape(src.nbytes, repeats, loads=loads, **kw)
-            assert node.grid == (want["blocks"], 1, 1)
-            assert node.block == (want["threads"], 1, 1)
+            want = K.l2_read_shape(src.nbytes, repeats, loads=loads)
+            assert node.grid == (want["blocks"], 1, 1) and node.block == (1024, 1, 1)
             g.close()
         c = l2persist.measure(lambda: K.l2_read(src, stream=s), ["l2_read_sectors"])
         assert 0.93 * long["bytes"] / 32 <= c["l2_read_sectors"] <= 1.03 * long["bytes"] / 32

@@ -47,8 +47,8 @@ _state = {"probes": 0, "trips": 0, "seconds": 0.0, "prev": None, "records": [], 
 def _probe(src, stream, metrics=BASIC):
     import l2persist
     from l2persist import kernels as K
-    return dict(l2persist.measure(lambda: K.l2_read(src, 1, loads=64, threads=1024, stream=stream), metrics,
-                                  warmup=lambda: K.l2_read(src, 1, loads=64, threads=1024, stream=stream)))
+    return dict(l2persist.measure(lambda: K.l2_read(src, 1, loads=64, stream=stream), metrics,
+                                  warmup=lambda: K.l2_read(src, 1, loads=64, stream=stream)))
 
 
 def _frac(c, n=N_SECTORS):
@@ -73,8 +73,8 @@ def _take_apart(src, stream, first):
     chunks = []
     for k in range(N_BYTES // CHUNK):
         part = src[k * CHUNK:(k + 1) * CHUNK]
-        c = dict(l2persist.measure(lambda: K.l2_read(part, 1, loads=64, threads=1024, stream=stream), BASIC,
-                                   warmup=lambda: K.l2_read(part, 1, loads=64, threads=1024, stream=stream)))
+        c = dict(l2persist.measure(lambda: K.l2_read(part, 1, loads=64, stream=stream), BASIC,
+                                   warmup=lambda: K.l2_read(part, 1, loads=64, stream=stream)))
         chunks.append(_frac(c, CHUNK // 32))
     rec["chunks"] = chunks
     with l2persist.zeros(N_BYTES, np.uint8) as other:

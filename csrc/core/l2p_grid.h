@@ -17,9 +17,9 @@ void l2p_bulk_read_grid(int multiprocessor_count, unsigned *blocks, unsigned *th
 
 /* The L2-resident read's shape: blocks of `threads` threads, each thread making `loads`
  * independent loads, one per row of `threads` words, rows `chunks` apart; block b reads chunk
- * b % chunks, so `repeats` passes take repeats * chunks blocks. No block reads a word twice
- * and the blocks that share a chunk run passes apart, so the L2 serves the loads (the scheme
- * of te42kyfo/gpu-benches' L2 kernel). Returns the chunk count of n words. */
+ * b % chunks, so `repeats` passes take repeats * chunks blocks. A block's footprint (1024
+ * threads x 64 loads x 8 bytes = 512 KiB) exceeds the L1, so the L2 serves the loads (the
+ * scheme of te42kyfo/gpu-benches' L2 kernel). Returns the chunk count of n words. */
 size_t l2p_l2_read_chunks(size_t n_words, unsigned threads, unsigned loads);
 
 /* l2_read's default passes per launch: enough that one launch reads at least
@@ -30,24 +30,14 @@ size_t l2p_l2_read_chunks(size_t n_words, unsigned threads, unsigned loads);
 #define L2P_L2_READ_AUTO_BLOCKS (1ull << 22)
 long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
 
-/* l2_read's threads per block when the caller names none. Small blocks end and start a few
- * threads at a time, so an SM's load queue never drains for a whole 1024-thread block; with
- * the 64 loads per thread of a long launch a block still reads 128 KiB. Against gpu-benches'
- * kernel on an H200 (tools/l2read-vs-original, 8-32 MiB x 1-50 passes, 11 rounds), 256
- * threads x 64 loads met it in every cell from 2 passes up (1.001-1.33x); 1024 threads,
- * whatever the loads, fell to 0.93-0.99x somewhere below 50 passes. */
-#define L2P_L2_READ_THREADS 256
-
 /* l2_read's loads per thread when the caller names none: of the candidates (largest first),
- * the first whose grid has at least 8/3 blocks per SM (blocks[i] * 3 >= sms * 8); else the
- * candidate with the most blocks. Fewer, longer blocks cost less per byte once every SM is
- * busy; a short launch needs more, shorter blocks to busy them. On an H200 at 256 threads,
- * any threshold from 1/2 to 3 blocks per SM met the original from 2 passes up; at 512
- * threads 8/3 to 6 did from 3 passes up; at 1024 threads 8/3 came closest (0.992x from 3
- * passes up; 8/3 x 132 = 4/3 of the 264 resident 1024-thread blocks, the rule of the
- * 1024-thread default before).
- * Returns an index into blocks, -1 when n is 0. */
-int l2p_l2_read_pick_loads(const size_t *blocks, int n, int sms);
+ * the first whose grid holds at least 4/3 of the blocks the GPU runs at once
+ * (blocks[i] * 3 >= resident[i] * 4); else the candidate with the most blocks. Fewer, longer
+ * blocks cost less per byte once the GPU is full; a short launch needs more, shorter blocks
+ * to fill it (against gpu-benches' kernel on an H200, tools/l2read-vs-original: 64 loads
+ * 0.74-0.90x at 1-10 passes of 8-32 MiB, the chosen loads 0.997-1.02x from 3 passes up).
+ * Returns an index into the arrays, -1 when n is 0. */
+int l2p_l2_read_pick_loads(const size_t *blocks, const size_t *resident, int n);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,6 @@
 
 #include "l2p_kernels.h"
 #include "l2p_flavour.h"
-#include "l2p_grid.h"
 #include "l2p_launch.h"
 #include "l2p_seedmap.h"
 
@@ -129,15 +128,13 @@ static PyObject *l2_read_shape_impl(PyObject *m, const void *args)
         l2p_fail_cuda(rc, "l2_read_shape");
         return l2p_py_raise(st);
     }
-    return Py_BuildValue("{s:i,s:i,s:I,s:n,s:n}", "repeats", shape.repeats, "loads", shape.loads,
-                         "threads", shape.threads, "blocks", (Py_ssize_t)shape.blocks, "bytes",
-                         (Py_ssize_t)shape.bytes);
+    return Py_BuildValue("{s:i,s:i,s:n,s:n}", "repeats", shape.repeats, "loads", shape.loads,
+                         "blocks", (Py_ssize_t)shape.blocks, "bytes", (Py_ssize_t)shape.bytes);
 }
 L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read_shape",
               "What l2_read(src, repeats, ...) launches for a src of nbytes on the device: "
-              "the passes, the loads per thread (None: chosen to busy every SM), the threads "
-              "per block, the blocks and the bytes read per launch (for a rate: bytes / "
-              "time).",
+              "the passes, the loads per thread (None: chosen to fill the device), the blocks "
+              "and the bytes read per launch (for a rate: bytes / time).",
               "dict[str, int]",
               L2P_PARAM(l2_read_shape_args, nbytes, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
                         .hi = LLONG_MAX, .what = "bytes", .doc = "src's size in bytes"),
@@ -153,8 +150,7 @@ L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read
                         .hi = LLONG_MAX, .what = "loads per thread",
                         .doc = "as l2_read's; None: chosen from the launch"),
               L2P_PARAM(l2_read_shape_args, threads, L2P_P_INT, .lo = LLONG_MIN, .hi = LLONG_MAX,
-                        .ival = L2P_L2_READ_THREADS, .what = "threads per block",
-                        .doc = "as l2_read's"),
+                        .ival = 1024, .what = "threads per block", .doc = "as l2_read's"),
               L2P_PARAM(l2_read_shape_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 

@@ -311,7 +311,7 @@ static cudaError_t streaming_launch(l2p_call *c)
     X(k, width, INT(8, L2P_L2_READ_WIDTH_MIN, L2P_L2_READ_WIDTH_MAX, KW | L2P_A_POW2)) \
     X(k, loads, INT(loads_default, L2P_L2_READ_LOADS_MIN, L2P_L2_READ_LOADS_MAX,       \
                     KW | L2P_A_POW2 | (loads_flags)))                                  \
-    X(k, threads, THREADS(L2P_L2_READ_THREADS, KW))
+    X(k, threads, THREADS(1024, KW))
 
 #define L2_READ_ARGS(X)                                \
     X(l2_read, src, BUF(NULL, 0, 0, 0))                \
@@ -530,12 +530,11 @@ const l2p_kernel l2p_kernel_table[] = {
      l2p_streaming_grid, streaming_check, streaming_launch, NULL,
      {STREAMING_ARGS(ARG_ROW)}},
     {"l2_read", "Read src `repeats` times in one launch, in words of `width` bytes, each thread "
-     "making `loads` independent loads, one per row of `threads` words (no block reads a "
-     "word twice, so the L2 serves them); repeats x ceil(rows / loads) blocks. repeats None: "
+     "making `loads` independent loads, one per row of `threads` words (a block's footprint "
+     "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks. repeats None: "
      "enough passes to read 4 GiB per launch (the launch's 2-3 us ramp under 1 %); loads "
-     "None: the most loads whose grid still has 8/3 blocks per SM (64 for long launches, "
-     "fewer for short ones); threads: 256 unless named. l2_read_shape() says what a call "
-     "launches.", L2P_K_SINK,
+     "None: the most loads whose grid still fills the device (64 for long launches, fewer "
+     "for short ones). l2_read_shape() says what a call launches.", L2P_K_SINK,
      NULL, l2_read_check, l2_read_launch, NULL,
      {L2_READ_ARGS(ARG_ROW)}},
     {"sm_read", "Read chunk `chunk` of src as l2_read's block `chunk` reads it (the same "

@@ -214,37 +214,34 @@ static void test_checks(void)
     CHECK(l2p_l2_read_chunks(0, 1024, 64) == 0 && l2p_l2_read_chunks(5, 0, 64) == 0);
 }
 
-/* l2_read's default loads for `passes` over `mib` MiB on an H200's 132 SMs with `threads`
- * per block, as l2p_grid.c picks them. */
-static int h200_loads(unsigned mib, size_t passes, unsigned threads)
+/* l2_read's default loads for `passes` over `mib` MiB on an H200's 132 SMs (2 blocks of
+ * 1024 threads each), as l2p_grid.c picks them. */
+static int h200_loads(unsigned mib, size_t passes)
 {
     static const unsigned loads[] = {64, 32, 16, 8};
-    size_t blocks[4];
-    for (int i = 0; i < 4; i++)
-        blocks[i] = l2p_l2_read_chunks(((size_t)mib << 20) / 8, threads, loads[i]) * passes;
-    int i = l2p_l2_read_pick_loads(blocks, 4, 132);
+    size_t blocks[4], resident[4];
+    for (int i = 0; i < 4; i++) {
+        blocks[i] = l2p_l2_read_chunks(((size_t)mib << 20) / 8, 1024, loads[i]) * passes;
+        resident[i] = 2 * 132;
+    }
+    int i = l2p_l2_read_pick_loads(blocks, resident, 4);
     return i < 0 ? -1 : (int)loads[i];
 }
 
 static void test_l2_read_defaults(void)
 {
     /* The cells of tools/l2read-vs-original on the H200 that set the rule: 64 loads once the
-     * grid has 8/3 blocks per SM (352 of 132 SMs), fewer for short launches, 8 below that. */
-    CHECK(L2P_L2_READ_THREADS == 256);
-    CHECK(h200_loads(8, 3000, 256) == 64 && h200_loads(32, 2, 256) == 64);
-    CHECK(h200_loads(8, 6, 256) == 64);  /* 384 blocks of 128 KiB */
-    CHECK(h200_loads(8, 5, 256) == 32);  /* 320 of 64 loads too few; 640 of 32 */
-    CHECK(h200_loads(16, 2, 256) == 32 && h200_loads(8, 2, 256) == 16);
-    CHECK(h200_loads(8, 1, 256) == 8);   /* 512 blocks of 8 loads */
-    CHECK(h200_loads(1, 1, 256) == 8);   /* none has 352: the most blocks */
-    /* at 1024 threads the same threshold is the old rule's 4/3 of 264 resident blocks */
-    CHECK(h200_loads(8, 30, 1024) == 64 && h200_loads(8, 10, 1024) == 16);
-    CHECK(h200_loads(16, 3, 1024) == 16 && h200_loads(8, 3, 1024) == 8);
-    /* the threshold: 352 = 8/3 x 132 blocks, inclusive */
-    size_t b[2] = {351, 352};
-    CHECK(l2p_l2_read_pick_loads(b, 2, 132) == 1 && l2p_l2_read_pick_loads(b + 1, 1, 132) == 0);
-    CHECK(l2p_l2_read_pick_loads(b, 0, 132) == -1);
-    CHECK(l2p_l2_read_pick_loads(b, 2, 0) == 0); /* no SM count: one SM's 8/3 */
+     * grid holds 4/3 of the resident blocks, fewer for short launches, 8 below that. */
+    CHECK(h200_loads(8, 3000) == 64 && h200_loads(32, 30) == 64);
+    CHECK(h200_loads(8, 30) == 64);  /* 480 blocks of 64 loads: 1.8 x 264 */
+    CHECK(h200_loads(8, 10) == 16);  /* 160 / 320 too few; 640 of 16 loads */
+    CHECK(h200_loads(16, 3) == 16);  /* 384 = 1.45 x 264 */
+    CHECK(h200_loads(24, 3) == 16 && h200_loads(32, 10) == 64 && h200_loads(16, 10) == 32);
+    CHECK(h200_loads(8, 1) == 8 && h200_loads(8, 3) == 8); /* none fills: the most blocks */
+    /* the threshold: 352 = 4/3 x 264 blocks, inclusive */
+    size_t b[2] = {351, 352}, r[2] = {264, 264};
+    CHECK(l2p_l2_read_pick_loads(b, r, 2) == 1 && l2p_l2_read_pick_loads(b + 1, r, 1) == 0);
+    CHECK(l2p_l2_read_pick_loads(b, r, 0) == -1);
     /* passes: at least 4 GiB a launch, capped at 2^22 blocks, at least 1 */
     CHECK(l2p_l2_read_auto_repeats(8u << 20, 128) == 512);
     CHECK(l2p_l2_read_auto_repeats(3u << 20, 48) == 1366); /* rounds up */
