@@ -105,3 +105,35 @@ def test_compare_gives_both_kernels_the_same_passes_and_bars_short_launches(caps
     args.bar_passes = 1  # the one-pass launch at 0.8x now counts
     assert t.compare(args, lib, dev, [8.0], [1, 3, None], np, l2p, K) == 1
     assert "0.800 at 8 MiB x 1 (below the bar" in capsys.readouterr().out
+
+
+def test_sectors_bar_fails_a_default_that_the_l1_partly_served(capsys):
+    """--sectors: each kernel's L2 share is its counted sectors x 32 over the launch's bytes;
+    the default's timing bar alone is not enough when the L1 served part of its reads."""
+    t = _tool()
+    share = {"ours": 0.5}
+
+    def orig_launch(*a):
+        return 0
+
+    def measure(fn, metrics, device=None, warmup=None):
+        fn()
+        mine = "orig" if fn.__name__ == "fn" else "ours"  # the tool's closure for the original
+        return {"l2_read_sectors": share.get(mine, 1.0) * state["bytes"] / 32}
+
+    state = {"bytes": 3 * 8 * (1 << 20)}  # one cell: 8 MiB x 3 passes
+    K = types.SimpleNamespace(l2_read=lambda view, r, stream=None, **kw: None,
+                              l2_read_shape=lambda n: {"repeats": 512})
+    l2p = types.SimpleNamespace(Stream=_Buf, zeros=_Buf, measure=measure,
+                                benchmark=lambda fn, **kw: types.SimpleNamespace(median=1.0))
+    lib = types.SimpleNamespace(orig_launch=orig_launch)
+    dev = types.SimpleNamespace(properties=types.SimpleNamespace(name="fake"))
+    args = argparse.Namespace(rounds=1, samples=1, loads=False, variant=[], bar=0.995,
+                              bar_passes=3, json=None, sectors=True, min_share=0.93)
+    assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 1
+    out = capsys.readouterr().out
+    assert "least L2 share of l2_read's default: 0.500 at 8 MiB x 3" in out
+    assert "the L1 served part of its reads" in out
+    share["ours"] = 0.99
+    assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 0
+    assert "| 8 | 3 | 1.000 | 0.990 |" in capsys.readouterr().out
