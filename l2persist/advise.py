@@ -27,6 +27,7 @@ total helps by ``verdict``'s rule and no workload marked ``must_not_slow`` slows
 
 from __future__ import annotations
 
+import html
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -146,12 +147,13 @@ class Advice:
         return self.table()
 
     def _repr_html_(self) -> str:
+        # names are the user's: escaped, as the verdict's text is
         rows = "".join(
-            f"<tr><td>{w.name}</td><td>{w.weight:g}</td><td>{w.baseline_ms:.4f}</td>"
-            f"<td>{w.plan_ms:.4f}</td><td>{w.speedup:.3f}x</td><td>{w.tax:.3f}x</td></tr>"
+            f"<tr><td>{html.escape(w.name)}</td><td>{w.weight:g}</td><td>{w.baseline_ms:.4f}"
+            f"</td><td>{w.plan_ms:.4f}</td><td>{w.speedup:.3f}x</td><td>{w.tax:.3f}x</td></tr>"
             for w in self.workloads.values())
-        return (f"<p>{self.verdict()}</p><table><tr><th>workload</th><th>weight</th>"
-                f"<th>baseline ms</th><th>plan ms</th><th>speedup</th><th>tax</th></tr>"
+        return (f"<p>{html.escape(self.verdict())}</p><table><tr><th>workload</th><th>weight"
+                f"</th><th>baseline ms</th><th>plan ms</th><th>speedup</th><th>tax</th></tr>"
                 f"{rows}</table>")
 
     def to_dict(self) -> dict:

@@ -16,6 +16,7 @@ persistence".
 from __future__ import annotations
 
 import contextlib
+import html
 import sys
 import time
 from dataclasses import dataclass, field
@@ -334,11 +335,13 @@ class TuneResult:
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><td>{r['configuration']}</td><td>{r['median_ms']:.4f}</td>"
-                        f"<td>{r['speedup']:.3f}x</td></tr>" for r in self.rows())
+        # configurations name the user's buffers: escaped, as the verdict's lines are
+        cells = "".join(f"<tr><td>{html.escape(r['configuration'])}</td><td>"
+                        f"{r['median_ms']:.4f}</td><td>{r['speedup']:.3f}x</td></tr>"
+                        for r in self.rows())
         return (f"<table><tr><th>configuration</th><th>median ms</th><th>speedup vs best "
                 f"baseline</th></tr>{cells}</table>"
-                + "".join(f"<p>{line}</p>" for line in self.verdict().splitlines()))
+                + "".join(f"<p>{html.escape(line)}</p>" for line in self.verdict().splitlines()))
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}

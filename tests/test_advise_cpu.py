@@ -189,6 +189,18 @@ def test_advice_json_round_trip():
         Advice.from_json("{}")
 
 
+def test_advice_html_escapes_the_users_names():
+    """A workload's name is the user's text: in a notebook's HTML it is shown, not parsed."""
+    name = "<b>kv & co</b>"
+    w = WorkloadAdvice(name, 1.0, "default", 1.0, 0.9, 0.95, 0.8, 1.125, (1.1, 1.15), 1.05,
+                       True, False, False, [])
+    a = Advice("H200", True, 26 * MIB, 26 * MIB, "default", 1.0, 0.9, 1.11, (1.05, 1.2), None,
+               {name: w}, [(0, 1.0)], 40, 3, 2.5, 0.01, "share")
+    page = a._repr_html_()
+    assert "<td>&lt;b&gt;kv &amp; co&lt;/b&gt;</td>" in page and "<b>kv" not in page
+    assert name in a.table()  # the text table keeps the name as given
+
+
 def test_the_recheck_is_the_cores_and_reported():
     """recheck_rounds: a recommended plan measured again in fresh rounds (C core); a gain
     that fades after the confirmation is dropped for the better baseline."""

@@ -171,6 +171,10 @@ def test_result_json_round_trip(tmp_path):
     assert "persistence helps" in back.verdict()
     assert back.rows()[0]["speedup"] == pytest.approx(back.baseline_ms / back.limit0_ms)
     assert "<table>" in back._repr_html_()
+    # a configuration names the user's buffers: shown in the notebook's HTML, not parsed
+    rows = [{"configuration": "(d) window on <kv & co>", "median_ms": 1.0, "speedup": 1.0}]
+    back.rows = lambda: rows
+    assert "<td>(d) window on &lt;kv &amp; co&gt;</td>" in back._repr_html_()
     with pytest.raises(RuntimeError, match="apply"):
         with back.apply():
             pass
