@@ -46,7 +46,7 @@ from ._core import Graph
 from ._format import human_bytes
 
 __all__ = ["as_graph", "discover", "launch", "keep_graphs", "window_captures", "BufferRecord",
-           "BufferTable", "NodeGroup", "Candidate", "DiscoveryError"]
+           "BufferTable", "NodeGroup", "Candidate", "DiscoveryError", "torch_cuda_graph"]
 
 
 class DiscoveryError(RuntimeError):
@@ -516,6 +516,13 @@ def _stream_handle(stream) -> int:
 
 
 def _capture_torch(fn, stream):
+    return as_graph(torch_cuda_graph(fn, stream))
+
+
+def torch_cuda_graph(fn, stream=None):
+    """fn captured into a torch.cuda.CUDAGraph(keep_graph=True) (on stream, or PyTorch's own
+    capture stream for None), with PyTorch's current stream and CUDA generators put back as
+    they were when the capture fails. Returns the CUDAGraph."""
     torch = sys.modules["torch"]
     tg = torch.cuda.CUDAGraph(keep_graph=True)
     side = torch.cuda.ExternalStream(_stream_handle(stream)) if stream is not None else None
@@ -535,7 +542,7 @@ def _capture_torch(fn, stream):
         # every later PyTorch launch then went to a destroyed stream (on the H200: "CUDA
         # error: context is destroyed" in the next torch.rand, or SIGSEGV in torch.randint).
         torch.cuda.set_stream(before)
-    return as_graph(tg)
+    return tg
 
 
 def _unstick_torch_rng(torch):

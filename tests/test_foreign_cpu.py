@@ -1,6 +1,7 @@
 """Foreign graphs, discovery and launches without a GPU: argument checking, candidate naming,
 the buffer table, and the capture-safe release queue's Python view."""
 
+import contextlib
 import sys
 import types
 
@@ -300,6 +301,23 @@ def test_a_failed_torch_capture_leaves_torch_as_it_was(monkeypatch, given):
     monkeypatch.setattr(foreign, "_stream_handle", lambda s: 0x3000)
     with pytest.raises(RuntimeError, match="during capture"):
         foreign._capture_torch(lambda: None, object() if given else None)
+    assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)
+    for gen in fake.cuda.default_generators:
+        assert not gen.state.capturing and (gen.state.seed, gen.state.offset) == (7, 12)
+
+
+def test_the_atlas_torch_graph_capture_leaves_torch_as_it_was(monkeypatch):
+    """The atlas study's PyTorch graph workload captures through the same restoring path: a
+    failed capture there leaves PyTorch's stream and generators as they were."""
+    from types import SimpleNamespace
+    from l2persist.studies import atlas
+    fake = _torch_whose_capture_fails()
+    fake.cuda.stream = lambda st: contextlib.nullcontext()
+    fake.cuda.synchronize = lambda: None
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    with pytest.raises(RuntimeError, match="during capture"):
+        atlas._torch_graph(fake, SimpleNamespace(handle=0x3000), lambda: None)
     assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)
     for gen in fake.cuda.default_generators:
         assert not gen.state.capturing and (gen.state.seed, gen.state.offset) == (7, 12)

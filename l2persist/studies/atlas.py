@@ -130,14 +130,12 @@ def _on_stream(torch, s, body):
 def _torch_graph(torch, s, body):
     """Capture body in torch.cuda.CUDAGraph(keep_graph=True) after a warm-up; (fn, graph,
     borrowed l2persist Graph)."""
-    from ..foreign import as_graph
+    from ..foreign import as_graph, torch_cuda_graph
     ext = torch.cuda.ExternalStream(s.handle)
     with torch.cuda.stream(ext):
         body()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
-        body()
+    g = torch_cuda_graph(body)  # a failed capture leaves PyTorch's stream and RNG usable
 
     def fn():
         with torch.cuda.stream(ext):
