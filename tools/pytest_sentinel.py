@@ -1,4 +1,5 @@
-"""A pytest plugin for hunting the "exact 7/8" (issue 26 §4): after every GPU test, the L2-resident
+"""A pytest plugin for hunting the "exact 7/8" (229376 of 262144 warm hit sectors in
+test_l2_resident_reread_hits): after every GPU test, the L2-resident
 re-read probe of tests/test_counters_gpu.py::test_l2_resident_reread_hits runs once more (a fresh
 8 MiB buffer and a fresh stream, one warm-up pass, then one measured pass with the counters). A
 probe whose warm pass finds fewer than 90 % of the sectors in the L2 (near hits plus hits over the
