@@ -388,6 +388,18 @@ class BufferTable(list):
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _discovered_name(nodes, uses, address: int) -> str:
+    """A name for a buffer no offer names: the first kernel argument that points into it,
+    ``kernel@node.pParam`` (``+offset`` inside a struct argument). Unlike its address, it is the
+    same in the next process for the same work, so a saved Plan's entries can be matched by
+    discovering again."""
+    if not uses:
+        return f"buffer@0x{address:x}"
+    node, param, offset = min(u[:3] for u in uses)
+    kernel = _short(nodes[node].name or "kernel", 40) if node < len(nodes) else "kernel"
+    return f"{kernel}@{node}.p{param}" + (f"+{offset}" if offset else "")
+
+
 def _graph_buffers(graph: Graph, candidates: Any = None) -> BufferTable:
     """Graph.buffers(): the C scan, named and grouped for people."""
     offers = _offers(candidates)
@@ -400,7 +412,7 @@ def _graph_buffers(graph: Graph, candidates: Any = None) -> BufferTable:
         o = offers[offer] if offer >= 0 else None
         table.append(BufferRecord(
             address=address, size=size,
-            name=o.name if o else f"buffer@0x{address:x}",
+            name=o.name if o else _discovered_name(nodes, mine, address),
             nodes=tuple(nodes[p] for p in positions),
             uses=tuple(BufferUse(u[0], u[1], u[2], u[3]) for u in mine),
             source=o.obj if o else None, allocation=o is None))
@@ -682,7 +694,8 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     more for real with its kernel launches logged through CUPTI's callback API, and their
     argument bytes are scanned the same way; its candidates' ``nodes`` are then
     ``LaunchedKernel`` records, and their windows go on that same stream. Either way fn itself
-    is timed. candidates= names the buffers (else "buffer@0x..."). Sorted largest first.
+    is timed. candidates= names the buffers (else ``kernel@node.pParam``: the first kernel
+    argument pointing into it, the same from one process to the next). Sorted largest first.
 
     Raises DiscoveryError, naming both reasons, when fn can neither be captured nor its
     launches logged (CUPTI missing, or another tool such as a profiler holding CUPTI's one

@@ -202,7 +202,8 @@ def test_discover_falls_back_to_the_launch_log(monkeypatch):
     monkeypatch.setattr(_core, "_launch_log", launch_log)
     found = foreign.discover(lambda: calls.append(1))
     assert len(calls) == 2                                # the first run, and the logged one
-    assert [c.name for c in found] == [f"buffer@0x{B:x}", f"buffer@0x{A:x}"]   # largest first
+    # largest first, each named by the first argument that points into it (not its address)
+    assert [c.name for c in found] == ["histogram@0.p1+8", "histogram@0.p0"]
     big = found[0]
     assert big.carrier is carrier and big.nbytes == 1 << 20 and big.address == B
     assert [(k.position, k.name) for k in big.nodes] == [(0, "histogram"), (1, "reduce")]

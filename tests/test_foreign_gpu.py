@@ -56,8 +56,14 @@ def test_buffers_of_an_l2persist_graph(rng):
         assert {n.position for n in by["out"].nodes} == {1}
         assert by["data"].address == data.ptr and by["data"].size == data.nbytes
         assert "data" in table.table() and "<table>" in table._repr_html_()
-        unnamed = g.buffers()                               # allocations, named by address
-        assert all(r.allocation and r.name.startswith("buffer@0x") for r in unnamed)
+        unnamed = g.buffers()           # allocations, named by the first argument into each
+        for r in unnamed:
+            first = min(r.uses, key=lambda u: (u.node, u.param, u.offset))
+            at = f"@{first.node}.p{first.param}" + (f"+{first.offset}" if first.offset else "")
+            kernel = nodes[first.node].name
+            kernel = kernel if len(kernel) <= 40 else kernel[:39] + "…"
+            assert r.allocation and r.name == kernel + at, (r.name, at)
+        assert len({r.name for r in unnamed}) == len(unnamed)
         assert any(r.address <= data.ptr < r.address + r.size for r in unnamed)
         out.fill_bytes(0xFF)                                # poison, then run the graph
         g.launch(stream=s)
