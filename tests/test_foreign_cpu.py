@@ -213,6 +213,24 @@ def test_discover_falls_back_to_the_launch_log(monkeypatch):
     assert foreign.node_label(big.nodes[1]) == "1:reduce"   # how tune prints them
 
 
+def test_discovered_names_stay_when_the_addresses_move(monkeypatch):
+    """The next process allocates elsewhere: the same work's buffers get the same names (a
+    saved Plan's entries are matched by name), and two buffers never share one."""
+    _not_capturable(monkeypatch)
+    names = []
+    for base in (A, A + (3 << 30)):
+        b = base + (B - A)
+
+        def launch_log(fn, offers, device, a=base, b=b):
+            fn()
+            return ([(0, "k" * 50, (1, 1, 1), (32, 1, 1), 0, 2)],
+                    [(a, 4096, -1), (b, 8192, -1)],
+                    [(0, 0, 0, a, 0), (0, 1, 0, b, 1), (0, 1, 16, a + 64, 0)])
+        monkeypatch.setattr(_core, "_launch_log", launch_log)
+        names.append([c.name for c in foreign.discover(lambda: None)])
+    assert names[0] == names[1] == ["k" * 39 + "…@0.p1", "k" * 39 + "…@0.p0"]
+
+
 def test_discovery_error_names_both_reasons(monkeypatch):
     """Neither capture nor the launch log (CUPTI's one subscriber is another tool's): the
     DiscoveryError says both reasons."""
