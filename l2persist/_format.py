@@ -17,6 +17,16 @@ def cell_text(v) -> str:
     return str(v)
 
 
+def short_text(name: str, n: int = 48) -> str:
+    """name cut to n characters, an ellipsis marking the cut."""
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def node_label(node, n: int = 32) -> str:
+    """A kernel node as text: ``position:kernel name`` (shortened to ``n`` characters)."""
+    return f"{node.position}:{short_text(node.name, n)}"
+
+
 def markdown_table(rows, columns) -> str:
     """Rows (dicts) as a markdown table; columns are (key, header) pairs."""
     out = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]

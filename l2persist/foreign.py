@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable
 
 from . import _core
 from ._core import Graph
-from ._format import human_bytes
+from ._format import human_bytes, node_label, short_text as _short
 
 __all__ = ["as_graph", "discover", "launch", "keep_graphs", "window_captures", "BufferRecord",
            "BufferTable", "NodeGroup", "Candidate", "DiscoveryError", "torch_cuda_graph"]
@@ -348,15 +348,6 @@ class BufferRecord:
             else:
                 self._view = _core.as_buffer(_RawRange(self.address, self.size))
         return self._view
-
-
-def _short(name: str, n: int = 48) -> str:
-    return name if len(name) <= n else name[: n - 1] + "…"
-
-
-def node_label(node, n: int = 32) -> str:
-    """A kernel node as text: ``position:kernel name`` (shortened to ``n`` characters)."""
-    return f"{node.position}:{_short(node.name, n)}"
 
 
 class BufferTable(list):

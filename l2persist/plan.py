@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 
 from . import _core
-from ._format import human_bytes, load_json, save_json
+from ._format import human_bytes, load_json, node_label, save_json
 
 __all__ = ["Plan"]
 
@@ -31,6 +31,22 @@ FORMAT = "l2persist.plan/1"
 
 def _prop(v) -> str:
     return getattr(v, "name", str(v)).lower()
+
+
+def _where(e) -> str:
+    """An entry's carrier in words: its name (or kind), and for graph nodes each node's
+    position and kernel (positions alone while the graph cannot list its nodes)."""
+    where = str(e["carrier_name"] or e["kind"])
+    if e["kind"] != "nodes" or e["nodes"] is None:
+        return where
+    positions = list(e["nodes"])
+    try:
+        kernels = e["graph"].kernel_nodes if e["graph"] is not None else None
+    except Exception:  # noqa: BLE001 - a closed graph: its positions still say which
+        kernels = None
+    if not kernels or any(p >= len(kernels) for p in positions):
+        return f"{where} nodes {positions}"
+    return f"{where} nodes " + ", ".join(node_label(kernels[p]) for p in positions)
 
 
 class Plan(_core._Plan):
@@ -42,9 +58,7 @@ class Plan(_core._Plan):
         sa = self.set_aside
         out = [f"set-aside {'as found' if sa is None else human_bytes(sa)}"]
         for i, e in enumerate(self.entries):
-            where = e["carrier_name"] or e["kind"]
-            if e["kind"] == "nodes" and e["nodes"] is not None:
-                where += f" nodes {list(e['nodes'])}"
+            where = _where(e)
             w = e["window"]
             if not e["on"] or w is None:
                 out.append(f"  [{i}] {where}: no window")
@@ -59,7 +73,7 @@ class Plan(_core._Plan):
                 + "\n".join(self._lines()))
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td>{i}</td><td>{html.escape(str(e['carrier_name'] or e['kind']))}"
+        rows = "".join(f"<tr><td>{i}</td><td>{html.escape(_where(e))}"
                        f"</td><td>{html.escape(str(e['name'] or ''))}</td><td>"
                        f"{self._window_text(e)}</td></tr>" for i, e in enumerate(self.entries))
         sa = self.set_aside
