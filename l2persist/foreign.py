@@ -526,7 +526,11 @@ def torch_cuda_graph(fn, stream=None):
     """fn captured into a torch.cuda.CUDAGraph(keep_graph=True) (on stream, or PyTorch's own
     capture stream for None), with PyTorch's current stream and CUDA generators put back as
     they were when the capture fails. Returns the CUDAGraph."""
-    torch = sys.modules["torch"]
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable to capture, got {type(fn).__name__}")
+    torch = sys.modules.get("torch")
+    if torch is None:
+        raise RuntimeError("torch_cuda_graph: PyTorch is not imported (import torch first)")
     tg = torch.cuda.CUDAGraph(keep_graph=True)
     side = torch.cuda.ExternalStream(_stream_handle(stream)) if stream is not None else None
     before = torch.cuda.current_stream()

@@ -342,6 +342,14 @@ def test_the_atlas_torch_graph_capture_leaves_torch_as_it_was(monkeypatch):
         assert not gen.state.capturing and (gen.state.seed, gen.state.offset) == (7, 12)
 
 
+def test_torch_cuda_graph_names_a_bad_argument(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with pytest.raises(TypeError, match="fn: expected a callable to capture, got int"):
+        foreign.torch_cuda_graph(3)
+    with pytest.raises(RuntimeError, match="PyTorch is not imported"):
+        foreign.torch_cuda_graph(lambda: None)
+
+
 def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
     """tools/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
     crash): its verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n)
