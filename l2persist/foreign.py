@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from . import _core
@@ -608,6 +608,20 @@ def _eager_stream(stream, device):
     return _core.Stream(wrap=torch.cuda.current_stream() if torch is not None else 0)
 
 
+def _graph_scoped(found: list[Candidate], prefix: str, named: dict) -> list[Candidate]:
+    """Discovered names across several graphs: each graph's ``kernel@node.pParam`` names count
+    from its own node 0, so they get the graph's place (``g1/``) in front; an allocation an
+    earlier graph already named keeps that name (one buffer, one name)."""
+    out = []
+    for c in found:
+        if c.record is not None and c.record.allocation:
+            name = named.setdefault(c.address, prefix + c.name)
+            c = replace(c, name=name)
+            c.record.name = name
+        out.append(c)
+    return out
+
+
 def _from_graph(graph: Graph, candidates, carrier=None) -> list[Candidate]:
     """The graph's buffers; each windowed on its own nodes, or on `carrier` (a stream) when
     the graph is a private capture of eager work."""
@@ -690,7 +704,8 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     argument bytes are scanned the same way; its candidates' ``nodes`` are then
     ``LaunchedKernel`` records, and their windows go on that same stream. Either way fn itself
     is timed. candidates= names the buffers (else ``kernel@node.pParam``: the first kernel
-    argument pointing into it, the same from one process to the next). Sorted largest first.
+    argument pointing into it, the same from one process to the next; with several replayed
+    graphs, the graph's place in front, ``g1/``). Sorted largest first.
 
     Raises DiscoveryError, naming both reasons, when fn can neither be captured nor its
     launches logged (CUPTI missing, or another tool such as a profiler holding CUPTI's one
@@ -700,8 +715,10 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     graphs = _replayed_torch_graphs(fn)
     found: list[Candidate] = []
     if graphs:
-        for tg in graphs:
-            found += _from_graph(as_graph(tg, device=device), candidates)
+        named: dict[int, str] = {}
+        for i, tg in enumerate(graphs):
+            found += _graph_scoped(_from_graph(as_graph(tg, device=device), candidates),
+                                   f"g{i}/" if len(graphs) > 1 else "", named)
     else:
         try:
             graph = _capture(fn, stream, device)

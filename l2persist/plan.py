@@ -42,11 +42,11 @@ def _where(e) -> str:
     positions = list(e["nodes"])
     try:
         kernels = e["graph"].kernel_nodes if e["graph"] is not None else None
+        if kernels and all(p < len(kernels) for p in positions):
+            return f"{where} nodes " + ", ".join(node_label(kernels[p]) for p in positions)
     except Exception:  # noqa: BLE001 - a closed graph: its positions still say which
-        kernels = None
-    if not kernels or any(p >= len(kernels) for p in positions):
-        return f"{where} nodes {positions}"
-    return f"{where} nodes " + ", ".join(node_label(kernels[p]) for p in positions)
+        pass
+    return f"{where} nodes {positions}"
 
 
 class Plan(_core._Plan):

@@ -231,6 +231,25 @@ def test_discovered_names_stay_when_the_addresses_move(monkeypatch):
     assert names[0] == names[1] == ["k" * 39 + "…@0.p1", "k" * 39 + "…@0.p0"]
 
 
+def test_discovered_names_across_graphs_are_one_per_buffer():
+    """fn replays two graphs: their own-node-0 names would clash, so each graph's discovered
+    names get its place in front; an allocation both use keeps the first graph's name; an
+    offered (named) buffer is left as the user named it."""
+    def cand(name, address, allocation=True):
+        rec = foreign.BufferRecord(address=address, size=4096, name=name, nodes=(), uses=(),
+                                   allocation=allocation)
+        return foreign.Candidate(name=name, nbytes=4096, address=address, nodes=(),
+                                 carrier=None, record=rec)
+    named = {}
+    g0 = foreign._graph_scoped([cand("gemm@0.p0", A), cand("kv", B, False)], "g0/", named)
+    g1 = foreign._graph_scoped([cand("gemm@0.p0", A + 8192), cand("add@1.p0", A)], "g1/",
+                               named)
+    names = [c.name for c in g0 + g1]
+    assert names == ["g0/gemm@0.p0", "kv", "g1/gemm@0.p0", "g0/gemm@0.p0"]
+    assert [c.record.name for c in g0 + g1] == names
+    assert foreign._graph_scoped([cand("gemm@0.p0", A)], "", {})[0].name == "gemm@0.p0"
+
+
 def test_discovery_error_names_both_reasons(monkeypatch):
     """Neither capture nor the launch log (CUPTI's one subscriber is another tool's): the
     DiscoveryError says both reasons."""

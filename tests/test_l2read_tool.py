@@ -137,3 +137,9 @@ def test_sectors_bar_fails_a_default_that_the_l1_partly_served(capsys):
     share["ours"] = 0.99
     assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 0
     assert "| 8 | 3 | 1.000 | 0.990 |" in capsys.readouterr().out
+    # counters that cannot be read: exit 2 with the reason, not a traceback
+    def no_cupti(fn, metrics, device=None, warmup=None):
+        raise RuntimeError("CUPTI: profiling not permitted")
+    l2p.measure = no_cupti
+    assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 2
+    assert "--sectors: the counters cannot be read (CUPTI: profiling" in capsys.readouterr().out
