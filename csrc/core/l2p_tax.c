@@ -1,5 +1,6 @@
 /* The set-aside tax model (see l2p_tax.h for the model and its reading). */
 #include "l2p_tax.h"
+#include "l2p_flavour.h"
 
 #include "l2p_timing.h"
 #include "l2p_tune.h"
@@ -21,12 +22,7 @@ const char *l2p_tax_kind_name(int kind)
 
 l2p_status l2p_tax_kind_parse(const char *name, int *kind)
 {
-    for (int i = 0; i < L2P_TAX_KIND_COUNT; i++)
-        if (strcmp(name, l2p_tax_kind_names[i]) == 0) {
-            *kind = i;
-            return L2P_OK;
-        }
-    return l2p_fail(L2P_ERR_VALUE, "kind: '%s' is not one of read, write, rmw, atomic", name);
+    return l2p_parse_choice(name, "kind", l2p_tax_kind_names, kind);
 }
 
 /* ---- measurements ----

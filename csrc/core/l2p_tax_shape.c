@@ -2,6 +2,7 @@
  * sequential sweeps, each fitted from its own probe's rows the way random writes' companion
  * term is, with its own capacity line, onset, stream footprint and miss cost. */
 #include "l2p_tax.h"
+#include "l2p_flavour.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,13 +41,7 @@ const char *l2p_tax_shape_name(int shape)
 
 l2p_status l2p_tax_shape_parse(const char *name, int *shape)
 {
-    for (int i = 0; i < L2P_TAX_SHAPE_COUNT; i++)
-        if (strcmp(name, l2p_tax_shape_names[i]) == 0) {
-            *shape = i;
-            return L2P_OK;
-        }
-    return l2p_fail(L2P_ERR_VALUE, "shape: '%s' is not one of random, atomic, rows, sweep",
-                    name);
+    return l2p_parse_choice(name, "shape", l2p_tax_shape_names, shape);
 }
 
 /* ---- the fits ---- */
