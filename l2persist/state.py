@@ -26,7 +26,6 @@ tested without a GPU.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from dataclasses import dataclass
@@ -116,14 +115,10 @@ def _default_stream_windows(index: int) -> list:
 
 
 def _stream_windows(index: int) -> list:
-    """Windows on every open l2persist Stream of device ``index`` (the garbage collector
-    tracks them, so none is missed)."""
+    """Windows on every open l2persist Stream of device ``index`` (the core lists them: a
+    Stream is listed from when it opens until it closes or dies, so none is missed)."""
     rows = []
-    for obj in gc.get_objects():
-        # issubclass on the type, not isinstance: isinstance reads __class__, which some
-        # tracked objects (torch's deprecated aliases) answer with a warning.
-        if not issubclass(type(obj), _core.Stream) or obj.closed:
-            continue
+    for obj in _core.open_streams():
         try:
             if obj.device.index != index:
                 continue

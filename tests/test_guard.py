@@ -168,6 +168,37 @@ def test_snapshot_sees_windows_and_the_limit(device):
 
 
 @pytest.mark.gpu
+def test_open_streams_lists_each_open_stream_until_it_closes_or_dies(device):
+    """The list l2_state reads every open Stream's window from: made and wrapped streams, newest
+    first; a closed (twice) or dead one leaves it, a Stream that failed to open never joins."""
+    import l2persist
+    from l2persist import _core
+
+    before = _core.open_streams()
+
+    def new():
+        return [s for s in _core.open_streams() if not any(s is b for b in before)]
+
+    a = l2persist.Stream(device)
+    b = l2persist.Stream(wrap=1)  # the legacy default stream, borrowed
+    c = l2persist.Stream(device)
+    got = new()
+    assert len(got) == 3 and got[0] is c and got[1] is b and got[2] is a
+    b.close()
+    b.close()
+    got = new()
+    assert len(got) == 2 and got[0] is c and got[1] is a
+    with pytest.raises((TypeError, ValueError)):
+        l2persist.Stream(wrap=object())
+    del c  # dies unclosed: its dealloc unlinks it
+    got = new()
+    assert len(got) == 1 and got[0] is a
+    a.close()
+    assert new() == []
+    assert len(_core.open_streams()) == len(before)
+
+
+@pytest.mark.gpu
 def test_persisting_l2_disabled_restores_also_on_errors(device):
     import l2persist
 

@@ -64,7 +64,7 @@ typedef struct {
     PyObject *weakreflist;
 } l2p_BufferObject;
 
-typedef struct {
+typedef struct l2p_StreamObject {
     PyObject_HEAD
     /* The one home of the cudaStream_t (obj), its device, the context it was made in and its
      * closed state (l2p_life.h). Owned streams open it when made; a wrapped one is borrowed
@@ -73,6 +73,10 @@ typedef struct {
     l2p_handle lifetime;
     PyObject *owner;        /* the foreign stream object kept alive, or NULL */
     PyObject *capture_refs; /* while capturing: objects the captured work uses */
+    /* Linked into the state's open_streams while open (stream.c): l2_state and the pytest
+     * guard read every open Stream's window from there, twice per test, instead of walking
+     * every object the GC tracks (millions once PyTorch is imported). */
+    struct l2p_StreamObject *next, **pprev;
 } l2p_StreamObject;
 
 typedef struct {

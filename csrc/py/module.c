@@ -171,7 +171,7 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
         l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_foreign_fns) < 0 ||
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
-        l2p_add_fns(m, l2p_advise_fns) < 0)
+        l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0)
         return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }

@@ -28,8 +28,28 @@ static l2p_StreamObject *stream_alloc(PyTypeObject *type)
     memset(&s->lifetime, 0, sizeof s->lifetime);
     s->owner = NULL;
     s->capture_refs = NULL;
+    s->next = NULL;
+    s->pprev = NULL;
     PyObject_GC_Track(s);
     return s;
+}
+
+/* The open-streams list (state.h): linked when a Stream opens, unlinked once when it closes. */
+static void stream_link(l2p_state *st, l2p_StreamObject *s)
+{
+    s->next = st->open_streams;
+    s->pprev = &st->open_streams;
+    if (s->next) s->next->pprev = &s->next;
+    st->open_streams = s;
+}
+
+static void stream_unlink(l2p_StreamObject *s)
+{
+    if (!s->pprev) return;
+    *s->pprev = s->next;
+    if (s->next) s->next->pprev = s->pprev;
+    s->next = NULL;
+    s->pprev = NULL;
 }
 
 /* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
@@ -66,6 +86,7 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
         l2p_handle_init(&s->lifetime, (l2p_life){index, 0}, L2P_RELEASE_STREAM, (void *)handle,
                         L2P_HANDLE_BORROWED);
         s->owner = Py_NewRef(wrap);
+        stream_link(st, s);
         return (PyObject *)s;
     }
     if (l2p_py_device_index(st, device, &index) < 0) goto fail;
@@ -75,6 +96,7 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
         goto fail;
     }
     l2p_handle_init(&s->lifetime, life, L2P_RELEASE_STREAM, (void *)handle, 0);
+    stream_link(st, s);
     return (PyObject *)s;
 fail:
     Py_DECREF(s); /* never opened: its release does nothing */
@@ -103,6 +125,7 @@ static l2p_status stream_release(l2p_StreamObject *s)
      * one only let go, and none after a device reset (the handle may be someone else's); a
      * second close does nothing. The handle is NULL from here. */
     l2p_status st = l2p_handle_close(&s->lifetime, L2P_HANDLE_ASK);
+    stream_unlink(s);
     Py_CLEAR(s->owner);
     Py_CLEAR(s->capture_refs);
     return st;
@@ -302,6 +325,20 @@ static PyType_Spec stream_spec = {"l2persist.Stream", sizeof(l2p_StreamObject), 
                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
                                       Py_TPFLAGS_IMMUTABLETYPE,
                                   stream_slots};
+
+static PyObject *open_streams_impl(PyObject *m, const void *args)
+{
+    (void)args;
+    PyObject *list = PyList_New(0);
+    for (l2p_StreamObject *s = l2p_state_from_module(m)->open_streams; list && s; s = s->next)
+        if (PyList_Append(list, (PyObject *)s) < 0) Py_CLEAR(list);
+    return list;
+}
+L2P_DEFINE_FN(open_streams_fn, l2p_no_args, open_streams_impl, "open_streams",
+              "Every open l2persist Stream of this process (made or wrapped, not closed), "
+              "newest first.", "list[Stream]", L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_stream_fns[] = {&open_streams_fn, NULL};
 
 int l2p_add_stream_type(PyObject *m, l2p_state *st)
 {
