@@ -190,7 +190,7 @@ def test_open_streams_lists_each_open_stream_until_it_closes_or_dies(device):
     assert len(got) == 2 and got[0] is c and got[1] is a
     with pytest.raises((TypeError, ValueError)):
         l2persist.Stream(wrap=object())
-    del c  # dies unclosed: its dealloc unlinks it
+    del got, c  # c dies unclosed (no reference left): its dealloc unlinks it
     got = new()
     assert len(got) == 1 and got[0] is a
     a.close()
