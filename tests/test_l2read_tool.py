@@ -143,3 +143,36 @@ def test_sectors_bar_fails_a_default_that_the_l1_partly_served(capsys):
     l2p.measure = no_cupti
     assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 2
     assert "--sectors: the counters cannot be read (CUPTI: profiling" in capsys.readouterr().out
+
+
+def test_self_times_the_original_as_its_own_cell_and_says_what_a_cell_resolves(capsys):
+    """--self: the original is timed once more as a separate cell (twice the launches), and
+    its ratio to itself from --bar-passes up is printed as the resolution of one cell; the
+    exit status still follows l2_read's default alone."""
+    t = _tool()
+    launches = []
+
+    def orig_launch(blocks, run, a, b, s):
+        launches.append(blocks)
+        return 0
+
+    K = types.SimpleNamespace(l2_read=lambda view, r, stream=None, **kw: None,
+                              l2_read_shape=lambda n: {"repeats": 512})
+    l2p = types.SimpleNamespace(Stream=_Buf, zeros=_Buf,
+                                benchmark=lambda fn, **kw: (fn(), types.SimpleNamespace(
+                                    median=1.0))[1])
+    lib = types.SimpleNamespace(orig_launch=orig_launch)
+    dev = types.SimpleNamespace(properties=types.SimpleNamespace(name="fake"))
+    args = argparse.Namespace(rounds=1, samples=1, loads=False, variant=[], bar=0.995,
+                              bar_passes=3, json=None, self_check=False)
+    t.compare(args, lib, dev, [8.0], [3], np, l2p, K)
+    alone = len(launches)
+    assert "against itself" not in capsys.readouterr().out
+    launches.clear()
+    args.self_check = True
+    assert t.compare(args, lib, dev, [8.0], [3], np, l2p, K) == 0
+    out = capsys.readouterr().out
+    assert len(launches) == 2 * alone  # warm-up and round, for two original cells
+    assert "| again |" in out
+    assert ("the original against itself from 3 passes up (what one cell can resolve): "
+            "1.000-1.000, 0 of 1 cells below the bar 0.995") in out
