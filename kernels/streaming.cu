@@ -194,7 +194,7 @@ template <int F, typename T>
 static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsigned threads,
                                     l2p_l2_read_shape *out)
 {
-    static const int candidates[] = {64, 32, 16, 8};
+    static const unsigned candidates[] = {64, 32, 16, 8};
     enum { N = sizeof candidates / sizeof candidates[0] };
     size_t n = nbytes / sizeof(T), blocks[N], resident[N];
     if (threads == 0 || threads > 1024) return cudaErrorInvalidValue;
@@ -211,7 +211,7 @@ static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsig
             resident[i] = (size_t)per_sm * (size_t)sms;
         }
         if (rc != cudaSuccess) return rc;
-        loads = candidates[l2p_l2_read_pick_loads(blocks, resident, N)];
+        loads = (int)candidates[l2p_l2_read_pick_loads(candidates, blocks, resident, N)];
     }
     out->repeats = repeats;
     out->loads = loads;

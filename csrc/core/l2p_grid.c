@@ -31,15 +31,26 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks)
     return want > 0 ? (long long)want : 1;
 }
 
-int l2p_l2_read_pick_loads(const size_t *blocks, const size_t *resident, int n)
+/* blocks within [lo, hi] waves of resident, the bounds as fractions num / den (exact in
+ * integers: sizes stay far below 2^58). */
+static int in_waves(size_t blocks, size_t resident, unsigned lo_num, unsigned hi_num,
+                    unsigned den)
 {
-    int most = -1;
+    return blocks * den >= resident * lo_num && blocks * den <= resident * hi_num;
+}
+
+int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
+                           int n)
+{
+    int most = -1, original = -1;
+    if (n <= 0) return -1;
     for (int i = 0; i < n; i++) {
-        /* On an H200 every threshold from 1.25 to 1.45 times the resident blocks met the
-         * original from 3 passes up (1.2: 64 loads at 16 MiB x 10, 0.97x; 1.5: 8 loads at
-         * 16 MiB x 3, 0.98x); 4/3 lies in that range. Sizes stay far below 2^62. */
-        if (blocks[i] * 3 >= resident[i] * 4) return i;
+        if (loads[i] == 64 && blocks[i] >= 4 * resident[i]) return i;
         if (most < 0 || blocks[i] > blocks[most]) most = i;
+        if (loads[i] == 32) original = i;
     }
-    return most;
+    for (int i = 0; i < n; i++)
+        if (loads[i] <= 16 && in_waves(blocks[i], resident[i], 20, 27, 20)) return i;
+    if (blocks[most] < resident[most]) return most;
+    return original >= 0 ? original : 0;
 }

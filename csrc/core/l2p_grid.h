@@ -30,14 +30,23 @@ size_t l2p_l2_read_chunks(size_t n_words, unsigned threads, unsigned loads);
 #define L2P_L2_READ_AUTO_BLOCKS (1ull << 22)
 long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
 
-/* l2_read's loads per thread when the caller names none: of the candidates (largest first),
- * the first whose grid holds at least 4/3 of the blocks the GPU runs at once
- * (blocks[i] * 3 >= resident[i] * 4); else the candidate with the most blocks. Fewer, longer
- * blocks cost less per byte once the GPU is full; a short launch needs more, shorter blocks
- * to fill it (against gpu-benches' kernel on an H200, tools/l2read-vs-original: 64 loads
- * 0.74-0.90x at 1-10 passes of 8-32 MiB, the chosen loads 0.997-1.02x from 3 passes up).
- * Returns an index into the arrays, -1 when n is 0. */
-int l2p_l2_read_pick_loads(const size_t *blocks, const size_t *resident, int n);
+/* l2_read's loads per thread when the caller names none, from the candidates `loads` (largest
+ * first: 64, 32, 16, 8) and for each the blocks its launch makes and the blocks the GPU runs at
+ * once (`resident`, from the occupancy); a candidate's waves are blocks / resident:
+ *   1. 64 loads once their launch is 4 waves or more: fewest, longest blocks, the cheapest per
+ *      byte once the GPU stays full;
+ *   2. else 16 or 8 loads (16 first) whose launch is 1 to 1.35 waves: one full wave with a
+ *      short tail beats the original's shape there;
+ *   3. else, when even 8 loads fill less than one wave, 8: the most blocks;
+ *   4. else 32 loads: gpu-benches' own shape (1024 threads x 32 loads), whose tail is the
+ *      original's.
+ * Read off tools/l2read-vs-original on an H200 at 6-40 MiB x 1-100 passes, each cell against
+ * the original timed against itself (what one cell resolves: 0.967-1.013 from 3 passes up):
+ * the former rule (the most loads with 4/3 of a wave) lost 0.92-0.96x at 5-10 passes, where
+ * its pick ran 1.5-3 waves of 64 or 8 loads; 32 loads stayed 0.97-1.03x there. Returns an
+ * index into the arrays, -1 when n is 0 (and the first candidate when none is 32). */
+int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
+                           int n);
 
 #ifdef __cplusplus
 }

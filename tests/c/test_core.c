@@ -224,24 +224,39 @@ static int h200_loads(unsigned mib, size_t passes)
         blocks[i] = l2p_l2_read_chunks(((size_t)mib << 20) / 8, 1024, loads[i]) * passes;
         resident[i] = 2 * 132;
     }
-    int i = l2p_l2_read_pick_loads(blocks, resident, 4);
+    int i = l2p_l2_read_pick_loads(loads, blocks, resident, 4);
     return i < 0 ? -1 : (int)loads[i];
 }
 
 static void test_l2_read_defaults(void)
 {
-    /* The cells of tools/l2read-vs-original on the H200 that set the rule: 64 loads once the
-     * grid holds 4/3 of the resident blocks, fewer for short launches, 8 below that. */
-    CHECK(h200_loads(8, 3000) == 64 && h200_loads(32, 30) == 64);
-    CHECK(h200_loads(8, 30) == 64);  /* 480 blocks of 64 loads: 1.8 x 264 */
-    CHECK(h200_loads(8, 10) == 16);  /* 160 / 320 too few; 640 of 16 loads */
-    CHECK(h200_loads(16, 3) == 16);  /* 384 = 1.45 x 264 */
-    CHECK(h200_loads(24, 3) == 16 && h200_loads(32, 10) == 64 && h200_loads(16, 10) == 32);
-    CHECK(h200_loads(8, 1) == 8 && h200_loads(8, 3) == 8); /* none fills: the most blocks */
-    /* the threshold: 352 = 4/3 x 264 blocks, inclusive */
-    size_t b[2] = {351, 352}, r[2] = {264, 264};
-    CHECK(l2p_l2_read_pick_loads(b, r, 2) == 1 && l2p_l2_read_pick_loads(b + 1, r, 1) == 0);
-    CHECK(l2p_l2_read_pick_loads(b, r, 0) == -1);
+    /* The rule's four branches at cells of tools/l2read-vs-original on the H200 (waves:
+     * blocks / 264). 1: 64 loads from 4 waves (8 MiB x 3000, 32 x 30, 6 x 100: 4.5 waves),
+     * not at 3.03 (40 x 10). */
+    CHECK(h200_loads(8, 3000) == 64 && h200_loads(32, 30) == 64 && h200_loads(6, 100) == 64);
+    CHECK(h200_loads(40, 10) == 32 && h200_loads(40, 20) == 64);
+    /* 2: 16 (first) or 8 loads at 1-1.35 waves: 10 x 4 (320 blocks of 16), 14 x 3 (336),
+     * 34 x 1 (272); 8 loads when 16 do not: 18 x 1 (288 blocks of 8; 144 of 16) */
+    CHECK(h200_loads(10, 4) == 16 && h200_loads(14, 3) == 16 && h200_loads(34, 1) == 16);
+    CHECK(h200_loads(18, 1) == 8);
+    /* 3: under one wave even at 8 loads: the most blocks */
+    CHECK(h200_loads(8, 1) == 8 && h200_loads(10, 1) == 8);
+    /* 4: else the original's 32 loads (10 x 3: 16 loads are 0.91 waves, 8 are 1.82; 40 x 5) */
+    CHECK(h200_loads(10, 3) == 32 && h200_loads(40, 5) == 32 && h200_loads(16, 10) == 32);
+    /* the bounds, inclusive: 4 waves for 64; 1 and 1.35 waves (264 and 356.4) for 16 / 8 */
+    static const unsigned l[4] = {64, 32, 16, 8};
+    size_t r[4] = {264, 264, 264, 264};
+    size_t at4[4] = {1056, 2112, 4224, 8448}, below4[4] = {1055, 2110, 4220, 8440};
+    CHECK(l2p_l2_read_pick_loads(l, at4, r, 4) == 0 && l2p_l2_read_pick_loads(l, below4, r, 4) == 1);
+    size_t one[4] = {66, 132, 264, 528}, top[4] = {89, 178, 356, 712}, over[4] = {90, 180, 357, 714};
+    CHECK(l2p_l2_read_pick_loads(l, one, r, 4) == 2 && l2p_l2_read_pick_loads(l, top, r, 4) == 2);
+    CHECK(l2p_l2_read_pick_loads(l, over, r, 4) == 1);
+    size_t under[4] = {32, 64, 128, 263};
+    CHECK(l2p_l2_read_pick_loads(l, under, r, 4) == 3);
+    CHECK(l2p_l2_read_pick_loads(l, under, r, 0) == -1);
+    static const unsigned no32[2] = {64, 16};
+    size_t b2[2] = {600, 2400};
+    CHECK(l2p_l2_read_pick_loads(no32, b2, r, 2) == 0); /* none is 32: the first */
     /* passes: at least 4 GiB a launch, capped at 2^22 blocks, at least 1 */
     CHECK(l2p_l2_read_auto_repeats(8u << 20, 128) == 512);
     CHECK(l2p_l2_read_auto_repeats(3u << 20, 48) == 1366); /* rounds up */
