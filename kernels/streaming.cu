@@ -189,7 +189,8 @@ static cudaError_t l2_read_occupancy(int loads, unsigned threads, int *blocks_pe
 }
 
 /* repeats and loads as l2_read launches them: 0 asks for the defaults of l2p_grid.h (the
- * passes that read L2P_L2_READ_AUTO_BYTES; the loads that fill the current device). */
+ * passes that read L2P_L2_READ_AUTO_BYTES; the loads l2p_l2_read_pick_loads picks from the
+ * waves each candidate makes on the current device). */
 template <int F, typename T>
 static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsigned threads,
                                     l2p_l2_read_shape *out)

@@ -45,12 +45,13 @@ int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const si
     int most = -1, original = -1;
     if (n <= 0) return -1;
     for (int i = 0; i < n; i++) {
-        if (loads[i] == 64 && blocks[i] >= 4 * resident[i]) return i;
-        if (most < 0 || blocks[i] > blocks[most]) most = i;
+        if (loads[i] == 64 && resident[i] > 0 && blocks[i] >= 4 * resident[i]) return i;
+        if (most < 0 || blocks[i] >= blocks[most]) most = i; /* a tie: the fewer loads */
         if (loads[i] == 32) original = i;
     }
     for (int i = 0; i < n; i++)
-        if (loads[i] <= 16 && in_waves(blocks[i], resident[i], 20, 27, 20)) return i;
+        if (loads[i] <= 16 && resident[i] > 0 && in_waves(blocks[i], resident[i], 20, 27, 20))
+            return i;
     if (blocks[most] < resident[most]) return most;
     return original >= 0 ? original : 0;
 }

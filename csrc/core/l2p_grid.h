@@ -37,14 +37,16 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
  *      byte once the GPU stays full;
  *   2. else 16 or 8 loads (16 first) whose launch is 1 to 1.35 waves: one full wave with a
  *      short tail beats the original's shape there;
- *   3. else, when even 8 loads fill less than one wave, 8: the most blocks;
+ *   3. else, when even the most blocks (8 loads; on a tie, the fewest loads) fill less than
+ *      one wave, those;
  *   4. else 32 loads: gpu-benches' own shape (1024 threads x 32 loads), whose tail is the
  *      original's.
  * Read off tools/l2read-vs-original on an H200 at 6-40 MiB x 1-100 passes, each cell against
  * the original timed against itself (what one cell resolves: 0.967-1.013 from 3 passes up):
  * the former rule (the most loads with 4/3 of a wave) lost 0.92-0.96x at 5-10 passes, where
  * its pick ran 1.5-3 waves of 64 or 8 loads; 32 loads stayed 0.97-1.03x there. Returns an
- * index into the arrays, -1 when n is 0 (and the first candidate when none is 32). */
+ * index into the arrays, -1 when n is 0 (and the first candidate when none is 32); a
+ * candidate whose occupancy is 0 (resident 0) never counts as filling a wave. */
 int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
                            int n);
 

@@ -133,7 +133,7 @@ static PyObject *l2_read_shape_impl(PyObject *m, const void *args)
 }
 L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read_shape",
               "What l2_read(src, repeats, ...) launches for a src of nbytes on the device: "
-              "the passes, the loads per thread (None: chosen to fill the device), the blocks "
+              "the passes, the loads per thread (None: chosen from the waves each choice makes), the blocks "
               "and the bytes read per launch (for a rate: bytes / time).",
               "dict[str, int]",
               L2P_PARAM(l2_read_shape_args, nbytes, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,

@@ -221,6 +221,10 @@ PyObject *l2p_py_scan_tuples(l2p_state *st, l2p_graph_scan *sc, PyObject *offers
 int l2p_add_device_types(PyObject *m, l2p_state *st);
 int l2p_add_buffer_type(PyObject *m, l2p_state *st);
 int l2p_add_stream_type(PyObject *m, l2p_state *st);
+/* At the module's teardown: every Stream leaves the open-streams list, whose head is freed
+ * with the module state (a garbage collection may free the module before Streams that die in
+ * the same collection; their unlink then finds nothing to write). */
+void l2p_stream_list_detach(l2p_state *st);
 int l2p_add_window_type(PyObject *m, l2p_state *st);
 int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);

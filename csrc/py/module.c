@@ -191,7 +191,10 @@ static int module_clear(PyObject *m)
 static void module_free(void *m)
 {
     l2p_state *st = l2p_state_from_module((PyObject *)m);
-    if (st) l2p_flush_release(&st->flush);
+    if (st) {
+        l2p_flush_release(&st->flush);
+        l2p_stream_list_detach(st);
+    }
     l2p_release_drain(); /* releases a capture refused: the last safe point */
     module_clear((PyObject *)m);
 }

@@ -24,8 +24,9 @@ typedef struct {
     const struct l2p_kernel *kernels; /* the kernel table (binder.h), static */
     /* Per-device flush buffers of time_calls(flush_l2=True): owned here, freed at teardown. */
     l2p_flush_cache flush;
-    /* Every open Stream, made or wrapped (borrowed: a Stream unlinks itself when it closes or
-     * dies; the types hold the module, so this outlives them all). */
+    /* Every open Stream, made or wrapped (borrowed: a Stream unlinks itself when it closes,
+     * dies or is cleared as cyclic garbage; the module's teardown detaches the rest, since a
+     * collection can free the module before Streams that die in it). */
     struct l2p_StreamObject *open_streams;
 } l2p_state;
 

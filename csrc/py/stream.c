@@ -52,6 +52,11 @@ static void stream_unlink(l2p_StreamObject *s)
     s->pprev = NULL;
 }
 
+void l2p_stream_list_detach(l2p_state *st)
+{
+    while (st->open_streams) stream_unlink(st->open_streams);
+}
+
 /* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
  * cuda.core, or 0/1/2 for the default streams) without owning it. */
 typedef struct {
@@ -273,6 +278,9 @@ static int stream_traverse(PyObject *self, visitproc visit, void *arg)
 static int stream_clear(PyObject *self)
 {
     l2p_StreamObject *s = (l2p_StreamObject *)self;
+    /* cyclic garbage: a wrapped stream's owner goes here, so l2_state must not read it any
+     * more (its dealloc, which closes it, comes later) */
+    stream_unlink(s);
     Py_CLEAR(s->owner);
     Py_CLEAR(s->capture_refs);
     return 0;

@@ -251,6 +251,12 @@ static void test_l2_read_defaults(void)
     size_t one[4] = {66, 132, 264, 528}, top[4] = {89, 178, 356, 712}, over[4] = {90, 180, 357, 714};
     CHECK(l2p_l2_read_pick_loads(l, one, r, 4) == 2 && l2p_l2_read_pick_loads(l, top, r, 4) == 2);
     CHECK(l2p_l2_read_pick_loads(l, over, r, 4) == 1);
+    size_t r20[4] = {20, 20, 20, 20}, at135[4] = {7, 14, 27, 54}, past135[4] = {8, 15, 28, 56};
+    CHECK(l2p_l2_read_pick_loads(l, at135, r20, 4) == 2); /* 27 / 20 = 1.35 exactly */
+    CHECK(l2p_l2_read_pick_loads(l, past135, r20, 4) == 1);
+    size_t tiny[4] = {1, 1, 1, 1}, none[4] = {0, 0, 0, 0}, lots[4] = {5000, 9000, 9000, 9000};
+    CHECK(l2p_l2_read_pick_loads(l, tiny, r, 4) == 3); /* a tie under one wave: 8 loads */
+    CHECK(l2p_l2_read_pick_loads(l, lots, none, 4) == 1); /* no occupancy: no wave is filled */
     size_t under[4] = {32, 64, 128, 263};
     CHECK(l2p_l2_read_pick_loads(l, under, r, 4) == 3);
     CHECK(l2p_l2_read_pick_loads(l, under, r, 0) == -1);
