@@ -44,7 +44,7 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
  * Read off tools/l2read-vs-original on an H200 at 6-40 MiB x 1-100 passes, each cell against
  * the original timed against itself (what one cell resolves: 0.967-1.013 from 3 passes up):
  * the former rule (the most loads with 4/3 of a wave) lost 0.92-0.96x at 5-10 passes, where
- * its pick ran 1.5-3 waves of 64 or 8 loads; 32 loads stayed 0.97-1.03x there. Returns an
+ * its pick ran 1.5-3 waves of 64 or 8 loads; 32 loads stayed 0.95-1.04x there. Returns an
  * index into the arrays, -1 when n is 0 (and the first candidate when none is 32); a
  * candidate whose occupancy is 0 (resident 0) never counts as filling a wave. */
 int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
