@@ -147,9 +147,15 @@ def test_tune_reports_tax_and_scope(device, rng):
         # From limit 0 every pick that helps sets a limit of its own, so a switch is measured.
         # (From the device's default, a pick at the default level switches nothing, and
         # switch_ms and scope are None: one H200 run in random order picked it.)
+        # The gain is ~1.07x, near tune's own 1.01x floor plus its recheck: a search that
+        # misses it once is run once more (a tune that cannot find it misses both).
         with l2p.Stream() as s, l2p.persisting_l2_disabled(device):
-            r = l2p.tune(lambda: K.hot_cold(hot, cold, stream=s), [hot], stream=s)
-            assert device.persisting_l2_limit == 0
+            for attempt in range(2):
+                r = l2p.tune(lambda: K.hot_cold(hot, cold, stream=s), [hot], stream=s)
+                assert device.persisting_l2_limit == 0
+                if r.persistence_helps:
+                    break
+                assert r.switch_ms is None and r.scope is None, r.table(trials=True)
     finally:
         hot.close()
         cold.close()
