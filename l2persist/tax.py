@@ -96,6 +96,16 @@ class TaxPrediction:
                                   companion=self.companion,
                                   companion_rows=self.companion_rows, shape=self.shape)
 
+    def slowdowns_at(self, ws_bytes, kind: "str | None" = None) -> list:
+        """``slowdown_at`` at each working set of ``ws_bytes`` (a curve: the model's
+        constants are fitted once for all of them)."""
+        if kind is None:
+            kind = _SHAPE_KIND[self.shape]
+        return _core.tax_slowdowns(self.compute_capability, self.l2_bytes, self.set_aside,
+                                   self.granule, self.persisting_max, kind,
+                                   [float(w) for w in ws_bytes], companion=self.companion,
+                                   companion_rows=self.companion_rows, shape=self.shape)
+
     def summary(self) -> str:
         """The tax in one line."""
         if self.set_aside == 0:

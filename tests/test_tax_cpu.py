@@ -6,6 +6,7 @@ sweep / fit / validation analysis, tax.measure's loop (a fake device and timer) 
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import l2persist
@@ -151,6 +152,35 @@ def test_bad_fit_input():
         tax.predict(H200, 0).slowdown_at(MIB, "scatter")
     with pytest.raises(ValueError, match="ws_bytes"):
         tax.predict(H200, 0).slowdown_at(-1)
+
+
+def test_a_curve_is_each_point_of_it_with_one_fit():
+    """slowdowns_at gives what slowdown_at gives point by point, for every shape, kind and
+    companion, on fresh random working sets; a bad point is refused by its index."""
+    from l2persist.studies import set_aside_tax as study
+    rng = np.random.default_rng()
+    pmax = H200["persisting_l2_cache_max_size"]
+    for shape in ("random", "atomic", "rows", "sweep"):
+        # a shape's own rows (from a synthetic sweep), so that its constants differ from
+        # random writes'
+        rows = None if shape == "random" else study.shape_rows(synthetic_shape_sweep(shape))
+        for companion in (0.0, float(rng.uniform(0.5, 4))):
+            p = tax.predict(H200, int(rng.integers(6, pmax // MIB + 1)) * MIB,
+                            companion=companion, companion_rows=rows, shape=shape)
+            assert p.shape_basis == (None if shape == "random" else "H200")
+            ws = sorted(float(w) for w in rng.uniform(0, 96 * MIB, 40))
+            for kind in (None, "read", "write", "rmw", "atomic"):
+                assert p.slowdowns_at(ws, kind) == [p.slowdown_at(w, kind) for w in ws]
+    p = tax.predict(H200, pmax)
+    assert p.slowdowns_at([]) == []
+    for bad, what in ((-1.0, "item 1 is -1"), (float("nan"), "item 1 is nan"),
+                      (float("inf"), "item 1 is inf")):
+        with pytest.raises(ValueError, match=f"ws_bytes: {what}, outside \\[0, "):
+            p.slowdowns_at([MIB, bad])
+    with pytest.raises(TypeError, match="ws_bytes: item 0 is not a number"):
+        l2persist._core.tax_slowdowns((9, 0), 60 * MIB, 0, 2 * MIB, 45 * MIB, "write", ["x"])
+    with pytest.raises(ValueError, match="kind"):
+        p.slowdowns_at([MIB], "scatter")
 
 
 class FakeH200(dict):

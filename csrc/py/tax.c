@@ -3,6 +3,7 @@
 #include "params.h"
 
 #include <float.h>
+#include <stdio.h>
 
 #include "l2p_tax.h"
 #include "l2p_timing.h"
@@ -419,6 +420,61 @@ static double *doubles_like(PyObject *obj, const char *name, Py_ssize_t n, const
     return out;
 }
 
+/* tax_slowdowns: one model, a whole curve. A curve asked point by point through
+ * tax_slowdown refits the model's constants at every point (0.2 ms each: the validation's
+ * curve knees took 24 s of 512-point curves); here they are fitted once. */
+typedef struct {
+    chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
+    int kind;
+    PyObject *ws_bytes;
+    double companion;
+    PyObject *companion_rows;
+    int shape;
+} slowdowns_args;
+
+static PyObject *curve_list(const l2p_tax_model *m, int kind, const double *w, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!(w[i] >= 0.0 && w[i] <= DBL_MAX)) { /* PyErr_Format has no %g */
+            char msg[128];
+            snprintf(msg, sizeof msg, "ws_bytes: item %zd is %g, outside [0, %g]", i, w[i],
+                     DBL_MAX);
+            PyErr_SetString(PyExc_ValueError, msg);
+            return NULL;
+        }
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *v = PyFloat_FromDouble(l2p_tax_slowdown(m, kind, w[i]));
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static PyObject *fn_slowdowns(PyObject *mod, const void *args)
+{
+    const slowdowns_args *a = args;
+    l2p_tax_chip chip;
+    l2p_tax_model m;
+    Py_ssize_t n = 0;
+    double *w = doubles(a->ws_bytes, "ws_bytes", &n);
+    PyObject *out = NULL;
+    if (w && model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->shape,
+                      a->companion_rows, &chip, &m) == 0)
+        out = curve_list(&m, a->kind, w, n);
+    PyMem_Free(w);
+    return out;
+}
+L2P_DEFINE_FN(slowdowns_fn, slowdowns_args, fn_slowdowns, "tax_slowdowns",
+              "The model's slowdown of `kind` at each working set of ws_bytes (one fit).",
+              "list[float]", CHIP_PARAMS(chip_args, L2P_P_REQUIRED),
+              L2P_PARAM(slowdowns_args, kind, L2P_P_CHOICE, .flags = L2P_P_REQUIRED,
+                        .choices = l2p_tax_kind_names, .doc = "the access kind"),
+              L2P_PARAM(slowdowns_args, ws_bytes, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[float]",
+                        .doc = "the working sets, bytes, each in [0, DBL_MAX]"),
+              COMPANION_PARAMS(slowdowns_args));
+
 typedef struct {
     double l2;
     PyObject *set_asides, *knees;
@@ -824,6 +880,7 @@ L2P_DEFINE_FN(shapes_fn, l2p_no_args, fn_shapes, "tax_shapes",
               "work has it.", TAX_ROWS, L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_tax_fns[] = {&shapes_fn,          &predict_fn,       &slowdown_fn,
+                                     &slowdowns_fn,
                                      &fit_capacity_fn,    &fit_penalty_fn,   &knee_fn,
                                      &rows_fn,            &companion_rows_fn, &fit_companion_fn,
                                      &fit_stream_cost_fn, &measure_fn,       NULL};

@@ -660,7 +660,7 @@ def _curve_knee(model, kind, scale, up_to):
     the same rule as a measured knee; 0 when it never does. For shapes this is not always
     ``knee_bytes`` (atomics at 5 granules: 26.7 against 34.0 MiB on the H200)."""
     grid = range(MIB // 8, int(up_to) + 1, MIB // 8)
-    curve = [model.slowdown_at(int(h * scale), kind) for h in grid]
+    curve = model.slowdowns_at([int(h * scale) for h in grid], kind)
     return tax.measured_knee(list(grid), curve, THRESHOLD)[1]
 
 
