@@ -87,6 +87,10 @@ typedef struct {
     int repeats, loads;
     size_t blocks; /* repeats x chunks */
     size_t bytes;  /* read per launch: repeats x the buffer's whole words */
+    /* the kernel launched: its registers per thread and static shared memory per block
+     * (filled by l2p_l2_read_shape_of only) */
+    int registers;
+    size_t shared_bytes;
 } l2p_l2_read_shape;
 cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour, int width,
                                  int loads, unsigned threads, l2p_l2_read_shape *out);

@@ -1,7 +1,8 @@
 /* Streaming kernels over 16-byte words: read, write, copy, triad. Each thread keeps
  * L2P_UNROLL independent 16-byte accesses in flight per iteration of a grid-stride loop; the
- * grid is sized from the SM count by the caller. Then the L2-resident reads: l2_read, the same
- * chunk read from a chosen SM (sm_read), and the bulk copy engine's (bulk_read). */
+ * grid is sized from the SM count by the caller. Then the L2-resident reads: l2_read and the
+ * same chunk read from a chosen SM (sm_read); the bulk copy engine's (bulk_read) is in
+ * bulk.cu, which says why it is apart. */
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
@@ -216,6 +217,8 @@ static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsig
     }
     out->repeats = repeats;
     out->loads = loads;
+    out->registers = 0; /* the kernel's: l2_read_shape_and_kernel asks */
+    out->shared_bytes = 0;
     out->blocks = l2p_l2_read_chunks(n, threads, (unsigned)loads) * (size_t)repeats;
     out->bytes = n * sizeof(T) * (size_t)repeats;
     return cudaSuccess;
@@ -242,16 +245,34 @@ static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int l
     return cudaErrorInvalidValue;
 }
 
+/* The shape, and the registers and static shared memory of the kernel it launches (asked
+ * here, not at each launch: one cudaFuncGetAttributes is host time a launch need not pay). */
+template <int F, typename T>
+static cudaError_t l2_read_shape_and_kernel(size_t nbytes, int repeats, int loads,
+                                            unsigned threads, l2p_l2_read_shape *out)
+{
+    cudaFuncAttributes fa;
+    cudaError_t rc = l2_read_shape_as<F, T>(nbytes, repeats, loads, threads, out);
+    if (rc != cudaSuccess) return rc;
+    L2P_DISPATCH_LOADS(out->loads, L, rc = cudaFuncGetAttributes(&fa, l2p_l2_read_kernel<F, T, L>));
+    if (rc != cudaSuccess) return rc;
+    out->registers = fa.numRegs;
+    out->shared_bytes = fa.sharedSizeBytes;
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour,
                                             int width, int loads, unsigned threads,
                                             l2p_l2_read_shape *out)
 {
     if (width == 8)
         L2P_DISPATCH_LOAD(load_flavour, F,
-                          return l2_read_shape_as<F, uint2>(nbytes, repeats, loads, threads, out));
+                          return l2_read_shape_and_kernel<F, uint2>(nbytes, repeats, loads,
+                                                                    threads, out));
     if (width == 16)
         L2P_DISPATCH_LOAD(load_flavour, F,
-                          return l2_read_shape_as<F, uint4>(nbytes, repeats, loads, threads, out));
+                          return l2_read_shape_and_kernel<F, uint4>(nbytes, repeats, loads,
+                                                                    threads, out));
     return cudaErrorInvalidValue;
 }
 
@@ -384,68 +405,4 @@ extern "C" cudaError_t l2p_launch_sm_read(const void *src, size_t nbytes, unsign
     if (width == 16)
         return sm_read_as<uint4>(src, nbytes, chunk, sm, loads, threads, sink, stream, window);
     return cudaErrorInvalidValue;
-}
-
-/* The same L2-resident read through the bulk copy engine (cp.async.bulk, sm_90+): one thread
- * per block streams chunks into a ring of shared-memory stages, each stage completing on its
- * own mbarrier. No load/store unit or L1 is involved, so this measures what the L2 can feed
- * the SMs. The data land in shared memory and are never used. */
-#define L2P_BULK_STAGES 4
-
-__device__ __forceinline__ unsigned l2p_smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* Spin until the mbarrier's phase with this parity has completed. */
-__device__ __forceinline__ void l2p_mbarrier_wait(unsigned bar, unsigned parity)
-{
-    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 " @!p bra W;\n}" ::"r"(bar), "r"(parity) : "memory");
-}
-
-__global__ void l2p_bulk_read_kernel(const char *src, size_t nbytes, int repeats, unsigned chunk)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(128) unsigned char stage[];
-    __shared__ __align__(8) unsigned long long bar[L2P_BULK_STAGES];
-    if (threadIdx.x != 0) return;
-    for (int s = 0; s < L2P_BULK_STAGES; s++)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(l2p_smem_addr(&bar[s])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    size_t chunks = nbytes / chunk, total = chunks * (size_t)repeats;
-    unsigned phase = 0; /* bit s: parity to wait for on stage s */
-    size_t k = 0;
-    for (size_t i = blockIdx.x; i < total; i += gridDim.x, k++) {
-        int s = (int)(k % L2P_BULK_STAGES);
-        unsigned b = l2p_smem_addr(&bar[s]);
-        if (k >= L2P_BULK_STAGES) { /* the stage's previous copy must have landed */
-            l2p_mbarrier_wait(b, (phase >> s) & 1u);
-            phase ^= 1u << s;
-        }
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(chunk)
-                     : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                     "[%0], [%1], %2, [%3];"
-                     ::"r"(l2p_smem_addr(stage + (size_t)s * chunk)),
-                     "l"(src + (i % chunks) * chunk), "r"(chunk), "r"(b) : "memory");
-    }
-    for (size_t j = 0; j < L2P_BULK_STAGES && j < k; j++) { /* drain what is in flight */
-        int s = (int)((k - 1 - j) % L2P_BULK_STAGES);
-        l2p_mbarrier_wait(l2p_smem_addr(&bar[s]), (phase >> s) & 1u);
-    }
-#endif
-}
-
-extern "C" cudaError_t l2p_launch_bulk_read(const void *src, size_t nbytes, int repeats,
-                                            unsigned chunk, unsigned blocks,
-                                            cudaStream_t stream, const l2p_window *window)
-{
-    size_t smem = (size_t)L2P_BULK_STAGES * chunk;
-    if (chunk == 0 || chunk % 16 || nbytes < chunk) return cudaErrorInvalidValue;
-    cudaError_t rc = cudaFuncSetAttribute(l2p_bulk_read_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (rc != cudaSuccess) return rc;
-    return l2p_launch(l2p_bulk_read_kernel, dim3(blocks), dim3(32), smem, stream, window,
-                      (const char *)src, nbytes, repeats, chunk);
 }

@@ -247,6 +247,12 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
         assert short["loads"] < long["loads"] == 64
         for shape in (long, short, K.l2_read_shape(src.nbytes, 7, loads=32)):
             assert shape["blocks"] == shape["repeats"] * -(-rows // shape["loads"])
+            # 8-byte words: two 1024-thread blocks per SM (the launch bounds' 32 registers),
+            # and no shared memory, as gpu-benches' kernel (a kernel that asks for some can
+            # need another L1/shared split than the one before it: kernels/bulk.cu)
+            assert 0 < shape["registers"] <= 32 and shape["shared_bytes"] == 0, shape
+        wide = K.l2_read_shape(src.nbytes, 1, width=16, loads=16)
+        assert 0 < wide["registers"] <= 64 and wide["shared_bytes"] == 0, wide
         # the grid launched is the one named (a node of a capture keeps its launch shape)
         for repeats, loads in ((None, None), (1, None), (7, 32)):
             with s.capture() as g:

@@ -128,13 +128,16 @@ static PyObject *l2_read_shape_impl(PyObject *m, const void *args)
         l2p_fail_cuda(rc, "l2_read_shape");
         return l2p_py_raise(st);
     }
-    return Py_BuildValue("{s:i,s:i,s:n,s:n}", "repeats", shape.repeats, "loads", shape.loads,
-                         "blocks", (Py_ssize_t)shape.blocks, "bytes", (Py_ssize_t)shape.bytes);
+    return Py_BuildValue("{s:i,s:i,s:n,s:n,s:i,s:n}", "repeats", shape.repeats, "loads",
+                         shape.loads, "blocks", (Py_ssize_t)shape.blocks, "bytes",
+                         (Py_ssize_t)shape.bytes, "registers", shape.registers, "shared_bytes",
+                         (Py_ssize_t)shape.shared_bytes);
 }
 L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read_shape",
               "What l2_read(src, repeats, ...) launches for a src of nbytes on the device: "
-              "the passes, the loads per thread (None: chosen from the waves each choice makes), the blocks "
-              "and the bytes read per launch (for a rate: bytes / time).",
+              "the passes, the loads per thread (None: chosen from the waves each choice makes), the blocks, "
+              "the bytes read per launch (for a rate: bytes / time), and the kernel's registers per "
+              "thread and static shared memory per block.",
               "dict[str, int]",
               L2P_PARAM(l2_read_shape_args, nbytes, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
                         .hi = LLONG_MAX, .what = "bytes", .doc = "src's size in bytes"),
