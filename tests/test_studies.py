@@ -235,6 +235,42 @@ def test_launch_overhead_bar_is_l2persist_at_or_under_cuda_core(tmp_path):
     fast.plot(tmp_path / "l.png")
 
 
+def test_launch_overhead_takes_its_samples_in_rotated_rounds(monkeypatch):
+    """Each launcher gets one sample per round; each round starts one launcher later than the
+    one before (a drift of the host falls on all alike); every sample is 200 warm-up launches,
+    a spin on the launcher's own stream, then COUNT timed launches, inside its context (entered
+    once per sample, as PyTorch's and CuPy's context managers allow)."""
+    from types import SimpleNamespace
+    from l2persist.studies import launch_overhead as lo
+    log = []
+    monkeypatch.setattr(lo, "K", SimpleNamespace(
+        spin=lambda ns, stream: log.append(("spin", stream, ns))))
+
+    class Where:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            log.append(("enter", self.name))
+
+        def __exit__(self, *exc):
+            log.append(("exit", self.name))
+
+    names, trials = ["a", "b", "c"], 5
+    setups = {n: ((lambda n=n: log.append(("launch", n))), f"{n}-stream",
+                  (lambda n=n: log.append(("sync", n))), Where(n)) for n in names}
+    out = lo._interleaved(setups, trials)
+    assert {n: len(v) for n, v in out.items()} == {n: trials for n in names}
+    assert all(us > 0 for v in out.values() for us in v)
+    enters = [e[1] for e in log if e[0] == "enter"]
+    assert enters == [names[(t + i) % 3] for t in range(trials) for i in range(3)]
+    one = {n: [("enter", n)] + [("launch", n)] * 200 + [("sync", n), ("spin", f"{n}-stream",
+               lo.SPIN_NS)] + [("launch", n)] * lo.COUNT + [("sync", n), ("exit", n)]
+           for n in names}
+    assert log == [e for t in range(trials) for i in range(3) for e in one[names[(t + i) % 3]]]
+    assert lo._interleaved({}, trials) == {}
+
+
 def test_timing_agreement_bar_is_three_percent():
     recs = [{"method": "l2persist.benchmark", "ms": 1.0}, {"method": "ncu", "ms": 1.04}]
     for r in recs:

@@ -3,8 +3,11 @@ and a one-element PyTorch add where installed), in the same process, on the same
 
 Each sample queues a spin kernel (one thread, 10 ms of GPU time) and then times the host
 enqueueing 400 empty launches behind it: the GPU is busy spinning, so its own launch
-throughput cannot hide (or add to) the host's cost. The figure is the median over the
-samples of wall time / launches. The bar: l2persist at or below cuda.core."""
+throughput cannot hide (or add to) the host's cost. The launchers take their samples in
+rounds, one sample each per round in a rotated order, so that a drift of the host's speed
+over the run falls on all of them alike (the launchers lie within a few percent of each
+other). The figure is the median over the samples of wall time / launches. The bar:
+l2persist at or below cuda.core."""
 
 from __future__ import annotations
 
@@ -25,19 +28,33 @@ COUNT = 400  # launches per sample: below the driver's queue depth (~1000)
 SPIN_NS = 10_000_000
 
 
-def _host_us(launch, spin, sync, trials):
-    """Host microseconds per enqueue, one sample per trial, measured behind a spin kernel."""
+def _host_us(launch, spin, sync):
+    """Host microseconds per enqueue, one sample, measured behind a spin kernel (after 200
+    launches that bring the launcher's host state back: other launchers ran in between)."""
     for _ in range(200):
         launch()
     sync()
-    out = []
-    for _ in range(trials):
-        spin()
-        t0 = time.perf_counter()
-        for _ in range(COUNT):
-            launch()
-        out.append((time.perf_counter() - t0) / COUNT * 1e6)
-        sync()
+    spin()
+    t0 = time.perf_counter()
+    for _ in range(COUNT):
+        launch()
+    us = (time.perf_counter() - t0) / COUNT * 1e6
+    sync()
+    return us
+
+
+def _interleaved(setups, trials):
+    """{launcher: samples}: `trials` rounds, one sample of each launcher per round, the
+    order rotated by one each round."""
+    names = list(setups)
+    out = {n: [] for n in names}
+    for t in range(trials):
+        k = t % len(names) if names else 0
+        for n in names[k:] + names[:k]:
+            launch, stream, sync, where = setups[n]
+            with where:  # the peer's current stream / device, as its users launch
+                out[n].append(_host_us(launch, lambda st=stream: K.spin(SPIN_NS, stream=st),
+                                       sync))
     return out
 
 
@@ -85,22 +102,22 @@ def run(ctx):
     dev = ctx.device
     trials = 11 if ctx.quick else 31
     with _core.Stream(dev) as s:
-        def point(launcher):
-            name = launcher
-            if name == OURS:
-                launch, stream, sync, where = (lambda: K.noop(stream=s)), s, s.synchronize, \
-                    nullcontext()
-            elif not ctx.has(PEERS[name][0], name):
-                return []
-            else:
-                launch, stream, sync, where = PEERS[name][1](dev.index)
-            with where:  # the peer's current stream / device, as its users launch
-                st = _core.stats(_host_us(launch, lambda: K.spin(SPIN_NS, stream=stream),
-                                          sync, trials))
-            return {"launcher": name, "us": st["median"], "q1_us": st["q1"], "q3_us": st["q3"],
-                    "samples": st["n"]}
+        setups = {}  # launcher -> (launch, its stream, its sync, the context it launches in)
 
-        records = ctx.sweep(ctx.axes, point, desc="launch overhead")
+        def prepare(launcher):
+            if launcher == OURS:
+                setups[launcher] = ((lambda: K.noop(stream=s)), s, s.synchronize, nullcontext())
+            elif ctx.has(PEERS[launcher][0], launcher):
+                setups[launcher] = PEERS[launcher][1](dev.index)
+            else:
+                return []
+            return {"launcher": launcher}
+
+        records = ctx.sweep(ctx.axes, prepare, desc="launch overhead")
+        samples = _interleaved(setups, trials)
+    for r in records:
+        st = _core.stats(samples[r["launcher"]])
+        r.update(us=st["median"], q1_us=st["q1"], q3_us=st["q3"], samples=st["n"])
     return ctx.results(records, columns=COLUMNS)
 
 
