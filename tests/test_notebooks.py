@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import time
 
 import pytest
 
@@ -84,14 +85,27 @@ def executed(request):
 
 
 def _execute_lane(paths):
-    """{name: notebook or the exception}; a failure does not stop the lane."""
+    """{name: notebook or the exception}; a failure does not stop the lane. With
+    L2P_NOTEBOOK_TIMES set (tools/gpu-check sets it), each notebook's start and end (wall
+    clock, seconds) and its lane's first notebook are appended to that file, one JSON line
+    each: where the fixture's time goes."""
     got = {}
     for p in paths:
+        start = time.time()
         try:
             got[p.name] = _execute(p)
         except BaseException as e:  # noqa: BLE001 - reported by the notebook's own test
             got[p.name] = e
+        _note_time(p.name, paths[0].name, start, time.time())
     return got
+
+
+def _note_time(name, lane, start, end):
+    path = os.environ.get("L2P_NOTEBOOK_TIMES")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"notebook": name, "lane": lane, "start": round(start, 2),
+                                "end": round(end, 2)}) + "\n")
 
 
 def _outputs(nb, kind):
