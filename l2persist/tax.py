@@ -103,7 +103,7 @@ class TaxPrediction:
             kind = _SHAPE_KIND[self.shape]
         return _core.tax_slowdowns(self.compute_capability, self.l2_bytes, self.set_aside,
                                    self.granule, self.persisting_max, kind,
-                                   [float(w) for w in ws_bytes], companion=self.companion,
+                                   ws_bytes, companion=self.companion,
                                    companion_rows=self.companion_rows, shape=self.shape)
 
     def summary(self) -> str:

@@ -1,5 +1,7 @@
 """The kernel suite against NumPy on fresh random data, outputs poisoned before each run."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -233,7 +235,7 @@ def test_streaming_bad_inputs():
             K.l2_read(a, 1, width=4)
 
 
-def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
+def test_l2_read_defaults_launch_what_l2_read_shape_says(rng, device):
     """repeats None reads at least 4 GiB a launch; loads None takes fewer loads (more blocks)
     for a short launch than for a long one; the captured kernel node has the grid that
     l2_read_shape names, and the counters see its bytes."""
@@ -245,14 +247,20 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng):
         assert long["bytes"] >= 4 << 30 and long["repeats"] == -(-(4 << 30) // src.nbytes)
         assert short["repeats"] == 1 and short["bytes"] == src.nbytes
         assert short["loads"] < long["loads"] == 64
+        # 8-byte words: two 1024-thread blocks per SM where an SM holds 2048 threads (the
+        # launch bounds' 32 registers; sm_80 / 90 / 100), and no shared memory, as
+        # gpu-benches' kernel (a kernel that asks for some can need another L1/shared split
+        # than the one before it: kernels/bulk.cu). compute-sanitizer instruments the
+        # kernels, so their registers are not the build's there.
+        cc = device.properties.compute_capability
+        cap = 32 if tuple(cc) in ((8, 0), (9, 0), (10, 0)) else 64
+        sanitized = bool(os.environ.get("L2P_SANITIZER"))
         for shape in (long, short, K.l2_read_shape(src.nbytes, 7, loads=32)):
             assert shape["blocks"] == shape["repeats"] * -(-rows // shape["loads"])
-            # 8-byte words: two 1024-thread blocks per SM (the launch bounds' 32 registers),
-            # and no shared memory, as gpu-benches' kernel (a kernel that asks for some can
-            # need another L1/shared split than the one before it: kernels/bulk.cu)
-            assert 0 < shape["registers"] <= 32 and shape["shared_bytes"] == 0, shape
+            assert shape["shared_bytes"] == 0, shape
+            assert sanitized or 0 < shape["registers"] <= cap, shape
         wide = K.l2_read_shape(src.nbytes, 1, width=16, loads=16)
-        assert 0 < wide["registers"] <= 64 and wide["shared_bytes"] == 0, wide
+        assert wide["shared_bytes"] == 0 and (sanitized or 0 < wide["registers"] <= 64), wide
         # the grid launched is the one named (a node of a capture keeps its launch shape)
         for repeats, loads in ((None, None), (1, None), (7, 32)):
             with s.capture() as g:

@@ -102,10 +102,14 @@ def _execute_lane(paths):
 
 def _note_time(name, lane, start, end):
     path = os.environ.get("L2P_NOTEBOOK_TIMES")
-    if path:
-        with open(path, "a") as f:
+    if not path:
+        return
+    try:  # a log that cannot be written must not fail the notebooks
+        with open(path, "a") as f:  # pid: which pytest run (gpu-check REPEAT=N appends)
             f.write(json.dumps({"notebook": name, "lane": lane, "start": round(start, 2),
-                                "end": round(end, 2)}) + "\n")
+                                "end": round(end, 2), "pid": os.getpid()}) + "\n")
+    except OSError:
+        pass
 
 
 def _outputs(nb, kind):

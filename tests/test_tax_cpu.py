@@ -181,6 +181,10 @@ def test_a_curve_is_each_point_of_it_with_one_fit():
         l2persist._core.tax_slowdowns((9, 0), 60 * MIB, 0, 2 * MIB, 45 * MIB, "write", ["x"])
     with pytest.raises(ValueError, match="kind"):
         p.slowdowns_at([MIB], "scatter")
+    for bad in (5, None):
+        with pytest.raises(TypeError, match="ws_bytes: expected a sequence of numbers"):
+            p.slowdowns_at(bad)
+    assert p.slowdowns_at(np.array([MIB, 40 * MIB])) == p.slowdowns_at(w for w in (MIB, 40 * MIB))
 
 
 class FakeH200(dict):

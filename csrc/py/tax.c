@@ -369,7 +369,9 @@ L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",
 /* A sequence of numbers as a PyMem array of doubles; *n its length. */
 static double *doubles(PyObject *obj, const char *name, Py_ssize_t *n)
 {
-    PyObject *seq = PySequence_Fast(obj, name);
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: expected a sequence of numbers", name);
+    PyObject *seq = PySequence_Fast(obj, msg);
     if (!seq) return NULL;
     *n = PySequence_Fast_GET_SIZE(seq);
     double *out = PyMem_Calloc((size_t)*n + 1, sizeof *out);
