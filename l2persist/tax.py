@@ -89,12 +89,7 @@ class TaxPrediction:
         """Expected time at this set-aside over time at limit 0 for accesses of ``kind``
         (default: the shape's own, ``write`` for random) over ``ws_bytes`` (with this
         prediction's shape and companion stream)."""
-        if kind is None:
-            kind = _SHAPE_KIND[self.shape]
-        return _core.tax_slowdown(self.compute_capability, self.l2_bytes, self.set_aside,
-                                  self.granule, self.persisting_max, kind, float(ws_bytes),
-                                  companion=self.companion,
-                                  companion_rows=self.companion_rows, shape=self.shape)
+        return self.slowdowns_at([ws_bytes], kind)[0]
 
     def slowdowns_at(self, ws_bytes, kind: "str | None" = None) -> list:
         """``slowdown_at`` at each working set of ``ws_bytes`` (a curve: the model's

@@ -156,7 +156,10 @@ def test_bad_fit_input():
 
 def test_a_curve_is_each_point_of_it_with_one_fit():
     """slowdowns_at gives what slowdown_at gives point by point, for every shape, kind and
-    companion, on fresh random working sets; a bad point is refused by its index."""
+    companion, on fresh random working sets, and the curve is the prediction's own: where
+    the prediction's misses start at its knee (a shape with rows, or no companion), the curve
+    is 1 just below knee_bytes and above 1 past it, and a companion that moves the knee moves
+    the curve. A bad point is refused by its index."""
     from l2persist.studies import set_aside_tax as study
     rng = np.random.default_rng()
     pmax = H200["persisting_l2_cache_max_size"]
@@ -171,6 +174,15 @@ def test_a_curve_is_each_point_of_it_with_one_fit():
             ws = sorted(float(w) for w in rng.uniform(0, 96 * MIB, 40))
             for kind in (None, "read", "write", "rmw", "atomic"):
                 assert p.slowdowns_at(ws, kind) == [p.slowdown_at(w, kind) for w in ws]
+            if p.taxed and (p.shape_basis or companion == 0.0):
+                below, past = p.slowdowns_at([p.knee_bytes * (1 - 1e-9),
+                                              (p.knee_bytes + p.base_bytes) / 2])
+                assert below == 1.0 and past > 1.0, (shape, companion, below, past)
+            alone = tax.predict(H200, p.set_aside, companion=0.0, companion_rows=rows,
+                                shape=shape)
+            if p.taxed and alone.taxed and p.knee_bytes != alone.knee_bytes:
+                grid = np.linspace(0, 96 * MIB, 385)
+                assert p.slowdowns_at(grid) != alone.slowdowns_at(grid), (shape, companion)
     p = tax.predict(H200, pmax)
     assert p.slowdowns_at([]) == []
     for bad, what in ((-1.0, "item 1 is -1"), (float("nan"), "item 1 is nan"),

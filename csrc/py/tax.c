@@ -32,7 +32,7 @@ static int cc_arg(PyObject *cc, int *major, int *minor)
     return 0;
 }
 
-/* The chip's arguments, shared by tax_predict and tax_slowdown (same names, same rows; the
+/* The chip's arguments, shared by tax_predict and tax_slowdowns (same names, same rows; the
  * names are DeviceProperties' keys, so a mapping's bad value is named by its key). */
 typedef struct {
     PyObject *compute_capability;
@@ -305,7 +305,7 @@ static int model_of(l2p_state *st, const chip_args *a, double companion, int sha
 }
 
 /* companion, companion_rows: the same two keyword-only parameters of tax_predict and
- * tax_slowdown (each struct names its fields so). */
+ * tax_slowdowns (each struct names its fields so). */
 #define COMPANION_PARAMS(S)                                                                     \
     L2P_PARAM(S, companion, L2P_P_FLOAT, .flags = L2P_P_KWONLY, .fval = 0.0,                    \
               .doc = "bytes streamed alongside per byte written, in [0, 1e6] (the core's "       \
@@ -338,33 +338,6 @@ L2P_DEFINE_FN(predict_fn, predict_args, fn_predict, "tax_predict",
               "basis.", "dict[str, object]", CHIP_PARAMS(chip_args, L2P_P_KWONLY),
               COMPANION_PARAMS(predict_args));
 
-typedef struct {
-    chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
-    int kind;
-    double ws_bytes;
-    double companion;
-    PyObject *companion_rows;
-    int shape;
-} slowdown_args;
-
-static PyObject *fn_slowdown(PyObject *mod, const void *args)
-{
-    const slowdown_args *a = args;
-    l2p_tax_chip chip;
-    l2p_tax_model m;
-    if (model_of(l2p_state_from_module(mod), &a->chip, a->companion, a->shape, a->companion_rows,
-                 &chip, &m) < 0)
-        return NULL;
-    return PyFloat_FromDouble(l2p_tax_slowdown(&m, a->kind, a->ws_bytes));
-}
-L2P_DEFINE_FN(slowdown_fn, slowdown_args, fn_slowdown, "tax_slowdown",
-              "The model's slowdown of `kind` over a working set of ws_bytes.", "float",
-              CHIP_PARAMS(chip_args, L2P_P_REQUIRED),
-              L2P_PARAM(slowdown_args, kind, L2P_P_CHOICE, .flags = L2P_P_REQUIRED,
-                        .choices = l2p_tax_kind_names, .doc = "the access kind"),
-              L2P_PARAM(slowdown_args, ws_bytes, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
-                        .flo = 0.0, .fhi = DBL_MAX, .doc = "the working set, bytes"),
-              COMPANION_PARAMS(slowdown_args));
 
 /* A sequence of numbers as a PyMem array of doubles; *n its length. */
 static double *doubles(PyObject *obj, const char *name, Py_ssize_t *n)
@@ -422,9 +395,9 @@ static double *doubles_like(PyObject *obj, const char *name, Py_ssize_t n, const
     return out;
 }
 
-/* tax_slowdowns: one model, a whole curve. A curve asked point by point through
- * tax_slowdown refits the model's constants at every point (0.2 ms each: the validation's
- * curve knees took 24 s of 512-point curves); here they are fitted once. */
+/* tax_slowdowns: one model, a whole curve (one point: Prediction.slowdown_at). The model's
+ * constants are fitted once per call (0.2 ms): asked point by point, the validation's
+ * 512-point curve knees took 24 s. */
 typedef struct {
     chip_args chip; /* first: CHIP_PARAMS's offsets are chip_args's */
     int kind;
@@ -881,8 +854,7 @@ L2P_DEFINE_FN(shapes_fn, l2p_no_args, fn_shapes, "tax_shapes",
               "pattern, row_words, arrays, whether its companion is re-read each pass) and what "
               "work has it.", TAX_ROWS, L2P_NO_PARAMS);
 
-const l2p_fn *const l2p_tax_fns[] = {&shapes_fn,          &predict_fn,       &slowdown_fn,
-                                     &slowdowns_fn,
+const l2p_fn *const l2p_tax_fns[] = {&shapes_fn,          &predict_fn,       &slowdowns_fn,
                                      &fit_capacity_fn,    &fit_penalty_fn,   &knee_fn,
                                      &rows_fn,            &companion_rows_fn, &fit_companion_fn,
                                      &fit_stream_cost_fn, &measure_fn,       NULL};
