@@ -16,9 +16,17 @@
 extern "C" {
 #endif
 
+/* What a read kernel's words must fold to for it to store to the sink (l2p_sink.cuh). */
+#define L2P_MAGIC 0x9e3779b9u
+
 /* The current device's scratch word for the read kernels' `sink` (a device variable: no
  * allocation, so capture-safe). */
 cudaError_t l2p_device_sink(unsigned **out);
+
+/* Wait for the current device, read its sink word and clear it: what a read kernel stored
+ * when the words a thread read folded to L2P_MAGIC (kernels/l2p_sink.cuh). A test plants the
+ * magic in one word and sees whether the read covered it. */
+cudaError_t l2p_sink_take(unsigned *value);
 
 /* An empty kernel of one block of one thread: what a launch costs. */
 cudaError_t l2p_launch_noop(cudaStream_t stream, const l2p_window *window);
@@ -91,6 +99,8 @@ typedef struct {
      * (filled by l2p_l2_read_shape_of only) */
     int registers;
     size_t shared_bytes;
+    /* 1: every block's rows are whole and l2p_l2_read_rows runs (no per-load test) */
+    int whole_rows;
 } l2p_l2_read_shape;
 cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour, int width,
                                  int loads, unsigned threads, l2p_l2_read_shape *out);

@@ -5,7 +5,7 @@
 #ifndef L2P_SINK_CUH
 #define L2P_SINK_CUH
 
-#define L2P_MAGIC 0x9e3779b9u
+#include "l2p_kernels.h" /* L2P_MAGIC: the host reads it too (sink_take, SINK_MAGIC) */
 
 /* Store acc to *sink only when it equals L2P_MAGIC. */
 __device__ __forceinline__ void l2p_keep(unsigned acc, unsigned *sink)

@@ -3,6 +3,8 @@
  * grid is sized from the SM count by the caller. Then the L2-resident reads: l2_read and the
  * same chunk read from a chosen SM (sm_read); the bulk copy engine's (bulk_read) is in
  * bulk.cu, which says why it is apart. */
+#include <climits>
+
 #include "l2p_access.cuh"
 #include "l2p_kernels.h"
 #include "l2p_launch.cuh"
@@ -169,6 +171,35 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     l2p_keep(l2p_l2_read_chunk<F, T, L>(src, n, chunks, full_rows, blockIdx.x % chunks, pol), sink);
 }
 
+/* The same read when every block's rows are whole and each offset fits an int (src a whole
+ * number of threads x loads words, fewer than 2^31 of them): the body of gpu-benches'
+ * kernel, with no whole-row test and int offsets, which the compiler turns into one
+ * IMAD.WIDE per load (against a 64-bit add pair), so that the first load issues at the
+ * 29th instruction rather than the 46th (SASS, sm_90, 8-byte words x 32 loads; both keep
+ * 11 loads in flight). The difference shows in the shortest launches, where a block's start
+ * is much of the launch: on the H200, 9-23 MiB x 3-10 passes, this body (then built with a
+ * __restrict__ source, so ld.global.nc) read at 0.997-1.046x the original and the general one
+ * at 0.982-1.023x (tools/l2read-vs-original, 9 interleaved rounds). */
+template <int F, typename T, int L>
+__global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
+    l2p_l2_read_rows(const T *src, unsigned chunks, unsigned *sink)
+{
+    uint64_t pol = l2p_load_policy<F>();
+    int step = (int)(blockDim.x * chunks), first = (int)((blockIdx.x % chunks) * blockDim.x + threadIdx.x);
+    unsigned acc = 0;
+#pragma unroll
+    for (int i = 0; i < L; i++) acc ^= l2p_fold(l2p_load<F>(src + (step * i + first), pol));
+    l2p_keep(acc, sink);
+}
+
+/* Whether l2_read launches l2p_l2_read_rows: n words are whole rows of `threads`, a whole
+ * number of `loads` rows per chunk (so chunks x loads rows are exactly src), and every offset
+ * fits an int. */
+static bool l2_read_whole_rows(size_t n, unsigned threads, int loads)
+{
+    return n <= (size_t)INT_MAX && n % threads == 0 && (n / threads) % (size_t)loads == 0;
+}
+
 #define L2P_DISPATCH_LOADS(l, L, ...)                    \
     switch (l) {                                         \
     case 8: { const int L = 8; __VA_ARGS__; } break;     \
@@ -178,15 +209,29 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     default: return cudaErrorInvalidValue;               \
     }
 
-/* The blocks one SM holds of l2_read's kernel with `loads` loads per thread (its registers
- * decide: l2p_l2_read_kernel's launch bounds). */
+/* The kernel l2_read launches over n words with `loads` loads per thread. */
 template <int F, typename T>
-static cudaError_t l2_read_occupancy(int loads, unsigned threads, int *blocks_per_sm)
+static const void *l2_read_kernel_for(size_t n, int loads, unsigned threads)
 {
-    L2P_DISPATCH_LOADS(loads, L,
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            blocks_per_sm, l2p_l2_read_kernel<F, T, L>, (int)threads, 0));
-    return cudaErrorInvalidValue;
+    bool rows = l2_read_whole_rows(n, threads, loads);
+    switch (loads) {
+#define L2P_KERNEL_CASE(L)                                                                    \
+    case L: return rows ? (const void *)l2p_l2_read_rows<F, T, L>                            \
+                        : (const void *)l2p_l2_read_kernel<F, T, L>;
+        L2P_KERNEL_CASE(8) L2P_KERNEL_CASE(16) L2P_KERNEL_CASE(32) L2P_KERNEL_CASE(64)
+#undef L2P_KERNEL_CASE
+    }
+    return NULL;
+}
+
+/* The blocks one SM holds of l2_read's kernel with `loads` loads per thread (its registers
+ * decide: the launch bounds). */
+template <int F, typename T>
+static cudaError_t l2_read_occupancy(size_t n, int loads, unsigned threads, int *blocks_per_sm)
+{
+    const void *kernel = l2_read_kernel_for<F, T>(n, loads, threads);
+    if (!kernel) return cudaErrorInvalidValue;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, kernel, (int)threads, 0);
 }
 
 /* repeats and loads as l2_read launches them: 0 asks for the defaults of l2p_grid.h (the
@@ -208,7 +253,7 @@ static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsig
         if (rc == cudaSuccess)
             rc = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         for (int i = 0; rc == cudaSuccess && i < N; i++) {
-            rc = l2_read_occupancy<F, T>(candidates[i], threads, &per_sm);
+            rc = l2_read_occupancy<F, T>(n, (int)candidates[i], threads, &per_sm);
             blocks[i] = l2p_l2_read_chunks(n, threads, (unsigned)candidates[i]) * (size_t)repeats;
             resident[i] = (size_t)per_sm * (size_t)sms;
         }
@@ -219,6 +264,7 @@ static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsig
     out->loads = loads;
     out->registers = 0; /* the kernel's: l2_read_shape_and_kernel asks */
     out->shared_bytes = 0;
+    out->whole_rows = 0;
     out->blocks = l2p_l2_read_chunks(n, threads, (unsigned)loads) * (size_t)repeats;
     out->bytes = n * sizeof(T) * (size_t)repeats;
     return cudaSuccess;
@@ -237,6 +283,11 @@ static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int l
         if (rc != cudaSuccess) return rc;
         if (shape.blocks > 2147483647u) return cudaErrorInvalidValue;
         size_t chunks = shape.blocks / (size_t)shape.repeats;
+        if (l2_read_whole_rows(n, threads, shape.loads))
+            L2P_DISPATCH_LOADS(shape.loads, L,
+                return l2p_launch(l2p_l2_read_rows<F, T, L>, dim3((unsigned)shape.blocks),
+                                  dim3(threads), 0, stream, window, (const T *)src,
+                                  (unsigned)chunks, sink));
         L2P_DISPATCH_LOADS(shape.loads, L,
             return l2p_launch(l2p_l2_read_kernel<F, T, L>, dim3((unsigned)shape.blocks),
                               dim3(threads), 0, stream, window, (const T *)src, n,
@@ -252,10 +303,14 @@ static cudaError_t l2_read_shape_and_kernel(size_t nbytes, int repeats, int load
                                             unsigned threads, l2p_l2_read_shape *out)
 {
     cudaFuncAttributes fa;
+    size_t n = nbytes / sizeof(T);
     cudaError_t rc = l2_read_shape_as<F, T>(nbytes, repeats, loads, threads, out);
     if (rc != cudaSuccess) return rc;
-    L2P_DISPATCH_LOADS(out->loads, L, rc = cudaFuncGetAttributes(&fa, l2p_l2_read_kernel<F, T, L>));
+    const void *kernel = l2_read_kernel_for<F, T>(n, out->loads, threads);
+    if (!kernel) return cudaErrorInvalidValue;
+    rc = cudaFuncGetAttributes(&fa, kernel);
     if (rc != cudaSuccess) return rc;
+    out->whole_rows = l2_read_whole_rows(n, threads, out->loads);
     out->registers = fa.numRegs;
     out->shared_bytes = fa.sharedSizeBytes;
     return cudaSuccess;

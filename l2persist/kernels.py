@@ -11,7 +11,8 @@ pick the load instruction's cache operator or L2 eviction hint; store flavours t
 """
 
 from . import _core
-from ._core import KERNELS, LOAD_FLAVOURS, STORE_FLAVOURS, gather_errors, l2_read_shape, seed_map
+from ._core import (KERNELS, LOAD_FLAVOURS, SINK_MAGIC, STORE_FLAVOURS, gather_errors, l2_read_shape,
+                    seed_map, sink_take)
 
 globals().update({name: getattr(_core, name) for name in KERNELS})
 
@@ -54,5 +55,6 @@ for _f in (stream_read, stream_write, stream_copy, triad):
     _f.__doc__ += "\n" + _KW_DOC
 del _f
 
-__all__ = ["KERNELS", "LOAD_FLAVOURS", "STORE_FLAVOURS", "STREAM_TRAFFIC", *KERNELS,
-           "gather_errors", "l2_read_shape", "seed_map", "stream_copy", "stream_read", "stream_write", "triad"]
+__all__ = ["KERNELS", "LOAD_FLAVOURS", "SINK_MAGIC", "STORE_FLAVOURS", "STREAM_TRAFFIC", *KERNELS,
+           "gather_errors", "l2_read_shape", "seed_map", "sink_take", "stream_copy", "stream_read",
+           "stream_write", "triad"]

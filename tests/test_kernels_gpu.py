@@ -279,6 +279,47 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng, device):
             K.l2_read_shape(src.nbytes, 0)
 
 
+@pytest.mark.parametrize("width", [8, 16])
+def test_l2_read_reads_every_word_of_src_and_none_past_it(rng, device, width):
+    """Every word of src is read, and none past its end, by both of l2_read's kernels (src a
+    whole number of threads x loads words: the one with no per-load test; any other size:
+    the tested one), in one pass and in several. A thread whose words fold (XOR) to
+    SINK_MAGIC stores it to the sink, so one planted magic word among zeros tells whether
+    the read covered that word."""
+    per, threads = width // 4, 1024  # uint32 per word
+    unit = threads * (32 if width == 8 else 16)  # words per chunk at the loads asked below
+    whole = unit * int(rng.integers(2, 6))
+    sizes = {"whole": whole, "ragged": whole + int(rng.integers(1, threads)),
+             "short": whole - int(rng.integers(1, unit))}
+    magic = np.zeros(per, np.uint32)
+    magic[0] = K.SINK_MAGIC
+
+    def read_with_magic_at(buf, src, j, repeats, loads):
+        buf.fill_bytes(0)
+        buf[j * per:(j + 1) * per].copy_from(magic)
+        K.sink_take()  # clear what anything before left
+        K.l2_read(src, repeats, width=width, loads=loads)
+        return K.sink_take()
+
+    with l2persist.empty((whole + 2 * unit) * per, np.uint32) as buf:
+        for name, n in sizes.items():
+            src = buf[:n * per]
+            for loads in (unit // threads, None):
+                shape = K.l2_read_shape(src.nbytes, 3, width=width, loads=loads)
+                rows = -(-n // threads)
+                assert shape["whole_rows"] == (n % threads == 0 and rows % shape["loads"] == 0)
+                if loads:
+                    assert shape["whole_rows"] == (name == "whole"), (name, shape)
+                for j in (0, n - 1, *rng.integers(1, n - 1, 3)):
+                    for repeats in (1, 3):
+                        got = read_with_magic_at(buf, src, int(j), repeats, loads)
+                        assert got == K.SINK_MAGIC, (name, n, int(j), repeats, loads, shape)
+                # the word just past src is not read
+                assert read_with_magic_at(buf, src, n, 3, loads) == 0, (name, n, loads)
+    # the sink's word is cleared by the take
+    assert K.sink_take() == 0
+
+
 def test_hot_cold_best_practices_kernel(rng):
     hot_n, cold_n = 1024, 4096
     hot_h = rng.integers(1, 1000, hot_n).astype(np.int32)

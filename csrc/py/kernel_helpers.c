@@ -1,6 +1,6 @@
-/* Host helpers beside the kernels: the checked gather's out-of-range flag protocol (a
- * device variable read and cleared from the host), gather_errors() over it, and the study's
- * host map (seed_map). */
+/* Host helpers beside the kernels: the device words read and cleared from the host (the
+ * checked gather's out-of-range flag, gather_errors() over it; the read kernels' sink,
+ * sink_take()), l2_read_shape and the study's host map (seed_map). */
 #include "l2p_py.h"
 #include "params.h"
 
@@ -10,20 +10,33 @@
 #include "l2p_seedmap.h"
 
 
-/* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
-int l2p_py_gather_flag_raise(l2p_state *st, int device)
+/* take(out) on the device, without the GIL: a device word read and cleared. 0, or -1 with
+ * the error raised naming `what`. */
+static int take_on_device(l2p_state *st, int device, cudaError_t (*take)(void *), void *out,
+                          const char *what)
 {
-    int prev, was_set = 0;
+    int prev;
     cudaError_t rc;
     if (l2p_device_enter(device, &prev) != L2P_OK) return l2p_py_raise_int(st);
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_gather_flag_take(&was_set);
+    rc = take(out);
     Py_END_ALLOW_THREADS
     l2p_device_leave(prev);
-    if (rc != cudaSuccess) {
-        l2p_fail_cuda(rc, "cudaMemcpyFromSymbol(l2p_gather_oob)");
-        return l2p_py_raise_int(st);
-    }
+    if (rc == cudaSuccess) return 0;
+    l2p_fail_cuda(rc, what);
+    return l2p_py_raise_int(st);
+}
+
+static cudaError_t gather_flag_take(void *out) { return l2p_gather_flag_take((int *)out); }
+static cudaError_t sink_word_take(void *out) { return l2p_sink_take((unsigned *)out); }
+
+/* Raise for a set flag; 1 when raised, 0 when clear, -1 on a CUDA error. */
+int l2p_py_gather_flag_raise(l2p_state *st, int device)
+{
+    int was_set = 0;
+    if (take_on_device(st, device, gather_flag_take, &was_set,
+                       "cudaMemcpyFromSymbol(l2p_gather_oob)") < 0)
+        return -1;
     if (!was_set) return 0;
     PyErr_Format(PyExc_ValueError, "map: a checked gather on device %d read map entries outside "
                  "its src (their outputs are 0)", device);
@@ -128,16 +141,19 @@ static PyObject *l2_read_shape_impl(PyObject *m, const void *args)
         l2p_fail_cuda(rc, "l2_read_shape");
         return l2p_py_raise(st);
     }
-    return Py_BuildValue("{s:i,s:i,s:n,s:n,s:i,s:n}", "repeats", shape.repeats, "loads",
+    return Py_BuildValue("{s:i,s:i,s:n,s:n,s:i,s:n,s:O}", "repeats", shape.repeats, "loads",
                          shape.loads, "blocks", (Py_ssize_t)shape.blocks, "bytes",
                          (Py_ssize_t)shape.bytes, "registers", shape.registers, "shared_bytes",
-                         (Py_ssize_t)shape.shared_bytes);
+                         (Py_ssize_t)shape.shared_bytes, "whole_rows",
+                         shape.whole_rows ? Py_True : Py_False);
 }
 L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read_shape",
               "What l2_read(src, repeats, ...) launches for a src of nbytes on the device: "
               "the passes, the loads per thread (None: chosen from the waves each choice makes), the blocks, "
-              "the bytes read per launch (for a rate: bytes / time), and the kernel's registers per "
-              "thread and static shared memory per block.",
+              "the bytes read per launch (for a rate: bytes / time), the kernel's registers per "
+              "thread and static shared memory per block, and whole_rows: whether src is a whole "
+              "number of threads x loads words (under 2^31 of them), which launches the kernel "
+              "with no per-load bounds test.",
               "dict[str, int]",
               L2P_PARAM(l2_read_shape_args, nbytes, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
                         .hi = LLONG_MAX, .what = "bytes", .doc = "src's size in bytes"),
@@ -157,4 +173,27 @@ L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read
               L2P_PARAM(l2_read_shape_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 
-const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, &l2_read_shape_fn, NULL};
+typedef struct {
+    int device;
+} sink_take_args;
+
+static PyObject *sink_take_impl(PyObject *m, const void *args)
+{
+    const sink_take_args *a = args;
+    unsigned value = 0;
+    if (take_on_device(l2p_state_from_module(m), a->device, sink_word_take, &value,
+                       "cudaMemcpyFromSymbol(l2p_sink_word)") < 0)
+        return NULL;
+    return PyLong_FromUnsignedLong(value);
+}
+L2P_DEFINE_FN(sink_take_fn, sink_take_args, sink_take_impl, "sink_take",
+              "The device's sink word, then cleared (waits for the device's work): a read "
+              "kernel (l2_read, stream_read...) stores there only when the words one thread "
+              "read fold (XOR of their 32-bit parts) to SINK_MAGIC, which keeps its loads "
+              "alive at no traffic. Plant SINK_MAGIC in one word of zeros, read, and a "
+              "nonzero word says that the read covered it.", "int",
+              L2P_PARAM(sink_take_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+                        "Device); None: the current one"));
+
+const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, &l2_read_shape_fn,
+                                        &sink_take_fn, NULL};

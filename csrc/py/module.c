@@ -7,6 +7,7 @@
 #include "binder.h"
 #include "params.h"
 #include "l2p_flavour.h"
+#include "l2p_kernels.h"
 #include "l2p_memory.h"
 #include "l2p_release.h"
 
@@ -173,6 +174,7 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
         l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0)
         return -1;
+    if (PyModule_AddIntConstant(m, "SINK_MAGIC", (long)L2P_MAGIC) < 0) return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }
 
