@@ -53,8 +53,7 @@ extern "C" cudaError_t l2p_device_sink(unsigned **out)
 extern "C" cudaError_t l2p_sink_take(unsigned *value)
 {
     unsigned zero = 0;
-    cudaError_t rc = cudaDeviceSynchronize();
-    if (rc == cudaSuccess) rc = cudaMemcpyFromSymbol(value, l2p_sink_word, sizeof(unsigned));
+    cudaError_t rc = cudaMemcpyFromSymbol(value, l2p_sink_word, sizeof(unsigned));
     if (rc == cudaSuccess && *value) rc = cudaMemcpyToSymbol(l2p_sink_word, &zero, sizeof(unsigned));
     return rc;
 }

@@ -23,9 +23,10 @@ extern "C" {
  * allocation, so capture-safe). */
 cudaError_t l2p_device_sink(unsigned **out);
 
-/* Wait for the current device, read its sink word and clear it: what a read kernel stored
- * when the words a thread read folded to L2P_MAGIC (kernels/l2p_sink.cuh). A test plants the
- * magic in one word and sees whether the read covered it. */
+/* Read the current device's sink word and clear it (the caller waits for the device first):
+ * what a read kernel stored when the words a thread read folded to L2P_MAGIC
+ * (kernels/l2p_sink.cuh). A test plants the magic in one word and sees whether the read
+ * covered it. */
 cudaError_t l2p_sink_take(unsigned *value);
 
 /* An empty kernel of one block of one thread: what a launch costs. */
@@ -99,7 +100,8 @@ typedef struct {
      * (filled by l2p_l2_read_shape_of only) */
     int registers;
     size_t shared_bytes;
-    /* 1: every block's rows are whole and l2p_l2_read_rows runs (no per-load test) */
+    /* 1: every block's rows are whole and l2p_l2_read_rows runs (no per-load test); the
+     * launch branches on it */
     int whole_rows;
 } l2p_l2_read_shape;
 cudaError_t l2p_l2_read_shape_of(size_t nbytes, int repeats, int load_flavour, int width,

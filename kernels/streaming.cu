@@ -197,7 +197,8 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
  * fits an int. */
 static bool l2_read_whole_rows(size_t n, unsigned threads, int loads)
 {
-    return n <= (size_t)INT_MAX && n % threads == 0 && (n / threads) % (size_t)loads == 0;
+    return threads > 0 && loads > 0 && n <= (size_t)INT_MAX && n % threads == 0 &&
+           (n / threads) % (size_t)loads == 0;
 }
 
 #define L2P_DISPATCH_LOADS(l, L, ...)                    \
@@ -209,11 +210,11 @@ static bool l2_read_whole_rows(size_t n, unsigned threads, int loads)
     default: return cudaErrorInvalidValue;               \
     }
 
-/* The kernel l2_read launches over n words with `loads` loads per thread. */
+/* The kernel l2_read launches with `loads` loads per thread: the one with no per-load test
+ * when `rows` (l2_read_whole_rows), else the general one. */
 template <int F, typename T>
-static const void *l2_read_kernel_for(size_t n, int loads, unsigned threads)
+static const void *l2_read_kernel_for(bool rows, int loads)
 {
-    bool rows = l2_read_whole_rows(n, threads, loads);
     switch (loads) {
 #define L2P_KERNEL_CASE(L)                                                                    \
     case L: return rows ? (const void *)l2p_l2_read_rows<F, T, L>                            \
@@ -229,7 +230,7 @@ static const void *l2_read_kernel_for(size_t n, int loads, unsigned threads)
 template <int F, typename T>
 static cudaError_t l2_read_occupancy(size_t n, int loads, unsigned threads, int *blocks_per_sm)
 {
-    const void *kernel = l2_read_kernel_for<F, T>(n, loads, threads);
+    const void *kernel = l2_read_kernel_for<F, T>(l2_read_whole_rows(n, threads, loads), loads);
     if (!kernel) return cudaErrorInvalidValue;
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, kernel, (int)threads, 0);
 }
@@ -264,7 +265,7 @@ static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsig
     out->loads = loads;
     out->registers = 0; /* the kernel's: l2_read_shape_and_kernel asks */
     out->shared_bytes = 0;
-    out->whole_rows = 0;
+    out->whole_rows = l2_read_whole_rows(n, threads, loads);
     out->blocks = l2p_l2_read_chunks(n, threads, (unsigned)loads) * (size_t)repeats;
     out->bytes = n * sizeof(T) * (size_t)repeats;
     return cudaSuccess;
@@ -283,7 +284,7 @@ static cudaError_t l2_read_as(const void *src, size_t nbytes, int repeats, int l
         if (rc != cudaSuccess) return rc;
         if (shape.blocks > 2147483647u) return cudaErrorInvalidValue;
         size_t chunks = shape.blocks / (size_t)shape.repeats;
-        if (l2_read_whole_rows(n, threads, shape.loads))
+        if (shape.whole_rows)
             L2P_DISPATCH_LOADS(shape.loads, L,
                 return l2p_launch(l2p_l2_read_rows<F, T, L>, dim3((unsigned)shape.blocks),
                                   dim3(threads), 0, stream, window, (const T *)src,
@@ -303,14 +304,12 @@ static cudaError_t l2_read_shape_and_kernel(size_t nbytes, int repeats, int load
                                             unsigned threads, l2p_l2_read_shape *out)
 {
     cudaFuncAttributes fa;
-    size_t n = nbytes / sizeof(T);
     cudaError_t rc = l2_read_shape_as<F, T>(nbytes, repeats, loads, threads, out);
     if (rc != cudaSuccess) return rc;
-    const void *kernel = l2_read_kernel_for<F, T>(n, out->loads, threads);
+    const void *kernel = l2_read_kernel_for<F, T>(out->whole_rows, out->loads);
     if (!kernel) return cudaErrorInvalidValue;
     rc = cudaFuncGetAttributes(&fa, kernel);
     if (rc != cudaSuccess) return rc;
-    out->whole_rows = l2_read_whole_rows(n, threads, out->loads);
     out->registers = fa.numRegs;
     out->shared_bytes = fa.sharedSizeBytes;
     return cudaSuccess;

@@ -268,6 +268,8 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng, device):
             (node,) = g.kernel_nodes
             want = K.l2_read_shape(src.nbytes, repeats, loads=loads)
             assert node.grid == (want["blocks"], 1, 1) and node.block == (1024, 1, 1)
+            # and the kernel named: 8 MiB is a whole number of rows at every loads
+            assert want["whole_rows"] and "l2p_l2_read_rows" in node.name, (want, node.name)
             g.close()
         c = l2persist.measure(lambda: K.l2_read(src, stream=s), ["l2_read_sectors"])
         assert 0.93 * long["bytes"] / 32 <= c["l2_read_sectors"] <= 1.03 * long["bytes"] / 32
@@ -279,45 +281,50 @@ def test_l2_read_defaults_launch_what_l2_read_shape_says(rng, device):
             K.l2_read_shape(src.nbytes, 0)
 
 
-@pytest.mark.parametrize("width", [8, 16])
-def test_l2_read_reads_every_word_of_src_and_none_past_it(rng, device, width):
+@pytest.mark.parametrize("width,threads", [(8, 1024), (16, 1024), (8, 96)])
+def test_l2_read_reads_every_word_of_src_and_none_past_it(rng, device, width, threads):
     """Every word of src is read, and none past its end, by both of l2_read's kernels (src a
     whole number of threads x loads words: the one with no per-load test; any other size:
-    the tested one), in one pass and in several. A thread whose words fold (XOR) to
-    SINK_MAGIC stores it to the sink, so one planted magic word among zeros tells whether
-    the read covered that word."""
-    per, threads = width // 4, 1024  # uint32 per word
-    unit = threads * (32 if width == 8 else 16)  # words per chunk at the loads asked below
-    whole = unit * int(rng.integers(2, 6))
+    the tested one), at every loads, in one pass and in several. A thread whose words fold
+    (XOR) to SINK_MAGIC stores it to the sink, so one planted magic word among zeros tells
+    whether the read covered that word: planted in turn at the first and the last word of
+    every row of `threads` words (each row is one load of one chunk), and at random words."""
+    per = width // 4  # uint32 per word
+    unit = threads * 64  # a whole number of rows at every loads (8 to 64)
+    whole = unit * int(rng.integers(1, 4))
+    # ragged and short sizes are no whole number of rows, so whole at no loads
     sizes = {"whole": whole, "ragged": whole + int(rng.integers(1, threads)),
-             "short": whole - int(rng.integers(1, unit))}
-    magic = np.zeros(per, np.uint32)
+             "short": whole - threads * int(rng.integers(0, 64)) - int(rng.integers(1, threads))}
+    magic, zero = np.zeros(per, np.uint32), np.zeros(per, np.uint32)
     magic[0] = K.SINK_MAGIC
 
-    def read_with_magic_at(buf, src, j, repeats, loads):
-        buf.fill_bytes(0)
-        buf[j * per:(j + 1) * per].copy_from(magic)
-        K.sink_take()  # clear what anything before left
-        K.l2_read(src, repeats, width=width, loads=loads)
-        return K.sink_take()
-
     with l2persist.empty((whole + 2 * unit) * per, np.uint32) as buf:
+        buf.fill_bytes(0)
+
+        def read_with_magic_at(src, j, repeats, loads):
+            buf[j * per:(j + 1) * per].copy_from(magic)
+            K.sink_take()  # clear what anything before left
+            K.l2_read(src, repeats, width=width, loads=loads, threads=threads)
+            got = K.sink_take()
+            buf[j * per:(j + 1) * per].copy_from(zero)
+            return got
+
         for name, n in sizes.items():
             src = buf[:n * per]
-            for loads in (unit // threads, None):
-                shape = K.l2_read_shape(src.nbytes, 3, width=width, loads=loads)
-                rows = -(-n // threads)
+            rows = -(-n // threads)
+            ends = {min(r * threads + d, n - 1) for r in range(rows) for d in (0, threads - 1)}
+            for loads in (8, 16, 32, 64, None):
+                shape = K.l2_read_shape(src.nbytes, 3, width=width, loads=loads, threads=threads)
                 assert shape["whole_rows"] == (n % threads == 0 and rows % shape["loads"] == 0)
-                if loads:
-                    assert shape["whole_rows"] == (name == "whole"), (name, shape)
-                for j in (0, n - 1, *rng.integers(1, n - 1, 3)):
+                assert shape["whole_rows"] == (name == "whole"), (name, shape)
+                missed = [j for j in sorted(ends) if read_with_magic_at(src, j, 1, loads) == 0]
+                assert not missed, (name, n, loads, missed[:8], len(missed))
+                for j in rng.integers(0, n, 3):
                     for repeats in (1, 3):
-                        got = read_with_magic_at(buf, src, int(j), repeats, loads)
+                        got = read_with_magic_at(src, int(j), repeats, loads)
                         assert got == K.SINK_MAGIC, (name, n, int(j), repeats, loads, shape)
                 # the word just past src is not read
-                assert read_with_magic_at(buf, src, n, 3, loads) == 0, (name, n, loads)
-    # the sink's word is cleared by the take
-    assert K.sink_take() == 0
+                assert read_with_magic_at(src, n, 3, loads) == 0, (name, n, loads)
 
 
 def test_hot_cold_best_practices_kernel(rng):

@@ -180,8 +180,14 @@ typedef struct {
 static PyObject *sink_take_impl(PyObject *m, const void *args)
 {
     const sink_take_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
     unsigned value = 0;
-    if (take_on_device(l2p_state_from_module(m), a->device, sink_word_take, &value,
+    l2p_status sync;
+    Py_BEGIN_ALLOW_THREADS
+    sync = l2p_device_synchronize(a->device);
+    Py_END_ALLOW_THREADS
+    if (sync != L2P_OK) return l2p_py_raise(st);
+    if (take_on_device(st, a->device, sink_word_take, &value,
                        "cudaMemcpyFromSymbol(l2p_sink_word)") < 0)
         return NULL;
     return PyLong_FromUnsignedLong(value);
@@ -191,7 +197,8 @@ L2P_DEFINE_FN(sink_take_fn, sink_take_args, sink_take_impl, "sink_take",
               "kernel (l2_read, stream_read...) stores there only when the words one thread "
               "read fold (XOR of their 32-bit parts) to SINK_MAGIC, which keeps its loads "
               "alive at no traffic. Plant SINK_MAGIC in one word of zeros, read, and a "
-              "nonzero word says that the read covered it.", "int",
+              "nonzero word says that the read covered it. Not during a capture on the device "
+              "(it waits for the device, which a capture forbids).", "int",
               L2P_PARAM(sink_take_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 

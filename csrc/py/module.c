@@ -174,7 +174,10 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
         l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0)
         return -1;
-    if (PyModule_AddIntConstant(m, "SINK_MAGIC", (long)L2P_MAGIC) < 0) return -1;
+    PyObject *magic = PyLong_FromUnsignedLong(L2P_MAGIC); /* unsigned: a C long may be 32 bits */
+    int rc = magic ? PyModule_AddObjectRef(m, "SINK_MAGIC", magic) : -1;
+    Py_XDECREF(magic);
+    if (rc < 0) return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }
 
