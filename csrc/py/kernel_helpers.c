@@ -43,28 +43,36 @@ int l2p_py_gather_flag_raise(l2p_state *st, int device)
     return 1;
 }
 
+/* The arguments of the device-word readers (gather_errors, sink_take). */
 typedef struct {
     int device;
-} gather_errors_args;
+} device_word_args;
+
+/* Wait for the device's work, without the GIL: what a device word holds is then final.
+ * 0, or -1 with the error raised. */
+static int wait_for_device(l2p_state *st, int device)
+{
+    l2p_status sync;
+    Py_BEGIN_ALLOW_THREADS
+    sync = l2p_device_synchronize(device);
+    Py_END_ALLOW_THREADS
+    return sync == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
 
 static PyObject *gather_errors_impl(PyObject *m, const void *args)
 {
-    const gather_errors_args *a = args;
-    l2p_status sync;
+    const device_word_args *a = args;
     l2p_state *st = l2p_state_from_module(m);
-    Py_BEGIN_ALLOW_THREADS
-    sync = l2p_device_synchronize(a->device);
-    Py_END_ALLOW_THREADS
-    if (sync != L2P_OK) return l2p_py_raise(st);
+    if (wait_for_device(st, a->device) < 0) return NULL;
     int r = l2p_py_gather_flag_raise(st, a->device);
     if (r < 0) return NULL;
     if (r == 1) PyErr_Clear();
     return PyBool_FromLong(r);
 }
-L2P_DEFINE_FN(gather_errors_fn, gather_errors_args, gather_errors_impl, "gather_errors",
+L2P_DEFINE_FN(gather_errors_fn, device_word_args, gather_errors_impl, "gather_errors",
               "Whether a checked gather on the device read map entries outside its src since "
               "the last check (waits for the device's work; clears the flag).", "bool",
-              L2P_PARAM(gather_errors_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+              L2P_PARAM(device_word_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 
 typedef struct {
@@ -173,33 +181,25 @@ L2P_DEFINE_FN(l2_read_shape_fn, l2_read_shape_args, l2_read_shape_impl, "l2_read
               L2P_PARAM(l2_read_shape_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 
-typedef struct {
-    int device;
-} sink_take_args;
-
 static PyObject *sink_take_impl(PyObject *m, const void *args)
 {
-    const sink_take_args *a = args;
+    const device_word_args *a = args;
     l2p_state *st = l2p_state_from_module(m);
     unsigned value = 0;
-    l2p_status sync;
-    Py_BEGIN_ALLOW_THREADS
-    sync = l2p_device_synchronize(a->device);
-    Py_END_ALLOW_THREADS
-    if (sync != L2P_OK) return l2p_py_raise(st);
+    if (wait_for_device(st, a->device) < 0) return NULL;
     if (take_on_device(st, a->device, sink_word_take, &value,
                        "cudaMemcpyFromSymbol(l2p_sink_word)") < 0)
         return NULL;
     return PyLong_FromUnsignedLong(value);
 }
-L2P_DEFINE_FN(sink_take_fn, sink_take_args, sink_take_impl, "sink_take",
+L2P_DEFINE_FN(sink_take_fn, device_word_args, sink_take_impl, "sink_take",
               "The device's sink word, then cleared (waits for the device's work): a read "
               "kernel (l2_read, stream_read...) stores there only when the words one thread "
               "read fold (XOR of their 32-bit parts) to SINK_MAGIC, which keeps its loads "
               "alive at no traffic. Plant SINK_MAGIC in one word of zeros, read, and a "
               "nonzero word says that the read covered it. Not during a capture on the device "
               "(it waits for the device, which a capture forbids).", "int",
-              L2P_PARAM(sink_take_args, device, L2P_P_DEVICE, .doc = "the device (index or "
+              L2P_PARAM(device_word_args, device, L2P_P_DEVICE, .doc = "the device (index or "
                         "Device); None: the current one"));
 
 const l2p_fn *const l2p_kernel_fns[] = {&gather_errors_fn, &seed_map_fn, &l2_read_shape_fn,
