@@ -31,14 +31,6 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks)
     return want > 0 ? (long long)want : 1;
 }
 
-/* blocks within [lo, hi] waves of resident, the bounds as fractions num / den (exact in
- * integers: sizes stay far below 2^58). */
-static int in_waves(size_t blocks, size_t resident, unsigned lo_num, unsigned hi_num,
-                    unsigned den)
-{
-    return blocks * den >= resident * lo_num && blocks * den <= resident * hi_num;
-}
-
 int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
                            int n)
 {
@@ -49,9 +41,6 @@ int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const si
         if (most < 0 || blocks[i] >= blocks[most]) most = i; /* a tie: the fewer loads */
         if (loads[i] == 32) original = i;
     }
-    for (int i = 0; i < n; i++)
-        if (loads[i] <= 16 && resident[i] > 0 && in_waves(blocks[i], resident[i], 20, 27, 20))
-            return i;
     if (blocks[most] < resident[most]) return most;
     return original >= 0 ? original : 0;
 }

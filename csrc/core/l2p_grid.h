@@ -35,18 +35,18 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
  * once (`resident`, from the occupancy); a candidate's waves are blocks / resident:
  *   1. 64 loads once their launch is 4 waves or more: fewest, longest blocks, the cheapest per
  *      byte once the GPU stays full;
- *   2. else 16 or 8 loads (16 first) whose launch is 1 to 1.35 waves: one full wave with a
- *      short tail beats the original's shape there;
- *   3. else, when even the most blocks (8 loads; on a tie, the fewest loads) fill less than
- *      one wave, those;
- *   4. else 32 loads: gpu-benches' own shape (1024 threads x 32 loads), whose tail is the
+ *   2. else, when even the most blocks (8 loads; on a tie, the fewest loads) fill less than
+ *      one wave, those: more SMs busy in a launch that cannot fill them all;
+ *   3. else 32 loads: gpu-benches' own shape (1024 threads x 32 loads), whose tail is the
  *      original's.
- * Read off tools/l2read-vs-original on an H200 at 6-40 MiB x 1-100 passes, each cell against
- * the original timed against itself (what one cell resolves: 0.967-1.013 from 3 passes up):
- * the former rule (the most loads with 4/3 of a wave) lost 0.92-0.96x at 5-10 passes, where
- * its pick ran 1.5-3 waves of 64 or 8 loads; 32 loads stayed 0.95-1.04x there. Returns an
- * index into the arrays, -1 when n is 0 (and the first candidate when none is 32); a
- * candidate whose occupancy is 0 (resident 0) never counts as filling a wave. */
+ * Timed with tools/l2read-vs-original on an H200 against the original (and the original
+ * against itself: what one cell resolves). A branch that picked 16 or 8 loads at 1-1.35 waves
+ * was fitted on l2_read's former, general body and dropped once l2p_l2_read_rows ran the
+ * original's: on sizes it was not fitted on it lost 0.91-0.95x at 44 MiB x 1, 42 x 1 and
+ * 11 x 4 (32 loads: 0.99-1.00x there) and won at 13 x 3 and 21 x 2; branch 2 won in each
+ * held-out cell where it picked (9, 13, 15 MiB x 1: 1.08-1.18x). Returns an index into the
+ * arrays, -1 when n is 0 (and the first candidate when none is 32); a candidate whose
+ * occupancy is 0 (resident 0) never counts as filling a wave. */
 int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
                            int n);
 

@@ -533,9 +533,9 @@ const l2p_kernel l2p_kernel_table[] = {
      "making `loads` independent loads, one per row of `threads` words (a block's footprint "
      "exceeds L1, so the L2 serves them); repeats x ceil(rows / loads) blocks. repeats None: "
      "enough passes to read 4 GiB per launch (the launch's 2-3 us ramp under 1 %); loads "
-     "None: chosen from the waves each choice makes (64 for long launches, 32, gpu-benches' "
-     "own shape, between; 16 or 8 for short ones). l2_read_shape() says what a call "
-     "launches.", L2P_K_SINK,
+     "None: chosen from the waves each choice makes (64 once they make 4 waves; 8 when even "
+     "8 fill under one wave; else 32, gpu-benches' own shape). l2_read_shape() says what a "
+     "call launches.", L2P_K_SINK,
      NULL, l2_read_check, l2_read_launch, NULL,
      {L2_READ_ARGS(ARG_ROW)}},
     {"sm_read", "Read chunk `chunk` of src as l2_read's block `chunk` reads it (the same "

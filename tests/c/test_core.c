@@ -230,35 +230,27 @@ static int h200_loads(unsigned mib, size_t passes)
 
 static void test_l2_read_defaults(void)
 {
-    /* The rule's four branches at cells of tools/l2read-vs-original on the H200 (waves:
+    /* The rule's three branches at cells of tools/l2read-vs-original on the H200 (waves:
      * blocks / 264). 1: 64 loads from 4 waves (8 MiB x 3000, 32 x 30, 6 x 100: 4.5 waves),
      * not at 3.03 (40 x 10). */
     CHECK(h200_loads(8, 3000) == 64 && h200_loads(32, 30) == 64 && h200_loads(6, 100) == 64);
     CHECK(h200_loads(40, 10) == 32 && h200_loads(40, 20) == 64);
-    /* 2: 16 (first) or 8 loads at 1-1.35 waves: 10 x 4 (320 blocks of 16), 14 x 3 (336),
-     * 34 x 1 (272); 8 loads when 16 do not: 18 x 1 (288 blocks of 8; 144 of 16) */
-    CHECK(h200_loads(10, 4) == 16 && h200_loads(14, 3) == 16 && h200_loads(34, 1) == 16);
-    CHECK(h200_loads(18, 1) == 8);
-    /* 3: under one wave even at 8 loads: the most blocks */
-    CHECK(h200_loads(8, 1) == 8 && h200_loads(10, 1) == 8);
-    /* 4: else the original's 32 loads (10 x 3: 16 loads are 0.91 waves, 8 are 1.82; 40 x 5) */
-    CHECK(h200_loads(10, 3) == 32 && h200_loads(40, 5) == 32 && h200_loads(16, 10) == 32);
-    /* the bounds, inclusive: 4 waves for 64; 1 and 1.35 waves (264 and 356.4) for 16 / 8 */
+    /* 2: under one wave even at 8 loads: the most blocks (13 MiB x 1: 208 blocks of 8) */
+    CHECK(h200_loads(8, 1) == 8 && h200_loads(13, 1) == 8 && h200_loads(16, 1) == 8);
+    /* 3: else the original's 32 loads, also where 16 loads make 1-1.35 waves (11 x 4: 352
+     * blocks of 16; 42 x 1: 336; 13 x 3: 312) and where 8 loads just fill one (17 x 1: 272) */
+    CHECK(h200_loads(11, 4) == 32 && h200_loads(42, 1) == 32 && h200_loads(13, 3) == 32);
+    CHECK(h200_loads(17, 1) == 32 && h200_loads(40, 5) == 32 && h200_loads(16, 10) == 32);
+    /* the bounds, inclusive: 4 waves for 64; one wave (264) for the most blocks */
     static const unsigned l[4] = {64, 32, 16, 8};
     size_t r[4] = {264, 264, 264, 264};
     size_t at4[4] = {1056, 2112, 4224, 8448}, below4[4] = {1055, 2110, 4220, 8440};
     CHECK(l2p_l2_read_pick_loads(l, at4, r, 4) == 0 && l2p_l2_read_pick_loads(l, below4, r, 4) == 1);
-    size_t one[4] = {66, 132, 264, 528}, top[4] = {89, 178, 356, 712}, over[4] = {90, 180, 357, 714};
-    CHECK(l2p_l2_read_pick_loads(l, one, r, 4) == 2 && l2p_l2_read_pick_loads(l, top, r, 4) == 2);
-    CHECK(l2p_l2_read_pick_loads(l, over, r, 4) == 1);
-    size_t r20[4] = {20, 20, 20, 20}, at135[4] = {7, 14, 27, 54}, past135[4] = {8, 15, 28, 56};
-    CHECK(l2p_l2_read_pick_loads(l, at135, r20, 4) == 2); /* 27 / 20 = 1.35 exactly */
-    CHECK(l2p_l2_read_pick_loads(l, past135, r20, 4) == 1);
+    size_t one[4] = {33, 66, 132, 264}, under[4] = {32, 64, 128, 263};
+    CHECK(l2p_l2_read_pick_loads(l, one, r, 4) == 1 && l2p_l2_read_pick_loads(l, under, r, 4) == 3);
     size_t tiny[4] = {1, 1, 1, 1}, none[4] = {0, 0, 0, 0}, lots[4] = {5000, 9000, 9000, 9000};
     CHECK(l2p_l2_read_pick_loads(l, tiny, r, 4) == 3); /* a tie under one wave: 8 loads */
     CHECK(l2p_l2_read_pick_loads(l, lots, none, 4) == 1); /* no occupancy: no wave is filled */
-    size_t under[4] = {32, 64, 128, 263};
-    CHECK(l2p_l2_read_pick_loads(l, under, r, 4) == 3);
     CHECK(l2p_l2_read_pick_loads(l, under, r, 0) == -1);
     static const unsigned no32[2] = {64, 16};
     size_t b2[2] = {600, 2400};
