@@ -16,6 +16,7 @@ import sys
 
 from . import _core
 from ._format import human_bytes
+from .state import check_device as _check_device
 
 
 def device_report(index: int) -> dict:
@@ -171,16 +172,6 @@ def _check_output(option: str, path: str) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{option} {path}: the directory {parent} is not writable"
     return None
-
-
-def _check_device(device: int | None, count: int) -> str | None:
-    """Why `--device N` names no device here (None: it does, or it was not given). Without a
-    GPU only 0, the default, is taken: the studies that need no GPU ignore it."""
-    if device is None or 0 <= device < max(count, 1):
-        return None
-    where = (f"this machine has {count} CUDA device(s): indices 0..{count - 1}" if count else
-             "this machine has no CUDA device: only 0, the default, is taken")
-    return f"--device {device}: a GPU index in [0, device_count() - 1]; {where}"
 
 
 def _check_plot(path: str) -> str | None:

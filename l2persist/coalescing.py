@@ -56,7 +56,7 @@ def analyze(addresses, *, size: int = 4, rule: str = "sectors", store: bool = Fa
     out = _core.analyze(addresses, size=size, rule=rule, store=store, masks=masks,
                         active=active)
     total = out.pop("total")
-    return Analysis(rule, size, store, out, total)
+    return Analysis(rule, size, bool(store), out, total)  # C took 0 / 1 / np.bool_ as a bool
 
 
 # ---- address patterns (byte addresses, one per thread) ----
@@ -80,17 +80,31 @@ def broadcast(threads: int = 32, size: int = 4, element: int = 0, base: int = 0)
     return _core.broadcast_addresses(threads, size, element, base)
 
 
+def _at_least(name: str, value, least: int) -> int:
+    """value as an int >= least, or an exception naming the argument and its range."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int >= {least}, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name}: {value} is outside [{least}, ...)")
+    return int(value)
+
+
 def permuted_within_line(rng, threads: int = 32, size: int = 4, line: int = 0):
-    """Threads access the elements of 128-byte lines in a random order."""
+    """Threads access the elements of 128-byte lines (from line ``line`` on) in a random order.
+    ``threads`` and ``size`` are checked in C, as strided's."""
+    strided(threads, size)
+    line = _at_least("line", line, 0)
     per_line = 128 // size
-    idx = np.concatenate([line * per_line + rng.permutation(per_line)
-                          for line in range(line, line + -(-threads // per_line))])
+    idx = np.concatenate([k * per_line + rng.permutation(per_line)
+                          for k in range(line, line + -(-threads // per_line))])
     return idx[:threads].astype(np.int64) * size
 
 
 def random_scatter(rng, threads: int = 32, size: int = 4, elements: int = 4096):
-    """Threads access uniformly random elements."""
-    return rng.integers(0, elements, threads).astype(np.int64) * size
+    """Threads access uniformly random elements of the first ``elements`` (>= 1). ``threads``
+    and ``size`` are checked in C, as strided's."""
+    strided(threads, size)
+    return rng.integers(0, _at_least("elements", elements, 1), threads).astype(np.int64) * size
 
 
 # ---- the L1/L2 study ----

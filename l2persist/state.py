@@ -216,6 +216,17 @@ def _limit_verdict(dev) -> tuple[bool, str]:
     return True, f"{name}: set-aside {human_bytes(limit)} (0 or the default)"
 
 
+def check_device(device: int | None, count: int) -> str | None:
+    """Why `--device N` names no device here (None: it does, or it was not given). Without a
+    GPU only 0, the default, is taken: the studies and checks that need no GPU ignore it. The
+    one range check of the CLI's --device (the report, `run` and `check`)."""
+    if device is None or 0 <= device < max(count, 1):
+        return None
+    where = (f"this machine has {count} CUDA device(s): indices 0..{count - 1}" if count else
+             "this machine has no CUDA device: only 0, the default, is taken")
+    return f"--device {device}: a GPU index in [0, device_count() - 1]; {where}"
+
+
 def check_main(argv=None) -> int:
     """``python -m l2persist check [--device N]``: exit 1 with one line per device whose
     set-aside is neither 0 nor the default, 0 with one line otherwise (also without a GPU).
@@ -235,6 +246,10 @@ def check_main(argv=None) -> int:
                     "PERCENTAGE_LIMIT, never another process's limit.)")
     ap.add_argument("--device", type=int, default=None, help="check only this GPU")
     args = ap.parse_args(argv)
+    problem = check_device(args.device, _core.device_count())
+    if problem:  # one line, as every usage error of the CLI
+        print(f"{ap.prog}: {problem}", file=sys.stderr)
+        return 2
     if _core.device_count() == 0:
         why = _core.no_device_reason()
         print(f"no GPU: nothing sets aside L2 here ({why[1] if why else 'no device'})")

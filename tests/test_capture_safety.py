@@ -1,4 +1,4 @@
-"""Capture safety (issue 18, item 5): no release by l2persist may invalidate a capture in
+"""Capture safety: no release by l2persist may invalidate a capture in
 progress on any stream. Each case runs in a FRESH process (a capture failure can leave the
 process's capture state odd), and each checks that the other capture completes and that its
 graph replays correctly against a NumPy reference, on poisoned outputs.

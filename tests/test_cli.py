@@ -193,7 +193,8 @@ def test_the_size_axis_is_the_size_column():
 
 @pytest.mark.parametrize("args", [("run", "coalescing", "--device", "-1"),
                                   ("run", "coalescing", "--device", "99"),
-                                  ("--device", "-1")])
+                                  ("--device", "-1"), ("check", "--device", "-1"),
+                                  ("check", "--device", "99")])
 def test_device_out_of_range_is_a_usage_error(args):
     one_line_error(cli(*args), f"--device {args[-1]}", "[0, device_count() - 1]")
 

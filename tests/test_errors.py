@@ -71,6 +71,31 @@ def test_store_takes_bools(value, stored):
     # a store of 4 bytes under the Kepler caching rule moves 32 B (non-caching), a load 128 B
     a = C.analyze([0], store=value, rule="kepler_caching")
     assert a.bytes_moved == (32 if stored else 128)
+    assert a.store is bool(stored)  # what was modelled, as a bool, whatever form it came in
+
+
+@pytest.mark.parametrize("fn, kwargs, error, match", [
+    (C.permuted_within_line, dict(size=0), ValueError, r"^size: 0 is outside \[1, 16\]"),
+    (C.permuted_within_line, dict(threads=0), ValueError, r"^threads: 0 is outside \[1, "),
+    (C.permuted_within_line, dict(line=-1), ValueError, r"^line: -1 is outside \[0, "),
+    (C.permuted_within_line, dict(line=1.0), TypeError, r"^line: expected an int >= 0, got float"),
+    (C.random_scatter, dict(elements=0), ValueError, r"^elements: 0 is outside \[1, "),
+    (C.random_scatter, dict(size=3), ValueError, r"^size: "),
+    (C.random_scatter, dict(elements=True), TypeError, r"^elements: expected an int >= 1"),
+])
+def test_address_patterns_name_their_argument(fn, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fn(np.random.default_rng(), **kwargs)
+
+
+def test_address_patterns_stay_in_their_range():
+    rng = np.random.default_rng()
+    lines = C.permuted_within_line(rng, 40, 4, line=2) // 128  # 32 elements a line
+    assert sorted(lines.tolist()) == [2] * 32 + [3] * 8
+    first = C.permuted_within_line(rng, 32, 4, line=5)
+    assert sorted(first.tolist()) == list(range(5 * 128, 6 * 128, 4))  # each element once
+    r = C.random_scatter(rng, 1000, 8, elements=3)
+    assert set(r.tolist()) <= {0, 8, 16} and len(set(r.tolist())) == 3
 
 
 def test_every_bool_parameter_is_strict():

@@ -1,4 +1,4 @@
-"""Foreign graphs and kernels on the GPU (issue 18): discovery of a graph's buffers, windows on a
+"""Foreign graphs and kernels on the GPU: discovery of a graph's buffers, windows on a
 PyTorch graph's nodes that its own replay() sees (by counters: exactly the windowed nodes),
 l2persist.launch with a window for CuPy and cuda.core kernels, and foreign.discover.
 Results are checked against NumPy references on poisoned outputs."""

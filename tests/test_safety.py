@@ -455,7 +455,7 @@ def test_buffers_from_before_a_device_reset_are_refused_and_never_freed():
     (lambda: l2persist._core.time_calls(lambda: None, repeat=2**70), "repeat"),
 ])
 def test_arithmetic_that_would_wrap_is_refused(call, name):
-    """Issue 20, item 8: values that would wrap (negative sizes, 2**64) raise ValueError
+    """Values that would wrap (negative sizes, 2**64) raise ValueError
     naming the argument and its range, on any machine."""
     with pytest.raises(ValueError, match=rf"^{name}: .* is outside \["):
         call()

@@ -138,9 +138,9 @@ def test_every_friendly_counter_resolves_and_tune_explains(device, hot_cold):
 
 
 def test_tune_reports_tax_and_scope(device, rng):
-    """Issue 19 on the hot/cold kernel (read-write, hot 16 MiB: 1.07x on the H200 and 1.17x
-    on the H100 in the integrator's grids): the switch cost is measured, the scope follows from
-    the C rule, and the tax is probed at the recommended set-aside (or a note says why not)."""
+    """The set-aside's cost and scope on the hot/cold kernel (read-write, hot 16 MiB: 1.07x on
+    the H200 and 1.17x on the H100 in the integrator's grids): the switch cost is measured,
+    the scope follows from the C rule, and the tax is probed at the recommended set-aside (or a note says why not)."""
     hot = l2p.to_device(rng.integers(0, 100, 16 * MIB // 4, dtype=np.int32))
     cold = l2p.to_device(rng.integers(0, 100, 512 * MIB // 4, dtype=np.int32))
     try:

@@ -1,4 +1,5 @@
-"""The C tuner replayed on measured landscapes (issue 17's bars), without a GPU.
+"""The C tuner replayed on measured landscapes, without a GPU (the tuner's bars: the grid's
+best within noise, "don't" where nothing helps).
 
 Each grid file under ``tests/data/`` is a study's stored output, measured on a GPU. A fake
 ``evaluate`` answers the search from the grid (see ``Landscape``) times a noise model, through
@@ -302,7 +303,7 @@ def rates(land, kind, level, phases=PH_ALL, seeds=SEEDS, cost=None, best=None):
 #   differences between the candidates near the top of a landscape whose best gain is 2-8 %
 #   (persistence rw 32, ro 16, ro 32; hot/cold rw 16/32 on the H100): the search and the
 #   recheck cannot tell them apart, and the recheck's preference for the smaller set-aside
-#   within noise (issue 19) gives up part of the rest;
+#   within noise (the smallest set-aside among the rechecked) gives up part of the rest;
 # - the histograms at 0.8 of L2 have a broad plateau (set-aside 5-8 granules, within 1 % of
 #   each other) and a sharp optimum one granule below the max (hitRatio 0.8 only, 6 % better),
 #   just before the cliff at the max: the ridge and the axis steps settle on the plateau in
@@ -461,7 +462,7 @@ CHECKS = {
     "off_ridge": lambda ph: _check(_land("rw 16 MiB"), _off_ridge, NOISES[::2], ph),
 }
 
-# Each mutation of issue 17 and the check that catches it.
+# Each mutation of the tuner's phases and the check that catches it.
 MUTATIONS = {
     "ridge_only": (PH_ALL & ~(PH_HIT_RATIO | PH_PROPS | PH_POLISH), "normal_miss_wins"),
     "no_props": (PH_ALL & ~PH_PROPS, "normal_miss_wins"),
@@ -497,9 +498,9 @@ def test_isolated_optimum_is_not_found():
 
 
 def test_recheck_prefers_the_smaller_set_aside():
-    """Issue 19: every set-aside from 4 granules up is as fast (within noise) with a window at
-    hitRatio 1; among the rechecked candidates within noise the smallest set-aside wins, so
-    the picks are smaller than the fastest-median picks of a search without the recheck."""
+    """Every set-aside from 4 granules up is as fast (within noise) with a window at hitRatio
+    1; among the rechecked candidates within noise the smallest set-aside wins, so the picks
+    are smaller than the fastest-median picks of a search without the recheck."""
     land = _land("ro 32 MiB")
     g = land.granule
 

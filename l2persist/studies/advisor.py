@@ -399,7 +399,7 @@ def findings(res) -> list:
 
 
 def bars(res) -> list:
-    """(bar, met) per mix: the issue's bars, checked on the records."""
+    """(bar, met) per mix: the advisor study's bars (its README section), checked on the records."""
     out = []
     for mix, r in _mixes(res).items():
         out.append((f"{mix}: advice re-measured >= {BAR_WITHIN} x the better baseline",

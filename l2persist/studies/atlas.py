@@ -295,7 +295,7 @@ def _grid(w, s, dev, levels, hit_ratios, repeat):
 
 
 def _windowed(result):
-    """Which discovered buffers tune's pick windows, on which kernel nodes (the issue's bar:
+    """Which discovered buffers tune's pick windows, on which kernel nodes (the atlas's bar:
     tune with no targets names the buffer and the nodes)."""
     if not result.persistence_helps or not result.placements:
         return ""
@@ -434,7 +434,7 @@ COMPOSITE_SHARE, COMPOSITE_EVALS, COMPOSITE_S = 0.95, 2.0, 15.0
 
 
 def bars(res) -> list:
-    """Issue 18's bars over the atlas (auto = tune with no targets):
+    """The atlas's bars for tune (auto = tune with no targets):
     - auto never recommends anything slower than the better baseline (its pick re-measured
       outside the tuner, within NOISE);
     - auto says "don't" wherever the grid's best gain is under 2 %;

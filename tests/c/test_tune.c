@@ -320,7 +320,7 @@ static void test_alternatives_follow_the_best_probe(void)
     l2p_tune_result_free(&r);
 }
 
-/* The recheck (issue 17): the device ran 10 % faster for a moment during the search (the
+/* The recheck: the device ran 10 % faster for a moment during the search (the
  * first probe after the baselines), and that lucky trial, at a set-aside too large, had the
  * fastest median of the search. Re-measured interleaved with the other top candidates it
  * loses; the pick is the true optimum. A search that keeps its fastest median recommends the
@@ -360,7 +360,7 @@ static double small_gain(const l2p_tune_config *c, const void *arg)
     return on ? 0.97 : 1.0;
 }
 
-/* The confirmation (issue 17): after confirm_rounds the interval of a real 3 % gain under
+/* The confirmation: after confirm_rounds the interval of a real 3 % gain under
  * +-5 % noise still reaches below 1 (the t interval over 3 rounds is wide); the verdict is
  * undecided, and more rounds narrow it until the gain is shown. A confirmation that stops at
  * confirm_rounds says "no persistence" about a real gain. A clear gain is decided at once. */
