@@ -255,6 +255,11 @@ static l2p_status scan_param(const driver_calls *d, l2p_graph_scan *s, size_t ke
     return L2P_OK;
 }
 
+int l2p_param_in_args(size_t offset, size_t size, size_t args_size)
+{
+    return size <= args_size && offset <= args_size - size;
+}
+
 l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
                                 const unsigned char *args, size_t args_size)
 {
@@ -266,7 +271,7 @@ l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *k
         if (d->param_info((CUfunction)k->func, i, &off, &size) != CUDA_SUCCESS) break;
         const unsigned char *bytes = NULL;
         if (kernel_params) bytes = (const unsigned char *)kernel_params[i];
-        else if (args && off + size <= args_size) bytes = args + off;
+        else if (args && l2p_param_in_args(off, size, args_size)) bytes = args + off;
         if (bytes) L2P_TRY(scan_param(d, s, kernel, (unsigned)i, bytes, off, size));
     }
     return L2P_OK;

@@ -95,6 +95,10 @@ int l2p_word_may_be_pointer(uint64_t w);
  * word) pairs that may be pointers; returns how many there are. */
 size_t l2p_scan_param_words(const unsigned char *bytes, size_t param_offset, size_t size,
                             unsigned *offsets, uint64_t *words, size_t cap);
+/* Whether a parameter of `size` bytes at `offset` lies inside an argument buffer of args_size
+ * bytes (the last one ends exactly at its end, and is often the output buffer); no overflow
+ * for any offset. */
+int l2p_param_in_args(size_t offset, size_t size, size_t args_size);
 
 /* The argument buffer of a launch's `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs
  * up to CU_LAUNCH_PARAM_END), or NULL; *size its size. */

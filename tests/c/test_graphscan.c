@@ -36,6 +36,13 @@ static void test_words(void)
     for (int i = 0; i < 10; i++) many[i] = A + 64 * (uint64_t)i;
     CHECK(l2p_scan_param_words((const unsigned char *)many, 0, sizeof many, offs, words, 3) == 10);
 
+    /* the `extra` form's buffer: a parameter that ends exactly at its end (a kernel whose
+     * last argument is its output buffer) is inside; one byte more, or an offset that would
+     * wrap, is not */
+    CHECK(l2p_param_in_args(24, 8, 32) && l2p_param_in_args(0, 32, 32));
+    CHECK(!l2p_param_in_args(25, 8, 32) && !l2p_param_in_args(0, 33, 32));
+    CHECK(!l2p_param_in_args(SIZE_MAX - 4, 8, 32) && l2p_param_in_args(32, 0, 32));
+
     CHECK(!l2p_word_may_be_pointer(0));
     CHECK(!l2p_word_may_be_pointer(65535));
     CHECK(l2p_word_may_be_pointer(A));
