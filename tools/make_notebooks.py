@@ -70,11 +70,15 @@ from l2persist import AccessPolicyWindow, kernels as K
 
 LIVE = l2p.is_available()
 if not LIVE:
-    print("No usable CUDA GPU here:", l2p.no_device_reason())
-    print("The outputs stored in this notebook come from a run on a real GPU.")
+    print("This machine has no usable CUDA GPU:", l2p.no_device_reason())
+    print("The outputs stored below come from a live run on the GPU their first line names.")
 else:
+    from l2persist.results import collect_metadata
     dev = l2p.Device(0)
-    print(dev.properties.name, "- L2", l2p.human_bytes(dev.properties.l2_cache_size))'''),
+    m = collect_metadata(dev)  # what a study's results record: where, with what, when
+    print(f"{m['device_name']} - L2 {l2p.human_bytes(m['l2_cache_size'])}; a driver "
+          f"supporting CUDA {m['driver_supports']}, CUDA runtime {m['cuda_runtime']}; "
+          f"l2persist {m['l2persist_version']} at revision {m['git_revision']}; {m['date']}")'''),
     new_code_cell('''if LIVE:
     display(dev.properties)
     print("persisting limit now", l2p.human_bytes(dev.persisting_l2_limit),
