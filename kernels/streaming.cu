@@ -242,7 +242,7 @@ template <int F, typename T>
 static cudaError_t l2_read_shape_as(size_t nbytes, int repeats, int loads, unsigned threads,
                                     l2p_l2_read_shape *out)
 {
-    static const unsigned candidates[] = {64, 32, 16, 8};
+    static const unsigned candidates[] = {64, 32, 8}; /* not 16: 8 always make more blocks */
     enum { N = sizeof candidates / sizeof candidates[0] };
     size_t n = nbytes / sizeof(T), blocks[N], resident[N];
     if (threads == 0 || threads > 1024) return cudaErrorInvalidValue;

@@ -31,8 +31,8 @@ size_t l2p_l2_read_chunks(size_t n_words, unsigned threads, unsigned loads);
 long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
 
 /* l2_read's loads per thread when the caller names none, from the candidates `loads` (largest
- * first: 64, 32, 16, 8) and for each the blocks its launch makes and the blocks the GPU runs at
- * once (`resident`, from the occupancy); a candidate's waves are blocks / resident:
+ * first: l2_read asks 64, 32, 8) and for each the blocks its launch makes and the blocks the
+ * GPU runs at once (`resident`, from the occupancy); a candidate's waves are blocks / resident:
  *   1. 64 loads once their launch is 4 waves or more: fewest, longest blocks, the cheapest per
  *      byte once the GPU stays full;
  *   2. else, when even the most blocks (8 loads; on a tie, the fewest loads) fill less than
@@ -43,10 +43,11 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
  * against itself: what one cell resolves). A branch that picked 16 or 8 loads at 1-1.35 waves
  * was fitted on l2_read's former, general body and dropped once l2p_l2_read_rows ran the
  * original's: on sizes it was not fitted on it lost 0.91-0.95x at 44 MiB x 1, 42 x 1 and
- * 11 x 4 (32 loads: 0.99-1.00x there) and won at 13 x 3 and 21 x 2; branch 2 won in each
- * held-out cell where it picked (9, 13, 15 MiB x 1: 1.08-1.18x). Returns an index into the
- * arrays, -1 when n is 0 (and the first candidate when none is 32); a candidate whose
- * occupancy is 0 (resident 0) never counts as filling a wave. */
+ * 11 x 4 (32 loads: 0.987-1.003x there) and won at 13 x 3, 21 x 1 and 21 x 2; branch 2 won
+ * in each held-out cell where it picked (9, 13, 15 MiB x 1: 1.08-1.18x). With 8 loads among
+ * the candidates no other is picked below 32 (8 make the most blocks). Returns an index into
+ * the arrays, -1 when n is 0 (and the first candidate when none is 32); a candidate whose
+ * occupancy is 0 (resident 0) takes neither branch 1 nor 2 (32 loads then). */
 int l2p_l2_read_pick_loads(const unsigned *loads, const size_t *blocks, const size_t *resident,
                            int n);
 

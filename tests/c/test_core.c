@@ -218,13 +218,13 @@ static void test_checks(void)
  * 1024 threads each), as l2p_grid.c picks them. */
 static int h200_loads(unsigned mib, size_t passes)
 {
-    static const unsigned loads[] = {64, 32, 16, 8};
-    size_t blocks[4], resident[4];
-    for (int i = 0; i < 4; i++) {
+    static const unsigned loads[] = {64, 32, 8}; /* kernels/streaming.cu's candidates */
+    size_t blocks[3], resident[3];
+    for (int i = 0; i < 3; i++) {
         blocks[i] = l2p_l2_read_chunks(((size_t)mib << 20) / 8, 1024, loads[i]) * passes;
         resident[i] = 2 * 132;
     }
-    int i = l2p_l2_read_pick_loads(loads, blocks, resident, 4);
+    int i = l2p_l2_read_pick_loads(loads, blocks, resident, 3);
     return i < 0 ? -1 : (int)loads[i];
 }
 
