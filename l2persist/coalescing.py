@@ -80,33 +80,16 @@ def broadcast(threads: int = 32, size: int = 4, element: int = 0, base: int = 0)
     return _core.broadcast_addresses(threads, size, element, base)
 
 
-def _ranged(name: str, value, least: int, most: int) -> int:
-    """value as an int in [least, most], or an exception naming the argument and its range."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int in [{least}, {most}], got "
-                        f"{type(value).__name__}")
-    if not least <= value <= most:
-        raise ValueError(f"{name}: {value} is outside [{least}, {most}]")
-    return int(value)
-
-
 def permuted_within_line(rng, threads: int = 32, size: int = 4, line: int = 0):
-    """Threads access the elements of 128-byte lines (from line ``line`` on) in a random order.
-    ``threads`` and ``size`` are checked in C, as strided's."""
-    strided(threads, size)
-    line = _ranged("line", line, 0, 2**55)  # its byte addresses stay under 2^63
-    per_line = 128 // size
-    idx = np.concatenate([k * per_line + rng.permutation(per_line)
-                          for k in range(line, line + -(-threads // per_line))])
-    return idx[:threads].astype(np.int64) * size
+    """Threads access the elements of 128-byte lines (from line ``line`` on) in a random order
+    (``rng.permutation`` per line; the arguments checked and the addresses computed in C)."""
+    return _core.permuted_line_addresses(rng, threads, size, line)
 
 
 def random_scatter(rng, threads: int = 32, size: int = 4, elements: int = 4096):
-    """Threads access uniformly random elements of the first ``elements`` (>= 1). ``threads``
-    and ``size`` are checked in C, as strided's."""
-    strided(threads, size)
-    elements = _ranged("elements", elements, 1, 2**59)  # x 16 bytes stays under 2^63
-    return rng.integers(0, elements, threads).astype(np.int64) * size
+    """Threads access uniformly random elements of the first ``elements``
+    (``rng.integers(0, elements, threads)``; checked and computed in C)."""
+    return _core.scatter_addresses(rng, threads, size, elements)
 
 
 # ---- the L1/L2 study ----

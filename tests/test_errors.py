@@ -79,15 +79,25 @@ def test_store_takes_bools(value, stored):
     (C.permuted_within_line, dict(threads=0), ValueError, r"^threads: 0 is outside \[1, "),
     (C.permuted_within_line, dict(line=-1), ValueError, r"^line: -1 is outside \[0, \d+\]"),
     (C.permuted_within_line, dict(line=2**62), ValueError, r"^line: \d+ is outside \[0, "),
-    (C.permuted_within_line, dict(line=1.0), TypeError, r"^line: expected an int in \[0, .*float"),
+    (C.permuted_within_line, dict(line=1.0), TypeError,
+     r"^line: expected an int \(lines\) in \[0, .*float"),
     (C.random_scatter, dict(elements=0), ValueError, r"^elements: 0 is outside \[1, "),
     (C.random_scatter, dict(elements=2**62), ValueError, r"^elements: \d+ is outside \[1, "),
     (C.random_scatter, dict(size=3), ValueError, r"^size: "),
-    (C.random_scatter, dict(elements=True), TypeError, r"^elements: expected an int in \[1, "),
+    (C.random_scatter, dict(elements=True), TypeError,
+     r"^elements: expected an int \(elements\) in \[1, "),
 ])
 def test_address_patterns_name_their_argument(fn, kwargs, error, match):
+    """Every argument checked (in C) before rng draws anything."""
     with pytest.raises(error, match=match):
         fn(np.random.default_rng(), **kwargs)
+
+
+@pytest.mark.parametrize("fn", [C.permuted_within_line, C.random_scatter])
+@pytest.mark.parametrize("rng", [None, 7, "x"])
+def test_address_patterns_name_a_bad_rng(fn, rng):
+    with pytest.raises(TypeError, match=r"^rng: expected a numpy.random.Generator \(with \."):
+        fn(rng)
 
 
 def test_address_patterns_stay_in_their_range():

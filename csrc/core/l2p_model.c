@@ -188,6 +188,32 @@ l2p_status l2p_model_analyze(const int64_t *addr, size_t n, const uint32_t *mask
     return L2P_OK;
 }
 
+l2p_status l2p_model_lines(int64_t *out, size_t n, int size, int64_t line, const int64_t *perm)
+{
+    L2P_TRY(check_size(size)); /* line's range is its row's (model.c): no overflow below */
+    int64_t per_line = 128 / size;
+    for (size_t t = 0; t < n; t++) {
+        if (perm[t] < 0 || perm[t] >= per_line)
+            return l2p_fail(L2P_ERR_VALUE, "perm: thread %zu's element %lld is outside [0, %lld) "
+                            "(elements of a line)", t, (long long)perm[t], (long long)per_line);
+        out[t] = (line + (int64_t)t / per_line) * 128 + perm[t] * size; /* < 2^48: no overflow */
+    }
+    return L2P_OK;
+}
+
+l2p_status l2p_model_scatter(int64_t *out, size_t n, int size, const int64_t *pick,
+                             int64_t elements)
+{
+    L2P_TRY(check_size(size));
+    for (size_t t = 0; t < n; t++) {
+        if (pick[t] < 0 || pick[t] >= elements)
+            return l2p_fail(L2P_ERR_VALUE, "pick: thread %zu's element %lld is outside [0, %lld)",
+                            t, (long long)pick[t], (long long)elements);
+        out[t] = pick[t] * size;
+    }
+    return L2P_OK;
+}
+
 l2p_status l2p_model_strided(int64_t *out, size_t n, int size, int64_t offset, int64_t stride,
                              int64_t base, const char *args)
 {

@@ -76,6 +76,17 @@ l2p_status l2p_model_check_unsigned(size_t thread, uint64_t address);
 l2p_status l2p_model_strided(int64_t *out, size_t n, int size, int64_t offset, int64_t stride,
                              int64_t base, const char *args);
 
+/* Threads that fill 128-byte lines in order from line `line`, each line's elements in the
+ * order `perm` gives (perm[t]: thread t's element within its line, in [0, 128 / size)):
+ * thread t's address (line + t / (128 / size)) * 128 + perm[t] * size. The caller keeps line
+ * in [0, 2^40] (no int64 overflow then). n 0: only size is checked. */
+l2p_status l2p_model_lines(int64_t *out, size_t n, int size, int64_t line, const int64_t *perm);
+
+/* Thread t at element pick[t] of `elements` (each pick in [0, elements), elements at most
+ * 2^40): pick[t] * size. n 0: only size is checked. */
+l2p_status l2p_model_scatter(int64_t *out, size_t n, int size, const int64_t *pick,
+                             int64_t elements);
+
 /* Efficiency in percent: bytes requested over bytes moved (0 when nothing moved). */
 double l2p_model_efficiency(const l2p_access_stats *s);
 

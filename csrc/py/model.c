@@ -217,18 +217,22 @@ L2P_DEFINE_FN(analyze_fn, analyze_args, analyze_impl, "analyze",
 #define MAX_THREADS (1LL << 24)
 #define MAX_ELEMENT (1LL << 40)
 
+/* out, once the core filled it (rc L2P_OK); else NULL with the core's error raised. */
+static PyObject *filled(l2p_state *st, PyArrayObject *out, l2p_status rc)
+{
+    if (rc == L2P_OK) return (PyObject *)out;
+    Py_DECREF(out);
+    return l2p_py_raise(st);
+}
+
 static PyObject *strided_array(l2p_state *st, long long threads, long long size, long long offset,
                                long long stride, long long base, const char *args)
 {
     npy_intp dims[1] = {(npy_intp)threads};
     PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
     if (!out) return NULL;
-    if (l2p_model_strided(PyArray_DATA(out), (size_t)threads, (int)size, offset, stride, base,
-                          args) != L2P_OK) {
-        Py_DECREF(out);
-        return l2p_py_raise(st);
-    }
-    return (PyObject *)out;
+    return filled(st, out, l2p_model_strided(PyArray_DATA(out), (size_t)threads, (int)size,
+                                             offset, stride, base, args));
 }
 
 #define THREADS_ROW(S)                                                                         \
@@ -276,4 +280,110 @@ L2P_DEFINE_FN(broadcast_fn, broadcast_args, broadcast_impl, "broadcast_addresses
               L2P_PARAM(broadcast_args, base, L2P_P_INT, .lo = -MAX_ELEMENT, .hi = MAX_ELEMENT,
                         .what = "bytes", .doc = "the byte address of element 0"));
 
-const l2p_fn *const l2p_model_fns[] = {&analyze_fn, &strided_fn, &broadcast_fn, NULL};
+/* rng.<method>(*call_args) as a C-contiguous int64 array of n values: a numpy Generator's
+ * draw, so that the patterns below draw exactly what they drew when they were Python. */
+static PyArrayObject *draw(PyObject *rng, const char *method, PyObject *call_args, npy_intp n)
+{
+    if (!call_args) return NULL;
+    PyObject *fn = PyObject_GetAttrString(rng, method);
+    if (!fn) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "rng: expected a numpy.random.Generator (with .%s), got %s",
+                     method, Py_TYPE(rng)->tp_name);
+        Py_DECREF(call_args);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallObject(fn, call_args);
+    Py_DECREF(fn);
+    Py_DECREF(call_args);
+    if (!r) return NULL;
+    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(r, NPY_INT64, 1, 1,
+                                                        NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+    Py_DECREF(r);
+    if (a && PyArray_DIM(a, 0) != n) {
+        PyErr_Format(PyExc_ValueError, "rng: .%s gave %zd values, expected %zd", method,
+                     (Py_ssize_t)PyArray_DIM(a, 0), (Py_ssize_t)n);
+        Py_CLEAR(a);
+    }
+    return a;
+}
+
+#define RNG_ROW(S)                                                                             \
+    L2P_PARAM(S, rng, L2P_P_OBJECT, .flags = L2P_P_REQUIRED, .doc = "a numpy.random.Generator")
+
+typedef struct {
+    PyObject *rng;
+    long long threads, size, line;
+} lines_args;
+
+/* The permutation of each line, drawn one line at a time (rng.permutation(128 / size)). */
+static int64_t *line_perms(PyObject *rng, npy_intp per_line, npy_intp lines)
+{
+    int64_t *perm = PyMem_Malloc((size_t)(per_line * lines) * sizeof *perm);
+    if (!perm) return (int64_t *)PyErr_NoMemory();
+    for (npy_intp j = 0; j < lines; j++) {
+        PyArrayObject *p = draw(rng, "permutation", Py_BuildValue("(n)", per_line), per_line);
+        if (!p) {
+            PyMem_Free(perm);
+            return NULL;
+        }
+        memcpy(perm + j * per_line, PyArray_DATA(p), (size_t)per_line * sizeof *perm);
+        Py_DECREF(p);
+    }
+    return perm;
+}
+
+static PyObject *lines_impl(PyObject *m, const void *args)
+{
+    const lines_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
+    if (l2p_model_lines(NULL, 0, (int)a->size, a->line, NULL) != L2P_OK) return l2p_py_raise(st);
+    npy_intp per_line = 128 / (npy_intp)a->size, dims[1] = {(npy_intp)a->threads};
+    int64_t *perm = line_perms(a->rng, per_line, (dims[0] + per_line - 1) / per_line);
+    PyArrayObject *out = perm ? (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+    PyObject *r = out ? filled(st, out, l2p_model_lines(PyArray_DATA(out), (size_t)dims[0],
+                                                        (int)a->size, a->line, perm))
+                      : NULL;
+    PyMem_Free(perm);
+    return r;
+}
+L2P_DEFINE_FN(lines_fn, lines_args, lines_impl, "permuted_line_addresses",
+              "Threads that fill 128-byte lines in order from line `line`, each line's elements "
+              "in a random order (rng.permutation per line), as an int64 array of byte "
+              "addresses.", "numpy.ndarray", RNG_ROW(lines_args), THREADS_ROW(lines_args),
+              SIZE_ROW(lines_args),
+              L2P_PARAM(lines_args, line, L2P_P_INT, .lo = 0, .hi = MAX_ELEMENT, .what = "lines",
+                        .doc = "the first 128-byte line"));
+
+typedef struct {
+    PyObject *rng;
+    long long threads, size, elements;
+} scatter_args;
+
+static PyObject *scatter_impl(PyObject *m, const void *args)
+{
+    const scatter_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
+    if (l2p_model_scatter(NULL, 0, (int)a->size, NULL, a->elements) != L2P_OK)
+        return l2p_py_raise(st);
+    npy_intp dims[1] = {(npy_intp)a->threads};
+    PyArrayObject *pick = draw(a->rng, "integers", Py_BuildValue("(iLn)", 0, a->elements,
+                                                                  dims[0]), dims[0]);
+    PyArrayObject *out = pick ? (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64) : NULL;
+    PyObject *r = out ? filled(st, out, l2p_model_scatter(PyArray_DATA(out), (size_t)dims[0],
+                                                          (int)a->size, PyArray_DATA(pick),
+                                                          a->elements))
+                      : NULL;
+    Py_XDECREF(pick);
+    return r;
+}
+L2P_DEFINE_FN(scatter_fn, scatter_args, scatter_impl, "scatter_addresses",
+              "Threads at uniformly random elements of the first `elements` "
+              "(rng.integers(0, elements, threads)), as an int64 array of byte addresses.",
+              "numpy.ndarray", RNG_ROW(scatter_args), THREADS_ROW(scatter_args),
+              SIZE_ROW(scatter_args),
+              L2P_PARAM(scatter_args, elements, L2P_P_INT, .ival = 4096, .lo = 1,
+                        .hi = MAX_ELEMENT, .what = "elements", .doc = "how many elements"));
+
+const l2p_fn *const l2p_model_fns[] = {&analyze_fn, &strided_fn, &broadcast_fn, &lines_fn,
+                                       &scatter_fn, NULL};

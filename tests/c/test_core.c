@@ -330,9 +330,29 @@ static void test_model(void)
     CHECK(l2p_rule_parse("fermi", &r) == L2P_ERR_VALUE);
 }
 
+/* Address patterns with their random part given: lines filled in order from `line`, each
+ * line's elements permuted; scattered picks times the size; bad sizes and picks refused. */
+static void test_pattern_addresses(void)
+{
+    int64_t perm[40], out[40], pick[3] = {0, 4095, 7};
+    for (int t = 0; t < 40; t++) perm[t] = (t * 7) % 32; /* a permutation of each line's 32 */
+    CHECK(l2p_model_lines(out, 40, 4, 2, perm) == L2P_OK);
+    CHECK(out[0] == 256 && out[1] == 256 + 28 && out[31] == 256 + ((31 * 7) % 32) * 4);
+    CHECK(out[32] == 384 && out[39] == 384 + ((39 * 7) % 32) * 4); /* the next line */
+    perm[5] = 32;
+    CHECK(l2p_model_lines(out, 40, 4, 2, perm) == L2P_ERR_VALUE); /* past the line */
+    CHECK(l2p_model_lines(NULL, 0, 3, 0, NULL) == L2P_ERR_VALUE);   /* not an access size */
+    CHECK(l2p_model_scatter(out, 3, 8, pick, 4096) == L2P_OK);
+    CHECK(out[0] == 0 && out[1] == 4095 * 8 && out[2] == 56);
+    CHECK(l2p_model_scatter(out, 3, 8, pick, 4095) == L2P_ERR_VALUE); /* 4095 not below it */
+    pick[0] = -1;
+    CHECK(l2p_model_scatter(out, 3, 8, pick, 4096) == L2P_ERR_VALUE);
+}
+
 int main(void)
 {
     test_model();
+    test_pattern_addresses();
     test_flavours();
     test_checks();
     test_l2_read_defaults();
