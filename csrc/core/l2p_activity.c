@@ -1,0 +1,269 @@
+/* See l2p_activity.h. */
+#define _GNU_SOURCE
+#include "l2p_activity.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti_activity.h>
+
+#include "l2p_cupti.h"
+
+/* ---- pure parts ---- */
+
+l2p_status l2p_activity_init(l2p_activity *a, uint32_t device)
+{
+    memset(a, 0, sizeof *a);
+    a->device = device;
+    a->keys = calloc(L2P_ACTIVITY_NAMES, sizeof *a->keys);
+    a->ids = calloc(L2P_ACTIVITY_NAMES, sizeof *a->ids);
+    a->names = calloc(L2P_ACTIVITY_NAMES, sizeof *a->names);
+    if (!a->keys || !a->ids || !a->names || pthread_mutex_init(&a->lock, NULL) != 0) {
+        free(a->keys);
+        free(a->ids);
+        free(a->names);
+        memset(a, 0, sizeof *a);
+        return l2p_fail(L2P_ERR_NO_MEMORY, "activity log: out of host memory");
+    }
+    a->names[L2P_ACTIVITY_OTHER] = strdup("(other kernels)");
+    a->n_names = 1;
+    return L2P_OK;
+}
+
+void l2p_activity_clear(l2p_activity *a)
+{
+    for (size_t i = 1; i < a->n_names; i++) free(a->names[i]);
+    if (a->keys) memset(a->keys, 0, L2P_ACTIVITY_NAMES * sizeof *a->keys);
+    a->n_names = a->names ? 1 : 0;
+    a->n = 0;
+    a->dropped = 0;
+}
+
+void l2p_activity_free(l2p_activity *a)
+{
+    if (!a->keys) return;
+    l2p_activity_clear(a);
+    free(a->names[L2P_ACTIVITY_OTHER]);
+    free(a->recs);
+    free(a->keys);
+    free(a->ids);
+    free(a->names);
+    pthread_mutex_destroy(&a->lock);
+    memset(a, 0, sizeof *a);
+}
+
+/* The name id of key (interned on first sight); L2P_ACTIVITY_OTHER when the table is full.
+ * Keyed by CUPTI's pointer: every record of one kernel shares it, so a lookup costs no
+ * string compare. */
+static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
+{
+    size_t mask = L2P_ACTIVITY_NAMES - 1;
+    size_t h = (size_t)(((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull) & mask;
+    for (;; h = (h + 1) & mask) {
+        if (a->keys[h] == key) return a->ids[h];
+        if (!a->keys[h]) break;
+    }
+    if (a->n_names >= L2P_ACTIVITY_NAMES * 3 / 4) return L2P_ACTIVITY_OTHER;
+    char *copy = strdup(name ? name : "?");
+    if (!copy) return L2P_ACTIVITY_OTHER;
+    a->keys[h] = key;
+    a->ids[h] = (uint32_t)a->n_names;
+    a->names[a->n_names] = copy;
+    return (uint32_t)a->n_names++;
+}
+
+void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
+                      uint32_t stream, const void *key, const char *name)
+{
+    if (device != a->device) return;
+    pthread_mutex_lock(&a->lock);
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 65536;
+        l2p_kernel_record *r = realloc(a->recs, cap * sizeof *r);
+        if (!r) {
+            a->dropped++;
+            pthread_mutex_unlock(&a->lock);
+            return;
+        }
+        a->recs = r;
+        a->cap = cap;
+    }
+    l2p_kernel_record *r = &a->recs[a->n++];
+    r->start = start;
+    r->end = end > start ? end : start;
+    r->stream = stream;
+    r->name = key ? name_id(a, key, name) : L2P_ACTIVITY_OTHER;
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* The block of stamp t: the b with bounds[b] <= t < bounds[b+1], or -1 (binary search). */
+static long block_of(const uint64_t *bounds, size_t n_bounds, uint64_t t)
+{
+    if (t < bounds[0] || t >= bounds[n_bounds - 1]) return -1;
+    size_t lo = 0, hi = n_bounds - 1; /* bounds[lo] <= t < bounds[hi] */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bounds[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return (long)lo;
+}
+
+l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
+                               double *gpu_ns, double *by_name, size_t n_names)
+{
+    if (n_bounds < 2) return l2p_fail(L2P_ERR_VALUE, "bounds: need at least 2, got %zu", n_bounds);
+    for (size_t i = 1; i < n_bounds; i++)
+        if (bounds[i] <= bounds[i - 1])
+            return l2p_fail(L2P_ERR_VALUE, "bounds: not increasing at %zu", i);
+    size_t nb = n_bounds - 1;
+    memset(gpu_ns, 0, nb * sizeof *gpu_ns);
+    if (by_name) memset(by_name, 0, n_names * nb * sizeof *by_name);
+    for (size_t i = 0; i < a->n; i++) {
+        const l2p_kernel_record *r = &a->recs[i];
+        long b = block_of(bounds, n_bounds, r->start);
+        if (b < 0) continue;
+        double d = (double)(r->end - r->start);
+        gpu_ns[b] += d;
+        if (by_name && r->name < n_names) by_name[(size_t)r->name * nb + (size_t)b] += d;
+    }
+    return L2P_OK;
+}
+
+/* ---- the process's log: CUPTI's activity API ---- */
+
+typedef CUptiResult (*register_fn)(CUpti_BuffersCallbackRequestFunc,
+                                   CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*kind_fn)(CUpti_ActivityKind);
+typedef CUptiResult (*flush_fn)(uint32_t);
+typedef CUptiResult (*next_fn)(uint8_t *, size_t, CUpti_Activity **);
+typedef CUptiResult (*stamp_fn)(uint64_t *);
+
+static struct {
+    register_fn reg;
+    kind_fn enable, disable;
+    flush_fn flush_all;
+    next_fn next;
+    stamp_fn stamp;
+} cupti;
+
+static l2p_activity process_log;
+static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end */
+static int registered;      /* the buffer callbacks are CUPTI's for the process's life */
+
+#define BUFFER_BYTES ((size_t)4 << 20)
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    /* CUPTI wants 8-byte-aligned buffers. */
+    *buffer = aligned_alloc(8, BUFFER_BYTES);
+    *size = *buffer ? BUFFER_BYTES : 0;
+    *max_records = 0; /* as many as fit */
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream_id;
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    /* Only the fields every kernel record version shares (kind .. name) are read: the CUPTI in
+     * the process may be an older one than the headers (PyTorch's). */
+    while (cupti.next && cupti.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+            rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+            continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+        l2p_activity_add(&process_log, k->deviceId, k->start, k->end, k->streamId, k->name,
+                         k->name);
+    }
+    free(buffer);
+}
+
+/* Resolve the activity entry points once; L2P_ERR_NOT_SUPPORTED without CUPTI. */
+static l2p_status resolve(void)
+{
+    void *lib = NULL;
+    l2p_status st = l2p_cupti_library(&lib);
+    if (st != L2P_OK) return st;
+    if (cupti.reg) return L2P_OK;
+    cupti.reg = (register_fn)dlsym(lib, "cuptiActivityRegisterCallbacks");
+    cupti.enable = (kind_fn)dlsym(lib, "cuptiActivityEnable");
+    cupti.disable = (kind_fn)dlsym(lib, "cuptiActivityDisable");
+    cupti.flush_all = (flush_fn)dlsym(lib, "cuptiActivityFlushAll");
+    cupti.next = (next_fn)dlsym(lib, "cuptiActivityGetNextRecord");
+    cupti.stamp = (stamp_fn)dlsym(lib, "cuptiGetTimestamp");
+    if (!cupti.reg || !cupti.enable || !cupti.disable || !cupti.flush_all || !cupti.next ||
+        !cupti.stamp) {
+        cupti.reg = NULL;
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI at %s lacks the activity API",
+                        l2p_cupti_path() ? l2p_cupti_path() : "?");
+    }
+    return L2P_OK;
+}
+
+l2p_status l2p_activity_begin(int device)
+{
+    l2p_status st = resolve();
+    if (st != L2P_OK) return st;
+    pthread_mutex_lock(&process_lock);
+    if (!process_log.keys && (st = l2p_activity_init(&process_log, (uint32_t)device)) != L2P_OK)
+        goto out;
+    if (process_log.active) {
+        st = l2p_fail(L2P_ERR_STATE, "activity: already collecting in this process");
+        goto out;
+    }
+    pthread_mutex_lock(&process_log.lock);
+    l2p_activity_clear(&process_log);
+    process_log.device = (uint32_t)device;
+    pthread_mutex_unlock(&process_log.lock);
+    CUptiResult rc = CUPTI_SUCCESS;
+    if (!registered) rc = cupti.reg(buffer_requested, buffer_completed);
+    if (rc != CUPTI_SUCCESS) {
+        st = l2p_cupti_fail(rc, "cuptiActivityRegisterCallbacks", NULL);
+        goto out;
+    }
+    registered = 1;
+    rc = cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (rc != CUPTI_SUCCESS) {
+        st = l2p_cupti_fail(rc, "cuptiActivityEnable", "CONCURRENT_KERNEL");
+        goto out;
+    }
+    process_log.active = 1;
+out:
+    pthread_mutex_unlock(&process_lock);
+    return st;
+}
+
+l2p_status l2p_activity_flush(void)
+{
+    if (!cupti.flush_all) return l2p_fail(L2P_ERR_STATE, "activity: never started");
+    CUptiResult rc = cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    return rc == CUPTI_SUCCESS ? L2P_OK : l2p_cupti_fail(rc, "cuptiActivityFlushAll", NULL);
+}
+
+void l2p_activity_end(void)
+{
+    pthread_mutex_lock(&process_lock);
+    if (process_log.active) {
+        (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        (void)cupti.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        process_log.active = 0;
+    }
+    pthread_mutex_unlock(&process_lock);
+}
+
+l2p_status l2p_activity_now(uint64_t *ns)
+{
+    l2p_status st = resolve();
+    if (st != L2P_OK) return st;
+    CUptiResult rc = cupti.stamp(ns);
+    return rc == CUPTI_SUCCESS ? L2P_OK : l2p_cupti_fail(rc, "cuptiGetTimestamp", NULL);
+}
+
+l2p_activity *l2p_activity_log(void) { return &process_log; }
+void l2p_activity_lock(l2p_activity *a) { pthread_mutex_lock(&a->lock); }
+void l2p_activity_unlock(l2p_activity *a) { pthread_mutex_unlock(&a->lock); }

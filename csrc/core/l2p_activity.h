@@ -1,0 +1,97 @@
+/* Activity records: each kernel's GPU duration, read from CUDA's profiling activity API
+ * (CUPTI activity, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), for watching a program that
+ * l2persist does not call into.
+ *
+ * Why activity records and not wall time: a host-bound serving loop's wall time per iteration
+ * varies +-8-12 % over 32 blocks (H100), while the sum of its kernels' GPU durations resolved
+ * +-0.2 % per plan arm in 4 blocks of 8 iterations (0.15 s of traffic). The durations are the
+ * driver's own start/end stamps, taken on the GPU; nothing is added to the program's streams.
+ *
+ * How: CUPTI hands us buffers to fill (buffer_requested) and gives them back full
+ * (buffer_completed, on a CUPTI thread); the completion callback copies each kernel record's
+ * start, end, stream and name into the log under a lock and calls nothing else (no CUDA, no
+ * Python). The log is process-wide because CUPTI's buffer callbacks carry no user pointer: one
+ * activity log per process, as CUPTI allows one set of buffer callbacks.
+ *
+ * Blocks: the watcher cuts the timeline into blocks at switch points: it waits for the device
+ * (so nothing queued before the switch runs after it), reads l2p_activity_now() and installs
+ * the next plan arm. A kernel belongs to the block its start stamp falls in
+ * (l2p_activity_blocks), so a block's GPU time is exactly the work launched under its arm.
+ */
+#ifndef L2P_ACTIVITY_H
+#define L2P_ACTIVITY_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l2p_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Distinct kernel names kept (open addressing on CUPTI's shared name pointer, 3/4 used at
+ * most); kernels past that are counted under one "(other kernels)" name. */
+#define L2P_ACTIVITY_NAMES 8192
+#define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)" */
+
+typedef struct {
+    uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
+    uint32_t name;           /* index into the log's names */
+    uint32_t stream;         /* CUPTI's stream id */
+} l2p_kernel_record;
+
+typedef struct {
+    l2p_kernel_record *recs; /* in the order CUPTI delivered them (not sorted) */
+    size_t n, cap;
+    const void **keys;       /* name table: CUPTI's name pointer per slot (NULL: empty) */
+    uint32_t *ids;           /* the name id of each slot */
+    char **names;            /* name id -> a copy of the kernel's (mangled) name */
+    size_t n_names;
+    size_t dropped;          /* records CUPTI dropped, or that did not fit in host memory */
+    uint32_t device;         /* only this device's kernels are kept */
+    int active;              /* collecting: the kinds are enabled */
+    pthread_mutex_t lock;    /* the completion callback runs on CUPTI's thread */
+} l2p_activity;
+
+/* ---- the process's log (CUPTI) ---- */
+
+/* Start collecting `device`'s kernel records into the process's log (which is emptied).
+ * L2P_ERR_NOT_SUPPORTED where CUPTI is missing or already collecting for another tool. */
+l2p_status l2p_activity_begin(int device);
+/* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
+l2p_status l2p_activity_flush(void);
+/* Stop collecting (flush, disable); idempotent. The log keeps its records. */
+void l2p_activity_end(void);
+/* CUPTI's clock, the one the records' stamps use (ns). */
+l2p_status l2p_activity_now(uint64_t *ns);
+/* The process's log, for reading its records under its lock (l2p_activity_lock). */
+l2p_activity *l2p_activity_log(void);
+void l2p_activity_lock(l2p_activity *a);
+void l2p_activity_unlock(l2p_activity *a);
+
+/* ---- pure parts (C-tested without a GPU) ---- */
+
+l2p_status l2p_activity_init(l2p_activity *a, uint32_t device);
+/* Drop every record and name (the names' table stays allocated). */
+void l2p_activity_clear(l2p_activity *a);
+void l2p_activity_free(l2p_activity *a);
+/* Add one kernel record; key is CUPTI's name pointer (shared by every record of one kernel),
+ * name its text. A record of another device is ignored; one that cannot be stored counts in
+ * dropped. Takes the lock. */
+void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
+                      uint32_t stream, const void *key, const char *name);
+
+/* Sum the records into blocks cut at bounds[0] < bounds[1] < ... < bounds[n_bounds-1]: block
+ * b holds the kernels with bounds[b] <= start < bounds[b+1] (n_bounds - 1 blocks; kernels
+ * before the first or after the last bound belong to none). gpu_ns[b]: the block's summed
+ * durations; by_name (when not NULL): n_names x (n_bounds - 1), row = name id, the same sums
+ * per kernel name. Bounds not increasing: L2P_ERR_VALUE. The caller holds the lock. */
+l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
+                               double *gpu_ns, double *by_name, size_t n_names);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,146 @@
+/* The live search: plan arms judged on a running program's own traffic, block by block.
+ *
+ * advise(workloads) calls the user's work to time it; a program watched by `advise --` is
+ * never called. Control is inverted: the program runs, and at each switch point between its
+ * own calls (a graph replay, a host synchronization, l2persist.mark()) the watcher asks this
+ * search which arm the next block runs under, and later gives it each block's GPU time per
+ * unit of work (l2p_activity_blocks). The search is a state machine over those samples:
+ *
+ *   1. search: stages of `stage_rounds` rounds; a round runs every live arm for one block, in
+ *      an order rotated by one each round and reversed every other round (a drift of the
+ *      program over the run falls on all arms alike). After each stage the worse half of the
+ *      candidates (by median speedup over the better baseline's median) is dropped
+ *      (successive halving); the baselines (arm 0: limit 0, arm 1: the device default, both
+ *      without windows) always run.
+ *   2. confirm: the last candidate against both baselines in fresh rounds (the search's
+ *      samples are not reused: the pick was made on them), l2p_tune_verdict's rule (its one
+ *      home) with rounds = the confirmation's rounds; more rounds while undecided, up to
+ *      max_confirm_rounds.
+ *   3. done: the verdict. "Don't" keeps the better baseline; when limit 0 and the default are
+ *      not told apart by the confirmation's interval, the default (it changes nothing).
+ *
+ * Samples are handed back in the order the blocks ran; l2p_live_next says when it needs them
+ * (L2P_LIVE_NEED) before it can choose, so the watcher flushes the activity records once per
+ * stage, not once per block.
+ */
+#ifndef L2P_LIVE_H
+#define L2P_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l2p_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define L2P_LIVE_MAX_ARMS 48
+#define L2P_LIVE_MAX_SAMPLES 512 /* per arm and phase */
+#define L2P_LIVE_MAX_WIN 8       /* windows per arm */
+#define L2P_LIVE_MAX_TARGETS 64
+
+#define L2P_LIVE_DONE (-1)
+#define L2P_LIVE_NEED (-2)      /* record the pending blocks' samples, then ask again */
+#define L2P_LIVE_DEFAULT_LIMIT ((size_t)-1) /* an arm's set-aside: the device's default */
+
+/* A buffer some hot graph's kernels use: a window can be put on it. */
+typedef struct {
+    uint64_t bytes;
+    double weight;   /* GPU time of the kernels that use it (any unit; only the order counts) */
+} l2p_live_target;
+
+typedef struct {
+    size_t set_aside;            /* bytes, or L2P_LIVE_DEFAULT_LIMIT */
+    size_t n_win;
+    int target[L2P_LIVE_MAX_WIN];        /* index into the targets */
+    double hit_ratio[L2P_LIVE_MAX_WIN];
+    int hit_prop[L2P_LIVE_MAX_WIN];      /* L2P_ACCESS_* */
+    int miss_prop[L2P_LIVE_MAX_WIN];
+} l2p_live_arm;
+
+typedef struct {
+    size_t stage_rounds;        /* rounds per halving stage (3) */
+    size_t confirm_rounds;      /* the confirmation's first rounds (6) */
+    size_t max_confirm_rounds;  /* rounds at most while undecided (40) */
+    double min_gain;            /* (0.01) */
+    double confidence;          /* (0.95) */
+    int confirm_only;           /* verify: arms 0, 1 and 2 (the plan) go straight to confirm */
+    unsigned long long seed;
+} l2p_live_options;
+
+typedef struct {
+    int done, decided;       /* decided: the confirmation's rule settled (not the budget) */
+    int winner;              /* the confirmed candidate, or -1 (no candidate arms) */
+    int helps, slows;        /* the winner against the better baseline (l2p_tune_verdict) */
+    int baseline;            /* the better baseline: 0 limit 0, 1 the default */
+    int baseline_decided;    /* limit 0 and the default told apart (else the default) */
+    double base_value[2], winner_value; /* confirmation medians (per unit) */
+    double speedup, ci_low, ci_high;    /* better baseline / winner */
+    size_t search_blocks, confirm_blocks, confirm_rounds;
+    double search_median[L2P_LIVE_MAX_ARMS]; /* each arm's search median (NaN: none) */
+    size_t stage_dropped[L2P_LIVE_MAX_ARMS]; /* the stage an arm was dropped after (0: never) */
+} l2p_live_result;
+
+typedef struct {
+    l2p_live_options o;
+    size_t n_arms;
+    int alive[L2P_LIVE_MAX_ARMS];
+    int phase;                /* 0 search, 1 confirm, 2 done */
+    size_t stage, round;      /* the current stage; rounds issued whole in this phase */
+    size_t due;               /* the round count at which the next decision is made */
+    int round_closed;         /* the current round was issued whole and counted */
+    int order[L2P_LIVE_MAX_ARMS]; /* this round's arms */
+    size_t n_order, at;       /* arms in this round, next to issue */
+    int pending[L2P_LIVE_MAX_ARMS * 8]; /* blocks issued, samples not yet recorded (a stage
+                                        * of 8 rounds at most, or 32 rounds of 3 arms) */
+    size_t n_pending, pend_head;
+    double s[2][L2P_LIVE_MAX_ARMS][L2P_LIVE_MAX_SAMPLES]; /* [phase][arm] samples */
+    size_t n_s[2][L2P_LIVE_MAX_ARMS];
+    l2p_live_result r;
+} l2p_live;
+
+void l2p_live_options_default(l2p_live_options *o);
+/* n_arms >= 2 (the two baselines first); confirm_only needs exactly 3. */
+l2p_status l2p_live_init(l2p_live *s, size_t n_arms, const l2p_live_options *o);
+/* The arm of the next block, L2P_LIVE_NEED, or L2P_LIVE_DONE. */
+int l2p_live_next(l2p_live *s);
+/* The oldest pending block's sample (GPU time per unit of work, > 0 and finite). */
+l2p_status l2p_live_record(l2p_live *s, double value);
+/* Stop now (the budget ran out): the verdict from the confirmation's samples so far; a search
+ * that never reached its confirmation says "don't", undecided. */
+l2p_status l2p_live_finish(l2p_live *s);
+
+/* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
+ * per set-aside level (a quarter, half and all of persisting_max, on the granule) a
+ * persisting window on each of the `tries` heaviest targets alone at hitRatio = level /
+ * bytes (at most 1) and one on all of them together, and a streaming window (no set-aside) on
+ * each of those targets of at least half the L2 (data read once, larger than the cache: the
+ * window form of an evict-first hint that protects the rest). Returns the arms written. */
+size_t l2p_live_arms(const l2p_live_target *t, size_t n, size_t granule, size_t persisting_max,
+                     size_t l2_bytes, size_t tries, l2p_live_arm *out, size_t cap);
+
+/* ---- what a saved plan is matched by in the next process ---- */
+
+/* A graph's signature: its kernels' names in node order, hashed (FNV-1a, 64 bits, each name
+ * ended by a newline), so that the same capture in the next run (new addresses, same kernels)
+ * is found again. Written "k<count>-<16 hex digits>" into out (at least 24 bytes). */
+void l2p_live_signature(const char *const *names, size_t n, char *out, size_t cap);
+
+/* Where a saved window lands in a new capture of its graph: the pointer word at (node, param,
+ * offset) of the new scan's uses, moved by delta (the buffer's start minus that word when the
+ * plan was made), kept inside the word's allocation; bytes at most what is left of it.
+ * 1 with *base and *nbytes, 0 when no such word is there (a different graph after all). */
+typedef struct {
+    size_t node;
+    unsigned param, offset;
+    uint64_t word, range_start, range_size;
+} l2p_live_use;
+int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned param,
+                    unsigned offset, int64_t delta, uint64_t bytes, uint64_t *base,
+                    uint64_t *nbytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,259 @@
+"""Start-up: watch or plan a program without a line of it changed.
+
+``python -m l2persist advise|verify|apply ... -- COMMAND`` starts COMMAND with
+``l2persist/process/_boot`` first on ``PYTHONPATH``; Python imports the ``sitecustomize`` there
+before the program's code, and it calls :func:`start`, which reads ``L2PERSIST_MODE`` (or only
+``L2PERSIST_PLAN``, for launchers that start the program themselves) and:
+
+- makes the process's :class:`~l2persist.process.live.Watcher`;
+- hooks PyTorch when the program imports it (a post-import hook: nothing is imported on the
+  program's behalf): every ``torch.cuda.CUDAGraph`` keeps its raw graph, its capture's start
+  and end and each replay reach the watcher, and so do ``torch.cuda.synchronize`` and
+  ``Stream.synchronize`` / ``Event.synchronize``; the originals run unchanged, the hooks run
+  around them on the caller's thread;
+- apply: checks the plan's GPU model, sets the set-aside once, windows graphs as they are
+  captured; everything is put back at exit (normal exit, an exception, SIGTERM; SIGINT raises
+  KeyboardInterrupt, which exits normally).
+
+Nothing here raises into the program: a hook that fails is reported at exit and the program's
+call goes on.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import os
+import signal
+import sys
+
+_watcher = None
+_patched = False
+
+
+def watcher():
+    """The process's watcher, or None where the program is not watched."""
+    return _watcher
+
+
+def start(env=os.environ) -> None:
+    global _watcher
+    mode = env.get("L2PERSIST_MODE") or ("apply" if env.get("L2PERSIST_PLAN") else "")
+    if not mode or _watcher is not None:
+        return
+    from .live import Options, Watcher
+    o = Options.from_env(env)
+    o.mode = mode
+    w = Watcher(o)
+    if mode in ("apply", "verify"):
+        try:
+            w.load_plan(o.plan)
+        except ValueError as e:
+            _say(f"l2persist: {e}; the program runs without the plan")
+            return
+        if mode == "apply" and not _apply_at_start(w):
+            return
+    _watcher = w
+    atexit.register(_at_exit)
+    _chain_sigterm()
+    if "torch" in sys.modules:
+        _patch_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _AfterImport("torch", _patch_torch))
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _apply_at_start(w) -> bool:
+    """The plan's device check and its set-aside, before the program's code runs."""
+    from .. import Device
+    doc = w.plan_doc
+    try:
+        dev = Device(w.o.device)
+        name = dev.properties.name
+    except Exception as e:
+        _say(f"l2persist: plan not applied: no usable device {w.o.device} ({e})")
+        return False
+    if name != doc["device"]["name"]:
+        _say(f"l2persist: plan not applied: it was found on {doc['device']['name']}, this is "
+             f"{name}; the program runs as without it")
+        return False
+    w.device = dev
+    w.default_limit = dev.default_persisting_l2_limit
+    w.limit_before = dev.persisting_l2_limit
+    if doc["set_aside"] is not None and dev.persisting_l2_limit != doc["set_aside"]:
+        dev.persisting_l2_limit = doc["set_aside"]
+    w.state = "applied"
+    return True
+
+
+def _at_exit():
+    w = _watcher
+    if w is None:
+        return
+    w.finish()
+    if w.o.mode == "apply":
+        _say(apply_report(w))
+
+
+def apply_report(w) -> str:
+    """What matched: graphs windowed, graphs the plan does not know, entries that found
+    nothing."""
+    doc = w.plan_doc
+    known = {e["graph"] for e in doc["windows"]}
+    windowed = [g for g in w.graphs.values() if g.windows_applied]
+    unknown = [g for g in w.graphs.values() if g.signature not in known]
+    missed = [e for e in doc["windows"] if not e.get("_applied")]
+    aside = "the default" if doc["set_aside"] is None else f"{doc['set_aside']} bytes"
+    lines = [f"l2persist apply: set-aside {aside}; {len(windowed)} graph(s) windowed "
+             f"({sum(g.windows_applied for g in windowed)} window(s))"]
+    if unknown:
+        lines.append(f"  {len(unknown)} graph(s) captured that the plan does not know "
+                     "(a new shape?): " + ", ".join(g.signature for g in unknown[:5]))
+    if missed:
+        lines.append(f"  {len(missed)} plan window(s) found no graph: " +
+                     ", ".join(e["graph"] for e in missed[:5]))
+    return "\n".join(lines)
+
+
+def _chain_sigterm():
+    """SIGTERM: put the set-aside back, then die of the signal as before. A handler the
+    program installs later replaces this one; the set-aside then goes with the context."""
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+    except (ValueError, TypeError):
+        return
+    if previous not in (signal.SIG_DFL, None):
+        return                      # the program (or its launcher) handles it already
+
+    def on_term(signum, frame):
+        _at_exit()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:              # not the main thread
+        pass
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then(module)` once the module `name` has been executed by the program's own
+    import (the finder only wraps the real loader; it imports nothing itself)."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, then = spec.loader, self.then
+        exec_module = loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            try:
+                then(module)
+            except Exception as e:  # never break the program's import
+                _say(f"l2persist: could not hook {fullname}: {e}")
+        loader.exec_module = exec_and_patch
+        return spec
+
+
+def _patch_torch(torch) -> None:
+    """Hook the program's graph captures, replays and synchronizations (once)."""
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    cls = torch.cuda.CUDAGraph
+    make, init = cls.__new__, cls.__init__
+    begin, end, replay = cls.capture_begin, cls.capture_end, cls.replay
+
+    # Keep every graph's raw graph (as keep_graph=True): its nodes are read and windowed
+    # before PyTorch instantiates it at its first replay.
+    def __new__(klass, keep_graph=False, *a, **k):
+        return make(klass, True, *a, **k)
+
+    def __init__(self, keep_graph=False, *a, **k):
+        init(self, True, *a, **k)
+
+    def capture_begin(self, *a, **k):
+        _hook("capture_begin")
+        try:
+            return begin(self, *a, **k)
+        except BaseException:
+            _hook_end(self, failed=True)
+            raise
+
+    def capture_end(self, *a, **k):
+        try:
+            return end(self, *a, **k)
+        finally:
+            _hook_end(self)
+
+    def replay_(self, *a, **k):
+        _hook("point", "replay", self)
+        return replay(self, *a, **k)
+
+    cls.__new__ = staticmethod(__new__)
+    cls.__init__ = __init__
+    cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, replay_
+
+    sync = torch.cuda.synchronize
+
+    def synchronize(*a, **k):
+        r = sync(*a, **k)
+        _hook("point", "sync")
+        return r
+    torch.cuda.synchronize = synchronize
+    for klass in (torch.cuda.Stream, torch.cuda.Event):
+        _wrap_sync(klass)
+
+
+def _wrap_sync(klass):
+    orig = klass.synchronize
+
+    def synchronize(self, *a, **k):
+        r = orig(self, *a, **k)
+        _hook("point", "sync")
+        return r
+    klass.synchronize = synchronize
+
+
+def _hook(what, *args):
+    w = _watcher
+    if w is None:
+        return
+    try:
+        if what == "capture_begin":
+            w.capture_begin()
+        else:
+            w.point(*args)
+    except SystemExit:
+        raise                       # --exit-after: the program ends here, as asked
+    except Exception as e:
+        w.notes.append(f"{what}: {type(e).__name__}: {e}")
+
+
+def _hook_end(graph, failed=False):
+    w = _watcher
+    if w is None:
+        return
+    try:
+        if failed:
+            w.captures = max(0, w.captures - 1)
+        else:
+            w.capture_end(graph)
+    except Exception as e:
+        w.notes.append(f"capture_end: {type(e).__name__}: {e}")
+
+
+def mark() -> None:
+    """One unit of the program's work ended (``l2persist.mark()``); a switch point."""
+    _hook("point", "mark")

@@ -1,0 +1,613 @@
+"""Watching a running program: the live advisor, ``verify`` and ``apply`` inside the program.
+
+The bootstrap (``l2persist.process.bootstrap``) makes one :class:`Watcher` before the
+program's code runs and hooks the program's own calls into it: every ``torch.cuda.CUDAGraph``
+capture (kept raw, scanned, named by its signature), every graph replay, every host
+synchronization and ``l2persist.mark()``. Those calls are the only points where anything is
+switched: the watcher runs on the program's thread, between its calls, never while a capture
+is open, and never calls the program's work. The program's kernels are timed by CUDA's
+activity records (``_core.activity_*``); the search and its verdict are the C core's
+(``_core.live_*``); this module keeps the bookkeeping: which graphs exist, which block ran
+under which arm, and how to install an arm (the set-aside and windows on graph nodes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import _core
+
+PLAN_FORMAT = "l2persist-live-plan/1"
+_PROPS = {"normal": 0, "streaming": 1, "persisting": 2}
+
+
+@dataclass
+class Options:
+    """What ``advise`` / ``verify`` / ``apply`` were asked for (from the bootstrap's
+    environment; the CLI checks each value before the program starts)."""
+    mode: str = "advise"           # advise | verify | apply
+    budget_s: float = 60.0         # seconds of the program's traffic for the search
+    warmup_s: float = 2.0          # watched, not switched, before the search
+    block_s: float = 0.05          # a block's target length (its units follow from warm-up)
+    block_units: int = 0           # fixed units per block (0: from block_s)
+    min_gain: float = 0.01
+    exit_after: bool = False
+    result: str | None = None      # where the child writes its result (JSON)
+    plan: str | None = None        # verify / apply: the plan document
+    device: int = 0
+
+    @classmethod
+    def from_env(cls, env=os.environ) -> "Options":
+        o = cls(mode=env.get("L2PERSIST_MODE", "advise"))
+        for key, name, conv in (("L2PERSIST_BUDGET", "budget_s", float),
+                                ("L2PERSIST_WARMUP", "warmup_s", float),
+                                ("L2PERSIST_BLOCK_S", "block_s", float),
+                                ("L2PERSIST_BLOCK_UNITS", "block_units", int),
+                                ("L2PERSIST_MIN_GAIN", "min_gain", float),
+                                ("L2PERSIST_RESULT", "result", str),
+                                ("L2PERSIST_PLAN", "plan", str)):
+            if env.get(key):
+                setattr(o, name, conv(env[key]))
+        o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
+        o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
+        return o
+
+
+@dataclass
+class GraphSeen:
+    """One graph the program captured: its raw graph (l2persist.Graph), its stable name and
+    what the scan found."""
+    torch_graph: Any
+    graph: Any
+    signature: str
+    names: list
+    records: list                  # (address, size, offer) per buffer (allocation)
+    uses: list                     # (node, param, offset, word, record) per pointer word
+    replays: int = 0
+    windows_applied: int = 0
+
+    def nodes_of(self, record: int) -> list:
+        return sorted({u[0] for u in self.uses if u[4] == record})
+
+    def anchor(self, record: int):
+        """The first pointer word into a buffer: (node, param, offset, word)."""
+        for u in self.uses:
+            if u[4] == record:
+                return u[0], u[1], u[2], u[3]
+        return None
+
+
+@dataclass
+class Target:
+    graph: GraphSeen
+    record: int
+    address: int
+    size: int
+    weight: float = 0.0
+
+
+@dataclass
+class Block:
+    arm: int
+    start: int                     # CUPTI stamps (ns)
+    end: int = 0
+    units: int = 0
+
+
+class Watcher:
+    """The program's side of advise / verify / apply (one per process)."""
+
+    def __init__(self, options: Options):
+        self.o = options
+        self.lock = threading.RLock()
+        self.graphs: dict[int, GraphSeen] = {}   # id(torch graph) -> seen
+        self.captures = 0                          # captures open now
+        self.points = {"replay": 0, "sync": 0, "mark": 0}
+        self.replays_by_sig: dict[str, int] = {}
+        self.state = "idle"                        # idle, warmup, search, done, off
+        self.notes: list[str] = []
+        self.device = None
+        self.default_limit = None
+        self.limit_before = None
+        self.t0 = None
+        self.unit = None                           # ("replay", sig) | ("sync",) | ("mark",)
+        self.units_per_block = 1
+        self.units_now = 0
+        self.arms: list = []
+        self.targets: list[Target] = []
+        self.blocks: list[Block] = []
+        self.recorded = 0                          # blocks whose samples the search has
+        self.switch_ms: list[float] = []
+        self.result: dict | None = None
+        self.final_arm = None
+        self.plan_doc: dict | None = None
+        self.search_t0 = None
+        self.activity = False
+        self.applied_sigs: set = set()
+
+    # ---- the program's calls ---------------------------------------------------------------
+
+    def capture_begin(self):
+        with self.lock:
+            self.captures += 1
+
+    def capture_end(self, torch_graph):
+        with self.lock:
+            self.captures = max(0, self.captures - 1)
+            try:
+                self._remember(torch_graph)
+            except Exception as e:  # a graph we cannot read is reported, never raised
+                self.notes.append(f"a captured graph could not be read: {e}")
+
+    def point(self, kind: str, torch_graph=None):
+        """A switch point: a replay (before it is launched), a sync or a mark."""
+        if not self.lock.acquire(blocking=False):
+            return                 # another thread is switching: this call goes on
+        try:
+            self._point(kind, torch_graph)
+        finally:
+            self.lock.release()
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def _start(self):
+        if self.device is not None:
+            return
+        from .. import Device
+        self.device = Device(self.o.device)
+        self.default_limit = self.device.default_persisting_l2_limit
+        self.limit_before = self.device.persisting_l2_limit
+        try:
+            _core.activity_begin(self.o.device)
+            self.activity = True
+        except Exception as e:
+            self.notes.append(f"activity records unavailable: {e}")
+            self.state = "off"
+
+    def _remember(self, torch_graph):
+        from ..foreign import as_graph
+        g = as_graph(torch_graph)
+        kernels, records, uses = g._scan([])
+        names = [k[1] for k in kernels]
+        seen = GraphSeen(torch_graph, g, _core.graph_signature(names), names,
+                         list(records), list(uses))
+        self.graphs[id(torch_graph)] = seen
+        if self.o.mode in ("apply", "verify") and self.plan_doc is not None:
+            self._apply_plan_windows(seen, install=self.o.mode == "apply")
+
+    def _point(self, kind, torch_graph):
+        if kind == "replay" and torch_graph is not None:
+            seen = self.graphs.get(id(torch_graph))
+            if seen is not None:
+                seen.replays += 1
+                self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
+        self.points[kind] += 1
+        if self.o.mode == "apply" or self.state in ("done", "off"):
+            return
+        if self.state == "idle":
+            self._start()
+            if self.state == "off":
+                return
+            self._warm_ns = _core.activity_now()
+            self.state = "warmup"
+            self.t0 = time.perf_counter()
+            return
+        if self._is_unit(kind, torch_graph):
+            self.units_now += 1
+        if self.captures or _capturing():
+            return                 # never switch while a capture is open
+        if self.state == "warmup":
+            if time.perf_counter() - self.t0 >= self.o.warmup_s:
+                self._begin_search()
+            return
+        if self.state == "search" and self.units_now >= self.units_per_block:
+            try:
+                self._end_block()
+            except _NoRecords as e:
+                self.notes.append(f"search stopped: {e}")
+                self.result = _core.live_finish()
+                self._decide()
+
+    def _is_unit(self, kind, torch_graph) -> bool:
+        if self.unit is None:
+            return False
+        if self.unit[0] != kind:
+            return False
+        if kind == "replay":
+            seen = self.graphs.get(id(torch_graph))
+            return seen is not None and seen.signature == self.unit[1]
+        return True
+
+    def _choose_unit(self):
+        if self.points["mark"]:
+            return ("mark",)
+        if self.replays_by_sig:
+            sig = max(self.replays_by_sig, key=self.replays_by_sig.get)
+            return ("replay", sig)
+        return ("sync",)
+
+    # ---- the search --------------------------------------------------------------------------
+
+    def _begin_search(self):
+        dev = self.device
+        dev.synchronize()
+        now = _core.activity_now()
+        _core.activity_flush()
+        warm = self._warm_stamp
+        by_name = _core.activity_blocks([warm, now])["by_name"] if warm and now > warm else {}
+        self.unit = self._choose_unit()
+        units = self._count_units_in_warmup()
+        elapsed = max(1e-6, time.perf_counter() - self.t0)
+        if self.o.block_units:
+            self.units_per_block = self.o.block_units
+        else:
+            self.units_per_block = max(1, round(units / elapsed * self.o.block_s))
+        self.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
+        self.targets = self._targets(self.kernel_ns_warmup)
+        p = dev.properties
+        if self.o.mode == "verify":
+            self.arms = self._verify_arms()
+            _core.live_begin(3, confirm_only=True, min_gain=self.o.min_gain)
+        else:
+            self.arms = _core.live_arms([t.size for t in self.targets],
+                                        [t.weight for t in self.targets],
+                                        granule=dev.persisting_l2_granule,
+                                        persisting_max=p.persisting_l2_cache_max_size,
+                                        l2_bytes=p.l2_cache_size)
+            _core.live_begin(len(self.arms), min_gain=self.o.min_gain)
+        self.state = "search"
+        self.search_t0 = time.perf_counter()
+        self._next_block(now)
+
+    @property
+    def _warm_stamp(self):
+        return getattr(self, "_warm_ns", None)
+
+    def _count_units_in_warmup(self) -> int:
+        if self.unit[0] == "replay":
+            return self.replays_by_sig.get(self.unit[1], 0)
+        return self.points[self.unit[0]]
+
+    def _targets(self, kernel_ns: dict) -> list:
+        out, seen_addr = [], set()
+        for g in self.graphs.values():
+            if not g.replays:
+                continue
+            for i, (address, size, _offer) in enumerate(g.records):
+                if (g.signature, address) in seen_addr or size < (256 << 10):
+                    continue
+                seen_addr.add((g.signature, address))
+                names = {g.names[n] for n in g.nodes_of(i)}
+                w = sum(kernel_ns.get(n, 0.0) for n in names)
+                out.append(Target(g, i, address, size, w))
+        out.sort(key=lambda t: -t.weight)
+        return out[:_core_max_targets()]
+
+    def _end_block(self):
+        t_switch = time.perf_counter()
+        self.device.synchronize()           # nothing launched under this arm runs after now
+        end = _core.activity_now()
+        b = self.blocks[-1]
+        b.end, b.units = end, self.units_now
+        if self.o.budget_s and time.perf_counter() - self.search_t0 > self.o.budget_s:
+            self._record_pending()
+            self.result = _core.live_finish()
+            self.notes.append(f"the budget ({self.o.budget_s:g} s) ran out before a decision")
+            self._decide()
+            return
+        arm = _core.live_next()
+        while arm == -2:
+            self._record_pending()
+            arm = _core.live_next()
+        if arm == -1:
+            self.result = _core.live_result()
+            self._decide()
+            return
+        self._install(arm)
+        self.switch_ms.append((time.perf_counter() - t_switch) * 1e3)
+        self._next_block(_core.activity_now(), arm)
+
+    def _next_block(self, stamp, arm=None):
+        if arm is None:
+            arm = _core.live_next()
+            self._install(arm)
+            stamp = _core.activity_now()
+        self.blocks.append(Block(arm, stamp))
+        self.units_now = 0
+
+    def _record_pending(self):
+        _core.activity_flush()
+        pending = self.blocks[self.recorded:]
+        done = [b for b in pending if b.end]
+        if not done:
+            return
+        bounds = []
+        for b in done:
+            bounds += [b.start, b.end]
+        res = _core.activity_blocks(_increasing(bounds))
+        for k, b in enumerate(done):
+            ns = res["gpu_ns"][2 * k]
+            b.gpu_ns = ns
+            b.by_name = {name: row[2 * k] for name, row in res["by_name"].items() if row[2 * k]}
+            if not (b.units and ns > 0):
+                # No kernel of the program ran in a whole block: the records are not
+                # arriving (another tool took CUPTI's activity buffers), so nothing can be
+                # judged; stop searching rather than feed the search a made-up sample.
+                raise _NoRecords(f"a block of {b.units} units had no kernel records")
+            _core.live_record(ns / b.units / 1e6)   # ms of GPU time per unit
+            self.recorded += 1
+
+    def _decide(self):
+        r = self.result
+        if self.o.mode == "verify":
+            keep = 2 if r["helps"] else r["baseline"]
+        else:
+            keep = r["winner"] if r["helps"] and r["winner"] >= 0 else r["baseline"]
+        self._install(keep)
+        self.final_arm = keep
+        self.state = "done"
+        _core.activity_end()
+        self.write_result()
+        if self.o.exit_after:
+            raise SystemExit(0)
+
+    # ---- installing arms ----------------------------------------------------------------------
+
+    def _install(self, arm: int):
+        a = self.arms[arm]
+        limit = self.default_limit if a["set_aside"] is None else a["set_aside"]
+        if self.device.persisting_l2_limit != limit:
+            self.device.persisting_l2_limit = limit
+        _core.reset_persisting_l2(self.device)   # an arm starts on clean lines
+        by_graph: dict[int, list] = {}
+        for ti, hit, hp, mp in a["windows"]:
+            by_graph.setdefault(id(self._window_graph(a, ti)), []).append((ti, hit, hp, mp))
+        for g in self._windowed_graphs():
+            wins = by_graph.get(id(g), [])
+            self._set_graph_windows(g, a, wins)
+
+    def _window_graph(self, arm, ti):
+        return arm.get("_graphs", {}).get(ti) or self.targets[ti].graph
+
+    def _windowed_graphs(self):
+        gs = {id(t.graph): t.graph for t in self.targets}
+        for a in self.arms:
+            for g in a.get("_graphs", {}).values():
+                gs[id(g)] = g
+        return list(gs.values())
+
+    def _set_graph_windows(self, g: GraphSeen, arm, wins):
+        from ..foreign import _RawRange
+        want = {}
+        for ti, hit, hp, mp in wins:
+            t = arm.get("_located", {}).get(ti) or (self.targets[ti].address, self.targets[ti].size,
+                                                    g.nodes_of(self.targets[ti].record))
+            base, nbytes, nodes = t
+            w = _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes, hit_ratio=hit,
+                                         hit_prop=_PROPS[hp], miss_prop=_PROPS[mp], clamp=True)
+            for n in nodes:
+                want[n] = w
+        had = getattr(g, "_windowed", set())
+        clear = sorted(had - set(want))
+        if clear:
+            g.graph.set_access_policy_window(None, nodes=clear)
+        for w in {id(w): w for w in want.values()}.values():
+            g.graph.set_access_policy_window(w, nodes=sorted(n for n in want if want[n] is w))
+        g._windowed = set(want)
+
+    # ---- verify / apply: the plan document -----------------------------------------------
+
+    def load_plan(self, path: str):
+        self.plan_doc = load_plan(path)
+
+    def _apply_plan_windows(self, seen: GraphSeen, install: bool):
+        entries = [w for w in self.plan_doc["windows"] if w["graph"] == seen.signature]
+        located = []
+        uses6 = [(u[0], u[1], u[2], u[3], seen.records[u[4]][0], seen.records[u[4]][1])
+                 for u in seen.uses]
+        for e in entries:
+            at = _core.live_locate(uses6, e["node"], e["param"], e["offset"], e["delta"],
+                                   e["bytes"])
+            if at is None:
+                e.setdefault("_missed", 0)
+                e["_missed"] += 1
+                continue
+            located.append((at[0], at[1], [n for n in e["nodes"] if n < len(seen.names)], e))
+        if located:
+            self.applied_sigs.add(seen.signature)
+        seen.plan_windows = located
+        if install and located:
+            from ..foreign import _RawRange
+            for base, nbytes, nodes, e in located:
+                w = _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes,
+                                             hit_ratio=e["hit_ratio"],
+                                             hit_prop=_PROPS[e["hit_prop"]],
+                                             miss_prop=_PROPS[e["miss_prop"]], clamp=True)
+                seen.graph.set_access_policy_window(w, nodes=nodes)
+                e["_applied"] = e.get("_applied", 0) + 1
+            seen.windows_applied = len(located)
+
+    def _verify_arms(self) -> list:
+        doc = self.plan_doc
+        plan_arm = {"set_aside": doc["set_aside"], "windows": [], "_graphs": {}, "_located": {}}
+        k = 0
+        for g in self.graphs.values():
+            for base, nbytes, nodes, e in getattr(g, "plan_windows", []):
+                plan_arm["windows"].append((k, e["hit_ratio"], e["hit_prop"], e["miss_prop"]))
+                plan_arm["_graphs"][k] = g
+                plan_arm["_located"][k] = (base, nbytes, nodes)
+                k += 1
+        return [{"set_aside": 0, "windows": []}, {"set_aside": None, "windows": []}, plan_arm]
+
+    # ---- what comes out --------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """The result document the CLI reads: verdict, arms, blocks, notes."""
+        dev = self.device
+        arms_out = []
+        for i, a in enumerate(self.arms):
+            arms_out.append({"set_aside": a["set_aside"], "windows": [
+                self._window_doc(a, ti, hit, hp, mp) for ti, hit, hp, mp in a["windows"]]})
+        per_arm = {}
+        for b in self.blocks[:self.recorded]:
+            if not b.units:
+                continue
+            d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
+                                          "kernels": {}})
+            d["gpu_ms_per_unit"].append(getattr(b, "gpu_ns", 0) / b.units / 1e6)
+            d["wall_ms_per_unit"].append((b.end - b.start) / b.units / 1e6)
+            for name, ns in getattr(b, "by_name", {}).items():
+                d["kernels"][name] = d["kernels"].get(name, 0.0) + ns / b.units / 1e6
+        for d in per_arm.values():
+            n = len(d["gpu_ms_per_unit"])
+            d["kernels"] = {k: v / n for k, v in d["kernels"].items()}
+        meta = {}
+        if dev is not None:
+            p = dev.properties
+            meta = {"name": p.name, "cc": list(p.compute_capability),
+                    "l2_bytes": p.l2_cache_size,
+                    "persisting_max": p.persisting_l2_cache_max_size,
+                    "default_limit": self.default_limit,
+                    "driver": list(_core.driver_version() or (0, 0)), "index": self.o.device}
+        return {
+            "mode": self.o.mode, "state": self.state, "device": meta,
+            "unit": list(self.unit) if self.unit else None,
+            "units_per_block": self.units_per_block,
+            "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
+            "arms": arms_out, "per_arm": per_arm,
+            "switch_ms": self.switch_ms, "blocks": len(self.blocks),
+            "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
+                        "windows_applied": g.windows_applied,
+                        "in_plan": g.signature in self.applied_sigs}
+                       for g in self.graphs.values()],
+            "targets": [{"graph": t.graph.signature, "bytes": t.size, "weight_ms":
+                         t.weight / 1e6, "nodes": len(t.graph.nodes_of(t.record))}
+                        for t in self.targets],
+            "notes": self.notes, "search_s": (time.perf_counter() - self.search_t0)
+            if self.search_t0 else 0.0,
+            "plan": self.make_plan() if self.o.mode == "advise" and self.result else None,
+        }
+
+    def _window_doc(self, arm, ti, hit, hp, mp):
+        if "_located" in arm:
+            base, nbytes, nodes = arm["_located"][ti]
+            return {"graph": arm["_graphs"][ti].signature, "bytes": nbytes, "hit_ratio": hit,
+                    "hit_prop": hp, "miss_prop": mp, "nodes": nodes}
+        t = self.targets[ti]
+        node, param, offset, word = t.graph.anchor(t.record)
+        return {"graph": t.graph.signature, "node": node, "param": param, "offset": offset,
+                "delta": t.address - word, "bytes": t.size, "hit_ratio": hit,
+                "hit_prop": hp, "miss_prop": mp, "nodes": t.graph.nodes_of(t.record)}
+
+    def make_plan(self) -> dict:
+        """The plan document: what to install at the next start."""
+        from .. import __version__
+        r = self.result
+        helps = bool(r["helps"]) and r["winner"] >= 0
+        arm = self.arms[r["winner"]] if helps else self.arms[r["baseline"]]
+        p = self.device.properties
+        return {
+            "format": PLAN_FORMAT,
+            "device": {"name": p.name, "cc": list(p.compute_capability),
+                       "l2_bytes": p.l2_cache_size,
+                       "driver": list(_core.driver_version() or (0, 0))},
+            "l2persist": __version__,
+            "verdict": "helps" if helps else "dont",
+            "speedup": r["speedup"], "ci": [r["ci_low"], r["ci_high"]],
+            "set_aside": arm["set_aside"],
+            "windows": [self._window_doc(arm, ti, hit, hp, mp)
+                        for ti, hit, hp, mp in arm["windows"]],
+        }
+
+    def write_result(self):
+        if not self.o.result:
+            return
+        tmp = self.o.result + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.summary(), f, default=_jsonable)
+        os.replace(tmp, self.o.result)
+
+    def finish(self):
+        """At exit: a search still running is finished with what it has; the set-aside the
+        program started with is put back."""
+        with self.lock:
+            if self.state in ("warmup", "search"):
+                try:
+                    if self.state == "search":
+                        self.blocks[-1].end = self.blocks[-1].end or _core.activity_now()
+                        self.blocks[-1].units = self.blocks[-1].units or self.units_now
+                        self._record_pending()
+                        self.result = _core.live_finish()
+                    self.notes.append("the program ended before the search decided")
+                    self.state = "done"
+                except Exception as e:
+                    self.notes.append(f"finishing failed: {e}")
+            self.restore()
+            try:
+                _core.activity_end()
+            except Exception:
+                pass
+            if self.o.mode != "apply":
+                self.write_result()
+
+    def restore(self):
+        if self.device is None or self.limit_before is None:
+            return
+        try:
+            if self.device.persisting_l2_limit != self.limit_before:
+                self.device.persisting_l2_limit = self.limit_before
+            _core.reset_persisting_l2(self.device)
+        except Exception as e:
+            self.notes.append(f"restoring the set-aside failed: {e}")
+
+
+class _NoRecords(RuntimeError):
+    pass
+
+
+def _core_max_targets() -> int:
+    return 64
+
+
+def _increasing(bounds: list) -> list:
+    """Block bounds with a gap of zero length made one nanosecond long (blocks back to back
+    share a stamp; the C side wants them increasing)."""
+    out = []
+    for b in bounds:
+        out.append(b if not out or b > out[-1] else out[-1] + 1)
+    return out
+
+
+def _capturing() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
+
+
+def _jsonable(x):
+    if isinstance(x, float):
+        return None
+    return str(x)
+
+
+def load_plan(path: str) -> dict:
+    """Read and check a plan document; every field named in the error."""
+    from .plan_doc import check_plan
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1 << 24)
+    except OSError as e:
+        raise ValueError(f"plan: cannot read {path!r}: {e.strerror}") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"plan: {path!r} is not a JSON plan document ({type(e).__name__})") \
+            from None
+    return check_plan(doc, path)

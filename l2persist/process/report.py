@@ -1,0 +1,183 @@
+"""What a watched run found, for people: a few lines on the terminal and an HTML report.
+
+Everything here draws the watcher's result document (``Watcher.summary()``); nothing is
+computed that the C core decided (the verdict, its interval, the arms). The HTML page is
+self-contained (inline SVG, no script), so it opens anywhere, from a CI artifact too.
+"""
+from __future__ import annotations
+
+import html
+import math
+import statistics
+
+_MIB = 1 << 20
+
+
+def _arm_text(a: dict) -> str:
+    aside = a.get("set_aside")
+    s = "the default set-aside" if aside is None else \
+        "limit 0" if aside == 0 else f"set-aside {aside / _MIB:.2f} MiB"
+    wins = a.get("windows", [])
+    if wins:
+        s += "; " + ", ".join(f"{w['hit_prop']} window {w['bytes'] / _MIB:.2f} MiB "
+                              f"(hitRatio {w['hit_ratio']:.2f}) on {len(w.get('nodes', []))} "
+                              f"node(s) of {w['graph']}" for w in wins)
+    else:
+        s += ", no window"
+    return s
+
+
+def _med(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def verdict_line(r: dict) -> str:
+    res = r["result"]
+    mode = r["mode"]
+    base = "limit 0" if res["baseline"] == 0 else "the device default"
+    if not res.get("baseline_decided"):
+        base += " (limit 0 and the default within noise: the default kept)"
+    if mode == "verify":
+        return (f"plan: {res['speedup']:.4f}x the better baseline ({base}), 95 % interval "
+                f"{res['ci_low']:.4f}-{res['ci_high']:.4f}; helps: {bool(res['helps'])}")
+    if res["helps"] and res["winner"] >= 0:
+        arm = r["arms"][res["winner"]]
+        return (f"helps: {res['speedup']:.4f}x the better baseline ({base}), 95 % interval "
+                f"{res['ci_low']:.4f}-{res['ci_high']:.4f}: {_arm_text(arm)}")
+    why = "undecided when the budget ran out" if not res["decided"] else \
+        "no arm beat the better baseline by the rule"
+    best = ""
+    if res["winner"] >= 0 and res.get("speedup"):
+        best = (f"; the best arm gave {res['speedup']:.4f}x "
+                f"({res['ci_low']:.4f}-{res['ci_high']:.4f})")
+    return f"don't: {why}{best}; keep {base}"
+
+
+def summary_text(r: dict) -> str:
+    res = r["result"]
+    unit = r.get("unit") or ["?"]
+    unit_text = {"replay": f"replay of graph {unit[-1]}", "sync": "host synchronization",
+                 "mark": "l2persist.mark()"}.get(unit[0], unit[0])
+    lines = [f"l2persist {r['mode']}: {r['device'].get('name', '?')}, unit of work: one "
+             f"{unit_text}, {r['units_per_block']} per block",
+             "  " + verdict_line(r)]
+    per = r.get("per_arm", {})
+    for key, label in (("0", "limit 0"), ("1", "default")):
+        d = per.get(key) or per.get(int(key))
+        if d:
+            lines.append(f"  {label:>8}: GPU {_med(d['gpu_ms_per_unit']):.4f} ms/unit, wall "
+                         f"{_med(d['wall_ms_per_unit']):.4f} ms/unit "
+                         f"({len(d['gpu_ms_per_unit'])} blocks)")
+    sw = r.get("switch_ms") or []
+    lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
+                 f"in {r.get('search_s', 0):.1f} s; switching {_med(sw):.2f} ms median, "
+                 f"{max(sw) if sw else float('nan'):.2f} ms max")
+    g = r.get("graphs", [])
+    lines.append(f"  graphs: {len(g)} captured, targets: {len(r.get('targets', []))}, arms: "
+                 f"{len(r.get('arms', []))}")
+    for n in r.get("notes", []):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def _bars_svg(rows, title, unit) -> str:
+    """Horizontal bars with an interval (lo, hi) per row: [(label, value, lo, hi)]."""
+    rows = [x for x in rows if x[1] == x[1]]
+    if not rows:
+        return ""
+    w, left, h = 720, 300, 22
+    top = max(max(x[3] for x in rows), max(x[1] for x in rows)) * 1.1 or 1
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h * len(rows) + 40}" '
+           f'role="img" aria-label="{html.escape(title)}">',
+           f'<text x="4" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    for i, (label, v, lo, hi) in enumerate(rows):
+        y = 24 + i * h
+        x = lambda t: left + (w - left - 70) * t / top  # noqa: E731
+        out.append(f'<text x="4" y="{y + 14}" font-size="11">{html.escape(label[:48])}</text>')
+        out.append(f'<rect x="{left}" y="{y + 3}" width="{x(v) - left:.1f}" height="{h - 8}" '
+                   f'fill="#4c78a8"/>')
+        out.append(f'<line x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y + h / 2}" y2="{y + h / 2}" '
+                   f'stroke="black" stroke-width="2"/>')
+        out.append(f'<text x="{x(max(v, hi)) + 4:.1f}" y="{y + 14}" font-size="11">'
+                   f'{v:.4g} {unit}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _spread(v):
+    if len(v) < 2:
+        return (v[0], v[0]) if v else (float("nan"), float("nan"))
+    s = sorted(v)
+    q = lambda p: s[min(len(s) - 1, max(0, int(round(p * (len(s) - 1)))))]  # noqa: E731
+    return q(0.25), q(0.75)
+
+
+def write_report(r: dict, path: str) -> None:
+    res = r["result"]
+    per = {int(k): v for k, v in r.get("per_arm", {}).items()}
+    arms = r.get("arms", [])
+    rows = []
+    for i, d in sorted(per.items()):
+        v = d["gpu_ms_per_unit"]
+        lo, hi = _spread(v)
+        label = ("limit 0" if i == 0 else "default" if i == 1 else f"arm {i}")
+        rows.append((label, _med(v), lo, hi))
+    show = [0, 1] + ([res["winner"]] if res.get("winner", -1) >= 2 else [])
+    kernels = {}
+    for i in show:
+        for name, ms in per.get(i, {}).get("kernels", {}).items():
+            kernels.setdefault(name, {})[i] = ms
+    top = sorted(kernels, key=lambda k: -max(kernels[k].values()))[:12]
+    krows = "".join(
+        "<tr><td><code>{}</code></td>{}</tr>".format(
+            html.escape(k[:90]), "".join(f"<td>{kernels[k].get(i, 0):.4f}</td>" for i in show))
+        for k in top)
+    tax = []
+    base = res.get("baseline", 1)
+    for k in top:
+        b = kernels[k].get(base)
+        w = kernels[k].get(show[-1])
+        if b and w:
+            tax.append((k, w / b, w / b, w / b))
+    arm_rows = "".join(
+        f"<tr><td>{i}</td><td>{html.escape(_arm_text(a))}</td>"
+        f"<td>{_med(per.get(i, {}).get('gpu_ms_per_unit', [])):.4f}</td>"
+        f"<td>{(r['result']['stage_dropped'][i] or '') if i < len(res['stage_dropped']) else ''}"
+        f"</td></tr>" for i, a in enumerate(arms))
+    graphs = "".join(f"<tr><td><code>{g['signature']}</code></td><td>{g['kernels']}</td>"
+                     f"<td>{g['replays']}</td></tr>" for g in r.get("graphs", []))
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.get("notes", [])) or "<li>none</li>"
+    sw = r.get("switch_ms") or []
+    doc = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>l2persist {r['mode']} report</title>
+<style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{padding:2px 8px;
+text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}</style>
+</head><body>
+<h1>l2persist {r['mode']}: {html.escape(str(r['device'].get('name', '?')))}</h1>
+<p id="verdict"><b>{html.escape(verdict_line(r))}</b></p>
+<p>Unit of work: {html.escape(' '.join(map(str, r.get('unit') or [])))}; {r['units_per_block']}
+units per block; {res['search_blocks']} search and {res['confirm_blocks']} confirmation blocks in
+{r.get('search_s', 0):.1f} s. Switching an arm took {_med(sw):.2f} ms (median),
+{max(sw) if sw else float('nan'):.2f} ms at most. GPU time is the sum of the program's kernel
+durations from CUDA's activity records; the bars show each arm's median over its blocks with
+the interquartile range.</p>
+{_bars_svg(rows, 'GPU time per unit of work, by arm', 'ms')}
+<h2>Per kernel (GPU ms per unit)</h2>
+<table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
+{_bars_svg(tax, 'Per kernel: the chosen arm / the better baseline (above 1: it costs)', 'x')}
+<h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
+<th>dropped after stage</th></tr>{arm_rows}</table>
+<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>replays</th></tr>{graphs}
+</table>
+<h2>Not windowed, and why</h2><ul><li>Kernels outside CUDA graphs (eager work) run under the
+set-aside of each arm but get no window: stream windows are not searched.</li>
+<li>Buffers under 256 KiB are not targets.</li></ul>
+<h2>Notes</h2><ul>{notes}</ul>
+</body></html>
+"""
+    with open(path, "w") as f:
+        f.write(doc)
+
+
+def _finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)

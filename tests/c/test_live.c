@@ -1,0 +1,276 @@
+/* The live search (l2p_live.h) and the activity log's blocks (l2p_activity.h) without a GPU:
+ * a program whose arms have known true costs under noise, driven the way the watcher drives
+ * it (next, then samples when it says NEED); the candidate arms built from targets; records
+ * cut into blocks by their start stamps. */
+#include <math.h>
+#include <string.h>
+
+#include "l2p_activity.h"
+#include "l2p_live.h"
+#include "l2p_policy.h"
+#include "l2p_test.h"
+
+int l2p_test_passed, l2p_test_failed;
+
+#define MIB ((size_t)1 << 20)
+
+static double uniform(unsigned long long *rng)
+{
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*rng >> 11) / 9007199254740992.0;
+}
+
+/* Drive a search to its end: arm a's block costs truth[a] * (1 +- noise). Returns blocks. */
+static size_t drive(l2p_live *s, const double *truth, double noise, unsigned long long seed)
+{
+    int queue[L2P_LIVE_MAX_ARMS * 8];
+    size_t nq = 0, blocks = 0;
+    for (int guard = 0; guard < 100000; guard++) {
+        int arm = l2p_live_next(s);
+        if (arm == L2P_LIVE_DONE) break;
+        if (arm == L2P_LIVE_NEED) {
+            for (size_t i = 0; i < nq; i++) {
+                double v = truth[queue[i]] * (1 + noise * (2 * uniform(&seed) - 1));
+                CHECK(l2p_live_record(s, v) == L2P_OK);
+            }
+            nq = 0;
+            continue;
+        }
+        CHECK(arm >= 0 && (size_t)arm < s->n_arms);
+        queue[nq++] = arm;
+        blocks++;
+    }
+    return blocks;
+}
+
+static void test_finds_the_best_arm(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    double truth[10] = {1.0, 1.02, 1.01, 0.99, 0.93, 1.1, 1.0, 0.97, 1.05, 0.98};
+    int wins = 0, helps = 0;
+    for (unsigned seed = 1; seed <= 10; seed++) {
+        l2p_live s;
+        CHECK(l2p_live_init(&s, 10, &o) == L2P_OK);
+        drive(&s, truth, 0.01, seed);
+        CHECK(s.r.done);
+        wins += s.r.winner == 4;
+        helps += s.r.helps && s.r.winner == 4;
+        /* limit 0 is better by 2 %: the interval tells them apart */
+        CHECK(s.r.baseline == 0);
+    }
+    CHECK(wins == 10);
+    CHECK(helps == 10);
+}
+
+static void test_no_gain_says_dont(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    double truth[6] = {1.0, 1.0, 1.003, 1.02, 1.001, 1.1};
+    int helps = 0, decided = 0, default_kept = 0;
+    for (unsigned seed = 1; seed <= 10; seed++) {
+        l2p_live s;
+        CHECK(l2p_live_init(&s, 6, &o) == L2P_OK);
+        drive(&s, truth, 0.01, seed);
+        helps += s.r.helps;
+        decided += s.r.decided;
+        /* limit 0 and the default are the same: the default (it changes nothing) stays */
+        default_kept += s.r.baseline == 1;
+    }
+    CHECK(helps == 0);
+    CHECK(decided == 10);
+    CHECK(default_kept >= 9);
+}
+
+/* A mutant that skipped the confirmation would pick on the search's samples alone; the
+ * confirmation's fresh rounds must be there: blocks beyond the search. */
+static void test_confirmation_runs_fresh_blocks(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    double truth[4] = {1.0, 1.0, 0.95, 1.0};
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 4, &o) == L2P_OK);
+    size_t blocks = drive(&s, truth, 0.005, 7);
+    CHECK(s.r.search_blocks == 3 * 4); /* one stage of 3 rounds, 4 arms: 2 candidates -> 1 */
+    CHECK(s.r.confirm_blocks >= 3 * o.confirm_rounds);
+    CHECK(blocks == s.r.search_blocks + s.r.confirm_blocks);
+    CHECK(s.r.winner == 2 && s.r.helps);
+    CHECK_NEAR(s.r.speedup, 1 / 0.95, 0.01);
+    CHECK(s.r.stage_dropped[3] == 1 && s.r.stage_dropped[2] == 0);
+}
+
+/* Under noise the confirmation adds rounds until decided, and stops at its cap. */
+static void test_more_rounds_while_undecided(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    o.confirm_only = 1;
+    double truth[3] = {1.0, 1.0, 1.0 / 1.03};
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, truth, 0.05, 3);
+    CHECK(s.r.confirm_rounds > o.confirm_rounds);
+    CHECK(s.r.confirm_rounds <= o.max_confirm_rounds);
+    CHECK(s.r.search_blocks == 0);
+    o.max_confirm_rounds = o.confirm_rounds;
+    double flat[3] = {1.0, 1.0, 1.0};
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, flat, 0.2, 5);
+    CHECK(s.r.confirm_rounds == o.confirm_rounds);
+    CHECK(!s.r.helps);
+}
+
+static void test_finish_early(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 8, &o) == L2P_OK);
+    for (int i = 0; i < 5; i++) CHECK(l2p_live_next(&s) >= 0);
+    for (int i = 0; i < 5; i++) CHECK(l2p_live_record(&s, 1.0) == L2P_OK);
+    CHECK(l2p_live_record(&s, 1.0) == L2P_ERR_STATE); /* nothing pending */
+    CHECK(l2p_live_finish(&s) == L2P_OK);
+    CHECK(s.r.done && !s.r.decided && !s.r.helps && s.r.winner == -1);
+    CHECK(l2p_live_next(&s) == L2P_LIVE_DONE);
+}
+
+static void test_rotation(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 5, &o) == L2P_OK);
+    int first[3];
+    for (int r = 0; r < 3; r++) {
+        int seen = 0;
+        for (int i = 0; i < 5; i++) {
+            int a = l2p_live_next(&s);
+            if (i == 0) first[r] = a;
+            seen |= 1 << a;
+        }
+        CHECK(seen == 31); /* each arm once a round */
+    }
+    CHECK(first[0] != first[1] && first[1] != first[2]);
+    CHECK(l2p_live_next(&s) == L2P_LIVE_NEED);
+}
+
+static void test_options(void)
+{
+    l2p_live_options o;
+    l2p_live s;
+    l2p_live_options_default(&o);
+    CHECK(l2p_live_init(&s, 1, &o) == L2P_ERR_VALUE);
+    CHECK(l2p_live_init(&s, L2P_LIVE_MAX_ARMS + 1, &o) == L2P_ERR_VALUE);
+    o.confirm_only = 1;
+    CHECK(l2p_live_init(&s, 4, &o) == L2P_ERR_VALUE);
+    l2p_live_options_default(&o);
+    o.min_gain = -0.1;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+    l2p_live_options_default(&o);
+    o.confidence = 1.0;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+    l2p_live_options_default(&o);
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    (void)l2p_live_next(&s);
+    CHECK(l2p_live_record(&s, -1.0) == L2P_ERR_VALUE);
+    CHECK(l2p_live_record(&s, NAN) == L2P_ERR_VALUE);
+}
+
+static void test_arms(void)
+{
+    size_t gran = 3932160, max = 10 * gran, l2 = 16 * gran;
+    l2p_live_target t[4] = {{8 * MIB, 1.0}, {200 * MIB, 5.0}, {4 * MIB, 0.0}, {2 * MIB, 2.0}};
+    l2p_live_arm a[L2P_LIVE_MAX_ARMS];
+    size_t n = l2p_live_arms(t, 4, gran, max, l2, 3, a, L2P_LIVE_MAX_ARMS);
+    CHECK(a[0].set_aside == 0 && a[0].n_win == 0);
+    CHECK(a[1].set_aside == L2P_LIVE_DEFAULT_LIMIT && a[1].n_win == 0);
+    /* 3 levels x (3 alone + 1 together) + 1 streaming (the 200 MiB target) */
+    CHECK(n == 2 + 3 * 4 + 1);
+    CHECK(a[2].n_win == 1 && a[2].target[0] == 1); /* heaviest first */
+    CHECK(a[3].target[0] == 3 && a[4].target[0] == 0);
+    CHECK(a[2].set_aside % gran == 0 && a[2].set_aside >= max / 4);
+    CHECK_NEAR(a[2].hit_ratio[0], (double)a[2].set_aside / (200.0 * MIB), 1e-12);
+    CHECK(a[3].hit_ratio[0] == 1.0);
+    CHECK(a[5].n_win == 3 && a[5].hit_prop[0] == L2P_ACCESS_PERSISTING);
+    CHECK(a[n - 1].set_aside == 0 && a[n - 1].hit_prop[0] == L2P_ACCESS_STREAMING &&
+          a[n - 1].target[0] == 1);
+    for (size_t i = 2; i < n; i++)
+        for (size_t w = 0; w < a[i].n_win; w++) CHECK(a[i].target[w] != 2); /* weight 0 */
+    CHECK(l2p_live_arms(t, 4, gran, 0, l2, 3, a, L2P_LIVE_MAX_ARMS) == 2); /* MIG / no max */
+    CHECK(l2p_live_arms(t, 0, gran, max, l2, 3, a, L2P_LIVE_MAX_ARMS) == 2);
+}
+
+static void test_activity_blocks(void)
+{
+    l2p_activity a;
+    CHECK(l2p_activity_init(&a, 1) == L2P_OK);
+    static const char k1[] = "kernel_one", k2[] = "kernel_two";
+    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1);  /* before the first bound: no block */
+    l2p_activity_add(&a, 1, 200, 230, 7, k1, k1);  /* block 0 */
+    l2p_activity_add(&a, 1, 250, 255, 9, k2, k2);  /* block 0 */
+    l2p_activity_add(&a, 0, 260, 900, 9, k2, k2);  /* another device: ignored */
+    l2p_activity_add(&a, 1, 300, 340, 7, k2, k2);  /* block 1 (start on the bound) */
+    l2p_activity_add(&a, 1, 399, 450, 7, k1, k1);  /* block 1: by start, ends past the bound */
+    l2p_activity_add(&a, 1, 400, 401, 7, k1, k1);  /* on the last bound: no block */
+    CHECK(a.n == 6);
+    CHECK(a.n_names == 3);
+    CHECK(strcmp(a.names[a.recs[1].name], "kernel_one") == 0);
+    uint64_t bounds[3] = {200, 300, 400};
+    double gpu[2], by[3 * 2];
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3) == L2P_OK);
+    CHECK(gpu[0] == 35 && gpu[1] == 91);
+    CHECK(by[1 * 2 + 0] == 30 && by[2 * 2 + 0] == 5 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
+    CHECK(by[0] == 0 && by[1] == 0);
+    uint64_t bad[3] = {200, 200, 400};
+    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0) == L2P_ERR_VALUE);
+    l2p_activity_clear(&a);
+    CHECK(a.n == 0 && a.n_names == 1);
+    l2p_activity_add(&a, 1, 5, 4, 7, k2, k2); /* end before start: a zero duration */
+    CHECK(a.recs[0].end == a.recs[0].start && a.recs[0].name == 1);
+    l2p_activity_free(&a);
+    l2p_activity_free(&a); /* idempotent */
+}
+
+static void test_signature_and_locate(void)
+{
+    const char *a[3] = {"gemv", "index_add", "gemv"}, *b[3] = {"gemv", "gemv", "index_add"};
+    char sa[32], sb[32], sc[32];
+    l2p_live_signature(a, 3, sa, sizeof sa);
+    l2p_live_signature(b, 3, sb, sizeof sb);
+    l2p_live_signature(a, 2, sc, sizeof sc);
+    CHECK(strncmp(sa, "k3-", 3) == 0 && strlen(sa) == 19);
+    CHECK(strcmp(sa, sb) != 0); /* the order counts */
+    CHECK(strncmp(sc, "k2-", 3) == 0);
+    const char *a2[3] = {"gemv", "index_add", "gemv"};
+    l2p_live_signature(a2, 3, sb, sizeof sb);
+    CHECK(strcmp(sa, sb) == 0); /* same kernels, same signature */
+    l2p_live_use u[2] = {{0, 1, 0, 0x7000100, 0x7000000, 0x1000}, {2, 0, 8, 0x9000000, 0x9000000,
+                                                                  0x400}};
+    uint64_t base = 0, n = 0;
+    CHECK(l2p_live_locate(u, 2, 0, 1, 0, -0x100, 0x800, &base, &n) == 1);
+    CHECK(base == 0x7000000 && n == 0x800);
+    CHECK(l2p_live_locate(u, 2, 2, 0, 8, 0, 0x1000, &base, &n) == 1);
+    CHECK(base == 0x9000000 && n == 0x400); /* clipped to the new allocation */
+    CHECK(l2p_live_locate(u, 2, 0, 1, 0, -0x200, 0x800, &base, &n) == 1);
+    CHECK(base == 0x7000000); /* a start before the allocation is clamped into it */
+    CHECK(l2p_live_locate(u, 2, 1, 0, 0, 0, 0x800, &base, &n) == 0); /* no such word */
+}
+
+int main(void)
+{
+    test_signature_and_locate();
+    test_finds_the_best_arm();
+    test_no_gain_says_dont();
+    test_confirmation_runs_fresh_blocks();
+    test_more_rounds_while_undecided();
+    test_finish_early();
+    test_rotation();
+    test_options();
+    test_arms();
+    test_activity_blocks();
+    printf("test_live: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
+    return l2p_test_failed != 0;
+}

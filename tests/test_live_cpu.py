@@ -1,0 +1,178 @@
+"""The program-watching workflow's parts that need no GPU: the CLI's refusals (exit 2, the
+argument named), the plan document's check, the bootstrap's start-up (a program runs whatever
+happens, its output and exit status pass through), the post-import hook and the chained
+sitecustomize. The GPU half is tests/test_live_gpu.py."""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from l2persist.cli.live import BOOT
+from l2persist.process import bootstrap, plan_doc
+from l2persist.process.live import Options, Watcher, _increasing
+
+GOOD = {"format": "l2persist-live-plan/1", "device": {"name": "NVIDIA H100 80GB HBM3"},
+        "set_aside": 3932160,
+        "windows": [{"graph": "k12-0123456789abcdef", "node": 3, "param": 1, "offset": 0,
+                     "delta": -256, "bytes": 1 << 24, "hit_ratio": 0.5,
+                     "hit_prop": "persisting", "miss_prop": "streaming", "nodes": [3, 5]}]}
+
+
+def _cli(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "l2persist", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["advise"], "no program given"),
+    (["advise", "--budget", "0", "--", "python"], "--budget"),
+    (["advise", "--warmup", "x", "--", "python"], "--warmup"),
+    (["advise", "--min-gain", "0.9", "--", "python"], "--min-gain"),
+    (["advise", "--block-units", "-3", "--", "python"], "--block-units"),
+    (["advise", "--out", "/nonexistent-dir/p.json", "--", "python"], "--out"),
+    (["verify", "--", "python"], "plan"),
+    (["verify", "/nonexistent.json", "--", "python"], "no such file"),
+    (["apply", "/nonexistent.json", "--", "python"], "no such file"),
+])
+def test_cli_refusals(args, words):
+    p = _cli(*args)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert words in p.stderr
+
+
+@pytest.mark.parametrize("path, value, words", [
+    (("format",), "l2persist-plan/9", "format"),
+    (("device",), None, "device.name"),
+    (("set_aside",), -1, "set_aside"),
+    (("set_aside",), 1e30, "set_aside"),
+    (("set_aside",), True, "set_aside"),
+    (("windows",), "abc", "windows"),
+    (("windows", 0, "graph"), 5, "windows[0].graph"),
+    (("windows", 0, "node"), -1, "windows[0].node"),
+    (("windows", 0, "bytes"), 0, "windows[0].bytes"),
+    (("windows", 0, "hit_ratio"), float("nan"), "windows[0].hit_ratio"),
+    (("windows", 0, "hit_ratio"), 2.0, "windows[0].hit_ratio"),
+    (("windows", 0, "hit_prop"), "bogus", "windows[0].hit_prop"),
+    (("windows", 0, "nodes"), [], "windows[0].nodes"),
+    (("windows", 0, "nodes"), [1, "x"], "windows[0].nodes[1]"),
+])
+def test_plan_document_fields_are_named(path, value, words):
+    doc = copy.deepcopy(GOOD)
+    at = doc
+    for k in path[:-1]:
+        at = at[k]
+    at[path[-1]] = value
+    with pytest.raises(ValueError, match=r"plan .*" + words.replace("[", r"\[").replace("]", r"\]")):
+        plan_doc.check_plan(doc)
+    assert plan_doc.check_plan(copy.deepcopy(GOOD))["set_aside"] == 3932160
+
+
+def test_verify_refuses_a_bad_document(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(GOOD, set_aside="lots")))
+    p = _cli("verify", str(bad), "--", sys.executable, "-c", "print('ran')")
+    assert p.returncode == 2 and "set_aside" in p.stderr and "ran" not in p.stdout
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    p = _cli("apply", str(bad), "--", sys.executable, "-c", "print('ran')")
+    assert p.returncode == 2 and "not a JSON plan document" in p.stderr
+
+
+def test_advise_runs_the_program_and_passes_its_status_through(tmp_path):
+    """Without a GPU the program still runs, prints what it prints and exits as it exits;
+    l2persist says it has no advice and why."""
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys\nprint('hello from the program')\nsys.exit(3)\n")
+    p = _cli("advise", "--", sys.executable, str(prog))
+    assert "hello from the program" in p.stdout
+    assert p.returncode == 3
+    assert "no advice" in p.stderr
+
+
+def test_apply_without_a_gpu_runs_the_program_unchanged(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD))
+    prog = tmp_path / "p.py"
+    prog.write_text("print('still runs')\n")
+    p = _cli("apply", str(plan), "--", sys.executable, str(prog))
+    assert p.returncode == 0 and "still runs" in p.stdout
+    if not __import__("l2persist").is_available():
+        assert "plan not applied" in p.stderr
+
+
+def test_apply_prints_the_environment_for_launchers(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD))
+    p = _cli("apply", str(plan))
+    assert p.returncode == 0
+    assert f"L2PERSIST_PLAN={plan}" in p.stdout and BOOT in p.stdout
+
+
+def test_sitecustomize_chains_to_the_one_it_shadows(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([BOOT, str(other)]))
+    env.pop("L2PERSIST_MODE", None)
+    env.pop("L2PERSIST_PLAN", None)
+    p = subprocess.run([sys.executable, "-c", "import os, sys; print(os.environ.get('CHAINED'),"
+                        " 'l2persist.process.bootstrap' in sys.modules)"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["yes", "True"]
+
+
+def test_after_import_hook_runs_after_the_programs_own_import(tmp_path, monkeypatch):
+    (tmp_path / "fakemod_l2p.py").write_text("VALUE = 41\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    hook = bootstrap._AfterImport("fakemod_l2p", lambda m: seen.append(m.VALUE + 1))
+    sys.meta_path.insert(0, hook)
+    try:
+        assert "fakemod_l2p" not in sys.modules and not seen  # nothing imported by the hook
+        import fakemod_l2p
+        assert fakemod_l2p.VALUE == 41 and seen == [42]
+        assert hook not in sys.meta_path                       # once
+    finally:
+        sys.modules.pop("fakemod_l2p", None)
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+
+
+def test_a_hook_that_fails_never_reaches_the_program():
+    w = Watcher(Options())
+
+    def boom(*a):
+        raise RuntimeError("inside the watcher")
+    w.point = boom
+    saved = bootstrap._watcher
+    bootstrap._watcher = w
+    try:
+        bootstrap.mark()           # the program's call goes on
+        assert any("inside the watcher" in n for n in w.notes)
+    finally:
+        bootstrap._watcher = saved
+
+
+def test_mark_is_a_no_op_when_not_watched():
+    assert bootstrap.watcher() is None or True
+    saved = bootstrap._watcher
+    bootstrap._watcher = None
+    try:
+        assert bootstrap.mark() is None
+    finally:
+        bootstrap._watcher = saved
+
+
+def test_options_from_the_environment():
+    o = Options.from_env({"L2PERSIST_MODE": "verify", "L2PERSIST_BUDGET": "12.5",
+                          "L2PERSIST_BLOCK_UNITS": "8", "LOCAL_RANK": "1",
+                          "L2PERSIST_EXIT_AFTER": "1"})
+    assert (o.mode, o.budget_s, o.block_units, o.device, o.exit_after) == \
+        ("verify", 12.5, 8, 1, True)
+
+
+def test_block_bounds_made_increasing():
+    assert _increasing([5, 9, 9, 12, 12]) == [5, 9, 10, 12, 13]
