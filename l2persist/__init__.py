@@ -43,6 +43,7 @@ from .tune import tune  # noqa: E402 - the function; the module stays l2persist.
 from . import tax
 from .state import L2State, l2_state, persisting_l2_disabled
 from .results import Results as Results  # a study's records + metadata (l2persist.studies)
+from .process.bootstrap import mark  # a unit of work ended: `advise --` switches only there
 
 __version__ = "0.1.0"
 
@@ -71,5 +72,5 @@ __all__ = [
     "plan_windows", "reset_persisting_l2", "to_device", "zeros", "examples", "Target",
     "TuneResult", "tune", "foreign", "as_graph", "launch", "tax", "L2State", "l2_state",
     "persisting_l2_disabled", "Plan", "advise", "Advice", "WorkloadSet", "keep_graphs", "window_captures",
-    "Results",
+    "Results", "mark",
 ]

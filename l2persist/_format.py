@@ -43,33 +43,89 @@ def save_json(obj, path=None, **kw) -> str:
     return text
 
 
-def read_json(text_or_path):
-    """(parsed object, where it came from) of a JSON string or of the file at a path (str or
-    os.PathLike). Bytes are refused: they are neither a path nor text here. A syntax error
-    names the file."""
+#: The most a loader reads of a file (a plan, a Results or Advice file is far smaller): a
+#: path to /dev/zero or a log file is refused, not read without bound.
+MAX_JSON_BYTES = 64 << 20
+
+
+def _is_json_text(s: str) -> bool:
+    """Whether a str is JSON text rather than a path, by its content: an object or array, or
+    any other valid JSON value ('null', '5', '"x"'). A path that happens to be valid JSON
+    ('2024') is given as a pathlib.Path."""
+    head = s.lstrip()
+    if head.startswith(("{", "[")):
+        return True
+    try:
+        json.loads(s)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _read_file(path, arg: str) -> str:
+    """The text of a file, at most MAX_JSON_BYTES, as UTF-8; every failure names the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_JSON_BYTES + 1)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(e.errno, f"{arg}: {path!r} is neither JSON text nor an "
+                                         "existing file") from None
+    except IsADirectoryError as e:
+        raise IsADirectoryError(e.errno, f"{arg}: {path!r} is a directory; give a JSON "
+                                         "file") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise ValueError(f"{arg}: {path!r} holds more than {MAX_JSON_BYTES >> 20} MiB; not an "
+                         "l2persist JSON file (loaders read at most that much)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{arg}: {path!r} is not UTF-8 text (byte {e.start} is "
+                         f"{data[e.start]:#04x}); not a JSON file") from None
+
+
+def json_kind(v) -> str:
+    """The JSON name of a parsed value's type, for messages ("null", not "NoneType")."""
+    for kind, name in ((bool, "a boolean"), (type(None), "null"), (dict, "an object"),
+                       (list, "an array"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(v, kind):
+            return name
+    return type(v).__name__
+
+
+def read_json(text_or_path, arg: str = "text_or_path", what: str = "an l2persist file"):
+    """(parsed object, where it came from) of JSON text or of the file at a path (str or
+    os.PathLike). A str is JSON text when it starts with '{' or '[' or is any other valid
+    JSON value, else a path. A file is read up to MAX_JSON_BYTES. Every l2persist document
+    is a JSON object: anything else is refused, saying it is not ``what``. Every failure
+    names the argument (``arg``) or the file: bytes (neither a path nor text here), a
+    missing file, a binary file, invalid or too deeply nested JSON."""
     import os
-    if isinstance(text_or_path, (bytes, bytearray, memoryview)):
-        raise TypeError("load: give a path (str or os.PathLike) or JSON text, not "
-                        f"{type(text_or_path).__name__}")
     if isinstance(text_or_path, os.PathLike) or (
-            isinstance(text_or_path, str) and not text_or_path.lstrip().startswith(("{", "["))):
-        where = os.fspath(text_or_path)
-        with open(where) as f:
-            text = f.read()
+            isinstance(text_or_path, str) and not _is_json_text(text_or_path)):
+        path = os.fspath(text_or_path)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        where, text = path, _read_file(path, arg)
     elif isinstance(text_or_path, str):
-        where, text = "JSON text", text_or_path
+        where, text = f"{arg} (JSON text)", text_or_path
     else:
-        raise TypeError("load: give a path (str or os.PathLike) or JSON text, not "
+        raise TypeError(f"{arg}: give a path (str or os.PathLike) or JSON text, not "
                         f"{type(text_or_path).__name__}")
     try:
-        return json.loads(text), where
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{where}: not valid JSON ({e}); was the file cut short?") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to read (an l2persist file nests "
+                         "a few levels)") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: holds {json_kind(doc)}, not a JSON object: not {what}")
+    return doc, where
 
 
-def load_json(text_or_path):
+def load_json(text_or_path, arg: str = "text_or_path", what: str = "an l2persist file"):
     """The parsed object of read_json, without where it came from."""
-    return read_json(text_or_path)[0]
+    return read_json(text_or_path, arg, what)[0]
 
 
 def human_bytes(n: int | float) -> str:
@@ -107,5 +163,5 @@ def record_html(kind: str, record) -> str:
         for k, v in record.as_dict().items())
     return f"<table><caption>{html.escape(kind)}</caption>{rows}</table>"
 
-__all__ = ["cell_text", "human_bytes", "load_json", "markdown_table", "read_json", "record_repr",
-           "record_html", "save_json"]
+__all__ = ["MAX_JSON_BYTES", "cell_text", "human_bytes", "json_kind", "load_json", "markdown_table",
+           "read_json", "record_repr", "record_html", "save_json"]

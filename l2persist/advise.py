@@ -27,6 +27,7 @@ total helps by ``verdict``'s rule and no workload marked ``must_not_slow`` slows
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 import warnings
@@ -36,7 +37,12 @@ from . import _core
 from ._format import human_bytes, load_json, save_json
 from .tune import Target, timed_stream
 
-__all__ = ["advise", "Advice", "WorkloadAdvice", "WorkloadSet"]
+__all__ = ["DEFAULTS", "advise", "Advice", "WorkloadAdvice", "WorkloadSet"]
+
+#: The advisor's default options, from their one home: the C core's
+#: l2p_advise_options_default (tries, search_repeat, repeat, confirm_rounds, recheck_rounds,
+#: min_gain, confidence, seed). advise()'s signature shows them.
+DEFAULTS = _core.advise_defaults()
 
 #: Targets per workload considered (discovery gives the largest first).
 MAX_TARGETS = 8
@@ -169,7 +175,10 @@ class Advice:
 
     @classmethod
     def from_json(cls, text_or_path) -> "Advice":
-        d = load_json(text_or_path)
+        """An advice saved with ``to_json`` (JSON text, or a file: str or os.PathLike), e.g.
+        to read it again on a machine without a GPU (its ``plan`` is not kept: save that with
+        ``Plan.to_json``)."""
+        d = load_json(text_or_path, what="an l2persist Advice")
         try:
             d["ci"] = tuple(d["ci"])
             d["workloads"] = {k: WorkloadAdvice(**dict(w, ci=tuple(w["ci"])))
@@ -198,46 +207,86 @@ class _Work:
     names: list = field(default_factory=list)
 
 
+_KEYS = ("fn", "weight", "stream", "targets", "candidates", "must_not_slow")
+
+
 def _spec(name, spec, must_not_slow) -> _Work:
+    """One workload's specification, checked without touching a device (its stream and
+    targets are converted later, by _bind, once every workload's values are known good)."""
     if not isinstance(name, str):
         raise TypeError(f"workloads: keys are names (str), got {type(name).__name__}")
+    if not name.strip():
+        raise ValueError(f"workloads: the name {name!r} is empty; each workload needs a name "
+                         "(it names its windows and its row of the advice)")
+    where = f"workloads[{name!r}]"
     if callable(spec):
         w = _Work(name, spec, 1.0)
     elif isinstance(spec, tuple) and len(spec) == 2:
         if not callable(spec[0]):
-            raise TypeError(f"workloads[{name!r}]: (fn, weight) needs a callable fn, got "
+            raise TypeError(f"{where}: (fn, weight) needs a callable fn, got "
                             f"{type(spec[0]).__name__}")
         w = _Work(name, spec[0], spec[1])
-    elif isinstance(spec, dict) and callable(spec.get("fn")):
-        unknown = set(spec) - {"fn", "weight", "stream", "targets", "candidates",
-                               "must_not_slow"}
-        if unknown:
-            raise TypeError(f"workloads[{name!r}]: unknown keys {sorted(unknown)}")
-        flag = spec.get("must_not_slow", False)
-        if not isinstance(flag, bool):
-            raise TypeError(f"workloads[{name!r}]['must_not_slow']: expected True or False, "
-                            f"got {flag!r}")
-        w = _Work(name, spec["fn"], spec.get("weight", 1.0), spec.get("stream"),
-                  spec.get("targets"), spec.get("candidates"), flag)
+    elif isinstance(spec, dict):
+        w = _from_dict(where, name, spec)
     else:
-        raise TypeError(f"workloads[{name!r}]: expected fn, (fn, weight) or a dict with 'fn', "
+        raise TypeError(f"{where}: expected fn, (fn, weight) or a dict with 'fn', "
                         f"got {type(spec).__name__}")
     if isinstance(w.weight, bool) or not isinstance(w.weight, (int, float)) or \
             not w.weight > 0 or w.weight == float("inf"):
-        raise ValueError(f"workloads[{name!r}]: weight {w.weight!r} must be a finite number "
-                         f"> 0")
+        raise ValueError(f"{where}: weight {w.weight!r} must be a finite number > 0")
     w.must_not_slow = w.must_not_slow or name in must_not_slow
+    return w
+
+
+def _from_dict(where: str, name: str, spec: dict) -> _Work:
+    unknown = set(spec) - set(_KEYS)
+    if unknown:
+        raise TypeError(f"{where}: unknown keys {sorted(unknown)} (the keys: "
+                        f"{', '.join(_KEYS)})")
+    if "fn" not in spec:
+        raise TypeError(f"{where}: the dict needs 'fn', the callable that runs the workload")
+    if not callable(spec["fn"]):
+        raise TypeError(f"{where}['fn']: expected a callable, got {type(spec['fn']).__name__}")
+    flag = spec.get("must_not_slow", False)
+    if not isinstance(flag, bool):
+        raise TypeError(f"{where}['must_not_slow']: expected True or False, got {flag!r}")
+    targets = spec.get("targets")
+    if targets is not None and not isinstance(targets, (list, tuple)):
+        raise TypeError(f"{where}['targets']: expected a list of buffers or Targets, got "
+                        f"{type(targets).__name__}")
+    candidates = spec.get("candidates")
+    if isinstance(candidates, (bool, int, float, complex, str, bytes)):
+        raise TypeError(f"{where}['candidates']: expected buffers to discover among (a list, "
+                        f"a dict of names to buffers, or a module), got "
+                        f"{type(candidates).__name__}")
+    return _Work(name, spec["fn"], spec.get("weight", 1.0), spec.get("stream"), targets,
+                 candidates, flag)
+
+
+def _bind(w: _Work) -> None:
+    """A checked workload's stream and given targets as l2persist objects (a foreign object
+    may need the driver: this runs after every workload's values were checked)."""
     if w.stream is not None and not isinstance(w.stream, _core.Stream):
         w.stream = _core.Stream(wrap=w.stream)
-    return w
+    if w.targets is None:
+        return
+    bound = []
+    for i, t in enumerate(w.targets):
+        target = t if isinstance(t, Target) else Target(t)
+        try:
+            buf = _core.as_buffer(target.buffer)
+        except TypeError as e:  # the converter names its own argument "obj"
+            raise TypeError(f"workloads[{w.name!r}]['targets'][{i}]: "
+                            f"{str(e).removeprefix('obj: ')}") from None
+        bound.append(dataclasses.replace(target, buffer=buf))
+    w.targets = bound
 
 
 def _targets_of(w: _Work):
     """(targets, names): given, or discovered (a workload discovery cannot reach still counts
     in the objective: it pays the set-aside)."""
-    if w.targets is not None:
-        ts = [t if isinstance(t, Target) else Target(t) for t in w.targets]
-        return ts, [f"target{i}" for i in range(len(ts))]
+    if w.targets is not None:  # Targets already (_bind)
+        return list(w.targets), [f"target{i}" for i in range(len(w.targets))]
     from . import foreign
     try:
         found = foreign.discover(w.fn, stream=w.stream, candidates=w.candidates)
@@ -277,6 +326,11 @@ class WorkloadSet:
             raise ValueError(f"must_not_slow: {sorted(unknown)} are not workloads "
                              f"({sorted(workloads)})")
         self.works = [_spec(k, v, set(must_not_slow)) for k, v in workloads.items()]
+        # the timing options by the core's rule (time_calls'), before any device is needed
+        _core.advise_search(_no_eval, 0, [], [], [], [], [], check_only=True, warmup=warmup,
+                            hold_us=hold_us)
+        for w in self.works:
+            _bind(w)
         from .plan import Plan
         self.union = Plan(device)  # None: the current device, as for a Plan
         self.dev = self.union.device
@@ -369,10 +423,12 @@ class WorkloadSet:
 
 
 def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=(),
-           min_gain: float = 0.02, confidence: float = 0.95, repeat: int = 10,
-           search_repeat: int = 8, confirm_rounds: int = 3, tries: int = 3, warmup: int = 2,
-           hold_us: float = 50.0, seed: int = 0x1E3779B97F4A7C15,
-           recheck_rounds: int = 3, interleave: bool = True) -> Advice:
+           min_gain: float = DEFAULTS["min_gain"], confidence: float = DEFAULTS["confidence"],
+           repeat: int = DEFAULTS["repeat"], search_repeat: int = DEFAULTS["search_repeat"],
+           confirm_rounds: int = DEFAULTS["confirm_rounds"], tries: int = DEFAULTS["tries"],
+           warmup: int = 2, hold_us: float = 50.0, seed: int = DEFAULTS["seed"],
+           recheck_rounds: int = DEFAULTS["recheck_rounds"],
+           interleave: bool = True) -> Advice:
     """One persistence plan for a whole process, found and checked on its own work.
 
     - ``workloads``: name -> ``fn``, ``(fn, weight)`` or a dict with ``fn`` and any of
@@ -389,8 +445,8 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
     - ``must_not_slow``: names of workloads a plan may not slow (by the verdict's mirror:
       the interval below 1 and a loss of at least ``min_gain``).
     - ``min_gain``, ``confidence``: the verdict's rule on the weighted total. The default gain
-      is 2 % (``tune``'s is 1 %): a process-wide set-aside taxes work the advisor does not
-      see, so a smaller gain is not worth it. A workload's window is part of a plan only if
+      is above ``tune``'s: a process-wide set-aside taxes work the advisor does not see, so a
+      smaller gain is not worth it. A workload's window is part of a plan only if
       it saves at least ``min_gain / 2`` of that workload's time in the search.
     - ``repeat``, ``search_repeat``, ``confirm_rounds``, ``tries``, ``warmup``, ``hold_us``:
       samples per arm and round in the confirmation, per evaluation in the search, rounds
@@ -406,7 +462,9 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
       other. The search still times each workload alone. False: the confirmation times each
       workload alone too (the optimistic reading, for work that runs in long phases).
 
-    The options are checked before any workload runs. Evaluations grow linearly with the
+    The defaults of the search's options are the C core's (``DEFAULTS``, from
+    ``_core.advise_defaults()``). The options and every workload's specification are checked
+    before any workload runs and before a device is needed. Evaluations grow linearly with the
     workloads. What it changes and restores: the persisting limit and the windows of every
     carrier it touches (one Plan transaction), also when an exception passes through. Do not
     call it while a stream of the device captures.

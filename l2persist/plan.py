@@ -20,13 +20,14 @@ of the steps and the restore rule live in ``csrc/core/l2p_plan.c`` alone.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 
 from . import _core
-from ._format import human_bytes, load_json, node_label, save_json
+from ._format import human_bytes, node_label, read_json, save_json
 
 __all__ = ["Plan"]
 
-FORMAT = "l2persist.plan/1"
+FORMAT = _core.PLAN_FORMAT  # the core owns the document (csrc/core/l2p_plan.h)
 
 
 def _prop(v) -> str:
@@ -119,15 +120,17 @@ class Plan(_core._Plan):
     def from_json(cls, text_or_path, *, buffers=None, carriers=None, device=None) -> "Plan":
         """A plan saved with ``to_json``, rebuilt over this process's objects.
 
-        ``buffers`` maps each entry's buffer name to a buffer (anything ``as_buffer`` takes);
-        ``carriers`` maps each carrier name to a stream or a Graph (entries with node
-        positions select those nodes of it). A name the plan needs and the mappings lack is a
-        ``KeyError`` that names it; an entry that is off needs no buffer."""
-        d = load_json(text_or_path)
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"text_or_path: not an l2persist plan (expected format "
-                             f"{FORMAT!r})")
-        buffers, carriers = dict(buffers or {}), dict(carriers or {})
+        ``text_or_path``: the JSON text, or a file (str or os.PathLike; a str is text when
+        it is valid JSON). ``buffers`` maps each entry's buffer name to a buffer (anything
+        ``as_buffer`` takes); ``carriers`` maps each carrier name to a stream or a Graph
+        (entries with node positions select those nodes of it). The document's values are
+        checked (by the core, naming the file and the field) before any device is needed. A
+        name the plan needs and the mappings lack is a ``KeyError`` that names it; an entry
+        that is off needs no buffer."""
+        buffers = _mapping(buffers, "buffers", "buffer")
+        carriers = _mapping(carriers, "carriers", "stream or Graph")
+        d, where = read_json(text_or_path, what="an l2persist plan")
+        _core.plan_check_document(d, where)
         plan = cls(device, set_aside=d.get("set_aside"))
         for i, e in enumerate(d["entries"]):
             plan._add_saved(i, e, buffers, carriers)
@@ -154,3 +157,16 @@ class Plan(_core._Plan):
                 hit_ratio=e["hit_ratio"], hit_prop=e["hit_prop"], miss_prop=e["miss_prop"])
         self.add(carrier, window, name=e.get("buffer"), carrier_name=cname,
                  enabled=bool(e["on"]))
+
+
+def _mapping(obj, arg: str, of: str) -> dict:
+    """A name -> object mapping argument as a dict (None: empty); anything else is named."""
+    if obj is None:
+        return {}
+    if not isinstance(obj, Mapping):
+        raise TypeError(f"{arg}: expected a mapping of names to a {of} (a dict), got "
+                        f"{type(obj).__name__}")
+    bad = next((k for k in obj if not isinstance(k, str)), None)
+    if bad is not None:
+        raise TypeError(f"{arg}: names are str, got the key {bad!r}")
+    return dict(obj)

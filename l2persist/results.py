@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import cell_text, markdown_table, read_json, save_json
+from ._format import cell_text, json_kind, markdown_table, read_json, save_json
 
 FORMAT = 1  # version of the JSON layout
 
@@ -108,8 +108,34 @@ class PlotSpec:
     xlim: list | None = None
     hline_label: str = ""
 
+    def __post_init__(self):
+        # a layout read from a file is checked here as one a study declares: a wrong type
+        # would draw nothing, or characters of a name as columns
+        _expect("x", self.x, str)
+        if not isinstance(self.y, list) or not self.y or \
+                not all(isinstance(c, str) for c in self.y):
+            raise TypeError(f"y: expected a non-empty list of column names, got {self.y!r}")
+        for name in ("hue", "facet"):
+            _expect(name, getattr(self, name), (str, type(None)))
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind: {self.kind!r} is not one of {', '.join(_KINDS)}")
+        _expect("where", self.where, (dict, type(None)))
+        if self.interval is not None and not (
+                isinstance(self.interval, list) and len(self.interval) == 2
+                and all(isinstance(c, str) for c in self.interval)):
+            raise TypeError(f"interval: expected two column names [low, high], got "
+                            f"{self.interval!r}")
+
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+_KINDS = ("line", "scatter", "bar", "heatmap")
+
+
+def _expect(name: str, value, kinds) -> None:
+    if not isinstance(value, kinds):
+        raise TypeError(f"{name}: expected {_json_kind(kinds)}, got {json_kind(value)}")
 
 
 @dataclass
@@ -126,6 +152,8 @@ class Results:
     bars: list = field(default_factory=list)  # {"bar": what was required, "met": bool}
     # why plot_spec is None for a part of a sweep (set by studies.refresh; not saved)
     plot_missing: str | None = field(default=None, repr=False, compare=False)
+    # the file it was loaded from, for messages (not saved)
+    source: str | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -151,8 +179,8 @@ class Results:
     def from_json(cls, text_or_path) -> "Results":
         """Load what to_json wrote (a JSON string, or a path as str or os.PathLike). A file
         that is not a Results layout raises ValueError naming the file and the field."""
-        d, where = read_json(text_or_path)
-        return cls(**_fields(d, where))
+        d, where = read_json(text_or_path, what="an l2persist Results file")
+        return cls(**_fields(d, where), source=where)
 
     load = from_json
 
@@ -266,6 +294,9 @@ class Results:
         if self.plot_spec is None:
             raise ValueError(f"plot: {self.plot_missing}" if self.plot_missing else
                              f"plot: the {self.study} study declares no plot")
+        problem = _plot_problem(self.plot_spec, self.records, self._selected(self.plot_spec))
+        if problem:  # said before matplotlib draws an empty or misleading figure
+            raise ValueError(f"plot{' of ' + self.source if self.source else ''}: {problem}")
         try:
             import matplotlib
             if path is not None and ax is None and not _interactive():
@@ -275,6 +306,9 @@ class Results:
             raise ImportError("plot needs matplotlib: pip install 'l2persist[plot]'") from e
         spec = self.plot_spec
         selected = self._selected(spec)
+        problem = _plot_problem(spec, self.records, selected)
+        if problem:  # said before matplotlib draws an empty or misleading figure
+            raise ValueError(f"plot{' of ' + self.source if self.source else ''}: {problem}")
         facets = ([None] if not spec.facet else
                   list(dict.fromkeys(r.get(spec.facet) for r in selected)))
         ncols = min(len(facets), spec.facet_cols or len(facets))
@@ -331,6 +365,44 @@ class Results:
         where = spec.where or {}
         return [r for r in self.records
                 if all(r.get(k) in (v if isinstance(v, list) else [v]) for k, v in where.items())]
+
+
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def _plot_problem(spec, records, selected) -> str | None:
+    """Why the records cannot draw the plot (None: they can): none at all, none that the
+    plot's ``where`` keeps, a column in no record, or a value of the wrong type where the
+    plot draws numbers (a string on a value axis is drawn as a category, upside down)."""
+    if not records:
+        return "there are no records to draw"
+    if not selected:
+        return f"no record matches the plot's where={spec.where!r}"
+    have = list(dict.fromkeys(k for r in selected for k in r))
+    named = [(role, getattr(spec, role)) for role in ("x", "hue", "facet")]
+    for role, col in named:
+        if col is not None and col not in have:
+            return (f"the plot's {role} column {col!r} is in no record (the columns: "
+                    f"{', '.join(have)})")
+    if not any(y in have for y in spec.y):
+        return (f"none of the plot's y columns ({', '.join(spec.y)}) is in a record (the "
+                f"columns: {', '.join(have)})")
+    if all(r.get(y) is None for r in selected for y in spec.y):
+        return f"every value of the plot's y columns ({', '.join(spec.y)}) is null"
+    numbers = list(spec.y) + list(spec.interval or [])
+    if spec.kind in ("line", "scatter"):
+        numbers.append(spec.x)
+    for i, r in enumerate(selected):
+        for col in numbers:
+            v = r.get(col)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                return (f"record {records.index(r)}'s {col!r} is {v!r}, not a number (the plot "
+                        f"draws {col} as a value)")
+        for role, col in named:
+            if col is not None and not isinstance(r.get(col), _SCALAR):
+                return (f"record {records.index(r)}'s {col!r} is {json_kind(r.get(col))}, "
+                        f"not a value the plot can place (its {role})")
+    return None
 
 
 def _wrapped(title: str, width_in: float, fontsize: float) -> str:
@@ -528,28 +600,26 @@ _SCHEMA = {"format": (int, True), "study": (str, True), "meta": (dict, True),
 
 
 def _fields(d, where: str) -> dict:
-    """The constructor arguments of a Results from a parsed JSON layout, or ValueError."""
-    if not isinstance(d, dict):
-        raise ValueError(f"{where}: a Results file holds a JSON object, not "
-                         f"{type(d).__name__}")
+    """The constructor arguments of a Results from a parsed JSON object (read_json's), or
+    ValueError."""
     for key, (kind, required) in _SCHEMA.items():
         if key not in d:
             if required:
                 raise ValueError(f"{where}: the key {key!r} is missing")
             continue
         if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is int:
-            raise ValueError(f"{where}: {key!r} must be a JSON "
-                             f"{_json_kind(kind)}, not {type(d[key]).__name__}")
+            raise ValueError(f"{where}: {key!r} must be {_json_kind(kind)}, not "
+                             f"{json_kind(d[key])}")
     if d["format"] != FORMAT:
         raise ValueError(f"{where}: format {d['format']!r} is not {FORMAT}, the layout this "
                          "l2persist reads")
     bad = next((i for i, r in enumerate(d["records"]) if not isinstance(r, dict)), None)
     if bad is not None:
         raise ValueError(f"{where}: 'records' must hold objects; record {bad} is "
-                         f"{type(d['records'][bad]).__name__}")
+                         f"{json_kind(d['records'][bad])}")
     try:
         plot = PlotSpec(**d["plot"]) if d.get("plot") else None
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: 'plot' is not a plot layout ({e})") from None
     return dict(study=d["study"], records=d["records"], meta=d["meta"],
                 columns=[tuple(c) for c in d["columns"]] if d.get("columns") else None,
@@ -558,8 +628,10 @@ def _fields(d, where: str) -> dict:
 
 
 def _json_kind(kind) -> str:
+    """The JSON names of Python types: (dict, NoneType) -> 'a JSON object or null'."""
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "integer", str: "string", dict: "object", list: "array", type(None): "null"}
+    names = {int: "a JSON integer", str: "a JSON string", dict: "a JSON object",
+             list: "a JSON array", type(None): "null"}
     return " or ".join(names[k] for k in kinds)
 
 

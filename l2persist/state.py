@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from dataclasses import dataclass
 
 from . import _core
@@ -190,8 +189,9 @@ def _scope(dev) -> str:
             "and another process's set-aside does not tax this one")
 
 
-def _verdict(dev) -> tuple[bool, str]:
-    """(clean, one line) for one device: the verdict, then what it was seen from."""
+def verdict(dev) -> tuple[bool, str]:
+    """(clean, one line) for one device (a Device): the verdict, then what it was seen
+    from. The `check` command prints these."""
     clean, line = _limit_verdict(dev)
     return clean, f"{line} ({_scope(dev)})"
 
@@ -216,56 +216,18 @@ def _limit_verdict(dev) -> tuple[bool, str]:
     return True, f"{name}: set-aside {human_bytes(limit)} (0 or the default)"
 
 
-def check_device(device: int | None, count: int) -> str | None:
-    """Why `--device N` names no device here (None: it does, or it was not given). Without a
-    GPU only 0, the default, is taken: the studies and checks that need no GPU ignore it. The
-    one range check of the CLI's --device (the report, `run` and `check`)."""
-    if device is None or 0 <= device < max(count, 1):
-        return None
-    where = (f"this machine has {count} CUDA device(s): indices 0..{count - 1}" if count else
-             "this machine has no CUDA device: only 0, the default, is taken")
-    return f"--device {device}: a GPU index in [0, device_count() - 1]; {where}"
-
-
 def check_main(argv=None) -> int:
-    """``python -m l2persist check [--device N]``: exit 1 with one line per device whose
-    set-aside is neither 0 nor the default, 0 with one line otherwise (also without a GPU).
-    Each line says what it was seen from: this process's CUDA context, the
+    """``python -m l2persist check [--device N]`` (l2persist.cli.check): exit 1 with one line
+    per device whose set-aside is neither 0 nor the default, 0 with one line otherwise (also
+    without a GPU). Each line says what it was seen from: this process's CUDA context, the
     CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT of this environment and the MPS
     server. A set-aside belongs to the context that sets it, so run as its own process the
     check sees the driver's default, an MPS server's set-aside or the variable, never another
     process's limit (which does not tax other processes); called inside a harness
     (``check_main``) it sees that process's own limit."""
-    import argparse
-
-    ap = argparse.ArgumentParser(
-        prog="python -m l2persist check",
-        description="Is any persisting-L2 set-aside in force for this process? (A set-aside "
-                    "belongs to the CUDA context that sets it: a fresh process sees its own "
-                    "context, the MPS server and CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_"
-                    "PERCENTAGE_LIMIT, never another process's limit.)")
-    ap.add_argument("--device", type=int, default=None, help="check only this GPU")
-    args = ap.parse_args(argv)
-    problem = check_device(args.device, _core.device_count())
-    if problem:  # one line, as every usage error of the CLI
-        print(f"{ap.prog}: {problem}", file=sys.stderr)
-        return 2
-    if _core.device_count() == 0:
-        why = _core.no_device_reason()
-        print(f"no GPU: nothing sets aside L2 here ({why[1] if why else 'no device'})")
-        return 0
-    indices = [args.device] if args.device is not None else range(_core.device_count())
-    clean = True
-    for i in indices:
-        try:
-            ok, line = _verdict(_core.Device(i))
-        except ValueError as e:
-            print(f"device: {e}", file=sys.stderr)
-            return 2
-        clean &= ok
-        print(line)
-    return 0 if clean else 1
+    from .cli.check import main
+    return main(argv)
 
 
 __all__ = ["L2State", "PERCENT_VAR", "check_main", "l2_state", "persisting_l2_disabled",
-           "set_snapshot_source"]
+           "set_snapshot_source", "verdict"]

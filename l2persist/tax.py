@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import _core
+from . import _format
 from ._format import human_bytes
 
 KINDS = ("read", "write", "rmw", "atomic")
@@ -424,3 +425,9 @@ __all__ = ["KINDS", "KNEE_THRESHOLD", "SHAPES", "TaxMeasurement", "TaxPrediction
            "companion_measurements", "fit_capacity", "fit_companion", "fit_penalty",
            "fit_stream_cost", "measure", "measured_knee", "measurements", "predict", "probe",
            "probe_working_set", "set_aside_tax", "shapes"]
+
+# The binding (csrc/py/device.c) imports nothing from this package: Device.set_aside_tax and
+# DeviceProperties' repr and HTML reach the Python they hand over to through these hooks,
+# registered when l2persist imports this module.
+_core._set_hooks(set_aside_tax=set_aside_tax, record_repr=_format.record_repr,
+                 record_html=_format.record_html)

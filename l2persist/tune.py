@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import html
-import sys
 import time
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import human_bytes, load_json, save_json
+from ._format import human_bytes, load_json, node_label, save_json
 
 __all__ = ["Target", "TuneResult", "Verdict", "describe", "timed_stream",
            "tune", "verdict",
@@ -429,10 +428,11 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
       if it still helps by the same rule (measured: ``scatter_reduce_`` amax claimed 1.044x
       in the search and re-measured 0.975x).
 
-    Timing brackets the work: fn is run once first, and if it replays PyTorch CUDA graphs on
-    a stream other than the timed one (``g.replay()`` runs on PyTorch's *current* stream),
-    ``stream=`` is refused with both streams named (or, with no ``stream=``, the replay's
-    stream is timed).
+    Timing brackets the work: fn is run once first, noting where its work runs (its PyTorch
+    CUDA graph replays, and through the launch log its kernel launches). If it ran on a stream
+    other than the timed one (``g.replay()`` and eager PyTorch work run on PyTorch's *current*
+    stream, a CuPy kernel on the stream it is given), ``stream=`` is refused with both streams
+    named (or, with no ``stream=``, the stream the work ran on is timed): see ``timed_stream``.
     - ``screen_keep``: with more targets than this, or with several targets on one stream
       (alternatives: a stream holds one window), each is first probed once alone at the
       largest set-aside (the most a window on it can persist), and the search runs on the
@@ -532,48 +532,34 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     return res
 
 
-def _replay_streams(fn):
-    """Run fn once, noting the PyTorch stream each torch CUDAGraph replay ran on."""
-    torch = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "cuda") or not hasattr(torch.cuda, "CUDAGraph"):
-        fn()
-        return []
-    from . import foreign
-    cls, seen = torch.cuda.CUDAGraph, []
-    original = cls.replay
-    fn = getattr(foreign, "late_bound", lambda f: f)(fn)  # (a stand-in foreign in tests)
-
-    def replay(self, *a, **k):
-        seen.append(torch.cuda.current_stream())
-        return original(self, *a, **k)
-    cls.replay = replay
-    try:
-        fn()
-    finally:
-        cls.replay = original
-    return seen
-
-
 def _handle(stream) -> int:
     return 0 if stream is None else stream.handle
 
 
 def timed_stream(fn, stream, dev, *, given: bool):
-    """The stream whose events bracket fn's work: `stream`, checked. fn's PyTorch graph
-    replays must run on it (ValueError naming both streams when `given`; else the replay's
-    stream is returned): measured, ``tune(lambda: g.replay(), stream=s)`` with the replay on
-    PyTorch's current stream timed 6 us of nothing and called it 1.574x faster.
+    """The stream whose events bracket fn's work: `stream`, checked against where fn's work
+    ran when it ran once (``l2persist.process.discover.work_streams``): the PyTorch stream of
+    each CUDA graph replay, and through the launch log the stream of each kernel launch. Work
+    that ran elsewhere is refused with a ValueError naming both streams when `stream` was
+    `given`; otherwise the stream it ran on is timed (refused too where it ran on several and
+    none is `stream`). Measured: ``tune(lambda: g.replay(), stream=s)`` with the replay on
+    PyTorch's current stream timed 6 us of nothing and called it 1.574x faster; eager PyTorch
+    work on its current stream with the events on ``stream=s`` timed 4.7 us of nothing while
+    the right window gained 1.69x (H100).
 
-    Events against wall time cannot tell work on another stream from host-bound work: a
-    small graph replayed on the timed stream itself timed 6.8 us in events against 407 us of
-    wall time per call (H200, a notebook run), so that check was tried and removed; eager
-    work is timed on the stream discovery names (the one its kernels ran on)."""
-    replays = _replay_streams(fn)
-    handles = sorted({s.cuda_stream for s in replays})
+    Several streams are accepted where `stream` is among them (fn joins its other streams to
+    it, or its events would not bracket them; l2persist cannot tell). Where no launch log can
+    be made (CUPTI missing, or another tool holding its one subscriber) only the replays are
+    checked. Events against wall time cannot tell work on another stream from host-bound work:
+    a small graph replayed on the timed stream itself timed 6.8 us in events against 407 us of
+    wall time per call (H200, a notebook run), so that check was tried and removed."""
+    from .process.discover import LaunchStreams, stream_key, work_streams
+    work = work_streams(fn, dev)
+    handles = sorted({stream_key(s.cuda_stream) for s in work.replays})
     if len(handles) > 1:
         raise ValueError(f"fn: replays CUDA graphs on {len(handles)} streams "
                          f"({', '.join(hex(h) for h in handles)}); time each on its own")
-    if handles and handles[0] != _handle(stream):
+    if handles and handles[0] != stream_key(_handle(stream)):
         if given:
             raise ValueError(
                 f"stream: fn replays its CUDA graph on stream {handles[0]:#x} (PyTorch's "
@@ -581,7 +567,20 @@ def timed_stream(fn, stream, dev, *, given: bool):
                 f"{_handle(stream):#x}, where they would time nothing. Pass "
                 f"stream=torch.cuda.current_stream(), or replay under "
                 f"`with torch.cuda.stream(s):`")
-        stream = _core.Stream(wrap=replays[0])
+        stream = _core.Stream(wrap=work.replays[0])
+    ran = work.launch_streams()
+    if ran and stream_key(_handle(stream)) not in ran:
+        here = _handle(stream)
+        if given or handles or len(ran) > 1:
+            where = "; ".join(f"{h:#x} ({work.kernels_on(h)})" for h in ran)
+            raise ValueError(
+                f"stream: fn's kernels ran on stream{'s' if len(ran) > 1 else ''} {where}, but "
+                f"the events go on stream {here:#x}, where they would time nothing. Pass "
+                f"stream= the stream fn's work runs on (PyTorch's eager work: "
+                f"torch.cuda.current_stream(); CuPy's: the stream its kernels are given), or "
+                f"run the work on stream {here:#x} (`with torch.cuda.stream(s):`, "
+                f"`with cupy.cuda.Stream.from_external(s):`)")
+        stream = LaunchStreams()(ran[0])
     return stream
 
 
@@ -611,13 +610,13 @@ def _recheck(evaluate, inst, dev, r, rounds, repeat, min_gain, confidence, seed)
 
 
 def _discover(fn, stream, candidates):
-    """The buffers fn's kernels use, from l2persist.foreign's discovery."""
+    """The buffers fn's kernels use, from l2persist.process.discover."""
     try:
-        from . import foreign
+        from .process import discover as discovery
     except ImportError as e:
-        raise ValueError("targets: none given, and l2persist.foreign, which discovers them, "
-                         f"is not available ({e}); pass targets=") from None
-    found = list(foreign.discover(fn, stream=stream, candidates=candidates))
+        raise ValueError("targets: none given, and l2persist.process.discover, which discovers "
+                         f"them, is not available ({e}); pass targets=") from None
+    found = list(discovery.discover(fn, stream=stream, candidates=candidates))
     if not found:
         raise ValueError("targets: none given and discovery found no buffer in fn's kernels; "
                          "pass targets= or candidates=")
@@ -628,7 +627,6 @@ def _placements(found, inst, config, screen):
     """Per discovered buffer: its name, the nodes that use it, and the window it got (the
     part of it a window covers, when it is larger than the device's max window), and whether
     the screening kept it for the search."""
-    from .foreign import node_label
     out = []
     for i, (c, w, spec) in enumerate(zip(found, inst.windows, config["windows"])):
         offset = w.base_ptr - w.target.ptr

@@ -273,3 +273,96 @@ def test_no_study_file_calls_external_stream_directly():
     for name in ("atlas.py", "bandwidth.py"):
         text = (pathlib.Path(ROOT) / "l2persist" / "studies" / name).read_text()
         assert "cuda.ExternalStream(" not in text.replace("torch.cuda.ExternalStream(", ""), name
+
+
+def test_unknown_command_names_the_commands():
+    line = one_line_error(cli("nosuch"), "unknown command 'nosuch'")
+    for name in ("list", "run", "check", "advise", "apply", "verify"):
+        assert name in line, (name, line)
+    assert "unrecognized arguments" not in line
+
+
+def test_check_device_not_an_int_is_one_line():
+    """As `run --device abc`: one line, no usage text."""
+    one_line_error(cli("check", "--device", "abc"), "check", "--device", "'abc'")
+    one_line_error(cli("run", "coalescing", "--device", "abc"), "run", "--device", "'abc'")
+
+
+def test_empty_output_paths_are_refused_before_running():
+    for option in ("--plot", "--json", "--csv"):
+        p = cli("run", "coalescing", option, "")
+        one_line_error(p, f"{option}: the path is empty")
+        assert not ran(p)
+
+
+@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0 and os.path.isdir("/sys")),
+                    reason="as root, permission bits say /sys is writable")
+def test_output_the_file_system_refuses_fails_before_running_as_root():
+    """Root passes every permission check on /sys, and the write fails: the file is tried
+    before the study runs."""
+    p = cli("run", "coalescing", "--plot", "/sys/c.png")
+    one_line_error(p, "--plot /sys/c.png", "cannot be written")
+    assert not ran(p)
+
+
+def test_the_report_ends_by_naming_what_to_run_next():
+    p = cli()
+    assert p.returncode == 0, p.stderr
+    tail = p.stdout.rstrip().splitlines()[-2:]
+    assert tail[0].startswith("Next: python -m l2persist run "), tail
+    assert "python -m l2persist advise -- python your_program.py" in tail[1], tail
+    assert len(p.stdout.rstrip().splitlines()[-3].strip()) == 0  # set apart by a blank line
+
+
+def test_the_study_table_labels_each_figure_with_its_rule():
+    """The published figure sits beside the rule it was measured under, and each model
+    column is headed by its rule (it showed `efficiency 3.12` beside `12.50 %` under a
+    column named `sectors`, without saying which rule each was)."""
+    p = cli()
+    head = next(line for line in p.stdout.splitlines() if line.startswith("| case |"))
+    assert head == ("| case | study (published) | study's rule | model: kepler_caching | "
+                    "model: kepler_noncaching | model: sectors |")
+    row = next(line for line in p.stdout.splitlines() if line.startswith("| 1 thread, caching"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "efficiency 3.12" and cells[2] == "kepler_caching"
+    assert cells[3].endswith("*") and not cells[5].endswith("*")  # the study's own rule marked
+    assert "(tr)" in p.stdout and "(sec)" in p.stdout  # the abbreviations are spelled out
+
+
+def test_advise_apply_verify_go_to_live_with_the_rest_of_the_line(monkeypatch):
+    """The three commands call l2persist.cli.live's functions with everything after the
+    command (the program's own arguments included) and return their exit status."""
+    import l2persist.cli as C
+    import l2persist.cli.live as live
+    seen = []
+    for i, name in enumerate(("advise", "apply", "verify")):
+        monkeypatch.setattr(live, f"{name}_main", lambda argv, i=i: seen.append(argv) or 10 + i)
+    rest = ["--out", "plan.json", "--", "python", "my.py", "--device", "x"]
+    assert C.main(["advise", *rest]) == 10
+    assert C.main(["apply", "plan.json", "--", "python", "my.py"]) == 11
+    assert C.main(["verify", "plan.json", "--", "python", "-c", "pass"]) == 12
+    assert seen == [rest, ["plan.json", "--", "python", "my.py"],
+                    ["plan.json", "--", "python", "-c", "pass"]]
+
+
+def test_the_cli_imports_live_only_when_asked():
+    code = ("import sys, l2persist.cli as C\n"
+            "C.main(['list'])\n"
+            "assert 'l2persist.cli.live' not in sys.modules, 'live imported eagerly'\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+def test_one_entry_point_for_both_ways_in():
+    """`python -m l2persist` is a thin entry, and the console script names the same main."""
+    import tomllib
+    import l2persist.__main__ as M
+    import l2persist.cli as C
+    assert M.main is C.main
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        target = tomllib.load(f)["project"]["scripts"]["l2persist"]
+    module, _, name = target.partition(":")
+    import importlib
+    assert getattr(importlib.import_module(module), name) is C.main

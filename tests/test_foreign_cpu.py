@@ -9,6 +9,8 @@ import pytest
 
 import l2persist
 from l2persist import _core, foreign
+from l2persist.process import discover as D
+from l2persist.process import torch as torch_hooks
 
 
 def test_exports():
@@ -112,16 +114,16 @@ def test_function_handles_of_each_kind():
 
 def test_candidate_names():
     a, b = object(), object()
-    assert foreign._named(None) == []
-    assert foreign._named({"acc": a, 3: b}) == [("acc", a), ("3", b)]
-    assert foreign._named([a, ("weights", b)]) == [("candidates[0]", a), ("weights", b)]
-    assert foreign._named(a) == [("candidate", a)]
+    assert D._named(None) == []
+    assert D._named({"acc": a, 3: b}) == [("acc", a), ("3", b)]
+    assert D._named([a, ("weights", b)]) == [("candidates[0]", a), ("weights", b)]
+    assert D._named(a) == [("candidate", a)]
     module = types.SimpleNamespace(
         named_parameters=lambda: [("fc.weight", types.SimpleNamespace(is_cuda=True))],
         named_buffers=lambda: [("bn.running_mean", types.SimpleNamespace(is_cuda=False))])
-    assert [n for n, _ in foreign._named(module)] == ["fc.weight"]   # CPU tensors left out
+    assert [n for n, _ in D._named(module)] == ["fc.weight"]   # CPU tensors left out
     with pytest.raises(TypeError, match="candidates: 'x' is not a device buffer"):
-        foreign._offers({"x": 42})
+        D._offers({"x": 42})
 
 
 def test_buffer_table_text_and_html():
@@ -145,7 +147,7 @@ def test_node_group_needs_a_graph():
 
 
 def test_raw_range_exposes_the_cuda_array_interface():
-    r = foreign._RawRange(0x7f0000000000, 4096)
+    r = D._RawRange(0x7f0000000000, 4096)
     cai = r.__cuda_array_interface__
     assert cai["data"] == (0x7f0000000000, False) and cai["shape"] == (4096,)
     assert cai["typestr"] == "|u1" and cai["version"] == 3
@@ -174,15 +176,16 @@ def test_cuda_core_owners():
 # ---- discovery of eager work that cannot be captured: the launch log (faked here) -----------
 
 A, B = 0x7F0000000000, 0x7F1000000000
+EAGER, OWN = 0x5000, 0x6000          # the stream eager fn runs on; a stream of fn's own
 SYNC = "Cannot copy between CPU and CUDA tensors during CUDA graph capture"
 
 
 def _not_capturable(monkeypatch):
     def capture(fn, stream, device):
         raise RuntimeError(SYNC)
-    monkeypatch.setattr(foreign, "_capture", capture)
-    carrier = object()                                     # the stream fn runs on
-    monkeypatch.setattr(foreign, "_eager_stream", lambda stream, device: carrier)
+    monkeypatch.setattr(D, "_capture", capture)
+    carrier = types.SimpleNamespace(handle=EAGER)          # the stream fn runs on
+    monkeypatch.setattr(D, "_eager_stream", lambda stream, device: carrier)
     return carrier
 
 
@@ -194,8 +197,8 @@ def test_discover_falls_back_to_the_launch_log(monkeypatch):
 
     def launch_log(fn, offers, device):
         fn()
-        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 4),
-                   (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2)]
+        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 4, EAGER),
+                   (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2, EAGER)]
         records = [(A, 4096, -1), (B, 1 << 20, -1)]
         uses = [(0, 0, 0, A, 0), (0, 1, 8, B, 1), (1, 0, 0, B + 64, 1)]
         return kernels, records, uses
@@ -206,7 +209,8 @@ def test_discover_falls_back_to_the_launch_log(monkeypatch):
     assert [c.name for c in found] == ["histogram@0.p1+8", "histogram@0.p0"]
     big = found[0]
     assert big.carrier is carrier and big.nbytes == 1 << 20 and big.address == B
-    assert [(k.position, k.name) for k in big.nodes] == [(0, "histogram"), (1, "reduce")]
+    assert [(k.position, k.name, k.stream) for k in big.nodes] == [(0, "histogram", EAGER),
+                                                                    (1, "reduce", EAGER)]
     assert all(isinstance(k, foreign.LaunchedKernel) for k in big.nodes)
     assert big.nodes[0].grid == (80, 1, 1) and big.nodes[0].num_params == 4
     assert big.record.allocation and {u.offset for u in big.record.uses} == {8, 0}
@@ -223,7 +227,7 @@ def test_discovered_names_stay_when_the_addresses_move(monkeypatch):
 
         def launch_log(fn, offers, device, a=base, b=b):
             fn()
-            return ([(0, "k" * 50, (1, 1, 1), (32, 1, 1), 0, 2)],
+            return ([(0, "k" * 50, (1, 1, 1), (32, 1, 1), 0, 2, EAGER)],
                     [(a, 4096, -1), (b, 8192, -1)],
                     [(0, 0, 0, a, 0), (0, 1, 0, b, 1), (0, 1, 16, a + 64, 0)])
         monkeypatch.setattr(_core, "_launch_log", launch_log)
@@ -241,13 +245,13 @@ def test_discovered_names_across_graphs_are_one_per_buffer():
         return foreign.Candidate(name=name, nbytes=4096, address=address, nodes=(),
                                  carrier=None, record=rec)
     named = {}
-    g0 = foreign._graph_scoped([cand("gemm@0.p0", A), cand("kv", B, False)], "g0/", named)
-    g1 = foreign._graph_scoped([cand("gemm@0.p0", A + 8192), cand("add@1.p0", A)], "g1/",
+    g0 = D._graph_scoped([cand("gemm@0.p0", A), cand("kv", B, False)], "g0/", named)
+    g1 = D._graph_scoped([cand("gemm@0.p0", A + 8192), cand("add@1.p0", A)], "g1/",
                                named)
     names = [c.name for c in g0 + g1]
     assert names == ["g0/gemm@0.p0", "kv", "g1/gemm@0.p0", "g0/gemm@0.p0"]
     assert [c.record.name for c in g0 + g1] == names
-    assert foreign._graph_scoped([cand("gemm@0.p0", A)], "", {})[0].name == "gemm@0.p0"
+    assert D._graph_scoped([cand("gemm@0.p0", A)], "", {})[0].name == "gemm@0.p0"
 
 
 def test_discovery_error_names_both_reasons(monkeypatch):
@@ -269,7 +273,8 @@ def test_discovery_error_names_both_reasons(monkeypatch):
 
 def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
     _not_capturable(monkeypatch)
-    monkeypatch.setattr(_core, "_launch_log", lambda fn, offers, device: (fn(), ([], [], []))[1])
+    monkeypatch.setattr(_core, "_launch_log",
+                        lambda fn, offers, device: (fn(), ([], [], []))[1])
     with pytest.raises(foreign.DiscoveryError, match="fn launched no kernel"):
         foreign.discover(lambda: None)
     runs = []
@@ -280,6 +285,119 @@ def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
             raise ValueError("fn's own error")
     with pytest.raises(ValueError, match="fn's own error"):   # not taken for the log's failure
         foreign.discover(fails_the_second_time)
+
+
+# ---- a capture that holds nothing: kernels on a stream of fn's own --------------------------
+
+class _EmptyCapture:
+    """What a capture of fn returns when fn launched its kernels on a stream that was not
+    capturing (a CuPy RawKernel called with stream=): a graph without kernel nodes, or, as
+    PyTorch's kept graph of nothing did on the H100, one whose nodes cannot even be read."""
+
+    def __init__(self, unreadable):
+        self.unreadable = unreadable
+        self.read = 0
+
+    @property
+    def kernel_nodes(self):
+        self.read += 1
+        if self.unreadable:
+            raise l2persist.CudaError("cudaGraphGetNodes failed: cudaErrorInvalidValue: "
+                                      "invalid argument")
+        return []
+
+    def buffers(self, candidates=None):
+        raise AssertionError("an empty capture has no buffers to scan")
+
+
+class _Wrapped:
+    """_core.Stream(wrap=obj) without a driver: the handle obj's __cuda_stream__ gives."""
+
+    def __init__(self, wrap):
+        self.owner = wrap
+        self.handle = wrap.__cuda_stream__()[1]
+
+
+def _captures_nothing(monkeypatch, unreadable, logged_streams):
+    """discover's capture returns an empty graph; the launch log then sees fn's two launches
+    (a histogram into A, a reduce of A into B) on `logged_streams`."""
+    capture = _EmptyCapture(unreadable)
+    monkeypatch.setattr(D, "_capture", lambda fn, stream, device: capture)
+    eager = types.SimpleNamespace(handle=EAGER)            # PyTorch's current stream, say
+    monkeypatch.setattr(D, "_eager_stream", lambda stream, device: eager)
+    monkeypatch.setattr(_core, "Stream", _Wrapped)
+
+    def launch_log(fn, offers, device):
+        fn()
+        first, second = logged_streams
+        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 3, first),
+                   (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2, second)]
+        records = [(A, 1 << 20, -1), (B, 4096, -1)]
+        uses = [(0, 0, 0, A, 0), (1, 0, 0, A, 0), (1, 1, 0, B, 1)]
+        return kernels, records, uses
+    monkeypatch.setattr(_core, "_launch_log", launch_log)
+    return capture, eager
+
+
+@pytest.mark.parametrize("unreadable", [False, True])
+def test_an_empty_capture_goes_to_the_launch_log(monkeypatch, unreadable):
+    """fn's kernels went to a stream of its own, so the capture holds nothing (on the H100,
+    asking PyTorch's kept graph of nothing for its nodes raised CudaError cudaErrorInvalidValue
+    out of discover, tune and advise). Discovery raises no CUDA error: the launch log finds
+    the buffers, and each window goes on the stream the kernels really ran on (not the eager
+    stream, where a window would never reach them), one Stream per stream."""
+    capture, eager = _captures_nothing(monkeypatch, unreadable, [OWN, OWN])
+    calls = []
+    found = foreign.discover(lambda: calls.append(1))
+    assert capture.read == 1 and len(calls) == 2      # the first run, and the logged one
+    assert [(c.name, c.address, c.nbytes) for c in found] == [
+        ("histogram@0.p0", A, 1 << 20), ("reduce@1.p1", B, 4096)]
+    assert all(isinstance(k, foreign.LaunchedKernel) and k.stream == OWN
+               for c in found for k in c.nodes)
+    carriers = {id(c.carrier) for c in found}
+    assert len(carriers) == 1 and found[0].carrier.handle == OWN      # one Stream, fn's own
+    assert found[0].carrier is not eager
+
+
+def test_launches_on_the_eager_stream_keep_its_object(monkeypatch):
+    """Launches the log saw on the eager stream (the legacy stream 0 reported as the driver's
+    CU_STREAM_LEGACY, 1, too) are windowed on the Stream object the caller holds; a buffer used
+    on two streams goes on its first launch's."""
+    _, eager = _captures_nothing(monkeypatch, False, [EAGER, OWN])
+    found = foreign.discover(lambda: None)
+    by = {c.name: c for c in found}
+    assert by["histogram@0.p0"].carrier is eager                      # A: first used on EAGER
+    assert by["reduce@1.p1"].carrier.handle == OWN
+    streams = D.LaunchStreams([types.SimpleNamespace(handle=0)])
+    assert streams(1) is streams(0) and streams(0).handle == 0
+    assert streams(OWN) is streams(OWN) and streams(2).handle == 2    # per-thread is its own
+    assert [D.stream_key(h) for h in (0, 1, 2, OWN)] == [0, 0, 2, OWN]
+
+
+def test_an_empty_capture_and_no_log_names_both(monkeypatch):
+    """Neither the capture (it holds nothing readable) nor the log (CUPTI taken): a
+    DiscoveryError with both reasons, never the CudaError itself."""
+    _captures_nothing(monkeypatch, True, [EAGER, EAGER])
+
+    def taken(fn, offers, device):
+        raise l2persist.NotSupportedError("cuptiSubscribe failed: another tool holds CUPTI")
+    monkeypatch.setattr(_core, "_launch_log", taken)
+    with pytest.raises(foreign.DiscoveryError) as e:
+        foreign.discover(lambda: None)
+    text = str(e.value)
+    assert "queued no kernel on the capturing stream" in text and "of its own" in text
+    assert "cudaErrorInvalidValue" in text and "another tool holds CUPTI" in text
+    assert not isinstance(e.value, l2persist.CudaError)
+
+
+def test_a_capture_error_that_is_not_cudas_is_not_swallowed(monkeypatch):
+    """Only a CUDA error reading the capture counts as an empty capture: a bad candidate still
+    names itself."""
+    monkeypatch.setattr(D, "_capture", lambda fn, stream, device: types.SimpleNamespace(
+        kernel_nodes=[object()], buffers=lambda c: D._offers(c)))
+    monkeypatch.setattr(D, "_eager_stream", lambda stream, device: None)
+    with pytest.raises(TypeError, match="candidates: 'x' is not a device buffer"):
+        foreign.discover(lambda: None, candidates={"x": 42})
 
 
 def _torch_whose_capture_fails():
@@ -336,7 +454,7 @@ def test_a_failed_torch_capture_leaves_torch_as_it_was(monkeypatch, given):
     fake = _torch_whose_capture_fails()
     monkeypatch.setitem(sys.modules, "torch", fake)
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
-    monkeypatch.setattr(foreign, "_stream_handle", lambda s: 0x3000)
+    monkeypatch.setattr(torch_hooks, "stream_handle", lambda s: 0x3000)
     with pytest.raises(RuntimeError, match="during capture"):
         foreign._capture_torch(lambda: None, object() if given else None)
     assert fake.cuda.current is fake.cuda.user, hex(fake.cuda.current.cuda_stream)

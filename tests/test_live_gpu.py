@@ -1,4 +1,5 @@
-"""`advise --`, `apply` and `verify` on real programs run as subprocesses (tests/programs/):
+"""`advise --`, `apply` and `verify` on real programs run as subprocesses
+(l2persist/studies/programs/):
 l2persist is nowhere in them. What is proved: the program's results are bit-identical with and
 without l2persist (so no extra work of the program ran, and a non-idempotent training step was
 never replayed by us), the watcher saw the program's own graphs and switched only at its calls,
@@ -16,7 +17,7 @@ from l2persist.pytest_plugin import need
 pytestmark = pytest.mark.gpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROGRAMS = os.path.join(HERE, "programs")
+PROGRAMS = os.path.join(os.path.dirname(HERE), "l2persist", "studies", "programs")
 FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "25"]
 
 
@@ -50,7 +51,7 @@ def torch():
 
 
 def test_server_advise_apply_verify(torch, tmp_path):
-    iters = "6000"
+    iters = "60000"
     plain = _plain("server.py", tmp_path / "plain.json", "--iters", iters)
     p, r, plan, report = _advise("server.py", tmp_path / "advised.json", tmp_path,
                                  "--iters", iters)
@@ -87,16 +88,16 @@ def test_server_advise_apply_verify(torch, tmp_path):
 
 def test_training_step_graph_is_never_replayed_by_us(torch, tmp_path):
     """The step runs the optimizer: one extra replay would move the weights."""
-    plain = _plain("train.py", tmp_path / "plain.json", "--iters", "3000")
-    _, r, plan, _ = _advise("train.py", tmp_path / "advised.json", tmp_path, "--iters", "3000")
+    plain = _plain("train.py", tmp_path / "plain.json", "--iters", "20000")
+    _, r, plan, _ = _advise("train.py", tmp_path / "advised.json", tmp_path, "--iters", "20000")
     assert json.loads((tmp_path / "advised.json").read_text()) == plain
-    assert len(r["graphs"]) == 1 and r["graphs"][0]["replays"] == 3000
+    assert len(r["graphs"]) == 1 and r["graphs"][0]["replays"] == 20000
 
 
 def test_eager_program_on_its_own_stream(torch, tmp_path):
-    plain = _plain("eager_stream.py", tmp_path / "plain.json", "--iters", "3000")
+    plain = _plain("eager_stream.py", tmp_path / "plain.json", "--iters", "20000")
     _, r, plan, _ = _advise("eager_stream.py", tmp_path / "advised.json", tmp_path,
-                            "--iters", "3000")
+                            "--iters", "20000")
     assert json.loads((tmp_path / "advised.json").read_text()) == plain
     assert r["unit"] == ["sync"]
     assert r["graphs"] == []

@@ -187,6 +187,7 @@ import types
 
 import l2persist
 import l2persist.tune  # noqa: F401 - the module, which l2persist.tune (the function) shadows
+from l2persist.process import discover as discovery
 tune_mod = sys.modules["l2persist.tune"]
 from l2persist.examples import GuideExampleResult
 from l2persist.tune import Verdict, describe, verdict
@@ -390,11 +391,10 @@ def fake_world(monkeypatch):
                                       nodes=(add,), carrier=carriers["acc"]),
                 types.SimpleNamespace(buffer=idx, nbytes=idx.nbytes, name="idx",
                                       nodes=(add, gather), carrier=carriers["idx"])]
-    foreign = types.ModuleType("l2persist.foreign")
-    foreign.discover = discover
-    foreign.node_label = l2persist.foreign.node_label  # the real one (pure)
-    monkeypatch.setitem(sys.modules, "l2persist.foreign", foreign)
-    monkeypatch.setattr(l2persist, "foreign", foreign, raising=False)
+    monkeypatch.setattr(discovery, "discover", discover)
+    # fn's work ran where it is timed (timed_stream's own checks are tested below)
+    monkeypatch.setattr(discovery, "work_streams", lambda fn, device: (
+        fn(), discovery.WorkStreams(replays=[], launches=[]))[1])
     monkeypatch.setattr(tune_mod, "_core", _fake_core(dev, acc, carriers))
     return types.SimpleNamespace(dev=dev, carriers=carriers, calls=calls)
 
@@ -452,8 +452,8 @@ def test_tune_tax_module_missing_is_a_note(fake_world, monkeypatch):
 
 
 def test_tune_without_discovery_says_so(monkeypatch):
-    monkeypatch.setitem(sys.modules, "l2persist.foreign", None)
-    monkeypatch.delattr(l2persist, "foreign", raising=False)
+    monkeypatch.setitem(sys.modules, "l2persist.process.discover", None)
+    monkeypatch.delattr(l2persist.process, "discover", raising=False)
     monkeypatch.setattr(tune_mod, "_core", types.SimpleNamespace(
         Device=lambda d: _FakeDevice(), Stream=type("S", (), {})))
     with pytest.raises(ValueError, match="targets: none given"):
@@ -607,22 +607,142 @@ def _fake_torch(monkeypatch, replay_stream):
     return CUDAGraph()
 
 
+def _no_launch_log(monkeypatch):
+    """CUPTI is taken by another tool: only the replays are known."""
+    def taken(fn, offers, device):
+        raise l2persist.NotSupportedError("cuptiSubscribe failed: another tool holds CUPTI")
+    monkeypatch.setattr(_core, "_launch_log", taken)
+
+
 def test_timed_stream_refuses_events_on_another_stream_than_the_replay(monkeypatch):
     """Measured: tune(lambda: g.replay(), stream=s) with the replay on PyTorch's current
     stream timed 6 us of nothing and said 1.574x. Now the given stream is refused with both
     streams named, and without stream= the replay's stream is timed."""
+    _no_launch_log(monkeypatch)
     g = _fake_torch(monkeypatch, 0xABC0)
     wrapped = []
-    fake = types.SimpleNamespace(Stream=lambda wrap: wrapped.append(wrap) or "wrapped")
+    wrapped_stream = types.SimpleNamespace(handle=0xABC0)
+    fake = types.SimpleNamespace(Stream=lambda wrap: wrapped.append(wrap) or wrapped_stream)
     monkeypatch.setattr(tune_mod, "_core", fake)
     mine = types.SimpleNamespace(handle=0x5150)
     with pytest.raises(ValueError, match=r"stream: .*0xabc0.*0x5150"):
         tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=True)
     assert wrapped == []  # refused: nothing wrapped
-    assert tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(), given=False) == "wrapped"
+    assert tune_mod.timed_stream(lambda: g.replay(), mine, _FakeDevice(),
+                                 given=False) is wrapped_stream
     assert wrapped[0].cuda_stream == 0xABC0
     # g.replay passed as is (a bound method) is seen too
-    assert tune_mod.timed_stream(g.replay, mine, _FakeDevice(), given=False) == "wrapped"
+    assert tune_mod.timed_stream(g.replay, mine, _FakeDevice(), given=False) is wrapped_stream
     # the replay on the timed stream: accepted as is
     same = types.SimpleNamespace(handle=0xABC0)
     assert tune_mod.timed_stream(lambda: g.replay(), same, _FakeDevice(), given=True) is same
+
+
+# ---- eager work: the launch log says where its kernels ran (faked here) ---------------------
+
+TORCH_CURRENT, MINE, OTHER = 0x7000, 0x5150, 0x9000
+
+
+class _Wrapped:
+    """_core.Stream(wrap=obj) without a driver: the handle obj's __cuda_stream__ gives."""
+
+    def __init__(self, wrap):
+        self.handle = wrap.__cuda_stream__()[1]
+
+
+def _launches_on(monkeypatch, streams, names=None):
+    """fn's kernel launches, as the launch log reports them, went to `streams` (one a launch);
+    PyTorch is not imported."""
+    names = names or [f"kernel{i}" for i in range(len(streams))]
+
+    def launch_log(fn, offers, device):
+        fn()
+        kernels = [(i, n, (1, 1, 1), (32, 1, 1), 0, 1, h)
+                   for i, (n, h) in enumerate(zip(names, streams))]
+        return kernels, [], []
+    monkeypatch.setattr(_core, "_launch_log", launch_log)
+    monkeypatch.setattr(_core, "Stream", _Wrapped)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+
+
+def _timed(fn, stream, given):
+    return tune_mod.timed_stream(fn, stream, _FakeDevice(), given=given)
+
+
+def test_timed_stream_refuses_eager_work_on_another_stream(monkeypatch):
+    """Measured (H100): eager PyTorch work on its current stream, tune(fn, stream=s): the
+    events on s timed 4.7 us of nothing and the tuner said "does not help", where the right
+    window gains 1.69x. The launch log knows where each kernel ran: the given stream is refused
+    with both streams and the kernel named, before any timing; fn ran once."""
+    _launches_on(monkeypatch, [TORCH_CURRENT, TORCH_CURRENT],
+                 ["void at::native::index_add_kernel<float>(...)", "reduce"])
+    runs = []
+    mine = types.SimpleNamespace(handle=MINE)
+    with pytest.raises(ValueError) as e:
+        _timed(lambda: runs.append(1), mine, given=True)
+    text = str(e.value)
+    assert text.startswith("stream: fn's kernels ran on stream 0x7000 (")
+    assert "index_add_kernel" in text and "reduce" in text
+    assert "the events go on stream 0x5150, where they would time nothing" in text
+    assert "torch.cuda.current_stream()" in text and runs == [1]
+
+
+def test_timed_stream_times_eager_work_where_it_ran(monkeypatch):
+    """Without stream=, the stream the kernels ran on is timed (a Stream over the launch's
+    handle); the timed stream itself, or the legacy stream as the driver names it (1 for 0),
+    is kept as it is."""
+    _launches_on(monkeypatch, [OTHER])
+    got = _timed(lambda: None, None, given=False)
+    assert isinstance(got, _Wrapped) and got.handle == OTHER
+    _launches_on(monkeypatch, [MINE])
+    mine = types.SimpleNamespace(handle=MINE)
+    assert _timed(lambda: None, mine, given=True) is mine
+    _launches_on(monkeypatch, [1, 1])                 # CU_STREAM_LEGACY: the legacy stream
+    assert _timed(lambda: None, None, given=True) is None
+
+
+def test_timed_stream_with_work_on_several_streams(monkeypatch):
+    """Work on several streams: accepted where the timed stream is one of them (fn joins the
+    others to it); otherwise refused with every stream named, given or not (which one to
+    time cannot be guessed)."""
+    _launches_on(monkeypatch, [MINE, OTHER, MINE])
+    mine = types.SimpleNamespace(handle=MINE)
+    assert _timed(lambda: None, mine, given=True) is mine
+    _launches_on(monkeypatch, [TORCH_CURRENT, OTHER])
+    for given in (True, False):
+        with pytest.raises(ValueError, match=r"ran on streams 0x7000 \(kernel0\); 0x9000 "
+                                             r"\(kernel1\), but the events go on stream 0x5150"):
+            _timed(lambda: None, mine, given=given)
+
+
+def test_timed_stream_replay_and_eager_work_elsewhere(monkeypatch):
+    """fn replays a graph on PyTorch's current stream and launches a kernel on a stream of its
+    own: the replay's stream is taken, and the eager kernel elsewhere is refused."""
+    g = _fake_torch(monkeypatch, TORCH_CURRENT)
+    torch = sys.modules["torch"]
+    _launches_on(monkeypatch, [OTHER])
+    monkeypatch.setitem(sys.modules, "torch", torch)   # _launches_on took it away
+    fake = types.SimpleNamespace(Stream=lambda wrap: types.SimpleNamespace(
+        handle=wrap.cuda_stream))
+    monkeypatch.setattr(tune_mod, "_core", fake)
+    with pytest.raises(ValueError, match=r"ran on stream 0x9000 \(kernel0\), but the events "
+                                         r"go on stream 0x7000"):
+        _timed(lambda: g.replay(), None, given=False)
+
+
+def test_timed_stream_without_a_launch_log_runs_fn_once(monkeypatch):
+    """CUPTI taken: the eager check cannot be made; fn still runs exactly once, and the stream
+    is kept. fn's own error passes through, and fn is not run a second time for it."""
+    _no_launch_log(monkeypatch)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    runs = []
+    mine = types.SimpleNamespace(handle=MINE)
+    assert _timed(lambda: runs.append(1), mine, given=True) is mine and runs == [1]
+    _launches_on(monkeypatch, [MINE])
+
+    def fails():
+        runs.append(2)
+        raise KeyError("fn's own error")
+    with pytest.raises(KeyError, match="fn's own error"):
+        _timed(fails, mine, given=True)
+    assert runs == [1, 2]

@@ -164,37 +164,16 @@ README = os.path.join(HERE, "README.md")
 BEGIN, END = "<!-- study table: tools/make_notebooks.py writes it -->", "<!-- end of study table -->"
 
 
-FINDINGS = ("<!-- stored findings: tools/make_notebooks.py writes them -->",
-            "<!-- end of stored findings -->")
-
-
-def stored_findings() -> str:
-    """The findings of every stored result (notebooks/results/*.json), recomputed from its
-    records by the study's code: the README quotes these, and a test checks they are current."""
-    from l2persist import studies
-    out = []
-    for name in studies.study_names():
-        path = os.path.join(OUT, "results", f"{name}.json")
-        if not os.path.exists(path):
-            continue
-        res = studies.load(path)
-        m = res.meta
-        out.append(f"- **`{name}`** ({m.get('device_name')}, {m.get('date', '')[:10]}):")
-        out += [f"  - {n}" for n in res.notes]
-    return "\n".join(out)
-
-
 def _replace(text: str, begin: str, end: str, body: str) -> str:
     a, b = text.index(begin), text.index(end)
     return text[:a] + begin + "\n" + body + "\n" + text[b:]
 
 
 def readme_with_table(text: str) -> str:
-    """The README text with its study table and stored findings replaced by the ones the
-    study modules give."""
+    """The README text with its study table replaced by the one the study modules give (the
+    findings are on the docs' results pages, generated from the stored results)."""
     from l2persist import studies
-    text = _replace(text, BEGIN, END, studies.readme_table())
-    return _replace(text, *FINDINGS, stored_findings())
+    return _replace(text, BEGIN, END, studies.readme_table())
 
 
 def main():

@@ -7,6 +7,12 @@
 #include "l2p_policy.h"
 #include "l2p_stats.h"
 
+/* The one home of the advisor's defaults: the extension's advise_search keeps them for
+ * options not given, and l2persist.advise() reads its signature's from here
+ * (_core.advise_defaults()). The gain is 2 % (the tuner's is 1 %): a process-wide set-aside
+ * taxes work the advisor does not see. A recommended plan is re-measured in 3 fresh rounds
+ * (a gain found in the search has dropped on re-measuring). The seed fits a Python int of the
+ * parser's range [0, 2^63 - 1]. */
 void l2p_advise_options_default(l2p_advise_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -14,10 +20,10 @@ void l2p_advise_options_default(l2p_advise_options *o)
     o->search_repeat = 8;
     o->repeat = 10;
     o->confirm_rounds = 3;
-    o->recheck_rounds = 0;
-    o->min_gain = 0.01;
+    o->recheck_rounds = 3;
+    o->min_gain = 0.02;
     o->confidence = 0.95;
-    o->seed = 0x9e3779b97f4a7c15ull;
+    o->seed = 0x1e3779b97f4a7c15ull;
 }
 
 l2p_status l2p_advise_check_options(const l2p_advise_options *o)
@@ -440,6 +446,7 @@ static l2p_status confirm(search *s, size_t set_aside, const l2p_tune_window *pl
     if (st == L2P_OK) {
         r->confirm_rounds = rounds;
         r->baseline = v.baseline;
+        r->keep = v.keep;
         r->total_base_ms = v.baseline_ms;
         r->total_plan_ms = v.candidate_ms;
         r->speedup = v.speedup;
@@ -546,7 +553,7 @@ static l2p_status advise(search *s, landscape *ls, l2p_advise_result *out)
     L2P_TRY(confirm(s, out->found_set_aside, best, out));
     if (out->helps && o->recheck_rounds) L2P_TRY(recheck(s, out->found_set_aside, best, out));
     out->recommended_set_aside = out->helps ? out->found_set_aside
-                                 : out->baseline == 0 && !o->set_aside_fixed ? 0
+                                 : out->keep == 0 && !o->set_aside_fixed ? 0
                                                                              : o->default_limit;
     return L2P_OK;
 }

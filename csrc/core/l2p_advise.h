@@ -86,7 +86,7 @@ typedef struct {
     size_t search_repeat;  /* samples per evaluation in the search (8) */
     size_t repeat;         /* samples per arm and round in the confirmation (10) */
     size_t confirm_rounds; /* (3); up to 4x while the total is undecided */
-    size_t recheck_rounds; /* (0) a recommended plan is re-measured in this many fresh rounds
+    size_t recheck_rounds; /* (3) a recommended plan is re-measured in this many fresh rounds
                             * after the confirmation and dropped if it no longer helps */
     double min_gain, confidence;
     unsigned long long seed;
@@ -112,6 +112,8 @@ typedef struct {
     int helps;                   /* the advice: install found; else the better baseline */
     int blocked_by;              /* -1, or a must_not_slow workload that the plan slows */
     int baseline;                /* the better process-wide baseline: 0 limit 0, 1 default */
+    int keep;                    /* the baseline a "don't" installs: limit 0 only where the
+                                  * confirmation tells it faster, else the default */
     size_t recommended_set_aside;
     double total_base_ms, total_plan_ms, speedup, ci_low, ci_high; /* weighted totals */
     l2p_advise_work work[L2P_ADVISE_MAX_WORK];

@@ -1,6 +1,9 @@
 #include "l2p_checks.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#include "l2p_policy.h"
 
 l2p_status l2p_check_launch_shape(long long blocks, long long threads)
 {
@@ -60,4 +63,13 @@ l2p_status l2p_check_alignment(uintptr_t ptr, int width, const char *arg)
         return l2p_fail(L2P_ERR_VALUE, "%s: address is not aligned to the %d-byte access width",
                         arg, width);
     return L2P_OK;
+}
+
+l2p_status l2p_check_window_rule(double hit_ratio, int hit_prop, int miss_prop)
+{
+    /* an empty window over an empty target: only the ratio and the properties can fail, and
+     * they fail with the messages the policy gives them (one rule, one home) */
+    l2p_window unused;
+    return l2p_policy_make_window(0, 0, 0, 0, hit_ratio, hit_prop, miss_prop, SIZE_MAX, 0,
+                                  &unused);
 }

@@ -1,5 +1,5 @@
-/* Argument checks of the kernel suite, in C so that every caller gets the same messages.
- * Default launch shapes are in l2p_grid.h, the study's host map in l2p_seedmap.h. */
+/* Argument checks of the kernel suite and of windows, in C so that every caller gets the same
+ * messages. Default launch shapes are in l2p_grid.h, the study's host map in l2p_seedmap.h. */
 #ifndef L2P_CHECKS_H
 #define L2P_CHECKS_H
 
@@ -34,6 +34,11 @@ l2p_status l2p_check_words16(uintptr_t ptr, size_t nbytes, const char *arg);
 
 /* A pointer aligned for accesses of `width` bytes. */
 l2p_status l2p_check_alignment(uintptr_t ptr, int width, const char *arg);
+
+/* A window's hit_ratio and properties, by the rule of l2p_policy_make_window, without a
+ * target: a window's own values are named before any buffer or device is asked about (the
+ * buffer's conversion and the device's window limit may need a driver). */
+l2p_status l2p_check_window_rule(double hit_ratio, int hit_prop, int miss_prop);
 
 #ifdef __cplusplus
 }

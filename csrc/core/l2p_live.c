@@ -159,26 +159,23 @@ static l2p_status verdict(l2p_live *s, int final)
         r->decided = 0;
         return L2P_OK;
     }
-    double ratio, lo, hi;
-    l2p_status st = l2p_tune_speedup_ci(b, nb, a, na, s->o.confidence, s->o.seed, &ratio, &lo,
-                                        &hi);
-    if (st != L2P_OK) return st;
-    /* ratio = default / limit 0: limit 0 is better only when its interval says so. */
-    r->baseline_decided = lo > 1 || hi < 1;
-    r->baseline = lo > 1 ? 0 : 1;
     r->base_value[0] = median_of(a, na);
     r->base_value[1] = median_of(b, nb);
+    /* With no candidate, the baselines are judged against each other (the default as the
+     * "candidate": only the baseline fields of the verdict are used). */
+    const double *w = r->winner < 0 ? b : s->s[CONFIRM][r->winner];
+    size_t nw = r->winner < 0 ? nb : s->n_s[CONFIRM][r->winner];
+    size_t rounds = (na == nb && nb == nw) ? na : 0;
+    l2p_tune_verdict_t v;
+    l2p_status st = l2p_tune_verdict(a, na, b, nb, w, nw, rounds, s->o.min_gain,
+                                     s->o.confidence, s->o.seed, &v);
+    if (st != L2P_OK) return st;
+    r->baseline_decided = v.baseline_decided;
+    r->baseline = v.keep;
     if (r->winner < 0) {
         r->decided = r->baseline_decided || final;
         return L2P_OK;
     }
-    const double *w = s->s[CONFIRM][r->winner];
-    size_t nw = s->n_s[CONFIRM][r->winner];
-    size_t rounds = (na == nb && nb == nw) ? na : 0;
-    l2p_tune_verdict_t v;
-    st = l2p_tune_verdict(a, na, b, nb, w, nw, rounds, s->o.min_gain, s->o.confidence,
-                          s->o.seed, &v);
-    if (st != L2P_OK) return st;
     /* The rule's baseline is the faster by median; a tie within noise keeps the default's. */
     r->helps = v.helps;
     r->slows = v.slows;
@@ -294,15 +291,26 @@ static void add_window(l2p_live_arm *a, int target, double hit, int hit_prop, in
     a->n_win++;
 }
 
-/* The `tries` heaviest targets (weight > 0, bytes > 0), heaviest first; ties keep the
+/* How much a window on t can matter: the GPU time of the kernels that use it, scaled down for
+ * buffers under a sixteenth of the L2 (those stay in the L2 without any persistence: a 2 MiB
+ * reduction buffer of the busiest kernel is no target, a table of half the L2 is). */
+static double rank_key(const l2p_live_target *t, size_t l2_bytes)
+{
+    double small = (double)l2_bytes / 16;
+    return t->weight * fmin(1.0, small > 0 ? (double)t->bytes / small : 1.0);
+}
+
+/* The `tries` highest-ranked targets (weight > 0, bytes > 0), best first; ties keep the
  * targets' order. */
-static size_t heaviest(const l2p_live_target *t, size_t n, size_t tries, int *out)
+static size_t heaviest(const l2p_live_target *t, size_t n, size_t tries, size_t l2_bytes,
+                       int *out)
 {
     size_t k = 0;
     for (size_t i = 0; i < n && i < L2P_LIVE_MAX_TARGETS; i++) {
         if (!(t[i].weight > 0) || t[i].bytes == 0) continue;
         size_t j = k++;
-        for (; j > 0 && t[out[j - 1]].weight < t[i].weight; j--) out[j] = out[j - 1];
+        double key = rank_key(&t[i], l2_bytes);
+        for (; j > 0 && rank_key(&t[out[j - 1]], l2_bytes) < key; j--) out[j] = out[j - 1];
         out[j] = (int)i;
     }
     return k < tries ? k : tries;
@@ -318,7 +326,7 @@ size_t l2p_live_arms(const l2p_live_target *t, size_t n, size_t granule, size_t 
     out[k++].set_aside = L2P_LIVE_DEFAULT_LIMIT; /* the default */
     int top[L2P_LIVE_MAX_TARGETS];
     if (tries > L2P_LIVE_MAX_WIN) tries = L2P_LIVE_MAX_WIN;
-    size_t nt = heaviest(t, n, tries, top);
+    size_t nt = heaviest(t, n, tries, l2_bytes, top);
     if (!nt || !persisting_max) return k;
     size_t levels[3] = {round_to(persisting_max / 4, granule), round_to(persisting_max / 2, granule),
                         persisting_max};
@@ -381,4 +389,174 @@ int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned pa
         return *nbytes > 0;
     }
     return 0;
+}
+
+/* ---- the live plan document ---- */
+
+#define NODE_POS_MAX (1ll << 31) /* a kernel node's position in its graph */
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
+
+const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS] = {
+    [L2P_LIVE_W_GRAPH] = {.name = "graph", .kind = L2P_LIVE_F_TEXT, .text = "k",
+                          .expect = "a graph signature ('k<count>-<hex>')"},
+    [L2P_LIVE_W_NODE] = {.name = "node", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
+                         .lo = 0, .hi = NODE_POS_MAX},
+    [L2P_LIVE_W_PARAM] = {.name = "param", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
+                          .lo = 0, .hi = 4096},
+    [L2P_LIVE_W_OFFSET] = {.name = "offset", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
+                           .lo = 0, .hi = 32768},
+    [L2P_LIVE_W_DELTA] = {.name = "delta", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
+                          .lo = -(1ll << 48), .hi = 1ll << 48},
+    [L2P_LIVE_W_BYTES] = {.name = "bytes", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
+                          .lo = 1, .hi = 1ll << 48},
+    [L2P_LIVE_W_HIT_RATIO] = {.name = "hit_ratio", .kind = L2P_LIVE_F_RATIO,
+                              .flags = L2P_LIVE_F_SHOW},
+    [L2P_LIVE_W_HIT_PROP] = {.name = "hit_prop", .kind = L2P_LIVE_F_PROP,
+                             .flags = L2P_LIVE_F_SHOW},
+    [L2P_LIVE_W_MISS_PROP] = {.name = "miss_prop", .kind = L2P_LIVE_F_PROP,
+                              .flags = L2P_LIVE_F_SHOW},
+    [L2P_LIVE_W_NODES] = {.name = "nodes", .kind = L2P_LIVE_F_INTS, .lo = 0, .hi = NODE_POS_MAX,
+                          .min_items = 1, .max_items = L2P_LIVE_PLAN_MAX_NODES,
+                          .expect = "a non-empty list of node positions"},
+};
+
+const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS] = {
+    [L2P_LIVE_P_FORMAT] = {.name = "format", .kind = L2P_LIVE_F_TEXT,
+                           .flags = L2P_LIVE_F_EXACT | L2P_LIVE_F_SHOW,
+                           .text = L2P_LIVE_PLAN_FORMAT},
+    [L2P_LIVE_P_DEVICE] = {.name = "device.name", .kind = L2P_LIVE_F_TEXT,
+                           .expect = "the GPU's name (a non-empty string)"},
+    [L2P_LIVE_P_SET_ASIDE] = {.name = "set_aside", .kind = L2P_LIVE_F_INT,
+                              .flags = L2P_LIVE_F_NULL | L2P_LIVE_F_SHOW, .lo = 0,
+                              .hi = 1ll << 40},
+    [L2P_LIVE_P_WINDOWS] = {.name = "windows", .kind = L2P_LIVE_F_LIST, .min_items = 0,
+                            .max_items = L2P_LIVE_PLAN_MAX_WINDOWS,
+                            .expect = "a list of at most " TEXT_OF(L2P_LIVE_PLAN_MAX_WINDOWS)
+                                      " windows",
+                            .fields = l2p_live_window_fields, .n_fields = L2P_LIVE_W_NFIELDS},
+};
+
+static const char *const prop_names[] = {[L2P_ACCESS_NORMAL] = "normal",
+                                         [L2P_ACCESS_STREAMING] = "streaming",
+                                         [L2P_ACCESS_PERSISTING] = "persisting"};
+
+const char *l2p_live_prop_name(int prop)
+{
+    return prop >= 0 && prop < 3 ? prop_names[prop] : NULL;
+}
+
+int l2p_live_prop_of(const char *name)
+{
+    for (int p = 0; name && p < 3; p++)
+        if (strcmp(name, prop_names[p]) == 0) return p;
+    return -1;
+}
+
+void l2p_live_field_expect(const l2p_live_field *f, int item, char *out, size_t cap)
+{
+    switch (item ? L2P_LIVE_F_INT : f->kind) {
+    case L2P_LIVE_F_INT: snprintf(out, cap, "an int in [%lld, %lld]", f->lo, f->hi); break;
+    case L2P_LIVE_F_RATIO: snprintf(out, cap, "a number in (0, 1]"); break;
+    case L2P_LIVE_F_PROP:
+        snprintf(out, cap, "one of %s, %s, %s", prop_names[0], prop_names[1], prop_names[2]);
+        break;
+    default:
+        if (f->kind == L2P_LIVE_F_TEXT && (f->flags & L2P_LIVE_F_EXACT))
+            snprintf(out, cap, "'%s'", f->text);
+        else snprintf(out, cap, "%s", f->expect ? f->expect : "a value");
+    }
+}
+
+/* A double as Python's repr writes it, near enough: the shortest %g that reads back. */
+static void show_real(double v, char *out, size_t cap)
+{
+    if (isnan(v)) {
+        snprintf(out, cap, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(out, cap, v < 0 ? "-inf" : "inf");
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, cap, "%.*g", p, v);
+        if (strtod(out, NULL) == v) break;
+    }
+    if (!strpbrk(out, ".e") && strlen(out) + 3 <= cap) strcat(out, ".0");
+}
+
+/* A string as the message shows it: quoted and cut (None: not a string). */
+static const char *show_text(const char *t, char *out, size_t cap)
+{
+    if (t) snprintf(out, cap, "'%.60s'", t);
+    else snprintf(out, cap, "None");
+    return out;
+}
+
+static l2p_status field_fail(const l2p_live_field *f, const char *where, const char *shown)
+{
+    char expect[128];
+    l2p_live_field_expect(f, 0, expect, sizeof expect);
+    return l2p_fail(L2P_ERR_VALUE, "%s%s%s: expected %s%s%s", where, *where ? "." : "",
+                    f->name, expect, shown && (f->flags & L2P_LIVE_F_SHOW) ? ", got " : "",
+                    shown && (f->flags & L2P_LIVE_F_SHOW) ? shown : "");
+}
+
+l2p_status l2p_live_item_check(const l2p_live_field *f, size_t k, long long v, const char *where)
+{
+    if (!where) where = "";
+    char expect[128];
+    if (v >= f->lo && v <= f->hi) return L2P_OK;
+    l2p_live_field_expect(f, 1, expect, sizeof expect);
+    return l2p_fail(L2P_ERR_VALUE, "%s%s%s[%zu]: expected %s, got %lld", where,
+                    *where ? "." : "", f->name, k, expect, v);
+}
+
+l2p_status l2p_live_field_check(const l2p_live_field *f, const l2p_live_value *v,
+                                const char *where)
+{
+    char shown[96];
+    if (!where) where = "";
+    if (v->null && (f->flags & L2P_LIVE_F_NULL)) return L2P_OK;
+    switch (f->kind) {
+    case L2P_LIVE_F_TEXT: {
+        const char *t = v->null ? NULL : v->text;
+        int ok = 0;
+        if (t && (f->flags & L2P_LIVE_F_EXACT)) ok = strcmp(t, f->text) == 0;
+        else if (t && f->text) ok = strncmp(t, f->text, strlen(f->text)) == 0;
+        else if (t) ok = *t != 0;
+        if (ok) return L2P_OK;
+        return field_fail(f, where, show_text(t, shown, sizeof shown));
+    }
+    case L2P_LIVE_F_INT:
+        if (!v->null && v->i >= f->lo && v->i <= f->hi) return L2P_OK;
+        if (v->null) snprintf(shown, sizeof shown, "None");
+        else snprintf(shown, sizeof shown, "%lld", v->i);
+        return field_fail(f, where, shown);
+    case L2P_LIVE_F_RATIO:
+        if (!v->null && isfinite(v->f) && v->f > 0 && v->f <= 1) return L2P_OK;
+        if (v->null) snprintf(shown, sizeof shown, "None");
+        else show_real(v->f, shown, sizeof shown);
+        return field_fail(f, where, shown);
+    case L2P_LIVE_F_PROP:
+        if (!v->null && l2p_live_prop_of(v->text) >= 0) return L2P_OK;
+        return field_fail(f, where, show_text(v->null ? NULL : v->text, shown, sizeof shown));
+    case L2P_LIVE_F_LIST:
+    case L2P_LIVE_F_INTS:
+        if (v->null || v->n < f->min_items || v->n > f->max_items)
+            return field_fail(f, where, NULL);
+        for (size_t k = 0; f->kind == L2P_LIVE_F_INTS && v->items && k < v->n; k++)
+            L2P_TRY(l2p_live_item_check(f, k, v->items[k], where));
+        return L2P_OK;
+    }
+    return l2p_fail(L2P_ERR_VALUE, "%s%s%s: a field of no known kind (%d)", where,
+                    *where ? "." : "", f->name ? f->name : "?", (int)f->kind);
+}
+
+l2p_status l2p_live_window_check(const l2p_live_value *v, const char *where)
+{
+    for (size_t i = 0; i < L2P_LIVE_W_NFIELDS; i++)
+        L2P_TRY(l2p_live_field_check(&l2p_live_window_fields[i], &v[i], where));
+    return L2P_OK;
 }

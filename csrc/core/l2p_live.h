@@ -113,7 +113,8 @@ l2p_status l2p_live_finish(l2p_live *s);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
  * per set-aside level (a quarter, half and all of persisting_max, on the granule) a
- * persisting window on each of the `tries` heaviest targets alone at hitRatio = level /
+ * persisting window on each of the `tries` best-ranked targets (weight, scaled down under
+ * l2_bytes / 16: smaller buffers stay in the L2 anyway) alone at hitRatio = level /
  * bytes (at most 1) and one on all of them together, and a streaming window (no set-aside) on
  * each of those targets of at least half the L2 (data read once, larger than the cache: the
  * window form of an evict-first hint that protects the rest). Returns the arms written. */
@@ -122,7 +123,8 @@ size_t l2p_live_arms(const l2p_live_target *t, size_t n, size_t granule, size_t 
 
 /* ---- what a saved plan is matched by in the next process ---- */
 
-/* A graph's signature: its kernels' names in node order, hashed (FNV-1a, 64 bits, each name
+/* A graph's signature: its kernels in node order (each a name and launch shape, as the
+ * binding writes them), hashed (FNV-1a, 64 bits, each name
  * ended by a newline), so that the same capture in the next run (new addresses, same kernels)
  * is found again. Written "k<count>-<16 hex digits>" into out (at least 24 bytes). */
 void l2p_live_signature(const char *const *names, size_t n, char *out, size_t cap);
@@ -139,6 +141,89 @@ typedef struct {
 int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned param,
                     unsigned offset, int64_t delta, uint64_t bytes, uint64_t *base,
                     uint64_t *nbytes);
+
+/* ---- the live plan document ----
+ * What `advise --` writes and `apply` / `verify` / L2PERSIST_PLAN read, as JSON:
+ *   {"format": L2P_LIVE_PLAN_FORMAT, "device": {"name": the GPU's name},
+ *    "set_aside": null (leave the device's default) or bytes,
+ *    "windows": [{"graph": its signature (l2p_live_signature), "node", "param", "offset" (the
+ *                 pointer word l2p_live_locate finds again), "delta", "bytes", "hit_ratio",
+ *                 "hit_prop", "miss_prop", "nodes": [the kernel nodes' positions]}, ...]}
+ * (other keys are kept and not judged). Its rules are the two tables below, one row per field:
+ * its name, its kind and its range. The binding walks the parsed JSON by them (the JSON types
+ * are its to judge, with each row's words) and l2p_live_field_check judges the values; every
+ * message names the field ("windows[0].hit_ratio: expected a number in (0, 1], got nan"). */
+#define L2P_LIVE_PLAN_FORMAT "l2persist-live-plan/1"
+#define L2P_LIVE_PLAN_MAX_WINDOWS 4096
+#define L2P_LIVE_PLAN_MAX_NODES 65536 /* node positions per window */
+
+typedef enum {
+    L2P_LIVE_F_TEXT = 1, /* a string: equal to `text` (L2P_LIVE_F_EXACT), starting with it, or
+                          * (text NULL) not empty */
+    L2P_LIVE_F_INT,      /* an int in [lo, hi] */
+    L2P_LIVE_F_RATIO,    /* a finite number in (0, 1] (a hitRatio) */
+    L2P_LIVE_F_PROP,     /* an access property by name (l2p_live_prop_name) */
+    L2P_LIVE_F_LIST,     /* a list of min_items..max_items objects, each judged by `fields` */
+    L2P_LIVE_F_INTS,     /* a list of min_items..max_items ints, each in [lo, hi] */
+} l2p_live_kind;
+
+enum {
+    L2P_LIVE_F_EXACT = 1u, /* TEXT: the whole value is `text` */
+    L2P_LIVE_F_NULL = 2u,  /* null (or absent) allowed: nothing to judge */
+    L2P_LIVE_F_SHOW = 4u,  /* the message shows the value given ("..., got 2.0") */
+};
+
+typedef struct l2p_live_field l2p_live_field;
+struct l2p_live_field {
+    const char *name;       /* the key; "device.name": the key "name" of the object at "device" */
+    l2p_live_kind kind;
+    unsigned flags;         /* L2P_LIVE_F_* */
+    long long lo, hi;       /* INT: its range; INTS: each item's */
+    size_t min_items, max_items;   /* LIST, INTS */
+    const char *text;       /* TEXT: the value or its prefix */
+    const char *expect;     /* TEXT, LIST, INTS: what the message says is expected */
+    const l2p_live_field *fields;  /* LIST: each item's fields (n_fields rows) */
+    size_t n_fields;
+};
+
+/* A field's value as the binding converted it from the JSON (the member of the row's kind). */
+typedef struct {
+    int null;               /* null or absent (a L2P_LIVE_F_NULL row: nothing to judge) */
+    const char *text;       /* TEXT, PROP: UTF-8 */
+    long long i;            /* INT */
+    double f;               /* RATIO */
+    size_t n;               /* LIST, INTS: how many items */
+    const long long *items; /* INTS: the items (NULL: only their count is judged) */
+} l2p_live_value;
+
+/* The document's rows (in this order) and a window's (each row's index its enum). */
+enum { L2P_LIVE_P_FORMAT, L2P_LIVE_P_DEVICE, L2P_LIVE_P_SET_ASIDE, L2P_LIVE_P_WINDOWS,
+       L2P_LIVE_P_NFIELDS };
+enum { L2P_LIVE_W_GRAPH, L2P_LIVE_W_NODE, L2P_LIVE_W_PARAM, L2P_LIVE_W_OFFSET, L2P_LIVE_W_DELTA,
+       L2P_LIVE_W_BYTES, L2P_LIVE_W_HIT_RATIO, L2P_LIVE_W_HIT_PROP, L2P_LIVE_W_MISS_PROP,
+       L2P_LIVE_W_NODES, L2P_LIVE_W_NFIELDS };
+extern const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS];
+extern const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS];
+
+/* An access property's name in the document ("normal", "streaming", "persisting"), NULL for
+ * anything else; and back (L2P_ACCESS_*, or -1). */
+const char *l2p_live_prop_name(int prop);
+int l2p_live_prop_of(const char *name);
+
+/* What the row's message says it expects ("an int in [0, 4096]", "a number in (0, 1]"), for
+ * the field itself or (item) for one item of an INTS row, into out. */
+void l2p_live_field_expect(const l2p_live_field *f, int item, char *out, size_t cap);
+
+/* The value of one field: L2P_OK, or L2P_ERR_VALUE with "<where>.<name>: expected ..." (where
+ * "" for the document's own fields). An INTS row's items are judged when v->items is set. */
+l2p_status l2p_live_field_check(const l2p_live_field *f, const l2p_live_value *v,
+                                const char *where);
+/* Item k of an INTS row ("<where>.<name>[k]: expected an int in [lo, hi], got v"). */
+l2p_status l2p_live_item_check(const l2p_live_field *f, size_t k, long long v, const char *where);
+
+/* One saved window's values (v[L2P_LIVE_W_*]), field by field in the table's order; `where`
+ * names the window in the message ("windows[3]"). */
+l2p_status l2p_live_window_check(const l2p_live_value *v, const char *where);
 
 #ifdef __cplusplus
 }

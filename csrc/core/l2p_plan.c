@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "l2p_checks.h"
 #include "l2p_device.h"
 #include "l2p_window.h"
 
@@ -224,6 +225,42 @@ l2p_status l2p_plan_configure(const l2p_plan *targets, size_t set_aside, size_t 
                 return st;
             }
         }
+    return L2P_OK;
+}
+
+/* ---- the plan document ------------------------------------------------------------------ */
+
+static const char *const kind_names[] = {"stream", "nodes", "launch"};
+
+const char *l2p_plan_kind_name(int kind)
+{
+    return kind >= L2P_CARRIER_STREAM && kind <= L2P_CARRIER_LAUNCH ? kind_names[kind] : NULL;
+}
+
+int l2p_plan_kind_of(const char *name, const char *what)
+{
+    for (int k = L2P_CARRIER_STREAM; k <= L2P_CARRIER_LAUNCH; k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    l2p_fail(L2P_ERR_VALUE, "%s: '%.64s' is not a carrier kind ('stream', 'nodes' or "
+             "'launch')", what, name);
+    return -1;
+}
+
+l2p_status l2p_plan_check_saved(const l2p_plan_saved *e, const char *what)
+{
+    if (!l2p_plan_kind_name(e->kind))
+        return l2p_fail(L2P_ERR_VALUE, "%s: kind %d is not a carrier kind", what, e->kind);
+    if (!e->has_window) return L2P_OK;
+    if (e->offset < 0)
+        return l2p_fail(L2P_ERR_VALUE, "%s: offset %lld is negative (bytes into the buffer, "
+                        ">= 0)", what, e->offset);
+    if (e->num_bytes < 0)
+        return l2p_fail(L2P_ERR_VALUE, "%s: num_bytes %lld is negative (bytes, >= 0)", what,
+                        e->num_bytes);
+    if (l2p_check_window_rule(e->hit_ratio, e->hit_prop, e->miss_prop) != L2P_OK) {
+        l2p_error why = *l2p_last_error(); /* the policy's words, with the entry named */
+        return l2p_fail(why.status, "%s: %s", what, why.message);
+    }
     return L2P_OK;
 }
 

@@ -97,6 +97,32 @@ l2p_status l2p_plan_groups(const l2p_plan *p, int *group);
 l2p_status l2p_plan_configure(const l2p_plan *targets, size_t set_aside, size_t n_win,
                               const l2p_tune_window *win, l2p_plan *out);
 
+/* ---- the plan document (Plan.to_json / Plan.from_json) ----------------------------------
+ * A saved plan names its buffers and carriers instead of addressing them, so that another
+ * process can rebuild it over its own objects. Its values are checked here before any
+ * device is asked about: a bad file is named first, not after "no CUDA device". */
+#define L2P_PLAN_FORMAT "l2persist.plan/1"
+
+/* "stream", "nodes" or "launch" for an l2p_carrier; NULL for anything else. */
+const char *l2p_plan_kind_name(int kind);
+/* The l2p_carrier named `name`, or -1 with an error naming the allowed kinds. */
+int l2p_plan_kind_of(const char *name, const char *what);
+
+/* One saved entry's values (the document's types are the extension's to convert). */
+typedef struct {
+    int kind;             /* l2p_carrier */
+    int has_window;       /* the window's fields were saved (an entry without one turns its
+                           * carrier's windows off) */
+    long long offset;     /* into the named buffer, bytes */
+    long long num_bytes;
+    double hit_ratio;
+    int hit_prop, miss_prop;
+} l2p_plan_saved;
+
+/* The values of a saved entry: offset and num_bytes >= 0, the window rule of
+ * l2p_policy_make_window. `what` names the entry in the message ("plan.json: entries[3]"). */
+l2p_status l2p_plan_check_saved(const l2p_plan_saved *e, const char *what);
+
 /* An installed plan: what it found, to put back. */
 typedef struct {
     int device;

@@ -101,7 +101,9 @@ static cudaError_t list_kernels(cudaGraph_t graph, cudaGraphNode_t *nodes, size_
 {
     size_t n = 0;
     cudaError_t rc = cudaGraphGetNodes(graph, NULL, &n);
-    if (rc != cudaSuccess) return rc;
+    if (rc != cudaSuccess || n == 0) return rc; /* an empty capture (work on another stream):
+                                                  * a node array with a count of 0 is
+                                                  * cudaErrorInvalidValue */
     cudaGraphNode_t *all = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *all);
     if (!all) return cudaErrorMemoryAllocation;
     rc = cudaGraphGetNodes(graph, all, &n);

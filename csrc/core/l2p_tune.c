@@ -315,6 +315,14 @@ static l2p_status verdict_with(const double *limit0, size_t n0, const double *de
                      &out->ci_high));
     out->helps = helps_rule(out->speedup, out->ci_low, min_gain, phases);
     out->slows = !out->helps && slows_rule(out->speedup, out->ci_high, min_gain);
+    /* Which baseline to keep when the candidate does not help: limit 0 and the default told
+     * apart by the interval of their own ratio, else the default, which changes nothing (a
+     * median picked within noise once installed limit 0 on a six-workload process whose
+     * default was 2.7 % faster when re-measured). */
+    double r, lo, hi;
+    L2P_TRY(ratio_ci(limit0, n0, deflt, nd, rounds, confidence, seed, &r, &lo, &hi));
+    out->baseline_decided = lo > 1.0 || hi < 1.0;
+    out->keep = hi < 1.0 ? 0 : 1;
     return L2P_OK;
 }
 

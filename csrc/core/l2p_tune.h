@@ -165,6 +165,10 @@ typedef struct {
     double baseline_ms, candidate_ms; /* medians */
     double speedup, ci_low, ci_high;
     int helps, slows;
+    int baseline_decided;            /* the interval of default / limit 0 excludes 1 */
+    int keep;                        /* the baseline to keep when the candidate does not help:
+                                      * limit 0 only where it is decided faster, else the
+                                      * default (it changes nothing) */
 } l2p_tune_verdict_t;
 
 /* rounds: 0 or 1 when the samples are independent; n when all three sequences were measured

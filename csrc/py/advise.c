@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "l2p_advise.h"
+#include "l2p_timing.h"
 
 typedef struct {
     l2p_state *st;
@@ -102,14 +103,55 @@ static int one_bytes(PyObject *item, const char *name, size_t i, void *dst)
     return 0;
 }
 
+/* The scalar options are optional here: an option not given keeps the core's default
+ * (l2p_advise_options_default, the one home of every default; advise_defaults() shows them to
+ * Python). */
 typedef struct {
     PyObject *evaluate, *device, *weights, *must_not_slow, *owner, *target_bytes, *groups;
-    long long tries, search_repeat, repeat, confirm_rounds, recheck_rounds;
-    double min_gain, confidence;
-    long long seed;
+    l2p_opt tries, search_repeat, repeat, confirm_rounds, recheck_rounds;
+    l2p_opt min_gain, confidence;
+    l2p_opt seed;
     PyObject *facts, *mix;
     int check_only;
+    l2p_opt warmup, hold_us;
 } advise_args;
+
+/* The scalar options given, over the core's defaults in o. */
+static void scalar_options(const advise_args *a, l2p_advise_options *o)
+{
+    if (a->tries.given) o->tries = (size_t)a->tries.i;
+    if (a->search_repeat.given) o->search_repeat = (size_t)a->search_repeat.i;
+    if (a->repeat.given) o->repeat = (size_t)a->repeat.i;
+    if (a->confirm_rounds.given) o->confirm_rounds = (size_t)a->confirm_rounds.i;
+    if (a->recheck_rounds.given) o->recheck_rounds = (size_t)a->recheck_rounds.i;
+    if (a->min_gain.given) o->min_gain = a->min_gain.f;
+    if (a->confidence.given) o->confidence = a->confidence.f;
+    if (a->seed.given) o->seed = (unsigned long long)a->seed.i;
+}
+
+static l2p_status no_enqueue(void *ctx, cudaStream_t stream)
+{
+    (void)ctx;
+    (void)stream;
+    return L2P_OK;
+}
+
+static cudaError_t no_spin(unsigned long long ns, cudaStream_t stream)
+{
+    (void)ns;
+    (void)stream;
+    return cudaSuccess;
+}
+
+/* The workloads' timing options (evaluate times them) by the core's timing rule, so that
+ * advise() names a bad warmup or hold_us before any device is needed. */
+static int timing_options(l2p_state *st, const advise_args *a)
+{
+    l2p_timing_run run = {.enqueue = no_enqueue, .repeat = 1, .spin = no_spin};
+    run.warmup = a->warmup.given ? (long)a->warmup.i : 0;
+    run.hold_us = a->hold_us.given ? a->hold_us.f : 0.0;
+    return l2p_timing_check(&run) == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
 
 static int options_arg(l2p_state *st, const advise_args *a, l2p_advise_options *o)
 {
@@ -137,14 +179,7 @@ static int options_arg(l2p_state *st, const advise_args *a, l2p_advise_options *
     o->set_aside_fixed = f.set_aside_fixed;
     o->n_work = n_w;
     o->n_targets = n_t;
-    o->tries = (size_t)a->tries;
-    o->search_repeat = (size_t)a->search_repeat;
-    o->repeat = (size_t)a->repeat;
-    o->confirm_rounds = (size_t)a->confirm_rounds;
-    o->recheck_rounds = (size_t)a->recheck_rounds;
-    o->min_gain = a->min_gain;
-    o->confidence = a->confidence;
-    o->seed = (unsigned long long)a->seed;
+    scalar_options(a, o);
     if (l2p_advise_check_options(o) != L2P_OK) return l2p_py_raise_int(st);
     return 0;
 }
@@ -207,9 +242,11 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
 static PyObject *advise_search_impl(PyObject *m, const void *args)
 {
     const advise_args *a = args;
-    if (a->check_only) /* the scalar options are checked by the parser: before any device call */
-        Py_RETURN_NONE;
     l2p_state *st = l2p_state_from_module(m);
+    /* the scalar options are checked by the parser, the timing options here: before any
+     * device call */
+    if (timing_options(st, a) < 0) return NULL;
+    if (a->check_only) Py_RETURN_NONE;
     l2p_advise_options *o = PyMem_Malloc(sizeof *o);
     l2p_advise_result *r = PyMem_Malloc(sizeof *r);
     PyObject *res = NULL;
@@ -254,27 +291,29 @@ L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search"
               L2P_PARAM(advise_args, groups, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[int]", .doc = "per target, its alternatives group "
                         "(Plan.groups)"),
-              L2P_PARAM(advise_args, tries, L2P_P_INT, .flags = L2P_P_KWONLY, .lo = 0, .hi = 16,
-                        .ival = 3, .what = "targets", .doc = "targets tried alone per workload "
-                        "and level, largest first"),
-              L2P_PARAM(advise_args, search_repeat, L2P_P_INT, .lo = 1, .hi = 10000, .ival = 8,
-                        .what = "samples", .doc = "samples per evaluation in the search"),
-              L2P_PARAM(advise_args, repeat, L2P_P_INT, .lo = 2, .hi = 10000, .ival = 10,
-                        .what = "samples", .doc = "samples per arm and round in the "
-                        "confirmation"),
-              L2P_PARAM(advise_args, confirm_rounds, L2P_P_INT, .lo = 1, .hi = 64, .ival = 3,
-                        .what = "rounds", .doc = "interleaved confirmation rounds (up to 4x "
-                        "while undecided)"),
-              L2P_PARAM(advise_args, recheck_rounds, L2P_P_INT, .lo = 0, .hi = 64, .ival = 0,
-                        .what = "rounds", .doc = "a recommended plan re-measured in this many "
-                        "fresh rounds after the confirmation, dropped if it no longer helps"),
-              L2P_PARAM(advise_args, min_gain, L2P_P_FLOAT, .flo = 0.0, .fhi = 0.999,
-                        .fval = 0.01, .doc = "the least weighted gain worth a plan"),
-              L2P_PARAM(advise_args, confidence, L2P_P_FLOAT, .flo = 0.51, .fhi = 0.999,
-                        .fval = 0.95, .doc = "of the speedups' intervals"),
-              L2P_PARAM(advise_args, seed, L2P_P_INT, .lo = 0, .hi = LLONG_MAX,
-                        .ival = 0x1e3779b97f4a7c15ll, .what = "a seed", .doc = "the "
-                        "bootstrap's seed"),
+              L2P_PARAM(advise_args, tries, L2P_P_INT, .flags = L2P_P_KWONLY | L2P_P_NONE,
+                        .lo = 0, .hi = 16, .what = "targets", .doc = "targets tried alone per "
+                        "workload and level, largest first; None: the core's default "
+                        "(advise_defaults())"),
+              L2P_PARAM(advise_args, search_repeat, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
+                        .hi = 10000, .what = "samples", .doc = "samples per evaluation in the "
+                        "search"),
+              L2P_PARAM(advise_args, repeat, L2P_P_INT, .flags = L2P_P_NONE, .lo = 2,
+                        .hi = 10000, .what = "samples", .doc = "samples per arm and round in "
+                        "the confirmation"),
+              L2P_PARAM(advise_args, confirm_rounds, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
+                        .hi = 64, .what = "rounds", .doc = "interleaved confirmation rounds (up "
+                        "to 4x while undecided)"),
+              L2P_PARAM(advise_args, recheck_rounds, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = 64, .what = "rounds", .doc = "a recommended plan re-measured in "
+                        "this many fresh rounds after the confirmation, dropped if it no "
+                        "longer helps"),
+              L2P_PARAM(advise_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_NONE, .flo = 0.0,
+                        .fhi = 0.999, .doc = "the least weighted gain worth a plan"),
+              L2P_PARAM(advise_args, confidence, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .flo = 0.51, .fhi = 0.999, .doc = "of the speedups' intervals"),
+              L2P_PARAM(advise_args, seed, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "a seed", .doc = "the bootstrap's seed"),
               L2P_PARAM(advise_args, facts, L2P_P_OBJECT, .pytype = "tuple[int, int, int] | "
                         "None", .doc = "(granule, persisting_max, default_limit) instead of "
                         "asking the device (tests)"),
@@ -283,7 +322,33 @@ L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search"
                         "interleaved under one installation, for the confirmation (omitted: "
                         "each workload timed alone, as in the search)"),
               L2P_PARAM(advise_args, check_only, L2P_P_BOOL, .ival = 0, .doc = "only check "
-                        "the scalar options (tries .. seed) and return None: advise() checks "
-                        "them before it runs any workload"));
+                        "the scalar and timing options and return None: advise() checks them "
+                        "before it needs a device"),
+              L2P_PARAM(advise_args, warmup, L2P_P_INT, .flags = L2P_P_NONE, .lo = LLONG_MIN,
+                        .hi = LLONG_MAX, .what = "calls", .doc = "the workloads' untimed calls "
+                        "before each timing (evaluate times them): checked by the core's "
+                        "timing rule, [0, 1000000]"),
+              L2P_PARAM(advise_args, hold_us, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "the spin before each sample (evaluate's): checked by the core's "
+                        "timing rule, [0, 1e6]"));
 
-const l2p_fn *const l2p_advise_fns[] = {&advise_search_fn, NULL};
+/* The core's defaults of the scalar options: the one home that advise() reads its own
+ * signature's defaults from. */
+static PyObject *advise_defaults_impl(PyObject *m, const void *args)
+{
+    l2p_advise_options o;
+    (void)m;
+    (void)args;
+    l2p_advise_options_default(&o);
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:K}", "tries", (Py_ssize_t)o.tries,
+                         "search_repeat", (Py_ssize_t)o.search_repeat, "repeat",
+                         (Py_ssize_t)o.repeat, "confirm_rounds", (Py_ssize_t)o.confirm_rounds,
+                         "recheck_rounds", (Py_ssize_t)o.recheck_rounds, "min_gain", o.min_gain,
+                         "confidence", o.confidence, "seed", o.seed);
+}
+L2P_DEFINE_FN(advise_defaults_fn, l2p_no_args, advise_defaults_impl, "advise_defaults",
+              "The advisor's default options (l2p_advise_options_default): tries, "
+              "search_repeat, repeat, confirm_rounds, recheck_rounds, min_gain, confidence, "
+              "seed.", "dict[str, int | float]", L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_advise_fns[] = {&advise_search_fn, &advise_defaults_fn, NULL};

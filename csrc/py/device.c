@@ -81,13 +81,14 @@ static PyObject *props_as_dict(PyObject *self, PyObject *noargs)
     return d;
 }
 
-/* repr and HTML are formatted by l2persist._format (presentation, not policy). */
-static PyObject *call_formatter(PyObject *self, const char *fn)
+/* repr and HTML are formatted by the package (presentation, not policy): its record_repr and
+ * record_html hooks, called as hook("DeviceProperties", self). */
+static PyObject *call_formatter(PyObject *self, const char *hook)
 {
-    PyObject *mod = PyImport_ImportModule("l2persist._format");
-    if (!mod) return NULL;
-    PyObject *r = PyObject_CallMethod(mod, fn, "sO", "DeviceProperties", self);
-    Py_DECREF(mod);
+    PyObject *fn = l2p_py_hook(Py_TYPE(self), hook);
+    if (!fn) return NULL;
+    PyObject *r = PyObject_CallFunction(fn, "sO", "DeviceProperties", self);
+    Py_DECREF(fn);
     return r;
 }
 
@@ -394,9 +395,9 @@ static PyGetSetDef dev_getset[] = {
      "bool: cc >= 8.0, a nonzero maximum, and the driver accepts a limit (False on MIG).", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
-/* The model is the core's (l2p_tax, through _core.tax_predict); l2persist.tax assembles the
- * result and runs the optional probe, so the method only hands over (imported on call:
- * l2persist.tax imports _core). */
+/* The model is the core's (l2p_tax, through _core.tax_predict); the package's set_aside_tax
+ * hook (l2persist.tax.set_aside_tax) assembles the result and runs the optional probe, so the
+ * method only hands over. */
 typedef struct {
     PyObject *set_aside;
     int probe;
@@ -406,10 +407,7 @@ typedef struct {
 static PyObject *dev_set_aside_tax_impl(PyObject *self, const void *args)
 {
     const set_aside_tax_args *a = args;
-    PyObject *mod = PyImport_ImportModule("l2persist.tax");
-    if (!mod) return NULL;
-    PyObject *fn = PyObject_GetAttrString(mod, "set_aside_tax");
-    Py_DECREF(mod);
+    PyObject *fn = l2p_py_hook(Py_TYPE(self), "set_aside_tax");
     if (!fn) return NULL;
     PyObject *kw = Py_BuildValue("{s:O,s:O,s:O}", "probe", a->probe ? Py_True : Py_False,
                                  "stream", a->stream, "work", a->work);

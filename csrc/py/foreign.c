@@ -1,6 +1,9 @@
-/* Foreign graphs, discovery and capture safety: module-level functions. */
+/* Foreign graphs, discovery and capture safety: module-level functions; and the hooks through
+ * which the binding reaches the Python package. */
 #include "l2p_py.h"
 #include "params.h"
+
+#include <stddef.h>
 
 #include "l2p_launchex.h"
 #include "l2p_launchlog.h"
@@ -268,6 +271,41 @@ L2P_DEFINE_FN(launch_ex_fn, launch_ex_args, launch_ex, "_launch_ex",
               L2P_PARAM(launch_ex_args, device, L2P_P_OBJECT, .pytype = "DeviceLike",
                         .doc = "the device when stream is None; None: the current device"));
 
+/* Each logged launch's stream, as the launch gave it. Only the launch knows where a kernel
+ * ran: a capture does not (PyTorch's capture makes its own stream the current one, and a
+ * kernel launched on another stream is not captured at all), nor does the caller's stream=
+ * (eager PyTorch work runs on PyTorch's current stream, CuPy's on the one it is given). */
+static PyObject *launch_streams(const l2p_launch_log *log)
+{
+    PyObject *list = PyList_New((Py_ssize_t)log->n_launches);
+    for (size_t k = 0; list && k < log->n_launches; k++) {
+        PyObject *h = PyLong_FromVoidPtr(log->launches[k].stream);
+        if (!h) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)k, h);
+    }
+    return list;
+}
+
+/* Launch k's stream appended to the scan's kernel tuple k (the scan has one kernel per logged
+ * launch, in order), so that the tuples keep Graph._scan's shape plus one item. */
+static int with_streams(PyObject *kernels, PyObject *streams)
+{
+    Py_ssize_t n = PyList_GET_SIZE(kernels);
+    if (n != PyList_GET_SIZE(streams)) {
+        PyErr_Format(PyExc_SystemError, "launch log: %zd kernels scanned for %zd launches", n,
+                     PyList_GET_SIZE(streams));
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *last = PyTuple_Pack(1, PyList_GET_ITEM(streams, k));
+        PyObject *t = last ? PySequence_Concat(PyList_GET_ITEM(kernels, k), last) : NULL;
+        Py_XDECREF(last);
+        if (!t) return -1;
+        PyList_SetItem(kernels, k, t); /* steals t; drops the 6-item tuple */
+    }
+    return 0;
+}
+
 /* Discovery without capture (l2p_launchlog.h): run fn for real with its kernel launches
  * logged, then scan their argument bytes as Graph._scan scans a graph's nodes. */
 typedef struct {
@@ -287,27 +325,37 @@ static PyObject *launch_log(PyObject *m, const void *args)
     l2p_launch_log_end(&log);
     size_t dropped = log.dropped, cap = log.max_launches;
     l2p_status scanned = r ? l2p_launch_log_scan(&log, &sc) : L2P_OK;
+    PyObject *streams = r && scanned == L2P_OK ? launch_streams(&log) : NULL;
     l2p_launch_log_free(&log);
     if (!r) return NULL;
     Py_DECREF(r);
     if (scanned != L2P_OK) return l2p_py_raise(st);
-    if (dropped && PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
-                                    "were not logged (the log holds %zu launches and %zu MiB of "
-                                    "arguments, and needs each launch's function); buffers only "
-                                    "they use are not among those found", dropped, cap,
-                                    (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0) {
+    int failed = !streams;
+    if (!failed && dropped)
+        failed = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
+                                  "were not logged (the log holds %zu launches and %zu MiB of "
+                                  "arguments, and needs each launch's function); buffers only "
+                                  "they use are not among those found", dropped, cap,
+                                  (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0;
+    if (failed) {
+        Py_XDECREF(streams);
         l2p_graph_scan_free(&sc);
         return NULL;
     }
-    return l2p_py_scan_tuples(st, &sc, a->offers);
+    PyObject *scan = l2p_py_scan_tuples(st, &sc, a->offers); /* frees sc */
+    if (scan && with_streams(PyTuple_GET_ITEM(scan, 0), streams) < 0) Py_CLEAR(scan);
+    Py_DECREF(streams);
+    return scan;
 }
 L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
               "Run fn once for real, logging its kernel launches through CUPTI's callback API, "
               "and scan their arguments: the raw discovery of eager work that cannot be "
-              "captured (l2persist.foreign.discover), in Graph._scan's (kernels, records, uses) "
-              "tuples, one kernel per launch.",
+              "captured (l2persist.process.discover), in Graph._scan's (kernels, records, uses) "
+              "tuples, one kernel per launch, each kernel's tuple ending with the stream the "
+              "launch was queued on (its cudaStream_t as an int, 0 for the legacy default "
+              "stream).",
               "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
-              "int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]]]",
+              "int, int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]]]",
               L2P_PARAM(launch_log_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
                         .pytype = "Callable[[], object]", .doc = "the work, called once with no "
                         "arguments"),
@@ -317,6 +365,99 @@ L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
               L2P_PARAM(launch_log_args, device, L2P_P_DEVICE,
                         .doc = "the device whose launches are logged; None: the current device"));
 
+/* ---- hooks: how the binding reaches the Python package without importing it ----
+ * A few methods hand over to the package's Python: a window set on a borrowed graph must reach
+ * its owner (PyTorch instantiates again), Graph.buffers() and Graph.nodes_window() build the
+ * package's tables and carriers, Device.set_aside_tax() assembles the tax, and
+ * DeviceProperties are formatted for people. An import of l2persist.* from here would tie the
+ * binding to the package's layout and run the package's import from inside a method; instead
+ * the package hands its callables over when it is imported (_set_hooks), they are kept in the
+ * module's `_hooks` dict (module.c makes it empty), and a method calls what it was given
+ * (l2p_py_hook, used by graph.c and device.c). */
+typedef struct {
+    PyObject *owner_changed, *graph_buffers, *node_group, *set_aside_tax, *record_repr,
+        *record_html;
+} hooks_args;
+
+static const struct {
+    const char *name;
+    size_t offset;
+} hook_rows[] = {
+    {"owner_changed", offsetof(hooks_args, owner_changed)},
+    {"graph_buffers", offsetof(hooks_args, graph_buffers)},
+    {"node_group", offsetof(hooks_args, node_group)},
+    {"set_aside_tax", offsetof(hooks_args, set_aside_tax)},
+    {"record_repr", offsetof(hooks_args, record_repr)},
+    {"record_html", offsetof(hooks_args, record_html)},
+};
+#define N_HOOKS (sizeof hook_rows / sizeof hook_rows[0])
+
+static PyObject *hook_of(const hooks_args *a, size_t i)
+{
+    return *(PyObject *const *)((const char *)a + hook_rows[i].offset);
+}
+
+static PyObject *set_hooks_impl(PyObject *m, const void *args)
+{
+    const hooks_args *a = args;
+    /* Every hook is checked before any is kept: a bad call changes nothing. */
+    for (size_t i = 0; i < N_HOOKS; i++) {
+        PyObject *fn = hook_of(a, i);
+        if (fn != Py_None && !PyCallable_Check(fn)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a callable or None, got %s",
+                         hook_rows[i].name, Py_TYPE(fn)->tp_name);
+            return NULL;
+        }
+    }
+    PyObject *hooks = PyObject_GetAttrString(m, "_hooks"); /* made empty at import */
+    if (!hooks) return NULL;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < N_HOOKS; i++)
+        if (hook_of(a, i) != Py_None)
+            rc = PyDict_SetItemString(hooks, hook_rows[i].name, hook_of(a, i));
+    Py_DECREF(hooks);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+#define HOOK_PARAM(field, type, what)                                                          \
+    L2P_PARAM(hooks_args, field, L2P_P_OBJECT, .flags = L2P_P_KWONLY, .pytype = type,          \
+              .doc = what "; None: keep the one registered")
+L2P_DEFINE_FN(set_hooks_fn, hooks_args, set_hooks_impl, "_set_hooks",
+              "Register the Python package's callables that the binding calls (l2persist "
+              "registers them when it is imported; the binding imports nothing from it).",
+              "None",
+              HOOK_PARAM(owner_changed, "Callable[[Graph], object] | None",
+                         "called after a window of a borrowed graph's node changed"),
+              HOOK_PARAM(graph_buffers, "Callable[[Graph, object], object] | None",
+                         "Graph.buffers(candidates)"),
+              HOOK_PARAM(node_group, "Callable[[Graph, object], object] | None",
+                         "Graph.nodes_window(nodes)"),
+              HOOK_PARAM(set_aside_tax, "Callable[..., object] | None",
+                         "Device.set_aside_tax(set_aside, probe=, stream=, work=)"),
+              HOOK_PARAM(record_repr, "Callable[[str, object], str] | None",
+                         "repr of DeviceProperties"),
+              HOOK_PARAM(record_html, "Callable[[str, object], str] | None",
+                         "DeviceProperties._repr_html_()"));
+#undef HOOK_PARAM
+
+PyObject *l2p_py_hook(PyTypeObject *type, const char *name)
+{
+    /* Every type of the extension is made from the module (PyType_FromModuleAndSpec) and none
+     * can be subclassed, so the object's own type knows the module. */
+    PyObject *m = PyType_GetModule(type); /* borrowed */
+    if (!m) return NULL;
+    PyObject *hooks = PyObject_GetAttrString(m, "_hooks");
+    if (!hooks) return NULL;
+    PyObject *fn = PyDict_Check(hooks) ? PyDict_GetItemString(hooks, name) : NULL;
+    Py_XINCREF(fn);
+    Py_DECREF(hooks);
+    if (!fn)
+        PyErr_Format(PyExc_RuntimeError, "l2persist._core: no '%s' hook is registered: the "
+                     "binding reaches the Python package only through the hooks l2persist "
+                     "registers when it is imported (import l2persist)", name);
+    return fn;
+}
+
 const l2p_fn *const l2p_foreign_fns[] = {&launch_ex_fn, &borrow_graph_fn, &capture_begin_fn,
                                          &capture_end_fn, &launch_log_fn, &release_pending_fn,
-                                         &release_drain_fn, NULL};
+                                         &release_drain_fn, &set_hooks_fn, NULL};

@@ -9,6 +9,16 @@
 
 static l2p_state *graph_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
+/* hook(self, arg): Graph.buffers and Graph.nodes_window build the package's own objects. */
+static PyObject *call_hook(PyObject *self, const char *name, PyObject *arg)
+{
+    PyObject *fn = l2p_py_hook(Py_TYPE(self), name);
+    if (!fn) return NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(fn, self, arg, NULL);
+    Py_DECREF(fn);
+    return r;
+}
+
 static int graph_check(l2p_GraphObject *g)
 {
     if (g->closed) {
@@ -51,14 +61,14 @@ PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObjec
 }
 
 /* A node's window changed: the owner's executable still has the old one. The owner-specific
- * step (PyTorch: instantiate() again) is l2persist.foreign._owner_changed's. */
+ * step (PyTorch: instantiate() again) is the package's owner_changed hook. */
 static int notify_owner(l2p_GraphObject *g)
 {
     if (!g->owner) return 0;
-    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
-    if (!mod) return -1;
-    PyObject *r = PyObject_CallMethod(mod, "_owner_changed", "O", (PyObject *)g);
-    Py_DECREF(mod);
+    PyObject *fn = l2p_py_hook(Py_TYPE(g), "owner_changed");
+    if (!fn) return -1;
+    PyObject *r = PyObject_CallOneArg(fn, (PyObject *)g);
+    Py_DECREF(fn);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -283,7 +293,8 @@ static PyObject *graph_get_handle(PyObject *self, void *c)
     return PyLong_FromVoidPtr((void *)g->g.graph);
 }
 
-/* _scan(offers): the raw discovery ((kernels, records, uses) tuples) for l2persist.foreign. */
+/* _scan(offers): the raw discovery ((kernels, records, uses) tuples) for the package's
+ * discovery (l2persist.process.discover). */
 static PyObject *graph_scan(PyObject *self, PyObject *offers)
 {
     l2p_GraphObject *g = (l2p_GraphObject *)self;
@@ -298,11 +309,7 @@ static PyObject *graph_buffers_impl(PyObject *self, const void *args)
 {
     PyObject *candidates = ((const l2p_one_arg *)args)->value;
     if (graph_check((l2p_GraphObject *)self) < 0) return NULL;
-    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
-    if (!mod) return NULL;
-    PyObject *r = PyObject_CallMethod(mod, "_graph_buffers", "OO", self, candidates);
-    Py_DECREF(mod);
-    return r;
+    return call_hook(self, "graph_buffers", candidates);
 }
 L2P_DEFINE_FN(graph_buffers_fn, l2p_one_arg, graph_buffers_impl, "buffers",
               "The buffers the kernel nodes use, found from their argument bytes.",
@@ -312,7 +319,7 @@ L2P_DEFINE_FN(graph_buffers_fn, l2p_one_arg, graph_buffers_impl, "buffers",
                "buffers; None: none"});
 
 /* The KernelNodes `sel` names (KernelNodes of this graph or positions), checked by the one
- * parse_node_selection: for foreign.NodeGroup and Plan carriers. */
+ * parse_node_selection: for NodeGroup (l2persist.process.discover) and Plan carriers. */
 static PyObject *graph_select_nodes(PyObject *self, PyObject *sel)
 {
     l2p_GraphObject *g = (l2p_GraphObject *)self;
@@ -347,11 +354,7 @@ int l2p_graph_windows_changed(PyObject *graph)
 
 static PyObject *graph_nodes_window(PyObject *self, PyObject *nodes)
 {
-    PyObject *mod = PyImport_ImportModule("l2persist.foreign");
-    if (!mod) return NULL;
-    PyObject *r = PyObject_CallMethod(mod, "NodeGroup", "OO", self, nodes);
-    Py_DECREF(mod);
-    return r;
+    return call_hook(self, "node_group", nodes);
 }
 
 static int graph_traverse(PyObject *self, visitproc visit, void *arg)

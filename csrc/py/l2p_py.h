@@ -102,6 +102,10 @@ typedef struct {
 
 /* Raise the exception matching the calling thread's last core error; returns NULL. */
 PyObject *l2p_py_raise(l2p_state *st);
+/* The package's callable registered under `name` by _core._set_hooks (foreign.c): the
+ * binding imports nothing from the package; l2persist hands these over when it is imported.
+ * A new reference, or NULL with RuntimeError naming the hook. */
+PyObject *l2p_py_hook(PyTypeObject *type, const char *name);
 /* Same, returning -1, for setters and converters. */
 int l2p_py_raise_int(l2p_state *st);
 

@@ -176,22 +176,21 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
 typedef struct {
     long long n_arms;
     int confirm_only;
-    double min_gain, confidence;
-    long long stage_rounds, confirm_rounds, max_confirm_rounds, seed;
+    l2p_opt min_gain, confidence, stage_rounds, confirm_rounds, max_confirm_rounds, seed;
 } live_begin_args;
 
 static PyObject *live_begin_impl(PyObject *m, const void *args)
 {
     const live_begin_args *a = args;
     l2p_live_options o;
-    l2p_live_options_default(&o);
+    l2p_live_options_default(&o); /* the one home of the defaults: None keeps them */
     o.confirm_only = a->confirm_only;
-    o.min_gain = a->min_gain;
-    o.confidence = a->confidence;
-    o.stage_rounds = (size_t)a->stage_rounds;
-    o.confirm_rounds = (size_t)a->confirm_rounds;
-    o.max_confirm_rounds = (size_t)a->max_confirm_rounds;
-    o.seed = (unsigned long long)a->seed;
+    if (a->min_gain.given) o.min_gain = a->min_gain.f;
+    if (a->confidence.given) o.confidence = a->confidence.f;
+    if (a->stage_rounds.given) o.stage_rounds = (size_t)a->stage_rounds.i;
+    if (a->confirm_rounds.given) o.confirm_rounds = (size_t)a->confirm_rounds.i;
+    if (a->max_confirm_rounds.given) o.max_confirm_rounds = (size_t)a->max_confirm_rounds.i;
+    if (a->seed.given) o.seed = (unsigned long long)a->seed.i;
     l2p_live *s = search ? search : PyMem_Calloc(1, sizeof *s);
     if (!s) return PyErr_NoMemory();
     search = s;
@@ -204,27 +203,43 @@ static PyObject *live_begin_impl(PyObject *m, const void *args)
 }
 L2P_DEFINE_FN(live_begin_fn, live_begin_args, live_begin_impl, "live_begin",
               "Start the process's live search over n_arms arms (l2p_live.h): arm 0 is limit 0, "
-              "arm 1 the device's default, both without windows.", "None",
+              "arm 1 the device's default, both without windows. Options left None take the "
+              "core's defaults (live_defaults()).", "None",
               L2P_PARAM(live_begin_args, n_arms, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 2,
                         .hi = L2P_LIVE_MAX_ARMS, .what = "arms", .doc = "the arms, baselines "
                         "first"),
               L2P_PARAM(live_begin_args, confirm_only, L2P_P_BOOL, .flags = L2P_P_KWONLY,
                         .ival = 0, .doc = "verify: arm 2 (the plan) straight to the "
                         "confirmation"),
-              L2P_PARAM(live_begin_args, min_gain, L2P_P_FLOAT, .flo = 0.0, .fhi = 0.5,
-                        .fval = 0.01, .doc = "the least gain worth a plan"),
-              L2P_PARAM(live_begin_args, confidence, L2P_P_FLOAT, .flo = 0.51, .fhi = 0.999,
-                        .fval = 0.95, .doc = "of the intervals"),
-              L2P_PARAM(live_begin_args, stage_rounds, L2P_P_INT, .lo = 1, .hi = 8, .ival = 3,
-                        .what = "rounds", .doc = "rounds per halving stage"),
-              L2P_PARAM(live_begin_args, confirm_rounds, L2P_P_INT, .lo = 2, .hi = 32, .ival = 6,
-                        .what = "rounds", .doc = "the confirmation's first rounds"),
-              L2P_PARAM(live_begin_args, max_confirm_rounds, L2P_P_INT, .lo = 2,
-                        .hi = L2P_LIVE_MAX_SAMPLES, .ival = 40, .what = "rounds",
+              L2P_PARAM(live_begin_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .flo = 0.0, .fhi = 0.5, .doc = "the least gain worth a plan"),
+              L2P_PARAM(live_begin_args, confidence, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .flo = 0.51, .fhi = 0.999, .doc = "of the intervals"),
+              L2P_PARAM(live_begin_args, stage_rounds, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
+                        .hi = 8, .what = "rounds", .doc = "rounds per halving stage"),
+              L2P_PARAM(live_begin_args, confirm_rounds, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 2, .hi = 32, .what = "rounds",
+                        .doc = "the confirmation's first rounds"),
+              L2P_PARAM(live_begin_args, max_confirm_rounds, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 2, .hi = L2P_LIVE_MAX_SAMPLES, .what = "rounds",
                         .doc = "confirmation rounds at most while undecided"),
-              L2P_PARAM(live_begin_args, seed, L2P_P_INT, .lo = 0, .hi = LLONG_MAX,
-                        .ival = 0x6c32706572736973ll, .what = "a seed",
-                        .doc = "the bootstrap's seed"));
+              L2P_PARAM(live_begin_args, seed, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = LLONG_MAX, .what = "a seed", .doc = "the bootstrap's seed"));
+
+static PyObject *live_defaults_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    return Py_BuildValue("{sdsdsnsnsn}", "min_gain", o.min_gain, "confidence", o.confidence,
+                         "stage_rounds", (Py_ssize_t)o.stage_rounds, "confirm_rounds",
+                         (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
+                         (Py_ssize_t)o.max_confirm_rounds);
+}
+L2P_DEFINE_FN(live_defaults_fn, l2p_no_args, live_defaults_impl, "live_defaults",
+              "The live search's defaults (l2p_live_options_default, their one home).", "dict",
+              L2P_NO_PARAMS);
 
 static int have_search(void)
 {
@@ -401,45 +416,69 @@ L2P_DEFINE_FN(live_arms_fn, arms_args, live_arms_impl, "live_arms",
 /* ---- signatures and saved windows ---- */
 
 typedef struct {
-    PyObject *names;
+    PyObject *kernels;
 } signature_args;
+
+/* One kernel as the signature sees it: its name and launch shape ("name grid block shared"),
+ * from a scan's (index, name, grid, block, shared_mem, num_params) tuple. Two decode graphs
+ * of different batch sizes run the same kernels with other grids: the shape tells them apart. */
+static PyObject *kernel_key(PyObject *item, Py_ssize_t i)
+{
+    Py_ssize_t index;
+    const char *name;
+    unsigned g[3], b[3], shared;
+    PyObject *rest = NULL;
+    if (!PyTuple_Check(item) ||
+        !PyArg_ParseTuple(item, "ns(III)(III)I|O", &index, &name, &g[0], &g[1], &g[2], &b[0],
+                          &b[1], &b[2], &shared, &rest)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "kernels[%zd]: expected a scan's (index, name, grid, "
+                     "block, shared_mem, num_params) tuple", i);
+        return NULL;
+    }
+    return PyUnicode_FromFormat("%s %u,%u,%u %u,%u,%u %u", name, g[0], g[1], g[2], b[0], b[1],
+                                b[2], shared);
+}
 
 static PyObject *graph_signature_impl(PyObject *m, const void *args)
 {
     (void)m;
     const signature_args *a = args;
-    PyObject *seq = PySequence_Fast(a->names, "names: expected a sequence of kernel names");
+    PyObject *seq = PySequence_Fast(a->kernels, "kernels: expected a sequence of a scan's "
+                                    "kernel tuples");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     const char **names = PyMem_Calloc((size_t)(n ? n : 1), sizeof *names);
-    PyObject *res = NULL;
-    for (Py_ssize_t i = 0; names && i < n; i++) {
-        PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
-        names[i] = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
-        if (!names[i]) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "names[%zd]: expected str, got %s", i,
-                             Py_TYPE(s)->tp_name);
-            goto out;
-        }
-    }
-    if (!names) {
+    PyObject *keys = PyList_New(0), *res = NULL;
+    if (!names || !keys) {
         PyErr_NoMemory();
         goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = kernel_key(PySequence_Fast_GET_ITEM(seq, i), i);
+        if (!k || PyList_Append(keys, k) < 0) {
+            Py_XDECREF(k);
+            goto out;
+        }
+        Py_DECREF(k);
+        if (!(names[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(keys, i)))) goto out;
     }
     char sig[40];
     l2p_live_signature(names, (size_t)n, sig, sizeof sig);
     res = PyUnicode_FromString(sig);
 out:
     PyMem_Free(names);
+    Py_XDECREF(keys);
     Py_DECREF(seq);
     return res;
 }
 L2P_DEFINE_FN(graph_signature_fn, signature_args, graph_signature_impl, "graph_signature",
-              "A graph's stable name: its kernels in node order, hashed ('k<count>-<hex>'); "
-              "the same capture in the next run has the same one.", "str",
-              L2P_PARAM(signature_args, names, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
-                        .pytype = "Sequence[str]", .doc = "the kernel names in node order"));
+              "A graph's stable name: its kernels in node order, each by name and launch shape, "
+              "hashed ('k<count>-<hex>'); the same capture in the next run has the same one.",
+              "str",
+              L2P_PARAM(signature_args, kernels, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[tuple]", .doc = "the kernels of Graph._scan, in "
+                        "node order"));
 
 typedef struct {
     PyObject *uses;
@@ -502,7 +541,200 @@ L2P_DEFINE_FN(live_locate_fn, locate_args, live_locate_impl, "live_locate",
                         .hi = 1ll << 48, .what = "bytes", .doc = "the window's bytes, when "
                         "saved"));
 
+/* ---- the live plan document ---- */
+/* Its rules are the core's (l2p_live_plan_fields, l2p_live_window_fields: the format, each
+ * field's kind and range, the caps); here the parsed JSON is walked by them and only its types
+ * are judged, with the rows' words. Every mistake is a ValueError "plan <source>: <field>:
+ * expected ...", the way the CLI reports a bad file (exit 2). */
+
+/* d[name] (borrowed), following "a.b" one object down; None when absent or not an object. */
+static PyObject *doc_get(PyObject *d, const char *name)
+{
+    const char *dot = strchr(name, '.');
+    PyObject *v = NULL;
+    if (PyDict_Check(d) && dot) {
+        PyObject *key = PyUnicode_FromStringAndSize(name, dot - name);
+        v = key ? PyDict_GetItemWithError(d, key) : NULL;
+        Py_XDECREF(key);
+        PyErr_Clear(); /* a key that is not there, or not hashable here: absent */
+        return v ? doc_get(v, dot + 1) : Py_None;
+    }
+    v = PyDict_Check(d) ? PyDict_GetItemString(d, name) : NULL;
+    return v ? v : Py_None;
+}
+
+/* The field's name in the messages: "<where>.<name>" ("<name>" at the top), "[item]" added
+ * for an item of a list (item >= 0). */
+static void field_name(char *out, size_t cap, const char *where, const l2p_live_field *f,
+                       Py_ssize_t item)
+{
+    int n = snprintf(out, cap, "%s%s%s", where, *where ? "." : "", f->name);
+    if (item >= 0 && n >= 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, "[%zd]", item);
+}
+
+/* A value of the wrong JSON type: "plan <at><field>: expected <the row's words>[, got <value>]"
+ * (an item of an INTS row always shows the value). */
+static int type_fail(const char *at, const l2p_live_field *f, const char *where,
+                     Py_ssize_t item, PyObject *obj)
+{
+    char expect[160], name[160];
+    l2p_live_field_expect(f, item >= 0, expect, sizeof expect);
+    field_name(name, sizeof name, where, f, item);
+    if (item < 0 && !(f->flags & L2P_LIVE_F_SHOW)) {
+        PyErr_Format(PyExc_ValueError, "plan %s%s: expected %s", at, name, expect);
+        return -1;
+    }
+    PyObject *r = PyObject_Repr(obj);
+    if (!r) { /* an int beyond the str() digit limit */
+        PyErr_Clear();
+        r = PyUnicode_FromString("a value too large to print");
+    }
+    if (r) PyErr_Format(PyExc_ValueError, "plan %s%s: expected %s, got %.60U", at, name, expect, r);
+    Py_XDECREF(r);
+    return -1;
+}
+
+/* The core's judgement of a value, with the source in front. */
+static int core_fail(const char *at)
+{
+    PyErr_Format(PyExc_ValueError, "plan %s%s", at, l2p_last_error()->message);
+    return -1;
+}
+
+/* An int (no bool) that fits a long long; 0, or -1 without an exception set. */
+static int doc_int(PyObject *obj, long long *out)
+{
+    int overflow = 0;
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) return -1;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* A string without NUL characters as UTF-8, or NULL without an exception set. */
+static const char *doc_text(PyObject *obj)
+{
+    Py_ssize_t n;
+    const char *t = PyUnicode_Check(obj) ? PyUnicode_AsUTF8AndSize(obj, &n) : NULL;
+    if (!t) PyErr_Clear();
+    return t && strlen(t) == (size_t)n ? t : NULL;
+}
+
+static int check_object(const char *at, const l2p_live_field *rows, size_t n, PyObject *d,
+                        const char *where);
+
+/* One field of the object d: its JSON type here, its value by the core; a list's items too. */
+static int check_field(const char *at, const l2p_live_field *f, PyObject *d, const char *where)
+{
+    PyObject *obj = doc_get(d, f->name);
+    l2p_live_value v = {0};
+    int ok = 1;
+    v.null = obj == Py_None;
+    if (!v.null) switch (f->kind) {
+        case L2P_LIVE_F_TEXT:
+        case L2P_LIVE_F_PROP: ok = (v.text = doc_text(obj)) != NULL; break;
+        case L2P_LIVE_F_INT: ok = doc_int(obj, &v.i) == 0; break;
+        case L2P_LIVE_F_RATIO:
+            ok = (PyLong_Check(obj) || PyFloat_Check(obj)) && !PyBool_Check(obj);
+            if (ok && (v.f = PyFloat_AsDouble(obj)) == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear(); /* an int too large for a double */
+                ok = 0;
+            }
+            break;
+        case L2P_LIVE_F_LIST:
+        case L2P_LIVE_F_INTS:
+            ok = PyList_Check(obj);
+            if (ok) v.n = (size_t)PyList_GET_SIZE(obj);
+            break;
+        }
+    if (!ok) return type_fail(at, f, where, -1, obj);
+    if (l2p_live_field_check(f, &v, where) != L2P_OK) /* an int ratio shown as given ("0") */
+        return f->kind == L2P_LIVE_F_RATIO && PyLong_Check(obj) ? type_fail(at, f, where, -1, obj)
+                                                                : core_fail(at);
+    if (v.null || (f->kind != L2P_LIVE_F_LIST && f->kind != L2P_LIVE_F_INTS)) return 0;
+    char sub[160];
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(obj); k++) {
+        PyObject *item = PyList_GET_ITEM(obj, k);
+        if (f->kind == L2P_LIVE_F_INTS) {
+            long long x;
+            if (doc_int(item, &x) < 0) return type_fail(at, f, where, k, item);
+            if (l2p_live_item_check(f, (size_t)k, x, where) != L2P_OK) return core_fail(at);
+            continue;
+        }
+        field_name(sub, sizeof sub, where, f, k);
+        if (!PyDict_Check(item)) {
+            PyErr_Format(PyExc_ValueError, "plan %s%s: expected an object, got %s", at, sub,
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        if (check_object(at, f->fields, f->n_fields, item, sub) < 0) return -1;
+    }
+    return 0;
+}
+
+static int check_object(const char *at, const l2p_live_field *rows, size_t n, PyObject *d,
+                        const char *where)
+{
+    for (size_t i = 0; i < n; i++)
+        if (check_field(at, &rows[i], d, where) < 0) return -1;
+    return 0;
+}
+
+typedef struct {
+    PyObject *doc, *source;
+} live_plan_check_args;
+
+static PyObject *live_plan_check_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    const live_plan_check_args *a = args;
+    PyObject *at_obj;
+    if (a->source == Py_None || (PyUnicode_Check(a->source) && !PyUnicode_GET_LENGTH(a->source)))
+        at_obj = PyUnicode_FromString("");
+    else if (PyUnicode_Check(a->source))
+        at_obj = PyUnicode_FromFormat("%R: ", a->source);
+    else
+        return PyErr_Format(PyExc_TypeError, "source: expected a str (a file name) or None, "
+                            "got %s", Py_TYPE(a->source)->tp_name);
+    const char *at = at_obj ? PyUnicode_AsUTF8(at_obj) : NULL;
+    int r = -1;
+    if (!at) goto out;
+    if (!PyDict_Check(a->doc))
+        PyErr_Format(PyExc_ValueError, "plan %sdocument: expected an object, got %s", at,
+                     Py_TYPE(a->doc)->tp_name);
+    else
+        r = check_object(at, l2p_live_plan_fields, L2P_LIVE_P_NFIELDS, a->doc, "");
+out:
+    Py_XDECREF(at_obj);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
+}
+L2P_DEFINE_FN(live_plan_check_fn, live_plan_check_args, live_plan_check_impl, "live_plan_check",
+              "Check a parsed live plan document (what `advise --` writes; l2p_live.h's rules): "
+              "its format, device.name, set_aside (null or bytes) and each window's graph, "
+              "pointer word, bytes, hit_ratio, properties and nodes. Raises ValueError "
+              "'plan <source>: <field>: expected ...' naming the field.", "None",
+              L2P_PARAM(live_plan_check_args, doc, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "object", .doc = "the parsed JSON"),
+              L2P_PARAM(live_plan_check_args, source, L2P_P_OBJECT, .pytype = "str | None",
+                        .doc = "where it came from, for the messages (a file name); None or "
+                        "'': not named"));
+
+static PyObject *live_plan_format_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    return PyUnicode_FromString(L2P_LIVE_PLAN_FORMAT);
+}
+L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_plan_format",
+              "The live plan document's format name (L2P_LIVE_PLAN_FORMAT; the core owns the "
+              "document).", "str", L2P_NO_PARAMS);
+
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
-    &live_result_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn, NULL};
+    &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
+    &live_plan_check_fn, &live_plan_format_fn, NULL};

@@ -103,6 +103,16 @@ L2P_DEFINE_FN(driver_version_fn, l2p_no_args, driver_version_impl, "driver_versi
               "The CUDA version the driver supports (major, minor), or None without a driver.",
               "tuple[int, int] | None", L2P_NO_PARAMS);
 
+/* The `_hooks` dict the package's callables are registered in (foreign.c's _set_hooks; the
+ * binding imports nothing from the package), empty until l2persist is imported. */
+static int add_hooks(PyObject *m)
+{
+    PyObject *hooks = PyDict_New();
+    int rc = hooks ? PyModule_AddObjectRef(m, "_hooks", hooks) : -1;
+    Py_XDECREF(hooks);
+    return rc;
+}
+
 static const l2p_fn *const module_fns[] = {
     &device_count_fn, &no_device_reason_fn, &reset_persisting_l2_fn, &default_set_aside_fn,
     &runtime_version_fn, &driver_version_fn, NULL};
@@ -166,13 +176,14 @@ static int module_exec(PyObject *m)
         l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0 ||
         l2p_add_plan_type(m, st) < 0)
         return -1;
-    if (add_kernels(m, st) < 0 || l2p_add_fns(m, module_fns) < 0 ||
+    if (add_hooks(m) < 0 || add_kernels(m, st) < 0 || l2p_add_fns(m, module_fns) < 0 ||
         l2p_add_fns(m, l2p_window_fns) < 0 || l2p_add_fns(m, l2p_timing_fns) < 0 ||
         l2p_add_fns(m, l2p_kernel_fns) < 0 || l2p_add_fns(m, l2p_model_fns) < 0 ||
         l2p_add_fns(m, l2p_counter_fns) < 0 || l2p_add_fns(m, l2p_buffer_fns) < 0 ||
         l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_foreign_fns) < 0 ||
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
-        l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0)
+        l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0 ||
+        l2p_add_fns(m, l2p_live_fns) < 0)
         return -1;
     PyObject *magic = PyLong_FromUnsignedLong(L2P_MAGIC); /* unsigned: a C long may be 32 bits */
     int rc = magic ? PyModule_AddObjectRef(m, "SINK_MAGIC", magic) : -1;

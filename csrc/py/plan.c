@@ -3,6 +3,7 @@
  * keeps the Python objects alive; the order of the steps, the alternatives rule and the
  * restore are the core's. l2persist.plan.Plan subclasses it (JSON and the HTML view). */
 #include "l2p_py.h"
+#include "binder.h" /* l2p_py_real_arg */
 #include "params.h"
 
 #include <string.h>
@@ -21,8 +22,6 @@ typedef struct {
 } l2p_PlanObject;
 
 static l2p_state *plan_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
-
-static const char *const kind_names[] = {"stream", "nodes", "launch", NULL};
 
 /* ---- construction ------------------------------------------------------------------- */
 
@@ -202,7 +201,7 @@ typedef struct {
 static PyObject *meta_dict(const carrier_val *c, PyObject *carrier, PyObject *window,
                            PyObject *name, PyObject *carrier_name)
 {
-    return Py_BuildValue("{s:s,s:O,s:O,s:O,s:O,s:O,s:O}", "kind", kind_names[c->kind],
+    return Py_BuildValue("{s:s,s:O,s:O,s:O,s:O,s:O,s:O}", "kind", l2p_plan_kind_name(c->kind),
                          "carrier", carrier, "window", window, "name", name, "carrier_name",
                          carrier_name, "nodes", c->positions ? c->positions : Py_None,
                          "graph", c->graph ? c->graph : Py_None);
@@ -430,6 +429,171 @@ L2P_ONE_ARG_METHOD(plan_configured_fn, plan_configured, "configured",
                    "(its extent kept) or off. Entries that are off come first.", "_Plan",
                    "config", "dict", "{'set_aside': bytes, 'windows': [None | {'hit_ratio', "
                    "'hit_prop', 'miss_prop'}] } with one item per entry");
+
+/* ---- the plan document ----------------------------------------------------------------- */
+/* Plan.from_json's values, converted from the parsed JSON and checked by the core
+ * (l2p_plan_check_saved) before the plan is built: a file's mistakes are named with the file,
+ * before any device is needed. Here only the JSON types are judged. */
+
+/* d[key] (borrowed), or NULL with a ValueError naming it when it is missing. */
+static PyObject *doc_field(PyObject *d, const char *key, const char *what)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v) PyErr_Format(PyExc_ValueError, "%s: the key '%s' is missing", what, key);
+    return v;
+}
+
+/* A name: a string or null (absent: null). */
+static int doc_name(PyObject *d, const char *key, const char *what)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v || v == Py_None || PyUnicode_Check(v)) return 0;
+    PyErr_Format(PyExc_TypeError, "%s['%s']: expected a name (a string) or null, got %s", what,
+                 key, Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+/* nodes: null or a list of node positions. */
+static int doc_nodes(PyObject *d, const char *what)
+{
+    char name[640];
+    long long pos;
+    PyObject *v = PyDict_GetItemString(d, "nodes");
+    if (!v || v == Py_None) return 0;
+    if (!PyList_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s['nodes']: expected null or a list of node positions, "
+                     "got %s", what, Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+        snprintf(name, sizeof name, "%s['nodes'][%zd]", what, i);
+        if (l2p_py_ranged_int(PyList_GET_ITEM(v, i), name, "a node position", 0, INT_MAX,
+                              &pos) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* An int field (its range is the core's to judge). */
+static int doc_int(PyObject *d, const char *key, const char *what, long long *out)
+{
+    char name[640];
+    PyObject *v = doc_field(d, key, what);
+    snprintf(name, sizeof name, "%s['%s']", what, key);
+    return v ? l2p_py_int_arg(v, name, out) : -1;
+}
+
+/* A property field: an int of C's int range (which AccessProperty it is, the core judges). */
+static int doc_prop(PyObject *d, const char *key, const char *what, int *out)
+{
+    char name[640];
+    long long v;
+    PyObject *obj = doc_field(d, key, what);
+    snprintf(name, sizeof name, "%s['%s']", what, key);
+    if (!obj || l2p_py_ranged_int(obj, name, "an AccessProperty", INT_MIN, INT_MAX, &v) < 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* The window's fields, present together or not at all. */
+static int doc_window(PyObject *d, const char *what, l2p_plan_saved *e)
+{
+    char name[640];
+    e->has_window = PyDict_GetItemString(d, "num_bytes") != NULL;
+    if (!e->has_window) return 0;
+    PyObject *ratio = doc_field(d, "hit_ratio", what);
+    snprintf(name, sizeof name, "%s['hit_ratio']", what);
+    return doc_int(d, "offset", what, &e->offset) < 0 ||
+                   doc_int(d, "num_bytes", what, &e->num_bytes) < 0 || !ratio ||
+                   l2p_py_real_arg(ratio, name, 0.0, 0.0, &e->hit_ratio) < 0 ||
+                   doc_prop(d, "hit_prop", what, &e->hit_prop) < 0 ||
+                   doc_prop(d, "miss_prop", what, &e->miss_prop) < 0
+               ? -1
+               : 0;
+}
+
+static int doc_entry(l2p_state *st, PyObject *d, const char *what)
+{
+    l2p_plan_saved e = {0};
+    char name[640];
+    int on;
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an entry (a JSON object), got %s", what,
+                     Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    PyObject *kind = doc_field(d, "kind", what), *on_v = kind ? doc_field(d, "on", what) : NULL;
+    if (!on_v) return -1;
+    if (!PyUnicode_Check(kind)) {
+        PyErr_Format(PyExc_TypeError, "%s['kind']: expected 'stream', 'nodes' or 'launch', got "
+                     "%s", what, Py_TYPE(kind)->tp_name);
+        return -1;
+    }
+    const char *text = PyUnicode_AsUTF8(kind);
+    snprintf(name, sizeof name, "%s['kind']", what);
+    if (!text || (e.kind = l2p_plan_kind_of(text, name)) < 0)
+        return text ? l2p_py_raise_int(st) : -1;
+    snprintf(name, sizeof name, "%s['on']", what);
+    if (l2p_py_bool_arg(on_v, name, &on) < 0 || doc_name(d, "carrier", what) < 0 ||
+        doc_name(d, "buffer", what) < 0 || doc_nodes(d, what) < 0 || doc_window(d, what, &e) < 0)
+        return -1;
+    return l2p_plan_check_saved(&e, what) == L2P_OK ? 0 : l2p_py_raise_int(st);
+}
+
+typedef struct {
+    PyObject *doc, *source;
+} check_doc_args;
+
+static PyObject *plan_check_document_impl(PyObject *m, const void *args)
+{
+    const check_doc_args *a = args;
+    l2p_state *st = l2p_state_from_module(m);
+    char what[640];
+    long long bytes;
+    if (!PyUnicode_Check(a->source))
+        return PyErr_Format(PyExc_TypeError, "source: expected a str, got %s",
+                            Py_TYPE(a->source)->tp_name);
+    const char *source = PyUnicode_AsUTF8(a->source);
+    if (!source) return NULL;
+    if (!PyDict_Check(a->doc))
+        return PyErr_Format(PyExc_ValueError, "%s: not an l2persist plan (a plan is a JSON "
+                            "object with format %s, got %s)", source, L2P_PLAN_FORMAT,
+                            Py_TYPE(a->doc)->tp_name);
+    PyObject *format = PyDict_GetItemString(a->doc, "format");
+    if (!format || !PyUnicode_Check(format) ||
+        PyUnicode_CompareWithASCIIString(format, L2P_PLAN_FORMAT) != 0)
+        return PyErr_Format(PyExc_ValueError, "%s: not an l2persist plan (its format is %R; "
+                            "expected '%s')", source, format ? format : Py_None,
+                            L2P_PLAN_FORMAT);
+    PyObject *sa = PyDict_GetItemString(a->doc, "set_aside");
+    snprintf(what, sizeof what, "%s: set_aside", source);
+    if (sa && sa != Py_None && l2p_py_ranged_int(sa, what, "bytes", 0, LLONG_MAX, &bytes) < 0)
+        return NULL;
+    PyObject *entries = doc_field(a->doc, "entries", source);
+    if (!entries) return NULL;
+    if (!PyList_Check(entries))
+        return PyErr_Format(PyExc_TypeError, "%s: entries: expected a list of entries, got %s",
+                            source, Py_TYPE(entries)->tp_name);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        snprintf(what, sizeof what, "%s: entries[%zd]", source, i);
+        if (doc_entry(st, PyList_GET_ITEM(entries, i), what) < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+L2P_DEFINE_FN(plan_check_document_fn, check_doc_args, plan_check_document_impl,
+              "plan_check_document",
+              "Check a parsed plan document (Plan.to_dict's layout) before any device is "
+              "needed: its format, set_aside (null or bytes >= 0) and each entry's kind, names, "
+              "node positions and window (the core's rule). Raises ValueError or TypeError "
+              "naming `source` and the field.", "None",
+              L2P_PARAM(check_doc_args, doc, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "object", .doc = "the parsed JSON"),
+              L2P_PARAM(check_doc_args, source, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "str", .doc = "where it came from, for the messages (a "
+                        "file name)"));
+
+static const l2p_fn *const plan_fns[] = {&plan_check_document_fn, NULL};
 
 /* ---- install / apply / restore -------------------------------------------------------- */
 
@@ -719,5 +883,6 @@ static PyType_Spec plan_spec = {"l2persist._Plan", sizeof(l2p_PlanObject), 0,
 int l2p_add_plan_type(PyObject *m, l2p_state *st)
 {
     st->Plan = l2p_make_type_rows(m, &plan_spec, &plan_new_fn, plan_rows);
-    return st->Plan ? 0 : -1;
+    if (!st->Plan || l2p_add_fns(m, plan_fns) < 0) return -1;
+    return PyModule_AddStringConstant(m, "PLAN_FORMAT", L2P_PLAN_FORMAT);
 }

@@ -2,6 +2,8 @@
 #include "l2p_py.h"
 #include "params.h"
 
+#include "l2p_checks.h"
+
 static l2p_state *win_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
 
 PyObject *l2p_window_new(l2p_state *st, const l2p_window *w, PyObject *target)
@@ -29,6 +31,9 @@ static PyObject *win_new_impl(PyObject *type, const void *args)
     l2p_device_props p;
     l2p_window w;
     l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
+    /* the window's own values first: converting a foreign target asks the driver */
+    if (l2p_check_window_rule(a->hit_ratio, (int)a->hit_prop, (int)a->miss_prop) != L2P_OK)
+        return l2p_py_raise(st);
     PyObject *buf = l2p_buffer_as_buffer(st, a->target, "target");
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;

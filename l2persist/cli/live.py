@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 
+from ._common import Parser, output_problem
+
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "process",
                     "_boot")
 
@@ -40,7 +42,7 @@ def _positive(name, lo, hi, conv=float):
 
 
 def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m l2persist {prog}",
+    p = Parser(prog=f"python -m l2persist {prog}",
                                 usage=f"python -m l2persist {prog} [options]"
                                       f"{' PLAN' if plan else ''} -- COMMAND [ARGS...]")
     if plan:
@@ -58,8 +60,10 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--block-units", type=_positive("--block-units", 1, 100000, int),
                        default=0, help="units of work per block instead of --block-ms (the "
                                        "same on every rank)")
-        p.add_argument("--min-gain", type=_positive("--min-gain", 0, 0.5), default=0.01,
-                       help="the least gain worth a plan (default 0.01)")
+        from .. import _core
+        gain = _core.live_defaults()["min_gain"]
+        p.add_argument("--min-gain", type=_positive("--min-gain", 0, 0.5), default=gain,
+                       help=f"the least gain worth a plan (default {gain:g})")
         p.add_argument("--report", default=None, help="write an HTML report here")
         p.add_argument("--json", default=None, help="write the watcher's whole result here")
     if prog == "advise":
@@ -95,19 +99,11 @@ def _parse(argv, prog, plan=False, search=True):
             return None, None, 2
     for name in ("out", "report", "json"):
         path = getattr(args, name, None)
-        if path is not None and not _writable(path):
-            print(f"python -m l2persist {prog}: --{name}: cannot write {path!r}",
-                  file=sys.stderr)
+        why = output_problem(f"--{name}", path) if path is not None else None
+        if why:
+            print(f"python -m l2persist {prog}: {why}", file=sys.stderr)
             return None, None, 2
     return args, command, None
-
-
-def _writable(path: str) -> bool:
-    if not path:
-        return False
-    d = os.path.dirname(os.path.abspath(path))
-    return os.path.isdir(d) and os.access(d, os.W_OK) and (not os.path.exists(path)
-                                                           or os.access(path, os.W_OK))
 
 
 def _env(args, mode: str, result: str) -> dict:

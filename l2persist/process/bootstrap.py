@@ -166,22 +166,18 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def _patch_torch(torch) -> None:
-    """Hook the program's graph captures, replays and synchronizations (once)."""
+    """Hook the program's graph captures (every mode) and its replays and synchronizations
+    (advise and verify only: apply adds nothing to a launch), once."""
     global _patched
     if _patched:
         return
     _patched = True
+    from .torch import patch_keep_graph, patch_replay
     cls = torch.cuda.CUDAGraph
-    make, init = cls.__new__, cls.__init__
-    begin, end, replay = cls.capture_begin, cls.capture_end, cls.replay
-
     # Keep every graph's raw graph (as keep_graph=True): its nodes are read and windowed
     # before PyTorch instantiates it at its first replay.
-    def __new__(klass, keep_graph=False, *a, **k):
-        return make(klass, True, *a, **k)
-
-    def __init__(self, keep_graph=False, *a, **k):
-        init(self, True, *a, **k)
+    patch_keep_graph(cls)
+    begin, end = cls.capture_begin, cls.capture_end
 
     def capture_begin(self, *a, **k):
         _hook("capture_begin")
@@ -196,15 +192,10 @@ def _patch_torch(torch) -> None:
             return end(self, *a, **k)
         finally:
             _hook_end(self)
-
-    def replay_(self, *a, **k):
-        _hook("point", "replay", self)
-        return replay(self, *a, **k)
-
-    cls.__new__ = staticmethod(__new__)
-    cls.__init__ = __init__
-    cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, replay_
-
+    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+    if _watcher is None or _watcher.o.mode == "apply":
+        return
+    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph))
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):
@@ -238,7 +229,7 @@ def _hook(what, *args):
     except SystemExit:
         raise                       # --exit-after: the program ends here, as asked
     except Exception as e:
-        w.notes.append(f"{what}: {type(e).__name__}: {e}")
+        w.fail(what, e)
 
 
 def _hook_end(graph, failed=False):
@@ -251,7 +242,7 @@ def _hook_end(graph, failed=False):
         else:
             w.capture_end(graph)
     except Exception as e:
-        w.notes.append(f"capture_end: {type(e).__name__}: {e}")
+        w.fail("capture_end", e)
 
 
 def mark() -> None:

@@ -35,7 +35,7 @@ class Options:
     warmup_s: float = 2.0          # watched, not switched, before the search
     block_s: float = 0.05          # a block's target length (its units follow from warm-up)
     block_units: int = 0           # fixed units per block (0: from block_s)
-    min_gain: float = 0.01
+    min_gain: float | None = None  # None: the core's default (_core.live_defaults())
     exit_after: bool = False
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
@@ -84,11 +84,12 @@ class GraphSeen:
 
 @dataclass
 class Target:
-    graph: GraphSeen
-    record: int
+    """One buffer the hot graphs use, wherever it is used: a window on it is put on the nodes
+    of every graph that reads or writes it (places: (graph, record) pairs)."""
     address: int
     size: int
     weight: float = 0.0
+    places: list = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +145,17 @@ class Watcher:
             except Exception as e:  # a graph we cannot read is reported, never raised
                 self.notes.append(f"a captured graph could not be read: {e}")
 
+    def fail(self, where: str, e: BaseException) -> None:
+        """A hook failed: say where (with the traceback's last frames), stop switching and put
+        back the better-known state (the set-aside the program started with). The program's
+        call goes on."""
+        import traceback
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
+        self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
+        if self.state in ("warmup", "probe", "search"):
+            self.state = "off"
+            self.restore()
+
     def point(self, kind: str, torch_graph=None):
         """A switch point: a replay (before it is launched), a sync or a mark."""
         if not self.lock.acquire(blocking=False):
@@ -174,7 +186,7 @@ class Watcher:
         g = as_graph(torch_graph)
         kernels, records, uses = g._scan([])
         names = [k[1] for k in kernels]
-        seen = GraphSeen(torch_graph, g, _core.graph_signature(names), names,
+        seen = GraphSeen(torch_graph, g, _core.graph_signature(kernels), names,
                          list(records), list(uses))
         self.graphs[id(torch_graph)] = seen
         if self.o.mode in ("apply", "verify") and self.plan_doc is not None:
@@ -193,16 +205,22 @@ class Watcher:
             self._start()
             if self.state == "off":
                 return
-            self._warm_ns = _core.activity_now()
             self.state = "warmup"
             self.t0 = time.perf_counter()
             return
         if self._is_unit(kind, torch_graph):
             self.units_now += 1
+        if self.state == "probe":
+            key = (kind, self._sig(torch_graph)) if kind == "replay" else (kind,)
+            self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
         if self.captures or _capturing():
             return                 # never switch while a capture is open
         if self.state == "warmup":
             if time.perf_counter() - self.t0 >= self.o.warmup_s:
+                self._begin_probe()
+            return
+        if self.state == "probe":
+            if time.perf_counter() - self.probe_t >= max(0.25, self.o.warmup_s / 2):
                 self._begin_search()
             return
         if self.state == "search" and self.units_now >= self.units_per_block:
@@ -212,6 +230,20 @@ class Watcher:
                 self.notes.append(f"search stopped: {e}")
                 self.result = _core.live_finish()
                 self._decide()
+
+    def _sig(self, torch_graph):
+        seen = self.graphs.get(id(torch_graph))
+        return seen.signature if seen is not None else None
+
+    def _begin_probe(self):
+        """After the warm-up (imports, compiles, captures settle): a short steady stretch that
+        says what a unit of work is, how many units a block holds, and which kernels take the
+        GPU's time (the targets' weights)."""
+        self.probe_counts: dict[tuple, int] = {}
+        self.device.synchronize()
+        self._warm_ns = _core.activity_now()
+        self.probe_t = time.perf_counter()
+        self.state = "probe"
 
     def _is_unit(self, kind, torch_graph) -> bool:
         if self.unit is None:
@@ -224,11 +256,12 @@ class Watcher:
         return True
 
     def _choose_unit(self):
-        if self.points["mark"]:
+        c = self.probe_counts
+        if c.get(("mark",)):
             return ("mark",)
-        if self.replays_by_sig:
-            sig = max(self.replays_by_sig, key=self.replays_by_sig.get)
-            return ("replay", sig)
+        replays = {k: v for k, v in c.items() if k[0] == "replay" and k[1] is not None}
+        if replays:
+            return max(replays, key=replays.get)
         return ("sync",)
 
     # ---- the search --------------------------------------------------------------------------
@@ -241,8 +274,8 @@ class Watcher:
         warm = self._warm_stamp
         by_name = _core.activity_blocks([warm, now])["by_name"] if warm and now > warm else {}
         self.unit = self._choose_unit()
-        units = self._count_units_in_warmup()
-        elapsed = max(1e-6, time.perf_counter() - self.t0)
+        units = self.probe_counts.get(self.unit, 0)
+        elapsed = max(1e-6, time.perf_counter() - self.probe_t)
         if self.o.block_units:
             self.units_per_block = self.o.block_units
         else:
@@ -268,24 +301,19 @@ class Watcher:
     def _warm_stamp(self):
         return getattr(self, "_warm_ns", None)
 
-    def _count_units_in_warmup(self) -> int:
-        if self.unit[0] == "replay":
-            return self.replays_by_sig.get(self.unit[1], 0)
-        return self.points[self.unit[0]]
-
     def _targets(self, kernel_ns: dict) -> list:
-        out, seen_addr = [], set()
+        """The buffers of the graphs the program replayed, by address (the same table used by
+        three decode graphs is one target), each weighted by the warm-up's GPU time of the
+        kernels that use it; the C core ranks them (l2p_live_arms)."""
+        by_addr: dict[tuple, Target] = {}
         for g in self.graphs.values():
             if not g.replays:
                 continue
             for i, (address, size, _offer) in enumerate(g.records):
-                if (g.signature, address) in seen_addr or size < (256 << 10):
-                    continue
-                seen_addr.add((g.signature, address))
-                names = {g.names[n] for n in g.nodes_of(i)}
-                w = sum(kernel_ns.get(n, 0.0) for n in names)
-                out.append(Target(g, i, address, size, w))
-        out.sort(key=lambda t: -t.weight)
+                t = by_addr.setdefault((address, size), Target(address, size))
+                t.places.append((g, i))
+                t.weight += sum(kernel_ns.get(g.names[n], 0.0) for n in g.nodes_of(i))
+        out = sorted(by_addr.values(), key=lambda t: -t.weight)
         return out[:_core_max_targets()]
 
     def _end_block(self):
@@ -351,6 +379,7 @@ class Watcher:
         self._install(keep)
         self.final_arm = keep
         self.state = "done"
+        self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.write_result()
         if self.o.exit_after:
@@ -364,34 +393,41 @@ class Watcher:
         if self.device.persisting_l2_limit != limit:
             self.device.persisting_l2_limit = limit
         _core.reset_persisting_l2(self.device)   # an arm starts on clean lines
-        by_graph: dict[int, list] = {}
-        for ti, hit, hp, mp in a["windows"]:
-            by_graph.setdefault(id(self._window_graph(a, ti)), []).append((ti, hit, hp, mp))
-        for g in self._windowed_graphs():
-            wins = by_graph.get(id(g), [])
-            self._set_graph_windows(g, a, wins)
-
-    def _window_graph(self, arm, ti):
-        return arm.get("_graphs", {}).get(ti) or self.targets[ti].graph
-
-    def _windowed_graphs(self):
-        gs = {id(t.graph): t.graph for t in self.targets}
-        for a in self.arms:
-            for g in a.get("_graphs", {}).values():
-                gs[id(g)] = g
-        return list(gs.values())
-
-    def _set_graph_windows(self, g: GraphSeen, arm, wins):
-        from ..foreign import _RawRange
-        want = {}
-        for ti, hit, hp, mp in wins:
-            t = arm.get("_located", {}).get(ti) or (self.targets[ti].address, self.targets[ti].size,
-                                                    g.nodes_of(self.targets[ti].record))
-            base, nbytes, nodes = t
-            w = _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes, hit_ratio=hit,
-                                         hit_prop=_PROPS[hp], miss_prop=_PROPS[mp], clamp=True)
+        want: dict[int, dict] = {}
+        for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
+            w = _window(base, nbytes, hit, hp, mp)
+            d = want.setdefault(id(g), {})
             for n in nodes:
-                want[n] = w
+                d[n] = w
+        for g in self._windowed_graphs():
+            self._set_graph_windows(g, want.get(id(g), {}))
+
+    def _placements(self, arm) -> list:
+        """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop) per graph a window of
+        the arm lands in."""
+        out = []
+        for ti, hit, hp, mp in arm["windows"]:
+            if "_located" in arm:           # verify: a saved plan's window, found again
+                base, nbytes, nodes = arm["_located"][ti]
+                out.append((arm["_graphs"][ti], nodes, base, nbytes, hit, hp, mp))
+                continue
+            t = self.targets[ti]
+            for g, rec in t.places:
+                out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp))
+        return out
+
+    def _windowed_graphs(self) -> list:
+        if not hasattr(self, "_all_windowed"):
+            gs = {}
+            for a in self.arms:
+                for p in self._placements(a):
+                    gs[id(p[0])] = p[0]
+            self._all_windowed = list(gs.values())
+        return self._all_windowed
+
+    def _set_graph_windows(self, g: GraphSeen, want: dict):
+        """Each node gets the window the arm wants on it, or none: one call per distinct window
+        (PyTorch instantiates the graph again once per call)."""
         had = getattr(g, "_windowed", set())
         clear = sorted(had - set(want))
         if clear:
@@ -422,12 +458,8 @@ class Watcher:
             self.applied_sigs.add(seen.signature)
         seen.plan_windows = located
         if install and located:
-            from ..foreign import _RawRange
             for base, nbytes, nodes, e in located:
-                w = _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes,
-                                             hit_ratio=e["hit_ratio"],
-                                             hit_prop=_PROPS[e["hit_prop"]],
-                                             miss_prop=_PROPS[e["miss_prop"]], clamp=True)
+                w = _window(base, nbytes, e["hit_ratio"], e["hit_prop"], e["miss_prop"])
                 seen.graph.set_access_policy_window(w, nodes=nodes)
                 e["_applied"] = e.get("_applied", 0) + 1
             seen.windows_applied = len(located)
@@ -451,8 +483,7 @@ class Watcher:
         dev = self.device
         arms_out = []
         for i, a in enumerate(self.arms):
-            arms_out.append({"set_aside": a["set_aside"], "windows": [
-                self._window_doc(a, ti, hit, hp, mp) for ti, hit, hp, mp in a["windows"]]})
+            arms_out.append({"set_aside": a["set_aside"], "windows": self._window_docs(a)})
         per_arm = {}
         for b in self.blocks[:self.recorded]:
             if not b.units:
@@ -485,24 +516,34 @@ class Watcher:
                         "windows_applied": g.windows_applied,
                         "in_plan": g.signature in self.applied_sigs}
                        for g in self.graphs.values()],
-            "targets": [{"graph": t.graph.signature, "bytes": t.size, "weight_ms":
-                         t.weight / 1e6, "nodes": len(t.graph.nodes_of(t.record))}
-                        for t in self.targets],
-            "notes": self.notes, "search_s": (time.perf_counter() - self.search_t0)
-            if self.search_t0 else 0.0,
+            "targets": [{"graphs": [g.signature for g, _ in t.places], "bytes": t.size,
+                         "weight_ms": t.weight / 1e6} for t in self.targets],
+            "notes": self.notes,
+            # from the first watched call to the decision (warm-up and probe included)
+            "decision_s": getattr(self, "decision_s", None),
+            "search_s": (time.perf_counter() - self.search_t0) if self.search_t0 else 0.0,
             "plan": self.make_plan() if self.o.mode == "advise" and self.result else None,
         }
 
-    def _window_doc(self, arm, ti, hit, hp, mp):
-        if "_located" in arm:
-            base, nbytes, nodes = arm["_located"][ti]
-            return {"graph": arm["_graphs"][ti].signature, "bytes": nbytes, "hit_ratio": hit,
-                    "hit_prop": hp, "miss_prop": mp, "nodes": nodes}
-        t = self.targets[ti]
-        node, param, offset, word = t.graph.anchor(t.record)
-        return {"graph": t.graph.signature, "node": node, "param": param, "offset": offset,
-                "delta": t.address - word, "bytes": t.size, "hit_ratio": hit,
-                "hit_prop": hp, "miss_prop": mp, "nodes": t.graph.nodes_of(t.record)}
+    def _window_docs(self, arm) -> list:
+        """The arm's windows as the plan document places them: per graph, the anchor word
+        (node, param, offset) that finds the buffer again in the next run, the buffer's offset
+        from it (delta), and the nodes that get the window."""
+        out = []
+        for ti, hit, hp, mp in arm["windows"]:
+            if "_located" in arm:
+                base, nbytes, nodes = arm["_located"][ti]
+                out.append({"graph": arm["_graphs"][ti].signature, "bytes": nbytes,
+                            "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp, "nodes": nodes})
+                continue
+            t = self.targets[ti]
+            for g, rec in t.places:
+                node, param, offset, word = g.anchor(rec)
+                out.append({"graph": g.signature, "node": node, "param": param,
+                            "offset": offset, "delta": t.address - word, "bytes": t.size,
+                            "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp,
+                            "nodes": g.nodes_of(rec)})
+        return out
 
     def make_plan(self) -> dict:
         """The plan document: what to install at the next start."""
@@ -520,23 +561,29 @@ class Watcher:
             "verdict": "helps" if helps else "dont",
             "speedup": r["speedup"], "ci": [r["ci_low"], r["ci_high"]],
             "set_aside": arm["set_aside"],
-            "windows": [self._window_doc(arm, ti, hit, hp, mp)
-                        for ti, hit, hp, mp in arm["windows"]],
+            "windows": self._window_docs(arm),
         }
 
     def write_result(self):
         if not self.o.result:
             return
         tmp = self.o.result + ".tmp"
+        try:
+            doc = self.summary()
+        except Exception as e:  # the CLI still learns what happened
+            import traceback
+            doc = {"mode": self.o.mode, "state": self.state, "result": None,
+                   "notes": self.notes + ["the summary failed: " + "".join(
+                       traceback.format_exception(type(e), e, e.__traceback__)[-4:])]}
         with open(tmp, "w") as f:
-            json.dump(self.summary(), f, default=_jsonable)
+            json.dump(doc, f, default=_jsonable)
         os.replace(tmp, self.o.result)
 
     def finish(self):
         """At exit: a search still running is finished with what it has; the set-aside the
         program started with is put back."""
         with self.lock:
-            if self.state in ("warmup", "search"):
+            if self.state in ("warmup", "probe", "search"):
                 try:
                     if self.state == "search":
                         self.blocks[-1].end = self.blocks[-1].end or _core.activity_now()
@@ -564,6 +611,13 @@ class Watcher:
             _core.reset_persisting_l2(self.device)
         except Exception as e:
             self.notes.append(f"restoring the set-aside failed: {e}")
+
+
+def _window(base, nbytes, hit, hit_prop, miss_prop):
+    from .discover import _RawRange
+    return _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes, hit_ratio=hit,
+                                    hit_prop=_PROPS[hit_prop], miss_prop=_PROPS[miss_prop],
+                                    clamp=True)
 
 
 class _NoRecords(RuntimeError):

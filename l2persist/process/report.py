@@ -44,8 +44,12 @@ def verdict_line(r: dict) -> str:
         arm = r["arms"][res["winner"]]
         return (f"helps: {res['speedup']:.4f}x the better baseline ({base}), 95 % interval "
                 f"{res['ci_low']:.4f}-{res['ci_high']:.4f}: {_arm_text(arm)}")
-    why = "undecided when the budget ran out" if not res["decided"] else \
-        "no arm beat the better baseline by the rule"
+    if res["winner"] < 0 and len(r.get("arms", [])) <= 2:
+        why = ("no candidate: no buffer of a replayed CUDA graph to window (eager work gets "
+               "no window), so only limit 0 and the default were compared")
+    else:
+        why = "undecided when the budget ran out" if not res["decided"] else \
+            "no arm beat the better baseline by the rule"
     best = ""
     if res["winner"] >= 0 and res.get("speedup"):
         best = (f"; the best arm gave {res['speedup']:.4f}x "
@@ -80,28 +84,53 @@ def summary_text(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _bars_svg(rows, title, unit) -> str:
-    """Horizontal bars with an interval (lo, hi) per row: [(label, value, lo, hi)]."""
+def _bars_svg(rows, title, unit, ref=None) -> str:
+    """Horizontal bars with an interval (lo, hi) per row: [(label, value, lo, hi)]; ``ref``: a
+    value marked by a dashed line across the rows (1 for ratios)."""
     rows = [x for x in rows if x[1] == x[1]]
     if not rows:
         return ""
-    w, left, h = 720, 300, 22
-    top = max(max(x[3] for x in rows), max(x[1] for x in rows)) * 1.1 or 1
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h * len(rows) + 40}" '
+    # The labels are in a monospace font (at 11 px about 6.6 px a character), so the label
+    # column is as wide as its longest label, at most 70 characters; a longer label is cut with
+    # an ellipsis (the whole of it in a tooltip): no label runs into the bars.
+    char, most = 6.7, 70
+    n = min(most, max(len(x[0]) for x in rows))
+    w, h = 960, 22
+    left = max(90, int(12 + char * n))
+    top = max(max(x[3] for x in rows), max(x[1] for x in rows), ref or 0) * 1.1 or 1
+    x = lambda t: left + (w - left - 80) * t / top  # noqa: E731
+    bottom = 24 + h * len(rows)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{bottom + 18}" '
            f'role="img" aria-label="{html.escape(title)}">',
            f'<text x="4" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
     for i, (label, v, lo, hi) in enumerate(rows):
         y = 24 + i * h
-        x = lambda t: left + (w - left - 70) * t / top  # noqa: E731
-        out.append(f'<text x="4" y="{y + 14}" font-size="11">{html.escape(label[:48])}</text>')
+        shown = label if len(label) <= n else label[:n - 1] + "\u2026"
+        out.append(f'<text x="4" y="{y + 14}" font-size="11" font-family="monospace">'
+                   f'<title>{html.escape(label)}</title>{html.escape(shown)}</text>')
         out.append(f'<rect x="{left}" y="{y + 3}" width="{x(v) - left:.1f}" height="{h - 8}" '
                    f'fill="#4c78a8"/>')
         out.append(f'<line x1="{x(lo):.1f}" x2="{x(hi):.1f}" y1="{y + h / 2}" y2="{y + h / 2}" '
                    f'stroke="black" stroke-width="2"/>')
-        out.append(f'<text x="{x(max(v, hi)) + 4:.1f}" y="{y + 14}" font-size="11">'
+        # the value right of its bar, its interval and the reference line, crossing none
+        out.append(f'<text x="{x(max(v, hi, ref or 0)) + 4:.1f}" y="{y + 14}" font-size="11">'
                    f'{v:.4g} {unit}</text>')
+    if ref is not None:
+        out.append(f'<line x1="{x(ref):.1f}" x2="{x(ref):.1f}" y1="20" y2="{bottom + 2}" '
+                   f'stroke="#666" stroke-width="1" stroke-dasharray="4 3"/>')
+        out.append(f'<text x="{x(ref):.1f}" y="{bottom + 14}" font-size="11" '
+                   f'text-anchor="middle">{ref:g}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def _arm_html(a: dict) -> str:
+    """An arm's text for the page: its graphs' names in code, never broken at their hyphen."""
+    text = html.escape(_arm_text(a))
+    for g in sorted({html.escape(str(w["graph"])) for w in a.get("windows", [])}, key=len,
+                    reverse=True):
+        text = text.replace(f" of {g}", f" of <code>{g}</code>")
+    return text
 
 
 def _spread(v):
@@ -129,8 +158,9 @@ def write_report(r: dict, path: str) -> None:
             kernels.setdefault(name, {})[i] = ms
     top = sorted(kernels, key=lambda k: -max(kernels[k].values()))[:12]
     krows = "".join(
-        "<tr><td><code>{}</code></td>{}</tr>".format(
-            html.escape(k[:90]), "".join(f"<td>{kernels[k].get(i, 0):.4f}</td>" for i in show))
+        '<tr><td><code title="{}">{}</code></td>{}</tr>'.format(
+            html.escape(k), html.escape(k if len(k) <= 90 else k[:89] + "\u2026"),
+            "".join(f"<td>{kernels[k].get(i, 0):.4f}</td>" for i in show))
         for k in top)
     tax = []
     base = res.get("baseline", 1)
@@ -140,7 +170,7 @@ def write_report(r: dict, path: str) -> None:
         if b and w:
             tax.append((k, w / b, w / b, w / b))
     arm_rows = "".join(
-        f"<tr><td>{i}</td><td>{html.escape(_arm_text(a))}</td>"
+        f"<tr><td>{i}</td><td>{_arm_html(a)}</td>"
         f"<td>{_med(per.get(i, {}).get('gpu_ms_per_unit', [])):.4f}</td>"
         f"<td>{(r['result']['stage_dropped'][i] or '') if i < len(res['stage_dropped']) else ''}"
         f"</td></tr>" for i, a in enumerate(arms))
@@ -151,7 +181,8 @@ def write_report(r: dict, path: str) -> None:
     doc = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>l2persist {r['mode']} report</title>
 <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{padding:2px 8px;
-text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}</style>
+text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}
+svg{{display:block;margin:1.2em 0}}h2{{margin-top:1.4em}}code{{white-space:nowrap}}</style>
 </head><body>
 <h1>l2persist {r['mode']}: {html.escape(str(r['device'].get('name', '?')))}</h1>
 <p id="verdict"><b>{html.escape(verdict_line(r))}</b></p>
@@ -164,7 +195,8 @@ the interquartile range.</p>
 {_bars_svg(rows, 'GPU time per unit of work, by arm', 'ms')}
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
-{_bars_svg(tax, 'Per kernel: the chosen arm / the better baseline (above 1: it costs)', 'x')}
+{_bars_svg(tax, 'Per kernel: the chosen arm / the better baseline (above 1: it costs)', 'x',
+           ref=1)}
 <h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>
 <h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>replays</th></tr>{graphs}

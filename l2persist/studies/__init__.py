@@ -49,6 +49,7 @@ import warnings
 from dataclasses import dataclass
 
 from .. import _core
+from ..process.cupy import cupy_stream  # noqa: F401 - its old home (studies import it here)
 from ..results import PlotSpec, Results, collect_metadata
 
 # name -> module, in the order `list` shows them
@@ -67,6 +68,8 @@ _MODULES = {
     "set-aside-tax": "set_aside_tax",
     # one plan for a whole process
     "advisor": "advisor",
+    # a running program watched, never called: advise / verify / apply -- COMMAND
+    "live": "live",
 }
 
 
@@ -436,27 +439,6 @@ def _progress(total: int, desc: str, enabled: bool | None):
     disable = None if enabled is None else False  # tqdm: None disables on a non-TTY
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=disable, leave=False,
                 unit="pt")
-
-
-def cupy_stream(cupy, handle: int):
-    """CuPy's view of a stream it did not make (the handle of an l2persist.Stream):
-    ``cupy.cuda.Stream.from_external`` where CuPy has it (CuPy 14 deprecates ExternalStream),
-    ``cupy.cuda.ExternalStream`` on older CuPy."""
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:  # it takes an object of the CUDA stream protocol
-        return from_external(_StreamHandle(handle))
-    return cupy.cuda.ExternalStream(handle)
-
-
-class _StreamHandle:
-    """A bare cudaStream_t as the CUDA stream protocol's object (what from_external takes:
-    the first GPU run found an int refused)."""
-
-    def __init__(self, handle: int):
-        self.handle = int(handle)
-
-    def __cuda_stream__(self):
-        return (0, self.handle)
 
 
 class Unavailable(RuntimeError):

@@ -287,6 +287,7 @@ static void test_confirmation_adds_rounds_while_undecided(void)
         world wd = {{0}, 0.06, 0.0, seed * 7919, 0};
         wd.noise = 0.12;
         options(&o, 1);
+        o.recheck_rounds = 0; /* the confirmation alone: a recheck judges a marginal gain again */
         CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
         CHECK(r.confirm_rounds >= o.confirm_rounds && r.confirm_rounds <= 4 * o.confirm_rounds);
         helped += r.helps;

@@ -198,6 +198,10 @@ static void test_arms(void)
           a[n - 1].target[0] == 1);
     for (size_t i = 2; i < n; i++)
         for (size_t w = 0; w < a[i].n_win; w++) CHECK(a[i].target[w] != 2); /* weight 0 */
+    /* a small buffer of the busiest kernels ranks under a table of the L2's size */
+    l2p_live_target small[2] = {{1 * MIB, 10.0}, {32 * MIB, 4.0}}; /* 10 * 1/3.75 < 4 */
+    CHECK(l2p_live_arms(small, 2, gran, max, l2, 1, a, L2P_LIVE_MAX_ARMS) == 2 + 3 + 1);
+    CHECK(a[2].target[0] == 1);
     CHECK(l2p_live_arms(t, 4, gran, 0, l2, 3, a, L2P_LIVE_MAX_ARMS) == 2); /* MIG / no max */
     CHECK(l2p_live_arms(t, 0, gran, max, l2, 3, a, L2P_LIVE_MAX_ARMS) == 2);
 }
@@ -259,6 +263,121 @@ static void test_signature_and_locate(void)
     CHECK(l2p_live_locate(u, 2, 1, 0, 0, 0, 0x800, &base, &n) == 0); /* no such word */
 }
 
+/* The live plan document's rules (l2p_live_plan_fields, l2p_live_window_fields): a good
+ * window passes; each bad value fails with a message naming its field. */
+static void good_window(l2p_live_value *v, long long *nodes)
+{
+    memset(v, 0, L2P_LIVE_W_NFIELDS * sizeof *v);
+    nodes[0] = 3;
+    nodes[1] = 5;
+    v[L2P_LIVE_W_GRAPH].text = "k12-0123456789abcdef";
+    v[L2P_LIVE_W_NODE].i = 3;
+    v[L2P_LIVE_W_PARAM].i = 1;
+    v[L2P_LIVE_W_OFFSET].i = 0;
+    v[L2P_LIVE_W_DELTA].i = -256;
+    v[L2P_LIVE_W_BYTES].i = 1ll << 24;
+    v[L2P_LIVE_W_HIT_RATIO].f = 0.5;
+    v[L2P_LIVE_W_HIT_PROP].text = "persisting";
+    v[L2P_LIVE_W_MISS_PROP].text = "streaming";
+    v[L2P_LIVE_W_NODES].n = 2;
+    v[L2P_LIVE_W_NODES].items = nodes;
+}
+
+/* The window with field i given a bad value fails, naming "windows[0].<name>" and `words`. */
+static void bad_window(int i, l2p_live_value bad, const char *name, const char *words)
+{
+    l2p_live_value v[L2P_LIVE_W_NFIELDS];
+    long long nodes[2];
+    char field[64];
+    good_window(v, nodes);
+    if (!bad.items && i == L2P_LIVE_W_NODES && bad.n) bad.items = nodes;
+    v[i] = bad;
+    l2p_clear_error();
+    CHECK(l2p_live_window_check(v, "windows[0]") == L2P_ERR_VALUE);
+    const char *msg = l2p_last_error()->message;
+    snprintf(field, sizeof field, "windows[0].%s: expected ", name);
+    CHECK(strncmp(msg, field, strlen(field)) == 0);
+    CHECK(strstr(msg, words) != NULL);
+    if (strncmp(msg, field, strlen(field)) != 0 || !strstr(msg, words))
+        fprintf(stderr, "  message: %s\n", msg);
+}
+
+static void test_plan_window_check(void)
+{
+    l2p_live_value v[L2P_LIVE_W_NFIELDS];
+    long long nodes[2];
+    good_window(v, nodes);
+    CHECK(l2p_live_window_check(v, "windows[0]") == L2P_OK);
+    v[L2P_LIVE_W_HIT_RATIO].f = 1.0; /* the ends: 1 is in, the caps are in */
+    v[L2P_LIVE_W_NODE].i = 1ll << 31;
+    v[L2P_LIVE_W_DELTA].i = -(1ll << 48);
+    v[L2P_LIVE_W_HIT_PROP].text = "normal";
+    CHECK(l2p_live_window_check(v, "windows[0]") == L2P_OK);
+
+    bad_window(L2P_LIVE_W_GRAPH, (l2p_live_value){.text = "x12-00"}, "graph", "graph signature");
+    bad_window(L2P_LIVE_W_GRAPH, (l2p_live_value){.text = NULL}, "graph", "graph signature");
+    bad_window(L2P_LIVE_W_NODE, (l2p_live_value){.i = -1}, "node",
+               "an int in [0, 2147483648], got -1");
+    bad_window(L2P_LIVE_W_NODE, (l2p_live_value){.i = (1ll << 31) + 1}, "node", "2147483649");
+    bad_window(L2P_LIVE_W_PARAM, (l2p_live_value){.i = 4097}, "param", "[0, 4096], got 4097");
+    bad_window(L2P_LIVE_W_OFFSET, (l2p_live_value){.i = 32769}, "offset", "[0, 32768]");
+    bad_window(L2P_LIVE_W_DELTA, (l2p_live_value){.i = (1ll << 48) + 1}, "delta",
+               "[-281474976710656, 281474976710656]");
+    bad_window(L2P_LIVE_W_BYTES, (l2p_live_value){.i = 0}, "bytes", "[1, 281474976710656], got 0");
+    bad_window(L2P_LIVE_W_HIT_RATIO, (l2p_live_value){.f = NAN}, "hit_ratio",
+               "a number in (0, 1], got nan");
+    bad_window(L2P_LIVE_W_HIT_RATIO, (l2p_live_value){.f = 2.0}, "hit_ratio", "got 2.0");
+    bad_window(L2P_LIVE_W_HIT_RATIO, (l2p_live_value){.f = 0.0}, "hit_ratio", "got 0.0");
+    bad_window(L2P_LIVE_W_HIT_RATIO, (l2p_live_value){.f = INFINITY}, "hit_ratio", "got inf");
+    bad_window(L2P_LIVE_W_HIT_RATIO, (l2p_live_value){.f = 1.25}, "hit_ratio", "got 1.25");
+    bad_window(L2P_LIVE_W_HIT_PROP, (l2p_live_value){.text = "bogus"}, "hit_prop",
+               "one of normal, streaming, persisting, got 'bogus'");
+    bad_window(L2P_LIVE_W_MISS_PROP, (l2p_live_value){.text = "PERSISTING"}, "miss_prop",
+               "got 'PERSISTING'");
+    bad_window(L2P_LIVE_W_NODES, (l2p_live_value){.n = 0}, "nodes", "non-empty list");
+    bad_window(L2P_LIVE_W_NODES, (l2p_live_value){.n = L2P_LIVE_PLAN_MAX_NODES + 1}, "nodes",
+               "node positions");
+    long long bad_nodes[2] = {3, -5};
+    l2p_live_value bn = {.n = 2, .items = bad_nodes};
+    bad_window(L2P_LIVE_W_NODES, bn, "nodes[1]", "[0, 2147483648], got -5");
+
+    /* the document's own fields, and the names they go by */
+    const l2p_live_field *p = l2p_live_plan_fields;
+    CHECK(strcmp(p[L2P_LIVE_P_FORMAT].text, L2P_LIVE_PLAN_FORMAT) == 0);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_FORMAT],
+                               &(l2p_live_value){.text = L2P_LIVE_PLAN_FORMAT}, "") == L2P_OK);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_FORMAT], &(l2p_live_value){.text = "l2persist.plan/1"},
+                               "") == L2P_ERR_VALUE);
+    CHECK(strcmp(l2p_last_error()->message, "format: expected 'l2persist-live-plan/1', got "
+                 "'l2persist.plan/1'") == 0);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_DEVICE], &(l2p_live_value){.text = ""}, "") ==
+          L2P_ERR_VALUE);
+    CHECK(strncmp(l2p_last_error()->message, "device.name: ", 13) == 0);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_DEVICE], &(l2p_live_value){.text = "NVIDIA H200"},
+                               "") == L2P_OK);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_SET_ASIDE], &(l2p_live_value){.null = 1}, "") ==
+          L2P_OK);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_SET_ASIDE], &(l2p_live_value){.i = 1ll << 40},
+                               "") == L2P_OK);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_SET_ASIDE], &(l2p_live_value){.i = -1}, "") ==
+          L2P_ERR_VALUE);
+    CHECK(strcmp(l2p_last_error()->message,
+                 "set_aside: expected an int in [0, 1099511627776], got -1") == 0);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_WINDOWS], &(l2p_live_value){.n = 0}, "") == L2P_OK);
+    CHECK(l2p_live_field_check(&p[L2P_LIVE_P_WINDOWS],
+                               &(l2p_live_value){.n = L2P_LIVE_PLAN_MAX_WINDOWS + 1},
+                               "") == L2P_ERR_VALUE);
+    CHECK(strcmp(l2p_last_error()->message, "windows: expected a list of at most 4096 windows") ==
+          0);
+    CHECK(p[L2P_LIVE_P_WINDOWS].fields == l2p_live_window_fields);
+    for (int i = 0; i < L2P_LIVE_W_NFIELDS; i++) CHECK(l2p_live_window_fields[i].name != NULL);
+
+    for (int q = 0; q < 3; q++) CHECK(l2p_live_prop_of(l2p_live_prop_name(q)) == q);
+    CHECK(l2p_live_prop_of("persisting") == L2P_ACCESS_PERSISTING);
+    CHECK(l2p_live_prop_of("Persisting") == -1 && l2p_live_prop_of(NULL) == -1);
+    CHECK(l2p_live_prop_name(3) == NULL);
+}
+
 int main(void)
 {
     test_signature_and_locate();
@@ -271,6 +390,7 @@ int main(void)
     test_options();
     test_arms();
     test_activity_blocks();
+    test_plan_window_check();
     printf("test_live: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }

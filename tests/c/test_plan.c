@@ -1,9 +1,11 @@
 /* The plan (l2p_plan.h) without a GPU: the alternatives rule, the resolution of each slot's
  * window, the groups a search sees, a tuner configuration turned into a plan, and the
  * transaction through a fake driver: the order of the steps, all or nothing on a failure at
- * every step, the restore to what was found also after several plans were applied. */
+ * every step, the restore to what was found also after several plans were applied; and the
+ * plan document's rule for a saved entry, checked before any device is asked. */
 #include <string.h>
 
+#include "l2p_checks.h"
 #include "l2p_plan.h"
 #include "l2p_test.h"
 
@@ -330,6 +332,58 @@ static void test_set_aside_only_plans(void)
     l2p_plan_free(&session);
 }
 
+/* The saved entry's rule: the kinds by name, offsets and sizes not negative, and the window
+ * rule of l2p_policy_make_window, each message naming the entry and the field. */
+static void test_saved_entries(void)
+{
+    CHECK(l2p_plan_kind_of("nodes", "k") == L2P_CARRIER_NODES);
+    CHECK(l2p_plan_kind_of("launch", "k") == L2P_CARRIER_LAUNCH);
+    CHECK(l2p_plan_kind_of("bogus", "entries[2]['kind']") == -1);
+    CHECK(strstr(l2p_last_error()->message, "entries[2]['kind']: 'bogus' is not a carrier kind"));
+    CHECK(l2p_plan_kind_of("Stream", "k") == -1); /* names are exact */
+    CHECK(l2p_plan_kind_name(L2P_CARRIER_STREAM) && !strcmp(l2p_plan_kind_name(0), "stream"));
+    CHECK(l2p_plan_kind_name(3) == NULL && l2p_plan_kind_name(-1) == NULL);
+
+    l2p_plan_saved ok = {.kind = L2P_CARRIER_STREAM, .has_window = 1, .offset = 0,
+                         .num_bytes = 4096, .hit_ratio = 0.6, .hit_prop = 2, .miss_prop = 1};
+    CHECK(l2p_plan_check_saved(&ok, "e") == L2P_OK);
+    l2p_plan_saved e = ok;
+    e.hit_ratio = 2.0;
+    CHECK(l2p_plan_check_saved(&e, "plan.json: entries[0]") == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "plan.json: entries[0]: hit_ratio: 2 is outside"));
+    e = ok;
+    e.hit_ratio = NAN;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE);
+    e = ok;
+    e.hit_prop = 99;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE &&
+          strstr(l2p_last_error()->message, "e: hit_prop: 99 is not an AccessProperty"));
+    e = ok;
+    e.miss_prop = 2; /* PERSISTING misses: the driver refuses them */
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE);
+    e = ok;
+    e.offset = -1;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE &&
+          strstr(l2p_last_error()->message, "e: offset -1 is negative"));
+    e = ok;
+    e.num_bytes = -5;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE);
+    e = ok;
+    e.kind = 7;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_ERR_VALUE);
+    /* an entry without a window (it turns its carrier off) has no window values to judge */
+    e = ok;
+    e.has_window = 0;
+    e.hit_ratio = 2.0;
+    e.offset = -1;
+    CHECK(l2p_plan_check_saved(&e, "e") == L2P_OK);
+    /* the window rule alone, as AccessPolicyWindow checks it before its target */
+    CHECK(l2p_check_window_rule(1.0, 0, 0) == L2P_OK);
+    CHECK(l2p_check_window_rule(0.0, 1, 1) == L2P_OK);
+    CHECK(l2p_check_window_rule(-0.1, 2, 1) == L2P_ERR_VALUE);
+    CHECK(l2p_check_window_rule(0.5, 3, 1) == L2P_ERR_VALUE);
+}
+
 int main(void)
 {
     test_alternatives_rule();
@@ -338,6 +392,7 @@ int main(void)
     test_install_restore();
     test_all_or_nothing();
     test_set_aside_only_plans();
+    test_saved_entries();
     printf("test_plan: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }

@@ -8,11 +8,16 @@ counts into a table of its own, when CuPy is installed. It writes what it comput
 every token and both tables) to argv[1], so a run under l2persist can be compared bit for bit
 with a plain run.
 
+It prints one line to stderr, `loop: N iterations in S s`: its own loop's time (the live study
+reads its throughput there); the digest is the same whatever the time.
+
 usage: server.py OUT [--iters N]
 """
 import argparse
 import hashlib
 import json
+import sys
+import time
 
 import torch
 
@@ -35,8 +40,8 @@ def main():
     graphs, static = {}, {}
     for bs in (1, 4, 8):
         ids = torch.randint(0, vocab, (bs,), device=dev)
-        keys = torch.randint(0, table_len, (bs * 4096,), device=dev)
-        ones = torch.ones(bs * 4096, dtype=torch.int64, device=dev)
+        keys = torch.randint(0, table_len, (bs * 32768,), device=dev)
+        ones = torch.ones(bs * 32768, dtype=torch.int64, device=dev)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):           # warm-up before capture, as PyTorch asks
@@ -66,11 +71,13 @@ def main():
     tokens = torch.zeros(a.iters, 8, dtype=torch.int64, device=dev)
     gen = torch.Generator(device=dev)
     gen.manual_seed(99)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     for it in range(a.iters):
         bs = (1, 4, 8)[it % 3]
         st = static[bs]
         st["ids"].copy_(torch.randint(0, vocab, (bs,), device=dev, generator=gen))
-        st["keys"].copy_(torch.randint(0, table_len, (bs * 4096,), device=dev, generator=gen))
+        st["keys"].copy_(torch.randint(0, table_len, (bs * 32768,), device=dev, generator=gen))
         graphs[bs].replay()
         tokens[it, :bs] = st["tok"]
         if it % 10 == 0:                      # an eager prefill
@@ -83,6 +90,7 @@ def main():
         if it % 50 == 49:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
+    print(f"loop: {a.iters} iterations in {time.perf_counter() - t0:.4f} s", file=sys.stderr)
     digest = {"tokens": hashlib.sha256(tokens.cpu().numpy().tobytes()).hexdigest(),
               "hist": hashlib.sha256(hist.cpu().numpy().tobytes()).hexdigest(),
               "hist_total": int(hist.sum()),

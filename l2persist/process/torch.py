@@ -1,0 +1,272 @@
+"""PyTorch: every hook l2persist puts on PyTorch, in one file.
+
+PyTorch is never imported here unless the caller asked for its graphs (``keep_graphs``,
+``window_captures``, ``torch_cuda_graph``); everything else looks at ``sys.modules`` and
+does nothing where PyTorch is not in use. The patches, each undone when its block ends:
+
+* ``keep_graphs`` (``patch_keep_graph``): ``torch.cuda.CUDAGraph`` made with
+  ``keep_graph=True`` whatever the caller passed (``__new__`` and ``__init__``), so that its
+  raw graph can be windowed after capture;
+* ``window_captures``: ``capture_begin`` / ``capture_end`` put a window on the capture stream
+  while a graph is captured (the driver copies it into each captured kernel node);
+* ``replays_noted`` (``patch_replay``): ``replay`` notes each graph replayed and the stream it
+  ran on (PyTorch's current stream), for discovery (which graphs fn replays) and for timing
+  (where they run).
+
+A window set on a borrowed PyTorch graph reaches the owner's next ``replay()`` only after the
+owner instantiates the raw graph again (``reinstantiate``, measured on the H100 and H200:
+setting an attribute after instantiation and calling ``cuGraphExecUpdate`` reports success and
+changes nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable
+
+from .. import _core
+from . import cupy as _cupy
+
+__all__ = ["is_torch_graph", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
+           "patch_keep_graph", "window_captures", "replays_noted", "patch_replay", "late_bound",
+           "torch_cuda_graph", "current_stream", "stream_handle"]
+
+KEEP_GRAPH_HINT = (
+    "Capture it inside `with l2persist.keep_graphs():` (every torch.cuda.CUDAGraph made there, "
+    "by torch.cuda.graph, make_graphed_callables or torch.compile(mode='reduce-overhead'), "
+    "keeps its raw graph), or put the window on while it is captured with "
+    "`with l2persist.window_captures(window):`")
+
+
+def is_torch_graph(obj: Any) -> bool:
+    """Whether obj is a ``torch.cuda.CUDAGraph`` (by its module and its raw-graph method, so
+    that PyTorch need not be imported to ask)."""
+    return (type(obj).__module__ or "").startswith("torch") and hasattr(obj, "raw_cuda_graph")
+
+
+def in_use():
+    """The torch module where PyTorch is imported and has initialised CUDA, else None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch
+    return None
+
+
+def device_of(device):
+    """`device`, or PyTorch's current device where PyTorch is imported (None otherwise)."""
+    if device is not None:
+        return device
+    torch = sys.modules.get("torch")
+    return torch.cuda.current_device() if torch is not None else None
+
+
+def current_stream():
+    """PyTorch's current stream as an l2persist Stream where PyTorch is in use, else None."""
+    torch = in_use()
+    # PyTorch's stream object, not its int handle: a bare int other than 0 / 1 / 2 is refused
+    # (it cannot be checked)
+    return _core.Stream(wrap=torch.cuda.current_stream()) if torch is not None else None
+
+
+def borrow(graph: Any, device=None):
+    """An l2persist Graph over a ``torch.cuda.CUDAGraph(keep_graph=True)`` whose capture
+    ended (never destroyed by l2persist); ValueError, saying what to do, for one that keeps no
+    raw graph."""
+    try:
+        handle = int(graph.raw_cuda_graph())
+    except RuntimeError as e:
+        raise ValueError(f"as_graph: this torch.cuda.CUDAGraph keeps no raw graph, so its nodes "
+                         f"cannot be windowed after capture. {KEEP_GRAPH_HINT} ({e})") from e
+    return _core._borrow_graph(handle, device_of(device), graph)
+
+
+def reinstantiate(owner: Any) -> bool:
+    """After a window changed on a borrowed graph's node: make the owner's next replay see it.
+    PyTorch: ``instantiate()`` again (it destroys its executable and instantiates the raw graph,
+    attributes included); True. Other owners: False (nothing can reach their executable)."""
+    if is_torch_graph(owner):
+        owner.instantiate()
+        return True
+    return False
+
+
+def _graph_class():
+    torch = sys.modules.get("torch")
+    if torch is None:
+        import torch  # noqa: F811 - the caller asked for PyTorch's graphs
+    return torch, torch.cuda.CUDAGraph
+
+
+def patch_keep_graph(cls) -> Callable[[], None]:
+    """Make every ``cls`` (``torch.cuda.CUDAGraph``) made from now on keep its raw graph, as if
+    made with ``keep_graph=True``; returns the undo. (``keep_graphs`` for a block; a program
+    watched from its start keeps it patched.)"""
+    # PyTorch passes keep_graph through __new__ (its Python class) and the pybind base takes
+    # it in __init__: both see True here, whatever the caller passed.
+    saved = {k: cls.__dict__[k] for k in ("__new__", "__init__") if k in cls.__dict__}
+    make, init = cls.__new__, cls.__init__
+
+    def __new__(klass, keep_graph=False, *args, **kwargs):
+        return make(klass, True, *args, **kwargs)
+
+    def __init__(self, keep_graph=False, *args, **kwargs):
+        init(self, True, *args, **kwargs)
+    cls.__new__ = staticmethod(__new__)
+    cls.__init__ = __init__
+
+    def undo():
+        for k in ("__new__", "__init__"):
+            if k in saved:
+                setattr(cls, k, saved[k])
+            else:
+                delattr(cls, k)
+    return undo
+
+
+def patch_replay(cls, on_replay: Callable[[Any, Any], None]) -> Callable[[], None]:
+    """Call ``on_replay(graph, stream)`` before every ``cls.replay`` (``torch.cuda.CUDAGraph``),
+    with PyTorch's current stream, where ``replay`` launches the graph; returns the undo."""
+    torch = sys.modules["torch"]
+    original = cls.replay
+
+    def replay(self, *a, **k):
+        on_replay(self, torch.cuda.current_stream())
+        return original(self, *a, **k)
+    cls.replay = replay
+
+    def undo():
+        cls.replay = original
+    return undo
+
+
+@contextlib.contextmanager
+def keep_graphs():
+    """Every ``torch.cuda.CUDAGraph`` made in the block keeps its raw graph, as if made with
+    ``keep_graph=True``: the default ``torch.cuda.CUDAGraph()``, ``torch.cuda.graph``,
+    ``torch.cuda.make_graphed_callables`` and ``torch.compile(mode="reduce-overhead")`` all
+    make theirs through that class. ``as_graph``, discovery, ``tune``, ``advise`` and Plans
+    can then window their kernel nodes after capture (PyTorch instantiates a kept graph at its
+    first replay). Servers capture at start: wrap the warm-up / capture phase in it."""
+    _, cls = _graph_class()
+    undo = patch_keep_graph(cls)
+    try:
+        yield
+    finally:
+        undo()
+
+
+@contextlib.contextmanager
+def window_captures(window):
+    """Every PyTorch CUDA graph captured in the block gets ``window`` (an AccessPolicyWindow)
+    on its kernel nodes: the window is put on the capture stream right before the capture
+    begins, where the driver copies it into each captured kernel node (measured on the
+    H200), and the stream's own window is put back when the capture ends. It covers the
+    default ``torch.cuda.CUDAGraph()`` (which keeps no raw graph to window later),
+    ``make_graphed_callables`` and ``torch.compile(mode="reduce-overhead")``. The window
+    persists lines under whatever set-aside is installed when the graph replays (a Plan, or
+    ``Device.persisting_l2``)."""
+    torch, cls = _graph_class()
+    begin, end = cls.capture_begin, cls.capture_end
+    active = {}
+
+    def capture_begin(self, *a, **k):
+        stream = _core.Stream(wrap=torch.cuda.current_stream())  # the capture stream
+        scope = stream.access_policy(window)
+        scope.__enter__()
+        active[id(self)] = scope
+        try:
+            return begin(self, *a, **k)
+        except BaseException:
+            active.pop(id(self)).__exit__(None, None, None)
+            raise
+
+    def capture_end(self, *a, **k):
+        try:
+            return end(self, *a, **k)
+        finally:
+            scope = active.pop(id(self), None)
+            if scope is not None:
+                scope.__exit__(None, None, None)
+    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+    try:
+        yield window
+    finally:
+        cls.capture_begin, cls.capture_end = begin, end
+        for scope in active.values():  # a capture left open by an exception
+            scope.__exit__(None, None, None)
+
+
+def late_bound(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """fn, or for a bound ``CUDAGraph.replay`` (``g.replay`` passed as is) a callable that
+    looks the method up at each call, so that a replay noted by patching the class is seen."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and getattr(fn, "__name__", "") == "replay" and is_torch_graph(owner):
+        return lambda: type(owner).replay(owner)
+    return fn
+
+
+@contextlib.contextmanager
+def replays_noted():
+    """Within the block, every ``torch.cuda.CUDAGraph.replay`` is noted as (graph, stream):
+    the graph and PyTorch's current stream, where ``replay`` launches it. Yields the list
+    (empty, and nothing patched, where PyTorch is not imported). Call the work through
+    ``late_bound`` so that a bound ``g.replay`` is seen."""
+    seen: list = []
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "cuda") or not hasattr(torch.cuda, "CUDAGraph"):
+        yield seen
+        return
+    undo = patch_replay(torch.cuda.CUDAGraph, lambda graph, stream: seen.append((graph, stream)))
+    try:
+        yield seen
+    finally:
+        undo()
+
+
+def torch_cuda_graph(fn, stream=None):
+    """fn captured into a torch.cuda.CUDAGraph(keep_graph=True) (on stream, or PyTorch's own
+    capture stream for None), with PyTorch's current stream and CUDA generators put back as
+    they were when the capture fails. Returns the CUDAGraph."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable to capture, got {type(fn).__name__}")
+    torch = sys.modules.get("torch")
+    if torch is None:
+        raise RuntimeError("torch_cuda_graph: PyTorch is not imported (import torch first)")
+    tg = torch.cuda.CUDAGraph(keep_graph=True)
+    side = torch.cuda.ExternalStream(stream_handle(stream)) if stream is not None else None
+    before = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(tg, stream=side, capture_error_mode="relaxed"):
+            with _cupy.on_stream(torch.cuda.current_stream().cuda_stream):
+                fn()
+    except BaseException:
+        _unstick_rng(torch)
+        raise
+    finally:
+        # torch.cuda.graph's __exit__ calls capture_end() and only then restores the stream,
+        # without try/finally (torch 2.5 to 2.11): a failed capture (the usual case here: fn
+        # syncs with the host) left the capture stream PyTorch's current one. With stream=
+        # that is the caller's stream, which it may destroy next (an l2persist Stream closed):
+        # every later PyTorch launch then went to a destroyed stream (on the H200: "CUDA
+        # error: context is destroyed" in the next torch.rand, or SIGSEGV in torch.randint).
+        torch.cuda.set_stream(before)
+    return tg
+
+
+def stream_handle(stream) -> int:
+    """The cudaStream_t of an l2persist Stream or of anything Stream(wrap=) takes."""
+    return stream.handle if isinstance(stream, _core.Stream) else _core.Stream(wrap=stream).handle
+
+
+def _unstick_rng(torch):
+    """After a failed capture: capture_end() raised before it took PyTorch's default CUDA
+    generators out of capture mode, so their next offset increment outside a capture failed
+    ("Offset increment outside graph capture encountered unexpectedly", seen on the H200 with
+    torch 2.11). A clone of a generator's state keeps its seed and offset and no capture
+    bookkeeping; installing it puts the generator back as it was before the capture."""
+    for gen in getattr(torch.cuda, "default_generators", ()):
+        try:
+            gen.graphsafe_set_state(gen.clone_state())
+        except (AttributeError, RuntimeError):
+            pass  # a torch without graph-safe states: nothing to put back

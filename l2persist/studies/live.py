@@ -1,0 +1,615 @@
+"""advise / verify / apply -- COMMAND on three programs that l2persist never calls into, each
+run as a subprocess (the study imports none of them): a server-like loop (decode graphs for
+three batch sizes captured the default way, an eager prefill, a CuPy table), a training loop
+whose step is one CUDA graph with its optimizer (not idempotent), and an eager program whose
+kernels run on a stream of its own.
+
+Per program: plain runs (the whole program's wall time, its own loop's throughput, the digest
+of what it computed); ``advise`` (verdict, interval, decision time, blocks, switch cost, the
+digest); ``verify`` of the plan in a fresh process; ``apply`` (digest, wall time against plain,
+plain and apply interleaved); and an offline grid over the same plan space: each arm advise
+searched (its ``arms``, in plan-document form) written as a plan document and checked with
+``verify`` (its speedup against the better baseline of its own run). The programs' lengths
+follow their measured throughput (a short plain run first), so that advise has the traffic it
+needs on any GPU; the programs' iterations are the same in every run that is compared bit for
+bit.
+
+The record of a program is computed from the runs' outputs by :func:`program_record` (pure,
+no GPU), and the bars from the record by :func:`program_bars`: the CPU tests feed both made-up
+outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from ..results import PlotSpec
+
+TITLE = "advise / verify / apply -- COMMAND: three programs watched, never called"
+NEEDS_GPU = True
+NEEDS = ("gpu", "torch")
+SOURCE = ("the live advisor's bars: the program's outputs bit-identical with and without "
+          "advise / apply; advice in under 60 s of the program's traffic; the plan re-measured "
+          "by verify in a fresh process within 1 % of what advise reported and never below "
+          "0.99 of the better baseline; >= 95 % of an offline grid's best where that best "
+          "gains >= 3 %, 'don't' where it gains under 2 %")
+ROW = ("`advise` / `verify` / `apply -- COMMAND` on a server loop, a training-step graph and an "
+       "eager program on its own stream, against a grid of verify runs; bars: identical "
+       "outputs, verify within 1 %, >= 95 % of the grid's best")
+INTRO = """# `advise -- COMMAND`: a running program, watched and never called
+
+The three programs here know nothing of l2persist: a server-like loop (decode graphs for
+three batch sizes captured the default way, an eager prefill, a CuPy table), a training loop
+whose step is one CUDA graph with its optimizer (one extra replay would move the weights),
+and an eager program on a stream of its own. Each runs as a subprocess: plain, under
+`advise`, under `verify` with the plan advise wrote, under `apply`, and under `verify` once
+per plan of an offline grid (every arm advise searched, written as a plan document).
+
+- `python -m l2persist advise --out plan.json -- python prog.py` starts the program with a bootstrap, times its kernels from CUDA's activity records, and switches plan arms only at its own graph replays, syncs or `l2persist.mark()`.
+- It judges each arm on the program's GPU time per unit of work against limit 0 and the device default, in rotated blocks, and writes the plan document (a "don't" is an answer).
+- `python -m l2persist apply plan.json -- python prog.py` installs the plan at the next start with no code change (windows reach graphs as they are captured; another GPU model: not applied).
+- `python -m l2persist verify plan.json -- python prog.py` re-runs the A/B between the plan and both baselines in a fresh process: exit 0 when the plan still holds, 1 when it no longer does.
+- Nothing of the program's work is called by l2persist: its outputs must be bit-identical with and without each of them."""
+WHY = """**Reading it.** The speedups are GPU time per unit of the program's work (a replay of
+its busiest graph, or a sync) against the better baseline of the same run; wall time is
+beside them. The overheads are whole-program wall times over the plain runs': under
+`advise` they include the arms that lost (the search runs them on purpose), so
+`tools/live-overhead` measures the watcher's own cost on a launch loop. A grid best under
+2 % must be answered "don't"."""
+NOTEBOOK_CELLS = [
+    '''from l2persist.studies.live import bar_table, grid_table
+print(bar_table(res))     # the bars, one row per program
+print()
+print(grid_table(res))    # each plan of the offline grid, checked by verify''',
+    '''from l2persist.studies.live import plot_grid
+fig_grid = plot_grid(res)''',
+]
+
+MIB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAM_DIR = os.path.join(HERE, "programs")
+PROGRAMS = {"server": "server.py", "train": "train.py", "eager": "eager_stream.py"}
+CALIBRATE_ITERS = {"server": 1500, "train": 1000, "eager": 1000}
+MIN_ITERS = 200
+
+BAR_VERIFY_WITHIN = 0.01   # |verify's speedup - advise's gain|
+BAR_VERIFY_FLOOR = 0.99    # verify's speedup against the better baseline
+BAR_GRID = 0.95            # the plan re-measured reaches 95 % of the grid's best gain ...
+BAR_GRID_PAYS = 1.03       # ... where the grid's best gains >= 3 %
+BAR_DONT = 1.02            # a grid best under this: the advice must say "don't"
+BAR_ADVICE_S = 60.0        # a verdict within this many seconds of the program's traffic
+
+_LOOP = re.compile(r"^loop: (\d+) iterations in ([0-9.]+) s\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Config:
+    loop_s: float        # the program's loop under plain / advise / verify / apply
+    grid_loop_s: float   # a grid plan's verify run
+    repeats: int         # plain and apply runs each (interleaved)
+    warmup: float        # advise / verify --warmup
+    block_ms: float      # --block-ms
+    budget: float        # --budget
+    top: int | None      # grid: arms beyond the two baselines (by search median); None: all
+
+
+QUICK = Config(loop_s=12, grid_loop_s=5, repeats=1, warmup=0.5, block_ms=20, budget=9, top=3)
+FULL = Config(loop_s=25, grid_loop_s=8, repeats=3, warmup=1.0, block_ms=25, budget=20,
+              top=None)
+
+
+def axes(ctx) -> dict:
+    # The GPU suite executes every notebook in quick mode (L2P_NOTEBOOK_QUICK=1); three
+    # programs take six minutes there, so its run watches the shortest one. The stored results
+    # come from a whole quick (or full) run.
+    if ctx.quick and os.environ.get("L2P_NOTEBOOK_QUICK") == "1":
+        return {"program": ["eager"]}
+    return {"program": list(PROGRAMS)}
+
+
+def run(ctx):
+    cfg = QUICK if ctx.quick else FULL
+    if "server" in ctx.values("program"):
+        ctx.has("cupy", "the server program's CuPy table (it runs without it)")
+    records = ctx.sweep(ctx.axes, lambda program: _program(ctx, cfg, program),
+                        desc="live programs")
+    notes = [f"{'quick' if ctx.quick else 'full'} mode: loops of ~{cfg.loop_s:g} s "
+             f"(grid points ~{cfg.grid_loop_s:g} s), advise / verify --warmup {cfg.warmup:g} "
+             f"--block-ms {cfg.block_ms:g} --budget {cfg.budget:g}; {cfg.repeats} plain and "
+             f"{cfg.repeats} apply run(s) interleaved; grid: "
+             + ("every arm" if cfg.top is None else f"the baselines and the top {cfg.top} arms "
+                "by search median")]
+    return ctx.results(records, columns=COLUMNS, summary={"setup": notes})
+
+
+# ---- running the programs -----------------------------------------------------------------
+
+def _env(device_index: int) -> dict:
+    """The children's environment: this l2persist first on PYTHONPATH (for the CLI), no
+    l2persist bootstrap or plan inherited (a plain run is plain), the study's GPU as the
+    program's only visible device."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("L2PERSIST_")}
+    root = os.path.dirname(os.path.dirname(HERE))
+    path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not p.rstrip(os.sep).endswith(os.path.join("process", "_boot"))]
+    env["PYTHONPATH"] = os.pathsep.join([root] + path)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if device_index or visible:
+        ids = [v.strip() for v in visible.split(",")] if visible else None
+        env["CUDA_VISIBLE_DEVICES"] = ids[device_index] if ids else str(device_index)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _launch(cmd: list, env: dict, timeout: float) -> tuple:
+    """(exit status or None on a timeout, stderr, wall seconds); the whole process group is
+    ended on a timeout (the CLI's child program with it)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env=env, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        _kill(p)
+        _, err = p.communicate()
+        rc, err = None, (err or "") + f"\n(killed after {timeout:.0f} s)"
+    except BaseException:          # the study interrupted: its programs end with it
+        _kill(p)
+        raise
+    return rc, err or "", time.perf_counter() - t0
+
+
+def _kill(p) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def run_program(prog: str, iters: int, work: str, tag: str, env: dict, timeout: float,
+                cli: list | None = None) -> dict:
+    """One run of a program (plain, or under ``python -m l2persist CLI... --``): its exit
+    status, wall time, loop time (its own stderr line), digest and, for advise / verify,
+    the watcher's result (--json)."""
+    out = os.path.join(work, f"{tag}.digest.json")
+    res = os.path.join(work, f"{tag}.result.json")
+    for p in (out, res):
+        if os.path.exists(p):
+            os.remove(p)
+    cmd = [sys.executable, os.path.join(PROGRAM_DIR, PROGRAMS[prog]), out, "--iters", str(iters)]
+    if cli is not None:
+        json_opt = ["--json", res] if cli[0] in ("advise", "verify") else []
+        cmd = [sys.executable, "-m", "l2persist", *cli, *json_opt, "--", *cmd]
+    rc, err, wall = _launch(cmd, env, timeout)
+    loops = _LOOP.findall(err)
+    return {"rc": rc, "wall_s": wall, "iters": iters,
+            "loop_s": float(loops[-1][1]) if loops else None,
+            "digest": _read_json(out), "result": _read_json(res) if cli else None,
+            "stderr": err[-2000:]}
+
+
+def _search_opts(cfg: Config) -> list:
+    return ["--device", "0", "--warmup", f"{cfg.warmup:g}", "--block-ms", f"{cfg.block_ms:g}",
+            "--budget", f"{cfg.budget:g}"]
+
+
+def _program(ctx, cfg: Config, program: str) -> dict:
+    env = _env(ctx.device.index if ctx.device is not None else 0)
+    with tempfile.TemporaryDirectory(prefix=f"l2persist-live-{program}-") as work:
+        cal = run_program(program, CALIBRATE_ITERS[program], work, "calibrate", env, 300)
+        rate = rate_of(cal)
+        if cal["rc"] != 0 or not rate:
+            return program_record(program, 0, [cal], None, None, [], [],
+                                  error="the plain run failed: " + _last_line(cal["stderr"]))
+        iters = max(MIN_ITERS, int(rate * cfg.loop_s))
+        grid_iters = max(MIN_ITERS, int(rate * cfg.grid_loop_s))
+        timeout = 180 + 4 * cfg.loop_s
+        plan = os.path.join(work, "plan.json")
+        advise = run_program(program, iters, work, "advise", env, timeout,
+                             ["advise", *_search_opts(cfg), "--out", plan])
+        have_plan = os.path.exists(plan)
+        verify = (run_program(program, iters, work, "verify", env, timeout,
+                              ["verify", plan, *_search_opts(cfg)]) if have_plan else None)
+        plain, applied = [], []
+        for r in range(cfg.repeats):   # plain and apply interleaved, the order alternating
+            order = ("plain", "apply") if r % 2 == 0 else ("apply", "plain")
+            for what in order:
+                if what == "plain":
+                    plain.append(run_program(program, iters, work, f"plain{r}", env, timeout))
+                elif have_plan:
+                    applied.append(run_program(program, iters, work, f"apply{r}", env, timeout,
+                                               ["apply", plan, "--device", "0"]))
+        grid = []
+        summ = advise["result"] or {}
+        doc = _read_json(plan) if have_plan else None
+        if doc is not None:
+            for i in grid_arms(summ, cfg.top):
+                arm = summ["arms"][i]
+                path = os.path.join(work, f"grid{i}.json")
+                with open(path, "w") as f:
+                    json.dump(arm_plan(doc, arm, i), f)
+                v = run_program(program, grid_iters, work, f"grid{i}", env, timeout,
+                                ["verify", path, *_search_opts(cfg)])
+                grid.append(grid_point(i, arm, summ, v))
+        return program_record(program, iters, plain, advise, verify, applied, grid,
+                              warmup_s=cfg.warmup)
+
+
+def _last_line(text: str) -> str:
+    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+# ---- from outputs to records (pure: the CPU tests call these) ------------------------------
+
+def rate_of(run: dict | None):
+    """The program's own loop throughput (iterations / s), or None."""
+    if not run or not run.get("loop_s"):
+        return None
+    return run["iters"] / run["loop_s"]
+
+
+def grid_arms(summary: dict, top: int | None) -> list:
+    """The arms of advise's result the grid checks: all, or the two baselines and the ``top``
+    others with the lowest search median (GPU time per unit; arms never sampled last)."""
+    arms = summary.get("arms") or []
+    if top is None:
+        return list(range(len(arms)))
+    med = (summary.get("result") or {}).get("search_median") or []
+
+    def key(i):
+        m = med[i] if i < len(med) else None
+        ok = isinstance(m, (int, float)) and math.isfinite(m)
+        return (not ok, m if ok else 0.0, i)
+    rest = sorted(range(2, len(arms)), key=key)[:top]
+    return list(range(min(2, len(arms)))) + sorted(rest)
+
+
+def arm_plan(doc: dict, arm: dict, index: int) -> dict:
+    """A plan document for one arm of advise's search: advise's plan's device block, the
+    arm's set-aside and windows (already in plan-document form)."""
+    return {"format": doc["format"], "device": doc["device"], "l2persist": doc.get("l2persist"),
+            "verdict": "helps", "grid_arm": index, "set_aside": arm.get("set_aside"),
+            "windows": list(arm.get("windows") or [])}
+
+
+def describe_arm(arm: dict | None) -> str:
+    """An arm in words: its set-aside and its windows (property, bytes, hitRatio; how many
+    graphs each lands in)."""
+    if not arm:
+        return "-"
+    aside = arm.get("set_aside")
+    wins = arm.get("windows") or []
+    if not wins:
+        return "limit 0" if aside == 0 else "default" if aside is None else \
+            f"{aside / MIB:g} MiB, no window"
+    head = "default" if aside is None else f"{aside / MIB:g} MiB"
+    groups = {}
+    for w in wins:
+        key = (w.get("hit_prop"), w.get("bytes", 0), w.get("hit_ratio"))
+        groups.setdefault(key, set()).add(w.get("graph"))
+    parts = [f"{prop} {nbytes / MIB:.3g} MiB x{hit:.2g}" + (f" on {len(g)} graphs" if len(g) > 1
+                                                           else "")
+             for (prop, nbytes, hit), g in sorted(groups.items(), key=lambda x: -x[0][1])]
+    return f"{head}; " + ", ".join(parts)
+
+
+def _verdict_of(r: dict | None) -> dict:
+    return (r or {}).get("result") or {}
+
+
+def grid_point(index: int, arm: dict, advise_summary: dict, verify_run: dict) -> dict:
+    """One grid plan checked by verify: its speedup against the better baseline of that run."""
+    v = _verdict_of(verify_run.get("result"))
+    med = (advise_summary.get("result") or {}).get("search_median") or []
+    m = med[index] if index < len(med) else None
+    return {"arm": index, "what": describe_arm(arm), "set_aside": arm.get("set_aside"),
+            "windows": len(arm.get("windows") or []),
+            "search_median_ms": m if isinstance(m, (int, float)) and math.isfinite(m) else None,
+            "speedup": _num(v.get("speedup")), "ci_low": _num(v.get("ci_low")),
+            "ci_high": _num(v.get("ci_high")), "decided": bool(v.get("decided")),
+            "rc": verify_run.get("rc")}
+
+
+def _num(x):
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
+        and math.isfinite(x) else None
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def advice_seconds(summary: dict, warmup_s: float | None = None) -> float | None:
+    """Seconds of the program's traffic until advise's verdict: the watcher's own figure
+    when it gives one (``decision_s``), else the warm-up and probe plus every recorded block's
+    span (wall per unit x units per block, summed per arm) and the switches. (The summary's
+    ``search_s`` is written again at exit: it runs to the program's end, not the verdict.)"""
+    if not summary:
+        return None
+    if _num(summary.get("decision_s")) is not None:
+        return float(summary["decision_s"])
+    upb = summary.get("units_per_block") or 0
+    blocks_ms = sum(sum(x for x in d.get("wall_ms_per_unit", []) if x is not None) * upb
+                    for d in (summary.get("per_arm") or {}).values())
+    switch_ms = sum(x for x in summary.get("switch_ms") or [] if x is not None)
+    w = warmup_s or 0.0
+    return w + max(0.25, w / 2) + (blocks_ms + switch_ms) / 1e3
+
+
+def program_record(program: str, iters: int, plain: list, advise: dict | None,
+                   verify: dict | None, applied: list, grid: list, *, warmup_s: float = 0.0,
+                   error: str | None = None) -> dict:
+    """The study's record of one program from its runs' outputs (each run: rc, wall_s,
+    iters, loop_s, digest and, for advise / verify, result = the --json document)."""
+    digests = [r.get("digest") for r in plain]
+    base = digests[0] if digests else None
+    deterministic = bool(digests) and base is not None and all(d == base for d in digests)
+
+    def same(run):
+        return None if run is None else (base is not None and run.get("digest") == base)
+
+    summ = (advise or {}).get("result") or {}
+    res = summ.get("result") or {}
+    doc = summ.get("plan") or {}
+    verdict = doc.get("verdict") if doc else None
+    plan_arm = (res.get("winner") if verdict == "helps" else res.get("baseline")) \
+        if verdict else None
+    a_speed = _num(res.get("speedup"))
+    gain = (a_speed if verdict == "helps" else 1.0) if verdict else None
+    vres = _verdict_of((verify or {}).get("result"))
+    v_speed = _num(vres.get("speedup"))
+    switch = [x for x in summ.get("switch_ms") or [] if x is not None]
+    plain_wall = _median([r.get("wall_s") for r in plain])
+    plain_rate = _median([rate_of(r) for r in plain])
+    apply_wall = _median([r.get("wall_s") for r in applied])
+    apply_rate = _median([rate_of(r) for r in applied])
+    speeds = [g["speedup"] for g in grid if g.get("speedup") is not None]
+    best = max(grid, key=lambda g: g["speedup"] if g.get("speedup") is not None else -1.0,
+               default=None)
+    grid_best = max(speeds) if speeds else None
+    grid_gain = max(1.0, grid_best) if grid_best is not None else None
+    return {
+        "program": program, "iters": iters, "error": error,
+        "plain_wall_s": plain_wall, "plain_rate": plain_rate, "deterministic": deterministic,
+        "verdict": verdict, "plan": describe_arm(doc) if doc else None,
+        "plan_windows": len(doc.get("windows") or []) if doc else None,
+        "plan_arm": plan_arm,
+        "plan_device": (doc.get("device") or {}).get("name") if doc else None,
+        "advise_rc": (advise or {}).get("rc"),
+        # what advise said last, where it gave no plan (why, in its own words)
+        "advise_said": None if doc or advise is None else _last_line(advise.get("stderr", "")),
+        "advise_speedup": a_speed, "advise_ci_low": _num(res.get("ci_low")),
+        "advise_ci_high": _num(res.get("ci_high")), "advised_gain": gain,
+        "decided": bool(res.get("decided")),
+        "advice_s": advice_seconds(summ, warmup_s) if summ else None,
+        "search_s": _num(summ.get("search_s")),
+        "search_blocks": res.get("search_blocks"), "confirm_blocks": res.get("confirm_blocks"),
+        "unit": (summ.get("unit") or [None])[0],
+        "arms": len(summ.get("arms") or []), "graphs": len(summ.get("graphs") or []),
+        "switches": len(switch), "switch_ms_median": _median(switch),
+        "switch_ms_max": max(switch) if switch else None,
+        "advise_digest_same": same(advise), "advise_wall_s": (advise or {}).get("wall_s"),
+        "advise_rate": rate_of(advise),
+        "advise_overhead": _ratio((advise or {}).get("wall_s"), plain_wall),
+        "advise_loop_overhead": _ratio(plain_rate, rate_of(advise)),
+        "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
+        "verify_ci_low": _num(vres.get("ci_low")), "verify_ci_high": _num(vres.get("ci_high")),
+        "verify_decided": bool(vres.get("decided")),
+        "verify_diff": abs(v_speed - gain) if v_speed is not None and gain is not None else None,
+        "verify_digest_same": same(verify),
+        "apply_digest_same": (all(same(r) for r in applied) if applied else None),
+        "apply_wall_s": apply_wall, "apply_rate": apply_rate,
+        "apply_overhead": _ratio(apply_wall, plain_wall),
+        "apply_loop_overhead": _ratio(plain_rate, apply_rate),
+        "grid_points": len(grid), "grid_best": grid_best, "grid_gain": grid_gain,
+        "grid_best_arm": best["what"] if best is not None and grid_best is not None else None,
+        "vs_grid": _ratio(v_speed, grid_gain),
+        "grid": list(grid),
+    }
+
+
+# ---- bars ---------------------------------------------------------------------------------
+
+BAR_KEYS = ("bar_outputs", "bar_advice_s", "bar_verify_within", "bar_verify_floor", "bar_grid")
+
+
+def program_bars(r: dict) -> list:
+    """(key, bar in words, met: True / False / None where the bar does not apply) for one
+    program's record."""
+    p = r["program"]
+    runs = [r.get("advise_digest_same"), r.get("apply_digest_same"), r.get("verify_digest_same")]
+    outputs = bool(r.get("deterministic")) and r.get("advise_digest_same") is True and \
+        r.get("apply_digest_same") is True and all(x is not False for x in runs)
+    secs = r.get("advice_s")
+    out = [("bar_outputs", f"{p}: outputs bit-identical plain, under advise, verify and apply",
+            outputs),
+           ("bar_advice_s", f"{p}: a decided verdict in under {BAR_ADVICE_S:g} s of the "
+                            "program's traffic",
+            bool(r.get("decided")) and secs is not None and secs < BAR_ADVICE_S),
+           ("bar_verify_within", f"{p}: verify in a fresh process within "
+                                 f"{BAR_VERIFY_WITHIN:.0%} of advise's gain",
+            r.get("verify_diff") is not None and r["verify_diff"] <= BAR_VERIFY_WITHIN),
+           ("bar_verify_floor", f"{p}: verify >= {BAR_VERIFY_FLOOR} x the better baseline",
+            r.get("verify_speedup") is not None and r["verify_speedup"] >= BAR_VERIFY_FLOOR)]
+    g = r.get("grid_gain")
+    if g is None:
+        out.append(("bar_grid", f"{p}: the offline grid was measured", False))
+    elif g >= BAR_GRID_PAYS:
+        out.append(("bar_grid", f"{p}: advice >= {BAR_GRID:.0%} of the grid's best gain "
+                                f"({g:.3f}x)",
+                    r.get("vs_grid") is not None and r["vs_grid"] >= BAR_GRID))
+    elif g < BAR_DONT:
+        out.append(("bar_grid", f"{p}: says don't where the grid's best gains under "
+                                f"{BAR_DONT - 1:.0%} ({g:.3f}x)", r.get("verdict") == "dont"))
+    else:
+        out.append(("bar_grid", f"{p}: grid's best {g:.3f}x, between the bars (none applies)",
+                    None))
+    return out
+
+
+def derive(records) -> None:
+    """Each bar's outcome in its record (True / False / None: not applicable), and how many
+    of the program's bars were met."""
+    for r in records:
+        bs = program_bars(r)
+        for key, _, met in bs:
+            r[key] = met
+        judged = [met for _, _, met in bs if met is not None]
+        r["bars_met"] = f"{sum(judged)} of {len(judged)}"
+
+
+def bars(res) -> list:
+    return [(text, met) for r in res.records for _, text, met in program_bars(r)
+            if met is not None]
+
+
+# ---- presentation --------------------------------------------------------------------------
+
+COLUMNS = [("program", "program"), ("iters", "iters"), ("verdict", "verdict"),
+           ("plan", "plan"), ("advise_speedup", "advise"), ("advice_s", "advice s"),
+           ("switch_ms_median", "switch ms"), ("verify_speedup", "verify"),
+           ("verify_rc", "verify rc"), ("grid_points", "grid plans"),
+           ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
+           ("advise_overhead", "advise wall / plain"), ("apply_overhead", "apply wall / plain"),
+           ("bars_met", "bars met")]
+
+
+def _f(x, fmt="{:.3f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def findings(res) -> list:
+    out = list(res.summary.get("setup", []))
+    for r in res.records:
+        p = r["program"]
+        if r.get("error"):
+            out.append(f"{p}: {r['error']}")
+            continue
+        if r.get("verdict") is None:
+            out.append(f"{p}: advise gave no plan (exit {r.get('advise_rc')}: "
+                       f"{r.get('advise_said') or 'no output'}); "
+                       f"{r['iters']} iterations at {_f(r.get('plain_rate'), '{:.0f}')} it/s")
+            continue
+        what = (f"helps: {r['plan']}" if r["verdict"] == "helps" else
+                f"don't (keep {r['plan']})")
+        met = {k: m for k, _, m in program_bars(r)}
+        judged = [m for m in met.values() if m is not None]
+        ident = ("bit-identical" if met["bar_outputs"] else "NOT identical") + \
+            " plain, under advise, verify and apply"
+        out.append(
+            f"{p}: advise says {what}; its best candidate {_f(r['advise_speedup'])}x "
+            f"({_f(r['advise_ci_low'])}-{_f(r['advise_ci_high'])}) against the better "
+            f"baseline, {'decided' if r['decided'] else 'NOT decided'} after "
+            f"{_f(r.get('advice_s'), '{:.1f}')} s of traffic ({r.get('search_blocks')} search + "
+            f"{r.get('confirm_blocks')} confirmation blocks over {r['arms']} arms; switch "
+            f"{_f(r.get('switch_ms_median'), '{:.2f}')} ms median, "
+            f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max); verify in a fresh process "
+            f"{_f(r.get('verify_speedup'))}x (exit {r.get('verify_rc')}); the grid's best of "
+            f"{r['grid_points']} plans {_f(r.get('grid_best'))}x ({r.get('grid_best_arm')}); "
+            f"outputs {ident}; wall time under advise {_f(r.get('advise_overhead'))}x plain, "
+            f"under apply {_f(r.get('apply_overhead'))}x; bars met: {sum(judged)} of {len(judged)}")
+    return out
+
+
+def bar_table(res) -> str:
+    """The bars as a short markdown table: one row per program, each bar met (yes), not met
+    (NO) or not applicable (-), with the number it was judged on."""
+    head = ["program", "outputs identical", f"advice < {BAR_ADVICE_S:g} s",
+            f"verify within {BAR_VERIFY_WITHIN:.0%}", f"verify >= {BAR_VERIFY_FLOOR}",
+            "grid bar"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cell(met, num=""):
+        word = "-" if met is None else "yes" if met else "NO"
+        return f"{word} ({num})" if num and met is not None else word
+    for r in res.records:
+        bs = {k: met for k, _, met in program_bars(r)}
+        g = r.get("grid_gain")
+        grid_num = ("" if g is None else f"{_f(r.get('vs_grid'))} of {_f(g)}x"
+                    if g >= BAR_GRID_PAYS else f"grid {_f(g)}x, {r.get('verdict')}")
+        rows.append("| " + " | ".join([
+            r["program"], cell(bs["bar_outputs"]),
+            cell(bs["bar_advice_s"], _f(r.get("advice_s"), "{:.1f} s")),
+            cell(bs["bar_verify_within"], _f(r.get("verify_diff"), "{:.4f}")),
+            cell(bs["bar_verify_floor"], _f(r.get("verify_speedup"))),
+            cell(bs["bar_grid"], grid_num)]) + " |")
+    return "\n".join(rows)
+
+
+def grid_table(res) -> str:
+    """Each grid plan per program: the arm, its search median, verify's speedup and
+    interval; the advice's arm marked."""
+    rows = ["| program | arm | plan | search median ms/unit | verify speedup | 95 % interval "
+            "| verify rc |", "|---|---|---|---|---|---|---|"]
+    for r in res.records:
+        for g in r.get("grid") or []:
+            mark = " (advised)" if g["arm"] == r.get("plan_arm") else ""
+            rows.append(f"| {r['program']} | {g['arm']} | {g['what']}{mark} | "
+                        f"{_f(g.get('search_median_ms'), '{:.4f}')} | {_f(g.get('speedup'))} | "
+                        f"{_f(g.get('ci_low'))}-{_f(g.get('ci_high'))} | {g.get('rc')} |")
+    return "\n".join(rows)
+
+
+def plot_spec(res) -> PlotSpec:
+    return PlotSpec(x="program", y=["advise_speedup", "verify_speedup", "grid_best"],
+                    kind="bar", hline=1.0,
+                    labels={"advise_speedup": "advise (its best candidate, while searching)",
+                            "verify_speedup": "the plan, verify in a fresh process",
+                            "grid_best": "the offline grid's best plan (verify)"},
+                    xlabel="program", ylabel="GPU time per unit: better baseline / plan",
+                    title="advise -- COMMAND: what advise found, what verify re-measured, "
+                          "what the grid's best reached", hline_label="the better baseline")
+
+
+def plot_grid(res, path=None):
+    """Per program, each grid plan's verify speedup with its interval (the advised plan
+    filled): the plan space advise searched, each point measured in its own process."""
+    import matplotlib.pyplot as plt
+    recs = [r for r in res.records if r.get("grid")]
+    if not recs:
+        raise ValueError("plot_grid: no record has a grid")
+    fig, axs = plt.subplots(1, len(recs), figsize=(4.2 * len(recs), 3.6), squeeze=False)
+    for ax, r in zip(axs[0], recs):
+        pts = [g for g in r["grid"] if g.get("speedup") is not None]
+        for k, g in enumerate(pts):
+            lo, hi = g.get("ci_low"), g.get("ci_high")
+            err = ([[g["speedup"] - lo], [hi - g["speedup"]]] if lo is not None and
+                   hi is not None else None)
+            advised = g["arm"] == r.get("plan_arm")
+            ax.errorbar(k, g["speedup"], yerr=err, fmt="o", color="C3" if advised else "C0",
+                        mfc="C3" if advised else "none", capsize=2)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xticks(range(len(pts)), [str(g["arm"]) for g in pts])
+        ax.set_title(f"{r['program']}: {r.get('verdict') or 'no plan'}", fontsize=10)
+        ax.set_xlabel("arm of advise's search (filled: the advice)")
+        ax.set_ylabel("verify: better baseline / plan")
+    fig.suptitle("The offline grid: every arm checked by verify in its own process",
+                 fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
