@@ -101,6 +101,9 @@ class Advice:
     #: The plan re-measured in fresh rounds after the search ({"speedup", "ci", "held",
     #: "rounds"}); None when the confirmation recommended nothing.
     recheck: dict | None = None
+    # The baseline a "don't" installs: limit 0 only where the confirmation's interval says it
+    # is faster than the default, else the default, which changes nothing (C: l2p_tune_verdict)
+    kept: str = "default"
     _plan: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -124,12 +127,12 @@ class Advice:
             return (f"don't persist: the plan found ({self.speedup:.3f}x on the weighted total) "
                     f"did not hold when re-measured in fresh rounds "
                     f"({self.recheck['speedup']:.3f}x, interval {rlo:.3f}-{rhi:.3f}x); keep "
-                    f"{_base(self.baseline)}")
+                    f"{_base(self.kept)}")
         why = (f"it would slow {self.blocked_by}, marked must_not_slow" if self.blocked_by
                else f"the best plan found gives {self.speedup:.3f}x on the weighted total "
                     f"(interval {lo:.3f}-{hi:.3f}x; needs >= {1 + self.min_gain:.3f}x with "
                     f"the interval above 1)")
-        return f"don't persist: {why}; keep {_base(self.baseline)}"
+        return f"don't persist: {why}; keep {_base(self.kept)}"
 
     def table(self) -> str:
         out = [self.verdict(), "",
@@ -532,5 +535,5 @@ def _advice(r, ws, coef, wall_s, min_gain, weight_unit) -> Advice:
                   ci=(r["ci_low"], r["ci_high"]), blocked_by=blocked, workloads=out,
                   levels=[tuple(x) for x in r["levels"]], evals=r["evals"],
                   confirm_rounds=r["confirm_rounds"], wall_s=wall_s, min_gain=min_gain,
-                  weight_unit=weight_unit, recheck=r["recheck"],
+                  weight_unit=weight_unit, recheck=r["recheck"], kept=r["keep"],
                   _plan=ws.union.configured(rec))

@@ -228,10 +228,11 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
         Py_DECREF(found);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n,s:N}",
+    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n,s:N}",
                          "work", work, "levels", levels, "found", found, "helps",
                          r->helps ? Py_True : Py_False, "blocked_by", r->blocked_by,
                          "baseline", r->baseline ? "default" : "limit0",
+                         "keep", r->keep ? "default" : "limit0",
                          "recommended_set_aside", (Py_ssize_t)r->recommended_set_aside,
                          "total_base_ms", r->total_base_ms, "total_plan_ms", r->total_plan_ms,
                          "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
