@@ -325,18 +325,13 @@ typedef struct {
     long long granule, persisting_max, l2_bytes, tries;
 } arms_args;
 
-static const char *prop_name(int p)
-{
-    return p == L2P_ACCESS_PERSISTING ? "persisting" : p == L2P_ACCESS_STREAMING ? "streaming"
-                                                                                  : "normal";
-}
-
 static PyObject *arm_dict(const l2p_live_arm *a)
 {
     PyObject *wins = PyList_New((Py_ssize_t)a->n_win);
     for (size_t w = 0; wins && w < a->n_win; w++) {
         PyObject *t = Py_BuildValue("(idss)", a->target[w], a->hit_ratio[w],
-                                    prop_name(a->hit_prop[w]), prop_name(a->miss_prop[w]));
+                                    l2p_live_prop_name(a->hit_prop[w]),
+                                    l2p_live_prop_name(a->miss_prop[w]));
         if (!t) Py_CLEAR(wins);
         else PyList_SET_ITEM(wins, (Py_ssize_t)w, t);
     }

@@ -154,19 +154,28 @@ def _read(result: str):
         return None
 
 
+def _watch(args, command, mode):
+    """Run the program watched; (its exit status, the watcher's result or None). The summary
+    is printed, or why there is none."""
+    with tempfile.TemporaryDirectory(prefix="l2persist-") as tmp:
+        result = os.path.join(tmp, "result.json")
+        prog_rc = _run(command, _env(args, mode, result))
+        r = _read(result)
+    if r is None or not r.get("result"):
+        print(_no_result(r, prog_rc), file=sys.stderr)
+        return prog_rc, None
+    from ..process.report import summary_text
+    print(summary_text(r), file=sys.stderr)
+    return prog_rc, r
+
+
 def advise_main(argv: list[str]) -> int:
     args, command, rc = _parse(argv, "advise")
     if args is None:
         return rc
-    with tempfile.TemporaryDirectory(prefix="l2persist-") as tmp:
-        result = os.path.join(tmp, "result.json")
-        prog_rc = _run(command, _env(args, "advise", result))
-        r = _read(result)
-    if r is None or not r.get("result"):
-        print(_no_result(r, prog_rc), file=sys.stderr)
+    prog_rc, r = _watch(args, command, "advise")
+    if r is None:
         return prog_rc or 1
-    from ..process.report import summary_text, write_report
-    print(summary_text(r), file=sys.stderr)
     if r.get("plan"):
         with open(args.out, "w") as f:
             json.dump(r["plan"], f, indent=1)
@@ -180,15 +189,9 @@ def verify_main(argv: list[str]) -> int:
     args, command, rc = _parse(argv, "verify", plan=True)
     if args is None:
         return rc
-    with tempfile.TemporaryDirectory(prefix="l2persist-") as tmp:
-        result = os.path.join(tmp, "result.json")
-        prog_rc = _run(command, _env(args, "verify", result))
-        r = _read(result)
-    if r is None or not r.get("result"):
-        print(_no_result(r, prog_rc), file=sys.stderr)
+    prog_rc, r = _watch(args, command, "verify")
+    if r is None:
         return 1
-    from ..process.report import summary_text
-    print(summary_text(r), file=sys.stderr)
     _extras(args, r)
     res = r["result"]
     if prog_rc:

@@ -23,7 +23,6 @@ from typing import Any
 from .. import _core
 
 PLAN_FORMAT = "l2persist-live-plan/1"
-_PROPS = {"normal": 0, "streaming": 1, "persisting": 2}
 
 
 @dataclass
@@ -314,7 +313,7 @@ class Watcher:
                 t.places.append((g, i))
                 t.weight += sum(kernel_ns.get(g.names[n], 0.0) for n in g.nodes_of(i))
         out = sorted(by_addr.values(), key=lambda t: -t.weight)
-        return out[:_core_max_targets()]
+        return out  # the core ranks the first L2P_LIVE_MAX_TARGETS (heaviest first here)
 
     def _end_block(self):
         t_switch = time.perf_counter()
@@ -616,16 +615,14 @@ class Watcher:
 def _window(base, nbytes, hit, hit_prop, miss_prop):
     from .discover import _RawRange
     return _core.AccessPolicyWindow(_RawRange(base, nbytes), nbytes, hit_ratio=hit,
-                                    hit_prop=_PROPS[hit_prop], miss_prop=_PROPS[miss_prop],
+                                    hit_prop=_core.AccessProperty[hit_prop.upper()],
+                                    miss_prop=_core.AccessProperty[miss_prop.upper()],
                                     clamp=True)
 
 
 class _NoRecords(RuntimeError):
     pass
 
-
-def _core_max_targets() -> int:
-    return 64
 
 
 def _increasing(bounds: list) -> list:
