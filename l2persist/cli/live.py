@@ -147,11 +147,33 @@ def _run(command, env) -> int:
 
 
 def _read(result: str):
+    """The watcher's result; under torchrun the ranks' results (one file each) merged."""
+    import glob
+    ranks = [_read_one(p) for p in sorted(glob.glob(glob.escape(result) + ".rank*"))
+             if not p.endswith(".tmp")]
+    ranks = [d for d in ranks if d is not None]
+    if ranks:
+        from ..process.team import merge_ranks
+        return merge_ranks(ranks)
+    return _read_one(result)
+
+
+def _read_one(path: str):
     try:
-        with open(result) as f:
+        with open(path) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def _plan_paths(out: str, plans: dict) -> dict:
+    """Where each GPU model's plan goes: OUT for one model; OUT with the model's name before
+    the extension for several (a mixed host)."""
+    if len(plans) <= 1:
+        return {name: out for name in plans}
+    root, ext = os.path.splitext(out)
+    slug = lambda n: "".join(c if c.isalnum() else "-" for c in (n or "unknown")).strip("-")
+    return {name: f"{root}-{slug(name)}{ext or '.json'}" for name in plans}
 
 
 def _watch(args, command, mode):
@@ -176,11 +198,13 @@ def advise_main(argv: list[str]) -> int:
     prog_rc, r = _watch(args, command, "advise")
     if r is None:
         return prog_rc or 1
-    if r.get("plan"):
-        with open(args.out, "w") as f:
-            json.dump(r["plan"], f, indent=1)
-        print(f"l2persist: plan written to {args.out}: apply it with "
-              f"`python -m l2persist apply {args.out} -- {' '.join(command)}`", file=sys.stderr)
+    plans = r.get("plans_by_model") or ({None: r["plan"]} if r.get("plan") else {})
+    for name, path in _plan_paths(args.out, plans).items():
+        with open(path, "w") as f:
+            json.dump(plans[name], f, indent=1)
+        print(f"l2persist: plan{' for ' + name if len(plans) > 1 else ''} written to {path}: "
+              f"apply it with `python -m l2persist apply {path} -- {' '.join(command)}`",
+              file=sys.stderr)
     _extras(args, r)
     return prog_rc
 

@@ -39,7 +39,7 @@ def watcher():
 def start(env=os.environ) -> None:
     global _watcher
     mode = env.get("L2PERSIST_MODE") or ("apply" if env.get("L2PERSIST_PLAN") else "")
-    if not mode or _watcher is not None:
+    if not mode or _watcher is not None or is_launcher():
         return
     from .live import Options, Watcher
     o = Options.from_env(env)
@@ -60,6 +60,26 @@ def start(env=os.environ) -> None:
         _patch_torch(sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _AfterImport("torch", _patch_torch))
+
+
+#: Programs that only start the program's ranks (they inherit the bootstrap too): they are
+#: neither watched nor planned, their workers are. By module (``python -m``) or script name.
+LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "torchrun")
+
+
+def is_launcher(argv=None) -> bool:
+    """Whether this process is a launcher of ranks (torchrun), from the command line Python was
+    started with (``sys.orig_argv``: already set when the bootstrap runs, unlike ``sys.argv``).
+    A launcher never touches a GPU, so setting a set-aside there would only make a context."""
+    argv = list(getattr(sys, "orig_argv", []) if argv is None else argv)
+    for i, a in enumerate(argv[1:], 1):
+        if a == "-m":
+            return i + 1 < len(argv) and argv[i + 1] in LAUNCHERS
+        if a.startswith("-m") and len(a) > 2:
+            return a[2:] in LAUNCHERS
+        if a == "-c" or not a.startswith("-"):
+            return os.path.basename(a) in LAUNCHERS
+    return False
 
 
 def _say(msg: str) -> None:

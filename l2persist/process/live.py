@@ -23,6 +23,8 @@ from typing import Any
 from .. import _core
 
 PLAN_FORMAT = "l2persist-live-plan/1"
+#: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
+TEAM_EVERY = 16
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Options:
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
+    rank: int = 0                  # torchrun's RANK / WORLD_SIZE (one result file per rank)
+    world: int = 1
 
     @classmethod
     def from_env(cls, env=os.environ) -> "Options":
@@ -54,7 +58,16 @@ class Options:
                 setattr(o, name, conv(env[key]))
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
+        o.world = int(env.get("WORLD_SIZE", "1") or 1)
+        o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0
         return o
+
+    @property
+    def result_path(self) -> str | None:
+        """Where this process writes its result: one file per rank under torchrun."""
+        if not self.result or self.world <= 1:
+            return self.result
+        return f"{self.result}.rank{self.rank}"
 
 
 @dataclass
@@ -129,6 +142,8 @@ class Watcher:
         self.search_t0 = None
         self.activity = False
         self.applied_sigs: set = set()
+        self.team = None                           # ranks in lockstep (process/team.py)
+        self.team_points = 0
 
     # ---- the program's calls ---------------------------------------------------------------
 
@@ -154,6 +169,8 @@ class Watcher:
         if self.state in ("warmup", "probe", "search"):
             self.state = "off"
             self.restore()
+        if self.team is not None:
+            self.team.leave()
 
     def point(self, kind: str, torch_graph=None):
         """A switch point: a replay (before it is launched), a sync or a mark."""
@@ -179,6 +196,11 @@ class Watcher:
         except Exception as e:
             self.notes.append(f"activity records unavailable: {e}")
             self.state = "off"
+        if self.o.world > 1 and self.o.mode != "apply":
+            from . import team
+            self.team, why = team.from_env()
+            if why:
+                self.notes.append(why)
 
     def _remember(self, torch_graph):
         from ..foreign import as_graph
@@ -212,16 +234,16 @@ class Watcher:
         if self.state == "probe":
             key = (kind, self._sig(torch_graph)) if kind == "replay" else (kind,)
             self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
-        if self.captures or _capturing():
+        capturing = bool(self.captures or _capturing())
+        if self.state in ("warmup", "probe"):
+            if self._phase_over(capturing):
+                if self.state == "warmup":
+                    self._begin_probe()
+                else:
+                    self._begin_search()
+            return
+        if capturing:
             return                 # never switch while a capture is open
-        if self.state == "warmup":
-            if time.perf_counter() - self.t0 >= self.o.warmup_s:
-                self._begin_probe()
-            return
-        if self.state == "probe":
-            if time.perf_counter() - self.probe_t >= max(0.25, self.o.warmup_s / 2):
-                self._begin_search()
-            return
         if self.state == "search" and self.units_now >= self.units_per_block:
             try:
                 self._end_block()
@@ -229,6 +251,24 @@ class Watcher:
                 self.notes.append(f"search stopped: {e}")
                 self.result = _core.live_finish()
                 self._decide()
+
+    def _phase_over(self, capturing: bool) -> bool:
+        """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
+        never while a capture is open. In a team: every TEAM_EVERY-th call, by the leader's
+        clock, where no rank is capturing (ranks count the same calls, so they agree at the
+        same one)."""
+        now = time.perf_counter()
+        if self.state == "warmup":
+            due = now - self.t0 >= self.o.warmup_s
+        else:
+            due = now - self.probe_t >= max(0.25, self.o.warmup_s / 2)
+        if self.team is None:
+            return due and not capturing
+        self.team_points += 1
+        if self.team_points % TEAM_EVERY:
+            return False
+        docs = self.team.gather({"due": due, "capturing": capturing})
+        return bool(docs[0]["due"]) and not any(d["capturing"] for d in docs)
 
     def _sig(self, torch_graph):
         seen = self.graphs.get(id(torch_graph))
@@ -281,13 +321,15 @@ class Watcher:
             self.units_per_block = max(1, round(units / elapsed * self.o.block_s))
         self.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
         self.targets = self._targets(self.kernel_ns_warmup)
+        weights = [t.weight for t in self.targets]
+        if self.team is not None:
+            weights = self._follow_leader()
         p = dev.properties
         if self.o.mode == "verify":
             self.arms = self._verify_arms()
             _core.live_begin(3, confirm_only=True, min_gain=self.o.min_gain)
         else:
-            self.arms = _core.live_arms([t.size for t in self.targets],
-                                        [t.weight for t in self.targets],
+            self.arms = _core.live_arms([t.size for t in self.targets], weights,
                                         granule=dev.persisting_l2_granule,
                                         persisting_max=p.persisting_l2_cache_max_size,
                                         l2_bytes=p.l2_cache_size)
@@ -295,6 +337,22 @@ class Watcher:
         self.state = "search"
         self.search_t0 = time.perf_counter()
         self._next_block(now)
+
+    def _follow_leader(self) -> list:
+        """Team: the leader's unit of work, block length and targets (in its order, with its
+        weights) are every rank's, so the arm table and the blocks are the same on all."""
+        from .team import adopt_targets, target_key
+        docs = self.team.gather({"unit": list(self.unit), "units": self.units_per_block,
+                                 "targets": [target_key(t) for t in self.targets],
+                                 "weights": [t.weight for t in self.targets]})
+        lead = docs[0]
+        self.unit = tuple(lead["unit"])
+        self.units_per_block = int(lead["units"])
+        self.targets, missing = adopt_targets(self.targets, lead["targets"])
+        if missing:
+            self.notes.append(f"rank {self.o.rank}: {missing} of the leader's targets are not "
+                              "in this rank's graphs; their windows land nowhere here")
+        return [float(w) for w in lead["weights"]]
 
     @property
     def _warm_stamp(self):
@@ -321,7 +379,10 @@ class Watcher:
         end = _core.activity_now()
         b = self.blocks[-1]
         b.end, b.units = end, self.units_now
-        if self.o.budget_s and time.perf_counter() - self.search_t0 > self.o.budget_s:
+        over = bool(self.o.budget_s) and time.perf_counter() - self.search_t0 > self.o.budget_s
+        if self.team is not None:
+            over = bool(self.team.gather({"over": over})[0]["over"])   # the leader's clock
+        if over:
             self._record_pending()
             self.result = _core.live_finish()
             self.notes.append(f"the budget ({self.o.budget_s:g} s) ran out before a decision")
@@ -347,16 +408,37 @@ class Watcher:
         self.blocks.append(Block(arm, stamp))
         self.units_now = 0
 
-    def _record_pending(self):
+    def _record_pending(self, alone: bool = False):
+        """Give the search the samples of the blocks that ended (ms of GPU time per unit). In a
+        team every rank gives the ranks' mean of the same blocks (``alone``: this rank's own,
+        at exit, when peers may be anywhere)."""
         _core.activity_flush()
-        pending = self.blocks[self.recorded:]
-        done = [b for b in pending if b.end]
+        done = [b for b in self.blocks[self.recorded:] if b.end]
         if not done:
             return
+        try:
+            samples, why = self._block_samples(done), None
+        except _NoRecords as e:
+            samples, why = [], str(e)
+        if self.team is not None and not alone:
+            from .team import mean_samples
+            docs = self.team.gather({"samples": samples, "why": why})
+            bad = [(r, d["why"]) for r, d in enumerate(docs) if d["why"]]
+            if bad:
+                raise _NoRecords("; ".join(f"rank {r}: {w}" for r, w in bad))
+            samples = mean_samples(docs)
+        elif why:
+            raise _NoRecords(why)
+        for v in samples:
+            _core.live_record(v)
+            self.recorded += 1
+
+    def _block_samples(self, done: list) -> list:
         bounds = []
         for b in done:
             bounds += [b.start, b.end]
         res = _core.activity_blocks(_increasing(bounds))
+        out = []
         for k, b in enumerate(done):
             ns = res["gpu_ns"][2 * k]
             b.gpu_ns = ns
@@ -366,8 +448,8 @@ class Watcher:
                 # arriving (another tool took CUPTI's activity buffers), so nothing can be
                 # judged; stop searching rather than feed the search a made-up sample.
                 raise _NoRecords(f"a block of {b.units} units had no kernel records")
-            _core.live_record(ns / b.units / 1e6)   # ms of GPU time per unit
-            self.recorded += 1
+            out.append(ns / b.units / 1e6)
+        return out
 
     def _decide(self):
         r = self.result
@@ -511,6 +593,9 @@ class Watcher:
             "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
             "arms": arms_out, "per_arm": per_arm,
             "switch_ms": self.switch_ms, "blocks": len(self.blocks),
+            "arm_sequence": [b.arm for b in self.blocks],
+            "rank": self.o.rank, "world": self.o.world,
+            "lockstep": self.team is not None,
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
                         "windows_applied": g.windows_applied,
                         "in_plan": g.signature in self.applied_sigs}
@@ -564,9 +649,10 @@ class Watcher:
         }
 
     def write_result(self):
-        if not self.o.result:
+        path = self.o.result_path
+        if not path:
             return
-        tmp = self.o.result + ".tmp"
+        tmp = path + ".tmp"
         try:
             doc = self.summary()
         except Exception as e:  # the CLI still learns what happened
@@ -576,7 +662,7 @@ class Watcher:
                        traceback.format_exception(type(e), e, e.__traceback__)[-4:])]}
         with open(tmp, "w") as f:
             json.dump(doc, f, default=_jsonable)
-        os.replace(tmp, self.o.result)
+        os.replace(tmp, path)
 
     def finish(self):
         """At exit: a search still running is finished with what it has; the set-aside the
@@ -587,7 +673,7 @@ class Watcher:
                     if self.state == "search":
                         self.blocks[-1].end = self.blocks[-1].end or _core.activity_now()
                         self.blocks[-1].units = self.blocks[-1].units or self.units_now
-                        self._record_pending()
+                        self._record_pending(alone=True)
                         self.result = _core.live_finish()
                     self.notes.append("the program ended before the search decided")
                     self.state = "done"
@@ -600,6 +686,8 @@ class Watcher:
                 pass
             if self.o.mode != "apply":
                 self.write_result()
+            if self.team is not None:
+                self.team.leave()
 
     def restore(self):
         if self.device is None or self.limit_before is None:

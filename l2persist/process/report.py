@@ -79,9 +79,22 @@ def summary_text(r: dict) -> str:
     g = r.get("graphs", [])
     lines.append(f"  graphs: {len(g)} captured, targets: {len(r.get('targets', []))}, arms: "
                  f"{len(r.get('arms', []))}")
+    if r.get("ranks"):
+        lines.append("  " + ranks_line(r))
     for n in r.get("notes", []):
         lines.append(f"  note: {n}")
     return "\n".join(lines)
+
+
+def ranks_line(r: dict) -> str:
+    """Under torchrun: how many ranks were watched, whether they switched the same arms in the
+    same order, and the GPU models (one plan each)."""
+    ranks = r["ranks"]
+    models = sorted({str(x["device"]) for x in ranks})
+    held = "the same arms in the same order" if r.get("same_arms") else \
+        "NOT the same arms in the same order (see each rank's notes)"
+    return (f"ranks: {len(ranks)} watched in lockstep, {held}; GPU model(s): "
+            f"{', '.join(models)} (one plan per model)")
 
 
 def _bars_svg(rows, title, unit, ref=None) -> str:
@@ -204,11 +217,24 @@ the interquartile range.</p>
 <h2>Not windowed, and why</h2><ul><li>Kernels outside CUDA graphs (eager work) run under the
 set-aside of each arm but get no window: stream windows are not searched.</li>
 <li>Buffers under 256 KiB are not targets.</li></ul>
-<h2>Notes</h2><ul>{notes}</ul>
+{_ranks_html(r)}<h2>Notes</h2><ul>{notes}</ul>
 </body></html>
 """
     with open(path, "w") as f:
         f.write(doc)
+
+
+def _ranks_html(r: dict) -> str:
+    if not r.get("ranks"):
+        return ""
+    rows = "".join(
+        f"<tr><td>{x['rank']}</td><td>{html.escape(str(x['device']))} ({x['index']})</td>"
+        f"<td>{html.escape(str(x['state']))}</td><td>{x['final_arm']}</td>"
+        f"<td>{x['blocks']}</td><td>{html.escape('; '.join(x['notes']) or '-')}</td></tr>"
+        for x in r["ranks"])
+    return (f"<h2>Ranks</h2><p>{html.escape(ranks_line(r))}</p><table><tr><th>rank</th>"
+            f"<th>GPU</th><th>state</th><th>kept arm</th><th>blocks</th><th>notes</th></tr>"
+            f"{rows}</table>")
 
 
 def _finite(x):

@@ -1,0 +1,175 @@
+"""Ranks that advise together (``advise -- torchrun --nproc-per-node N prog.py``).
+
+Collectives make ranks wait on each other, so a plan switched on one rank at another time than
+on its peers would be judged on the peers' arms too. The ranks' watchers therefore move in
+lockstep: every decision that a clock or a sample makes (the warm-up's end, the unit of work and
+a block's length, the targets, the budget, each round's samples) is taken by gathering one small
+document from every rank through a key-value store and using the same inputs on every rank. The
+C search is deterministic, so ranks fed the same samples pick the same arms in the same order and
+switch at the same counts of the program's own calls.
+
+The store is the program's own rendezvous store (the TCPStore at MASTER_ADDR:MASTER_PORT that
+torchrun's agent or rank 0's ``init_process_group`` hosts), reached as one more client under a
+key prefix of l2persist's own and the run's id. Nothing here calls the program's collectives.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+#: A gather that waits longer than this for a peer gives up (the watcher then stops switching
+#: and restores the set-aside on that rank; its peers give up the same way).
+TIMEOUT_S = 60.0
+
+
+class TeamError(RuntimeError):
+    """A peer did not arrive (it ended, or its calls diverged from this rank's)."""
+
+
+class Team:
+    """One rank's side of the lockstep: ``gather(doc)`` returns every rank's doc, in rank order,
+    once all have sent theirs. ``store`` needs ``set(key, bytes)``, ``get(key) -> bytes``,
+    ``check([key]) -> bool`` and ``delete_key(key)`` (torch.distributed.Store has them)."""
+
+    def __init__(self, rank: int, world: int, store, prefix: str = "l2persist",
+                 timeout_s: float = TIMEOUT_S):
+        if not (isinstance(world, int) and world >= 1):
+            raise ValueError(f"world: expected an int >= 1, got {world!r}")
+        if not (isinstance(rank, int) and 0 <= rank < world):
+            raise ValueError(f"rank: expected an int in [0, {world - 1}], got {rank!r}")
+        self.rank, self.world, self.store = rank, world, store
+        self.prefix, self.timeout_s = prefix, timeout_s
+        self.seq = 0
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def _key(self, seq: int, rank: int) -> str:
+        return f"{self.prefix}/{seq}/{rank}"
+
+    def gather(self, doc: dict) -> list[dict]:
+        seq = self.seq
+        self.seq += 1
+        self.store.set(self._key(seq, self.rank), json.dumps(doc).encode())
+        out = [self._wait(seq, r) for r in range(self.world)]
+        # Every peer has sent seq, so each has read all of seq - 1: this rank's key of seq - 2
+        # is read by everyone and can go (the store stays small however long the search runs).
+        if seq >= 2:
+            try:
+                self.store.delete_key(self._key(seq - 2, self.rank))
+            except Exception:
+                pass
+        return out
+
+    def leave(self) -> None:
+        """This rank stops watching (exit, failure): peers waiting on it give up at once."""
+        try:
+            self.store.set(f"{self.prefix}/gone/{self.rank}", b"1")
+        except Exception:
+            pass
+
+    def _wait(self, seq: int, rank: int) -> dict:
+        key = self._key(seq, rank)
+        gone = f"{self.prefix}/gone/{rank}"
+        t0 = time.monotonic()
+        pause = 20e-6
+        while not self.store.check([key]):
+            if rank != self.rank and self.store.check([gone]):
+                raise TeamError(f"rank {rank} stopped watching before step {seq} of the "
+                                "lockstep")
+            if time.monotonic() - t0 > self.timeout_s:
+                raise TeamError(f"rank {rank} did not reach step {seq} of the lockstep in "
+                                f"{self.timeout_s:g} s (its calls diverged from rank "
+                                f"{self.rank}'s, or it is stuck)")
+            time.sleep(pause)
+            pause = min(pause * 2, 2e-3)
+        return json.loads(self.store.get(key))
+
+
+def from_env(env=os.environ):
+    """The team of this process under torchrun, or (None, why) where there is none.
+
+    (team, None) with WORLD_SIZE > 1 and the store at MASTER_ADDR:MASTER_PORT reachable (the
+    torchrun agent's, or the one rank 0's ``init_process_group`` hosts: a client waits for it);
+    (None, None) for a single process; (None, reason) where ranks exist but cannot be
+    coordinated."""
+    try:
+        world = int(env.get("WORLD_SIZE", "1") or 1)
+        rank = int(env.get("RANK", "0") or 0)
+    except ValueError:
+        return None, "WORLD_SIZE / RANK are not integers"
+    if world <= 1:
+        return None, None
+    if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
+        return None, ("several ranks but no MASTER_ADDR / MASTER_PORT to meet at: each rank "
+                      "switches on its own clock, so collectives may confound the verdict")
+    try:
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+        store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                         timeout=timedelta(seconds=TIMEOUT_S), wait_for_workers=False)
+    except Exception as e:
+        return None, f"torchrun's store is not reachable ({type(e).__name__}: {e})"
+    run = env.get("TORCHELASTIC_RUN_ID", "run")
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return Team(rank, world, store, prefix=f"l2persist/{run}/{restart}"), None
+
+
+def mean_samples(docs: list[dict], key: str = "samples") -> list[float]:
+    """The ranks' samples of the same blocks, averaged block by block (every rank must have
+    measured the same blocks: the lockstep guarantees it, a mismatch is an error)."""
+    rows = [d[key] for d in docs]
+    n = {len(r) for r in rows}
+    if len(n) != 1:
+        raise TeamError(f"ranks measured different numbers of blocks: {[len(r) for r in rows]}")
+    return [sum(col) / len(col) for col in zip(*rows)]
+
+
+def target_key(t) -> list:
+    """A target's name that is the same on every rank of one program: the graph and buffer
+    index of its first place, and its size (addresses differ between ranks)."""
+    g, rec = t.places[0]
+    return [g.signature, rec, t.size]
+
+
+def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
+    """This rank's targets put in the leader's order (keys from target_key); a target the
+    leader has and this rank lacks becomes an empty one (its windows land nowhere here).
+    Returns (targets, how many were missing)."""
+    from .live import Target
+    by_key = {tuple(target_key(t)): t for t in mine}
+    out, missing = [], 0
+    for k in keys:
+        t = by_key.get(tuple(k))
+        if t is None:
+            missing += 1
+            t = Target(0, k[2])
+        out.append(t)
+    return out, missing
+
+
+def merge_ranks(docs: list[dict]) -> dict:
+    """The ranks' result documents as one: rank 0's (the lowest rank's) with a table of every
+    rank beside it, whether their arm sequences were the same (the lockstep held), and one plan
+    per GPU model (ranks of one model share the lowest such rank's plan)."""
+    docs = sorted(docs, key=lambda d: d.get("rank", 0))
+    first = next((d for d in docs if d.get("result")), docs[0])
+    merged = dict(first)
+    seqs = [d.get("arm_sequence") for d in docs if d.get("result")]
+    merged["ranks"] = [{
+        "rank": d.get("rank", 0), "device": (d.get("device") or {}).get("name"),
+        "index": (d.get("device") or {}).get("index"), "state": d.get("state"),
+        "final_arm": d.get("final_arm"), "blocks": d.get("blocks"),
+        "speedup": (d.get("result") or {}).get("speedup"),
+        "lockstep": d.get("lockstep"), "notes": d.get("notes", [])} for d in docs]
+    merged["same_arms"] = len(seqs) == len(docs) and all(s == seqs[0] for s in seqs)
+    plans = {}
+    for d in docs:
+        name = (d.get("device") or {}).get("name")
+        if d.get("plan") and name not in plans:
+            plans[name] = d["plan"]
+    merged["plans_by_model"] = plans
+    return merged

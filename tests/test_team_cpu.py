@@ -1,0 +1,235 @@
+"""Ranks that advise together (l2persist/process/team.py), without a GPU: the gather that keeps
+the ranks' watchers in lockstep, run on threads over an in-memory store with the methods of
+torch.distributed's; the leader's decisions adopted by a follower; the ranks' results merged
+into one, with one plan per GPU model."""
+import random
+import sys
+import threading
+import time
+
+import pytest
+
+from l2persist.cli.live import _plan_paths
+from l2persist.process import live, team
+from l2persist.process.team import Team, TeamError
+
+
+class Store:
+    """torch.distributed.Store's set / get / check / delete_key, in memory, thread-safe."""
+
+    def __init__(self):
+        self.d, self.lock = {}, threading.Lock()
+
+    def set(self, k, v):
+        with self.lock:
+            self.d[k] = v
+
+    def get(self, k):
+        with self.lock:
+            return self.d[k]
+
+    def check(self, keys):
+        with self.lock:
+            return all(k in self.d for k in keys)
+
+    def delete_key(self, k):
+        with self.lock:
+            return self.d.pop(k, None) is not None
+
+
+def _ranks(world, body, timeout_s=10.0):
+    store, out, errs = Store(), [None] * world, [None] * world
+
+    def run(r):
+        try:
+            out[r] = body(Team(r, world, store, timeout_s=timeout_s), r)
+        except Exception as e:
+            errs[r] = e
+    ts = [threading.Thread(target=run, args=(r,)) for r in range(world)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return out, errs, store
+
+
+def test_gather_gives_every_rank_all_docs_in_rank_order():
+    def body(t, r):
+        got = []
+        for step in range(40):
+            time.sleep(random.random() * 1e-3)       # ranks arrive in any order
+            got.append(t.gather({"rank": r, "step": step, "v": r * 100 + step}))
+        return got
+    out, errs, store = _ranks(3, body)
+    assert errs == [None] * 3
+    assert out[0] == out[1] == out[2]
+    for step, docs in enumerate(out[0]):
+        assert [d["rank"] for d in docs] == [0, 1, 2]
+        assert all(d["step"] == step for d in docs)
+    # Old steps are pruned: the store holds the last two steps' keys, not all 40.
+    assert len(store.d) <= 2 * 3
+
+
+def test_a_rank_that_leaves_releases_its_peers_with_a_named_error():
+    def body(t, r):
+        t.gather({"x": r})
+        if r == 1:
+            t.leave()
+            return "left"
+        return t.gather({"x": r})
+    out, errs, _ = _ranks(2, body)
+    assert out[1] == "left"
+    assert isinstance(errs[0], TeamError) and "rank 1 stopped watching" in str(errs[0])
+
+
+def test_a_peer_that_never_arrives_times_out_naming_it():
+    def body(t, r):
+        if r == 0:
+            return t.gather({"x": 0})
+        return None                                  # rank 1 never gathers
+    t0 = time.monotonic()
+    out, errs, _ = _ranks(2, body, timeout_s=0.3)
+    assert isinstance(errs[0], TeamError)
+    assert "rank 1 did not reach step 0" in str(errs[0])
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("rank,world,name", [(2, 2, "rank"), (-1, 2, "rank"), (0, 0, "world"),
+                                             ("0", 2, "rank")])
+def test_bad_rank_or_world_is_named(rank, world, name):
+    with pytest.raises(ValueError, match=rf"^{name}: expected"):
+        Team(rank, world, Store())
+
+
+def test_from_env_alone_and_uncoordinated():
+    assert team.from_env({}) == (None, None)
+    assert team.from_env({"WORLD_SIZE": "1", "RANK": "0"}) == (None, None)
+    t, why = team.from_env({"WORLD_SIZE": "2", "RANK": "1"})
+    assert t is None and "MASTER_ADDR" in why
+    t, why = team.from_env({"WORLD_SIZE": "two"})
+    assert t is None and "not integers" in why
+
+
+def test_mean_samples_block_by_block_and_mismatch():
+    docs = [{"samples": [1.0, 2.0, 4.0]}, {"samples": [3.0, 2.0, 0.0]}]
+    assert team.mean_samples(docs) == [2.0, 2.0, 2.0]
+    with pytest.raises(TeamError, match="different numbers of blocks"):
+        team.mean_samples([{"samples": [1.0]}, {"samples": [1.0, 2.0]}])
+
+
+class _G:
+    def __init__(self, sig):
+        self.signature = sig
+
+
+def _target(sig, rec, size, address, weight):
+    t = live.Target(address, size, weight)
+    t.places.append((_G(sig), rec))
+    return t
+
+
+def test_a_follower_adopts_the_leaders_target_order():
+    leader = [_target("g1", 3, 1 << 22, 0x1000, 9.0), _target("g2", 0, 1 << 20, 0x2000, 5.0),
+              _target("g1", 7, 1 << 21, 0x3000, 1.0)]
+    keys = [team.target_key(t) for t in leader]
+    # The follower's addresses differ and its weights ranked two targets the other way round.
+    mine = [_target("g2", 0, 1 << 20, 0x9000, 6.0), _target("g1", 3, 1 << 22, 0x8000, 5.0)]
+    got, missing = team.adopt_targets(mine, keys)
+    assert [t.address for t in got] == [0x8000, 0x9000, 0]
+    assert [t.size for t in got] == [1 << 22, 1 << 20, 1 << 21]
+    assert missing == 1 and got[2].places == []
+
+
+def _watcher_in(state, rank, due_on_leader, capturing=(False, False)):
+    w = live.Watcher(live.Options(mode="advise", warmup_s=0.0 if due_on_leader else 1e9,
+                                  rank=rank, world=2))
+    w.state, w.t0, w.probe_t = state, time.perf_counter(), time.perf_counter()
+
+    class Peer:                      # the leader's side, already decided
+        def gather(self, doc):
+            lead = {"due": due_on_leader, "capturing": capturing[0]}
+            mine = dict(doc, capturing=capturing[1] or doc["capturing"])
+            return [lead, mine] if rank == 1 else [dict(doc), mine]
+    w.team = Peer()
+    return w
+
+
+def test_a_follower_ends_its_warmup_on_the_leaders_clock_at_the_agreed_call():
+    w = _watcher_in("warmup", rank=1, due_on_leader=True)
+    w.o.warmup_s = 1e9                      # its own clock says: not yet
+    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY * 2)]
+    assert calls.index(True) == live.TEAM_EVERY - 1
+    assert sum(calls) == 2
+
+
+def test_no_rank_moves_while_any_rank_captures():
+    w = _watcher_in("warmup", rank=1, due_on_leader=True, capturing=(True, False))
+    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 3))
+    w = _watcher_in("probe", rank=1, due_on_leader=False)
+    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 3))
+
+
+def test_alone_the_warmup_ends_by_its_own_clock_and_never_in_a_capture():
+    w = live.Watcher(live.Options(mode="advise", warmup_s=0.0))
+    w.state, w.t0 = "warmup", time.perf_counter()
+    assert w._phase_over(True) is False
+    assert w._phase_over(False) is True
+
+
+def test_result_path_is_per_rank_under_torchrun():
+    o = live.Options.from_env({"L2PERSIST_RESULT": "/tmp/r.json", "WORLD_SIZE": "2",
+                               "RANK": "1", "LOCAL_RANK": "1"})
+    assert (o.rank, o.world, o.device) == (1, 2, 1)
+    assert o.result_path == "/tmp/r.json.rank1"
+    assert live.Options.from_env({"L2PERSIST_RESULT": "/tmp/r.json"}).result_path == \
+        "/tmp/r.json"
+
+
+def _doc(rank, name, seq, plan=True):
+    return {"rank": rank, "device": {"name": name, "index": rank}, "state": "done",
+            "final_arm": 3, "blocks": len(seq), "arm_sequence": seq, "lockstep": True,
+            "result": {"speedup": 1.05}, "notes": [],
+            "plan": {"device": {"name": name}, "rank_was": rank} if plan else None}
+
+
+def test_merge_ranks_checks_the_lockstep_and_keeps_one_plan_per_model():
+    m = team.merge_ranks([_doc(1, "H100", [0, 1, 2]), _doc(0, "H100", [0, 1, 2])])
+    assert m["rank"] == 0 and m["same_arms"] is True
+    assert [x["rank"] for x in m["ranks"]] == [0, 1]
+    assert list(m["plans_by_model"]) == ["H100"] and m["plans_by_model"]["H100"]["rank_was"] == 0
+    m = team.merge_ranks([_doc(0, "H100", [0, 1, 2]), _doc(1, "H200", [0, 2, 1])])
+    assert m["same_arms"] is False
+    assert {k: v["rank_was"] for k, v in m["plans_by_model"].items()} == {"H100": 0, "H200": 1}
+    from l2persist.process.report import ranks_line
+    assert "NOT the same arms" in ranks_line(m) and "H100, H200" in ranks_line(m)
+
+
+def test_plan_paths_one_model_keeps_out_several_get_the_models_name():
+    assert _plan_paths("p/plan.json", {"A": {}}) == {"A": "p/plan.json"}
+    got = _plan_paths("p/plan.json", {"NVIDIA H100 80GB HBM3": {}, "NVIDIA H200": {}})
+    assert got == {"NVIDIA H100 80GB HBM3": "p/plan-NVIDIA-H100-80GB-HBM3.json",
+                   "NVIDIA H200": "p/plan-NVIDIA-H200.json"}
+
+
+@pytest.mark.parametrize("argv,launcher", [
+    (["python3", "-m", "torch.distributed.run", "--nproc-per-node", "2", "p.py"], True),
+    (["python3", "-mtorch.distributed.launch", "p.py"], True),
+    (["python3", "/venv/bin/torchrun", "--standalone", "p.py"], True),
+    (["python3", "-u", "-m", "torch.distributed.run", "p.py"], True),
+    (["python3", "p.py", "torchrun"], False),
+    (["python3", "-m", "l2persist.studies.programs.ddp"], False),
+    (["python3", "-c", "import torch"], False),
+    (["python3"], False),
+])
+def test_a_launcher_of_ranks_is_recognised_by_its_command_line(argv, launcher):
+    from l2persist.process.bootstrap import is_launcher
+    assert is_launcher(argv) is launcher
+
+
+def test_a_launcher_gets_no_watcher(monkeypatch):
+    from l2persist.process import bootstrap
+    monkeypatch.setattr(bootstrap, "_watcher", None)
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "torch.distributed.run", "x.py"],
+                        raising=False)
+    bootstrap.start({"L2PERSIST_MODE": "advise"})
+    assert bootstrap.watcher() is None
