@@ -163,5 +163,42 @@ def record_html(kind: str, record) -> str:
         for k, v in record.as_dict().items())
     return f"<table><caption>{html.escape(kind)}</caption>{rows}</table>"
 
+
+# ---- the set-aside tax: where each printed figure came from ----
+# Every place that prints a tax says whether it is the model's prediction (a prior: the C
+# core's fit, l2persist.tax.predict) or a measurement (and of what); where both exist for the
+# same thing the measurement leads and the model's figure follows as what it predicted, so a
+# disagreement is there to read. This is the one home of those words.
+
+TAX_MODEL = "model"
+TAX_MEASURED = "measured"
+
+
+def tax_source(measured: bool, how: str = "") -> str:
+    """The label of one tax figure: ``"measured (how)"`` or ``"model"``."""
+    if measured:
+        return f"{TAX_MEASURED} ({how})" if how else TAX_MEASURED
+    return TAX_MODEL
+
+
+def tax_predicted(model, fmt="{:.2f}x") -> str:
+    """The model's figure beside a measurement of the same thing: ``the model predicted X``."""
+    return f"the {TAX_MODEL} predicted {(fmt.format if isinstance(fmt, str) else fmt)(model)}"
+
+
+def tax_figure(measured=None, model=None, *, fmt="{:.2f}x", how: str = "") -> str:
+    """One tax figure with its source: the measured value first (``how``: of what, how) and
+    the model's after it as what it predicted; the model's alone is labelled as the model's.
+    ``fmt``: a format string or a callable for the values (None: that one is absent)."""
+    text = fmt.format if isinstance(fmt, str) else fmt
+    if measured is not None:
+        out = f"{TAX_MEASURED} {text(measured)}" + (f" ({how})" if how else "")
+        return out + (f"; {tax_predicted(model, fmt)}" if model is not None else "")
+    if model is not None:
+        return f"{text(model)} ({TAX_MODEL}, not measured)"
+    return "not measured, no model"
+
+
 __all__ = ["MAX_JSON_BYTES", "cell_text", "human_bytes", "json_kind", "load_json", "markdown_table",
-           "read_json", "record_repr", "record_html", "save_json"]
+           "read_json", "record_repr", "record_html", "save_json", "TAX_MEASURED",
+           "TAX_MODEL", "tax_figure", "tax_predicted", "tax_source"]

@@ -136,8 +136,8 @@ class Advice:
 
     def table(self) -> str:
         out = [self.verdict(), "",
-               "| workload | weight | baseline ms | found plan ms | speedup (95 % CI) | tax at "
-               f"{human_bytes(self.found_set_aside)} | windows |",
+               "| workload | weight | baseline ms | found plan ms | speedup (95 % CI) | own tax at "
+               f"{human_bytes(self.found_set_aside)} (measured) | windows |",
                "|---|---:|---:|---:|---|---:|---|"]
         for w in self.workloads.values():
             wins = "; ".join(f"{x['buffer']} hitRatio {x['hit_ratio']:.2f}"
@@ -162,7 +162,8 @@ class Advice:
             f"</td><td>{w.plan_ms:.4f}</td><td>{w.speedup:.3f}x</td><td>{w.tax:.3f}x</td></tr>"
             for w in self.workloads.values())
         return (f"<p>{html.escape(self.verdict())}</p><table><tr><th>workload</th><th>weight"
-                f"</th><th>baseline ms</th><th>plan ms</th><th>speedup</th><th>tax</th></tr>"
+                f"</th><th>baseline ms</th><th>plan ms</th><th>speedup</th>"
+                f"<th>own tax (measured)</th></tr>"
                 f"{rows}</table>")
 
     def to_dict(self) -> dict:

@@ -180,7 +180,11 @@ class Results:
         """Load what to_json wrote (a JSON string, or a path as str or os.PathLike). A file
         that is not a Results layout raises ValueError naming the file and the field."""
         d, where = read_json(text_or_path, what="an l2persist Results file")
-        return cls(**_fields(d, where), source=where)
+        res = cls(**_fields(d, where), source=where)
+        # a known study's presentation columns (those its stored plot names) are derived
+        # from the records by the study's own code, not stored: add them as studies.load does
+        from .studies import derive_columns
+        return derive_columns(res)
 
     load = from_json
 

@@ -11,6 +11,12 @@ comes earlier (``predict(..., companion=3)``). The model, its constants and the
 measurements they are fitted to live in the C core (``csrc/core/l2p_tax.h``); this module
 only gathers a chip's facts and measures.
 
+The model is a prior, not the truth: on the H100 fused AdamW's knees came 10-14 MiB after
+its prediction. ``measure(fn, s)`` on your own work (and the advisor's per-workload and
+per-kernel tax) is the figure to trust. Every result here says which it is (``source``:
+``"measured"`` or ``"model"``; ``summary()`` labels each figure), and where both exist the
+measurement leads and is the one used (``TaxPrediction.slowdown``).
+
 The set-aside belongs to the CUDA context that sets it, so the tax is per process: another
 process holding the maximum set-aside, idle or busy, did not slow this process's writes,
 while this process's own maximum slowed them 4.9x (H200). A fresh process starts at the
@@ -35,7 +41,7 @@ from dataclasses import dataclass, field
 
 from . import _core
 from . import _format
-from ._format import human_bytes
+from ._format import TAX_MEASURED, TAX_MODEL, human_bytes, tax_predicted, tax_source
 
 KINDS = ("read", "write", "rmw", "atomic")
 SHAPES = tuple(s["name"] for s in _core.tax_shapes())  # the core's access shapes
@@ -102,17 +108,43 @@ class TaxPrediction:
                                    ws_bytes, companion=self.companion,
                                    companion_rows=self.companion_rows, shape=self.shape)
 
+    @property
+    def source(self) -> str:
+        """Where the tax this result leads with comes from: ``"measured"`` when a measurement
+        is attached (``measured``: your work; ``probe``: the write-heavy probe), else
+        ``"model"`` (the prior). The measurement wins: ``slowdown`` and ``summary`` lead
+        with it."""
+        return TAX_MEASURED if (self.measured or self.probe) is not None else TAX_MODEL
+
+    @property
+    def slowdown(self) -> float:
+        """The tax this result leads with (``source`` says which): your work's measured
+        slowdown (``measured``), else the probe's (``probe``), else the model's for the
+        shape's accesses over ``probe_working_set`` (a prior)."""
+        m = self.measured if self.measured is not None else self.probe
+        return m.slowdown if m is not None else self.slowdown_at(self.probe_working_set)
+
     def summary(self) -> str:
-        """The tax in one line."""
+        """The tax in one line, each figure labelled ``measured`` or ``model``: what was
+        measured first (your work, then the probe), the model's prediction after it."""
+        measured = [m.summary() for m in (self.measured, self.probe) if m is not None]
+        return "; ".join(measured + [self._model_summary()])
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _model_summary(self) -> str:
+        """The model's prediction as text, labelled as the model's."""
         if self.set_aside == 0:
             return "no set-aside: no tax"
+        label = tax_source(False)
         if not self.taxed:
-            return (f"set-aside {human_bytes(self.set_aside)}: no tax (it starts at "
+            return (f"{label}: set-aside {human_bytes(self.set_aside)}: no tax (it starts at "
                     f"{self.onset_fraction:.0%} of the L2, "
                     f"{human_bytes(int(self.onset_fraction * self.l2_bytes))})")
         ws = self.probe_working_set
         basis = "" if self.exact else f" (constants of the {self.basis}, the closest measured chip)"
-        return (f"set-aside {human_bytes(self.set_aside)}: written working sets above "
+        return (f"{label}: set-aside {human_bytes(self.set_aside)}: written working sets above "
                 f"{human_bytes(self.knee_bytes)} slow down (random writes over "
                 f"{human_bytes(ws)}: {self.slowdown_at(ws):.1f}x, atomics "
                 f"{self.slowdown_at(ws, 'atomic'):.1f}x, reads {self.slowdown_at(ws, 'read'):.1f}x)"
@@ -133,6 +165,21 @@ class TaxProbe:
     @property
     def slowdown(self) -> float:
         return self.at_ms / self.base_ms
+
+    @property
+    def source(self) -> str:
+        """Always ``"measured"`` (``predicted`` is the model's figure for the same probe)."""
+        return TAX_MEASURED
+
+    def summary(self) -> str:
+        """The probe in one line: measured first, then what the model predicted for it."""
+        label = tax_source(True, f"the write-heavy probe over {human_bytes(self.working_set)}")
+        return (f"{label}: set-aside {human_bytes(self.set_aside)}: {self.slowdown:.2f}x the "
+                f"time at limit 0 ({self.base_ms:.4g} -> {self.at_ms:.4g} ms); "
+                f"{tax_predicted(self.predicted)}")
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 def _chip(obj):
@@ -290,12 +337,22 @@ class TaxMeasurement:
     base_samples: tuple = field(default=(), repr=False, compare=False)
     at_samples: tuple = field(default=(), repr=False, compare=False)
 
+    @property
+    def source(self) -> str:
+        """Always ``"measured"``: on your own work (``tax.measure``)."""
+        return TAX_MEASURED
+
     def summary(self) -> str:
+        """The measurement in one line, labelled as measured on your work."""
         lo, hi = self.interval
-        return (f"set-aside {human_bytes(self.set_aside)}: {self.slowdown:.3f}x the time at "
-                f"limit 0 ({self.confidence:.0%} interval {lo:.3f}-{hi:.3f}, {self.rounds} "
-                f"rounds{'' if self.converged else ', not within the tolerance'}; "
+        label = tax_source(True, f"on your work, tax.measure: {self.rounds} rounds")
+        return (f"{label}: set-aside {human_bytes(self.set_aside)}: {self.slowdown:.3f}x the "
+                f"time at limit 0 ({self.confidence:.0%} interval {lo:.3f}-{hi:.3f}"
+                f"{'' if self.converged else ', not within the tolerance'}; "
                 f"{self.base_ms:.4g} -> {self.at_ms:.4g} ms)")
+
+    def __str__(self) -> str:
+        return self.summary()
 
 
 def _measure_device(device, stream):
@@ -378,6 +435,18 @@ def set_aside_tax(device, set_aside: int | None = None, *, probe: bool = False,
     return p
 
 
+def label(measured: bool, how: str = "") -> str:
+    """The label every printed tax carries: ``"measured (how)"`` or ``"model"`` (the one
+    home of these words is ``l2persist._format``; studies and tools print through this)."""
+    return tax_source(measured, how)
+
+
+def model_predicted(value, fmt="{:.2f}x") -> str:
+    """The model's figure beside a measurement of the same thing, after it:
+    ``"the model predicted 2.30x"`` (``fmt``: a format string or a callable)."""
+    return tax_predicted(value, fmt)
+
+
 def measurements() -> tuple[list, list, list]:
     """The rows the model is fitted to (and held out from the fit): (knees, slowdowns,
     limit-0 knees)."""
@@ -423,8 +492,9 @@ def fit_penalty(l2_bytes, coeff, set_asides, ws, slowdowns, *, base=None) -> flo
 
 __all__ = ["KINDS", "KNEE_THRESHOLD", "SHAPES", "TaxMeasurement", "TaxPrediction", "TaxProbe",
            "companion_measurements", "fit_capacity", "fit_companion", "fit_penalty",
-           "fit_stream_cost", "measure", "measured_knee", "measurements", "predict", "probe",
-           "probe_working_set", "set_aside_tax", "shapes"]
+           "fit_stream_cost", "label", "measure", "measured_knee", "measurements",
+           "model_predicted", "predict", "probe", "probe_working_set", "set_aside_tax",
+           "shapes"]
 
 # The binding (csrc/py/device.c) imports nothing from this package: Device.set_aside_tax and
 # DeviceProperties' repr and HTML reach the Python they hand over to through these hooks,

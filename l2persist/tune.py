@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import _core
-from ._format import human_bytes, load_json, node_label, save_json
+from ._format import human_bytes, node_label, read_json, save_json, tax_predicted, tax_source
 
 __all__ = ["Target", "TuneResult", "Verdict", "describe", "timed_stream",
            "tune", "verdict",
@@ -190,7 +190,8 @@ class TuneResult:
     mps_set_aside: int | None = None
     #: What the recommended set-aside costs other work: a write-heavy probe at it against
     #: limit 0 ({"set_aside", "slowdown", "base_ms", "at_ms", "working_set"}), measured by
-    #: l2persist.tax.probe. None when the recommendation sets no set-aside of its own (limit 0
+    #: l2persist.tax.probe, with the model's ``predicted`` slowdown for the same probe.
+    #: None when the recommendation sets no set-aside of its own (limit 0
     #: or the default) or the probe could not run (then ``tax_note`` says why).
     tax: dict | None = None
     tax_note: str = ""
@@ -264,9 +265,17 @@ class TuneResult:
         t = self.tax
         who = ("every MPS client of this GPU pays it" if self.mps_set_aside is not None
                else "all other work of the process pays it while the limit is set")
-        return (f"tax: at set-aside {human_bytes(t['set_aside'])} a write-heavy probe over "
-                f"{human_bytes(t['working_set'])} runs {t['slowdown']:.2f}x slower "
-                f"({t['base_ms']:.4f} -> {t['at_ms']:.4f} ms); {who}")
+        # fn's own tax, (c) against the better baseline, when (c) is at the probe's set-aside
+        own = ""
+        if self.found and self.found.get("set_aside") == t["set_aside"] and self.baseline_ms:
+            own = (f"on fn itself {tax_source(True, '(c), no window, against the better baseline')}"
+                   f" {self.aside_ms / self.baseline_ms:.3f}x; ")
+        predicted = (f"; {tax_predicted(t['predicted'])}" if t.get("predicted") is not None
+                     else "")
+        probe = tax_source(True, f"a write-heavy probe over {human_bytes(t['working_set'])}")
+        return (f"tax at set-aside {human_bytes(t['set_aside'])}: {own}on written data "
+                f"{probe} {t['slowdown']:.2f}x slower ({t['base_ms']:.4f} -> "
+                f"{t['at_ms']:.4f} ms){predicted}; {who}")
 
     def scope_line(self) -> str:
         """Set the limit around a phase, or for the process ("" without a recommendation)."""
@@ -357,9 +366,26 @@ class TuneResult:
     def from_json(cls, text_or_path) -> "TuneResult":
         """A result saved with to_json(), e.g. to redraw it on a machine without a GPU (it
         cannot apply() there)."""
-        d = load_json(text_or_path)
-        d["ci"] = tuple(d["ci"])
-        return cls(**d)
+        import dataclasses
+        d, where = read_json(text_or_path, what="an l2persist TuneResult")
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        missing = [k for k, f in fields.items() if k not in d and not k.startswith("_")
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        unknown = sorted(k for k in d if k not in fields or k.startswith("_"))
+        if missing or unknown:
+            raise ValueError(
+                f"{where}: not the JSON of a TuneResult (TuneResult.to_json): "
+                + "; ".join(([f"missing field(s) {', '.join(map(repr, missing))}"]
+                             if missing else [])
+                            + ([f"unknown field(s) {', '.join(map(repr, unknown))}"]
+                               if unknown else [])))
+        try:
+            d["ci"] = tuple(d["ci"])
+            return cls(**d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{where}: not the JSON of a TuneResult (TuneResult.to_json): "
+                             f"field 'ci': {e}") from None
 
     def plan(self, config: dict | None = None):
         """The recommended configuration (or ``config``) as an ``l2persist.Plan`` over the
@@ -424,9 +450,10 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
     - ``seed``: of the bootstrap (the search itself is deterministic given the timings).
     - ``tax``: probe what the recommended set-aside costs other work (``l2persist.tax``).
     - ``recheck_rounds``: a pick the search recommends is re-measured against both baselines
-      in this many fresh interleaved rounds after a pause (0: not); it is recommended only
-      if it still helps by the same rule (measured: ``scatter_reduce_`` amax claimed 1.044x
-      in the search and re-measured 0.975x).
+      in this many fresh interleaved rounds (0: not), more while the rule is undecided (as in
+      the confirmation: one noisy round of three must not veto a real gain), and dropped
+      for the better baseline when it decidedly no longer helps (measured:
+      ``scatter_reduce_`` amax claimed 1.044x in the search and re-measured 0.975x). C core.
 
     Timing brackets the work: fn is run once first, noting where its work runs (its PyTorch
     CUDA graph replays, and through the launch log its kernel launches). If it ran on a stream
@@ -499,11 +526,9 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat:
                               hit_ratios=hit_ratios, tune_props=tune_props,
                               max_evals=max_evals or 0, repeat=repeat,
                               confirm_rounds=confirm_rounds, min_gain=min_gain,
-                              confidence=confidence, seed=seed, screen_keep=screen_keep)
-        recheck = None
-        if r["persistence_helps"] and recheck_rounds:
-            recheck = _recheck(evaluate, inst, dev, r, recheck_rounds, repeat, min_gain,
-                               confidence, seed)
+                              confidence=confidence, seed=seed, screen_keep=screen_keep,
+                              recheck_rounds=recheck_rounds)
+        recheck = r["recheck"]  # the C core's: fresh rounds, more while undecided
         measured = None
         if counters:
             names = list(EXPLAIN_COUNTERS if counters is True else counters)
@@ -584,31 +609,6 @@ def timed_stream(fn, stream, dev, *, given: bool):
     return stream
 
 
-def _recheck(evaluate, inst, dev, r, rounds, repeat, min_gain, confidence, seed):
-    """The pick against both baselines in fresh interleaved rounds after a pause; the
-    verdict is the C rule's. A pick that does not hold is replaced by the better baseline."""
-    n = len(inst.windows)
-    # Under MPS the set-aside is the server's: both baselines are "no window" at it (the
-    # search's rule too); a client cannot set limit 0.
-    zero = dev.default_persisting_l2_limit if dev.mps else 0
-    arms = {"limit0": {"set_aside": zero, "windows": [None] * n},
-            "default": {"set_aside": dev.default_persisting_l2_limit, "windows": [None] * n},
-            "pick": r["recommended"]}
-    order = list(arms)
-    samples = {k: [] for k in arms}
-    time.sleep(0.25)  # separated in time from the search
-    for i in range(rounds):
-        for k in (order if i % 2 == 0 else order[::-1]):
-            samples[k] += list(evaluate(arms[k], repeat))
-    v = verdict(samples["limit0"], samples["default"], samples["pick"], min_gain=min_gain,
-                confidence=confidence, seed=seed, rounds=rounds)
-    held = v.helps
-    if not held:
-        r["persistence_helps"] = False
-        r["recommended"] = arms["default" if r["baseline"] == "default" else "limit0"]
-    return {"speedup": v.speedup, "ci": [v.ci_low, v.ci_high], "held": held, "rounds": rounds}
-
-
 def _discover(fn, stream, candidates):
     """The buffers fn's kernels use, from l2persist.process.discover."""
     try:
@@ -672,13 +672,13 @@ def _probe_tax(res, dev, stream):
     if res.mps_set_aside is not None:
         # An MPS client cannot set limit 0 for the probe's baseline: give the model's word.
         pred = tax_module.predict(dev, set_aside)
-        res.tax_note = (f"tax (model, not measured: an MPS client cannot set limit 0): "
+        res.tax_note = (f"tax, not measured (an MPS client cannot set limit 0): "
                         f"{pred.summary()}; every MPS client of this GPU pays it")
         return
     p = tax_module.probe(dev, set_aside, stream=stream)
     res.tax = {"set_aside": int(set_aside), "slowdown": float(p.slowdown),
                "base_ms": float(p.base_ms), "at_ms": float(p.at_ms),
-               "working_set": int(p.working_set)}
+               "working_set": int(p.working_set), "predicted": float(p.predicted)}
 
 
 def _explain(fn, inst, session, dev, r, names):

@@ -253,7 +253,7 @@ def test_set_aside_tax_sizes_per_access():
         ws, x = max(((w, v) for (k, p, s, w), v in slow.items()
                      if (k, p, s) == (kind, pattern, top)), key=lambda t: t[1])
         n = note("set-aside-tax", f"{kind} ({pattern}) at the maximum set-aside")
-        assert f"{top / MIB:g} MiB: up to {x:.2f}x (working set {ws / MIB:g} MiB)" in n
+        assert f"{top / MIB:g} MiB: measured up to {x:.2f}x (working set {ws / MIB:g} MiB)" in n
     # the stored H100 run: writes pay most, reads least
     worst = {k: max(v for (k2, p, s, _), v in slow.items() if k2 == k and p == "random"
                     and s == top) for k in ("read", "write", "rmw", "atomic")}
@@ -316,7 +316,8 @@ def test_set_aside_tax_knees_measured_and_modelled():
     model = {}
     for s, (lo, hi) in _measured_knees().items():
         said = f"none up to {lo:g}" if hi is None else f"({lo:g}, {hi:g}]"
-        m = re.search(rf"s={s / MIB:g} MiB: measured {re.escape(said)} vs model (none|[\d.]+)", n)
+        m = re.search(rf"s={s / MIB:g} MiB: measured {re.escape(said)}, the model predicted "
+                      r"(none|[\d.]+)", n)
         assert m, (s, said, n)
         model[s] = None if m[1] == "none" else float(m[1])
     within = _check_model_knees(model, meta["l2_cache_size"] / MIB)

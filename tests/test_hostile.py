@@ -97,6 +97,21 @@ HOSTILE = [
      ValueError, "text_or_path (JSON text): holds a number"),
     ("TuneResult.from_json 'null'", lambda p, c: l2persist.TuneResult.from_json("null"),
      ValueError, "text_or_path (JSON text): holds null"),
+    # a JSON object that is not a saved TuneResult names the fields it lacks or does not know
+    ("TuneResult.from_json '{}'", lambda p, c: l2persist.TuneResult.from_json("{}"),
+     ValueError, "text_or_path (JSON text): not the JSON of a TuneResult (TuneResult.to_json): "
+                 "missing field(s) 'device', 'default_limit'"),
+    ("TuneResult.from_json a file of other fields", lambda p, c: l2persist.TuneResult.from_json(
+        (p / "tune.json").write_text('{"bogus": 1}') and p / "tune.json"),
+     ValueError, "tune.json: not the JSON of a TuneResult (TuneResult.to_json): missing field(s) "
+                 "'device'"),
+    # a known study's stored plot names a column its code derives (set-aside-tax's 'access'):
+    # Results.load derives it as studies.load does; records without what it is derived from
+    # leave it out, and the plot names it
+    ("Results set-aside-tax records without 'kind'", lambda p, c: Results.load(results_file(
+        p, study="set-aside-tax", records=[{"ws_mib": 4, "slowdown": 1.0}],
+        plot={"x": "ws_mib", "y": ["slowdown"], "facet": "access"})).plot(),
+     ValueError, "the plot's facet column 'access' is in no record"),
     ("Plan.from_json a missing file", lambda p, c: l2persist.Plan.from_json(str(p / "no.json")),
      FileNotFoundError, "text_or_path: '"),
     ("Plan.from_json a directory", lambda p, c: l2persist.Plan.from_json(str(p)),
@@ -303,3 +318,19 @@ def test_output_check_leaves_no_file_behind(tmp_path, capsys):
     assert output_problem("--json", str(new)) is None and not new.exists()
     assert output_problem("--csv", str(old)) is None and old.read_text() == "kept"
     assert output_problem("--json", "/dev/null") is None
+
+
+def test_a_stored_study_plots_from_results_load_as_from_studies_load():
+    """Results.load of a study's stored result adds the columns the study derives (its
+    stored plot names them), as studies.load does: the same records, and it draws."""
+    pytest.importorskip("matplotlib")
+    from pathlib import Path
+
+    from l2persist import studies
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "set-aside-tax.json"
+    plain, full = Results.load(path), studies.load(path)
+    assert plain.records == full.records and all("access" in r for r in plain.records)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.close(plain.plot())

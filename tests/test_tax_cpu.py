@@ -59,7 +59,7 @@ def test_rounds_to_granules_and_small_set_asides_are_free():
     assert z.summary() == "no set-aside: no tax"
     d = tax.predict(H200, 11796480)  # the driver's default: 3 granules
     assert not d.taxed and d.slowdown_at(55 * MIB) == 1.0
-    assert d.summary().startswith("set-aside 11.25 MiB: no tax (it starts at 25% of the L2")
+    assert d.summary().startswith("model: set-aside 11.25 MiB: no tax (it starts at 25% of the L2")
 
 
 def test_unmeasured_chip_takes_the_closest():
@@ -697,9 +697,11 @@ def test_real_work_notes_and_findings():
                  base_ms=4.0, at_ms=5.0)]
     notes = study.real_work_notes(rows)
     assert notes == [
-        "real work, encoder training step (9.5 ms at limit 0, no window): 1.18x (1.17-1.19) "
+        "real work, encoder training step (9.5 ms at limit 0, no window), measured "
+        "(tax.measure): 1.18x (1.17-1.19) "
         "at 10 granules (37.5 MiB), 1.04x (1.03-1.05) at 7 granules (26.25 MiB)",
-        "real work, torch_geometric GCN training step (4 ms at limit 0, no window): 1.24x "
+        "real work, torch_geometric GCN training step (4 ms at limit 0, no window), measured "
+        "(tax.measure): 1.24x "
         "(1.20-1.30, not within +-2 %) at 10 granules (37.5 MiB)"]
     res = studies.load(Path(__file__).resolve().parents[1] / "notebooks" / "results"
                        / "set-aside-tax.json")

@@ -405,7 +405,7 @@ def _fake_tax(monkeypatch, probes):
     def probe(device, set_aside, *, stream=None):
         probes.append(set_aside)
         return types.SimpleNamespace(slowdown=1.8, base_ms=0.1, at_ms=0.18,
-                                     working_set=16 * MIB)
+                                     working_set=16 * MIB, predicted=2.5)
     tax.probe = probe
     monkeypatch.setitem(sys.modules, "l2persist.tax", tax)
     monkeypatch.setattr(l2persist, "tax", tax, raising=False)
@@ -432,8 +432,13 @@ def test_tune_without_targets_discovers_and_places(fake_world, monkeypatch):
     assert "not inside a stream capture" in r.scope_line()
     # the tax was probed once, at the recommended set-aside, and is in the verdict
     assert probes == [r.recommended["set_aside"]]
-    assert r.tax["slowdown"] == 1.8 and "tax: at set-aside" in r.verdict()
+    assert r.tax["slowdown"] == 1.8 and "tax at set-aside" in r.verdict()
     assert "1.80x slower" in r.tax_line() and "all other work" in r.tax_line()
+    # each figure says where it came from; the measurement leads, the model's follows
+    line = r.tax_line()
+    assert "measured (a write-heavy probe over 16 MiB) 1.80x" in line
+    assert line.index("measured") < line.index("the model predicted 2.50x")
+    assert "on fn itself measured ((c), no window" in line
     table = r.table()
     assert "| acc | 0:index_add_ | 36" in table and "(in part: max window)" in table
     assert "| idx | 0:index_add_, 1:gather |" in table
@@ -746,3 +751,55 @@ def test_timed_stream_without_a_launch_log_runs_fn_once(monkeypatch):
     with pytest.raises(KeyError, match="fn's own error"):
         _timed(fails, mine, given=True)
     assert runs == [1, 2]
+
+
+def _gain_128(calls, hiccup=None, fade_from=None):
+    """A real 1.28x gain (any persisting window over a set-aside); the call `hiccup` (1-based)
+    runs as slow as no window, and from `fade_from` on the gain is gone."""
+    rng = np.random.default_rng(5)
+
+    def evaluate(config, n):
+        calls.append(config)
+        w = config["windows"][0]
+        on = w is not None and w["hit_prop"] == 2 and config["set_aside"] > 0
+        gone = len(calls) == hiccup or (fade_from is not None and len(calls) >= fade_from)
+        t = 1.0 / 1.28 if on and not gone else 1.0
+        return list(t * (1 + 0.01 * rng.uniform(-1, 1, n)))
+    return evaluate
+
+
+def test_recheck_is_the_cores_and_a_noisy_round_does_not_veto():
+    """tune's recheck of a recommended pick runs in the C core: 3 fresh rounds of (a), (b)
+    and the pick; a hiccup in the pick's first fresh round leaves the rule undecided, more
+    rounds follow and the 1.28x holds (a single look at 3 rounds dropped it); a gain gone
+    after the confirmation is dropped for the better baseline."""
+    calls = []
+    r = _core.tune_search(_gain_128(calls), None, [16 * MIB], [0], facts=(G, PMAX, DEF))
+    assert r["persistence_helps"] and r["recheck"]["held"] and r["recheck"]["rounds"] == 3
+    lo, hi = r["recheck"]["ci"]
+    assert lo <= r["recheck"]["speedup"] <= hi and lo > 1.2
+    total = len(calls)
+    again = []
+    r = _core.tune_search(_gain_128(again, hiccup=total - 9 + 3), None, [16 * MIB], [0],
+                          facts=(G, PMAX, DEF))
+    assert r["persistence_helps"] and r["recheck"]["held"] and r["recheck"]["rounds"] > 3
+    # the hiccup alone, judged at 3 rounds by the rule: undecided, not "helps"
+    slow = [1.0] * 10 + [1 / 1.28] * 20
+    v = _core.tune_verdict([1.05] * 30, [1.0] * 30, slow, rounds=3)
+    assert v["speedup"] > 1.25 and not v["helps"]
+    gone = _core.tune_search(_gain_128([], fade_from=total - 9 + 1), None, [16 * MIB], [0],
+                             facts=(G, PMAX, DEF))
+    assert not gone["persistence_helps"] and gone["recheck"]["held"] is False
+    assert gone["recommended"]["windows"] == [None] and gone["speedup"] > 1.2
+    off = _core.tune_search(_gain_128([]), None, [16 * MIB], [0], facts=(G, PMAX, DEF),
+                            recheck_rounds=0)
+    assert off["persistence_helps"] and off["recheck"] is None
+    with pytest.raises(ValueError, match="recheck_rounds"):
+        _core.tune_search(_gain_128([]), None, [16 * MIB], [0], facts=(G, PMAX, DEF),
+                          recheck_rounds=1001)
+
+
+def test_recheck_rounds_default_is_the_cores():
+    import inspect
+    core = inspect.signature(_core.tune_search).parameters["recheck_rounds"].default
+    assert inspect.signature(l2persist.tune).parameters["recheck_rounds"].default == core == 3

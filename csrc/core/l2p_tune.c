@@ -21,6 +21,7 @@ void l2p_tune_options_default(l2p_tune_options *o)
     o->max_evals = 0; /* 0: 14 + 4 per target, set at run time */
     o->repeat = 10;
     o->confirm_rounds = 3;
+    o->recheck_rounds = L2P_TUNE_RECHECK_ROUNDS;
     o->min_gain = 0.01;
     o->confidence = 0.95;
     o->seed = 0x9e3779b97f4a7c15ull;
@@ -81,6 +82,9 @@ l2p_status l2p_tune_check_options(const l2p_tune_options *o)
     if (o->confirm_rounds < 1 || o->confirm_rounds > 1000)
         return l2p_fail(L2P_ERR_VALUE, "confirm_rounds: %zu is outside [1, 1000]",
                         o->confirm_rounds);
+    if (o->recheck_rounds > 1000)
+        return l2p_fail(L2P_ERR_VALUE, "recheck_rounds: %zu is outside [0, 1000]",
+                        o->recheck_rounds);
     if (!(o->min_gain >= 0.0 && o->min_gain < 1.0))
         return l2p_fail(L2P_ERR_VALUE, "min_gain: %g is outside [0, 1)", o->min_gain);
     if (!(o->confidence > 0.5 && o->confidence < 1.0))
@@ -865,66 +869,156 @@ static double looks_confidence(double confidence)
     return 1.0 - (1.0 - confidence) / CONFIRM_LOOKS;
 }
 
+/* The arms of the confirmation and of the recheck: (a) limit 0, (b) the default limit, (c) the
+ * found set-aside without windows, the found configuration. */
+enum { ARM_A, ARM_B, ARM_C, ARM_FOUND, ARMS };
+
+typedef struct {
+    const point *pts[ARMS];
+    int same_as[ARMS]; /* the first arm equal to each (repeats are measured once) */
+    int skip_c;        /* the recheck leaves (c) out: only the verdict's three arms matter */
+    size_t per;        /* sample capacity per arm */
+    double *all;       /* [ARMS][per] */
+    size_t n[ARMS];
+} arms_t;
+
+static l2p_status arms_init(arms_t *ar, const search *sr, const point *a, const point *b,
+                            const point *c, size_t max_rounds, int skip_c)
+{
+    const size_t nt = sr->o->n_targets;
+    memset(ar, 0, sizeof *ar);
+    ar->pts[ARM_A] = a;
+    ar->pts[ARM_B] = b;
+    ar->pts[ARM_C] = c;
+    ar->pts[ARM_FOUND] = &sr->best;
+    ar->skip_c = skip_c;
+    for (int k = 0; k < ARMS; k++) {
+        ar->same_as[k] = k;
+        for (int j = k - 1; j >= 0; j--)
+            if (point_eq(ar->pts[j], ar->pts[k], nt)) ar->same_as[k] = j;
+    }
+    ar->per = max_rounds * sr->o->repeat;
+    ar->all = malloc(ARMS * ar->per * sizeof *ar->all);
+    return ar->all ? L2P_OK : l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the "
+                                       "confirmation");
+}
+
+/* One round, ABBA: odd rounds run backwards, so that a steady drift favours no arm. */
+static void arms_round(search *sr, arms_t *ar, size_t round)
+{
+    for (int i = 0; i < ARMS && ok(sr); i++) {
+        int k = round % 2 ? ARMS - 1 - i : i;
+        if (ar->same_as[k] != k || (k == ARM_C && ar->skip_c)) continue;
+        (void)measure(sr, ar->pts[k], L2P_TUNE_CONFIRM, ar->all + k * ar->per, &ar->n[k]);
+    }
+}
+
+/* Rounds of the arms from `first_look` rounds up to CONFIRM_EXTEND times that, the rule
+ * looking at first_look x 1, 2, 4, 8 rounds and stopping once it is decided (the found
+ * configuration must be neither baseline for the rule to judge it). *rounds: those run. */
+static void arms_decide(search *sr, arms_t *ar, size_t first_look, l2p_tune_verdict_t *v,
+                        size_t *rounds)
+{
+    const l2p_tune_options *o = sr->o;
+    const int ia = ar->same_as[ARM_A], ib = ar->same_as[ARM_B];
+    const int judge = ar->same_as[ARM_FOUND] == ARM_FOUND;
+    size_t look = first_look;
+    for (size_t round = 0; round < first_look * CONFIRM_EXTEND && ok(sr); round++) {
+        arms_round(sr, ar, round);
+        *rounds = round + 1;
+        if (!ok(sr) || round + 1 < look || !judge) continue;
+        look *= 2; /* few looks, few false "helps" */
+        /* its medians reorder the samples: harmless, their order is not used */
+        sr->status = verdict_with(ar->all + ia * ar->per, ar->n[ia], ar->all + ib * ar->per,
+                                  ar->n[ib], ar->all + ARM_FOUND * ar->per, ar->n[ARM_FOUND],
+                                  round + 1, o->min_gain, looks_confidence(o->confidence),
+                                  o->seed, o->phases, v);
+        if (ok(sr) && !undecided(v, o->min_gain)) break;
+    }
+}
+
+static double arm_median(arms_t *ar, int k)
+{
+    int j = ar->same_as[k];
+    return l2p_median(ar->all + j * ar->per, ar->n[j]);
+}
+
+/* The arms set up (c is the caller's: ar keeps its address) and measured until the rule
+ * decides or CONFIRM_EXTEND x first_look rounds ran; the caller frees ar->all. */
+static l2p_status arms_run(search *sr, const point *a, const point *b, const point *c,
+                           size_t first_look, int skip_c, arms_t *ar, l2p_tune_verdict_t *v,
+                           size_t *rounds)
+{
+    const l2p_tune_verdict_t none = {0, 0.0, 0.0, 1.0, 1.0, 1.0, 0};
+    *v = none;
+    L2P_TRY(arms_init(ar, sr, a, b, c, first_look * CONFIRM_EXTEND, skip_c));
+    arms_decide(sr, ar, first_look, v, rounds);
+    return L2P_OK;
+}
+
 /* Re-measure, in interleaved rounds, (a) limit 0, (b) the default limit, (c) the found
  * set-aside without windows and the found configuration; repeats among them are measured once.
  * After confirm_rounds the rule decides; an undecided verdict gets more rounds, the rule
  * looking again each time their number has doubled. */
 static l2p_status confirm(search *sr, const point *a, const point *b)
 {
-    enum { A, B, C, FOUND, K };
     const l2p_tune_options *o = sr->o;
-    const size_t nt = o->n_targets, max_rounds = o->confirm_rounds * CONFIRM_EXTEND;
     l2p_tune_result *r = sr->r;
     point c = aside_only(sr);
-    const point *pts[K] = {a, b, &c, &sr->best};
-    int same_as[K];
-    size_t per = max_rounds * o->repeat, n[K] = {0};
-    double *all = malloc(K * per * sizeof *all), med[K];
-    l2p_tune_verdict_t v = {0, 0.0, 0.0, 1.0, 1.0, 1.0, 0};
-    if (!all) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for the confirmation");
-    for (int k = 0; k < K; k++) { /* the first of the configurations equal to pts[k] */
-        same_as[k] = k;
-        for (int j = k - 1; j >= 0; j--)
-            if (point_eq(pts[j], pts[k], nt)) same_as[k] = j;
-    }
-    const int ia = same_as[A], ib = same_as[B], judge = same_as[FOUND] == FOUND;
-    size_t look = o->confirm_rounds;
-    for (size_t round = 0; round < max_rounds && ok(sr); round++) {
-        for (int i = 0; i < K && ok(sr); i++) { /* ABBA: odd rounds run backwards, so that a
-                                                  * steady drift favours no configuration */
-            int k = round % 2 ? K - 1 - i : i;
-            if (same_as[k] == k) (void)measure(sr, pts[k], L2P_TUNE_CONFIRM, all + k * per, &n[k]);
-        }
-        r->confirm_rounds = round + 1;
-        if (!ok(sr) || round + 1 < look || !judge) continue;
-        look *= 2; /* looks at confirm_rounds x 1, 2, 4, 8: few looks, few false "helps" */
-        /* found is neither baseline: the rule decides (its medians reorder the samples:
-         * harmless, their order is not used) */
-        sr->status = verdict_with(all + ia * per, n[ia], all + ib * per, n[ib],
-                                  all + FOUND * per, n[FOUND], round + 1, o->min_gain,
-                                  looks_confidence(o->confidence), o->seed, o->phases, &v);
-        if (ok(sr) && !undecided(&v, o->min_gain)) break;
-    }
+    arms_t ar;
+    l2p_tune_verdict_t v;
+    L2P_TRY(arms_run(sr, a, b, &c, o->confirm_rounds, 0, &ar, &v, &r->confirm_rounds));
     if (!ok(sr)) {
-        free(all);
+        free(ar.all);
         return sr->status;
     }
-    for (int k = 0; k < K; k++)
-        med[k] = same_as[k] == k ? l2p_median(all + k * per, n[k]) : med[same_as[k]];
-    r->base_ms[0] = med[A];
-    r->base_ms[1] = med[B];
-    r->aside_ms = med[C];
-    r->found_ms = med[FOUND];
-    r->baseline = med[B] < med[A];
-    to_config(sr, pts[same_as[r->baseline ? B : A]], &r->recommended);
+    r->base_ms[0] = arm_median(&ar, ARM_A);
+    r->base_ms[1] = arm_median(&ar, ARM_B);
+    r->aside_ms = arm_median(&ar, ARM_C);
+    r->found_ms = arm_median(&ar, ARM_FOUND);
+    r->baseline = r->base_ms[1] < r->base_ms[0];
+    to_config(sr, ar.pts[ar.same_as[r->baseline ? ARM_B : ARM_A]], &r->recommended);
     to_config(sr, &sr->best, &r->found);
     r->speedup = v.speedup;
     r->ci_low = v.ci_low;
     r->ci_high = v.ci_high;
-    r->persistence_helps = judge && v.helps;
+    r->persistence_helps = ar.same_as[ARM_FOUND] == ARM_FOUND && v.helps;
     if (r->persistence_helps) r->recommended = r->found;
-    free(all);
+    free(ar.all);
     return L2P_OK;
+}
+
+/* The recheck of a recommended pick: (a), (b) and the pick in fresh interleaved rounds after
+ * the confirmation, by the confirmation's own loop. The rounds that recommended a pick also
+ * chose it; fresh ones do not share their luck (tune's scatter_reduce_ amax claimed 1.044x
+ * and re-measured 0.975x). A single look at 3 rounds is not enough: its t interval over 3
+ * rounds is +-2.5 standard deviations of a round's log-speedup, so one noisy round of three
+ * vetoed a real gain (an allocate-per-call workload's 1.31x was dropped in one run of two
+ * while an exhaustive grid gave 1.28x). So an undecided recheck gets more rounds, as the
+ * confirmation does (up to CONFIRM_EXTEND x recheck_rounds), and the pick is dropped when the
+ * verdict after them still does not say it helps. */
+static l2p_status recheck_pick(search *sr, const point *a, const point *b)
+{
+    const l2p_tune_options *o = sr->o;
+    l2p_tune_result *r = sr->r;
+    point c = aside_only(sr);
+    arms_t ar;
+    l2p_tune_verdict_t v;
+    r->held = -1;
+    if (!r->persistence_helps || !o->recheck_rounds) return L2P_OK;
+    L2P_TRY(arms_run(sr, a, b, &c, o->recheck_rounds, 1, &ar, &v, &r->held_rounds));
+    if (ok(sr)) {
+        r->held = v.helps;
+        r->held_speedup = v.speedup;
+        r->held_ci_low = v.ci_low;
+        r->held_ci_high = v.ci_high;
+        if (!v.helps) { /* the better baseline of the confirmation, as without a pick */
+            r->persistence_helps = 0;
+            to_config(sr, ar.pts[ar.same_as[r->baseline ? ARM_B : ARM_A]], &r->recommended);
+        }
+    }
+    free(ar.all);
+    return sr->status;
 }
 
 void l2p_tune_result_free(l2p_tune_result *r)
@@ -971,6 +1065,7 @@ l2p_status l2p_tune_run(const l2p_tune_options *o, l2p_tune_eval_fn eval, void *
     } else {
         run_search(&sr, &a, &b);
         if (ok(&sr)) sr.status = confirm(&sr, &a, &b);
+        if (ok(&sr)) sr.status = recheck_pick(&sr, &a, &b);
     }
     out->evals = out->n_trials;
     free(sr.pts);

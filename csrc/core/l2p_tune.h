@@ -35,6 +35,9 @@ extern "C" {
 
 /* The default screen_keep (tune()'s parameter shows it through the bridge's row). */
 #define L2P_TUNE_SCREEN_KEEP 4
+/* The default recheck_rounds: a recommended pick re-measured against both baselines in this
+ * many fresh interleaved rounds (more while undecided, as in the confirmation). */
+#define L2P_TUNE_RECHECK_ROUNDS 3
 
 #define L2P_TUNE_MAX_TARGETS 16
 #define L2P_TUNE_MAX_LEVELS 64
@@ -85,6 +88,12 @@ typedef struct {
                             * high-hit configuration first, then the search on the
                             * screen_keep fastest whose probe beat the better baseline (the
                             * fastest always); the others get no window. 0: no screening */
+    size_t recheck_rounds; /* (L2P_TUNE_RECHECK_ROUNDS) a recommended pick is measured again
+                            * against both baselines in this many fresh interleaved rounds,
+                            * extended like the confirmation while the rule is undecided, and
+                            * dropped for the better baseline only when the rule, decided, says
+                            * it does not help (a pick that looked good in the rounds that
+                            * chose it can fade). 0: not */
     unsigned phases;       /* L2P_TUNE_ALL (the default). For tests only: clearing a bit removes
                             * that part of the search or of the decision, so that a test can
                             * show that each part matters (tests/c/test_tune_replay.c). */
@@ -134,11 +143,15 @@ typedef struct {
     int kept[L2P_TUNE_MAX_TARGETS];         /* searched after the screening (all without) */
     int smaller_preferred;       /* the recheck took a smaller set-aside within noise of the
                                   * fastest candidate */
+    int held;                    /* the pick in the fresh rounds of recheck_rounds: -1 not
+                                  * run, 1 still helps, 0 dropped (recommended: the baseline) */
+    size_t held_rounds;          /* rounds those took (more than recheck_rounds: undecided) */
+    double held_speedup, held_ci_low, held_ci_high; /* the pick's speedup there */
 } l2p_tune_result;
 
 /* Defaults: hit ratios 0.1 .. 1.0, props tuned, 14 + 4 evaluations per searched target (plus
  * one per screened target), no screening, 10 samples,
- * 3 confirmation rounds, min_gain 0.01, confidence 0.95. The caller fills in the device and
+ * 3 confirmation rounds, 3 recheck rounds, min_gain 0.01, confidence 0.95. The caller fills in the device and
  * the targets. */
 void l2p_tune_options_default(l2p_tune_options *o);
 

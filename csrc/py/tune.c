@@ -139,13 +139,22 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
     PyObject *screen = !levels ? NULL
                        : r->screened ? list_of(r->screened, screen_item, r)
                                      : Py_NewRef(Py_None);
-    if (!screen) {
+    /* the recheck of a recommended pick: {"speedup", "ci", "held", "rounds"}, or None */
+    PyObject *recheck = !screen ? NULL
+                        : r->held < 0 ? Py_NewRef(Py_None)
+                                      : Py_BuildValue("{s:d,s:[dd],s:O,s:n}", "speedup",
+                                                      r->held_speedup, "ci", r->held_ci_low,
+                                                      r->held_ci_high, "held",
+                                                      r->held ? Py_True : Py_False, "rounds",
+                                                      (Py_ssize_t)r->held_rounds);
+    if (!recheck) {
         Py_XDECREF(trials);
         Py_XDECREF(levels);
+        Py_XDECREF(screen);
         return NULL;
     }
     return Py_BuildValue(
-        "{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N}",
+        "{s:N,s:N,s:n,s:N,s:N,s:O,s:s,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:O,s:n,s:N,s:N}",
         "trials", trials, "set_aside_levels", levels, "evals", (Py_ssize_t)r->evals,
         "found", config_obj(st, &r->found), "recommended", config_obj(st, &r->recommended),
         "persistence_helps", r->persistence_helps ? Py_True : Py_False,
@@ -154,7 +163,8 @@ static PyObject *result_obj(l2p_state *st, const l2p_tune_result *r)
         "speedup", r->speedup, "ci_low", r->ci_low, "ci_high", r->ci_high,
         "rechecked", (Py_ssize_t)r->rechecked,
         "smaller_preferred", r->smaller_preferred ? Py_True : Py_False,
-        "confirm_rounds", (Py_ssize_t)r->confirm_rounds, "screen", screen);
+        "confirm_rounds", (Py_ssize_t)r->confirm_rounds, "screen", screen, "recheck",
+        recheck);
 }
 
 static int hit_ratios_arg(PyObject *obj, l2p_tune_options *o)
@@ -292,7 +302,7 @@ typedef struct {
     long long max_evals, repeat, confirm_rounds;
     double min_gain, confidence;
     PyObject *seed, *facts;
-    long long phases, screen_keep;
+    long long phases, screen_keep, recheck_rounds;
 } tune_search_args;
 
 static PyObject *tune_search_impl(PyObject *m, const void *args)
@@ -311,6 +321,7 @@ static PyObject *tune_search_impl(PyObject *m, const void *args)
     o.tune_props = a->tune_props;
     o.phases = (unsigned)a->phases;
     o.screen_keep = (size_t)a->screen_keep;
+    o.recheck_rounds = (size_t)a->recheck_rounds;
     if (seed_arg(a->seed, TUNE_SEED, &o.seed) < 0) return NULL;
     l2p_device_facts f = {0};
     if (l2p_py_device_facts(st, a->device, a->facts, &f) < 0) return NULL;
@@ -377,7 +388,13 @@ L2P_DEFINE_FN(tune_search_fn, tune_search_args, tune_search_impl, "tune_search",
                         .what = "targets", .doc = "with more targets than this (> 0), or "
                         "alternatives on one stream: one probe each first and the search on at "
                         "most that many fastest that beat the better baseline; 0: no "
-                        "screening"));
+                        "screening"),
+              L2P_PARAM(tune_search_args, recheck_rounds, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .ival = L2P_TUNE_RECHECK_ROUNDS, .lo = 0, .hi = LLONG_MAX,
+                        .what = "rounds", .doc = "a recommended pick re-measured against both "
+                        "baselines in this many fresh interleaved rounds (more while "
+                        "undecided), dropped when it decidedly does not help, in [0, 1000]; 0: "
+                        "not"));
 
 /* A 1-d float64 array over a sequence of samples (ms), or NULL with the error naming it. */
 static PyArrayObject *samples_arg(PyObject *obj, const char *name)

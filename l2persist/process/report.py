@@ -208,7 +208,7 @@ the interquartile range.</p>
 {_bars_svg(rows, 'GPU time per unit of work, by arm', 'ms')}
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
-{_bars_svg(tax, 'Per kernel: the chosen arm / the better baseline (above 1: it costs)', 'x',
+{_bars_svg(tax, 'Per kernel, measured (CUDA activity records): the chosen arm / the better baseline (above 1: it costs)', 'x',
            ref=1)}
 <h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>

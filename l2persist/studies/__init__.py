@@ -552,6 +552,23 @@ def _derived(partial, what: str, make, empty):
         return empty
 
 
+def derive_columns(res: Results) -> Results:
+    """Add the presentation columns a study derives from its records (its ``derive``: the
+    columns its stored plot names, e.g. set-aside-tax's ``access``), as ``refresh`` does,
+    without recomputing findings, plot or bars. ``Results.load`` calls it, so a stored
+    study plots as ``studies.load`` draws it. Records that lack what ``derive`` reads (a
+    file edited by hand, a part of a sweep) are left as they are: the plot then names the
+    missing column."""
+    if res.study in _MODULES:
+        mod = _module(res.study)
+        if hasattr(mod, "derive"):
+            try:
+                mod.derive(res.records)
+            except _PART_ERRORS:
+                pass
+    return res
+
+
 def load(path) -> Results:
     """Stored results (Results.load), with findings and plot from the study's current code."""
     return refresh(Results.load(path))
@@ -565,4 +582,5 @@ def merge(paths) -> Results:
 
 __all__ = ["Context", "GpuRequired", "NEED_NAMES", "StudyInfo", "Unavailable", "axis_labels",
            "cupy_stream", "info",
-           "list_studies", "load", "merge", "missing", "notebook_cells", "notebook_file", "readme_table", "refresh", "run", "study_names"]
+           "derive_columns", "list_studies", "load", "merge", "missing", "notebook_cells",
+           "notebook_file", "readme_table", "refresh", "run", "study_names"]

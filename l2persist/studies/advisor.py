@@ -361,7 +361,7 @@ def run(ctx):
 
 COLUMNS = [("mix", "mix"), ("workload", "workload"), ("weight", "weight"),
            ("baseline_ms", "baseline ms"), ("plan_ms", "plan ms"),
-           ("speedup", "speedup under the found plan"), ("tax", "own tax"),
+           ("speedup", "speedup under the found plan"), ("tax", "own tax (measured)"),
            ("windows", "windows"), ("set_aside_mib", "advised set-aside MiB"),
            ("found_set_aside_mib", "found set-aside MiB"), ("remeasured", "total re-measured"),
            ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
@@ -390,7 +390,7 @@ def findings(res) -> list:
         out.append(f"{mix}: {what}; re-measured outside the advisor {r['remeasured']:.3f}x "
                    f"against the better baseline; the grid's best gain {r['grid_gain']:.3f}x "
                    f"at {r['grid_best_mib']:g} MiB (the advice reaches {r['vs_grid']:.1%} of "
-                   f"it; both re-measured in the same rounds); {r['evals']} evaluations in {r['advise_s']:.1f} s; own taxes: {taxes}")
+                   f"it; both re-measured in the same rounds); {r['evals']} evaluations in {r['advise_s']:.1f} s; own taxes (measured): {taxes}")
     sc = _scale_record(res)
     if sc:
         out.append(f"scale: advise on {sc['graphs']} graphs took {sc['advise_s']:.1f} s "

@@ -38,9 +38,11 @@ WHY = """**What to do about it.**
 
 - **A set-aside is a process-wide tax on written data.** It applies to every kernel of the
   process (every client under MPS, where the server's percentage sets it), whether or not it
-  uses a window: PyTorch, cuBLAS, CuPy work included. `l2persist.tax.predict(dev, s)` and
-  `l2persist.tax.set_aside_tax(dev, s, probe=True)` (the model, plus a short measured probe)
-  say what a set-aside costs before you set it.
+  uses a window: PyTorch, cuBLAS, CuPy work included. Measure what it costs your work:
+  `l2persist.tax.measure(fn, s)`, or the advisor's per-workload and per-kernel tax.
+  `l2persist.tax.predict(dev, s)` is the model, a prior (on the H100 fused AdamW's knees came
+  10-14 MiB after it); `l2persist.tax.set_aside_tax(dev, s, probe=True)` adds a short
+  measured probe. Every printed figure says `measured` or `model`; the measurement wins.
 - **The driver's default (3 granules) costs nothing measurable** (the finding above): the tax
   starts at a quarter of the L2.
 - **Benchmarks**: run `python -m l2persist check` first (it exits non-zero, with one line
@@ -134,7 +136,7 @@ def run(ctx):
 
 COLUMNS = [("kind", "kind"), ("pattern", "pattern"), ("set_aside_mib", "set_aside_mib (MiB)"),
            ("ws_mib", "ws_mib (working set, MiB)"), ("ms", "median ms"),
-           ("slowdown", "vs limit 0"), ("predicted", "model"),
+           ("slowdown", "measured vs limit 0"), ("predicted", "model's prediction"),
            ("l2_write_hit_rate", "write hit %"), ("dram_bytes_write", "DRAM write B")]
 
 
@@ -202,13 +204,15 @@ def _findings(records, chip, have_counters):
                  f"puts no tax below {100 * model.onset_fraction:g} % of the L2 "
                  f"({model.onset_fraction * l2 / MIB:g} MiB) and the knee of written lines "
                  f"at L2 - {model.capacity_coeff:.3f} s above it")
-    notes.append(f"random-write knees (first working set {THRESHOLD}x slower): "
-                 + "; ".join(f"s={k['set_aside_mib']:g} MiB: measured "
+    notes.append(f"random-write knees, MiB (measured: the first working set {THRESHOLD}x "
+                 "slower; the model is the prior): "
+                 + "; ".join(f"s={k['set_aside_mib']:g} MiB: {tax.label(True)} "
                              + (f"({k['measured_lo_mib']:g}, {k['measured_hi_mib']:g}]"
                                 if k["measured_hi_mib"] else
                                 f"none up to {k['measured_lo_mib']:g}")
-                             + " vs model " + (f"{k['model_mib']:.1f}" if k["model_mib"]
-                                               is not None else "none") for k in knees)
+                             + ", " + tax.model_predicted(
+                                 k["model_mib"], lambda v: "none" if v is None else f"{v:.1f}")
+                             for k in knees)
                  + f"; {len(within)} of {len(knees)} within 4 MiB")
     for kind, pattern in dict.fromkeys((r["kind"], r["pattern"]) for r in records):
         at_top = [r for r in records if r["set_aside"] == top and r["kind"] == kind
@@ -216,7 +220,8 @@ def _findings(records, chip, have_counters):
         if not at_top:  # a part of the sweep without limit 0 at these sizes
             continue
         worst = max(at_top, key=lambda r: r["slowdown"])
-        notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: up to "
+        notes.append(f"{kind} ({pattern}) at the maximum set-aside {top / MIB:g} MiB: "
+                     f"{tax.label(True)} up to "
                      f"{worst['slowdown']:.2f}x (working set {worst['ws_mib']:g} MiB)")
     fit = _refit(knees, records, l2)
     if fit:
@@ -364,7 +369,8 @@ def real_work_notes(rows) -> list:
                  for r in sorted((r for r in rows if r["work"] == name),
                                  key=lambda r: -r["set_aside"])]
         base = next(r["base_ms"] for r in rows if r["work"] == name)
-        notes.append(f"real work, {name} ({base:.3g} ms at limit 0, no window): "
+        notes.append(f"real work, {name} ({base:.3g} ms at limit 0, no window), "
+                     f"{tax.label(True, 'tax.measure')}: "
                      + ", ".join(parts))
     return notes
 

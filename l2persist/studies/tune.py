@@ -10,6 +10,7 @@ import contextlib
 import numpy as np
 
 from .. import _core, kernels as K
+from ..tax import label as tax_label
 from ..tune import describe, tune
 from ..results import PlotSpec
 from .atlas import histogram
@@ -142,7 +143,8 @@ def run(ctx):
 COLUMNS = [("workload", "workload"), ("limit0_ms", "(a) limit 0 ms"),
            ("default_ms", "(b) default ms"), ("aside_ms", "(c) set-aside ms"),
            ("pick", "tune's pick"), ("speedup", "vs best baseline"), ("helps", "helps"),
-           ("tax_slowdown", "tax (write probe)"), ("scope_min_calls", "scope: calls per phase"),
+           ("tax_slowdown", "tax, measured (write probe)"),
+           ("scope_min_calls", "scope: calls per phase"),
            ("evals", "evaluations"), ("tune_s", "tune s")]
 
 
@@ -165,8 +167,9 @@ def findings(res) -> list:
         # the tax and the scope in short (the records keep tune's lines); records stored
         # before tune reported them have neither
         if r.get("tax_slowdown"):
-            line += (f"; tax: a write-heavy probe runs {r['tax_slowdown']:.2f}x slower at "
-                     f"set-aside {r['tax_set_aside_mib']:g} MiB")
+            line += (f"; tax at set-aside {r['tax_set_aside_mib']:g} MiB: "
+                     f"{tax_label(True, 'a write-heavy probe')} {r['tax_slowdown']:.2f}x "
+                     "slower")
         if r.get("scope_min_calls"):
             line += (f"; scope: set the limit around phases of >= {r['scope_min_calls']} calls "
                      f"(a switch costs {r['switch_ms']:.2f} ms and synchronises the device)")
