@@ -248,3 +248,20 @@ def test_the_defaults_have_one_home():
     omitted = _search(_world(), [10.0, 1.0])
     assert json.dumps(given, sort_keys=True) == json.dumps(omitted, sort_keys=True)  # NaN too
     assert given["recheck"] is not None
+
+
+def test_the_level_is_picked_after_a_remeasure():
+    """Before the set-aside is picked, the search's best levels (each with its windows) are
+    measured again in fresh interleaved rounds (C core, issue 38 item 5; its defaults live in
+    l2p_advise_options_default and its effect under noise is tested in tests/c/test_advise.c):
+    the result names the levels re-measured, with their totals of pooled medians, beside the
+    single pass's pick; in a world without noise the pick does not move."""
+    calls = []
+    r = _search(_world(calls=calls), [10.0, 1.0])
+    assert r["evals"] == len(calls)
+    levels = dict(r["levels"])
+    assert len(r["remeasured"]) >= 2
+    for lv, total in r["remeasured"]:
+        assert not math.isnan(levels[lv]) and total > 0        # a searched level
+    assert r["pass_set_aside"] == r["found"]["set_aside"]
+    assert r["found"]["set_aside"] in dict(r["remeasured"])

@@ -19,7 +19,14 @@
  *      one: a noise-level window still takes set-aside from the others (the H200 advisor
  *      study's first plan gave a decode graph three windows at 1.001x);
  *   3. the level with the least weighted total, or the smallest within min_gain / 2 of it
- *      (a set-aside taxes work the advisor does not see), its windows' hit ratios polished;
+ *      (a set-aside taxes work the advisor does not see), its windows' hit ratios polished.
+ *      Before the pick (remeasure_levels, remeasure_rounds): the pass's pick and the next
+ *      best levels by the pass's totals, remeasure_levels in all, each with its windows, are
+ *      measured again in remeasure_rounds fresh rounds (levels in ABBA order, every workload
+ *      at each), and the pick is made on their pooled medians. One pass gives each level one
+ *      median of search_repeat samples, the least of several tries (biased low, and a noisy
+ *      or drifting phase moves whole medians): on the H100 the advisor study's balanced mix
+ *      got "don't" at 1.003x where a grid found 1.058x at a level the pass had measured;
  *   4. windows two workloads want on one carrier (a shared stream or node): the one with the
  *      larger weighted saving keeps it;
  *   5. the confirmation, in fresh interleaved rounds after the search: per workload (a) limit
@@ -32,7 +39,8 @@
  *      workloads' samples of the same index). More rounds while the total is undecided;
  *   6. (recheck_rounds) a recommended plan measured again in fresh rounds, by the same rule.
  * Evaluations grow linearly with the workloads: 2 + (levels searched) * (2 + targets tried)
- * per workload, then 4 per workload per round.
+ * per workload, remeasure_levels * remeasure_rounds per workload (when two or more levels
+ * were searched), then 4 per workload per round.
  *
  * The advice is "don't" (the better process-wide baseline, no windows) unless the weighted
  * total helps by the rule and no workload marked must_not_slow slows by the rule's mirror.
@@ -88,6 +96,12 @@ typedef struct {
     size_t confirm_rounds; /* (3); up to 4x while the total is undecided */
     size_t recheck_rounds; /* (3) a recommended plan is re-measured in this many fresh rounds
                             * after the confirmation and dropped if it no longer helps */
+    size_t remeasure_levels; /* (3) levels whose plans are re-measured before the level is
+                              * picked: the pass's pick and the next best by the pass's
+                              * totals; 0 or 1: the pass's medians decide */
+    size_t remeasure_rounds; /* (4) fresh rounds of that re-measure (0: none). Neither is an
+                              * argument of _core.advise_search yet: its parser is at
+                              * L2P_MAX_PARAMS (20) */
     double min_gain, confidence;
     unsigned long long seed;
 } l2p_advise_options;
@@ -107,6 +121,10 @@ typedef struct {
     size_t n_levels;
     size_t levels[L2P_TUNE_MAX_LEVELS];
     double level_total[L2P_TUNE_MAX_LEVELS]; /* the search's weighted total (NaN: not searched) */
+    double remeasured_total[L2P_TUNE_MAX_LEVELS]; /* the re-measure's weighted total of
+                                  * pooled medians (NaN: not re-measured) */
+    size_t n_remeasured;         /* levels re-measured (0: the re-measure did not run) */
+    size_t pass_set_aside;       /* the level the single pass's medians would have picked */
     size_t found_set_aside;      /* the search's pick */
     l2p_tune_window *found;      /* its windows (n_targets, owned) */
     int helps;                   /* the advice: install found; else the better baseline */

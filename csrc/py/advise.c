@@ -6,6 +6,7 @@
 #include "l2p_py.h"
 #include "params.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "l2p_advise.h"
@@ -209,11 +210,21 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
         if (!pair || PyList_Append(levels, pair) < 0) Py_CLEAR(levels);
         Py_XDECREF(pair);
     }
+    /* the levels re-measured before the pick, with their totals of pooled medians */
+    PyObject *remeasured = levels ? PyList_New(0) : NULL;
+    for (size_t i = 0; remeasured && i < r->n_levels && i < L2P_TUNE_MAX_LEVELS; i++) {
+        if (isnan(r->remeasured_total[i])) continue;
+        PyObject *pair = Py_BuildValue("(nd)", (Py_ssize_t)r->levels[i], r->remeasured_total[i]);
+        if (!pair || PyList_Append(remeasured, pair) < 0) Py_CLEAR(remeasured);
+        Py_XDECREF(pair);
+    }
+    if (!remeasured) Py_CLEAR(levels);
     PyObject *found = levels ? l2p_py_config(st, r->found_set_aside, o->n_targets, r->found)
                              : NULL;
     if (!found) {
         Py_XDECREF(work);
         Py_XDECREF(levels);
+        Py_XDECREF(remeasured);
         return NULL;
     }
     PyObject *again = r->rechecked
@@ -225,11 +236,14 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
     if (!again) {
         Py_DECREF(work);
         Py_DECREF(levels);
+        Py_DECREF(remeasured);
         Py_DECREF(found);
         return NULL;
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:O,s:i,s:s,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n,s:N}",
-                         "work", work, "levels", levels, "found", found, "helps",
+    return Py_BuildValue("{s:N,s:N,s:N,s:n,s:N,s:O,s:i,s:s,s:s,s:n,s:d,s:d,s:d,s:d,s:d,s:n,s:n,"
+                         "s:N}",
+                         "work", work, "levels", levels, "remeasured", remeasured,
+                         "pass_set_aside", (Py_ssize_t)r->pass_set_aside, "found", found, "helps",
                          r->helps ? Py_True : Py_False, "blocked_by", r->blocked_by,
                          "baseline", r->baseline ? "default" : "limit0",
                          "keep", r->keep ? "default" : "limit0",

@@ -27,6 +27,15 @@ typedef struct {
     size_t mix_calls;
     double weak;
     double noise;                    /* > 0: each sample +-noise / 2 (else +-0.2 %) */
+    double phase[L2P_ADVISE_MAX_WORK]; /* > 0: each evaluation of workload w has all its
+                                      * samples scaled by one factor 1 +-phase[w] / 2 (a noisy
+                                      * phase: one evaluation's median moves as a whole) */
+    double drift[L2P_ADVISE_MAX_WORK]; /* > 0: workload w's times also scaled by 1 +-drift[w]
+                                      * / 2, one factor per block of drift_every evaluations (a
+                                      * device phase that outlasts an evaluation: levels
+                                      * measured minutes apart meet different phases) */
+    size_t drift_every;
+    unsigned long long seed0;        /* the drift's blocks' seed */
 } world;
 
 static double noise(world *wd)
@@ -40,12 +49,9 @@ static double noise(world *wd)
 /* A gainer: 1 ms at limit 0; with a window over its 40 MiB table at hitRatio h and set-aside
  * s, the persisted share min(h * 40 MiB, s) / 40 MiB saves up to `gain`, best near 26 MiB
  * (more set-aside taxes its own streaming). Taxed: 1 ms + tax * (s / max)^2. */
-static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, size_t repeat,
-                       double *samples)
+static double true_ms(const world *wd, size_t work, const l2p_advise_config *cfg)
 {
-    world *wd = ctx;
     double s = (double)cfg->set_aside, max = 10 * (double)GRAN, t = 1.0;
-    wd->calls++;
     if (wd->kind[work] == 0 && wd->fade_after && wd->calls > wd->fade_after) {
         t = 1.0; /* the gain faded: every configuration alike */
     } else if (wd->kind[work] == 0 || wd->kind[work] == 3) {
@@ -58,6 +64,29 @@ static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, siz
         t = 1.0 - g * persisted + 0.6 * g * pow(s / max, 4.0);
     } else if (wd->kind[work] == 1) {
         t = 1.0 + wd->tax * (s / max) * (s / max);
+    }
+    return t;
+}
+
+static l2p_status eval(void *ctx, size_t work, const l2p_advise_config *cfg, size_t repeat,
+                       double *samples)
+{
+    world *wd = ctx;
+    wd->calls++;
+    double t = true_ms(wd, work, cfg);
+    if (wd->phase[work] > 0) {
+        double keep = wd->noise, u;
+        wd->noise = wd->phase[work];
+        u = noise(wd);
+        wd->noise = keep;
+        t *= 1.0 + u;
+    }
+    if (wd->drift[work] > 0) {
+        unsigned long long h = (wd->calls / wd->drift_every + 1) * 0x9e3779b97f4a7c15ull ^ wd->seed0;
+        h ^= h >> 31;
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+        t *= 1.0 + wd->drift[work] * ((double)(h % 10001) / 10000.0 - 0.5);
     }
     for (size_t i = 0; i < repeat; i++) samples[i] = t * (1.0 + noise(wd));
     return L2P_OK;
@@ -306,6 +335,119 @@ static void test_confirmation_adds_rounds_while_undecided(void)
     l2p_advise_result_free(&r);
 }
 
+/* The true weighted total of `level` (no noise), each gainer's window at the ridge (its best:
+ * a higher hit ratio persists no more than the set-aside holds). */
+static double level_truth(const world *wd, const l2p_advise_options *o, size_t level)
+{
+    l2p_tune_window win[L2P_ADVISE_MAX_WORK] = {{0}};
+    l2p_advise_config c = {level, o->n_targets, win};
+    double total = 0.0;
+    for (size_t w = 0; w < o->n_work; w++) {
+        memset(win, 0, sizeof win);
+        if (level > 0 && (wd->kind[w] == 0 || wd->kind[w] == 3)) {
+            double hr = (double)level / (40 * MIB);
+            win[w] = (l2p_tune_window){1, hr > 1.0 ? 1.0 : hr, 0, 0};
+        }
+        total += o->coef[w] * true_ms(wd, w, &c);
+    }
+    return total;
+}
+
+/* The re-measure before the pick (issue 38 item 5). A gainer, a taxed workload and one with
+ * no target (an eager phase), of equal weight: the true totals of levels 0..10 granules are
+ * 3.000 2.973 2.950 2.931 2.916 2.908 2.909 2.920 2.945 2.987 3.049, so the levels within
+ * min_gain / 2 (1 %) of the least are 4-7 granules and a wrong level costs 1-5 %. The third
+ * workload's time drifts by up to +-18 % in phases of 10 evaluations (the H200's eager
+ * median ranged 0.40-0.58 ms between runs), every evaluation moves by up to +-1 % as a whole
+ * and each sample by +-0.5 %, at the advisor study's full-mode search_repeat of 4. This
+ * landscape is made up here: the advisor study's three traffic mixes stay held out (they are
+ * the bar that judges the advisor; nothing is fitted to them). Over 50 seeds the single
+ * pass's pick (pass_set_aside: the same samples, before the re-measure) and the pick after it
+ * are scored against the truth: the re-measure must land within 1 % of the true least
+ * clearly more often, miss by more than min_gain less often, and never land on a level worse
+ * than the pass's by more than the drift's share of the total. (Over 200 seeds: within 1 %
+ * 147 against the pass's 121, a miss beyond 2 % 30 against 53.) */
+static void test_remeasure_recovers_the_best_level(void)
+{
+    l2p_advise_options o;
+    l2p_advise_result r;
+    int ok_pass = 0, ok_re = 0, big_pass = 0, big_re = 0;
+    double least = INFINITY;
+    options(&o, 3);
+    o.n_targets = 2; /* workload 2 has none */
+    o.search_repeat = 4;
+    o.recheck_rounds = 0;
+    o.confirm_rounds = 1;
+    for (unsigned long long seed = 1; seed <= 50; seed++) {
+        world wd = {{0, 1, 2}, 0.3, 0.15, seed * 7919 + 13, 0};
+        wd.noise = 0.01;
+        wd.phase[0] = wd.phase[1] = 0.02;
+        wd.drift[2] = 0.36;
+        wd.drift_every = 10;
+        wd.seed0 = seed * 31337;
+        if (seed == 1)
+            for (size_t k = 0; k <= 10; k++) {
+                double t = level_truth(&wd, &o, k * GRAN);
+                least = t < least ? t : least;
+            }
+        CHECK(l2p_advise_run(&o, eval, NULL, &wd, &r) == L2P_OK);
+        CHECK(r.n_remeasured == o.remeasure_levels);
+        double pass = level_truth(&wd, &o, r.pass_set_aside) / least - 1.0;
+        double re = level_truth(&wd, &o, r.found_set_aside) / least - 1.0;
+        ok_pass += pass <= o.min_gain / 2.0 + 1e-12;
+        ok_re += re <= o.min_gain / 2.0 + 1e-12;
+        big_pass += pass > o.min_gain;
+        big_re += re > o.min_gain;
+        CHECK(re <= pass + wd.drift[2] / 3.0 / 2.0);
+        l2p_advise_result_free(&r);
+    }
+    fprintf(stderr, "  re-measure: the pick within 1 %% of the true least in %d of 50 seeds, "
+            "beyond 2 %% in %d (the single pass: %d, %d)\n", ok_re, big_re, ok_pass, big_pass);
+    CHECK(ok_re >= ok_pass + 4); /* 41 against 36 today */
+    CHECK(big_re + 4 <= big_pass); /* 6 against 11 today */
+}
+
+/* With (almost) no noise the re-measure agrees with the pass: the same level, the smallest
+ * within 1 % of the least (4 granules), at remeasure_levels * remeasure_rounds more
+ * evaluations per workload; 0 turns it off (the pass's pick, the evaluations of before). */
+static void test_remeasure_quiet_and_off(void)
+{
+    l2p_advise_options o, d;
+    l2p_advise_result on, off;
+    world wd = {{0, 1}, 0.3, 0.15, 77, 0};
+    options(&o, 2);
+    CHECK(o.remeasure_levels >= 2 && o.remeasure_rounds >= 1); /* on by default */
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &on) == L2P_OK);
+    CHECK(on.n_remeasured == o.remeasure_levels);
+    CHECK(on.found_set_aside == on.pass_set_aside && on.found_set_aside == 4 * GRAN);
+    size_t remeasured = 0;
+    for (size_t k = 0; k < on.n_levels; k++) remeasured += !isnan(on.remeasured_total[k]);
+    CHECK(remeasured == o.remeasure_levels);
+    o.remeasure_levels = 0;
+    wd.rng = 77;
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &off) == L2P_OK);
+    CHECK(off.n_remeasured == 0 && off.found_set_aside == on.found_set_aside);
+    CHECK(off.found_set_aside == off.pass_set_aside);
+    /* the search and the confirmation alike, the re-measure's evaluations apart */
+    l2p_advise_options_default(&d);
+    CHECK(on.evals - off.evals == d.remeasure_levels * d.remeasure_rounds * 2 +
+                                  4 * (on.confirm_rounds - off.confirm_rounds) * 2);
+    l2p_advise_result_free(&on);
+    l2p_advise_result_free(&off);
+    options(&o, 2);
+    o.remeasure_rounds = 0; /* no rounds: off too */
+    wd.rng = 77;
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &off) == L2P_OK);
+    CHECK(off.n_remeasured == 0);
+    l2p_advise_result_free(&off);
+    o.remeasure_levels = 17;
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &off) == L2P_ERR_VALUE);
+    CHECK(strstr(l2p_last_error()->message, "remeasure_levels") != NULL);
+    options(&o, 2);
+    o.remeasure_rounds = 65;
+    CHECK(l2p_advise_run(&o, eval, NULL, &wd, &off) == L2P_ERR_VALUE);
+}
+
 static void test_options(void)
 {
     l2p_advise_options o;
@@ -337,6 +479,8 @@ int main(void)
     test_interleaved_confirmation();
     test_window_worth_its_set_aside();
     test_confirmation_adds_rounds_while_undecided();
+    test_remeasure_recovers_the_best_level();
+    test_remeasure_quiet_and_off();
     test_options();
     printf("test_advise: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
