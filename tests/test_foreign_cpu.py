@@ -538,3 +538,30 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     t0 = time.monotonic()            # a grandchild holding the pipes does not outlive the limit
     rc, out = diag.run_group(["bash", "-c", "echo started; sleep 30 & sleep 30"], 1)
     assert rc is None and "started" in out and time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize("torch_in_use,log_ok,order,source", [
+    (True, True, ["log"], "log"),            # PyTorch: the calls' own launches first
+    (True, False, ["log", "capture"], "capture"),   # no log (CUPTI held): the capture
+    (False, True, ["capture"], "capture"),   # no PyTorch: its capture keeps the addresses
+])
+def test_eager_discovery_reads_the_calls_own_addresses_under_pytorch(monkeypatch, torch_in_use,
+                                                                     log_ok, order, source):
+    """Under PyTorch an output fn allocates per call has another address in a capture (the
+    graph's private pool) than in fn's calls: discovery reads the launch log first there."""
+    from l2persist.process import discover as d
+    calls = []
+
+    def capture(fn, stream, candidates, device):
+        calls.append("capture")
+        return ["capture"], None
+
+    def log(fn, stream, candidates, device):
+        calls.append("log")
+        return (["log"], None) if log_ok else (None, "CUPTI's subscriber is taken")
+    monkeypatch.setattr(d, "_torch_in_use", lambda: object() if torch_in_use else None)
+    monkeypatch.setattr(d, "_from_capture", capture)
+    monkeypatch.setattr(d, "_from_launch_log", log)
+    found, why, log_why = d._eager_candidates(lambda: None, None, None, None)
+    assert calls == order and found == [source]
+    assert log_why == (None if log_ok or not torch_in_use else "CUPTI's subscriber is taken")

@@ -173,5 +173,6 @@ def test_tune_reports_tax_and_scope(device, rng):
     else:
         if r.recommended["set_aside"] != r.default_limit:
             assert r.tax["set_aside"] == r.recommended["set_aside"]
-            assert r.tax["slowdown"] > 0 and "tax: at set-aside" in r.verdict()
+            assert r.tax["slowdown"] > 0 and "tax at set-aside" in r.verdict()
+            assert "measured" in r.tax_line()
     print(r.table())

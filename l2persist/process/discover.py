@@ -5,9 +5,10 @@ which streams its work runs on. One home for the record step; the scans are the 
 ``discover(fn)`` runs fn once for real. If it replays PyTorch CUDA graphs, those are borrowed
 and scanned. Otherwise fn is captured once only to read its kernels' arguments; where the
 capture fails (fn syncs with the host) or holds no kernel (fn launched its kernels on a stream
-of its own, which a capture does not see: a CuPy ``RawKernel`` called with ``stream=``), fn runs
-once more with its launches logged (CUPTI's callback API), and each launch says which stream
-it went to. Discovery never raises a CUDA error for work it cannot capture.
+of its own, which a capture does not see: a CuPy ``RawKernel`` called with ``stream=``), and
+first wherever PyTorch is in use (its capture allocates from a private pool, so outputs made
+per call have other addresses there), fn runs once more with its launches logged (CUPTI's
+callback API), and each launch says which stream it went to. Discovery never raises a CUDA error for work it cannot capture.
 
 ``work_streams(fn, device)`` runs fn once, noting the streams its graph replays and kernel
 launches went to: the timing checks that its events bracket them (``l2persist.tune``).
@@ -476,21 +477,44 @@ def _from_launch_log(fn, stream, candidates, device):
     return found, None
 
 
+def _eager_candidates(fn, stream, candidates, device):
+    """(found or None, the capture's why, the log's why) for eager fn. Without PyTorch: the
+    capture, then the launch log. With PyTorch: the launch log first. PyTorch's capture
+    allocates from the graph's private pool, so an output fn allocates on every call has one
+    address in the capture and another in fn's own calls, and a window on the capture's
+    misses them (H100, tune on a histogram whose accumulator torch.zeros makes per call: no
+    gain in 5 of 10 runs, even for a grid over the discovered target, while a window over the
+    calls' own address gave 1.35-1.50x). The log reads the calls' own arguments."""
+    if _torch_in_use() is None:
+        found, why = _from_capture(fn, stream, candidates, device)
+        if found is not None:
+            return found, None, None
+        found, log_why = _from_launch_log(fn, stream, candidates, device)
+        return found, why, log_why
+    found, log_why = _from_launch_log(fn, stream, candidates, device)
+    if found is not None:
+        return found, None, None
+    found, why = _from_capture(fn, stream, candidates, device)
+    return found, why, log_why
+
+
 def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None) -> list[Candidate]:
     """The buffers fn's kernels use, each with a carrier for a window: the tuner's targets.
 
     fn is run once for real. If it replays PyTorch CUDA graphs (made with keep_graph=True),
     those graphs are borrowed and scanned, and windows on their nodes reach fn's own replays.
-    Otherwise (eager work) fn is captured once (relaxed mode) on `stream` (or a private one;
-    through PyTorch's graph capture when PyTorch is in use, with CuPy's current stream pointed
-    at it) only to find its kernels' buffers; the windows then go on the stream its kernels
-    run on (``stream``, else PyTorch's current stream, else the legacy stream). Eager work that
-    cannot be captured (it syncs with the host: ``torch.bincount``, ``.item()``) or that the
-    capture does not see (kernels launched on a stream of their own: a CuPy ``RawKernel``
-    called with ``stream=``) is run once more for real with its kernel launches logged through
-    CUPTI's callback API, and their argument bytes are scanned the same way; its candidates'
-    ``nodes`` are then ``LaunchedKernel`` records, and each window goes on the stream the
-    launches that use the buffer went to (the first one's, where they went to several).
+    Otherwise (eager work) fn is captured once (relaxed mode) on `stream` (or a private one,
+    with CuPy's current stream pointed at it) only to find its kernels' buffers; the windows
+    then go on the stream its kernels run on (``stream``, else PyTorch's current stream, else
+    the legacy stream). Eager work that cannot be captured (it syncs with the host:
+    ``torch.bincount``, ``.item()``), that the capture does not see (kernels launched on a
+    stream of their own: a CuPy ``RawKernel`` called with ``stream=``), or any eager work
+    where PyTorch is in use (its capture allocates from a private pool: an output made per call
+    has another address there) is run once more for real with its kernel launches logged
+    through CUPTI's callback API, and their argument bytes are scanned the same way (where no
+    log can be made, the capture is used); its candidates' ``nodes`` are then
+    ``LaunchedKernel`` records, and each window goes on the stream the launches that use the
+    buffer went to (the first one's, where they went to several).
     Either way fn itself is timed. candidates= names the buffers (else ``kernel@node.pParam``:
     the first kernel argument pointing into it, the same from one process to the next; with
     several replayed graphs, the graph's place in front, ``g1/``). Sorted largest first.
@@ -509,9 +533,7 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
             found += _graph_scoped(_from_graph(_torch.borrow(tg, device), candidates),
                                    f"g{i}/" if len(graphs) > 1 else "", named)
     else:
-        found, why = _from_capture(fn, stream, candidates, device)
-        if found is None:
-            found, log_why = _from_launch_log(fn, stream, candidates, device)
+        found, why, log_why = _eager_candidates(fn, stream, candidates, device)
         if found is None:
             reasons = (f"fn could not be captured into a CUDA graph ({why}), nor its kernel "
                        f"launches logged ({log_why})")
