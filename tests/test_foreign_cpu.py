@@ -540,28 +540,31 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     assert rc is None and "started" in out and time.monotonic() - t0 < 10
 
 
-@pytest.mark.parametrize("torch_in_use,log_ok,order,source", [
-    (True, True, ["log"], "log"),            # PyTorch: the calls' own launches first
-    (True, False, ["log", "capture"], "capture"),   # no log (CUPTI held): the capture
-    (False, True, ["capture"], "capture"),   # no PyTorch: its capture keeps the addresses
+@pytest.mark.parametrize("torch_in_use,log_ok,order,fn_runs", [
+    (True, True, ["log"], 1),                 # PyTorch: the one real run is logged
+    (True, False, ["log", "capture"], 1),     # no log (CUPTI held): fn plain, then a capture
+    (False, True, ["capture"], 1),            # no PyTorch: its capture keeps the addresses
 ])
 def test_eager_discovery_reads_the_calls_own_addresses_under_pytorch(monkeypatch, torch_in_use,
-                                                                     log_ok, order, source):
+                                                                     log_ok, order, fn_runs):
     """Under PyTorch an output fn allocates per call has another address in a capture (the
-    graph's private pool) than in fn's calls: discovery reads the launch log first there."""
+    graph's private pool) than in fn's calls: discovery reads the launches of fn's one real run
+    there, and fn still runs exactly once for real (a capture runs nothing)."""
     from l2persist.process import discover as d
-    calls = []
+    calls, runs = [], []
 
     def capture(fn, stream, candidates, device):
         calls.append("capture")
-        return ["capture"], None
+        return [], None
 
-    def log(fn, stream, candidates, device):
+    def logged(fn, stream, candidates, device):
         calls.append("log")
-        return (["log"], None) if log_ok else (None, "CUPTI's subscriber is taken")
+        if not log_ok:
+            return None, "CUPTI's subscriber is taken", False
+        fn()
+        return [], None, True
     monkeypatch.setattr(d, "_torch_in_use", lambda: object() if torch_in_use else None)
     monkeypatch.setattr(d, "_from_capture", capture)
-    monkeypatch.setattr(d, "_from_launch_log", log)
-    found, why, log_why = d._eager_candidates(lambda: None, None, None, None)
-    assert calls == order and found == [source]
-    assert log_why == (None if log_ok or not torch_in_use else "CUPTI's subscriber is taken")
+    monkeypatch.setattr(d, "_logged_run", logged)
+    assert d.discover(lambda: runs.append(1)) == []
+    assert calls == order and len(runs) == fn_runs

@@ -249,7 +249,8 @@ def test_discover_a_torch_replay_and_an_eager_step():
     assert c.carrier.graph.owner is g and c.nbytes == t["acc"].nbytes
     assert c.buffer.ptr == t["acc"].data_ptr()
     assert [c.nbytes for c in found] == sorted((c.nbytes for c in found), reverse=True)
-    # an eager step is captured once (PyTorch's capture, relaxed) only to find its buffers:
+    # an eager step: under PyTorch its one real run is logged and its buffers read from its own
+    # launches (a capture's private pool would give outputs made per call other addresses);
     # its windows go on the stream it runs on (PyTorch's current stream), fn itself is timed,
     # and it ran exactly once for real
     acc, idx, vals = t["acc"], t["idx"], t["vals"]

@@ -463,6 +463,13 @@ def _from_launch_log(fn, stream, candidates, device):
     launch went to (the launch's own word; the caller's stream= object where it is that one);
     or (None, why) where no log could be made (CUPTI missing, or another tool holds its one
     subscriber) or fn launched no kernel. fn's own exceptions propagate."""
+    found, why, _ran = _logged_run(fn, stream, candidates, device)
+    return found, why
+
+
+def _logged_run(fn, stream, candidates, device):
+    """_from_launch_log's (found, why) and whether fn ran (it does not where no log could be
+    made)."""
     torch_device = _torch.device_of(device) if _torch_in_use() is not None else device
     log = _LaunchLog(_torch.late_bound(fn), torch_device)
     try:
@@ -471,31 +478,30 @@ def _from_launch_log(fn, stream, candidates, device):
     except Exception as e:  # noqa: BLE001 - any failure of the log means: no log
         if log.fn_raised is not None:
             raise
-        return None, e
+        return None, e, log.ran
     if not log.kernel_nodes:
-        return None, "fn launched no kernel on the device"
-    return found, None
+        return None, "fn launched no kernel on the device", log.ran
+    return found, None, log.ran
 
 
-def _eager_candidates(fn, stream, candidates, device):
-    """(found or None, the capture's why, the log's why) for eager fn. Without PyTorch: the
-    capture, then the launch log. With PyTorch: the launch log first. PyTorch's capture
-    allocates from the graph's private pool, so an output fn allocates on every call has one
-    address in the capture and another in fn's own calls, and a window on the capture's
-    misses them (H100, tune on a histogram whose accumulator torch.zeros makes per call: no
-    gain in 5 of 10 runs, even for a grid over the discovered target, while a window over the
-    calls' own address gave 1.35-1.50x). The log reads the calls' own arguments."""
-    if _torch_in_use() is None:
-        found, why = _from_capture(fn, stream, candidates, device)
-        if found is not None:
-            return found, None, None
-        found, log_why = _from_launch_log(fn, stream, candidates, device)
-        return found, why, log_why
-    found, log_why = _from_launch_log(fn, stream, candidates, device)
-    if found is not None:
-        return found, None, None
-    found, why = _from_capture(fn, stream, candidates, device)
-    return found, why, log_why
+def _first_run(fn, stream, candidates, device):
+    """Under PyTorch, fn's one real run, with its graph replays noted and its kernel launches
+    logged: (replayed graphs, eager candidates or None, why not). The eager work's buffers are
+    read from its own launches, not from a capture: PyTorch's capture allocates from the graph's
+    private pool, so an output fn makes on every call has one address in a capture and another
+    in fn's calls, and a window over the capture's misses them (H100, tune on a histogram whose
+    accumulator torch.zeros makes per call: no gain in 5 of 10 runs, even for a grid over the
+    discovered target, where a window over the calls' own address gave 1.34-1.50x). Where no
+    log can be made, fn runs plain and the caller captures it (a capture runs nothing)."""
+    with _torch.replays_noted() as seen:
+        found, why, ran = _logged_run(fn, stream, candidates, device)
+        if not ran:
+            _torch.late_bound(fn)()
+    graphs = list({id(g): g for g, _ in seen}.values())
+    if graphs:
+        sys.modules["torch"].cuda.synchronize()
+        return graphs, None, None
+    return [], found, why
 
 
 def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None) -> list[Candidate]:
@@ -507,14 +513,15 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     with CuPy's current stream pointed at it) only to find its kernels' buffers; the windows
     then go on the stream its kernels run on (``stream``, else PyTorch's current stream, else
     the legacy stream). Eager work that cannot be captured (it syncs with the host:
-    ``torch.bincount``, ``.item()``), that the capture does not see (kernels launched on a
-    stream of their own: a CuPy ``RawKernel`` called with ``stream=``), or any eager work
-    where PyTorch is in use (its capture allocates from a private pool: an output made per call
-    has another address there) is run once more for real with its kernel launches logged
-    through CUPTI's callback API, and their argument bytes are scanned the same way (where no
-    log can be made, the capture is used); its candidates' ``nodes`` are then
-    ``LaunchedKernel`` records, and each window goes on the stream the launches that use the
-    buffer went to (the first one's, where they went to several).
+    ``torch.bincount``, ``.item()``) or that the capture does not see (kernels launched on a
+    stream of their own: a CuPy ``RawKernel`` called with ``stream=``) is run once more for
+    real with its kernel launches logged through CUPTI's callback API, and their argument bytes
+    are scanned the same way. Where PyTorch is in use, fn's one real run is itself logged and
+    its eager work's buffers come from those launches (PyTorch's capture allocates from a
+    private pool: an output made per call has another address there); the capture is used only
+    where no log can be made. Logged candidates' ``nodes`` are ``LaunchedKernel`` records, and
+    each window goes on the stream the launches that use the buffer went to (the first one's,
+    where they went to several).
     Either way fn itself is timed. candidates= names the buffers (else ``kernel@node.pParam``:
     the first kernel argument pointing into it, the same from one process to the next; with
     several replayed graphs, the graph's place in front, ``g1/``). Sorted largest first.
@@ -525,15 +532,23 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     and returns them without nodes, windowed on that stream. A CUDA error is never raised for
     work discovery cannot capture.
     """
-    graphs = _replayed_torch_graphs(fn)
     found: list[Candidate] = []
+    why = log_why = None
+    if _torch_in_use() is not None:
+        graphs, eager, log_why = _first_run(fn, stream, candidates, device)
+    else:
+        graphs, eager = _replayed_torch_graphs(fn), None
     if graphs:
         named: dict[int, str] = {}
         for i, tg in enumerate(graphs):
             found += _graph_scoped(_from_graph(_torch.borrow(tg, device), candidates),
                                    f"g{i}/" if len(graphs) > 1 else "", named)
     else:
-        found, why, log_why = _eager_candidates(fn, stream, candidates, device)
+        found = eager
+        if found is None:
+            found, why = _from_capture(fn, stream, candidates, device)
+        if found is None and log_why is None:
+            found, log_why = _from_launch_log(fn, stream, candidates, device)
         if found is None:
             reasons = (f"fn could not be captured into a CUDA graph ({why}), nor its kernel "
                        f"launches logged ({log_why})")
