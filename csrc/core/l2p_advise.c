@@ -514,26 +514,57 @@ static l2p_status work_verdicts(search *s, const samples_t *sm, size_t rounds,
     return L2P_OK;
 }
 
+/* Fresh interleaved rounds of the four arms until the total's verdict is decided: looked at
+ * after each round from `first` on, up to 4 x first rounds; stops once it helps or slows, or
+ * once no gain worth having is left in its interval. The confirmation and the recheck both
+ * run it: a single look at 3 rounds let one noisy round veto a real gain (the H100's advisor
+ * study dropped a plan its recheck re-measured at 1.068x, interval 0.979-1.184x). *rounds: run;
+ * sm and buf hold 4 x first rounds. */
+static l2p_status rounds_until_decided(search *s, samples_t *sm, double *buf, size_t first,
+                                       size_t set_aside, const l2p_tune_window *plan,
+                                       l2p_tune_verdict_t *v, size_t *rounds)
+{
+    const l2p_advise_options *o = s->o;
+    l2p_status st = L2P_OK;
+    *rounds = 0;
+    while (st == L2P_OK && *rounds < 4 * first) {
+        st = confirm_round(s, sm, *rounds, set_aside, plan);
+        if (st != L2P_OK) break;
+        ++*rounds;
+        if (*rounds < first) continue;
+        st = total_verdict(o, sm, *rounds, buf, v);
+        /* undecided: the interval straddles 1 while a gain worth having is still possible */
+        if (st != L2P_OK || v->helps || v->slows ||
+            !(v->ci_low < 1.0 && v->ci_high > 1.0 + o->min_gain))
+            break;
+    }
+    return st;
+}
+
+/* Samples for 4 x first rounds of every arm and workload, and the totals' buffer. */
+static l2p_status rounds_alloc(const l2p_advise_options *o, size_t first, samples_t *sm,
+                               double **buf)
+{
+    sm->cap = 4 * first * o->repeat;
+    sm->x = malloc(ARMS * o->n_work * sm->cap * sizeof *sm->x);
+    *buf = malloc(3 * sm->cap * sizeof **buf);
+    if (sm->x && *buf) return L2P_OK;
+    free(sm->x);
+    free(*buf);
+    return l2p_fail(L2P_ERR_NO_MEMORY, "advise: out of memory");
+}
+
 static l2p_status confirm(search *s, size_t set_aside, const l2p_tune_window *plan,
                           l2p_advise_result *r)
 {
     const l2p_advise_options *o = s->o;
-    size_t max_rounds = 4 * o->confirm_rounds, rounds = 0;
-    samples_t sm = {max_rounds * o->repeat, NULL};
-    sm.x = malloc(ARMS * o->n_work * sm.cap * sizeof *sm.x);
-    double *buf = malloc(3 * sm.cap * sizeof *buf);
+    size_t rounds = 0;
+    samples_t sm;
+    double *buf;
     l2p_tune_verdict_t v;
-    l2p_status st = sm.x && buf ? L2P_OK : l2p_fail(L2P_ERR_NO_MEMORY, "advise: out of memory");
-    while (st == L2P_OK && rounds < max_rounds) {
-        st = confirm_round(s, &sm, rounds, set_aside, plan);
-        if (st != L2P_OK) break;
-        rounds++;
-        if (rounds < o->confirm_rounds) continue;
-        st = total_verdict(o, &sm, rounds, buf, &v);
-        /* undecided: the interval straddles 1 while a gain worth having is still possible */
-        if (st != L2P_OK || v.helps || v.slows || !(v.ci_low < 1.0 && v.ci_high > 1.0 + o->min_gain))
-            break;
-    }
+    L2P_TRY(rounds_alloc(o, o->confirm_rounds, &sm, &buf));
+    l2p_status st = rounds_until_decided(s, &sm, buf, o->confirm_rounds, set_aside, plan, &v,
+                                         &rounds);
     if (st == L2P_OK) st = work_verdicts(s, &sm, rounds, plan, r);
     if (st == L2P_OK) {
         r->confirm_rounds = rounds;
@@ -559,20 +590,18 @@ static l2p_status confirm(search *s, size_t set_aside, const l2p_tune_window *pl
 
 /* The recommended plan once more, in fresh rounds after the confirmation (a pick that looked
  * good in the rounds that chose it can fade: tune's scatter_reduce_ amax claimed 1.044x and
- * re-measured 0.975x). Its total's verdict must still help; else the better baseline. */
+ * re-measured 0.975x), with rounds added while undecided, as in the confirmation. Its total's
+ * verdict must still help; else the better baseline. */
 static l2p_status recheck(search *s, size_t set_aside, const l2p_tune_window *plan,
                           l2p_advise_result *r)
 {
     const l2p_advise_options *o = s->o;
-    size_t rounds = o->recheck_rounds;
-    samples_t sm = {rounds * o->repeat, NULL};
-    sm.x = malloc(ARMS * o->n_work * sm.cap * sizeof *sm.x);
-    double *buf = malloc(3 * sm.cap * sizeof *buf);
+    samples_t sm;
+    double *buf;
     l2p_tune_verdict_t v;
-    l2p_status st = sm.x && buf ? L2P_OK : l2p_fail(L2P_ERR_NO_MEMORY, "advise: out of memory");
-    for (size_t i = 0; st == L2P_OK && i < rounds; i++)
-        st = confirm_round(s, &sm, i, set_aside, plan);
-    if (st == L2P_OK) st = total_verdict(o, &sm, rounds, buf, &v);
+    L2P_TRY(rounds_alloc(o, o->recheck_rounds, &sm, &buf));
+    l2p_status st = rounds_until_decided(s, &sm, buf, o->recheck_rounds, set_aside, plan, &v,
+                                         &r->rechecked_rounds);
     if (st == L2P_OK) {
         r->rechecked = 1;
         r->recheck_speedup = v.speedup;

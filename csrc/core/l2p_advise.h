@@ -37,7 +37,8 @@
  *      footprint exceeds the set-aside, is judged here as the process would run it). Each workload's verdict and the weighted total's follow
  *      l2p_tune_verdict (the rule's one home; the totals' samples are the weighted sums of the
  *      workloads' samples of the same index). More rounds while the total is undecided;
- *   6. (recheck_rounds) a recommended plan measured again in fresh rounds, by the same rule.
+ *   6. (recheck_rounds) a recommended plan measured again in fresh rounds, by the same rule
+ *      and, as the confirmation, with rounds added (up to 4x) while undecided.
  * Evaluations grow linearly with the workloads: 2 + (levels searched) * (2 + targets tried)
  * per workload, remeasure_levels * remeasure_rounds per workload (when two or more levels
  * were searched), then 4 per workload per round.
@@ -95,7 +96,8 @@ typedef struct {
     size_t repeat;         /* samples per arm and round in the confirmation (10) */
     size_t confirm_rounds; /* (3); up to 4x while the total is undecided */
     size_t recheck_rounds; /* (3) a recommended plan is re-measured in this many fresh rounds
-                            * after the confirmation and dropped if it no longer helps */
+                            * after the confirmation (up to 4x while undecided) and dropped
+                            * if it no longer helps */
     size_t remeasure_levels; /* (3) levels whose plans are re-measured before the level is
                               * picked: the pass's pick and the next best by the pass's
                               * totals; 0 or 1: the pass's medians decide */
@@ -137,6 +139,7 @@ typedef struct {
     l2p_advise_work work[L2P_ADVISE_MAX_WORK];
     size_t evals, confirm_rounds;
     int rechecked, recheck_held;  /* the recheck ran; the plan still helped in it */
+    size_t rechecked_rounds;      /* its rounds (more than recheck_rounds: undecided at first) */
     double recheck_speedup, recheck_ci_low, recheck_ci_high;
 } l2p_advise_result;
 

@@ -231,7 +231,7 @@ static PyObject *result_obj(l2p_state *st, const l2p_advise_options *o, const l2
         ? Py_BuildValue("{s:d,s:[dd],s:O,s:n}", "speedup", r->recheck_speedup, "ci",
                         r->recheck_ci_low, r->recheck_ci_high, "held",
                         r->recheck_held ? Py_True : Py_False, "rounds",
-                        (Py_ssize_t)o->recheck_rounds)
+                        (Py_ssize_t)r->rechecked_rounds)
         : Py_NewRef(Py_None);
     if (!again) {
         Py_DECREF(work);
