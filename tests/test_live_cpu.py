@@ -176,3 +176,21 @@ def test_options_from_the_environment():
 
 def test_block_bounds_made_increasing():
     assert _increasing([5, 9, 9, 12, 12]) == [5, 9, 10, 12, 13]
+
+
+def test_apply_report_says_what_matched_and_what_was_put_back():
+    """The line apply prints at exit (normal exit, an exception, SIGTERM): graphs windowed,
+    graphs the plan does not know, plan windows that found nothing, and the set-aside put back."""
+    from types import SimpleNamespace as NS
+    doc = {"set_aside": 3 << 20, "windows": [{"graph": "k2-aa", "_applied": 1},
+                                             {"graph": "k9-zz"}]}
+    graphs = {1: NS(signature="k2-aa", windows_applied=1), 2: NS(signature="k4-new",
+                                                                 windows_applied=0)}
+    w = NS(plan_doc=doc, graphs=graphs, restored=None)
+    text = bootstrap.apply_report(w)
+    assert "set-aside 3145728 bytes; 1 graph(s) windowed (1 window(s))" in text
+    assert "1 graph(s) captured that the plan does not know" in text and "k4-new" in text
+    assert "1 plan window(s) found no graph: k9-zz" in text
+    assert "put back" not in text                      # nothing restored: not said
+    w.restored = 0
+    assert "set-aside put back to 0 bytes, as the program found it" in bootstrap.apply_report(w)

@@ -146,3 +146,33 @@ def test_apply_through_the_environment_sets_and_restores(torch, tmp_path):
     assert int(lines["during"]) == 2 * gran
     after, default = map(int, lines["after"].split())
     assert after == default
+
+
+def test_apply_restores_on_sigterm(torch, tmp_path):
+    """SIGTERM to `apply` (forwarded to the program): the program dies of the signal as it would
+    without l2persist, and before it does the bootstrap puts the set-aside back and says so."""
+    import signal
+    import l2persist
+    dev = l2persist.Device(0)
+    doc = {"format": "l2persist-live-plan/1", "device": {"name": dev.properties.name},
+           "set_aside": 2 * dev.persisting_l2_granule, "windows": []}
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps(doc))
+    prog = tmp_path / "sleeper.py"
+    prog.write_text("import sys, time, torch\n"
+                    "x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize()\n"
+                    "print('ready', flush=True)\n"
+                    "time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-m", "l2persist", "apply", str(plan), "--",
+                          sys.executable, str(prog)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode != 0, err                     # it died of the signal, as without us
+    assert "l2persist apply: set-aside " + str(doc["set_aside"]) + " bytes" in err, err
+    assert "set-aside put back to" in err, err

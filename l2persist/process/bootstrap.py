@@ -135,6 +135,8 @@ def apply_report(w) -> str:
     if missed:
         lines.append(f"  {len(missed)} plan window(s) found no graph: " +
                      ", ".join(e["graph"] for e in missed[:5]))
+    if getattr(w, "restored", None) is not None:
+        lines.append(f"  set-aside put back to {w.restored} bytes, as the program found it")
     return "\n".join(lines)
 
 

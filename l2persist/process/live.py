@@ -142,6 +142,7 @@ class Watcher:
         self.search_t0 = None
         self.activity = False
         self.applied_sigs: set = set()
+        self.restored = None                       # the limit put back at exit
         self.team = None                           # ranks in lockstep (process/team.py)
         self.team_points = 0
 
@@ -696,6 +697,7 @@ class Watcher:
             if self.device.persisting_l2_limit != self.limit_before:
                 self.device.persisting_l2_limit = self.limit_before
             _core.reset_persisting_l2(self.device)
+            self.restored = self.limit_before
         except Exception as e:
             self.notes.append(f"restoring the set-aside failed: {e}")
 
