@@ -27,6 +27,10 @@ __all__ = ["Target", "TuneResult", "Verdict", "describe", "timed_stream",
            "tune", "verdict",
            "EXPLAIN_COUNTERS"]
 
+#: The search's defaults: the C core's (l2p_tune_options_default), read once here; tune() and
+#: verdict() take theirs from it.
+DEFAULTS = _core.tune_defaults()
+
 # The counters that explain a persistence result (friendly names of counter_names()). On an
 # H200 the set-aside alone (max, no window) left every sector count of the hot/cold kernel
 # within 2 % (lookups, hits, misses, fabric, DRAM bytes) while L2 throughput fell from 73 % to
@@ -67,8 +71,8 @@ class Verdict:
     ci_high: float
     helps: bool
     slows: bool = False    # the rule's mirror: interval below 1, loss of at least min_gain
-    confidence: float = 0.95
-    min_gain: float = 0.01
+    confidence: float = DEFAULTS["confidence"]
+    min_gain: float = DEFAULTS["min_gain"]
 
     @property
     def outcome(self) -> str:
@@ -88,8 +92,9 @@ class Verdict:
                 f"needs >= {1 + self.min_gain:.3f}x with the interval above 1)")
 
 
-def verdict(limit0, default, candidate, *, min_gain: float = 0.01, confidence: float = 0.95,
-            seed: int = 0x9E3779B97F4A7C15, rounds: int = 1) -> Verdict:
+def verdict(limit0, default, candidate, *, min_gain: float = DEFAULTS["min_gain"],
+            confidence: float = DEFAULTS["confidence"], seed: int = DEFAULTS["seed"],
+            rounds: int = 1) -> Verdict:
     """Does ``candidate`` beat what a user has without l2persist? Three sequences of samples
     (ms): (a) limit 0 and no window, (b) the device's default limit and no window, and the
     candidate. The rule is the C core's (``l2p_tune_verdict``), the one ``tune`` uses.
@@ -407,12 +412,14 @@ class TuneResult:
             yield self
 
 
-def tune(fn, targets=None, *, candidates=None, stream=None, device=None, repeat: int = 10,
-         warmup: int = 2, max_evals: int | None = None, hit_ratios=None,
-         tune_props: bool = True, confirm_rounds: int = 3, min_gain: float = 0.01,
-         confidence: float = 0.95, counters=None, hold_us: float = 50.0,
-         seed: int = 0x9E3779B97F4A7C15, tax: bool = True, screen_keep: int = 4,
-         recheck_rounds: int = 3) -> TuneResult:
+def tune(fn, targets=None, *, candidates=None, stream=None, device=None,
+         repeat: int = DEFAULTS["repeat"], warmup: int = 2, max_evals: int | None = None,
+         hit_ratios=None, tune_props: bool = True,
+         confirm_rounds: int = DEFAULTS["confirm_rounds"],
+         min_gain: float = DEFAULTS["min_gain"], confidence: float = DEFAULTS["confidence"],
+         counters=None, hold_us: float = 50.0, seed: int = DEFAULTS["seed"], tax: bool = True,
+         screen_keep: int = DEFAULTS["screen_keep"],
+         recheck_rounds: int = DEFAULTS["recheck_rounds"]) -> TuneResult:
     """Find the persisting-L2 set-aside and access policy windows that make ``fn`` fastest,
     and say whether they beat doing nothing.
 

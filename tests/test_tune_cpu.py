@@ -803,3 +803,17 @@ def test_recheck_rounds_default_is_the_cores():
     import inspect
     core = inspect.signature(_core.tune_search).parameters["recheck_rounds"].default
     assert inspect.signature(l2persist.tune).parameters["recheck_rounds"].default == core == 3
+
+
+def test_tune_signature_defaults_are_the_cores():
+    """One home for the search's defaults: tune()'s signature reads l2p_tune_options_default."""
+    import inspect
+
+    from l2persist import _core
+    from l2persist.tune import tune
+    core = _core.tune_defaults()
+    sig = inspect.signature(tune).parameters
+    assert set(core) == {"repeat", "confirm_rounds", "recheck_rounds", "min_gain", "confidence",
+                         "seed", "screen_keep"}
+    for name, value in core.items():
+        assert sig[name].default == value, name

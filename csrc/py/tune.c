@@ -554,5 +554,23 @@ L2P_DEFINE_FN(set_aside_levels_fn, levels_args, set_aside_levels_impl, "set_asid
                         .lo = 0, .hi = LLONG_MAX, .what = "bytes",
                         .doc = "the limit the device had before l2persist touched it"));
 
-const l2p_fn *const l2p_tune_fns[] = {&tune_search_fn, &tune_verdict_fn, &tune_scope_fn,
+/* The core's defaults of tune's scalar options: the one home tune() reads its signature's
+ * defaults from (as advise_defaults() for advise()). */
+static PyObject *tune_defaults_impl(PyObject *m, const void *args)
+{
+    l2p_tune_options o;
+    (void)m;
+    (void)args;
+    l2p_tune_options_default(&o);
+    return Py_BuildValue("{s:n,s:n,s:n,s:d,s:d,s:K,s:n}", "repeat", (Py_ssize_t)o.repeat,
+                         "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "recheck_rounds",
+                         (Py_ssize_t)o.recheck_rounds, "min_gain", o.min_gain, "confidence",
+                         o.confidence, "seed", o.seed, "screen_keep", (Py_ssize_t)o.screen_keep);
+}
+L2P_DEFINE_FN(tune_defaults_fn, l2p_no_args, tune_defaults_impl, "tune_defaults",
+              "The tuner's default options (l2p_tune_options_default): repeat, confirm_rounds, "
+              "recheck_rounds, min_gain, confidence, seed, screen_keep.",
+              "dict[str, int | float]", L2P_NO_PARAMS);
+
+const l2p_fn *const l2p_tune_fns[] = {&tune_defaults_fn, &tune_search_fn, &tune_verdict_fn, &tune_scope_fn,
                                       &speedup_ci_fn, &set_aside_levels_fn, NULL};
