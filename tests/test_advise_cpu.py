@@ -265,3 +265,16 @@ def test_the_level_is_picked_after_a_remeasure():
         assert not math.isnan(levels[lv]) and total > 0        # a searched level
     assert r["pass_set_aside"] == r["found"]["set_aside"]
     assert r["found"]["set_aside"] in dict(r["remeasured"])
+
+
+def test_the_advisor_studys_grid_best_is_its_best_level_re_measured():
+    """The study's reference: the grid's few best levels by one pass, re-measured beside the
+    advice; the best of them re-measured is the grid's best (the pass's pick can be noise)."""
+    from l2persist.studies import advisor
+    grid = {0: 10.0, 1: 9.0, 2: 8.5, 3: 8.7, 4: 9.5}
+    top = advisor._grid_candidates(grid)
+    assert top == [2, 3, 1] and len(top) == advisor.GRID_RECHECK
+    again = {"limit0": 10.0, "default": 10.0, "plan": 9.0, "grid0": 10.0, "grid1": 9.1,
+             "grid2": 9.6}
+    assert advisor._grid_best(again, top) == (3, 9.1)    # not the pass's pick (level 2)
+    assert advisor._grid_candidates({5: 1.0}) == [5]

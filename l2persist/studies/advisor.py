@@ -37,7 +37,8 @@ weights for three batch sizes, each a CUDA graph captured the default way (insid
 aggregation over a node table of 0.7 x L2; a CuPy Bloom filter of 0.7 x L2 (atomicOr); an
 eager phase (LayerNorm, a matmul, softmax). For each traffic mix: the advice, a grid over
 every set-aside level with each workload's best window, and the advice re-measured outside
-the advisor."""
+the advisor beside the grid's three best levels (the best of those re-measured is the grid's
+best)."""
 WHY = """**Reading it.** A "don't" is an answer: where the grid's best gain is under 2 % the
 advice must say so. The tax column is each workload's own time at the chosen set-aside
 without any window, against its better baseline: that is what the set-aside costs the work
@@ -52,6 +53,11 @@ MIXES = {
                  "gnn_aggregate": 1 / 6, "bloom": 1 / 6, "eager": 1 / 6},
 }
 GRID_HIT_RATIOS = (0.25, 0.5, 0.75, 1.0)
+#: The grid's best is measured once per cell; its few best levels are re-measured beside the
+#: advice, and the best of them re-measured is the grid's best. (One pass picked 12.5 MiB on
+#: the H100, which re-measured 1.000x while the advice re-measured 1.058x in the same rounds:
+#: the "don't" bar then asked "don't" of a real gain.)
+GRID_RECHECK = 3
 BAR_WITHIN = 0.99     # the advice re-measured: never slower than the better baseline
 BAR_GRID = 0.95       # reaches 95 % of the grid's best (time ratio)
 BAR_PAYS = 1.02       # a grid best under this: the advice must say "don't"
@@ -275,6 +281,18 @@ def _grid_configs(ws, i, level):
             yield cfg
 
 
+def _grid_candidates(grid: dict, k: int = GRID_RECHECK) -> list:
+    """The grid's k best levels by the pass's weighted totals, best first."""
+    return sorted(grid, key=grid.get)[:k]
+
+
+def _grid_best(again: dict, levels: list) -> tuple:
+    """(level, time) of the grid's best among its candidates re-measured ("grid0", "grid1"...
+    in ``again``, the order of ``levels``)."""
+    j = min(range(len(levels)), key=lambda i: again[f"grid{i}"])
+    return levels[j], again[f"grid{j}"]
+
+
 def _remeasure(ws, coef, plans, default, rounds, repeat):
     """Plans against limit 0 and the default, outside the advisor, in one run: weighted totals
     of medians, arms interleaved (ABBA) over rounds, and within an arm the workloads
@@ -333,14 +351,16 @@ def run(ctx):
         advise_s = time.perf_counter() - t1
         coef = [wa.coef for wa in adv.workloads.values()]
         grid = {lv: sum(c * t[0] for c, t in zip(coef, row)) for lv, row in table.items()}
-        grid_best_level = min(grid, key=grid.get)
+        top = _grid_candidates(grid)
         with ws:
-            grid_plan = _grid_plan(ws, coef, grid_best_level, table[grid_best_level])
-            again = _remeasure(ws, coef, {"plan": adv.plan, "grid": grid_plan},
+            grid_plans = {f"grid{j}": _grid_plan(ws, coef, lv, table[lv])
+                          for j, lv in enumerate(top)}
+            again = _remeasure(ws, coef, {"plan": adv.plan, **grid_plans},
                                dev.default_persisting_l2_limit, 2 if ctx.quick else 4, repeat)
-        # the grid's best and the advice re-measured in the same interleaved rounds
+        # the grid's best levels and the advice re-measured in the same interleaved rounds
+        grid_best_level, grid_ms = _grid_best(again, top)
         base = min(again["limit0"], again["default"])
-        grid_gain = base / min(again["grid"], base)
+        grid_gain = base / min(grid_ms, base)
         for name, wa in adv.workloads.items():
             records.append({
                 "mix": mix, "workload": name, "weight": wa.weight, "helps": adv.helps,
@@ -351,7 +371,7 @@ def run(ctx):
                 "advice_speedup": adv.speedup, "remeasured": base / again["plan"],
                 "grid_gain": grid_gain, "grid_best_mib": grid_best_level / MIB,
                 # the grid's best time over the advice's, re-measured in the same rounds
-                "vs_grid": min(again["grid"], base) / again["plan"],
+                "vs_grid": min(grid_ms, base) / again["plan"],
                 "advise_s": advise_s, "evals": adv.evals, "verdict": adv.verdict()})
     keep.clear()
     if SCALE in ctx.values("mix"):
