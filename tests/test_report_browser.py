@@ -382,8 +382,8 @@ def test_the_advise_report_in_chromium(browser, report, tmp_path):
     # the report's two plots: time by arm (11 arms in this run) and the per-kernel ratios
     labels = [s["label"] for s in lay["svgs"]]
     assert labels == ["GPU time per unit of work, by arm",
-                      "Per kernel, measured (CUDA activity records): the chosen arm / the better baseline "
-                      "(above 1: it costs)"]
+                      "Per kernel, measured (CUDA activity records): the chosen arm / the "
+                      "better baseline (above 1: it costs)"]
     result = json.loads(RESULT.read_text())
     bars = [m for m in lay["svgs"][0]["marks"] if m["tag"] == "rect"]
     assert len(bars) == len(result["per_arm"]) == 11

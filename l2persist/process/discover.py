@@ -5,10 +5,11 @@ which streams its work runs on. One home for the record step; the scans are the 
 ``discover(fn)`` runs fn once for real. If it replays PyTorch CUDA graphs, those are borrowed
 and scanned. Otherwise fn is captured once only to read its kernels' arguments; where the
 capture fails (fn syncs with the host) or holds no kernel (fn launched its kernels on a stream
-of its own, which a capture does not see: a CuPy ``RawKernel`` called with ``stream=``), and
-first wherever PyTorch is in use (its capture allocates from a private pool, so outputs made
-per call have other addresses there), fn runs once more with its launches logged (CUPTI's
-callback API), and each launch says which stream it went to. Discovery never raises a CUDA error for work it cannot capture.
+of its own, which a capture does not see: a CuPy ``RawKernel`` called with ``stream=``), fn runs
+once more with its launches logged (CUPTI's callback API), and each launch says which stream
+it went to. Where PyTorch is in use, the one real run is itself logged and read instead of a
+capture (PyTorch's capture allocates from a private pool: outputs made per call have other
+addresses there). Discovery never raises a CUDA error for work it cannot capture.
 
 ``work_streams(fn, device)`` runs fn once, noting the streams its graph replays and kernel
 launches went to: the timing checks that its events bracket them (``l2persist.tune``).

@@ -154,6 +154,10 @@ def _spread(v):
     return q(0.25), q(0.75)
 
 
+TAX_TITLE = ("Per kernel, measured (CUDA activity records): the chosen arm / the better "
+             "baseline (above 1: it costs)")
+
+
 def write_report(r: dict, path: str) -> None:
     res = r["result"]
     per = {int(k): v for k, v in r.get("per_arm", {}).items()}
@@ -208,8 +212,7 @@ the interquartile range.</p>
 {_bars_svg(rows, 'GPU time per unit of work, by arm', 'ms')}
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
-{_bars_svg(tax, 'Per kernel, measured (CUDA activity records): the chosen arm / the better baseline (above 1: it costs)', 'x',
-           ref=1)}
+{_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
 <h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>
 <h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>replays</th></tr>{graphs}
