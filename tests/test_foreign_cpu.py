@@ -564,6 +564,10 @@ def test_eager_discovery_reads_the_calls_own_addresses_under_pytorch(monkeypatch
         fn()
         return [], None, True
     monkeypatch.setattr(d, "_torch_in_use", lambda: object() if torch_in_use else None)
+    if torch_in_use:   # PyTorch imported is what decides (fn may be the first to use CUDA)
+        monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+    else:
+        monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.setattr(d, "_from_capture", capture)
     monkeypatch.setattr(d, "_logged_run", logged)
     assert d.discover(lambda: runs.append(1)) == []

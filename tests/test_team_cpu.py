@@ -233,3 +233,84 @@ def test_a_launcher_gets_no_watcher(monkeypatch):
                         raising=False)
     bootstrap.start({"L2PERSIST_MODE": "advise"})
     assert bootstrap.watcher() is None
+
+
+@pytest.mark.parametrize("argv,launcher", [
+    (["python3", "-X", "faulthandler", "-m", "torch.distributed.run", "p.py"], True),
+    (["python3", "-W", "ignore", "/venv/bin/torchrun", "p.py"], True),
+    (["python3", "-W", "ignore", "p.py"], False),
+])
+def test_options_with_a_value_do_not_hide_the_launcher(argv, launcher):
+    from l2persist.process.bootstrap import is_launcher
+    assert is_launcher(argv) is launcher
+
+
+def test_merge_names_a_missing_rank_and_does_not_call_one_rank_the_same_arms():
+    d = _doc(1, "H100", [0, 1, 2])
+    d["world"] = 2
+    m = team.merge_ranks([d])
+    assert m["missing_ranks"] == [0] and m["same_arms"] is False
+    from l2persist.process.report import ranks_line
+    assert "no result from rank(s) [0]" in ranks_line(m)
+    d0 = _doc(0, "H100", [0, 1, 2])
+    d0["lockstep"] = d["lockstep"] = False
+    assert "NOT in lockstep" in ranks_line(team.merge_ranks([d0, d]))
+
+
+def test_target_keys_tell_two_captures_of_the_same_kernels_apart():
+    a, b = _G("g1"), _G("g1")
+    a.ordinal, b.ordinal = 0, 1
+    ta, tb = live.Target(0x1000, 1 << 20), live.Target(0x2000, 1 << 20)
+    ta.places.append((a, 2))
+    tb.places.append((b, 2))
+    assert team.target_key(ta) != team.target_key(tb)
+    got, missing = team.adopt_targets([tb, ta], [team.target_key(ta), team.target_key(tb)])
+    assert [t.address for t in got] == [0x1000, 0x2000] and missing == 0
+
+
+def _follower(counts_of_rank1, facts1=(1, 2, 3)):
+    from types import SimpleNamespace as NS
+    w = live.Watcher(live.Options(mode="advise", rank=1, world=2))
+    w.device = NS(persisting_l2_granule=1,
+                  properties=NS(persisting_l2_cache_max_size=2, l2_cache_size=3))
+    w.unit, w.units_per_block, w.targets = ("replay", "g1"), 4, []
+    w.probe_counts = counts_of_rank1
+
+    class Peer:
+        left = False
+
+        def gather(self, doc):
+            lead = dict(doc, unit=["replay", "g1"], counts=[[["replay", "g1"], 9]],
+                        facts=[1, 2, 3], units=7)
+            return [lead, dict(doc, facts=list(facts1))]
+
+        def leave(self):
+            Peer.left = True
+    w.team = Peer()
+    return w, Peer
+
+
+def test_a_rank_without_the_leaders_unit_makes_every_rank_go_alone():
+    w, peer = _follower({("replay", "g2"): 5})
+    w._follow_leader()
+    assert w.team is None and peer.left
+    assert any("never made the leader's unit of work" in n for n in w.notes)
+    w, peer = _follower({("replay", "g1"): 5}, facts1=(1, 2, 4))
+    w._follow_leader()
+    assert w.team is None and any("another GPU" in n for n in w.notes)
+    w, peer = _follower({("replay", "g1"): 5})
+    w._follow_leader()
+    assert w.team is not None and w.units_per_block == 7      # the leader's, adopted
+
+
+def test_in_a_team_only_the_first_threads_calls_count():
+    w = live.Watcher(live.Options(mode="advise", rank=1, world=2))
+    w.team = object()
+    seen = []
+    w._point = lambda kind, g: seen.append(kind)
+    w.point("sync")                                    # this thread is the watched one
+    t = threading.Thread(target=w.point, args=("sync",))
+    t.start()
+    t.join()
+    w.point("mark")
+    assert seen == ["sync", "mark"]

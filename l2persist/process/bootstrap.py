@@ -72,14 +72,21 @@ def is_launcher(argv=None) -> bool:
     started with (``sys.orig_argv``: already set when the bootstrap runs, unlike ``sys.argv``).
     A launcher never touches a GPU, so setting a set-aside there would only make a context."""
     argv = list(getattr(sys, "orig_argv", []) if argv is None else argv)
-    for i, a in enumerate(argv[1:], 1):
+    i = 1
+    while i < len(argv):
+        a = argv[i]
         if a == "-m":
             return i + 1 < len(argv) and argv[i + 1] in LAUNCHERS
         if a.startswith("-m") and len(a) > 2:
             return a[2:] in LAUNCHERS
         if a == "-c" or not a.startswith("-"):
             return os.path.basename(a) in LAUNCHERS
+        i += 2 if a in _TAKES_VALUE else 1     # -W ignore, -X faulthandler: not the script
     return False
+
+
+#: Python's options whose value is the next argument.
+_TAKES_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
 def _say(msg: str) -> None:

@@ -494,11 +494,15 @@ def _first_run(fn, stream, candidates, device):
     accumulator torch.zeros makes per call: no gain in 5 of 10 runs, even for a grid over the
     discovered target, where a window over the calls' own address gave 1.34-1.50x). Where no
     log can be made, fn runs plain and the caller captures it (a capture runs nothing)."""
-    with _torch.replays_noted() as seen:
+    with _torch.replays_noted() as seen, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
         found, why, ran = _logged_run(fn, stream, candidates, device)
         if not ran:
             _torch.late_bound(fn)()
     graphs = list({id(g): g for g, _ in seen}.values())
+    for w in said:   # the log's notes speak of eager buffers: only where those are used
+        if not (graphs and str(w.message).startswith("launch log:")):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if graphs:
         sys.modules["torch"].cuda.synchronize()
         return graphs, None, None
@@ -535,7 +539,9 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     """
     found: list[Candidate] = []
     why = log_why = None
-    if _torch_in_use() is not None:
+    # PyTorch imported is enough: fn may be what first touches CUDA through it, and a capture
+    # after that would go through PyTorch's private pool.
+    if "torch" in sys.modules:
         graphs, eager, log_why = _first_run(fn, stream, candidates, device)
     else:
         graphs, eager = _replayed_torch_graphs(fn), None

@@ -143,6 +143,7 @@ class Watcher:
         self.activity = False
         self.applied_sigs: set = set()
         self.restored = None                       # the limit put back at exit
+        self.thread = None                         # the first watched call's thread
         self.team = None                           # ranks in lockstep (process/team.py)
         self.team_points = 0
 
@@ -174,8 +175,15 @@ class Watcher:
             self.team.leave()
 
     def point(self, kind: str, torch_graph=None):
-        """A switch point: a replay (before it is launched), a sync or a mark."""
-        if not self.lock.acquire(blocking=False):
+        """A switch point: a replay (before it is launched), a sync or a mark. In a team only
+        the thread that made the first watched call counts (ranks must count the same calls;
+        other threads' order is not the same on every rank), and it waits for the lock."""
+        me = threading.get_ident()
+        if self.thread is None:
+            self.thread = me
+        if self.team is not None and me != self.thread:
+            return
+        if not self.lock.acquire(blocking=self.team is not None):
             return                 # another thread is switching: this call goes on
         try:
             self._point(kind, torch_graph)
@@ -197,7 +205,7 @@ class Watcher:
         except Exception as e:
             self.notes.append(f"activity records unavailable: {e}")
             self.state = "off"
-        if self.o.world > 1 and self.o.mode != "apply":
+        if self.o.world > 1 and self.o.mode != "apply" and self.state != "off":
             from . import team
             self.team, why = team.from_env()
             if why:
@@ -210,6 +218,7 @@ class Watcher:
         names = [k[1] for k in kernels]
         seen = GraphSeen(torch_graph, g, _core.graph_signature(kernels), names,
                          list(records), list(uses))
+        seen.ordinal = sum(g.signature == seen.signature for g in self.graphs.values())
         self.graphs[id(torch_graph)] = seen
         if self.o.mode in ("apply", "verify") and self.plan_doc is not None:
             self._apply_plan_windows(seen, install=self.o.mode == "apply")
@@ -237,7 +246,7 @@ class Watcher:
             self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
         capturing = bool(self.captures or _capturing())
         if self.state in ("warmup", "probe"):
-            if self._phase_over(capturing):
+            if self._phase_over(capturing, kind):
                 if self.state == "warmup":
                     self._begin_probe()
                 else:
@@ -253,7 +262,7 @@ class Watcher:
                 self.result = _core.live_finish()
                 self._decide()
 
-    def _phase_over(self, capturing: bool) -> bool:
+    def _phase_over(self, capturing: bool, kind: str = "replay") -> bool:
         """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
         never while a capture is open. In a team: every TEAM_EVERY-th call, by the leader's
         clock, where no rank is capturing (ranks count the same calls, so they agree at the
@@ -265,6 +274,8 @@ class Watcher:
             due = now - self.probe_t >= max(0.25, self.o.warmup_s / 2)
         if self.team is None:
             return due and not capturing
+        if kind == "sync" and (self.points["replay"] or self.points["mark"]):
+            return False           # a rank's own syncs (logging on rank 0) are not shared
         self.team_points += 1
         if self.team_points % TEAM_EVERY:
             return False
@@ -341,13 +352,31 @@ class Watcher:
 
     def _follow_leader(self) -> list:
         """Team: the leader's unit of work, block length and targets (in its order, with its
-        weights) are every rank's, so the arm table and the blocks are the same on all."""
+        weights) are every rank's, so the arm table and the blocks are the same on all. Where a
+        rank never made the leader's unit of work (ranks run different graphs: pipeline
+        stages) or the GPUs differ (arm tables would differ), every rank sees it in the same
+        documents and all go on alone, with a note."""
         from .team import adopt_targets, target_key
+        p = self.device.properties
         docs = self.team.gather({"unit": list(self.unit), "units": self.units_per_block,
                                  "targets": [target_key(t) for t in self.targets],
-                                 "weights": [t.weight for t in self.targets]})
+                                 "weights": [t.weight for t in self.targets],
+                                 "counts": [[list(k), v] for k, v in self.probe_counts.items()],
+                                 "facts": [self.device.persisting_l2_granule,
+                                           p.persisting_l2_cache_max_size, p.l2_cache_size]})
         lead = docs[0]
-        self.unit = tuple(lead["unit"])
+        unit = tuple(lead["unit"])
+        lacking = [r for r, d in enumerate(docs)
+                   if not any(tuple(k) == unit and v for k, v in d["counts"])]
+        differ = [r for r, d in enumerate(docs) if d["facts"] != lead["facts"]]
+        if lacking or differ:
+            why = (f"rank(s) {lacking} never made the leader's unit of work" if lacking else
+                   f"rank(s) {differ} have another GPU than rank 0")
+            self.notes.append(f"ranks not in lockstep: {why}; each rank advised alone")
+            self.team.leave()
+            self.team = None
+            return [t.weight for t in self.targets]
+        self.unit = unit
         self.units_per_block = int(lead["units"])
         self.targets, missing = adopt_targets(self.targets, lead["targets"])
         if missing:
@@ -674,6 +703,8 @@ class Watcher:
                     if self.state == "search":
                         self.blocks[-1].end = self.blocks[-1].end or _core.activity_now()
                         self.blocks[-1].units = self.blocks[-1].units or self.units_now
+                        if not self.blocks[-1].units and len(self.blocks) > self.recorded:
+                            self.blocks.pop()      # begun just before the exit: nothing ran
                         self._record_pending(alone=True)
                         self.result = _core.live_finish()
                     self.notes.append("the program ended before the search decided")

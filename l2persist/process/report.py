@@ -93,7 +93,11 @@ def ranks_line(r: dict) -> str:
     models = sorted({str(x["device"]) for x in ranks})
     held = "the same arms in the same order" if r.get("same_arms") else \
         "NOT the same arms in the same order (see each rank's notes)"
-    return (f"ranks: {len(ranks)} watched in lockstep, {held}; GPU model(s): "
+    how = "in lockstep" if all(x.get("lockstep") for x in ranks) else \
+        "NOT in lockstep (each rank on its own; see the notes)"
+    gone = (f"; no result from rank(s) {r['missing_ranks']}" if r.get("missing_ranks")
+            else "")
+    return (f"ranks: {len(ranks)} watched {how}, {held}{gone}; GPU model(s): "
             f"{', '.join(models)} (one plan per model)")
 
 

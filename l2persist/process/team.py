@@ -129,10 +129,11 @@ def mean_samples(docs: list[dict], key: str = "samples") -> list[float]:
 
 
 def target_key(t) -> list:
-    """A target's name that is the same on every rank of one program: the graph and buffer
-    index of its first place, and its size (addresses differ between ranks)."""
+    """A target's name that is the same on every rank of one program: the graph of its first
+    place (its signature, and which capture of that signature: double-buffered graphs share
+    one), the buffer's index in it, and its size (addresses differ between ranks)."""
     g, rec = t.places[0]
-    return [g.signature, rec, t.size]
+    return [g.signature, getattr(g, "ordinal", 0), rec, t.size]
 
 
 def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
@@ -146,7 +147,7 @@ def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
         t = by_key.get(tuple(k))
         if t is None:
             missing += 1
-            t = Target(0, k[2])
+            t = Target(0, k[-1])
         out.append(t)
     return out, missing
 
@@ -165,7 +166,10 @@ def merge_ranks(docs: list[dict]) -> dict:
         "final_arm": d.get("final_arm"), "blocks": d.get("blocks"),
         "speedup": (d.get("result") or {}).get("speedup"),
         "lockstep": d.get("lockstep"), "notes": d.get("notes", [])} for d in docs]
-    merged["same_arms"] = len(seqs) == len(docs) and all(s == seqs[0] for s in seqs)
+    world = max([d.get("world") or 1 for d in docs] + [len(docs)])
+    merged["missing_ranks"] = sorted(set(range(world)) - {d.get("rank", 0) for d in docs})
+    merged["same_arms"] = (len(seqs) == len(docs) == world
+                           and all(s == seqs[0] for s in seqs))
     plans = {}
     for d in docs:
         name = (d.get("device") or {}).get("name")
