@@ -393,8 +393,8 @@ L2P_DEFINE_FN(tune_search_fn, tune_search_args, tune_search_impl, "tune_search",
                         .ival = L2P_TUNE_RECHECK_ROUNDS, .lo = 0, .hi = LLONG_MAX,
                         .what = "rounds", .doc = "a recommended pick re-measured against both "
                         "baselines in this many fresh interleaved rounds (more while "
-                        "undecided), dropped when it decidedly does not help, in [0, 1000]; 0: "
-                        "not"));
+                        "undecided), dropped when the verdict after them does not say it helps, in "
+                        "[0, 1000]; 0: not"));
 
 /* A 1-d float64 array over a sequence of samples (ms), or NULL with the error naming it. */
 static PyArrayObject *samples_arg(PyObject *obj, const char *name)
