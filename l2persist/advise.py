@@ -41,7 +41,8 @@ __all__ = ["DEFAULTS", "advise", "Advice", "WorkloadAdvice", "WorkloadSet"]
 
 #: The advisor's default options, from their one home: the C core's
 #: l2p_advise_options_default (tries, search_repeat, repeat, confirm_rounds, recheck_rounds,
-#: min_gain, confidence, seed). advise()'s signature shows them.
+#: remeasure_levels, remeasure_rounds, min_gain, confidence, seed). advise()'s signature shows
+#: them.
 DEFAULTS = _core.advise_defaults()
 
 #: Targets per workload considered (discovery gives the largest first).
@@ -432,6 +433,8 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
            confirm_rounds: int = DEFAULTS["confirm_rounds"], tries: int = DEFAULTS["tries"],
            warmup: int = 2, hold_us: float = 50.0, seed: int = DEFAULTS["seed"],
            recheck_rounds: int = DEFAULTS["recheck_rounds"],
+           remeasure_levels: int = DEFAULTS["remeasure_levels"],
+           remeasure_rounds: int = DEFAULTS["remeasure_rounds"],
            interleave: bool = True) -> Advice:
     """One persistence plan for a whole process, found and checked on its own work.
 
@@ -457,8 +460,13 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
       (up to 4x while undecided), targets tried alone per workload and level, and each
       timing's warm-up calls and spin.
     - ``recheck_rounds``: a plan the confirmation recommends is re-measured against both
-      baselines in this many fresh interleaved rounds after the confirmation (0: not), and
-      dropped for the better baseline when it no longer helps by the same rule (C core).
+      baselines in this many fresh interleaved rounds after the confirmation (more while
+      undecided, up to 4x; 0: not), and dropped for the better baseline when it no longer
+      helps by the same rule (C core).
+    - ``remeasure_levels``, ``remeasure_rounds``: before the set-aside level is picked, the
+      search's this many best levels (each with its windows) are measured again in this many
+      fresh rounds, levels in ABBA order, and the level is picked on their pooled medians
+      (0: one pass's medians decide); levels x rounds more evaluations per workload.
     - ``interleave`` (default True): the confirmation and the recheck run the workloads
       interleaved call by call under one installation per arm (``WorkloadSet.evaluate_mix``),
       as the process runs them: one workload's persisting lines meet the others' accesses,
@@ -479,6 +487,7 @@ def advise(workloads, *, device=None, weight_unit: str = "share", must_not_slow=
         raise TypeError(f"interleave: expected True or False, got {interleave!r}")
     options = dict(tries=tries, search_repeat=search_repeat, repeat=repeat,
                    confirm_rounds=confirm_rounds, recheck_rounds=recheck_rounds,
+                   remeasure_levels=remeasure_levels, remeasure_rounds=remeasure_rounds,
                    min_gain=min_gain, confidence=confidence, seed=seed)
     _core.advise_search(_no_eval, 0, [], [], [], [], [], check_only=True, **options)
     if isinstance(workloads, WorkloadSet):

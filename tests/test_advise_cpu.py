@@ -235,7 +235,8 @@ def test_the_defaults_have_one_home():
     import inspect
     core = _core.advise_defaults()
     assert set(core) == {"tries", "search_repeat", "repeat", "confirm_rounds", "recheck_rounds",
-                         "min_gain", "confidence", "seed"}
+                         "remeasure_levels", "remeasure_rounds", "min_gain", "confidence",
+                         "seed"}
     sig = inspect.signature(l2persist.advise).parameters
     assert {k: sig[k].default for k in core} == core
     from l2persist.advise import DEFAULTS
@@ -278,3 +279,16 @@ def test_the_advisor_studys_grid_best_is_its_best_level_re_measured():
              "grid2": 9.6}
     assert advisor._grid_best(again, top) == (3, 9.1)    # not the pass's pick (level 2)
     assert advisor._grid_candidates({5: 1.0}) == [5]
+
+
+def test_the_remeasure_can_be_turned_off_and_is_checked():
+    """remeasure_levels / remeasure_rounds reach the core: 0 leaves the pass's pick (no level
+    re-measured, fewer evaluations); an out-of-range value is a named error."""
+    on = _search(_world(), [10.0, 1.0])
+    off = _search(_world(), [10.0, 1.0], remeasure_levels=0)
+    assert len(on["remeasured"]) >= 2 and off["remeasured"] == []
+    assert off["evals"] < on["evals"]
+    with pytest.raises(ValueError, match="remeasure_levels"):
+        _search(_world(), [10.0, 1.0], remeasure_levels=17)
+    with pytest.raises(ValueError, match="remeasure_rounds"):
+        _search(_world(), [10.0, 1.0], remeasure_rounds=-1)

@@ -101,9 +101,7 @@ typedef struct {
     size_t remeasure_levels; /* (3) levels whose plans are re-measured before the level is
                               * picked: the pass's pick and the next best by the pass's
                               * totals; 0 or 1: the pass's medians decide */
-    size_t remeasure_rounds; /* (4) fresh rounds of that re-measure (0: none). Neither is an
-                              * argument of _core.advise_search yet: its parser is at
-                              * L2P_MAX_PARAMS (20) */
+    size_t remeasure_rounds; /* (4) fresh rounds of that re-measure (0: none) */
     double min_gain, confidence;
     unsigned long long seed;
 } l2p_advise_options;

@@ -110,6 +110,7 @@ static int one_bytes(PyObject *item, const char *name, size_t i, void *dst)
 typedef struct {
     PyObject *evaluate, *device, *weights, *must_not_slow, *owner, *target_bytes, *groups;
     l2p_opt tries, search_repeat, repeat, confirm_rounds, recheck_rounds;
+    l2p_opt remeasure_levels, remeasure_rounds;
     l2p_opt min_gain, confidence;
     l2p_opt seed;
     PyObject *facts, *mix;
@@ -125,6 +126,8 @@ static void scalar_options(const advise_args *a, l2p_advise_options *o)
     if (a->repeat.given) o->repeat = (size_t)a->repeat.i;
     if (a->confirm_rounds.given) o->confirm_rounds = (size_t)a->confirm_rounds.i;
     if (a->recheck_rounds.given) o->recheck_rounds = (size_t)a->recheck_rounds.i;
+    if (a->remeasure_levels.given) o->remeasure_levels = (size_t)a->remeasure_levels.i;
+    if (a->remeasure_rounds.given) o->remeasure_rounds = (size_t)a->remeasure_rounds.i;
     if (a->min_gain.given) o->min_gain = a->min_gain.f;
     if (a->confidence.given) o->confidence = a->confidence.f;
     if (a->seed.given) o->seed = (unsigned long long)a->seed.i;
@@ -323,6 +326,12 @@ L2P_DEFINE_FN(advise_search_fn, advise_args, advise_search_impl, "advise_search"
                         .hi = 64, .what = "rounds", .doc = "a recommended plan re-measured in "
                         "this many fresh rounds after the confirmation, dropped if it no "
                         "longer helps"),
+              L2P_PARAM(advise_args, remeasure_levels, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 0, .hi = 16, .what = "levels", .doc = "the search's best levels "
+                        "measured again before the level is picked; 0: not"),
+              L2P_PARAM(advise_args, remeasure_rounds, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 0, .hi = 64, .what = "rounds", .doc = "fresh interleaved rounds "
+                        "of that re-measure; 0: not"),
               L2P_PARAM(advise_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_NONE, .flo = 0.0,
                         .fhi = 0.999, .doc = "the least weighted gain worth a plan"),
               L2P_PARAM(advise_args, confidence, L2P_P_FLOAT, .flags = L2P_P_NONE,
@@ -355,15 +364,19 @@ static PyObject *advise_defaults_impl(PyObject *m, const void *args)
     (void)m;
     (void)args;
     l2p_advise_options_default(&o);
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:K}", "tries", (Py_ssize_t)o.tries,
-                         "search_repeat", (Py_ssize_t)o.search_repeat, "repeat",
-                         (Py_ssize_t)o.repeat, "confirm_rounds", (Py_ssize_t)o.confirm_rounds,
-                         "recheck_rounds", (Py_ssize_t)o.recheck_rounds, "min_gain", o.min_gain,
-                         "confidence", o.confidence, "seed", o.seed);
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:d,s:d,s:K}", "tries",
+                         (Py_ssize_t)o.tries, "search_repeat", (Py_ssize_t)o.search_repeat,
+                         "repeat", (Py_ssize_t)o.repeat, "confirm_rounds",
+                         (Py_ssize_t)o.confirm_rounds, "recheck_rounds",
+                         (Py_ssize_t)o.recheck_rounds, "remeasure_levels",
+                         (Py_ssize_t)o.remeasure_levels, "remeasure_rounds",
+                         (Py_ssize_t)o.remeasure_rounds, "min_gain", o.min_gain, "confidence",
+                         o.confidence, "seed", o.seed);
 }
 L2P_DEFINE_FN(advise_defaults_fn, l2p_no_args, advise_defaults_impl, "advise_defaults",
               "The advisor's default options (l2p_advise_options_default): tries, "
-              "search_repeat, repeat, confirm_rounds, recheck_rounds, min_gain, confidence, "
+              "search_repeat, repeat, confirm_rounds, recheck_rounds, remeasure_levels, "
+              "remeasure_rounds, min_gain, confidence, "
               "seed.", "dict[str, int | float]", L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_advise_fns[] = {&advise_search_fn, &advise_defaults_fn, NULL};

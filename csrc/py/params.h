@@ -22,7 +22,7 @@
 #include "l2p_py.h"
 
 /* At most this many parameters per row: l2p_fn_check refuses a longer row at import. */
-#define L2P_MAX_PARAMS 20
+#define L2P_MAX_PARAMS 24
 
 typedef enum {
     L2P_P_OBJECT = 1, /* any object -> PyObject * (borrowed); None when omitted */
