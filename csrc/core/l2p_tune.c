@@ -993,10 +993,11 @@ static l2p_status confirm(search *sr, const point *a, const point *b)
  * chose it; fresh ones do not share their luck (tune's scatter_reduce_ amax claimed 1.044x
  * and re-measured 0.975x). A single look at 3 rounds is not enough: its t interval over 3
  * rounds is +-2.5 standard deviations of a round's log-speedup, so one noisy round of three
- * vetoed a real gain (an allocate-per-call workload's 1.31x was dropped in one run of two
- * while an exhaustive grid gave 1.28x). So an undecided recheck gets more rounds, as the
- * confirmation does (up to CONFIRM_EXTEND x recheck_rounds), and the pick is dropped when the
- * verdict after them still does not say it helps. */
+ * can veto a real gain (test_three_rounds_one_noisy_is_undecided). (The allocate-per-call
+ * workload whose 1.31x was dropped in one run of two had a second cause, found later: its
+ * window was over the address of a PyTorch capture's pool.) So an undecided recheck gets
+ * more rounds, as the confirmation does (up to CONFIRM_EXTEND x recheck_rounds), and the pick
+ * is dropped when the verdict after them still does not say it helps. */
 static l2p_status recheck_pick(search *sr, const point *a, const point *b)
 {
     const l2p_tune_options *o = sr->o;
