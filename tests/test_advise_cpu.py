@@ -281,6 +281,46 @@ def test_the_advisor_studys_grid_best_is_its_best_level_re_measured():
     assert advisor._grid_candidates({5: 1.0}) == [5]
 
 
+def test_the_advisor_studys_remeasure_times_one_arm_once():
+    """A plan that installs what a baseline installs ("don't", keep the default) is that arm:
+    timed once and given the baseline's total, so that the rounds' noise between two copies of
+    one arm is not read as the advice losing. Plans that differ are timed apart."""
+    import types
+
+    from l2persist.studies import advisor
+
+    class FakePlan:
+        def __init__(self, set_aside, window=None, off_window=None):
+            entries = [{"on": False, "num_bytes": 4096, "buffer": "b"}] if off_window else []
+            if window:
+                entries.append({"on": True, "num_bytes": window, "buffer": "a"})
+            self.d = {"set_aside": set_aside, "entries": entries}
+
+        def to_dict(self):
+            return self.d
+
+    applied = []
+
+    def time_mix(repeat):   # a time that depends on what is installed
+        d = applied[-1].to_dict()
+        t = 10.0 - d["set_aside"] / 10 - sum(e["num_bytes"] for e in d["entries"] if e["on"]) / 2**21
+        return [[t] * repeat, [1.0] * repeat]
+
+    ws = types.SimpleNamespace(
+        works=[object(), object()], off=lambda lv: lv,
+        union=types.SimpleNamespace(configured=lambda lv: FakePlan(lv)),
+        session=types.SimpleNamespace(apply=applied.append),
+        time_mix=time_mix)
+    plans = {"advice": FakePlan(7, off_window=True),          # the default, an entry off
+             "grid0": FakePlan(7, window=1 << 20), "grid1": FakePlan(0)}
+    got = advisor._remeasure(ws, [1.0, 1.0], plans, 7, rounds=2, repeat=3)
+    assert got["advice"] == got["default"] and got["grid1"] == got["limit0"]
+    assert got["grid0"] != got["default"]
+    timed = {id(p) for p in applied}
+    assert len(applied) == 2 * 3 and len(timed) == 3   # limit0, default, grid0; twice each
+    assert id(plans["advice"]) not in timed and id(plans["grid1"]) not in timed
+
+
 def test_the_remeasure_can_be_turned_off_and_is_checked():
     """remeasure_levels / remeasure_rounds reach the core: 0 leaves the pass's pick (no level
     re-measured, fewer evaluations); an out-of-range value is a named error."""
