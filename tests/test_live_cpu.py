@@ -194,3 +194,13 @@ def test_apply_report_says_what_matched_and_what_was_put_back():
     assert "put back" not in text                      # nothing restored: not said
     w.restored = 0
     assert "set-aside put back to 0 bytes, as the program found it" in bootstrap.apply_report(w)
+
+
+def test_pausing_the_records_when_not_collecting_is_a_named_error():
+    """activity_record (the watcher's warm-up pause) needs a collecting log: without one it is
+    refused with the reason, before any CUDA or CUPTI is touched (this runs without a GPU)."""
+    from l2persist import _core
+    with pytest.raises(ValueError, match="not collecting"):
+        _core.activity_record(False)
+    with pytest.raises(TypeError, match="on"):
+        _core.activity_record()

@@ -176,3 +176,41 @@ def test_apply_restores_on_sigterm(torch, tmp_path):
     assert p.returncode != 0, err                     # it died of the signal, as without us
     assert "l2persist apply: set-aside " + str(doc["set_aside"]) + " bytes" in err, err
     assert "set-aside put back to" in err, err
+
+
+PAUSE_PROBE = r'''
+import json, sys
+import torch
+from l2persist import _core
+x = torch.zeros(1 << 16, device="cuda")
+for _ in range(20):
+    x.add_(1.0)                       # kernels loaded, context made
+torch.cuda.synchronize()
+_core.activity_begin(0)
+_core.activity_record(False)
+counts = []
+for recording in (False, True, False):
+    _core.activity_record(recording)
+    torch.cuda.synchronize()
+    t0 = _core.activity_now()
+    for _ in range(50):
+        x.add_(1.0)
+    torch.cuda.synchronize()
+    t1 = _core.activity_now()
+    _core.activity_flush()
+    counts.append(sum(v[0] > 0 for v in _core.activity_blocks([t0, t1])["by_name"].values()))
+_core.activity_end()
+torch.cuda.synchronize()
+print(json.dumps({"named": counts, "sum": float(x.sum()), "n": x.numel()}))
+'''
+
+
+def test_activity_records_pause_and_resume(torch):
+    """The watcher's warm-up is unrecorded: a paused log holds no record of kernels launched
+    while paused, a resumed one does, and pausing again stops them (its own process: CUPTI's
+    activity buffers are the process's). The kernels' results are untouched."""
+    p = _run(["-c", PAUSE_PROBE], timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["named"][0] == 0 and r["named"][1] >= 1 and r["named"][2] == 0, r
+    assert r["sum"] == 170.0 * r["n"]      # 20 + 3 x 50 adds of 1.0, every one ran

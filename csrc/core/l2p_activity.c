@@ -3,7 +3,6 @@
 #include "l2p_activity.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +55,7 @@ void l2p_activity_free(l2p_activity *a)
 
 /* The name id of key (interned on first sight); L2P_ACTIVITY_OTHER when the table is full.
  * Keyed by CUPTI's pointer: every record of one kernel shares it, so a lookup costs no
- * string compare. A graph's key is l2p_activity_graph_key(id), named "graph:<id>". */
+ * string compare. */
 static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
 {
     size_t mask = L2P_ACTIVITY_NAMES - 1;
@@ -66,11 +65,6 @@ static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
         if (!a->keys[h]) break;
     }
     if (a->n_names >= L2P_ACTIVITY_NAMES * 3 / 4) return L2P_ACTIVITY_OTHER;
-    char graph_name[32];
-    if (!name && ((uintptr_t)key & L2P_ACTIVITY_GRAPH_TAG)) {
-        snprintf(graph_name, sizeof graph_name, "graph:%u", (unsigned)(uintptr_t)key);
-        name = graph_name;
-    }
     char *copy = strdup(name ? name : "?");
     if (!copy) return L2P_ACTIVITY_OTHER;
     a->keys[h] = key;
@@ -145,7 +139,6 @@ typedef CUptiResult (*kind_fn)(CUpti_ActivityKind);
 typedef CUptiResult (*flush_fn)(uint32_t);
 typedef CUptiResult (*next_fn)(uint8_t *, size_t, CUpti_Activity **);
 typedef CUptiResult (*stamp_fn)(uint64_t *);
-typedef CUptiResult (*graph_id_fn)(void *, uint32_t *);
 
 static struct {
     register_fn reg;
@@ -153,13 +146,12 @@ static struct {
     flush_fn flush_all;
     next_fn next;
     stamp_fn stamp;
-    graph_id_fn graph_id, exec_id;  /* optional (CUPTI >= 12.x) */
 } cupti;
 
 static l2p_activity process_log;
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end */
 static int registered;      /* the buffer callbacks are CUPTI's for the process's life */
-static unsigned kinds_on;   /* L2P_ACTIVITY_KERNELS | L2P_ACTIVITY_GRAPHS enabled now */
+static int recording;       /* CONCURRENT_KERNEL is enabled now */
 
 #define BUFFER_BYTES ((size_t)4 << 20)
 
@@ -181,15 +173,6 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     /* Only the fields every kernel record version shares (kind .. name) are read: the CUPTI in
      * the process may be an older one than the headers (PyTorch's). */
     while (cupti.next && cupti.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
-            /* One record per graph launch, its first node's start to its last node's end:
-             * the fields read are where every version of the record has them. */
-            const CUpti_ActivityGraphTrace2 *g = (const CUpti_ActivityGraphTrace2 *)rec;
-            if (g->start || g->end)
-                l2p_activity_add(&process_log, g->deviceId, g->start, g->end, g->streamId,
-                                 l2p_activity_graph_key(g->graphId), NULL);
-            continue;
-        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
             rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
@@ -213,8 +196,6 @@ static l2p_status resolve(void)
     cupti.flush_all = (flush_fn)dlsym(lib, "cuptiActivityFlushAll");
     cupti.next = (next_fn)dlsym(lib, "cuptiActivityGetNextRecord");
     cupti.stamp = (stamp_fn)dlsym(lib, "cuptiGetTimestamp");
-    cupti.graph_id = (graph_id_fn)dlsym(lib, "cuptiGetGraphId");
-    cupti.exec_id = (graph_id_fn)dlsym(lib, "cuptiGetGraphExecId");
     if (!cupti.reg || !cupti.enable || !cupti.disable || !cupti.flush_all || !cupti.next ||
         !cupti.stamp) {
         cupti.reg = NULL;
@@ -224,26 +205,17 @@ static l2p_status resolve(void)
     return L2P_OK;
 }
 
-/* Enable (on) or disable one CUPTI kind; the caller holds process_lock. */
-static l2p_status set_kind(unsigned bit, int on)
+/* Turn the kernel records on or off; the caller holds process_lock. */
+static l2p_status set_recording(int on)
 {
-    CUpti_ActivityKind kind = bit == L2P_ACTIVITY_GRAPHS ? CUPTI_ACTIVITY_KIND_GRAPH_TRACE
-                                                         : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    if (!!(kinds_on & bit) == !!on) return L2P_OK;
-    CUptiResult rc = on ? cupti.enable(kind) : cupti.disable(kind);
+    if (recording == !!on) return L2P_OK;
+    CUptiResult rc = on ? cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                        : cupti.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (rc != CUPTI_SUCCESS)
         return l2p_cupti_fail(rc, on ? "cuptiActivityEnable" : "cuptiActivityDisable",
-                              bit == L2P_ACTIVITY_GRAPHS ? "GRAPH_TRACE" : "CONCURRENT_KERNEL");
-    kinds_on = on ? kinds_on | bit : kinds_on & ~bit;
+                              "CONCURRENT_KERNEL");
+    recording = !!on;
     return L2P_OK;
-}
-
-static l2p_status set_kinds(unsigned kinds)
-{
-    /* Graphs first when turning them on: a replay between the two calls is then traced once. */
-    l2p_status st = set_kind(L2P_ACTIVITY_GRAPHS, kinds & L2P_ACTIVITY_GRAPHS);
-    if (st == L2P_OK) st = set_kind(L2P_ACTIVITY_KERNELS, kinds & L2P_ACTIVITY_KERNELS);
-    return st;
 }
 
 l2p_status l2p_activity_begin(int device)
@@ -268,7 +240,7 @@ l2p_status l2p_activity_begin(int device)
         goto out;
     }
     registered = 1;
-    if ((st = set_kinds(L2P_ACTIVITY_KERNELS)) != L2P_OK) goto out;
+    if ((st = set_recording(1)) != L2P_OK) goto out;
     process_log.active = 1;
 out:
     pthread_mutex_unlock(&process_lock);
@@ -287,42 +259,24 @@ void l2p_activity_end(void)
     pthread_mutex_lock(&process_lock);
     if (process_log.active) {
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        (void)set_kinds(0);
-        kinds_on = 0; /* what failed to disable is CUPTI's to drop at exit */
+        (void)set_recording(0);
+        recording = 0; /* what failed to disable is CUPTI's to drop at exit */
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         process_log.active = 0;
     }
     pthread_mutex_unlock(&process_lock);
 }
 
-l2p_status l2p_activity_kinds(unsigned kinds)
+l2p_status l2p_activity_record(int on)
 {
-    if (kinds & ~(unsigned)(L2P_ACTIVITY_KERNELS | L2P_ACTIVITY_GRAPHS))
-        return l2p_fail(L2P_ERR_VALUE, "kinds: expected a mask of KERNELS (1) | GRAPHS (2), got %u",
-                        kinds);
     pthread_mutex_lock(&process_lock);
-    l2p_status st = process_log.active ? set_kinds(kinds)
+    l2p_status st = process_log.active ? set_recording(on)
                                        : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
     pthread_mutex_unlock(&process_lock);
     return st;
 }
 
-unsigned l2p_activity_kinds_on(void) { return kinds_on; }
-
-l2p_status l2p_activity_graph_id(void *graph, int exec, uint32_t *id)
-{
-    l2p_status st = resolve();
-    if (st != L2P_OK) return st;
-    graph_id_fn fn = exec ? cupti.exec_id : cupti.graph_id;
-    if (!fn)
-        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI at %s lacks %s",
-                        l2p_cupti_path() ? l2p_cupti_path() : "?",
-                        exec ? "cuptiGetGraphExecId" : "cuptiGetGraphId");
-    CUptiResult rc = fn(graph, id);
-    return rc == CUPTI_SUCCESS
-               ? L2P_OK
-               : l2p_cupti_fail(rc, exec ? "cuptiGetGraphExecId" : "cuptiGetGraphId", NULL);
-}
+int l2p_activity_recording(void) { return recording; }
 
 l2p_status l2p_activity_now(uint64_t *ns)
 {

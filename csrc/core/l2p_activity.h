@@ -1,5 +1,5 @@
 /* Activity records: each kernel's GPU duration, read from CUDA's profiling activity API
- * (CUPTI activity: CONCURRENT_KERNEL, and GRAPH_TRACE for graphs as a whole), for watching a program that
+ * (CUPTI activity, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), for watching a program that
  * l2persist does not call into.
  *
  * Why activity records and not wall time: a host-bound serving loop's wall time per iteration
@@ -36,20 +36,6 @@ extern "C" {
 #define L2P_ACTIVITY_NAMES 8192
 #define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)" */
 
-/* What CUPTI records (l2p_activity_kinds). KERNELS: one record per kernel, graph nodes
- * included (CONCURRENT_KERNEL). GRAPHS: one record per graph launch, from its first node's
- * start to its last node's end (GRAPH_TRACE), and then no record per node: CUPTI's own
- * answer to the per-node cost of tracing graphs. */
-#define L2P_ACTIVITY_KERNELS 1u
-#define L2P_ACTIVITY_GRAPHS 2u
-
-/* A graph record's name key: its graph id with a bit set that no user-space pointer (CUPTI's
- * kernel name keys) has on x86-64 or aarch64. */
-#define L2P_ACTIVITY_GRAPH_TAG ((uintptr_t)1 << 63)
-static inline const void *l2p_activity_graph_key(uint32_t graph_id)
-{
-    return (const void *)(L2P_ACTIVITY_GRAPH_TAG | (uintptr_t)graph_id);
-}
 
 typedef struct {
     uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
@@ -75,14 +61,19 @@ typedef struct {
 /* Start collecting `device`'s kernel records into the process's log (which is emptied).
  * L2P_ERR_NOT_SUPPORTED where CUPTI is missing or already collecting for another tool. */
 l2p_status l2p_activity_begin(int device);
-/* Switch what is recorded while collecting (a mask of L2P_ACTIVITY_KERNELS / _GRAPHS; begin
- * starts with KERNELS). L2P_ERR_STATE when not collecting; a CUPTI refusal is named. */
-l2p_status l2p_activity_kinds(unsigned kinds);
-/* The kinds enabled now. */
-unsigned l2p_activity_kinds_on(void);
-/* CUPTI's id of a graph (exec 0: a CUgraph) or of an executable graph (exec 1: a
- * CUgraphExec): the id that graph records carry. */
-l2p_status l2p_activity_graph_id(void *graph, int exec, uint32_t *id);
+/* Pause (0) or resume (1) the kernel records while collecting; begin starts recording. The
+ * watcher pauses through the warm-up, whose records nothing reads: on the H200 a replay of an
+ * 8-kernel graph cost +1.1 us paused (CUPTI attached) against +3.7-10.6 us recording, and
+ * switching costs 0.02-0.03 ms (tools/activity-modes). L2P_ERR_STATE when not collecting.
+ *
+ * Why kernel records and not CUPTI's graph records (GRAPH_TRACE: one record per graph launch,
+ * +1.3 us per replay of that graph): turning GRAPH_TRACE on while an executable graph made
+ * without it exists crashed the process inside the graph's next launch (H200, driver 580,
+ * tools/activity-modes at c844b7f), and a program under advise makes its graphs before the
+ * watcher knows what it will record. */
+l2p_status l2p_activity_record(int on);
+/* Whether kernel records are on now. */
+int l2p_activity_recording(void);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
 l2p_status l2p_activity_flush(void);
 /* Stop collecting (flush, disable); idempotent. The log keeps its records. */

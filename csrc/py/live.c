@@ -172,50 +172,24 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
                         .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
 
 typedef struct {
-    int kernels, graphs;
-} kinds_args;
+    int on;
+} recording_args;
 
-static PyObject *activity_kinds_impl(PyObject *m, const void *args)
+static PyObject *activity_record_impl(PyObject *m, const void *args)
 {
-    const kinds_args *a = args;
-    unsigned kinds = (a->kernels ? L2P_ACTIVITY_KERNELS : 0) | (a->graphs ? L2P_ACTIVITY_GRAPHS : 0);
+    const recording_args *a = args;
     l2p_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = l2p_activity_kinds(kinds);
+    st = l2p_activity_record(a->on);
     Py_END_ALLOW_THREADS
     if (st != L2P_OK) return raise_core(m);
     Py_RETURN_NONE;
 }
-L2P_DEFINE_FN(activity_kinds_fn, kinds_args, activity_kinds_impl, "activity_kinds",
-              "Switch what is recorded while collecting: kernels (a record per kernel, graph "
-              "nodes included) and graphs (a record per graph launch named 'graph:<id>', and "
-              "then none per node: the cheap way to time graphs). StateError when not "
-              "collecting.", "None",
-              L2P_PARAM(kinds_args, kernels, L2P_P_BOOL, .ival = 1, .doc = "a record per kernel"),
-              L2P_PARAM(kinds_args, graphs, L2P_P_BOOL, .ival = 0,
-                        .doc = "a record per graph launch"));
-
-typedef struct {
-    long long handle;
-    int exec;
-} graph_id_args;
-
-static PyObject *activity_graph_id_impl(PyObject *m, const void *args)
-{
-    const graph_id_args *a = args;
-    uint32_t id = 0;
-    if (l2p_activity_graph_id((void *)(uintptr_t)a->handle, a->exec, &id) != L2P_OK)
-        return raise_core(m);
-    return PyLong_FromUnsignedLong(id);
-}
-L2P_DEFINE_FN(activity_graph_id_fn, graph_id_args, activity_graph_id_impl, "activity_graph_id",
-              "CUPTI's id of a graph (a cudaGraph_t, or with exec=True a cudaGraphExec_t, as an "
-              "int): the id in a graph record's name 'graph:<id>'.", "int",
-              L2P_PARAM(graph_id_args, handle, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
-                        .hi = LLONG_MAX, .what = "a handle",
-                        .doc = "the graph's handle"),
-              L2P_PARAM(graph_id_args, exec, L2P_P_BOOL, .ival = 0,
-                        .doc = "handle is an executable graph"));
+L2P_DEFINE_FN(activity_record_fn, recording_args, activity_record_impl, "activity_record",
+              "Pause (False) or resume (True) the kernel records while collecting (a paused "
+              "log costs a launch almost nothing). ValueError when not collecting.", "None",
+              L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "record kernels"));
 
 /* ---- the live search ---- */
 
@@ -776,6 +750,6 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
-    &activity_blocks_fn, &activity_kinds_fn, &activity_graph_id_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
+    &activity_blocks_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, NULL};
