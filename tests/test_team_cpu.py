@@ -314,3 +314,26 @@ def test_in_a_team_only_the_first_threads_calls_count():
     t.join()
     w.point("mark")
     assert seen == ["sync", "mark"]
+
+
+def test_the_hot_path_asks_pytorch_about_captures_only_where_it_could_switch(monkeypatch):
+    """Before every replay the watcher runs in the program's thread: while nothing can switch
+    (the warm-up not yet due, a block not yet full) it must not ask PyTorch whether a capture
+    is open (a CUDA call per replay). It asks once the warm-up is due, and a capture open
+    then still stops the switch."""
+    asked = []
+    monkeypatch.setattr(live, "_capturing", lambda: asked.append(1) or bool(open_now))
+    open_now = False
+    w = live.Watcher(live.Options(mode="advise", warmup_s=1e9))
+    w.state, w.t0 = "warmup", time.perf_counter()
+    for _ in range(100):
+        w._point("replay", None)
+    assert asked == [] and w.state == "warmup"
+    w.o.warmup_s = 0.0                   # due now, but a capture is open
+    open_now = True
+    w._point("replay", None)
+    assert asked == [1] and w.state == "warmup"
+    w.state, w.unit, w.units_per_block, w.units_now = "search", ("sync",), 1000, 0
+    for _ in range(100):
+        w._point("sync", None)           # a block of 1000 units is not full yet
+    assert asked == [1]

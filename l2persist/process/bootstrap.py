@@ -224,7 +224,7 @@ def _patch_torch(torch) -> None:
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
     if _watcher is None or _watcher.o.mode == "apply":
         return
-    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph))
+    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph), stream=False)
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):

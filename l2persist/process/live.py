@@ -248,17 +248,18 @@ class Watcher:
         if self.state == "probe":
             key = (kind, self._sig(torch_graph)) if kind == "replay" else (kind,)
             self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
-        capturing = bool(self.captures or _capturing())
+        # Whether a capture is open is asked only where something could switch (a phase's or
+        # a block's end): asking PyTorch costs a call, and this runs before every replay.
         if self.state in ("warmup", "probe"):
-            if self._phase_over(capturing, kind):
+            if self._phase_over(None, kind):
                 if self.state == "warmup":
                     self._begin_probe()
                 else:
                     self._begin_search()
             return
-        if capturing:
-            return                 # never switch while a capture is open
         if self.state == "search" and self.units_now >= self.units_per_block:
+            if self._capture_open():
+                return             # never switch while a capture is open
             try:
                 self._end_block()
             except _NoRecords as e:
@@ -266,23 +267,28 @@ class Watcher:
                 self.result = _core.live_finish()
                 self._decide()
 
-    def _phase_over(self, capturing: bool, kind: str = "replay") -> bool:
+    def _capture_open(self) -> bool:
+        return bool(self.captures or _capturing())
+
+    def _phase_over(self, capturing: bool | None, kind: str = "replay") -> bool:
         """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
         never while a capture is open. In a team: every TEAM_EVERY-th call, by the leader's
         clock, where no rank is capturing (ranks count the same calls, so they agree at the
-        same one)."""
+        same one). capturing None: asked here, only when it decides."""
         now = time.perf_counter()
         if self.state == "warmup":
             due = now - self.t0 >= self.o.warmup_s
         else:
             due = now - self.probe_t >= max(0.25, self.o.warmup_s / 2)
         if self.team is None:
-            return due and not capturing
+            return due and not (self._capture_open() if capturing is None else capturing)
         if kind == "sync" and (self.points["replay"] or self.points["mark"]):
             return False           # a rank's own syncs (logging on rank 0) are not shared
         self.team_points += 1
         if self.team_points % TEAM_EVERY:
             return False
+        if capturing is None:
+            capturing = self._capture_open()
         docs = self.team.gather({"due": due, "capturing": capturing})
         return bool(docs[0]["due"]) and not any(d["capturing"] for d in docs)
 

@@ -124,15 +124,23 @@ def patch_keep_graph(cls) -> Callable[[], None]:
     return undo
 
 
-def patch_replay(cls, on_replay: Callable[[Any, Any], None]) -> Callable[[], None]:
+def patch_replay(cls, on_replay: Callable[[Any, Any], None],
+                 stream: bool = True) -> Callable[[], None]:
     """Call ``on_replay(graph, stream)`` before every ``cls.replay`` (``torch.cuda.CUDAGraph``),
-    with PyTorch's current stream, where ``replay`` launches the graph; returns the undo."""
+    with PyTorch's current stream, where ``replay`` launches the graph (``stream=False``: None,
+    for a hook that needs no stream: asking PyTorch for it makes a Stream object per replay);
+    returns the undo."""
     torch = sys.modules["torch"]
     original = cls.replay
 
-    def replay(self, *a, **k):
-        on_replay(self, torch.cuda.current_stream())
-        return original(self, *a, **k)
+    if stream:
+        def replay(self, *a, **k):
+            on_replay(self, torch.cuda.current_stream())
+            return original(self, *a, **k)
+    else:
+        def replay(self, *a, **k):
+            on_replay(self, None)
+            return original(self, *a, **k)
     cls.replay = replay
 
     def undo():
