@@ -6,6 +6,7 @@ import random
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -337,3 +338,53 @@ def test_the_hot_path_asks_pytorch_about_captures_only_where_it_could_switch(mon
     for _ in range(100):
         w._point("sync", None)           # a block of 1000 units is not full yet
     assert asked == [1]
+
+
+def test_the_store_is_ready_under_torchrun_or_once_a_process_group_exists(monkeypatch):
+    assert team.store_ready({"TORCHELASTIC_RUN_ID": "abc"}) is True
+    monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
+    assert team.store_ready({}) is False
+    dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    assert team.store_ready({}) is False
+    dist.is_initialized = lambda: True
+    assert team.store_ready({}) is True
+
+
+def _pending_watcher(monkeypatch, dist):
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    w = live.Watcher(live.Options(mode="advise", warmup_s=0.0, rank=0, world=2))
+    w.state, w.t0, w.team_wait_t0 = "warmup", time.perf_counter(), time.perf_counter()
+    w._join_team()
+    return w
+
+
+def test_under_another_launcher_the_warmup_waits_for_the_process_group(monkeypatch):
+    """mpirun / srun: rank 0's init_process_group hosts the store. Before it exists nobody
+    connects (rank 0 would wait on itself) and the warm-up does not end, though due; once the
+    group exists the ranks meet and decide together."""
+    dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
+    joined = []
+
+    class Peer:
+        def gather(self, doc):
+            return [doc, doc]
+
+    monkeypatch.setattr(team, "from_env", lambda: joined.append(1) or (Peer(), None))
+    w = _pending_watcher(monkeypatch, dist)
+    assert w.team_pending and w.team is None and joined == []
+    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 2))
+    dist.is_initialized = lambda: True
+    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY)]
+    assert joined == [1] and isinstance(w.team, Peer) and not w.team_pending
+    assert calls[-1] is True and sum(calls) == 1     # at the agreed call, together
+
+
+def test_a_program_that_never_makes_a_process_group_is_advised_rank_by_rank(monkeypatch):
+    dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
+    monkeypatch.setattr(live, "TEAM_WAIT_S", 0.0)
+    w = _pending_watcher(monkeypatch, dist)
+    assert not w.team_pending and w.team is None
+    assert any("each rank advised alone" in n for n in w.notes)
+    assert w._phase_over(False) is True               # its own clock, as alone

@@ -25,6 +25,9 @@ from .. import _core
 PLAN_FORMAT = "l2persist-live-plan/1"
 #: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
 TEAM_EVERY = 16
+#: Under a launcher other than torchrun, how long the warm-up waits for the program's process
+#: group (whose store the ranks meet at) before each rank goes on alone.
+TEAM_WAIT_S = 30.0
 
 
 @dataclass
@@ -145,6 +148,8 @@ class Watcher:
         self.restored = None                       # the limit put back at exit
         self.thread = None                         # the first watched call's thread
         self.team = None                           # ranks in lockstep (process/team.py)
+        self.team_pending = False                  # ranks exist, their store not yet
+        self.team_wait_t0 = None
         self.team_points = 0
 
     # ---- the program's calls ---------------------------------------------------------------
@@ -203,17 +208,35 @@ class Watcher:
             _core.activity_begin(self.o.device)
             # Nothing reads the warm-up's records (the probe cuts its own stretch), and
             # recording costs the program's launches (an 8-kernel graph's replay +3.7-10.6 us
-            # recording, +1.1 us paused, H200): record from the probe on.
+            # recording, +0.3-1.1 us paused, H200): record from the probe on.
             _core.activity_record(False)
             self.activity = True
         except Exception as e:
             self.notes.append(f"activity records unavailable: {e}")
             self.state = "off"
         if self.o.world > 1 and self.o.mode != "apply" and self.state != "off":
-            from . import team
-            self.team, why = team.from_env()
-            if why:
-                self.notes.append(why)
+            self.team_wait_t0 = time.perf_counter()
+            self._join_team()
+
+    def _join_team(self):
+        """Meet the other ranks once their store exists. torchrun's agent hosts it before any
+        rank starts; under other launchers (mpirun, srun) rank 0's ``init_process_group`` does,
+        and a rank that waited for it before its own call would stall (rank 0 on itself). Until
+        then the warm-up goes on (``team_pending``); a program that never makes a process group
+        within TEAM_WAIT_S is advised rank by rank, with a note."""
+        from . import team
+        if not team.store_ready():
+            waited = time.perf_counter() - self.team_wait_t0
+            self.team_pending = waited < TEAM_WAIT_S
+            if not self.team_pending:
+                self.notes.append(f"no process group after {waited:.0f} s (and no torchrun "
+                                  "agent): each rank advised alone, so collectives may confound "
+                                  "the verdict")
+            return
+        self.team_pending = False
+        self.team, why = team.from_env()
+        if why:
+            self.notes.append(why)
 
     def _remember(self, torch_graph):
         from ..foreign import as_graph
@@ -275,6 +298,10 @@ class Watcher:
         never while a capture is open. In a team: every TEAM_EVERY-th call, by the leader's
         clock, where no rank is capturing (ranks count the same calls, so they agree at the
         same one). capturing None: asked here, only when it decides."""
+        if self.team_pending:
+            self._join_team()
+            if self.team_pending:
+                return False       # the ranks have not met yet: nobody moves on alone
         now = time.perf_counter()
         if self.state == "warmup":
             due = now - self.t0 >= self.o.warmup_s

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 #: A gather that waits longer than this for a peer gives up (the watcher then stops switching
@@ -86,6 +87,19 @@ class Team:
             time.sleep(pause)
             pause = min(pause * 2, 2e-3)
         return json.loads(self.store.get(key))
+
+
+def store_ready(env=os.environ) -> bool:
+    """Whether the ranks' store exists yet: from the start under torchrun (its agent hosts it
+    and sets TORCHELASTIC_RUN_ID), else once this process has made its default process group
+    (rank 0's ``init_process_group`` hosts it)."""
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return True
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+    except Exception:
+        return False
 
 
 def from_env(env=os.environ):
