@@ -204,3 +204,60 @@ def test_pausing_the_records_when_not_collecting_is_a_named_error():
         _core.activity_record(False)
     with pytest.raises(TypeError, match="on"):
         _core.activity_record()
+
+
+def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
+    """A server that drops a graph (a batch size it no longer serves) gets its memory back
+    under advise and apply: the watcher holds its graphs weakly and borrows one only while it
+    sets windows. A dropped graph is kept in the summary, its windows are left alone, and a
+    new graph that reuses its id is not taken for it."""
+    import gc
+    import weakref
+
+    from l2persist import foreign
+    from l2persist.process import live
+
+    borrowed = []
+
+    class Borrowed:                  # what as_graph gives: it holds its owner, as the real one
+        def __init__(self, owner):
+            self.owner, self.windows = owner, []
+
+        def _scan(self, _):
+            return [(0, "k0"), (1, "k1")], [(0x1000, 4096, 1)], [(0, 0, 0, 0, 0), (1, 0, 0, 0, 0)]
+
+        def set_access_policy_window(self, w, nodes):
+            self.windows.append((w, nodes))
+
+    def as_graph(owner):
+        borrowed.append(Borrowed(owner))
+        return borrowed[-1]
+
+    class ProgramGraph:
+        pass
+
+    monkeypatch.setattr(foreign, "as_graph", as_graph)
+    monkeypatch.setattr(live._core, "graph_signature", lambda kernels: "sig")
+    w = live.Watcher(live.Options(mode="advise"))
+    g = ProgramGraph()
+    alive = weakref.ref(g)
+    w.capture_begin()
+    w.capture_end(g)
+    seen = w._seen(g)
+    assert seen is not None and seen.signature == "sig" and w.notes == []
+    win = object()
+    w._set_graph_windows(seen, {0: win, 1: win})
+    assert borrowed[-1].windows == [(win, [0, 1])] and borrowed[-1].owner is g
+    borrowed.clear()
+    del g
+    gc.collect()
+    assert alive() is None, "the watcher kept the program's graph alive"
+    w._set_graph_windows(seen, {})          # dropped: nothing borrowed, nothing raised
+    assert borrowed == []
+    g2 = ProgramGraph()
+    assert w._seen(g2) is None
+    w.capture_begin()
+    w.capture_end(g2)
+    assert len(w.graphs_gone) == 1 and w._seen(g2) is not None
+    assert [d["signature"] for d in w.summary()["graphs"]] == ["sig", "sig"]
+    assert w._seen(g2).ordinal == 1         # the second capture of its signature

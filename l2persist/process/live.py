@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,16 +76,24 @@ class Options:
 
 @dataclass
 class GraphSeen:
-    """One graph the program captured: its raw graph (l2persist.Graph), its stable name and
-    what the scan found."""
-    torch_graph: Any
-    graph: Any
+    """One graph the program captured: a weak reference to it (the watcher never keeps a graph
+    the program dropped, nor its memory pool, alive), its stable name and what the scan found."""
+    ref: Any                       # weakref.ref to the program's torch.cuda.CUDAGraph
     signature: str
     names: list
     records: list                  # (address, size, offer) per buffer (allocation)
     uses: list                     # (node, param, offset, word, record) per pointer word
     replays: int = 0
     windows_applied: int = 0
+
+    def borrow(self):
+        """An l2persist Graph over the program's graph, made per use (it holds its owner: kept,
+        it would keep the graph alive), or None once the program has dropped the graph."""
+        owner = self.ref()
+        if owner is None:
+            return None
+        from ..foreign import as_graph
+        return as_graph(owner)
 
     def nodes_of(self, record: int) -> list:
         return sorted({u[0] for u in self.uses if u[4] == record})
@@ -121,7 +130,8 @@ class Watcher:
     def __init__(self, options: Options):
         self.o = options
         self.lock = threading.RLock()
-        self.graphs: dict[int, GraphSeen] = {}   # id(torch graph) -> seen
+        self.graphs: dict[int, GraphSeen] = {}   # id(torch graph) -> seen, while it lives
+        self.graphs_gone: list[GraphSeen] = []     # graphs the program dropped
         self.captures = 0                          # captures open now
         self.points = {"replay": 0, "sync": 0, "mark": 0}
         self.replays_by_sig: dict[str, int] = {}
@@ -240,19 +250,34 @@ class Watcher:
 
     def _remember(self, torch_graph):
         from ..foreign import as_graph
-        g = as_graph(torch_graph)
-        kernels, records, uses = g._scan([])
+        self._forget_dropped()
+        kernels, records, uses = as_graph(torch_graph)._scan([])
         names = [k[1] for k in kernels]
-        seen = GraphSeen(torch_graph, g, _core.graph_signature(kernels), names,
-                         list(records), list(uses))
-        seen.ordinal = sum(g.signature == seen.signature for g in self.graphs.values())
+        try:
+            ref = weakref.ref(torch_graph)
+        except TypeError:          # an owner that cannot be weakly referenced is kept
+            ref = lambda owner=torch_graph: owner  # noqa: E731
+        seen = GraphSeen(ref, _core.graph_signature(kernels), names, list(records), list(uses))
+        seen.ordinal = sum(g.signature == seen.signature for g in self.all_graphs())
         self.graphs[id(torch_graph)] = seen
         if self.o.mode in ("apply", "verify") and self.plan_doc is not None:
             self._apply_plan_windows(seen, install=self.o.mode == "apply")
 
+    def _seen(self, torch_graph):
+        """The program's graph as seen, by identity (an id of a dropped graph can be reused)."""
+        seen = self.graphs.get(id(torch_graph))
+        return seen if seen is not None and seen.ref() is torch_graph else None
+
+    def _forget_dropped(self):
+        for k in [k for k, g in self.graphs.items() if g.ref() is None]:
+            self.graphs_gone.append(self.graphs.pop(k))
+
+    def all_graphs(self) -> list:
+        return self.graphs_gone + list(self.graphs.values())
+
     def _point(self, kind, torch_graph):
         if kind == "replay" and torch_graph is not None:
-            seen = self.graphs.get(id(torch_graph))
+            seen = self._seen(torch_graph)
             if seen is not None:
                 seen.replays += 1
                 self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
@@ -320,7 +345,7 @@ class Watcher:
         return bool(docs[0]["due"]) and not any(d["capturing"] for d in docs)
 
     def _sig(self, torch_graph):
-        seen = self.graphs.get(id(torch_graph))
+        seen = self._seen(torch_graph)
         return seen.signature if seen is not None else None
 
     def _begin_probe(self):
@@ -340,7 +365,7 @@ class Watcher:
         if self.unit[0] != kind:
             return False
         if kind == "replay":
-            seen = self.graphs.get(id(torch_graph))
+            seen = self._seen(torch_graph)
             return seen is not None and seen.signature == self.unit[1]
         return True
 
@@ -576,13 +601,17 @@ class Watcher:
 
     def _set_graph_windows(self, g: GraphSeen, want: dict):
         """Each node gets the window the arm wants on it, or none: one call per distinct window
-        (PyTorch instantiates the graph again once per call)."""
+        (PyTorch instantiates the graph again once per call). A graph the program dropped is
+        left alone."""
+        graph = g.borrow()
+        if graph is None:
+            return
         had = getattr(g, "_windowed", set())
         clear = sorted(had - set(want))
         if clear:
-            g.graph.set_access_policy_window(None, nodes=clear)
+            graph.set_access_policy_window(None, nodes=clear)
         for w in {id(w): w for w in want.values()}.values():
-            g.graph.set_access_policy_window(w, nodes=sorted(n for n in want if want[n] is w))
+            graph.set_access_policy_window(w, nodes=sorted(n for n in want if want[n] is w))
         g._windowed = set(want)
 
     # ---- verify / apply: the plan document -----------------------------------------------
@@ -606,10 +635,11 @@ class Watcher:
         if located:
             self.applied_sigs.add(seen.signature)
         seen.plan_windows = located
-        if install and located:
+        graph = seen.borrow() if install and located else None
+        if graph is not None:
             for base, nbytes, nodes, e in located:
                 w = _window(base, nbytes, e["hit_ratio"], e["hit_prop"], e["miss_prop"])
-                seen.graph.set_access_policy_window(w, nodes=nodes)
+                graph.set_access_policy_window(w, nodes=nodes)
                 e["_applied"] = e.get("_applied", 0) + 1
             seen.windows_applied = len(located)
 
@@ -667,7 +697,7 @@ class Watcher:
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
                         "windows_applied": g.windows_applied,
                         "in_plan": g.signature in self.applied_sigs}
-                       for g in self.graphs.values()],
+                       for g in self.all_graphs()],
             "targets": [{"graphs": [g.signature for g, _ in t.places], "bytes": t.size,
                          "weight_ms": t.weight / 1e6} for t in self.targets],
             "notes": self.notes,
