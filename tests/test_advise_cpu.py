@@ -312,12 +312,14 @@ def test_the_advisor_studys_remeasure_times_one_arm_once():
         session=types.SimpleNamespace(apply=applied.append),
         time_mix=time_mix)
     plans = {"advice": FakePlan(7, off_window=True),          # the default, an entry off
-             "grid0": FakePlan(7, window=1 << 20), "grid1": FakePlan(0)}
+             "grid0": FakePlan(7, window=1 << 20), "grid1": FakePlan(0),
+             # the same window on another entry (another graph's buffer that reads alike)
+             "grid2": FakePlan(7, window=1 << 20, off_window=True)}
     got = advisor._remeasure(ws, [1.0, 1.0], plans, 7, rounds=2, repeat=3)
     assert got["advice"] == got["default"] and got["grid1"] == got["limit0"]
     assert got["grid0"] != got["default"]
     timed = {id(p) for p in applied}
-    assert len(applied) == 2 * 3 and len(timed) == 3   # limit0, default, grid0; twice each
+    assert len(applied) == 2 * 4 and len(timed) == 4   # limit0, default, grid0, grid2; twice
     assert id(plans["advice"]) not in timed and id(plans["grid1"]) not in timed
 
 

@@ -184,11 +184,12 @@ def test_apply_report_says_what_matched_and_what_was_put_back():
     from types import SimpleNamespace as NS
     doc = {"set_aside": 3 << 20, "windows": [{"graph": "k2-aa", "_applied": 1},
                                              {"graph": "k9-zz"}]}
-    graphs = {1: NS(signature="k2-aa", windows_applied=1), 2: NS(signature="k4-new",
-                                                                 windows_applied=0)}
-    w = NS(plan_doc=doc, graphs=graphs, restored=None)
+    # the first k2-aa graph was dropped by the program (the watcher keeps it in all_graphs)
+    graphs = [NS(signature="k2-aa", windows_applied=1), NS(signature="k2-aa", windows_applied=1),
+              NS(signature="k4-new", windows_applied=0)]
+    w = NS(plan_doc=doc, all_graphs=lambda: graphs, restored=None)
     text = bootstrap.apply_report(w)
-    assert "set-aside 3145728 bytes; 1 graph(s) windowed (1 window(s))" in text
+    assert "set-aside 3145728 bytes; 2 graph(s) windowed (2 window(s))" in text
     assert "1 graph(s) captured that the plan does not know" in text and "k4-new" in text
     assert "1 plan window(s) found no graph: k9-zz" in text
     assert "put back" not in text                      # nothing restored: not said
@@ -261,3 +262,42 @@ def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
     assert len(w.graphs_gone) == 1 and w._seen(g2) is not None
     assert [d["signature"] for d in w.summary()["graphs"]] == ["sig", "sig"]
     assert w._seen(g2).ordinal == 1         # the second capture of its signature
+
+
+def test_the_warmup_pauses_the_records_only_while_no_graph_exists(monkeypatch):
+    """Kernel records wait for the probe while the program has made no graph; a capture or a
+    replay (whose first instantiates the graph) resumes them first, and a program that made
+    its graphs before the first watched call is never paused (that CUPTI records the nodes of
+    a graph made while paused was not measured). Syncs do not resume."""
+    import types
+
+    import l2persist
+    from l2persist.process import live
+
+    calls = []
+    monkeypatch.setattr(live._core, "activity_begin", lambda dev: calls.append("begin"))
+    monkeypatch.setattr(live._core, "activity_record", lambda on: calls.append(on))
+    dev = types.SimpleNamespace(default_persisting_l2_limit=0, persisting_l2_limit=0)
+    monkeypatch.setattr(l2persist, "Device", lambda index: dev)
+
+    def watcher():
+        w = live.Watcher(live.Options(mode="advise", warmup_s=1e9))
+        return w
+
+    w = watcher()
+    w.point("sync")                      # the first watched call: start, paused
+    assert calls == ["begin", False] and w.paused and w.state == "warmup"
+    w.point("sync")
+    assert calls == ["begin", False]
+    w.point("replay", None)              # resumed before the replay runs
+    assert calls == ["begin", False, True] and not w.paused
+    calls.clear()
+    w = watcher()
+    w.point("sync")
+    w.capture_begin()                    # a capture: recording before its graph is made
+    assert calls == ["begin", False, True] and not w.paused
+    calls.clear()
+    w = watcher()
+    w.captures = 1                       # a graph under way before the first watched call
+    w.point("sync")
+    assert calls == ["begin"] and not w.paused

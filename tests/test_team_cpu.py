@@ -341,9 +341,13 @@ def test_the_hot_path_asks_pytorch_about_captures_only_where_it_could_switch(mon
 
 
 def test_the_store_is_ready_under_torchrun_or_once_a_process_group_exists(monkeypatch):
-    assert team.store_ready({"TORCHELASTIC_RUN_ID": "abc"}) is True
+    assert team.store_ready({"TORCHELASTIC_USE_AGENT_STORE": "True"}) is True
     monkeypatch.delitem(sys.modules, "torch.distributed", raising=False)
     assert team.store_ready({}) is False
+    # torchrun without its agent's store (a rendezvous backend that does not share it): rank
+    # 0's init_process_group hosts the store, as under mpirun
+    assert team.store_ready({"TORCHELASTIC_RUN_ID": "abc",
+                             "TORCHELASTIC_USE_AGENT_STORE": "False"}) is False
     dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
     assert team.store_ready({}) is False
@@ -352,10 +356,11 @@ def test_the_store_is_ready_under_torchrun_or_once_a_process_group_exists(monkey
 
 
 def _pending_watcher(monkeypatch, dist):
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
     monkeypatch.setitem(sys.modules, "torch.distributed", dist)
     w = live.Watcher(live.Options(mode="advise", warmup_s=0.0, rank=0, world=2))
     w.state, w.t0, w.team_wait_t0 = "warmup", time.perf_counter(), time.perf_counter()
+    w.thread = threading.get_ident()     # the program's thread, whose calls the ranks count
     w._join_team()
     return w
 
@@ -376,15 +381,34 @@ def test_under_another_launcher_the_warmup_waits_for_the_process_group(monkeypat
     assert w.team_pending and w.team is None and joined == []
     assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 2))
     dist.is_initialized = lambda: True
-    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY)]
+    other = []                            # another thread's call does not form the team
+    t = threading.Thread(target=lambda: other.append(w._phase_over(False)))
+    t.start()
+    t.join()
+    assert other == [False] and joined == [] and w.team_pending
+    assert w._phase_over(False) is False  # the program's thread meets the team here ...
     assert joined == [1] and isinstance(w.team, Peer) and not w.team_pending
-    assert calls[-1] is True and sum(calls) == 1     # at the agreed call, together
+    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY)]
+    assert calls[-1] is True and sum(calls) == 1     # ... and decisions count from the next
 
 
 def test_a_program_that_never_makes_a_process_group_is_advised_rank_by_rank(monkeypatch):
     dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
     monkeypatch.setattr(live, "TEAM_WAIT_S", 0.0)
+    left = []
+
+    class Peer:
+        def leave(self):
+            left.append(1)
+
+    monkeypatch.setattr(team, "from_env", lambda: (Peer(), None))
     w = _pending_watcher(monkeypatch, dist)
-    assert not w.team_pending and w.team is None
+    assert not w.team_pending and w.team is None and w.team_gave_up
     assert any("each rank advised alone" in n for n in w.notes)
     assert w._phase_over(False) is True               # its own clock, as alone
+    assert left == []
+    # the group is made after all: peers that met in time are told at once that this rank
+    # is not coming (they stop waiting instead of timing out), and this rank stays alone
+    dist.is_initialized = lambda: True
+    w._phase_over(False)
+    assert left == [1] and w.team is None and not w.team_gave_up

@@ -276,8 +276,6 @@ l2p_status l2p_activity_record(int on)
     return st;
 }
 
-int l2p_activity_recording(void) { return recording; }
-
 l2p_status l2p_activity_now(uint64_t *ns)
 {
     l2p_status st = resolve();

@@ -36,7 +36,6 @@ extern "C" {
 #define L2P_ACTIVITY_NAMES 8192
 #define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)" */
 
-
 typedef struct {
     uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
     uint32_t name;           /* index into the log's names */
@@ -72,8 +71,6 @@ l2p_status l2p_activity_begin(int device);
  * tools/activity-modes at c844b7f), and a program under advise makes its graphs before the
  * watcher knows what it will record. */
 l2p_status l2p_activity_record(int on);
-/* Whether kernel records are on now. */
-int l2p_activity_recording(void);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
 l2p_status l2p_activity_flush(void);
 /* Stop collecting (flush, disable); idempotent. The log keeps its records. */

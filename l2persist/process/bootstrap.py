@@ -130,8 +130,9 @@ def apply_report(w) -> str:
     nothing."""
     doc = w.plan_doc
     known = {e["graph"] for e in doc["windows"]}
-    windowed = [g for g in w.graphs.values() if g.windows_applied]
-    unknown = [g for g in w.graphs.values() if g.signature not in known]
+    graphs = w.all_graphs()              # those the program dropped too
+    windowed = [g for g in graphs if g.windows_applied]
+    unknown = [g for g in graphs if g.signature not in known]
     missed = [e for e in doc["windows"] if not e.get("_applied")]
     aside = "the default" if doc["set_aside"] is None else f"{doc['set_aside']} bytes"
     lines = [f"l2persist apply: set-aside {aside}; {len(windowed)} graph(s) windowed "

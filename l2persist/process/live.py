@@ -93,7 +93,10 @@ class GraphSeen:
         if owner is None:
             return None
         from ..foreign import as_graph
-        return as_graph(owner)
+        try:
+            return as_graph(owner)
+        except (ValueError, RuntimeError):
+            return None            # reset() by the program: it keeps no raw graph now
 
     def nodes_of(self, record: int) -> list:
         return sorted({u[0] for u in self.uses if u[4] == record})
@@ -154,11 +157,13 @@ class Watcher:
         self.plan_doc: dict | None = None
         self.search_t0 = None
         self.activity = False
+        self.paused = False                        # kernel records paused (the warm-up)
         self.applied_sigs: set = set()
         self.restored = None                       # the limit put back at exit
         self.thread = None                         # the first watched call's thread
         self.team = None                           # ranks in lockstep (process/team.py)
         self.team_pending = False                  # ranks exist, their store not yet
+        self.team_gave_up = False                  # went on alone: peers are told once it can
         self.team_wait_t0 = None
         self.team_points = 0
 
@@ -167,6 +172,14 @@ class Watcher:
     def capture_begin(self):
         with self.lock:
             self.captures += 1
+            self._resume()
+
+    def _resume(self):
+        """Record from here on (the warm-up's pause ends: the probe begins, or a graph is
+        being made or replayed)."""
+        if self.paused:
+            self.paused = False
+            _core.activity_record(True)
 
     def capture_end(self, torch_graph):
         with self.lock:
@@ -193,6 +206,8 @@ class Watcher:
         """A switch point: a replay (before it is launched), a sync or a mark. In a team only
         the thread that made the first watched call counts (ranks must count the same calls;
         other threads' order is not the same on every rank), and it waits for the lock."""
+        if kind == "replay" and self.paused:
+            self._resume()         # before any thread's replay: its first instantiates the graph
         me = threading.get_ident()
         if self.thread is None:
             self.thread = me
@@ -216,12 +231,20 @@ class Watcher:
         self.limit_before = self.device.persisting_l2_limit
         try:
             _core.activity_begin(self.o.device)
+            self.activity = True
             # Nothing reads the warm-up's records (the probe cuts its own stretch), and
             # recording costs the program's launches (an 8-kernel graph's replay +3.7-10.6 us
-            # recording, +0.3-1.1 us paused, H200): record from the probe on.
-            _core.activity_record(False)
-            self.activity = True
+            # recording, +0.3-1.1 us paused, H200): while the program has made no graph, the
+            # records wait for the probe. Not once a graph exists or is coming: whether CUPTI
+            # records the nodes of an executable graph made while paused was not measured
+            # (one made before CUPTI started is recorded once resumed, H200).
+            if not self.graphs and not self.captures:
+                _core.activity_record(False)
+                self.paused = True
         except Exception as e:
+            if self.activity:
+                _core.activity_end()
+                self.activity = False
             self.notes.append(f"activity records unavailable: {e}")
             self.state = "off"
         if self.o.world > 1 and self.o.mode != "apply" and self.state != "off":
@@ -229,24 +252,35 @@ class Watcher:
             self._join_team()
 
     def _join_team(self):
-        """Meet the other ranks once their store exists. torchrun's agent hosts it before any
-        rank starts; under other launchers (mpirun, srun) rank 0's ``init_process_group`` does,
-        and a rank that waited for it before its own call would stall (rank 0 on itself). Until
-        then the warm-up goes on (``team_pending``); a program that never makes a process group
-        within TEAM_WAIT_S is advised rank by rank, with a note."""
+        """Meet the other ranks once their store exists. torchrun's agent may host it before any
+        rank starts; otherwise (other rendezvous backends, mpirun, srun) rank 0's
+        ``init_process_group`` does, and a rank that waited for it before its own call would
+        stall (rank 0 on itself). Until then the warm-up goes on (``team_pending``); a program
+        that makes no process group within TEAM_WAIT_S is advised rank by rank, with a note."""
         from . import team
         if not team.store_ready():
             waited = time.perf_counter() - self.team_wait_t0
             self.team_pending = waited < TEAM_WAIT_S
             if not self.team_pending:
+                self.team_gave_up = True
                 self.notes.append(f"no process group after {waited:.0f} s (and no torchrun "
-                                  "agent): each rank advised alone, so collectives may confound "
-                                  "the verdict")
+                                  "agent's store): each rank advised alone, so collectives may "
+                                  "confound the verdict")
             return
         self.team_pending = False
         self.team, why = team.from_env()
         if why:
             self.notes.append(why)
+
+    def _release_peers(self):
+        """A rank that went on alone: once the store exists after all, it says so there, so
+        that a peer which met it in time stops waiting for it at once (not after 60 s)."""
+        from . import team
+        if team.store_ready():
+            self.team_gave_up = False
+            t, _why = team.from_env()
+            if t is not None:
+                t.leave()
 
     def _remember(self, torch_graph):
         from ..foreign import as_graph
@@ -324,9 +358,14 @@ class Watcher:
         clock, where no rank is capturing (ranks count the same calls, so they agree at the
         same one). capturing None: asked here, only when it decides."""
         if self.team_pending:
-            self._join_team()
+            if threading.get_ident() == self.thread:   # ranks count the same thread's calls
+                self._join_team()
+                if self.team is not None:
+                    return False   # this call met the team: decisions count from the next
             if self.team_pending:
                 return False       # the ranks have not met yet: nobody moves on alone
+        elif self.team_gave_up and threading.get_ident() == self.thread:
+            self._release_peers()
         now = time.perf_counter()
         if self.state == "warmup":
             due = now - self.t0 >= self.o.warmup_s
@@ -354,7 +393,7 @@ class Watcher:
         GPU's time (the targets' weights)."""
         self.probe_counts: dict[tuple, int] = {}
         self.device.synchronize()
-        _core.activity_record(True)    # kernels launched from here on are recorded
+        self._resume()                 # kernels launched from here on are recorded
         self._warm_ns = _core.activity_now()
         self.probe_t = time.perf_counter()
         self.state = "probe"
@@ -457,8 +496,8 @@ class Watcher:
         kernels that use it; the C core ranks them (l2p_live_arms)."""
         by_addr: dict[tuple, Target] = {}
         for g in self.graphs.values():
-            if not g.replays:
-                continue
+            if not g.replays or g.ref() is None:
+                continue           # never replayed, or dropped by the program
             for i, (address, size, _offer) in enumerate(g.records):
                 t = by_addr.setdefault((address, size), Target(address, size))
                 t.places.append((g, i))

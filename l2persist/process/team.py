@@ -90,10 +90,11 @@ class Team:
 
 
 def store_ready(env=os.environ) -> bool:
-    """Whether the ranks' store exists yet: from the start under torchrun (its agent hosts it
-    and sets TORCHELASTIC_RUN_ID), else once this process has made its default process group
-    (rank 0's ``init_process_group`` hosts it)."""
-    if env.get("TORCHELASTIC_RUN_ID"):
+    """Whether the ranks' store exists yet: from the start where torchrun's agent hosts it (it
+    says so with TORCHELASTIC_USE_AGENT_STORE=True; not every rendezvous backend does), else
+    once this process has made its default process group (rank 0's ``init_process_group``
+    hosts it)."""
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         return True
     dist = sys.modules.get("torch.distributed")
     try:

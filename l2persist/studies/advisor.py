@@ -295,10 +295,12 @@ def _grid_best(again: dict, levels: list) -> tuple:
 
 
 def _installs(plan) -> str:
-    """What a plan installs: its set-aside and the windows that are on (carrier, buffer, offset,
-    size, hit ratio, properties). Entries that are off install nothing."""
+    """What a plan installs: its set-aside and each window that is on, with its entry's
+    position (every arm here is configured on the study's one union of entries, so the position
+    names the carrier and buffer even where two graphs' entries read alike). Entries that are
+    off install nothing."""
     d = plan.to_dict()
-    on = [e for e in d["entries"] if e.get("on") and e.get("num_bytes")]
+    on = [[i, e] for i, e in enumerate(d["entries"]) if e.get("on") and e.get("num_bytes")]
     return json.dumps([d["set_aside"], on], sort_keys=True)
 
 
