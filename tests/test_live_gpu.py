@@ -60,6 +60,8 @@ def test_server_advise_apply_verify(torch, tmp_path):
     # It saw the program's own three decode graphs and timed in units of the busiest one.
     assert len(r["graphs"]) >= 3, r["graphs"]
     assert r["unit"][0] == "replay"
+    # the probe had its graphs' kernel records (targets weighted by their kernels' GPU time)
+    assert r["targets"] and max(t["weight_ms"] for t in r["targets"]) > 0, r["targets"]
     assert r["result"]["done"], r["notes"]
     assert r["result"]["search_blocks"] > 0 and r["result"]["confirm_blocks"] >= 18
     assert len(r["switch_ms"]) > 10
