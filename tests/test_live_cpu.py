@@ -298,6 +298,7 @@ def test_the_warmup_pauses_the_records_only_while_no_graph_exists(monkeypatch):
     assert calls == ["begin", False, True] and not w.paused
     calls.clear()
     w = watcher()
-    w.captures = 1                       # a graph under way before the first watched call
+    w.capture_begin()                    # a graph made before the first watched call
+    w.captures = 0                       # (its capture ended, and could not be read)
     w.point("sync")
     assert calls == ["begin"] and not w.paused

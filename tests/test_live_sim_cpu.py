@@ -56,6 +56,13 @@ class World:
                 self.records.append((self.now, self.now + int(d), name))
             self.now += int(d) + 2_000
 
+    def eager(self):
+        """One eager kernel (the program's own stream), 50 us."""
+        d = 50_000 * (1 + self.rng.gauss(0, 0.01))
+        if self.collecting and self.recording:
+            self.records.append((self.now, self.now + int(d), "k_eager"))
+        self.now += int(d) + 5_000
+
     def blocks(self, bounds):
         nb = len(bounds) - 1
         gpu, by = [0.0] * nb, {}
@@ -226,10 +233,11 @@ def test_an_eager_start_is_unrecorded_until_the_first_graph(world):
     """Syncs of eager work come first (no graph yet): the records are paused; the capture
     resumes them before its graph exists, and the probe then weighs the graph's kernels."""
     world.gain = 1.25
-    w = _watcher()
+    w = _watcher(warmup_s=1e9)            # no clock ends this warm-up before the capture
     for _ in range(50):
         w.point("sync")
     assert w.paused and not world.recording and w.state == "warmup"
+    w.o.warmup_s = 0.01
     run_program(world, w)
     assert not w.paused and not world.collecting      # the decision ended collection
     assert w.state == "done" and w.result["helps"], w.notes
@@ -238,33 +246,63 @@ def test_an_eager_start_is_unrecorded_until_the_first_graph(world):
 
 def test_nothing_is_switched_while_the_program_captures(world):
     """Mid-search the program captures a second graph (another batch size) while its first
-    keeps replaying: no arm is installed until the capture has ended (the borrowed graph
-    asserts that no window is set during a capture), and the search still decides."""
+    keeps replaying: no block ends and no arm is installed until the capture has ended (the
+    borrowed graph also asserts that no window is set during a capture), then the search goes
+    on and decides."""
     world.gain = 1.25
     w = _watcher()
     g = ProgramGraph()
     w.capture_begin()
     w.capture_end(g)
-    limits_during = []
-    while w.state != "search":
-        w.point("replay", g)
-        world.replay()
-    for _ in range(2000):
+    while not (w.state == "search" and len(w.blocks) >= 5):
         w.point("replay", g)
         world.replay()
     w.capture_begin()
     world.captures_open += 1
-    seen = len(world.limits_seen)
-    for _ in range(500):                       # blocks fill up, but a capture is open
+    blocks, seen = len(w.blocks), len(world.limits_seen)
+    for _ in range(200):                       # 50 blocks' worth of units, a capture open
         w.point("replay", g)
         world.replay()
-    limits_during = world.limits_seen[seen:]
+    assert w.state == "search" and len(w.blocks) == blocks, "a block ended during a capture"
+    assert world.limits_seen[seen:] == [], "the set-aside changed while a capture was open"
     world.captures_open -= 1
     g2 = ProgramGraph()
     w.capture_end(g2)
-    assert limits_during == [], "the set-aside changed while a capture was open"
     while w.state not in ("done", "off"):
         w.point("replay", g)
         world.replay()
     assert w.state == "done" and w.result["helps"], w.notes
     assert len(w.graphs) == 2
+
+
+def test_an_eager_program_is_recorded_from_the_probe_on(world):
+    """No graph at all: the records wait through the warm-up and the probe turns them on (it
+    would weigh nothing, and the search would stop for want of records, if it did not)."""
+    w = _watcher()
+    while w.state not in ("done", "off"):
+        w.point("sync")
+        world.eager()
+    assert w.state == "done", w.notes
+    assert not any("no kernel records" in n for n in w.notes), w.notes
+    per = w.summary()["per_arm"]
+    assert per and all(min(d["gpu_ms_per_unit"]) > 0 for d in per.values())
+
+
+def test_a_graph_the_program_dropped_is_no_target(world):
+    """A graph replayed in the warm-up and then dropped (its batch size retired) gives no
+    target: its windows would land nowhere and take an arm."""
+    import gc
+    world.gain = 1.25
+    w = _watcher(warmup_s=1e9)
+    old = ProgramGraph()
+    w.capture_begin()
+    w.capture_end(old)
+    for _ in range(100):
+        w.point("replay", old)
+        world.replay()
+    del old
+    gc.collect()
+    w.o.warmup_s = 0.01
+    g = run_program(world, w)
+    assert w.state == "done", w.notes
+    assert all(place[0].ref() is g for t in w.targets for place in t.places)

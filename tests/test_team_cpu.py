@@ -410,5 +410,19 @@ def test_a_program_that_never_makes_a_process_group_is_advised_rank_by_rank(monk
     # the group is made after all: peers that met in time are told at once that this rank
     # is not coming (they stop waiting instead of timing out), and this rank stays alone
     dist.is_initialized = lambda: True
-    w._phase_over(False)
+    w.state = "search"                    # long past the warm-up: it is told all the same
+    w._point("mark", None)
     assert left == [1] and w.team is None and not w.team_gave_up
+
+
+def test_a_quiet_counting_thread_does_not_hold_the_warmup_forever(monkeypatch):
+    """The thread whose calls the ranks count (the first watched call's: a loader that synced
+    once) goes quiet while the work runs on another: after the wait, the rank goes on alone."""
+    dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
+    monkeypatch.setattr(live, "TEAM_WAIT_S", 0.05)
+    w = _pending_watcher(monkeypatch, dist)
+    w.thread = -1                         # some other thread's, now quiet
+    assert w._phase_over(False) is False and w.team_pending
+    time.sleep(0.06)
+    assert w._phase_over(False) is True   # given up: its own clock
+    assert not w.team_pending and any("advised alone" in n for n in w.notes)

@@ -158,6 +158,7 @@ class Watcher:
         self.search_t0 = None
         self.activity = False
         self.paused = False                        # kernel records paused (the warm-up)
+        self.captures_begun = 0
         self.applied_sigs: set = set()
         self.restored = None                       # the limit put back at exit
         self.thread = None                         # the first watched call's thread
@@ -172,14 +173,15 @@ class Watcher:
     def capture_begin(self):
         with self.lock:
             self.captures += 1
+            self.captures_begun += 1
             self._resume()
 
     def _resume(self):
         """Record from here on (the warm-up's pause ends: the probe begins, or a graph is
         being made or replayed)."""
         if self.paused:
+            _core.activity_record(True)    # on first: a caller that sees paused False records
             self.paused = False
-            _core.activity_record(True)
 
     def capture_end(self, torch_graph):
         with self.lock:
@@ -199,6 +201,11 @@ class Watcher:
         if self.state in ("warmup", "probe", "search"):
             self.state = "off"
             self.restore()
+            self.paused = False    # a later replay must not turn the records back on
+            try:
+                _core.activity_end()
+            except Exception:
+                pass
         if self.team is not None:
             self.team.leave()
 
@@ -206,7 +213,7 @@ class Watcher:
         """A switch point: a replay (before it is launched), a sync or a mark. In a team only
         the thread that made the first watched call counts (ranks must count the same calls;
         other threads' order is not the same on every rank), and it waits for the lock."""
-        if kind == "replay" and self.paused:
+        if kind == "replay" and self.paused and self.state == "warmup":
             self._resume()         # before any thread's replay: its first instantiates the graph
         me = threading.get_ident()
         if self.thread is None:
@@ -238,7 +245,7 @@ class Watcher:
             # records wait for the probe. Not once a graph exists or is coming: whether CUPTI
             # records the nodes of an executable graph made while paused was not measured
             # (one made before CUPTI started is recorded once resumed, H200).
-            if not self.graphs and not self.captures:
+            if not self.captures_begun:
                 _core.activity_record(False)
                 self.paused = True
         except Exception as e:
@@ -259,18 +266,22 @@ class Watcher:
         that makes no process group within TEAM_WAIT_S is advised rank by rank, with a note."""
         from . import team
         if not team.store_ready():
-            waited = time.perf_counter() - self.team_wait_t0
-            self.team_pending = waited < TEAM_WAIT_S
-            if not self.team_pending:
-                self.team_gave_up = True
-                self.notes.append(f"no process group after {waited:.0f} s (and no torchrun "
-                                  "agent's store): each rank advised alone, so collectives may "
-                                  "confound the verdict")
+            self.team_pending = True
+            if time.perf_counter() - self.team_wait_t0 >= TEAM_WAIT_S:
+                self._give_up_team()
             return
         self.team_pending = False
         self.team, why = team.from_env()
         if why:
             self.notes.append(why)
+
+    def _give_up_team(self):
+        waited = time.perf_counter() - self.team_wait_t0
+        self.team_pending = False
+        self.team_gave_up = True
+        self.notes.append(f"the ranks did not meet within {waited:.0f} s (no process group, and "
+                          "no torchrun agent's store): each rank advised alone, so collectives "
+                          "may confound the verdict")
 
     def _release_peers(self):
         """A rank that went on alone: once the store exists after all, it says so there, so
@@ -310,6 +321,8 @@ class Watcher:
         return self.graphs_gone + list(self.graphs.values())
 
     def _point(self, kind, torch_graph):
+        if self.team_gave_up and sum(self.points.values()) % 256 == 0:
+            self._release_peers()  # peers that met in time learn that this rank is not coming
         if kind == "replay" and torch_graph is not None:
             seen = self._seen(torch_graph)
             if seen is not None:
@@ -362,10 +375,10 @@ class Watcher:
                 self._join_team()
                 if self.team is not None:
                     return False   # this call met the team: decisions count from the next
+            elif time.perf_counter() - self.team_wait_t0 >= TEAM_WAIT_S:
+                self._give_up_team()   # the counting thread went quiet: no lockstep to keep
             if self.team_pending:
                 return False       # the ranks have not met yet: nobody moves on alone
-        elif self.team_gave_up and threading.get_ident() == self.thread:
-            self._release_peers()
         now = time.perf_counter()
         if self.state == "warmup":
             due = now - self.t0 >= self.o.warmup_s
@@ -827,6 +840,11 @@ class Watcher:
                 self.write_result()
             if self.team is not None:
                 self.team.leave()
+            if self.team_gave_up:
+                try:
+                    self._release_peers()
+                except Exception:
+                    pass
 
     def restore(self):
         if self.device is None or self.limit_before is None:
