@@ -14,6 +14,7 @@ a capture, and puts the set-aside back. The numbers of the world are made up; wh
 gives is the GPU tests' (tests/test_live_gpu.py).
 """
 import random
+import time
 import types
 
 import pytest
@@ -30,13 +31,18 @@ KERNELS = [(0, "k_gather", (128, 1, 1), (256, 1, 1), 0, 2),
 
 
 class World:
-    """A GPU: the set-aside installed, the windows on each node, and the activity log."""
+    """A GPU: the set-aside installed, the windows on each node, and the activity log. Records
+    are stamped on the host's clock (as CUPTI's are comparable with it) and last what the world
+    says; a block's wall time is real time."""
+
+    @staticmethod
+    def clock():
+        return time.perf_counter_ns()
 
     def __init__(self, gain: float, seed: int = 5):
         self.gain = gain                  # k_gather's speedup with the table persisting
         self.rng = random.Random(seed)
         self.limit = 4 * MIB              # the device's default set-aside
-        self.now = 1_000_000
         self.records = []                 # (start, end, name)
         self.collecting = self.recording = False
         self.windows = {}                 # node -> window (the graph's)
@@ -53,15 +59,15 @@ class World:
                 d /= self.gain
             d *= 1 + self.rng.gauss(0, 0.01)
             if self.collecting and self.recording:
-                self.records.append((self.now, self.now + int(d), name))
-            self.now += int(d) + 2_000
+                t = self.clock()
+                self.records.append((t, t + int(d), name))
 
     def eager(self):
         """One eager kernel (the program's own stream), 50 us."""
         d = 50_000 * (1 + self.rng.gauss(0, 0.01))
         if self.collecting and self.recording:
-            self.records.append((self.now, self.now + int(d), "k_eager"))
-        self.now += int(d) + 5_000
+            t = self.clock()
+            self.records.append((t, t + int(d), "k_eager"))
 
     def blocks(self, bounds):
         nb = len(bounds) - 1
@@ -93,7 +99,7 @@ def world(monkeypatch):
 
     for name, fn in {"activity_begin": begin, "activity_record": record,
                      "activity_end": lambda: setattr(w, "collecting", False),
-                     "activity_flush": lambda: None, "activity_now": lambda: w.now,
+                     "activity_flush": lambda: None, "activity_now": w.clock,
                      "activity_blocks": w.blocks, "reset_persisting_l2": lambda dev: None,
                      "driver_version": lambda: (13, 0)}.items():
         monkeypatch.setattr(core, name, fn)
@@ -306,3 +312,40 @@ def test_a_graph_the_program_dropped_is_no_target(world):
     g = run_program(world, w)
     assert w.state == "done", w.notes
     assert all(place[0].ref() is g for t in w.targets for place in t.places)
+
+
+def test_the_watchers_own_cost_is_measured_after_the_decision(world):
+    """Once decided, the final arm's units are timed again with nothing recorded or switched,
+    and the summary sets the two walls side by side (the watcher's cost, measured in the
+    program). Here the simulated host pays a recorded replay 200 us, several times what the
+    rest of a replay costs it, so watching costs the loop's wall time visibly (without that
+    cost the ratio came out 1.4-1.9 here: the watcher's own path)."""
+    import time as _time
+    world.gain = 1.25
+    rec = world.replay
+
+    def replay_paying_for_records():
+        if world.collecting and world.recording:
+            t = _time.perf_counter() + 200e-6     # two recorded kernels, 100 us each
+            while _time.perf_counter() < t:
+                pass
+        rec()
+
+    world.replay = replay_paying_for_records
+    w = _watcher()
+    g = run_program(world, w)
+    assert w.summary()["watch_cost"] is None            # not yet: nothing timed after
+    need = max(live.AFTER_UNITS, 8 * w.units_per_block)
+    for _ in range(need + 1):
+        w.point("replay", g)
+        world.replay()
+    wc = w.summary()["watch_cost"]
+    assert wc["unrecorded_units"] == need and wc["recorded_blocks"] >= 6
+    assert wc["ratio"] > 3, wc                           # the 200 us per replay shows
+    text = live_report_text(w)
+    assert "watching: wall" in text and "after the decision" in text
+
+
+def live_report_text(w):
+    from l2persist.process.report import summary_text
+    return summary_text(w.summary())

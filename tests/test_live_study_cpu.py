@@ -54,7 +54,10 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
                        "helps": int(helps), "baseline": baseline, "speedup": speedup,
                        "ci_low": ci[0], "ci_high": ci[1], "search_blocks": 120,
                        "confirm_blocks": 18, "search_median": medians},
-            "notes": [], "search_s": 40.0, "plan": plan}
+            "notes": [], "search_s": 40.0, "plan": plan,
+            "watch_cost": {"recorded_wall_ms_per_unit": 0.26, "recorded_blocks": 18,
+                           "unrecorded_wall_ms_per_unit": 0.25, "unrecorded_units": 80,
+                           "ratio": 1.04}}
 
 
 def verify_doc(speedup, ci=None, decided=True):
@@ -118,6 +121,7 @@ def test_record_from_outputs():
     assert r["advise_overhead"] == pytest.approx(1.05)
     assert r["apply_overhead"] == pytest.approx(1.005)
     assert r["advise_loop_overhead"] == pytest.approx(8.4 / 8.0)
+    assert r["watch_cost"] == pytest.approx(1.04)          # measured in the program
     # the decision time: warm-up, probe and the recorded blocks' spans (not search_s, which
     # the watcher writes again at the program's exit)
     assert r["advice_s"] == pytest.approx(1.0 + 0.5 + 5.0 + 4.8e-3)

@@ -26,6 +26,9 @@ from .. import _core
 PLAN_FORMAT = "l2persist-live-plan/1"
 #: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
 TEAM_EVERY = 16
+#: After the decision, this many units at least (8 blocks' worth if more) are timed with nothing
+#: recorded, for the summary's watch_cost.
+AFTER_UNITS = 64
 #: Under a launcher other than torchrun, how long the warm-up waits for the program's process
 #: group (whose store the ranks meet at) before each rank goes on alone.
 TEAM_WAIT_S = 30.0
@@ -159,6 +162,8 @@ class Watcher:
         self.activity = False
         self.paused = False                        # kernel records paused (the warm-up)
         self.captures_begun = 0
+        self._after = None                         # timing units after the decision
+        self.after_decision = None
         self.applied_sigs: set = set()
         self.restored = None                       # the limit put back at exit
         self.thread = None                         # the first watched call's thread
@@ -329,7 +334,11 @@ class Watcher:
                 seen.replays += 1
                 self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
         self.points[kind] += 1
-        if self.o.mode == "apply" or self.state in ("done", "off"):
+        if self.o.mode == "apply" or self.state == "off":
+            return
+        if self.state == "done":
+            if self._after is not None:
+                self._count_after(kind, torch_graph)
             return
         if self.state == "idle":
             self._start()
@@ -364,6 +373,34 @@ class Watcher:
 
     def _capture_open(self) -> bool:
         return bool(self.captures or _capturing())
+
+    def _count_after(self, kind, torch_graph):
+        """Wall time per unit of work under the final arm with nothing recorded or switched
+        (after the decision), beside the same arm's recorded blocks: the watcher's own cost to
+        the program, measured in the program (the summary's ``watch_cost``)."""
+        if not self._is_unit(kind, torch_graph):
+            return
+        a, now = self._after, time.perf_counter()
+        if a["t0"] is None:
+            a["t0"] = now          # from a unit's boundary on
+            return
+        a["units"] += 1
+        if a["units"] >= a["need"]:
+            self.after_decision = {"units": a["units"],
+                                   "wall_ms_per_unit": (now - a["t0"]) / a["units"] * 1e3}
+            self._after = None
+
+    def _watch_cost(self, per_arm: dict):
+        d = per_arm.get(self.final_arm) if self.final_arm is not None else None
+        after = self.after_decision
+        if not d or not d["wall_ms_per_unit"] or not after:
+            return None
+        walls = sorted(d["wall_ms_per_unit"])
+        recorded = walls[len(walls) // 2]
+        return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
+                "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
+                "unrecorded_units": after["units"],
+                "ratio": recorded / after["wall_ms_per_unit"]}
 
     def _phase_over(self, capturing: bool | None, kind: str = "replay") -> bool:
         """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
@@ -605,6 +642,9 @@ class Watcher:
         self._install(keep)
         self.final_arm = keep
         self.state = "done"
+        # What watching cost: the final arm's units are timed again, unrecorded, once decided.
+        self._after = {"need": max(AFTER_UNITS, 8 * self.units_per_block), "units": 0,
+                       "t0": None} if self.unit else None
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.write_result()
@@ -743,6 +783,8 @@ class Watcher:
             "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
             "arms": arms_out, "per_arm": per_arm,
             "switch_ms": self.switch_ms, "blocks": len(self.blocks),
+            # the final arm's wall per unit recorded (its blocks) over unrecorded (after)
+            "watch_cost": self._watch_cost(per_arm),
             "arm_sequence": [b.arm for b in self.blocks],
             "rank": self.o.rank, "world": self.o.world,
             "lockstep": self.team is not None,

@@ -76,6 +76,12 @@ def summary_text(r: dict) -> str:
     lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
                  f"in {r.get('search_s', 0):.1f} s; switching {_med(sw):.2f} ms median, "
                  f"{max(sw) if sw else float('nan'):.2f} ms max")
+    wc = r.get("watch_cost")
+    if wc:
+        lines.append(f"  watching: wall {wc['recorded_wall_ms_per_unit']:.4f} ms/unit while "
+                     f"recorded ({wc['recorded_blocks']} blocks of the final arm), "
+                     f"{wc['unrecorded_wall_ms_per_unit']:.4f} after the decision "
+                     f"({wc['unrecorded_units']} units): {wc['ratio']:.3f}x")
     g = r.get("graphs", [])
     lines.append(f"  graphs: {len(g)} captured, targets: {len(r.get('targets', []))}, arms: "
                  f"{len(r.get('arms', []))}")

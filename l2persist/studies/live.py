@@ -416,6 +416,9 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "advise_rate": rate_of(advise),
         "advise_overhead": _ratio((advise or {}).get("wall_s"), plain_wall),
         "advise_loop_overhead": _ratio(plain_rate, rate_of(advise)),
+        # the watcher's own cost, measured in the program: the final arm's wall per unit while
+        # recorded over the same arm's after the decision (nothing recorded or switched)
+        "watch_cost": _num((summ.get("watch_cost") or {}).get("ratio")) if summ else None,
         "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
         "verify_ci_low": _num(vres.get("ci_low")), "verify_ci_high": _num(vres.get("ci_high")),
         "verify_decided": bool(vres.get("decided")),
