@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -395,8 +396,8 @@ class Watcher:
         after = self.after_decision
         if not d or not d["wall_ms_per_unit"] or not after:
             return None
-        walls = sorted(d["wall_ms_per_unit"])
-        recorded = walls[len(walls) // 2]
+        walls = d["wall_ms_per_unit"]
+        recorded = statistics.median(walls)
         return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
                 "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
                 "unrecorded_units": after["units"],
