@@ -32,6 +32,9 @@ def _cli(*args, env=None, timeout=120):
     (["advise", "--warmup", "x", "--", "python"], "--warmup"),
     (["advise", "--min-gain", "0.9", "--", "python"], "--min-gain"),
     (["advise", "--block-units", "-3", "--", "python"], "--block-units"),
+    (["advise", "--max-overhead", "60", "--", "python"], "--max-overhead: expected [0, 50]"),
+    (["advise", "--max-overhead", "nan", "--", "python"], "--max-overhead"),
+    (["verify", "--max-overhead", "-1", "p.json", "--", "python"], "--max-overhead"),
     (["advise", "--out", "/nonexistent-dir/p.json", "--", "python"], "--out"),
     (["verify", "--", "python"], "plan"),
     (["verify", "/nonexistent.json", "--", "python"], "no such file"),
@@ -247,8 +250,14 @@ def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
     seen = w._seen(g)
     assert seen is not None and seen.signature == "sig" and w.notes == []
     win = object()
-    w._set_graph_windows(seen, {0: win, 1: win})
+    kw = (("key",), win)
+    w._set_graph_windows(seen, {0: kw, 1: kw})
     assert borrowed[-1].windows == [(win, [0, 1])] and borrowed[-1].owner is g
+    n = len(borrowed)
+    w._set_graph_windows(seen, {0: kw, 1: kw})   # the same windows again: nothing set
+    assert len(borrowed) == n
+    w._set_graph_windows(seen, {0: kw})          # node 1's window taken off, node 0 kept
+    assert borrowed[-1].windows == [(None, [1])]
     borrowed.clear()
     del g
     gc.collect()
@@ -302,3 +311,24 @@ def test_the_warmup_pauses_the_records_only_while_no_graph_exists(monkeypatch):
     w.captures = 0                       # (its capture ended, and could not be read)
     w.point("sync")
     assert calls == ["begin"] and not w.paused
+
+
+def test_rest_units_binding():
+    """The pace's one home is the core (l2p_live_rest_units): the binding passes None as a time
+    not known yet, takes the defaults from live_defaults(), and names a bad argument."""
+    from l2persist import _core
+    d = _core.live_defaults()
+    assert d["max_overhead"] == 0.01 and d["max_rest_ratio"] == 9
+    assert _core.live_rest_units(50) == 50                      # nothing known: one block
+    assert _core.live_rest_units(50, 0.0, 1e-4, 1e-4) == 0      # watching costs nothing
+    r = _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4)           # 10 % recording, 1 ms switch
+    added, cycle = 1e-3 + 50 * 1e-5, 1e-3 + r * 1e-4 + 50 * 1.1e-4
+    assert r == 9 * 50 or added / cycle <= 0.01
+    assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_overhead=0.0) == 0
+    assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_rest_ratio=2) == 100
+    for kw, words in (({"units": 0}, "units"), ({"units": 5, "max_overhead": 0.6},
+                                                 "max_overhead"),
+                      ({"units": 5, "max_rest_ratio": 65}, "max_rest_ratio"),
+                      ({"units": 5, "rest_s": float("nan")}, "rest_s")):
+        with pytest.raises(ValueError, match=words):
+            _core.live_rest_units(**kw)

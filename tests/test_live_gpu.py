@@ -18,7 +18,8 @@ pytestmark = pytest.mark.gpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(os.path.dirname(HERE), "l2persist", "studies", "programs")
-FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "25"]
+# back to back (no rests between blocks): these runs are short; the pace is the live study's
+FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "25", "--max-overhead", "0"]
 
 
 def _run(args, timeout=240, env=None):

@@ -349,3 +349,41 @@ def test_the_watchers_own_cost_is_measured_after_the_decision(world):
 def live_report_text(w):
     from l2persist.process.report import summary_text
     return summary_text(w.summary())
+
+
+def _paying_host(world, base_s: float, recorded_s: float):
+    """The program's host pays base_s per replay, and recorded_s more while its kernels are
+    recorded (CUPTI's per-launch cost)."""
+    rec = world.replay
+
+    def replay():
+        t = time.perf_counter() + base_s + (recorded_s if world.collecting and world.recording
+                                            else 0.0)
+        while time.perf_counter() < t:
+            pass
+        rec()
+    world.replay = replay
+
+
+@pytest.mark.parametrize("max_overhead", [0.03, 0.0])
+def test_rests_keep_what_watching_adds_near_the_bound(world, max_overhead):
+    """Recording costs this host 20 % of a replay: back to back blocks would add about that to
+    the program's wall time while it searches. With max_overhead 3 % the watcher rests
+    between blocks (records paused, the next arm installed), sized from its own measurements,
+    and what it measured watching to add comes out near the bound; the search still finds the
+    table's window. max_overhead 0: no rest, every block back to back."""
+    world.gain = 1.25
+    _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=max_overhead)
+    run_program(world, w)
+    assert w.state == "done" and w.result["helps"], w.notes
+    s = w.summary()["watching"]
+    if not max_overhead:
+        assert s["rests"] == 0 and s["rest_units_total"] == 0 and s["added_share"] is None, s
+        assert all(not b.rest_units for b in w.blocks)
+        return
+    assert 0.10 < s["record_cost"] < 0.35, s         # the 20 % the host pays, measured
+    assert s["rest_units"] >= 2 * 20, s               # rests of several blocks' worth
+    assert s["rest_units_total"] > 2 * s["recorded_units"], s
+    assert s["added_share"] < 0.06, s                 # near the 3 % asked, not the 20 %
+    assert "pace:" in live_report_text(w)

@@ -31,7 +31,7 @@ def arms_doc(n=6):
 
 
 def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3, baseline=1,
-            n_arms=6, medians=None, blocks_ms=5000.0):
+            n_arms=6, medians=None, blocks_ms=5000.0, added=0.012):
     """The watcher's --json document, as advise writes it (the fields the study reads)."""
     arms = arms_doc(n_arms)
     medians = medians if medians is not None else [1.0, 0.99] + [0.97 - 0.01 * i
@@ -57,7 +57,11 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
             "notes": [], "search_s": 40.0, "plan": plan,
             "watch_cost": {"recorded_wall_ms_per_unit": 0.26, "recorded_blocks": 18,
                            "unrecorded_wall_ms_per_unit": 0.25, "unrecorded_units": 80,
-                           "ratio": 1.04}}
+                           "ratio": 1.04},
+            "watching": {"max_overhead": 0.015, "rest_units": 60, "rests": 100,
+                         "recorded_units": 1380, "rest_units_total": 5520,
+                         "install_ms_median": 0.4, "record_cost": 0.05, "added_share": added,
+                         "unrecorded_ms_per_unit": 0.25}}
 
 
 def verify_doc(speedup, ci=None, decided=True):
@@ -122,6 +126,8 @@ def test_record_from_outputs():
     assert r["apply_overhead"] == pytest.approx(1.005)
     assert r["advise_loop_overhead"] == pytest.approx(8.4 / 8.0)
     assert r["watch_cost"] == pytest.approx(1.04)          # measured in the program
+    assert r["watch_added"] == pytest.approx(0.012) and r["record_cost"] == pytest.approx(0.05)
+    assert r["recorded_share"] == pytest.approx(0.2)
     # the decision time: warm-up, probe and the recorded blocks' spans (not search_s, which
     # the watcher writes again at the program's exit)
     assert r["advice_s"] == pytest.approx(1.0 + 0.5 + 5.0 + 4.8e-3)
@@ -134,8 +140,8 @@ def test_all_bars_met():
     assert all(bars_of(r).values()), live.program_bars(r)
     res = synthetic([r])
     assert res.unmet_bars() == []
-    assert len(res.bars) == 5
-    assert res.records[0]["bars_met"] == "5 of 5"
+    assert len(res.bars) == 6
+    assert res.records[0]["bars_met"] == "6 of 6"
     assert all(res.records[0][k] is True for k in live.BAR_KEYS)
 
 
@@ -146,6 +152,8 @@ def test_all_bars_met():
     (dict(plain_digests=(DIGEST, {"tokens": "x"})), "bar_outputs"),  # not deterministic
     (dict(advise_summary=summary(decided=False)), "bar_advice_s"),
     (dict(advise_summary=summary(blocks_ms=60000.0)), "bar_advice_s"),
+    (dict(advise_summary=summary(added=0.021)), "bar_overhead"),
+    (dict(advise_summary=summary(added=None)), "bar_overhead"),     # not measured: not met
     (dict(verify_speed=1.035), "bar_verify_within"),     # 1.5 points under advise's 1.05
     (dict(verify_speed=1.065), "bar_verify_within"),
     (dict(advise_summary=summary(speedup=0.985, ci=(0.98, 0.99)), verify_speed=0.985,
@@ -181,7 +189,7 @@ def test_grid_between_the_bars_judges_nothing():
                grid_speeds=(1.0, 1.0, 1.025, 1.0, 1.0, 1.0))
     assert bars_of(r)["bar_grid"] is None
     res = synthetic([r])
-    assert len(res.bars) == 4 and res.records[0]["bars_met"] == "4 of 4"
+    assert len(res.bars) == 5 and res.records[0]["bars_met"] == "5 of 5"
 
 
 def test_no_plan_fails_every_bar_without_raising():
@@ -239,9 +247,12 @@ def test_findings_tables_and_plots(tmp_path):
     recs = [record(), dict(record(verify_speed=1.02), program="train")]
     res = synthetic(recs)
     assert len(res.notes) == 2 and res.notes[0].startswith("server: advise says helps")
-    assert "bars met: 5 of 5" in res.notes[0] and "bars met: 4 of 5" in res.notes[1]
+    assert "bars met: 6 of 6" in res.notes[0] and "bars met: 5 of 6" in res.notes[1]
+    assert "watching added 1.20% to the wall time while searching (20% of its units " \
+           "recorded, recording +5.0% per unit)" in res.notes[0]
     t = live.bar_table(res)
     assert t.splitlines()[2].startswith("| server | yes |")
+    assert "| yes (1.20%) |" in t.splitlines()[2]
     assert "NO (0.0300)" in t.splitlines()[3]
     g = live.grid_table(res)
     assert "(advised)" in g and len(g.splitlines()) == 2 + 12

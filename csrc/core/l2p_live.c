@@ -21,6 +21,8 @@ void l2p_live_options_default(l2p_live_options *o)
     o->min_gain = 0.01;
     o->confidence = 0.95;
     o->seed = 0x6c32706572736973ull;
+    o->max_overhead = 0.01;
+    o->max_rest_ratio = 9;
 }
 
 static l2p_status check_options(const l2p_live_options *o, size_t n_arms)
@@ -44,6 +46,12 @@ static l2p_status check_options(const l2p_live_options *o, size_t n_arms)
         return l2p_fail(L2P_ERR_VALUE, "min_gain: expected [0, 1), got %g", o->min_gain);
     if (!(o->confidence > 0.5 && o->confidence < 1))
         return l2p_fail(L2P_ERR_VALUE, "confidence: expected (0.5, 1), got %g", o->confidence);
+    if (!(o->max_overhead >= 0 && o->max_overhead <= 0.5))
+        return l2p_fail(L2P_ERR_VALUE, "max_overhead: expected [0, 0.5], got %g",
+                        o->max_overhead);
+    if (o->max_rest_ratio > L2P_LIVE_MAX_REST_RATIO)
+        return l2p_fail(L2P_ERR_VALUE, "max_rest_ratio: expected 0 to %d, got %zu",
+                        L2P_LIVE_MAX_REST_RATIO, o->max_rest_ratio);
     return L2P_OK;
 }
 
@@ -296,6 +304,24 @@ static double rank_key(const l2p_live_target *t, size_t l2_bytes)
 {
     double small = (double)l2_bytes / 16;
     return t->weight * fmin(1.0, small > 0 ? (double)t->bytes / small : 1.0);
+}
+
+size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
+                           double max_overhead, size_t max_rest_ratio, size_t cycle)
+{
+    if (!(max_overhead > 0) || units == 0) return 0;
+    size_t cap = units * max_rest_ratio;
+    size_t measure = units < cap ? units : cap; /* one block's worth: a pair to measure */
+    if (!(isfinite(rest_s) && rest_s > 0 && isfinite(block_s) && block_s > 0 &&
+          isfinite(switch_s) && switch_s >= 0))
+        return measure;
+    double n = (double)units;
+    double added = switch_s + n * (block_s > rest_s ? block_s - rest_s : 0.0);
+    /* added <= max_overhead * (switch_s + r * rest_s + n * block_s), solved for r */
+    double need = (added / max_overhead - switch_s - n * block_s) / rest_s;
+    if (!(need > 0)) return cycle % L2P_LIVE_REMEASURE == 0 ? measure : 0;
+    if (need >= (double)cap) return cap;
+    return (size_t)ceil(need);
 }
 
 /* The `tries` highest-ranked targets (weight > 0, bytes > 0), best first; ties keep the

@@ -39,6 +39,8 @@ extern "C" {
 #define L2P_LIVE_MAX_SAMPLES 512 /* per arm and phase */
 #define L2P_LIVE_MAX_WIN 8       /* windows per arm */
 #define L2P_LIVE_MAX_TARGETS 64
+#define L2P_LIVE_MAX_REST_RATIO 64 /* rest units per block unit, the option's ceiling */
+#define L2P_LIVE_REMEASURE 4 /* a cycle in this many rests even where none is needed */
 
 #define L2P_LIVE_DONE (-1)
 #define L2P_LIVE_NEED (-2)      /* record the pending blocks' samples, then ask again */
@@ -67,6 +69,10 @@ typedef struct {
     double confidence;          /* (0.95) */
     int confirm_only;           /* verify: arms 0, 1 and 2 (the plan) go straight to confirm */
     unsigned long long seed;
+    /* Not the search's own: the watcher's pace (l2p_live_rest_units), kept here because this
+     * is the one home of the live defaults. */
+    double max_overhead;        /* of the program's wall time while advising (0.01; 0: no rest) */
+    size_t max_rest_ratio;      /* rest units per block unit at most (9: a tenth recorded) */
 } l2p_live_options;
 
 typedef struct {
@@ -110,6 +116,22 @@ l2p_status l2p_live_record(l2p_live *s, double value);
 /* Stop now (the budget ran out): the verdict from the confirmation's samples so far; a search
  * that never reached its confirmation says "don't", undecided. */
 l2p_status l2p_live_finish(l2p_live *s);
+
+/* ---- what watching costs the program ----
+ * The watcher records one block per cycle: it switches to the block's arm (switch_s), lets `r`
+ * units of the program run unrecorded under it (a rest: CUPTI paused, rest_s per unit, what the
+ * program costs unwatched), then records the block's `units` units (block_s per unit). What
+ * watching adds to the program's wall time is the switch and the block's excess over the rest;
+ * recording every block back to back (r = 0) costs a host-bound program several per cent
+ * (CUPTI adds ~0.5 us of host time per kernel launched) and a switch re-instantiates graphs.
+ * Returns the fewest rest units that keep that addition at most max_overhead of the cycle, at
+ * most max_rest_ratio blocks' worth; 0 where max_overhead is 0 (record back to back: the
+ * fastest advice); one block's worth (go on measuring) while a cost is not known (a time that
+ * is not finite and positive). Where nothing needs a rest, every L2P_LIVE_REMEASURE-th cycle
+ * (`cycle`, counted from 0) still gets one block's worth: a noisy pair that said "free" must
+ * not stop the measuring for good. */
+size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
+                           double max_overhead, size_t max_rest_ratio, size_t cycle);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
  * per set-aside level (a quarter, half and all of persisting_max, on the granule) a

@@ -252,14 +252,62 @@ static PyObject *live_defaults_impl(PyObject *m, const void *args)
     (void)args;
     l2p_live_options o;
     l2p_live_options_default(&o);
-    return Py_BuildValue("{sdsdsnsnsn}", "min_gain", o.min_gain, "confidence", o.confidence,
-                         "stage_rounds", (Py_ssize_t)o.stage_rounds, "confirm_rounds",
-                         (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
-                         (Py_ssize_t)o.max_confirm_rounds);
+    return Py_BuildValue("{sdsdsnsnsnsdsn}", "min_gain", o.min_gain, "confidence",
+                         o.confidence, "stage_rounds", (Py_ssize_t)o.stage_rounds,
+                         "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
+                         (Py_ssize_t)o.max_confirm_rounds, "max_overhead", o.max_overhead,
+                         "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio);
 }
 L2P_DEFINE_FN(live_defaults_fn, l2p_no_args, live_defaults_impl, "live_defaults",
               "The live search's defaults (l2p_live_options_default, their one home).", "dict",
               L2P_NO_PARAMS);
+
+typedef struct {
+    long long units;
+    l2p_opt switch_s, rest_s, block_s, max_overhead, max_rest_ratio;
+    long long cycle;
+} rest_args;
+
+static double opt_time(l2p_opt t)
+{
+    return t.given ? t.f : NAN; /* None: not known yet */
+}
+
+static PyObject *live_rest_units_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    const rest_args *a = args;
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    if (a->max_overhead.given) o.max_overhead = a->max_overhead.f;
+    if (a->max_rest_ratio.given) o.max_rest_ratio = (size_t)a->max_rest_ratio.i;
+    return PyLong_FromSize_t(l2p_live_rest_units(opt_time(a->switch_s), opt_time(a->rest_s),
+                                                 opt_time(a->block_s), (size_t)a->units,
+                                                 o.max_overhead, o.max_rest_ratio,
+                                                 (size_t)a->cycle));
+}
+L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_units",
+              "How many units the watcher lets run unrecorded before its next block so that "
+              "watching adds at most max_overhead of the program's wall time "
+              "(l2p_live_rest_units). Times in seconds (rest_s and block_s per unit); a time "
+              "not known yet (None) gives one block's worth. Options left None take the core's "
+              "defaults (live_defaults()).", "int",
+              L2P_PARAM(rest_args, units, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = 1 << 30, .what = "units", .doc = "a block's units"),
+              L2P_PARAM(rest_args, switch_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "a switch's wall time"),
+              L2P_PARAM(rest_args, rest_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "wall time per unit, unrecorded"),
+              L2P_PARAM(rest_args, block_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "wall time per unit, recorded"),
+              L2P_PARAM(rest_args, max_overhead, L2P_P_FLOAT, .flags = L2P_P_NONE, .flo = 0.0,
+                        .fhi = 0.5, .doc = "watching's share of the wall time at most"),
+              L2P_PARAM(rest_args, max_rest_ratio, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
+                        .hi = L2P_LIVE_MAX_REST_RATIO, .what = "blocks",
+                        .doc = "rest units per block unit at most"),
+              L2P_PARAM(rest_args, cycle, L2P_P_INT, .lo = 0, .hi = LLONG_MAX, .ival = 1,
+                        .what = "a count", .doc = "the cycle (from 0): every few still "
+                        "measure"));
 
 static int have_search(void)
 {
@@ -752,4 +800,4 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, NULL};
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, NULL};

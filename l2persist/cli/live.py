@@ -64,6 +64,13 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         gain = _core.live_defaults()["min_gain"]
         p.add_argument("--min-gain", type=_positive("--min-gain", 0, 0.5), default=gain,
                        help=f"the least gain worth a plan (default {gain:g})")
+        pct = 100 * _core.live_defaults()["max_overhead"]
+        p.add_argument("--max-overhead", type=_positive("--max-overhead", 0, 50),
+                       default=pct, metavar="PCT",
+                       help=f"what watching may add to the program's wall time while it "
+                            f"searches, in per cent: unrecorded rests between blocks keep it "
+                            f"there (0: record back to back, the fastest advice; default "
+                            f"{pct:g})")
         p.add_argument("--report", default=None, help="write an HTML report here")
         p.add_argument("--json", default=None, help="write the watcher's whole result here")
     if prog == "advise":
@@ -121,6 +128,7 @@ def _env(args, mode: str, result: str) -> dict:
         env["L2PERSIST_BLOCK_S"] = repr(args.block_ms / 1e3)
         env["L2PERSIST_BLOCK_UNITS"] = str(args.block_units)
         env["L2PERSIST_MIN_GAIN"] = repr(args.min_gain)
+        env["L2PERSIST_MAX_OVERHEAD"] = repr(args.max_overhead / 100)
     if getattr(args, "exit_after", False):
         env["L2PERSIST_EXIT_AFTER"] = "1"
     return env

@@ -33,6 +33,9 @@ AFTER_UNITS = 64
 #: Under a launcher other than torchrun, how long the warm-up waits for the program's process
 #: group (whose store the ranks meet at) before each rank goes on alone.
 TEAM_WAIT_S = 30.0
+#: The rest before a block is sized from this many rest-then-block pairs (the newest ones); until
+#: that many exist each rest is one block long.
+REST_PAIRS = 3
 
 
 @dataclass
@@ -45,6 +48,8 @@ class Options:
     block_s: float = 0.05          # a block's target length (its units follow from warm-up)
     block_units: int = 0           # fixed units per block (0: from block_s)
     min_gain: float | None = None  # None: the core's default (_core.live_defaults())
+    max_overhead: float | None = None  # watching's share of the wall time at most (None: the
+                                       # core's default; 0: record every block back to back)
     exit_after: bool = False
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
@@ -60,6 +65,7 @@ class Options:
                                 ("L2PERSIST_BLOCK_S", "block_s", float),
                                 ("L2PERSIST_BLOCK_UNITS", "block_units", int),
                                 ("L2PERSIST_MIN_GAIN", "min_gain", float),
+                                ("L2PERSIST_MAX_OVERHEAD", "max_overhead", float),
                                 ("L2PERSIST_RESULT", "result", str),
                                 ("L2PERSIST_PLAN", "plan", str)):
             if env.get(key):
@@ -102,6 +108,29 @@ class GraphSeen:
         except (ValueError, RuntimeError):
             return None            # reset() by the program: it keeps no raw graph now
 
+    def change_windows(self, changes: list) -> bool:
+        """Set (window or None, nodes) pairs on the program's graph, then make its next replay
+        see them with one re-instantiation (a PyTorch graph's; not one per window). False when
+        the program has dropped the graph or keeps no raw graph now."""
+        owner = self.ref()
+        if owner is None:
+            return False
+        if not changes:
+            return True
+        from . import torch as _torch
+        try:
+            if _torch.is_torch_graph(owner):
+                graph = _torch.borrow(owner, quiet=True)
+            else:
+                from ..foreign import as_graph
+                graph = as_graph(owner)
+        except (ValueError, RuntimeError):
+            return False           # reset() by the program: it keeps no raw graph now
+        for w, nodes in changes:
+            graph.set_access_policy_window(w, nodes=nodes)
+        _torch.reinstantiate(owner)
+        return True
+
     def nodes_of(self, record: int) -> list:
         return sorted({u[0] for u in self.uses if u[4] == record})
 
@@ -129,6 +158,8 @@ class Block:
     start: int                     # CUPTI stamps (ns)
     end: int = 0
     units: int = 0
+    rest_ns: int = 0               # the unrecorded rest just before it, under the same arm
+    rest_units: int = 0
 
 
 class Watcher:
@@ -155,7 +186,10 @@ class Watcher:
         self.targets: list[Target] = []
         self.blocks: list[Block] = []
         self.recorded = 0                          # blocks whose samples the search has
-        self.switch_ms: list[float] = []
+        self.switch_ms: list[float] = []          # a block's end to the next arm installed
+        self.install_ms: list[float] = []         # of which installing the arm
+        self.resting = None                        # the rest under way (records paused)
+        self.rest_units = 0                        # the length of the latest rest
         self.result: dict | None = None
         self.final_arm = None
         self.plan_doc: dict | None = None
@@ -362,6 +396,10 @@ class Watcher:
                 else:
                     self._begin_search()
             return
+        if self.state == "search" and self.resting is not None:
+            if self.units_now >= self.resting["units"] and not self._capture_open():
+                self._end_rest()
+            return
         if self.state == "search" and self.units_now >= self.units_per_block:
             if self._capture_open():
                 return             # never switch while a capture is open
@@ -563,8 +601,10 @@ class Watcher:
         b = self.blocks[-1]
         b.end, b.units = end, self.units_now
         over = bool(self.o.budget_s) and time.perf_counter() - self.search_t0 > self.o.budget_s
-        if self.team is not None:
-            over = bool(self.team.gather({"over": over})[0]["over"])   # the leader's clock
+        rest = self._rest_length()
+        if self.team is not None:     # the leader's clock and pace: ranks switch together
+            lead = self.team.gather({"over": over, "rest": rest})[0]
+            over, rest = bool(lead["over"]), int(lead["rest"])
         if over:
             self._record_pending()
             self.result = _core.live_finish()
@@ -579,9 +619,76 @@ class Watcher:
             self.result = _core.live_result()
             self._decide()
             return
+        t_install = time.perf_counter()
         self._install(arm)
-        self.switch_ms.append((time.perf_counter() - t_switch) * 1e3)
-        self._next_block(_core.activity_now(), arm)
+        done = time.perf_counter()
+        self.install_ms.append((done - t_install) * 1e3)
+        self.switch_ms.append((done - t_switch) * 1e3)
+        self.rest_units = rest
+        if rest:
+            self._begin_rest(arm, rest)
+        else:
+            self._next_block(_core.activity_now(), arm)
+
+    # ---- the pace: rests between blocks --------------------------------------------------------
+
+    def _rest_length(self) -> int:
+        """Units to run unrecorded (CUPTI paused) under the next arm before its block, so that
+        watching (the switch and the block's recording) adds at most ``max_overhead`` of the
+        program's wall time: the core sizes it (l2p_live_rest_units) from the newest
+        rest-then-block pairs, which time the same arm unrecorded and recorded."""
+        pairs = [b for b in self.blocks if b.end and b.units and b.rest_units][-16:]
+        rest_s = block_s = None
+        if len(pairs) >= REST_PAIRS:
+            rest_s = statistics.median(b.rest_ns / b.rest_units for b in pairs) / 1e9
+            block_s = statistics.median((b.end - b.start) / b.units for b in pairs) / 1e9
+        switch_s = statistics.median(self.install_ms[-16:]) / 1e3 if self.install_ms else None
+        return _core.live_rest_units(self.units_per_block, switch_s, rest_s, block_s,
+                                     max_overhead=self.o.max_overhead,
+                                     cycle=len(self.blocks))
+
+    def _begin_rest(self, arm: int, units: int):
+        """The rest also lets the new arm settle (its lines fill) before it is timed."""
+        if not self.paused:
+            _core.activity_record(False)
+            self.paused = True
+        self.resting = {"arm": arm, "start": _core.activity_now(), "units": units}
+        self.units_now = 0
+
+    def _end_rest(self):
+        r, units = self.resting, self.units_now
+        self.device.synchronize()           # the rest's work is done: the block times its own
+        end = _core.activity_now()
+        self.resting = None
+        self._resume()
+        self._next_block(_core.activity_now(), r["arm"])
+        self.blocks[-1].rest_ns, self.blocks[-1].rest_units = end - r["start"], units
+
+    def _watching(self) -> dict:
+        """What watching cost the program during the search, measured in it: the installs,
+        and each recorded block's wall beyond what its units take unrecorded (the rests'
+        median per unit), as a share of the search's wall time (installs, rests and blocks)."""
+        done = [b for b in self.blocks if b.end and b.units]
+        rested = [b for b in done if b.rest_units]
+        out = {"max_overhead": (self.o.max_overhead if self.o.max_overhead is not None
+                                else _core.live_defaults()["max_overhead"]),
+               "rest_units": self.rest_units, "rests": len(rested),
+               "recorded_units": sum(b.units for b in done),
+               "rest_units_total": sum(b.rest_units for b in rested),
+               "install_ms_median": (statistics.median(self.install_ms)
+                                     if self.install_ms else None),
+               "record_cost": None, "added_share": None}
+        if not rested:
+            return out
+        unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)   # ns per unit
+        rec = statistics.median((b.end - b.start) / b.units for b in rested)
+        installs = sum(self.install_ms) * 1e6
+        blocks = sum(b.end - b.start for b in done)
+        wall = installs + blocks + sum(b.rest_ns for b in rested)
+        added = installs + blocks - unrec * out["recorded_units"]
+        out.update(record_cost=rec / unrec - 1, added_share=max(0.0, added) / wall,
+                   unrecorded_ms_per_unit=unrec / 1e6)
+        return out
 
     def _next_block(self, stamp, arm=None):
         if arm is None:
@@ -662,7 +769,8 @@ class Watcher:
         _core.reset_persisting_l2(self.device)   # an arm starts on clean lines
         want: dict[int, dict] = {}
         for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
-            w = _window(base, nbytes, hit, hp, mp)
+            key = (base, nbytes, hit, hp, mp)
+            w = (key, _window(*key))
             d = want.setdefault(id(g), {})
             for n in nodes:
                 d[n] = w
@@ -694,18 +802,20 @@ class Watcher:
 
     def _set_graph_windows(self, g: GraphSeen, want: dict):
         """Each node gets the window the arm wants on it, or none: one call per distinct window
-        (PyTorch instantiates the graph again once per call). A graph the program dropped is
-        left alone."""
-        graph = g.borrow()
-        if graph is None:
-            return
-        had = getattr(g, "_windowed", set())
-        clear = sorted(had - set(want))
+        that changes (a node that keeps its window is not touched), one re-instantiation per
+        graph. A graph the program dropped is left alone."""
+        had = getattr(g, "_windowed", {})       # node -> the window's key
+        keys = {n: kw[0] for n, kw in want.items()}
+        changes = []
+        clear = sorted(set(had) - set(want))
         if clear:
-            graph.set_access_policy_window(None, nodes=clear)
-        for w in {id(w): w for w in want.values()}.values():
-            graph.set_access_policy_window(w, nodes=sorted(n for n in want if want[n] is w))
-        g._windowed = set(want)
+            changes.append((None, clear))
+        for key, w in {id(kw): kw for kw in want.values()}.values():
+            nodes = sorted(n for n in want if want[n][1] is w and had.get(n) != key)
+            if nodes:
+                changes.append((w, nodes))
+        if g.change_windows(changes):
+            g._windowed = keys
 
     # ---- verify / apply: the plan document -----------------------------------------------
 
@@ -783,7 +893,10 @@ class Watcher:
             "units_per_block": self.units_per_block,
             "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
             "arms": arms_out, "per_arm": per_arm,
-            "switch_ms": self.switch_ms, "blocks": len(self.blocks),
+            "switch_ms": self.switch_ms, "install_ms": self.install_ms,
+            "blocks": len(self.blocks),
+            # the search's pace and what watching added to the program's wall time in it
+            "watching": self._watching(),
             # the final arm's wall per unit recorded (its blocks) over unrecorded (after)
             "watch_cost": self._watch_cost(per_arm),
             "arm_sequence": [b.arm for b in self.blocks],

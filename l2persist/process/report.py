@@ -76,6 +76,14 @@ def summary_text(r: dict) -> str:
     lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
                  f"in {r.get('search_s', 0):.1f} s; switching {_med(sw):.2f} ms median, "
                  f"{max(sw) if sw else float('nan'):.2f} ms max")
+    w = r.get("watching") or {}
+    if w.get("added_share") is not None:
+        rec = w["recorded_units"] / max(1, w["recorded_units"] + w["rest_units_total"])
+        lines.append(f"  pace: {100 * rec:.0f} % of the search's units recorded (rests of "
+                     f"{w['rest_units']} units before each block, to add at most "
+                     f"{100 * w['max_overhead']:g} %); recording cost "
+                     f"{100 * w['record_cost']:+.1f} % per unit; watching added "
+                     f"{100 * w['added_share']:.2f} % to the search's wall time")
     wc = r.get("watch_cost")
     if wc:
         lines.append(f"  watching: wall {wc['recorded_wall_ms_per_unit']:.4f} ms/unit while "

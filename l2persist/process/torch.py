@@ -69,16 +69,18 @@ def current_stream():
     return _core.Stream(wrap=torch.cuda.current_stream()) if torch is not None else None
 
 
-def borrow(graph: Any, device=None):
+def borrow(graph: Any, device=None, *, quiet: bool = False):
     """An l2persist Graph over a ``torch.cuda.CUDAGraph(keep_graph=True)`` whose capture
     ended (never destroyed by l2persist); ValueError, saying what to do, for one that keeps no
-    raw graph."""
+    raw graph. ``quiet``: window changes do not re-instantiate the owner each (the caller
+    changes several, then calls :func:`reinstantiate` once: each instantiation costs as much
+    as the graph is large)."""
     try:
         handle = int(graph.raw_cuda_graph())
     except RuntimeError as e:
         raise ValueError(f"as_graph: this torch.cuda.CUDAGraph keeps no raw graph, so its nodes "
                          f"cannot be windowed after capture. {KEEP_GRAPH_HINT} ({e})") from e
-    return _core._borrow_graph(handle, device_of(device), graph)
+    return _core._borrow_graph(handle, device_of(device), None if quiet else graph)
 
 
 def reinstantiate(owner: Any) -> bool:

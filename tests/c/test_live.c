@@ -178,6 +178,49 @@ static void test_options(void)
     CHECK(l2p_live_record(&s, NAN) == L2P_ERR_VALUE);
 }
 
+/* The share of a cycle that watching adds, with r rest units. */
+static double watched_share(double sw, double rest, double block, size_t n, size_t r)
+{
+    double added = sw + (double)n * (block > rest ? block - rest : 0.0);
+    return added / (sw + (double)r * rest + (double)n * block);
+}
+
+static void test_rest_units(void)
+{
+    /* a host-bound loop: 90 us per unit unwatched, 5 % more recorded, a 2 ms switch */
+    double sw = 2e-3, rest = 90e-6, block = 94.5e-6;
+    size_t n = 222, r = l2p_live_rest_units(sw, rest, block, n, 0.02, 64, 1);
+    CHECK(r > 0 && r < 64 * n);
+    CHECK(watched_share(sw, rest, block, n, r) <= 0.02 + 1e-12);
+    CHECK(watched_share(sw, rest, block, n, r - 1) > 0.02); /* the fewest that do */
+    /* the ceiling binds: a 20 ms switch cannot be hidden in 9 blocks' worth */
+    CHECK(l2p_live_rest_units(20e-3, rest, block, n, 0.01, 9, 1) == 9 * n);
+    /* watching that costs nothing needs no rest; max_overhead 0 asks for none */
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, 9, 1) == 0);
+    /* ... except every L2P_LIVE_REMEASURE-th cycle, which still measures a pair */
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, 9, L2P_LIVE_REMEASURE) == n);
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.0, 9, L2P_LIVE_REMEASURE) == 0);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.0, 9, 1) == 0);
+    /* a recorded block that ran faster than the rest (noise) counts no excess */
+    CHECK(l2p_live_rest_units(0.0, rest, 0.9 * rest, n, 0.01, 9, 1) == 0);
+    /* costs not known yet: one block's worth (capped), to go on measuring */
+    CHECK(l2p_live_rest_units(NAN, rest, block, n, 0.01, 9, 1) == n);
+    CHECK(l2p_live_rest_units(sw, 0.0, block, n, 0.01, 9, 1) == n);
+    CHECK(l2p_live_rest_units(sw, rest, INFINITY, n, 0.01, 9, 1) == n);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.01, 0, 1) == 0);
+    CHECK(l2p_live_rest_units(sw, rest, block, 0, 0.01, 9, 1) == 0);
+    /* the options' checks */
+    l2p_live_options o;
+    l2p_live s;
+    l2p_live_options_default(&o);
+    CHECK(o.max_overhead == 0.01 && o.max_rest_ratio == 9);
+    o.max_overhead = 0.6;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+    l2p_live_options_default(&o);
+    o.max_rest_ratio = L2P_LIVE_MAX_REST_RATIO + 1;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+}
+
 static void test_arms(void)
 {
     size_t gran = 3932160, max = 10 * gran, l2 = 16 * gran;
@@ -389,6 +432,7 @@ int main(void)
     test_rotation();
     test_options();
     test_arms();
+    test_rest_units();
     test_activity_blocks();
     test_plan_window_check();
     printf("test_live: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
