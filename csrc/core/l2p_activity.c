@@ -111,7 +111,8 @@ static long block_of(const uint64_t *bounds, size_t n_bounds, uint64_t t)
 }
 
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
-                               double *gpu_ns, double *by_name, size_t n_names)
+                               double *gpu_ns, double *by_name, size_t n_names,
+                               size_t *spanning)
 {
     if (n_bounds < 2) return l2p_fail(L2P_ERR_VALUE, "bounds: need at least 2, got %zu", n_bounds);
     for (size_t i = 1; i < n_bounds; i++)
@@ -120,10 +121,15 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
     size_t nb = n_bounds - 1;
     memset(gpu_ns, 0, nb * sizeof *gpu_ns);
     if (by_name) memset(by_name, 0, n_names * nb * sizeof *by_name);
+    if (spanning) *spanning = 0;
     for (size_t i = 0; i < a->n; i++) {
         const l2p_kernel_record *r = &a->recs[i];
         long b = block_of(bounds, n_bounds, r->start);
         if (b < 0) continue;
+        if (spanning && r->end > bounds[b + 1]) {
+            (*spanning)++;
+            continue;
+        }
         double d = (double)(r->end - r->start);
         gpu_ns[b] += d;
         if (by_name && r->name < n_names) by_name[(size_t)r->name * nb + (size_t)b] += d;

@@ -98,9 +98,15 @@ void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t
  * b holds the kernels with bounds[b] <= start < bounds[b+1] (n_bounds - 1 blocks; kernels
  * before the first or after the last bound belong to none). gpu_ns[b]: the block's summed
  * durations; by_name (when not NULL): n_names x (n_bounds - 1), row = name id, the same sums
- * per kernel name. Bounds not increasing: L2P_ERR_VALUE. The caller holds the lock. */
+ * per kernel name. Bounds not increasing: L2P_ERR_VALUE. The caller holds the lock.
+ * spanning (when not NULL): a record that ends past its block's end bound is not summed but
+ * counted here. The watcher ends every block after a device synchronization, so such a record
+ * cannot be true: CUPTI writes them for a graph launched while its kernel records were paused
+ * and launched again once resumed (its start is the last launch recorded before the pause, its
+ * end the new launch's: a duration as long as the pause, H200, CUPTI 13.0). */
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
-                               double *gpu_ns, double *by_name, size_t n_names);
+                               double *gpu_ns, double *by_name, size_t n_names,
+                               size_t *spanning);
 
 #ifdef __cplusplus
 }

@@ -141,7 +141,9 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
     size_t nb = (size_t)n - 1, names = log->n_names;
     double *gpu = PyMem_Calloc(nb, sizeof *gpu);
     double *by = PyMem_Calloc(names ? names * nb : 1, sizeof *by);
-    l2p_status st = gpu && by ? l2p_activity_blocks(log, bounds, (size_t)n, gpu, by, names)
+    size_t spanning = 0;
+    l2p_status st = gpu && by ? l2p_activity_blocks(log, bounds, (size_t)n, gpu, by, names,
+                                                    &spanning)
                               : L2P_ERR_NO_MEMORY;
     PyObject *rows = st == L2P_OK ? by_name_dict(log, by, nb) : NULL;
     size_t dropped = log->dropped, records = log->n;
@@ -154,8 +156,9 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
         if (!f) Py_CLEAR(totals);
         else PyList_SET_ITEM(totals, (Py_ssize_t)b, f);
     }
-    if (totals) res = Py_BuildValue("{sOsOsnsn}", "gpu_ns", totals, "by_name", rows, "records",
-                                    (Py_ssize_t)records, "dropped", (Py_ssize_t)dropped);
+    if (totals) res = Py_BuildValue("{sOsOsnsnsn}", "gpu_ns", totals, "by_name", rows,
+                                    "records", (Py_ssize_t)records, "dropped",
+                                    (Py_ssize_t)dropped, "spanning", (Py_ssize_t)spanning);
     Py_XDECREF(totals);
     Py_XDECREF(rows);
     PyMem_Free(gpu);
@@ -166,8 +169,10 @@ out:
 }
 L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_blocks",
               "The log's kernels summed into blocks cut at increasing CUPTI stamps (a kernel "
-              "belongs to the block its start falls in): {'gpu_ns': [per block], 'by_name': "
-              "{kernel: [per block]}, 'records': n, 'dropped': n}.", "dict",
+              "belongs to the block its start falls in; one that ends past its block's end is "
+              "impossible where blocks end after a synchronization, and is counted in "
+              "'spanning', not summed): {'gpu_ns': [per block], 'by_name': {kernel: [per "
+              "block]}, 'records': n, 'dropped': n, 'spanning': n}.", "dict",
               L2P_PARAM(blocks_args, bounds, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
 

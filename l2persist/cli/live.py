@@ -50,13 +50,18 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
     p.add_argument("--device", type=_positive("--device", 0, 1023, int), default=None,
                    help="the GPU the program uses (default: LOCAL_RANK, else 0)")
     if search:
-        p.add_argument("--budget", type=_positive("--budget", 1, 86400), default=60.0,
-                       help="seconds of the program's traffic for the search (default 60)")
-        p.add_argument("--warmup", type=_positive("--warmup", 0, 3600), default=2.0,
-                       help="seconds watched before any switch (captures settle; default 2)")
-        p.add_argument("--block-ms", type=_positive("--block-ms", 1, 10000), default=50.0,
-                       help="a block's length under one arm, ms of the program's time "
-                            "(default 50)")
+        from ..process.live import Options
+        d = Options()              # the watcher's defaults: one home
+        p.add_argument("--budget", type=_positive("--budget", 1, 86400), default=d.budget_s,
+                       help=f"seconds of the program's traffic for the search (default "
+                            f"{d.budget_s:g})")
+        p.add_argument("--warmup", type=_positive("--warmup", 0, 3600), default=d.warmup_s,
+                       help=f"seconds watched before any switch (captures settle; default "
+                            f"{d.warmup_s:g})")
+        p.add_argument("--block-ms", type=_positive("--block-ms", 1, 10000),
+                       default=d.block_s * 1e3,
+                       help=f"a block's length under one arm, ms of the program's time "
+                            f"(default {d.block_s * 1e3:g})")
         p.add_argument("--block-units", type=_positive("--block-units", 1, 100000, int),
                        default=0, help="units of work per block instead of --block-ms (the "
                                        "same on every rank)")

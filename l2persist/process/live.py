@@ -45,7 +45,8 @@ class Options:
     mode: str = "advise"           # advise | verify | apply
     budget_s: float = 60.0         # seconds of the program's traffic for the search
     warmup_s: float = 2.0          # watched, not switched, before the search
-    block_s: float = 0.05          # a block's target length (its units follow from warm-up)
+    block_s: float = 0.02          # a block's target length (its units follow from warm-up;
+                                   # rests multiply the advice's time by up to ten: short blocks)
     block_units: int = 0           # fixed units per block (0: from block_s)
     min_gain: float | None = None  # None: the core's default (_core.live_defaults())
     max_overhead: float | None = None  # watching's share of the wall time at most (None: the
@@ -160,6 +161,8 @@ class Block:
     units: int = 0
     rest_ns: int = 0               # the unrecorded rest just before it, under the same arm
     rest_units: int = 0
+    settle_ns: int = 0             # recorded, uncounted: from the rest's end to its start
+    settle_units: int = 0
 
 
 class Watcher:
@@ -189,6 +192,9 @@ class Watcher:
         self.switch_ms: list[float] = []          # a block's end to the next arm installed
         self.install_ms: list[float] = []         # of which installing the arm
         self.resting = None                        # the rest under way (records paused)
+        self.settling = None                       # after a rest: graphs not yet launched again
+        self.replayed: set = set()                 # graphs replayed in the current block
+        self.spanning = 0                          # impossible records dropped (see _end_rest)
         self.rest_units = 0                        # the length of the latest rest
         self.result: dict | None = None
         self.final_arm = None
@@ -384,6 +390,8 @@ class Watcher:
             return
         if self._is_unit(kind, torch_graph):
             self.units_now += 1
+        if self.state == "search" and kind == "replay":
+            self.replayed.add(id(torch_graph))
         if self.state == "probe":
             key = (kind, self._sig(torch_graph)) if kind == "replay" else (kind,)
             self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
@@ -399,6 +407,9 @@ class Watcher:
         if self.state == "search" and self.resting is not None:
             if self.units_now >= self.resting["units"] and not self._capture_open():
                 self._end_rest()
+            return
+        if self.state == "search" and self.settling is not None:
+            self._settle(kind, torch_graph)
             return
         if self.state == "search" and self.units_now >= self.units_per_block:
             if self._capture_open():
@@ -656,13 +667,35 @@ class Watcher:
         self.units_now = 0
 
     def _end_rest(self):
+        """Records on again, then a settle before the block: CUPTI's record of the first launch
+        of a graph after the pause is wrong (it starts at the graph's last launch recorded
+        before the pause: as long as the pause, H200), so the block begins once every graph
+        the last block replayed has been launched again (at most a block's units later), and
+        records that outlive their block are dropped (l2p_activity_blocks' spanning)."""
         r, units = self.resting, self.units_now
         self.device.synchronize()           # the rest's work is done: the block times its own
         end = _core.activity_now()
         self.resting = None
         self._resume()
-        self._next_block(_core.activity_now(), r["arm"])
-        self.blocks[-1].rest_ns, self.blocks[-1].rest_units = end - r["start"], units
+        self.settling = {"arm": r["arm"], "rest_ns": end - r["start"], "rest_units": units,
+                         "t0": _core.activity_now(), "need": set(self.replayed)}
+        self.replayed = set()
+        self.units_now = 0
+        if not self.settling["need"]:
+            self._settle(None, None)
+
+    def _settle(self, kind, torch_graph):
+        st = self.settling
+        if kind == "replay":
+            st["need"].discard(id(torch_graph))
+        if (st["need"] and self.units_now < self.units_per_block) or self._capture_open():
+            return
+        units, now = self.units_now, _core.activity_now()
+        self.settling = None
+        self._next_block(now, st["arm"])
+        b = self.blocks[-1]
+        b.rest_ns, b.rest_units = st["rest_ns"], st["rest_units"]
+        b.settle_ns, b.settle_units = now - st["t0"], units
 
     def _watching(self) -> dict:
         """What watching cost the program during the search, measured in it: the installs,
@@ -683,11 +716,15 @@ class Watcher:
         unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)   # ns per unit
         rec = statistics.median((b.end - b.start) / b.units for b in rested)
         installs = sum(self.install_ms) * 1e6
-        blocks = sum(b.end - b.start for b in done)
+        # the settles are recorded too: watched time, counted with the blocks
+        blocks = sum(b.end - b.start + b.settle_ns for b in done)
+        units = out["recorded_units"] + sum(b.settle_units for b in done)
         wall = installs + blocks + sum(b.rest_ns for b in rested)
-        added = installs + blocks - unrec * out["recorded_units"]
+        added = installs + blocks - unrec * units
         out.update(record_cost=rec / unrec - 1, added_share=max(0.0, added) / wall,
-                   unrecorded_ms_per_unit=unrec / 1e6)
+                   unrecorded_ms_per_unit=unrec / 1e6,
+                   settle_units=sum(b.settle_units for b in done),
+                   spanning_records=self.spanning)
         return out
 
     def _next_block(self, stamp, arm=None):
@@ -697,6 +734,7 @@ class Watcher:
             stamp = _core.activity_now()
         self.blocks.append(Block(arm, stamp))
         self.units_now = 0
+        self.replayed = set()
 
     def _record_pending(self, alone: bool = False):
         """Give the search the samples of the blocks that ended (ms of GPU time per unit). In a
@@ -728,6 +766,7 @@ class Watcher:
         for b in done:
             bounds += [b.start, b.end]
         res = _core.activity_blocks(_increasing(bounds))
+        self.spanning += res.get("spanning", 0)
         out = []
         for k, b in enumerate(done):
             ns = res["gpu_ns"][2 * k]

@@ -266,13 +266,17 @@ static void test_activity_blocks(void)
     CHECK(strcmp(a.names[a.recs[1].name], "kernel_one") == 0);
     uint64_t bounds[3] = {200, 300, 400};
     double gpu[2], by[3 * 2];
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL) == L2P_OK);
     CHECK(gpu[0] == 35 && gpu[1] == 91);
     CHECK(by[1 * 2 + 0] == 30 && by[2 * 2 + 0] == 5 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
     CHECK(by[0] == 0 && by[1] == 0);
     uint64_t bad[3] = {200, 200, 400};
-    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0) == L2P_ERR_VALUE);
-    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0, NULL) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0, NULL) == L2P_ERR_VALUE);
+    /* strict: the record that ends past its block's end is not summed, but counted */
+    size_t spanning = 99;
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, &spanning) == L2P_OK);
+    CHECK(spanning == 1 && gpu[0] == 35 && gpu[1] == 40 && by[1 * 2 + 1] == 0);
     l2p_activity_clear(&a);
     CHECK(a.n == 0 && a.n_names == 1);
     l2p_activity_add(&a, 1, 5, 4, 7, k2, k2); /* end before start: a zero duration */
