@@ -184,6 +184,14 @@ def test_dont_where_the_grid_gains_under_2_percent():
     assert "says don't" in dict((k, t) for k, t, _ in live.program_bars(helps))["bar_grid"]
 
 
+def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
+    r = record()
+    del r["watch_added"]
+    assert bars_of(r)["bar_overhead"] is None
+    res = synthetic([r])
+    assert res.records[0]["bars_met"] == "5 of 5" and "watching added" not in res.notes[0]
+
+
 def test_grid_between_the_bars_judges_nothing():
     r = record(advise_summary=summary(speedup=1.025), verify_speed=1.02,
                grid_speeds=(1.0, 1.0, 1.025, 1.0, 1.0, 1.0))

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import _core
 
-PLAN_FORMAT = "l2persist-live-plan/1"
+PLAN_FORMAT = _core.live_plan_format()  # the core owns the document (csrc/core/l2p_live.h)
 #: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
 TEAM_EVERY = 16
 #: After the decision, this many units at least (8 blocks' worth if more) are timed with nothing
@@ -699,8 +699,11 @@ class Watcher:
 
     def _watching(self) -> dict:
         """What watching cost the program during the search, measured in it: the installs,
-        and each recorded block's wall beyond what its units take unrecorded (the rests'
-        median per unit), as a share of the search's wall time (installs, rests and blocks)."""
+        and the recorded blocks' (and settles') wall beyond what their units take unrecorded
+        (the rests' total wall per unit: a total, as the share is one; a median would count a
+        program's occasional slow unit, an eager prefill, as watching's), as a share of the
+        search's wall time (installs, rests, settles and blocks). record_cost compares the
+        medians per unit (a typical unit, recorded against not)."""
         done = [b for b in self.blocks if b.end and b.units]
         rested = [b for b in done if b.rest_units]
         out = {"max_overhead": (self.o.max_overhead if self.o.max_overhead is not None
@@ -713,7 +716,8 @@ class Watcher:
                "record_cost": None, "added_share": None}
         if not rested:
             return out
-        unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)   # ns per unit
+        unrec = sum(b.rest_ns for b in rested) / sum(b.rest_units for b in rested)  # ns/unit
+        med_unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)
         rec = statistics.median((b.end - b.start) / b.units for b in rested)
         installs = sum(self.install_ms) * 1e6
         # the settles are recorded too: watched time, counted with the blocks
@@ -721,7 +725,7 @@ class Watcher:
         units = out["recorded_units"] + sum(b.settle_units for b in done)
         wall = installs + blocks + sum(b.rest_ns for b in rested)
         added = installs + blocks - unrec * units
-        out.update(record_cost=rec / unrec - 1, added_share=max(0.0, added) / wall,
+        out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
                    unrecorded_ms_per_unit=unrec / 1e6,
                    settle_units=sum(b.settle_units for b in done),
                    spanning_records=self.spanning)

@@ -479,7 +479,9 @@ def program_bars(r: dict) -> list:
             r.get("verify_speedup") is not None and r["verify_speedup"] >= BAR_VERIFY_FLOOR),
            ("bar_overhead", f"{p}: watching added under {BAR_OVERHEAD:.0%} to the program's "
                             "wall time while advising (measured in it)",
-            r.get("watch_added") is not None and r["watch_added"] < BAR_OVERHEAD)]
+            # a record stored before the watcher measured it (no key) is not judged
+            None if "watch_added" not in r else
+            r["watch_added"] is not None and r["watch_added"] < BAR_OVERHEAD)]
     g = r.get("grid_gain")
     if g is None:
         out.append(("bar_grid", f"{p}: the offline grid was measured", False))
@@ -528,6 +530,14 @@ def _f(x, fmt="{:.3f}"):
     return "-" if x is None else fmt.format(x)
 
 
+def _watching_text(r: dict) -> str:
+    if "watch_added" not in r:     # stored before the watcher measured it
+        return ""
+    return (f"; watching added {_f(r.get('watch_added'), '{:.2%}')} to the wall time while "
+            f"searching ({_f(r.get('recorded_share'), '{:.0%}')} of its units recorded, "
+            f"recording {_f(r.get('record_cost'), '{:+.1%}')} per unit)")
+
+
 def findings(res) -> list:
     out = list(res.summary.get("setup", []))
     for r in res.records:
@@ -553,10 +563,8 @@ def findings(res) -> list:
             f"{_f(r.get('advice_s'), '{:.1f}')} s of traffic ({r.get('search_blocks')} search + "
             f"{r.get('confirm_blocks')} confirmation blocks over {r['arms']} arms; switch "
             f"{_f(r.get('switch_ms_median'), '{:.2f}')} ms median, "
-            f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max); watching added "
-            f"{_f(r.get('watch_added'), '{:.2%}')} to the wall time while searching "
-            f"({_f(r.get('recorded_share'), '{:.0%}')} of its units recorded, recording "
-            f"{_f(r.get('record_cost'), '{:+.1%}')} per unit); verify in a fresh process "
+            f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max){_watching_text(r)}; verify in a "
+            f"fresh process "
             f"{_f(r.get('verify_speedup'))}x (exit {r.get('verify_rc')}); the grid's best of "
             f"{r['grid_points']} plans {_f(r.get('grid_best'))}x ({r.get('grid_best_arm')}); "
             f"outputs {ident}; wall time under advise {_f(r.get('advise_overhead'))}x plain, "
