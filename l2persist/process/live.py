@@ -681,14 +681,21 @@ class Watcher:
                          "t0": _core.activity_now(), "need": set(self.replayed)}
         self.replayed = set()
         self.units_now = 0
-        if not self.settling["need"]:
+        if not self.settling["need"] and self.team is None:
             self._settle(None, None)
 
     def _settle(self, kind, torch_graph):
+        """Alone: until every graph of the last block has launched again (a block's units at
+        most). In a team the ranks must begin their blocks at the same count of their calls, and
+        their graphs are their own: a fixed quarter block, with the spanning records dropped."""
         st = self.settling
         if kind == "replay":
             st["need"].discard(id(torch_graph))
-        if (st["need"] and self.units_now < self.units_per_block) or self._capture_open():
+        if self.team is not None:
+            waiting = self.units_now < max(1, self.units_per_block // 4)
+        else:
+            waiting = bool(st["need"]) and self.units_now < self.units_per_block
+        if waiting or self._capture_open():
             return
         units, now = self.units_now, _core.activity_now()
         self.settling = None
