@@ -55,6 +55,7 @@ class World:
         self.last_start = {}              # node -> its last recorded launch's start
         self.paused_nodes = set()         # launched while the records were paused
         self.misrecorded = 0
+        self.launches = []                # (host time of the launch, true duration)
 
     def instantiated(self):
         """The graph was instantiated again (its windows changed): a fresh executable."""
@@ -62,29 +63,31 @@ class World:
         self.paused_nodes.clear()
 
     def synchronize(self):
-        while self.clock() < self.last_end:
+        while World.clock() < self.last_end:     # the host's clock (self.clock may be queued)
             pass
 
     # the kernels' durations under what is installed (ns), with 1 % noise
-    def replay(self):
+    def replay(self, graph=None):
         for node, name, *_ in KERNELS:
+            key = (id(graph), node)       # CUPTI's wrong record is per executable graph
             d = 100_000.0 if name == "k_gather" else 40_000.0
             w = self.windows.get(node)
             if (name == "k_gather" and w is not None and self.limit >= 8 * MIB
                     and w.base <= TABLE < w.base + w.nbytes and w.hit_ratio > 0):
                 d /= self.gain
             d *= 1 + self.rng.gauss(0, 0.01)
+            self.launches.append((World.clock(), int(d)))
             t = self.clock()
             self.last_end = max(self.last_end, t + int(d))
             if self.collecting and not self.recording:
-                self.paused_nodes.add(node)
+                self.paused_nodes.add(key)
             elif self.collecting:
                 start = t
-                if node in self.paused_nodes and node in self.last_start:
-                    start = self.last_start[node]      # CUPTI's wrong record
+                if key in self.paused_nodes and key in self.last_start:
+                    start = self.last_start[key]       # CUPTI's wrong record
                     self.misrecorded += 1
-                self.paused_nodes.discard(node)
-                self.last_start[node] = t
+                self.paused_nodes.discard(key)
+                self.last_start[key] = t
                 self.records.append((start, t + int(d), name))
 
     def eager(self):
@@ -98,16 +101,18 @@ class World:
     def blocks(self, bounds):
         """As l2p_activity_blocks: by start; a record ending past its block's end is counted
         in spanning, not summed."""
+        import bisect
         nb = len(bounds) - 1
         gpu, by, spanning = [0.0] * nb, {}, 0
         for s, e, name in self.records:
-            for b in range(nb):
-                if bounds[b] <= s < bounds[b + 1]:
-                    if e > bounds[b + 1]:
-                        spanning += 1
-                        break
-                    gpu[b] += e - s
-                    by.setdefault(name, [0.0] * nb)[b] += e - s
+            b = bisect.bisect_right(bounds, s) - 1
+            if not 0 <= b < nb:
+                continue
+            if e > bounds[b + 1]:
+                spanning += 1
+                continue
+            gpu[b] += e - s
+            by.setdefault(name, [0.0] * nb)[b] += e - s
         return {"gpu_ns": gpu, "by_name": by, "records": len(self.records), "dropped": 0,
                 "spanning": spanning}
 
@@ -389,12 +394,12 @@ def _paying_host(world, base_s: float, recorded_s: float):
     recorded (CUPTI's per-launch cost)."""
     rec = world.replay
 
-    def replay():
+    def replay(graph=None):
         t = time.perf_counter() + base_s + (recorded_s if world.collecting and world.recording
                                             else 0.0)
         while time.perf_counter() < t:
             pass
-        rec()
+        rec(graph)
     world.replay = replay
 
 
@@ -440,3 +445,57 @@ def test_cuptis_misrecord_after_a_pause_reaches_no_sample(world):
     for arm in (0, 1):
         samples = s["per_arm"][arm]["gpu_ms_per_unit"]
         assert all(abs(x / truth - 1) < 0.03 for x in samples), (arm, samples)
+
+
+def _queued(world):
+    """The GPU runs behind the host: a kernel starts when the one before it ends."""
+    clock = world.clock
+
+    def later():
+        return max(clock(), world.last_end)
+    world.clock = later
+
+
+@pytest.mark.parametrize("unit", ["replay", "mark"])
+@pytest.mark.parametrize("queued", [False, True])
+def test_settled_blocks_read_the_truth(world, unit, queued):
+    """Two cases the settle must hold in (a review found both): the unit is a mark, so the call
+    that ends the rest is not the graph's (its first launch after the pause must still fall in
+    the settle), and a GPU that runs behind the host (the settle's queued kernels must not run
+    in the block). Every block's GPU time is that of the kernels launched in it. (Fails with
+    the graph taken off the settle's list before the check, and without the settle's
+    synchronization: both checked by mutation.)"""
+    world.gain = 1.25
+    if queued:
+        _queued(world)
+        _paying_host(world, 30e-6, 5e-6)      # the host: 30-35 us a replay; the GPU: 140 us
+    else:
+        _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=0.03)
+    g, rare = ProgramGraph(), ProgramGraph()  # rare: every 5th iteration (the settle waits)
+    for graph in (g, rare):
+        w.capture_begin()
+        w.capture_end(graph)
+    for i in range(2_000_000):
+        if unit == "mark":
+            w.point("mark")
+        w.point("replay", g)
+        world.replay(g)
+        if i % 5 == 4:
+            w.point("replay", rare)
+            world.replay(rare)
+        if w.state in ("done", "off"):
+            break
+    s = w.summary()
+    assert w.state == "done" and s["unit"][0] == unit, w.notes
+    assert s["watching"]["rests"] > 0 and s["watching"]["settle_units"] > s["watching"]["rests"]
+    # Each block's GPU time is exactly that of the kernels launched in it: no launch of the
+    # settle before it, none of its own lost to a wrong record.
+    import bisect
+    at = [t for t, _ in world.launches]
+    timed = [b for b in w.blocks[:w.recorded] if b.units]
+    assert len(timed) > 50
+    for b in timed:
+        lo, hi = bisect.bisect_left(at, b.start), bisect.bisect_left(at, b.end)
+        truth = sum(d for _, d in world.launches[lo:hi])
+        assert abs(b.gpu_ns / truth - 1) < 0.005, (b, truth)

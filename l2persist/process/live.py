@@ -190,7 +190,8 @@ class Watcher:
         self.blocks: list[Block] = []
         self.recorded = 0                          # blocks whose samples the search has
         self.switch_ms: list[float] = []          # a block's end to the next arm installed
-        self.install_ms: list[float] = []         # of which installing the arm
+        self.install_ms: list[float] = []         # of which the switch's own work (past the
+                                                   # synchronization: bookkeeping and install)
         self.resting = None                        # the rest under way (records paused)
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block
@@ -220,6 +221,8 @@ class Watcher:
         with self.lock:
             self.captures += 1
             self.captures_begun += 1
+            if self.resting is not None and self.paused:
+                self.resting["recorded"] = True    # no longer an unrecorded rest
             self._resume()
 
     def _resume(self):
@@ -406,7 +409,7 @@ class Watcher:
             return
         if self.state == "search" and self.resting is not None:
             if self.units_now >= self.resting["units"] and not self._capture_open():
-                self._end_rest()
+                self._end_rest(kind, torch_graph)
             return
         if self.state == "search" and self.settling is not None:
             self._settle(kind, torch_graph)
@@ -609,6 +612,7 @@ class Watcher:
         t_switch = time.perf_counter()
         self.device.synchronize()           # nothing launched under this arm runs after now
         end = _core.activity_now()
+        t_synced = time.perf_counter()      # from here, the switch's own work
         b = self.blocks[-1]
         b.end, b.units = end, self.units_now
         over = bool(self.o.budget_s) and time.perf_counter() - self.search_t0 > self.o.budget_s
@@ -630,10 +634,11 @@ class Watcher:
             self.result = _core.live_result()
             self._decide()
             return
-        t_install = time.perf_counter()
         self._install(arm)
         done = time.perf_counter()
-        self.install_ms.append((done - t_install) * 1e3)
+        # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
+        # what a switch costs the program beyond the synchronization's wait
+        self.install_ms.append((done - t_synced) * 1e3)
         self.switch_ms.append((done - t_switch) * 1e3)
         self.rest_units = rest
         if rest:
@@ -650,11 +655,14 @@ class Watcher:
         rest-then-block pairs, which time the same arm unrecorded and recorded."""
         pairs = [b for b in self.blocks if b.end and b.units and b.rest_units][-16:]
         rest_s = block_s = None
+        recorded = self.units_per_block      # a cycle's recorded units: its block and settle
         if len(pairs) >= REST_PAIRS:
             rest_s = statistics.median(b.rest_ns / b.rest_units for b in pairs) / 1e9
-            block_s = statistics.median((b.end - b.start) / b.units for b in pairs) / 1e9
+            block_s = statistics.median((b.end - b.start + b.settle_ns) / (b.units + b.settle_units)
+                                        for b in pairs) / 1e9
+            recorded += round(statistics.median(b.settle_units for b in pairs))
         switch_s = statistics.median(self.install_ms[-16:]) / 1e3 if self.install_ms else None
-        return _core.live_rest_units(self.units_per_block, switch_s, rest_s, block_s,
+        return _core.live_rest_units(recorded, switch_s, rest_s, block_s,
                                      max_overhead=self.o.max_overhead,
                                      cycle=len(self.blocks))
 
@@ -666,7 +674,7 @@ class Watcher:
         self.resting = {"arm": arm, "start": _core.activity_now(), "units": units}
         self.units_now = 0
 
-    def _end_rest(self):
+    def _end_rest(self, kind=None, torch_graph=None):
         """Records on again, then a settle before the block: CUPTI's record of the first launch
         of a graph after the pause is wrong (it starts at the graph's last launch recorded
         before the pause: as long as the pause, H200), so the block begins once every graph
@@ -677,32 +685,37 @@ class Watcher:
         end = _core.activity_now()
         self.resting = None
         self._resume()
-        self.settling = {"arm": r["arm"], "rest_ns": end - r["start"], "rest_units": units,
-                         "t0": _core.activity_now(), "need": set(self.replayed)}
+        st = {"arm": r["arm"], "rest_ns": end - r["start"], "rest_units": units,
+              "t0": _core.activity_now(), "need": set(self.replayed), "pre_ns": 0, "pre_units": 0}
+        if r.get("recorded"):   # a capture turned the records on mid-rest: no unrecorded time
+            st.update(rest_ns=0, rest_units=0, pre_ns=end - r["start"], pre_units=units)
+        self.settling = st
         self.replayed = set()
         self.units_now = 0
-        if not self.settling["need"] and self.team is None:
-            self._settle(None, None)
+        self._settle(kind, torch_graph)     # this call's launch comes after: in the settle
 
     def _settle(self, kind, torch_graph):
         """Alone: until every graph of the last block has launched again (a block's units at
         most). In a team the ranks must begin their blocks at the same count of their calls, and
         their graphs are their own: a fixed quarter block, with the spanning records dropped."""
         st = self.settling
-        if kind == "replay":
-            st["need"].discard(id(torch_graph))
         if self.team is not None:
             waiting = self.units_now < max(1, self.units_per_block // 4)
         else:
             waiting = bool(st["need"]) and self.units_now < self.units_per_block
         if waiting or self._capture_open():
+            if kind == "replay":           # this launch comes after this call: in the settle
+                st["need"].discard(id(torch_graph))
             return
-        units, now = self.units_now, _core.activity_now()
+        units = self.units_now
+        if units:
+            self.device.synchronize()      # the settle's queued kernels must not run in the block
+        now = _core.activity_now()
         self.settling = None
         self._next_block(now, st["arm"])
         b = self.blocks[-1]
         b.rest_ns, b.rest_units = st["rest_ns"], st["rest_units"]
-        b.settle_ns, b.settle_units = now - st["t0"], units
+        b.settle_ns, b.settle_units = now - st["t0"] + st["pre_ns"], units + st["pre_units"]
 
     def _watching(self) -> dict:
         """What watching cost the program during the search, measured in it: the installs,
