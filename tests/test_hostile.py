@@ -173,6 +173,10 @@ HOSTILE = [
     ("plan format", lambda p, c: l2persist.Plan.from_json(plan(format="other/1")),
      ValueError, "not an l2persist plan (its format is 'other/1'; expected "
                  "'l2persist.plan/1')"),
+    ("plan format live", lambda p, c: l2persist.Plan.from_json(plan(
+        format="l2persist-live-plan/1")),
+     ValueError, "a plan for a running program (format 'l2persist-live-plan/1', written by "
+                 "`python -m l2persist advise -- COMMAND`), not an in-process plan"),
     ("plan entries 'abc'", lambda p, c: l2persist.Plan.from_json(plan(entries="abc")),
      TypeError, "text_or_path (JSON text): entries: expected a list of entries, got str"),
     ("plan entries [1]", lambda p, c: l2persist.Plan.from_json(plan(entries=[1])),

@@ -332,3 +332,15 @@ def test_rest_units_binding():
                       ({"units": 5, "rest_s": float("nan")}, "rest_s")):
         with pytest.raises(ValueError, match=words):
             _core.live_rest_units(**kw)
+
+
+def test_apply_names_an_in_process_plan_for_what_it_is(tmp_path):
+    """The two plan documents: apply given Plan.to_json's says what that one is and how it is
+    loaded, before any program starts."""
+    from l2persist import _core
+    doc = tmp_path / "inproc.json"
+    doc.write_text(json.dumps({"format": _core.PLAN_FORMAT, "device": "X", "set_aside": 0,
+                               "entries": []}))
+    p = _cli("apply", str(doc), "--", sys.executable, "-c", "raise SystemExit(7)")
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "is an in-process plan" in p.stderr and "Plan.from_json(path" in p.stderr, p.stderr

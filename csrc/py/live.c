@@ -12,6 +12,7 @@
 
 #include "l2p_activity.h"
 #include "l2p_live.h"
+#include "l2p_plan.h"
 #include "l2p_policy.h"
 
 static l2p_live *search;     /* the process's live search, or NULL */
@@ -755,6 +756,13 @@ typedef struct {
     PyObject *doc, *source;
 } live_plan_check_args;
 
+/* doc["format"] == text (doc a dict) */
+static int is_format(PyObject *doc, const char *text)
+{
+    PyObject *f = PyDict_GetItemString(doc, "format");
+    return f && PyUnicode_Check(f) && PyUnicode_CompareWithASCIIString(f, text) == 0;
+}
+
 static PyObject *live_plan_check_impl(PyObject *m, const void *args)
 {
     (void)m;
@@ -773,6 +781,14 @@ static PyObject *live_plan_check_impl(PyObject *m, const void *args)
     if (!PyDict_Check(a->doc))
         PyErr_Format(PyExc_ValueError, "plan %sdocument: expected an object, got %s", at,
                      Py_TYPE(a->doc)->tp_name);
+    else if (is_format(a->doc, L2P_PLAN_FORMAT))
+        /* the other plan document: say what it is and how it is used */
+        PyErr_Format(PyExc_ValueError, "plan %sformat: '%s' is an in-process plan "
+                     "(Plan.to_json, l2persist.advise(workloads)): its windows name buffers of "
+                     "one process, so load it in the program with "
+                     "l2persist.Plan.from_json(path, buffers=..., carriers=...); apply / verify / "
+                     "L2PERSIST_PLAN take what `python -m l2persist advise -- COMMAND` writes "
+                     "('%s')", at, L2P_PLAN_FORMAT, L2P_LIVE_PLAN_FORMAT);
     else
         r = check_object(at, l2p_live_plan_fields, L2P_LIVE_P_NFIELDS, a->doc, "");
 out:

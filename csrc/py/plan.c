@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "l2p_live.h"
 #include "l2p_plan.h"
 
 typedef struct {
@@ -561,6 +562,15 @@ static PyObject *plan_check_document_impl(PyObject *m, const void *args)
                             "object with format %s, got %s)", source, L2P_PLAN_FORMAT,
                             Py_TYPE(a->doc)->tp_name);
     PyObject *format = PyDict_GetItemString(a->doc, "format");
+    if (format && PyUnicode_Check(format) &&
+        PyUnicode_CompareWithASCIIString(format, L2P_LIVE_PLAN_FORMAT) == 0)
+        /* the other plan document: say what it is and how it is used */
+        return PyErr_Format(PyExc_ValueError, "%s: a plan for a running program (format '%s', "
+                            "written by `python -m l2persist advise -- COMMAND`), not an "
+                            "in-process plan ('%s'): install it at the program's next start "
+                            "with `python -m l2persist apply %s -- COMMAND` (or "
+                            "L2PERSIST_PLAN=%s)", source, L2P_LIVE_PLAN_FORMAT, L2P_PLAN_FORMAT,
+                            source, source);
     if (!format || !PyUnicode_Check(format) ||
         PyUnicode_CompareWithASCIIString(format, L2P_PLAN_FORMAT) != 0)
         return PyErr_Format(PyExc_ValueError, "%s: not an l2persist plan (its format is %R; "
