@@ -423,6 +423,8 @@ def test_rests_keep_what_watching_adds_near_the_bound(world, max_overhead):
     assert 0.10 < s["record_cost"] < 0.35, s         # the 20 % the host pays, measured
     assert s["rest_units"] >= 2 * 20, s               # rests of several blocks' worth
     assert s["rest_units_total"] > 2 * s["recorded_units"], s
+    assert s["recorded_share"] == pytest.approx(
+        s["recorded_units"] / (s["recorded_units"] + s["rest_units_total"]))
     assert s["added_share"] < 0.06, s                 # near the 3 % asked, not the 20 %
     assert "pace:" in live_report_text(w)
 

@@ -59,8 +59,8 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
                            "unrecorded_wall_ms_per_unit": 0.25, "unrecorded_units": 80,
                            "ratio": 1.04},
             "watching": {"max_overhead": 0.015, "rest_units": 60, "rests": 100,
-                         "recorded_units": 1380, "rest_units_total": 5520,
-                         "install_ms_median": 0.4, "record_cost": 0.05, "added_share": added,
+                         "recorded_units": 1380, "rest_units_total": 5520, "recorded_share": 0.2,
+                         "switch_work_ms_median": 0.4, "record_cost": 0.05, "added_share": added,
                          "unrecorded_ms_per_unit": 0.25}}
 
 

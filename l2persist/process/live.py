@@ -190,7 +190,7 @@ class Watcher:
         self.blocks: list[Block] = []
         self.recorded = 0                          # blocks whose samples the search has
         self.switch_ms: list[float] = []          # a block's end to the next arm installed
-        self.install_ms: list[float] = []         # of which the switch's own work (past the
+        self.switch_work_ms: list[float] = []         # of which the switch's own work (past the
                                                    # synchronization: bookkeeping and install)
         self.resting = None                        # the rest under way (records paused)
         self.settling = None                       # after a rest: graphs not yet launched again
@@ -638,7 +638,7 @@ class Watcher:
         done = time.perf_counter()
         # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
         # what a switch costs the program beyond the synchronization's wait
-        self.install_ms.append((done - t_synced) * 1e3)
+        self.switch_work_ms.append((done - t_synced) * 1e3)
         self.switch_ms.append((done - t_switch) * 1e3)
         self.rest_units = rest
         if rest:
@@ -653,15 +653,21 @@ class Watcher:
         watching (the switch and the block's recording) adds at most ``max_overhead`` of the
         program's wall time: the core sizes it (l2p_live_rest_units) from the newest
         rest-then-block pairs, which time the same arm unrecorded and recorded."""
-        pairs = [b for b in self.blocks if b.end and b.units and b.rest_units][-16:]
+        pairs = []                           # the newest 16, scanned from the end
+        for b in reversed(self.blocks):
+            if len(pairs) == 16:
+                break
+            if b.end and b.units and b.rest_units:
+                pairs.append(b)
         rest_s = block_s = None
         recorded = self.units_per_block      # a cycle's recorded units: its block and settle
         if len(pairs) >= REST_PAIRS:
             rest_s = statistics.median(b.rest_ns / b.rest_units for b in pairs) / 1e9
-            block_s = statistics.median((b.end - b.start + b.settle_ns) / (b.units + b.settle_units)
-                                        for b in pairs) / 1e9
+            block_s = statistics.median((b.end - b.start + b.settle_ns)
+                                        / (b.units + b.settle_units) for b in pairs) / 1e9
             recorded += round(statistics.median(b.settle_units for b in pairs))
-        switch_s = statistics.median(self.install_ms[-16:]) / 1e3 if self.install_ms else None
+        work = self.switch_work_ms[-16:]
+        switch_s = statistics.median(work) / 1e3 if work else None
         return _core.live_rest_units(recorded, switch_s, rest_s, block_s,
                                      max_overhead=self.o.max_overhead,
                                      cycle=len(self.blocks))
@@ -718,11 +724,11 @@ class Watcher:
         b.settle_ns, b.settle_units = now - st["t0"] + st["pre_ns"], units + st["pre_units"]
 
     def _watching(self) -> dict:
-        """What watching cost the program during the search, measured in it: the installs,
+        """What watching cost the program during the search, measured in it: the switches' work,
         and the recorded blocks' (and settles') wall beyond what their units take unrecorded
         (the rests' total wall per unit: a total, as the share is one; a median would count a
         program's occasional slow unit, an eager prefill, as watching's), as a share of the
-        search's wall time (installs, rests, settles and blocks). record_cost compares the
+        search's wall time (switches, rests, settles and blocks). record_cost compares the
         medians per unit (a typical unit, recorded against not)."""
         done = [b for b in self.blocks if b.end and b.units]
         rested = [b for b in done if b.rest_units]
@@ -731,20 +737,22 @@ class Watcher:
                "rest_units": self.rest_units, "rests": len(rested),
                "recorded_units": sum(b.units for b in done),
                "rest_units_total": sum(b.rest_units for b in rested),
-               "install_ms_median": (statistics.median(self.install_ms)
-                                     if self.install_ms else None),
+               "switch_work_ms_median": (statistics.median(self.switch_work_ms)
+                                         if self.switch_work_ms else None),
                "record_cost": None, "added_share": None}
+        counted = out["recorded_units"] + out["rest_units_total"]
+        out["recorded_share"] = out["recorded_units"] / counted if counted else None
         if not rested:
             return out
         unrec = sum(b.rest_ns for b in rested) / sum(b.rest_units for b in rested)  # ns/unit
         med_unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)
         rec = statistics.median((b.end - b.start) / b.units for b in rested)
-        installs = sum(self.install_ms) * 1e6
+        work = sum(self.switch_work_ms) * 1e6
         # the settles are recorded too: watched time, counted with the blocks
         blocks = sum(b.end - b.start + b.settle_ns for b in done)
         units = out["recorded_units"] + sum(b.settle_units for b in done)
-        wall = installs + blocks + sum(b.rest_ns for b in rested)
-        added = installs + blocks - unrec * units
+        wall = work + blocks + sum(b.rest_ns for b in rested)
+        added = work + blocks - unrec * units
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
                    unrecorded_ms_per_unit=unrec / 1e6,
                    settle_units=sum(b.settle_units for b in done),
@@ -956,7 +964,7 @@ class Watcher:
             "units_per_block": self.units_per_block,
             "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
             "arms": arms_out, "per_arm": per_arm,
-            "switch_ms": self.switch_ms, "install_ms": self.install_ms,
+            "switch_ms": self.switch_ms, "switch_work_ms": self.switch_work_ms,
             "blocks": len(self.blocks),
             # the search's pace and what watching added to the program's wall time in it
             "watching": self._watching(),

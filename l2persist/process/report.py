@@ -78,9 +78,9 @@ def summary_text(r: dict) -> str:
                  f"{max(sw) if sw else float('nan'):.2f} ms max")
     w = r.get("watching") or {}
     if w.get("added_share") is not None:
-        rec = w["recorded_units"] / max(1, w["recorded_units"] + w["rest_units_total"])
-        lines.append(f"  pace: {100 * rec:.0f} % of the search's units recorded (rests of "
-                     f"{w['rest_units']} units before each block, to add at most "
+        lines.append(f"  pace: {100 * w['recorded_share']:.0f} % of the search's units "
+                     f"recorded (rests of {w['rest_units']} units before each block, to add "
+                     f"at most "
                      f"{100 * w['max_overhead']:g} %); recording cost "
                      f"{100 * w['record_cost']:+.1f} % per unit; watching added "
                      f"{100 * w['added_share']:.2f} % to the search's wall time")

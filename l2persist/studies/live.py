@@ -434,9 +434,7 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # and the recorded blocks' excess over the unrecorded rests), and its parts
         "watch_added": _num(watching.get("added_share")),
         "record_cost": _num(watching.get("record_cost")),
-        "recorded_share": _ratio(watching.get("recorded_units"),
-                                 (watching.get("recorded_units") or 0)
-                                 + (watching.get("rest_units_total") or 0)),
+        "recorded_share": _num(watching.get("recorded_share")),
         "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
         "verify_ci_low": _num(vres.get("ci_low")), "verify_ci_high": _num(vres.get("ci_high")),
         "verify_decided": bool(vres.get("decided")),
