@@ -55,6 +55,7 @@ class World:
         self.last_start = {}              # node -> its last recorded launch's start
         self.paused_nodes = set()         # launched while the records were paused
         self.misrecorded = 0
+        self.trimmed = 0                  # records dropped by activity_trim
         self.launches = []                # (host time of the launch, true duration)
 
     def instantiated(self):
@@ -116,6 +117,13 @@ class World:
         return {"gpu_ns": gpu, "by_name": by, "records": len(self.records), "dropped": 0,
                 "spanning": spanning}
 
+    def trim(self, before):
+        """As l2p_activity_trim: the records that start before `before` go."""
+        kept = [r for r in self.records if r[0] >= before]
+        dropped, self.records[:] = len(self.records) - len(kept), kept
+        self.trimmed += dropped
+        return dropped
+
 
 class ProgramGraph:
     """The program's torch.cuda.CUDAGraph (weakly referenceable, as PyTorch's is)."""
@@ -137,7 +145,7 @@ def world(monkeypatch):
     for name, fn in {"activity_begin": begin, "activity_record": record,
                      "activity_end": lambda: setattr(w, "collecting", False),
                      "activity_flush": lambda: None, "activity_now": w.clock,
-                     "activity_blocks": w.blocks, "reset_persisting_l2": lambda dev: None,
+                     "activity_blocks": w.blocks, "activity_trim": w.trim, "reset_persisting_l2": lambda dev: None,
                      "driver_version": lambda: (13, 0)}.items():
         monkeypatch.setattr(core, name, fn)
 
@@ -501,3 +509,7 @@ def test_settled_blocks_read_the_truth(world, unit, queued):
         lo, hi = bisect.bisect_left(at, b.start), bisect.bisect_left(at, b.end)
         truth = sum(d for _, d in world.launches[lo:hi])
         assert abs(b.gpu_ns / truth - 1) < 0.005, (b, truth)
+    # ... with the summed blocks' records trimmed as the search went: the log holds no record
+    # older than the first block not yet summed
+    assert world.trimmed > 0
+    assert all(r[0] >= w.blocks[w.recorded - 1].start for r in world.records)

@@ -137,6 +137,16 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
     return L2P_OK;
 }
 
+size_t l2p_activity_trim(l2p_activity *a, uint64_t before)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->recs[i].start >= before) a->recs[kept++] = a->recs[i];
+    size_t dropped = a->n - kept;
+    a->n = kept;
+    return dropped;
+}
+
 /* ---- the process's log: CUPTI's activity API ---- */
 
 typedef CUptiResult (*register_fn)(CUpti_BuffersCallbackRequestFunc,

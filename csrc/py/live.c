@@ -178,6 +178,33 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
                         .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
 
 typedef struct {
+    PyObject *before;
+} trim_args;
+
+static PyObject *activity_trim_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    const trim_args *a = args;
+    unsigned long long before = PyLong_AsUnsignedLongLong(a->before);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "before: expected an int in [0, 2^64 - 1] (a CUPTI "
+                        "stamp, ns)");
+        return NULL;
+    }
+    l2p_activity *log = l2p_activity_log();
+    l2p_activity_lock(log);
+    size_t dropped = l2p_activity_trim(log, (uint64_t)before);
+    l2p_activity_unlock(log);
+    return PyLong_FromSize_t(dropped);
+}
+L2P_DEFINE_FN(activity_trim_fn, trim_args, activity_trim_impl, "activity_trim",
+              "Drop the log's records that start before `before` (blocks already summed): each "
+              "activity_blocks call scans the whole log. Returns how many were dropped.", "int",
+              L2P_PARAM(trim_args, before, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "int", .doc = "a CUPTI stamp (ns)"));
+
+typedef struct {
     int on;
 } recording_args;
 
@@ -819,6 +846,6 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
-    &activity_blocks_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
+    &activity_blocks_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, NULL};

@@ -192,6 +192,8 @@ class Watcher:
         self.switch_ms: list[float] = []          # a block's end to the next arm installed
         self.switch_work_ms: list[float] = []         # of which the switch's own work (past the
                                                    # synchronization: bookkeeping and install)
+        self.install_ms: list[float] = []          # of which the install (limit, reset, windows)
+        self.windows_ms: list[float] = []          # of which the windows (every install's)
         self.resting = None                        # the rest under way (records paused)
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block
@@ -634,11 +636,13 @@ class Watcher:
             self.result = _core.live_result()
             self._decide()
             return
+        t_install = time.perf_counter()
         self._install(arm)
         done = time.perf_counter()
         # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
         # what a switch costs the program beyond the synchronization's wait
         self.switch_work_ms.append((done - t_synced) * 1e3)
+        self.install_ms.append((done - t_install) * 1e3)
         self.switch_ms.append((done - t_switch) * 1e3)
         self.rest_units = rest
         if rest:
@@ -739,6 +743,10 @@ class Watcher:
                "rest_units_total": sum(b.rest_units for b in rested),
                "switch_work_ms_median": (statistics.median(self.switch_work_ms)
                                          if self.switch_work_ms else None),
+               "install_ms_median": (statistics.median(self.install_ms)
+                                     if self.install_ms else None),
+               "windows_ms_median": (statistics.median(self.windows_ms)
+                                     if self.windows_ms else None),
                "record_cost": None, "added_share": None}
         counted = out["recorded_units"] + out["rest_units_total"]
         out["recorded_share"] = out["recorded_units"] / counted if counted else None
@@ -792,6 +800,10 @@ class Watcher:
         for v in samples:
             _core.live_record(v)
             self.recorded += 1
+        # the summed blocks' records are read no more: each activity_blocks call scans the
+        # whole log, and an untrimmed log made every switch slower as the search went on
+        rest = self.blocks[self.recorded:]
+        _core.activity_trim(rest[0].start if rest else self.blocks[self.recorded - 1].end)
 
     def _block_samples(self, done: list) -> list:
         bounds = []
@@ -838,6 +850,7 @@ class Watcher:
         if self.device.persisting_l2_limit != limit:
             self.device.persisting_l2_limit = limit
         _core.reset_persisting_l2(self.device)   # an arm starts on clean lines
+        t_windows = time.perf_counter()
         want: dict[int, dict] = {}
         for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
             key = (base, nbytes, hit, hp, mp)
@@ -847,6 +860,7 @@ class Watcher:
                 d[n] = w
         for g in self._windowed_graphs():
             self._set_graph_windows(g, want.get(id(g), {}))
+        self.windows_ms.append((time.perf_counter() - t_windows) * 1e3)
 
     def _placements(self, arm) -> list:
         """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop) per graph a window of

@@ -84,6 +84,11 @@ def summary_text(r: dict) -> str:
                      f"{100 * w['max_overhead']:g} %); recording cost "
                      f"{100 * w['record_cost']:+.1f} % per unit; watching added "
                      f"{100 * w['added_share']:.2f} % to the search's wall time")
+        if w.get("switch_work_ms_median") is not None:
+            lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
+                         f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
+                         f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
+                         f"the remainder")
     wc = r.get("watch_cost")
     if wc:
         lines.append(f"  watching: wall {wc['recorded_wall_ms_per_unit']:.4f} ms/unit while "

@@ -277,6 +277,13 @@ static void test_activity_blocks(void)
     size_t spanning = 99;
     CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, &spanning) == L2P_OK);
     CHECK(spanning == 1 && gpu[0] == 35 && gpu[1] == 40 && by[1 * 2 + 1] == 0);
+    /* trim: block 0 summed, its records (and the one before it) go; block 1's sums stay */
+    CHECK(l2p_activity_trim(&a, 300) == 3);
+    CHECK(a.n == 3 && a.recs[0].start == 300 && a.recs[1].start == 399 && a.recs[2].start == 400);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL) == L2P_OK);
+    CHECK(gpu[0] == 0 && gpu[1] == 91 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
+    CHECK(l2p_activity_trim(&a, 300) == 0 && a.n == 3); /* nothing older is left */
+    CHECK(a.n_names == 3);                              /* the names stay */
     l2p_activity_clear(&a);
     CHECK(a.n == 0 && a.n_names == 1);
     l2p_activity_add(&a, 1, 5, 4, 7, k2, k2); /* end before start: a zero duration */
