@@ -249,6 +249,9 @@ def test_advise_says_dont_where_nothing_helps_and_keeps_a_baseline(world):
     assert not w.result["helps"]
     assert w.final_arm in (0, 1) and w.arms[w.final_arm]["windows"] == []
     assert world.windows == {}                        # the arms' windows were taken off
+    # every kernel ran in the graph: nothing to say about eager launches
+    assert w.summary()["ungraphed"]["share"] == 0.0
+    assert not any("no captured graph holds" in n for n in w.notes), w.notes
     assert w.make_plan()["verdict"] == "dont"
 
 
@@ -336,7 +339,11 @@ def test_an_eager_program_is_recorded_from_the_probe_on(world):
         world.eager()
     assert w.state == "done", w.notes
     assert not any("no kernel records" in n for n in w.notes), w.notes
-    per = w.summary()["per_arm"]
+    # all of its GPU time is outside any graph, and advise says that nothing windowed it
+    s = w.summary()
+    assert s["ungraphed"]["share"] == 1.0 and s["ungraphed"]["heaviest"] == ["k_eager"]
+    assert any("no captured graph holds" in n and "k_eager" in n for n in w.notes), w.notes
+    per = s["per_arm"]
     assert per and all(min(d["gpu_ms_per_unit"]) > 0 for d in per.values())
 
 

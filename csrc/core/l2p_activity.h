@@ -110,9 +110,10 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
 
 /* Drop the records that start before `before` (blocks already summed, rests, settles), keeping
  * the rest in order; returns how many were dropped. Why: every l2p_activity_blocks call scans
- * the whole log, and a watcher that never trims scans all of the search's records at each
- * switch (the server's switch grew from 1 to 4 ms over a 27 s search, H200 d34f50b). The names
- * stay (ids are kept). The caller holds the lock. */
+ * the whole log, so a watcher that never trims pays at each switch for all the records kept
+ * so far, and the log's memory grows with the program's run. (Not a measured cost of the
+ * switches at the study's lengths: the H200's server switches at d34f50b did not grow over a
+ * 27 s search.) The names stay (ids are kept). The caller holds the lock. */
 size_t l2p_activity_trim(l2p_activity *a, uint64_t before);
 
 #ifdef __cplusplus

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
+from .._format import short_text as _short
 
 PLAN_FORMAT = _core.live_plan_format()  # the core owns the document (csrc/core/l2p_live.h)
 #: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
@@ -36,6 +37,9 @@ TEAM_WAIT_S = 30.0
 #: The rest before a block is sized from this many rest-then-block pairs (the newest ones); until
 #: that many exist each rest is one block long.
 REST_PAIRS = 3
+#: advise notes the share of the warm-up's GPU time in kernels no captured graph holds from this
+#: share on (their buffers get no window: see _note_ungraphed).
+UNGRAPHED_NOTE = 0.05
 
 
 @dataclass
@@ -540,6 +544,7 @@ class Watcher:
             self.units_per_block = max(1, round(units / elapsed * self.o.block_s))
         self.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
         self.targets = self._targets(self.kernel_ns_warmup)
+        self._note_ungraphed()
         weights = [t.weight for t in self.targets]
         if self.team is not None:
             weights = self._follow_leader()
@@ -556,6 +561,24 @@ class Watcher:
         self.state = "search"
         self.search_t0 = time.perf_counter()
         self._next_block(now)
+
+    def _note_ungraphed(self):
+        """Say how much of the warm-up's GPU time ran in kernels no captured graph holds
+        (eager launches): windows reach graph kernels only, so their buffers are not tried,
+        and a verdict of "don't" says nothing about them."""
+        in_graphs = {n for g in self.graphs.values() if g.ref() is not None for n in g.names}
+        ns = self.kernel_ns_warmup
+        total = sum(ns.values())
+        outside = {k: v for k, v in ns.items() if k not in in_graphs and v > 0}
+        share = sum(outside.values()) / total if total > 0 else 0.0
+        self.ungraphed = {"share": share,
+                          "heaviest": sorted(outside, key=outside.get, reverse=True)[:3]}
+        if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
+            names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
+            self.notes.append(f"{share:.0%} of the warm-up's GPU time ran in kernels that no "
+                              f"captured graph holds (eager launches; the heaviest: {names}): "
+                              f"windows are searched on graph kernels only, so those kernels' "
+                              f"buffers were not tried")
 
     def _follow_leader(self) -> list:
         """Team: the leader's unit of work, block length and targets (in its order, with its
@@ -801,7 +824,7 @@ class Watcher:
             _core.live_record(v)
             self.recorded += 1
         # the summed blocks' records are read no more: each activity_blocks call scans the
-        # whole log, and an untrimmed log made every switch slower as the search went on
+        # whole log, which would otherwise grow with the program's run
         rest = self.blocks[self.recorded:]
         _core.activity_trim(rest[0].start if rest else self.blocks[self.recorded - 1].end)
 
@@ -993,6 +1016,8 @@ class Watcher:
                        for g in self.all_graphs()],
             "targets": [{"graphs": [g.signature for g, _ in t.places], "bytes": t.size,
                          "weight_ms": t.weight / 1e6} for t in self.targets],
+            # the warm-up's GPU time in kernels no captured graph holds (no window reaches them)
+            "ungraphed": getattr(self, "ungraphed", None),
             "notes": self.notes,
             # from the first watched call to the decision (warm-up and probe included)
             "decision_s": getattr(self, "decision_s", None),
