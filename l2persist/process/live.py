@@ -113,14 +113,15 @@ class GraphSeen:
         except (ValueError, RuntimeError):
             return None            # reset() by the program: it keeps no raw graph now
 
-    def change_windows(self, changes: list) -> bool:
+    def change_windows(self, changes: list, fresh: bool = False) -> bool:
         """Set (window or None, nodes) pairs on the program's graph, then make its next replay
-        see them with one re-instantiation (a PyTorch graph's; not one per window). False when
+        see them with one re-instantiation (a PyTorch graph's; not one per window); ``fresh``:
+        re-instantiate it even where no window changes (see Watcher._install). False when
         the program has dropped the graph or keeps no raw graph now."""
         owner = self.ref()
         if owner is None:
             return False
-        if not changes:
+        if not changes and not fresh:
             return True
         from . import torch as _torch
         try:
@@ -660,7 +661,7 @@ class Watcher:
             self._decide()
             return
         t_install = time.perf_counter()
-        self._install(arm)
+        self._install(arm, fresh=rest > 0)
         done = time.perf_counter()
         # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
         # what a switch costs the program beyond the synchronization's wait
@@ -867,7 +868,15 @@ class Watcher:
 
     # ---- installing arms ----------------------------------------------------------------------
 
-    def _install(self, arm: int):
+    def _install(self, arm: int, fresh: bool = False):
+        """The arm's set-aside and windows. ``fresh`` (a rest with CUPTI's records paused
+        follows): every graph the program replays is instantiated again, windows changed or
+        not. After a pause CUPTI's records of a graph that was not instantiated again read
+        short (H100, 7eafa56, tools/pause-bias: a baseline block that followed the other
+        baseline, whose graphs were left alone, read 1.5-2 % less GPU time in every graph
+        kernel than the same arm after a windowed one, and than either back to back; eager
+        kernels read the same), which made the paced search's baseline look faster and its
+        gain smaller (1.032-1.042x against 1.055-1.057x back to back)."""
         a = self.arms[arm]
         limit = self.default_limit if a["set_aside"] is None else a["set_aside"]
         if self.device.persisting_l2_limit != limit:
@@ -881,8 +890,14 @@ class Watcher:
             d = want.setdefault(id(g), {})
             for n in nodes:
                 d[n] = w
-        for g in self._windowed_graphs():
-            self._set_graph_windows(g, want.get(id(g), {}))
+        windowed = self._windowed_graphs()
+        for g in windowed:
+            self._set_graph_windows(g, want.get(id(g), {}), fresh)
+        if fresh:
+            done = {id(g) for g in windowed}
+            for g in self.graphs.values():
+                if id(g) not in done and g.replays and g.ref() is not None:
+                    g.change_windows([], fresh=True)
         self.windows_ms.append((time.perf_counter() - t_windows) * 1e3)
 
     def _placements(self, arm) -> list:
@@ -908,7 +923,7 @@ class Watcher:
             self._all_windowed = list(gs.values())
         return self._all_windowed
 
-    def _set_graph_windows(self, g: GraphSeen, want: dict):
+    def _set_graph_windows(self, g: GraphSeen, want: dict, fresh: bool = False):
         """Each node gets the window the arm wants on it, or none: one call per distinct window
         that changes (a node that keeps its window is not touched), one re-instantiation per
         graph. A graph the program dropped is left alone."""
@@ -922,7 +937,7 @@ class Watcher:
             nodes = sorted(n for n in want if want[n][1] is w and had.get(n) != key)
             if nodes:
                 changes.append((w, nodes))
-        if g.change_windows(changes):
+        if g.change_windows(changes, fresh):
             g._windowed = keys
 
     # ---- verify / apply: the plan document -----------------------------------------------
