@@ -466,6 +466,29 @@ def test_rests_keep_what_watching_adds_near_the_bound(world, max_overhead):
     assert "pace:" in live_report_text(w)
 
 
+@pytest.mark.parametrize("max_overhead,reach", [(0.005, False), (0.5, True)])
+def test_a_bound_out_of_reach_is_said(world, max_overhead, reach):
+    """Where the bound would need rests longer than the cap (max_rest_ratio blocks' worth:
+    0.5 % against a 20 % recording cost), the rests stop at the cap and the summary and the
+    report say that the bound was out of reach, not that it held; a bound within reach (50 %)
+    gets rests below the cap and no such line."""
+    world.gain = 1.25
+    _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=max_overhead)
+    run_program(world, w)
+    assert w.state == "done", w.notes
+    s = w.summary()["watching"]
+    text = live_report_text(w)
+    if reach:
+        assert s["rests_capped"] == 0, s
+        assert "out of reach" not in text
+        return
+    assert s["rests_capped"] * 2 >= s["rests"] > 0, s
+    assert max(b.rest_units for b in w.blocks) >= 20 * s["max_rest_ratio"]
+    assert s["added_share"] > max_overhead, s          # the bound did not hold ...
+    assert "out of reach" in text                      # ... and the report says so
+
+
 def test_cuptis_misrecord_after_a_pause_reaches_no_sample(world, monkeypatch):
     """The world misrecords as CUPTI does: a graph launched while the records were paused is
     recorded at its next launch from its last launch before the pause (unless instantiated

@@ -84,6 +84,12 @@ def summary_text(r: dict) -> str:
                      f"{100 * w['max_overhead']:g} %); recording cost "
                      f"{100 * w['record_cost']:+.1f} % per unit; watching added "
                      f"{100 * w['added_share']:.2f} % to the search's wall time")
+        if w.get("rests_capped") and w["rests_capped"] * 2 >= (w.get("rests") or 0):
+            lines.append(f"  pace: {w['rests_capped']} of {w['rests']} rests at the cap "
+                         f"({w['max_rest_ratio']} blocks' worth): the "
+                         f"{100 * w['max_overhead']:g} % bound is out of reach on this "
+                         f"program without longer advice (each switch and each recorded unit "
+                         f"cost more than the rests can hide)")
         if w.get("switch_work_ms_median") is not None:
             lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
                          f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
