@@ -368,3 +368,30 @@ def test_axes_and_only():
     with pytest.raises(ValueError, match="server, train, eager"):
         studies.Context("live", None, True, False, {"program": "nope"}).declare(live.axes(ctx))
     assert not math.isnan(live.BAR_GRID)
+
+
+def test_merge_study_joins_parts_and_recomputes_the_bars(tmp_path):
+    """tools/merge-study: two stored H100 parts of the live study (server + training at 160237b,
+    server at 6b3602a) become one result whose bars are the study's own, recomputed from the
+    joined records (six per program); a part of another study is refused with exit 2."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tool = os.path.join(root, "tools", "merge-study")
+    a = os.path.join(root, "docs", "data", "live-study-H100-160237b.json")
+    b = os.path.join(root, "docs", "data", "live-server-H100-6b3602a.json")
+    out = tmp_path / "merged.json"
+    p = subprocess.run([sys.executable, tool, str(out), a, b], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert [r["program"] for r in doc["records"]] == ["server", "train", "server"]
+    assert len(doc["bars"]) == 18
+    met = sum(bool(x["met"]) for x in doc["bars"])
+    assert f"bars met {met} of 18" in p.stdout
+    assert "only" not in doc["meta"] and len(doc["meta"]["merged_parts"]) == 2
+    other = os.path.join(root, "docs", "data", "advisor-H100-775a64e.json")
+    p = subprocess.run([sys.executable, tool, str(out), a, other], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "differs" in p.stderr
