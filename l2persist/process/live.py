@@ -100,6 +100,10 @@ class GraphSeen:
     uses: list                     # (node, param, offset, word, record) per pointer word
     replays: int = 0
     windows_applied: int = 0
+    # replayed with CUPTI recording since its executable was made: after a pause its records
+    # would read short (Watcher._install's fresh executables)
+    recorded_exec: bool = False
+    renew_failed: bool = False     # its owner could not be made to instantiate it again
 
     def borrow(self):
         """An l2persist Graph over the program's graph, made per use (it holds its owner: kept,
@@ -124,17 +128,21 @@ class GraphSeen:
         if not changes and not fresh:
             return True
         from . import torch as _torch
-        try:
-            if _torch.is_torch_graph(owner):
-                graph = _torch.borrow(owner, quiet=True)
-            else:
-                from ..foreign import as_graph
-                graph = as_graph(owner)
-        except (ValueError, RuntimeError):
-            return False           # reset() by the program: it keeps no raw graph now
-        for w, nodes in changes:
-            graph.set_access_policy_window(w, nodes=nodes)
-        _torch.reinstantiate(owner)
+        if changes:
+            try:
+                if _torch.is_torch_graph(owner):
+                    graph = _torch.borrow(owner, quiet=True)
+                else:
+                    from ..foreign import as_graph
+                    graph = as_graph(owner)
+            except (ValueError, RuntimeError):
+                return False       # reset() by the program: it keeps no raw graph now
+            for w, nodes in changes:
+                graph.set_access_policy_window(w, nodes=nodes)
+        if _torch.reinstantiate(owner):
+            self.recorded_exec = False
+        elif fresh:
+            self.renew_failed = True
         return True
 
     def nodes_of(self, record: int) -> list:
@@ -384,6 +392,8 @@ class Watcher:
             seen = self._seen(torch_graph)
             if seen is not None:
                 seen.replays += 1
+                if self.activity and not self.paused:
+                    seen.recorded_exec = True
                 self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
         self.points[kind] += 1
         if self.o.mode == "apply" or self.state == "off":
@@ -568,19 +578,24 @@ class Watcher:
         """Say how much of the warm-up's GPU time ran in kernels no captured graph holds
         (eager launches): windows reach graph kernels only, so their buffers are not tried,
         and a verdict of "don't" says nothing about them."""
-        in_graphs = {n for g in self.graphs.values() if g.ref() is not None for n in g.names}
-        ns = self.kernel_ns_warmup
+        # by name: a kernel launched both eagerly and in a graph counts as the graph's, so the
+        # share is a lower bound; kernels past the log's name table are left out (unknown)
+        in_graphs = {n for g in self.all_graphs() for n in g.names}
+        ns = {k: v for k, v in self.kernel_ns_warmup.items() if k != "(other kernels)"}
         total = sum(ns.values())
+        if not total > 0:
+            self.ungraphed = {"share": None, "heaviest": []}   # no records: nothing to say
+            return
         outside = {k: v for k, v in ns.items() if k not in in_graphs and v > 0}
-        share = sum(outside.values()) / total if total > 0 else 0.0
+        share = sum(outside.values()) / total
         self.ungraphed = {"share": share,
                           "heaviest": sorted(outside, key=outside.get, reverse=True)[:3]}
         if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
             names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
-            self.notes.append(f"{share:.0%} of the warm-up's GPU time ran in kernels that no "
-                              f"captured graph holds (eager launches; the heaviest: {names}): "
-                              f"windows are searched on graph kernels only, so those kernels' "
-                              f"buffers were not tried")
+            self.notes.append(f"at least {share:.0%} of the warm-up's GPU time ran in kernels "
+                              f"that no captured graph holds (eager launches; the heaviest: "
+                              f"{names}): windows are searched on graph kernels only, so those "
+                              f"kernels' buffers were not tried")
 
     def _follow_leader(self) -> list:
         """Team: the leader's unit of work, block length and targets (in its order, with its
@@ -662,7 +677,7 @@ class Watcher:
             self._decide()
             return
         t_install = time.perf_counter()
-        self._install(arm, fresh=rest > 0)
+        self.windows_ms.append(self._install(arm, fresh=rest > 0))
         done = time.perf_counter()
         # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
         # what a switch costs the program beyond the synchronization's wait
@@ -878,14 +893,16 @@ class Watcher:
     # ---- installing arms ----------------------------------------------------------------------
 
     def _install(self, arm: int, fresh: bool = False):
-        """The arm's set-aside and windows. ``fresh`` (a rest with CUPTI's records paused
-        follows): every graph the program replays is instantiated again, windows changed or
-        not. After a pause CUPTI's records of a graph that was not instantiated again read
-        short (H100, 7eafa56, tools/pause-bias: a baseline block that followed the other
-        baseline, whose graphs were left alone, read 1.5-2 % less GPU time in every graph
-        kernel than the same arm after a windowed one, and than either back to back; eager
-        kernels read the same), which made the paced search's baseline look faster and its
-        gain smaller (1.032-1.042x against 1.055-1.057x back to back)."""
+        """The arm's set-aside and windows; returns the windows' ms. ``fresh`` (a rest with
+        CUPTI's records paused follows): every graph replayed with records on since its
+        executable was made is instantiated again, windows changed or not. After a pause
+        CUPTI's records of such a graph, left alone, read short (H100, 7eafa56,
+        tools/pause-bias: the baseline blocks that followed the other baseline, whose graphs
+        were left alone, read 1.2-2.2 % less GPU time than the same arm's other blocks; over
+        the arm's blocks every graph kernel read less than back to back, the eager kernels the
+        same), which made the paced search's baselines look faster and its gain smaller
+        (1.032-1.042x against 1.055-1.057x back to back). A graph replayed only while paused
+        since its executable was made needs nothing: its executable stays fresh."""
         a = self.arms[arm]
         limit = self.default_limit if a["set_aside"] is None else a["set_aside"]
         if self.device.persisting_l2_limit != limit:
@@ -901,13 +918,25 @@ class Watcher:
                 d[n] = w
         windowed = self._windowed_graphs()
         for g in windowed:
-            self._set_graph_windows(g, want.get(id(g), {}), fresh)
+            self._set_graph_windows(g, want.get(id(g), {}), fresh and g.recorded_exec)
         if fresh:
             done = {id(g) for g in windowed}
             for g in self.graphs.values():
-                if id(g) not in done and g.replays and g.ref() is not None:
+                if id(g) not in done and g.recorded_exec and g.ref() is not None:
                     g.change_windows([], fresh=True)
-        self.windows_ms.append((time.perf_counter() - t_windows) * 1e3)
+            self._note_unrenewable()
+        return (time.perf_counter() - t_windows) * 1e3
+
+    def _note_unrenewable(self):
+        if getattr(self, "_noted_unrenewable", False):
+            return
+        bad = [g for g in self.graphs.values() if g.renew_failed]
+        if bad:
+            self._noted_unrenewable = True
+            self.notes.append(f"{len(bad)} graph(s) could not be instantiated again before a "
+                              f"rest (their owner is not PyTorch's): CUPTI's records of them "
+                              f"may read short after each paused rest (H100: 1.5-2 %), biasing "
+                              f"their arms; --max-overhead 0 records back to back, unpaused")
 
     def _placements(self, arm) -> list:
         """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop) per graph a window of
