@@ -522,6 +522,26 @@ def test_cuptis_misrecord_after_a_pause_reaches_no_sample(world, monkeypatch):
         assert all(abs(x / truth - 1) < 0.03 for x in samples), (arm, samples)
 
 
+def test_the_watchers_own_cost_counts_the_gpu_where_the_host_runs_ahead(world):
+    """A GPU-bound program: the host launches a replay in about 30 us, the GPU runs it in
+    140 us, so the host runs ahead. The after-decision wall is timed between synchronizations,
+    as each block's is, so it reads the program's throughput, not the host's launch rate, and
+    the two walls agree (the host's own time read a training step at 2.2x on the H100)."""
+    world.gain = 1.0
+    _queued(world)
+    _paying_host(world, 30e-6, 0.0)                # recording costs this host nothing
+    w = _watcher(block_units=20)
+    g = run_program(world, w)
+    need = max(live.AFTER_UNITS, 8 * w.units_per_block)
+    for _ in range(need + 1):
+        w.point("replay", g)
+        world.replay(g)
+    wc = w.summary()["watch_cost"]
+    assert wc is not None and wc["unrecorded_units"] == need
+    assert wc["unrecorded_wall_ms_per_unit"] > 0.12, wc   # the GPU's 140 us, not the host's 30
+    assert 0.85 < wc["ratio"] < 1.2, wc
+
+
 def _queued(world):
     """The GPU runs behind the host: a kernel starts when the one before it ends."""
     clock = world.clock
