@@ -600,10 +600,11 @@ class Watcher:
                           "heaviest": sorted(outside, key=outside.get, reverse=True)[:3]}
         if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
             names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
-            self.notes.append(f"at least {share:.0%} of the warm-up's GPU time ran in kernels "
-                              f"that no captured graph holds (eager launches; the heaviest: "
-                              f"{names}): windows are searched on graph kernels only, so those "
-                              f"kernels' buffers were not tried")
+            how = "all" if share >= 0.995 else f"at least {share:.0%}"
+            self.notes.append(f"{how} of the warm-up's GPU time ran in kernels that no captured "
+                              f"graph holds (eager launches; the heaviest: {names}): windows "
+                              f"are searched on graph kernels only, so those kernels' buffers "
+                              f"were not tried")
 
     def _follow_leader(self) -> list:
         """Team: the leader's unit of work, block length and targets (in its order, with its
