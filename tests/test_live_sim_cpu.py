@@ -63,11 +63,13 @@ class World:
         self.recorded_execs = set()       # graphs with a recorded launch since instantiation
         self.stale = set()                # ... then launched paused: their records read short
         self.short_records = 0
+        self.instantiations = {}          # id(graph) -> executables made again
         self.launches = []                # (host time of the launch, true duration)
 
     def instantiated(self, graph=None):
         """The graph was instantiated again (its windows changed): a fresh executable."""
         gid = id(graph)
+        self.instantiations[gid] = self.instantiations.get(gid, 0) + 1
         for k in [k for k in self.last_start if k[0] == gid]:
             del self.last_start[k]
         self.paused_nodes = {k for k in self.paused_nodes if k[0] != gid}
@@ -188,6 +190,7 @@ def world(monkeypatch):
             w.limits_seen.append(v)
 
         def synchronize(self):
+            assert w.captures_open == 0, "the device was synchronized while a capture was open"
             w.synchronize()
 
     class Borrowed:
@@ -520,6 +523,106 @@ def test_cuptis_misrecord_after_a_pause_reaches_no_sample(world, monkeypatch):
     for arm in (0, 1):
         samples = s["per_arm"][arm]["gpu_ms_per_unit"]
         assert all(abs(x / truth - 1) < 0.03 for x in samples), (arm, samples)
+
+
+def test_only_graphs_recorded_since_their_executable_are_made_again(world):
+    """Before a paused rest the watcher makes again the executables of the graphs replayed
+    with records on since theirs was made, and no other: a graph replayed only in the warm-up
+    is renewed once, not at every rest (a program's idle batch sizes would cost every switch
+    otherwise); the graph in use is renewed at every rest."""
+    world.gain = 1.25
+    _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=0.03)
+    g, early = ProgramGraph(), ProgramGraph()
+    early.bare = True                 # no buffer: never windowed, renewed only when fresh
+    for graph in (g, early):
+        w.capture_begin()
+        w.capture_end(graph)
+    for i in range(2_000_000):
+        w.point("replay", g)
+        world.replay(g)
+        if i < 20:                    # the warm-up only (its records are on: graphs exist)
+            w.point("replay", early)
+            world.replay(early)
+        if w.state in ("done", "off"):
+            break
+    s = w.summary()["watching"]
+    assert w.state == "done" and s["rests"] > 10, s
+    assert world.instantiations.get(id(early), 0) == 1, world.instantiations
+    assert world.instantiations[id(g)] >= s["rests"]
+    assert world.short_records == 0
+
+
+def test_a_graph_the_program_reset_is_left_alone(world, monkeypatch):
+    """A graph replayed with records on, then reset() by the program, which keeps the object:
+    PyTorch refuses to instantiate it again (RuntimeError). The fresh executables before a rest
+    skip it; watching goes on to a decision."""
+    renew = process_torch.reinstantiate
+
+    def reinstantiate(owner):
+        if getattr(owner, "was_reset", False):
+            raise RuntimeError("capture_end() must have been called before calling instantiate")
+        return renew(owner)
+    monkeypatch.setattr(process_torch, "reinstantiate", reinstantiate)
+    world.gain = 1.25
+    _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=0.03)
+    g, old = ProgramGraph(), ProgramGraph()
+    old.bare = True
+    for graph in (g, old):
+        w.capture_begin()
+        w.capture_end(graph)
+    for i in range(2_000_000):
+        w.point("replay", g)
+        world.replay(g)
+        if i < 20:
+            w.point("replay", old)
+            world.replay(old)
+        elif i == 20:
+            old.was_reset = True          # the program reset it, and keeps the object
+        if w.state in ("done", "off"):
+            break
+    assert w.state == "done", w.notes
+    assert not any("failed" in n for n in w.notes), w.notes
+
+
+def test_the_ungraphed_share_is_a_lower_bound(world):
+    """By kernel name: a dropped graph's kernels are graph kernels, a kernel launched both
+    ways counts as the graph's, and kernels past the name table count in the total only."""
+    w = _watcher()
+    live_g, dropped = types.SimpleNamespace(names=["k_a"]), types.SimpleNamespace(names=["k_b"])
+    w.graphs, w.graphs_gone = {1: live_g}, [dropped]
+    w.kernel_ns_warmup = {"k_a": 30.0, "k_b": 20.0, "k_eager": 25.0, "(other kernels)": 25.0}
+    w._note_ungraphed()
+    assert w.ungraphed == {"share": 0.25, "heaviest": ["k_eager"]}
+    assert any("at least 25 %" in n and "k_eager" in n for n in w.notes), w.notes
+    w.notes, w.kernel_ns_warmup = [], {}
+    w._note_ungraphed()
+    assert w.ungraphed["share"] is None and not w.notes     # no records: nothing said
+
+
+def test_the_after_decision_timing_waits_for_a_capture_to_close(world):
+    """The after-decision timing synchronizes at both ends, so never while the program
+    captures: a capture open at the boundary puts the end off until it closes (the sim's
+    device refuses a synchronization in a capture)."""
+    world.gain = 1.0
+    w = _watcher()
+    g = run_program(world, w)
+    need = max(live.AFTER_UNITS, 8 * w.units_per_block)
+    for _ in range(need):                     # t0 and need - 1 units
+        w.point("replay", g)
+        world.replay(g)
+    w.capture_begin()
+    world.captures_open += 1
+    for _ in range(5):                        # the boundary passes inside the capture
+        w.point("replay", g)
+    world.captures_open -= 1
+    w.capture_end(ProgramGraph())
+    assert w.summary()["watch_cost"] is None  # not while the capture was open
+    w.point("replay", g)
+    world.replay(g)
+    wc = w.summary()["watch_cost"]
+    assert wc is not None and wc["unrecorded_units"] > need
 
 
 def test_the_watchers_own_cost_counts_the_gpu_where_the_host_runs_ahead(world):

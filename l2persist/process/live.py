@@ -139,7 +139,14 @@ class GraphSeen:
                 return False       # reset() by the program: it keeps no raw graph now
             for w, nodes in changes:
                 graph.set_access_policy_window(w, nodes=nodes)
-        if _torch.reinstantiate(owner):
+        try:
+            renewed = _torch.reinstantiate(owner)
+        except (ValueError, RuntimeError):
+            # reset() by the program (it keeps the object, not the graph): nothing to renew,
+            # and no graph left to window
+            self.recorded_exec = False
+            return False
+        if renewed:
             self.recorded_exec = False
         elif fresh:
             self.renew_failed = True
@@ -284,13 +291,26 @@ class Watcher:
         if self.thread is None:
             self.thread = me
         if self.team is not None and me != self.thread:
+            self._flag_recorded(kind, torch_graph)
             return
         if not self.lock.acquire(blocking=self.team is not None):
+            self._flag_recorded(kind, torch_graph)
             return                 # another thread is switching: this call goes on
         try:
             self._point(kind, torch_graph)
         finally:
+            self._flag_recorded(kind, torch_graph)   # after: the call may have paused or resumed
             self.lock.release()
+
+    def _flag_recorded(self, kind, torch_graph):
+        """The graph about to be replayed is launched with CUPTI recording: after a pause its
+        executable must be made again before it is recorded (Watcher._install's fresh). Read
+        without the lock on other threads' calls: a flag set once too often costs one
+        re-instantiation, one missed would let short records into a block."""
+        if kind == "replay" and torch_graph is not None and self.activity and not self.paused:
+            seen = self._seen(torch_graph)
+            if seen is not None:
+                seen.recorded_exec = True
 
     # ---- bookkeeping -------------------------------------------------------------------------
 
@@ -392,8 +412,6 @@ class Watcher:
             seen = self._seen(torch_graph)
             if seen is not None:
                 seen.replays += 1
-                if self.activity and not self.paused:
-                    seen.recorded_exec = True
                 self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
         self.points[kind] += 1
         if self.o.mode == "apply" or self.state == "off":
@@ -586,21 +604,23 @@ class Watcher:
         """Say how much of the warm-up's GPU time ran in kernels no captured graph holds
         (eager launches): windows reach graph kernels only, so their buffers are not tried,
         and a verdict of "don't" says nothing about them."""
-        # by name: a kernel launched both eagerly and in a graph counts as the graph's, so the
-        # share is a lower bound; kernels past the log's name table are left out (unknown)
+        # by name: a kernel launched both eagerly and in a graph counts as the graph's, and
+        # kernels past the log's name table (unknown) count in the total only, so the share
+        # is a lower bound
         in_graphs = {n for g in self.all_graphs() for n in g.names}
-        ns = {k: v for k, v in self.kernel_ns_warmup.items() if k != "(other kernels)"}
+        ns = self.kernel_ns_warmup
         total = sum(ns.values())
         if not total > 0:
             self.ungraphed = {"share": None, "heaviest": []}   # no records: nothing to say
             return
-        outside = {k: v for k, v in ns.items() if k not in in_graphs and v > 0}
+        outside = {k: v for k, v in ns.items()
+                   if k not in in_graphs and k != "(other kernels)" and v > 0}
         share = sum(outside.values()) / total
         self.ungraphed = {"share": share,
                           "heaviest": sorted(outside, key=outside.get, reverse=True)[:3]}
         if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
             names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
-            how = "all" if share >= 0.995 else f"at least {share:.0%}"
+            how = "all" if share >= 0.995 else f"at least {100 * share:.0f} %"
             self.notes.append(f"{how} of the warm-up's GPU time ran in kernels that no captured "
                               f"graph holds (eager launches; the heaviest: {names}): windows "
                               f"are searched on graph kernels only, so those kernels' buffers "
@@ -944,7 +964,7 @@ class Watcher:
             self._noted_unrenewable = True
             self.notes.append(f"{len(bad)} graph(s) could not be instantiated again before a "
                               f"rest (their owner is not PyTorch's): CUPTI's records of them "
-                              f"may read short after each paused rest (H100: 1.5-2 %), biasing "
+                              f"may read short after each paused rest (H100: 1.2-2.2 %), biasing "
                               f"their arms; --max-overhead 0 records back to back, unpaused")
 
     def _placements(self, arm) -> list:
