@@ -525,27 +525,37 @@ def test_cuptis_misrecord_after_a_pause_reaches_no_sample(world, monkeypatch):
         assert all(abs(x / truth - 1) < 0.03 for x in samples), (arm, samples)
 
 
-def test_only_graphs_recorded_since_their_executable_are_made_again(world):
-    """Before a paused rest the watcher makes again the executables of the graphs replayed
-    with records on since theirs was made, and no other: a graph replayed only in the warm-up
-    is renewed once, not at every rest (a program's idle batch sizes would cost every switch
-    otherwise); the graph in use is renewed at every rest."""
+def _warmup_only_graph(world, after_warmup=None):
+    """A paced search on graph g, with a bare second graph (no buffer: never windowed, renewed
+    only when fresh) replayed only in the first 20 iterations, the warm-up (whose records are
+    on: graphs exist); after_warmup(early) runs once after those. Returns (watcher, g, early)."""
     world.gain = 1.25
     _paying_host(world, 100e-6, 20e-6)
     w = _watcher(block_units=20, max_overhead=0.03)
     g, early = ProgramGraph(), ProgramGraph()
-    early.bare = True                 # no buffer: never windowed, renewed only when fresh
+    early.bare = True
     for graph in (g, early):
         w.capture_begin()
         w.capture_end(graph)
     for i in range(2_000_000):
         w.point("replay", g)
         world.replay(g)
-        if i < 20:                    # the warm-up only (its records are on: graphs exist)
+        if i < 20:
             w.point("replay", early)
             world.replay(early)
+        elif i == 20 and after_warmup is not None:
+            after_warmup(early)
         if w.state in ("done", "off"):
             break
+    return w, g, early
+
+
+def test_only_graphs_recorded_since_their_executable_are_made_again(world):
+    """Before a paused rest the watcher makes again the executables of the graphs replayed
+    with records on since theirs was made, and no other: a graph replayed only in the warm-up
+    is renewed once, not at every rest (a program's idle batch sizes would cost every switch
+    otherwise); the graph in use is renewed at every rest."""
+    w, g, early = _warmup_only_graph(world)
     s = w.summary()["watching"]
     assert w.state == "done" and s["rests"] > 10, s
     assert world.instantiations.get(id(early), 0) == 1, world.instantiations
@@ -564,24 +574,8 @@ def test_a_graph_the_program_reset_is_left_alone(world, monkeypatch):
             raise RuntimeError("capture_end() must have been called before calling instantiate")
         return renew(owner)
     monkeypatch.setattr(process_torch, "reinstantiate", reinstantiate)
-    world.gain = 1.25
-    _paying_host(world, 100e-6, 20e-6)
-    w = _watcher(block_units=20, max_overhead=0.03)
-    g, old = ProgramGraph(), ProgramGraph()
-    old.bare = True
-    for graph in (g, old):
-        w.capture_begin()
-        w.capture_end(graph)
-    for i in range(2_000_000):
-        w.point("replay", g)
-        world.replay(g)
-        if i < 20:
-            w.point("replay", old)
-            world.replay(old)
-        elif i == 20:
-            old.was_reset = True          # the program reset it, and keeps the object
-        if w.state in ("done", "off"):
-            break
+    # the program resets it after the warm-up, and keeps the object
+    w, _, _ = _warmup_only_graph(world, lambda early: setattr(early, "was_reset", True))
     assert w.state == "done", w.notes
     assert not any("failed" in n for n in w.notes), w.notes
 
