@@ -274,6 +274,7 @@ class Watcher:
             self.state = "off"
             self.restore()
             self.paused = False    # a later replay must not turn the records back on
+            self.activity = False
             try:
                 _core.activity_end()
             except Exception:
@@ -915,6 +916,7 @@ class Watcher:
                        "t0": None} if self.unit else None
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
+        self.activity = False      # nothing records now: no replay needs a flag (a lookup each)
         self.write_result()
         if self.o.exit_after:
             raise SystemExit(0)
