@@ -22,7 +22,7 @@ void l2p_live_options_default(l2p_live_options *o)
     o->confidence = 0.95;
     o->seed = 0x6c32706572736973ull;
     o->max_overhead = 0.01;
-    o->max_rest_ratio = 9;
+    o->max_rest_ratio = 15;
 }
 
 static l2p_status check_options(const l2p_live_options *o, size_t n_arms)
@@ -307,8 +307,9 @@ static double rank_key(const l2p_live_target *t, size_t l2_bytes)
 }
 
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
-                           double max_overhead, size_t max_rest_ratio, size_t cycle)
+                           double max_overhead, size_t max_rest_ratio, size_t cycle, int *capped)
 {
+    if (capped) *capped = 0;
     if (!(max_overhead > 0) || units == 0) return 0;
     size_t cap = units * max_rest_ratio;
     size_t measure = units < cap ? units : cap; /* one block's worth: a pair to measure */
@@ -320,7 +321,12 @@ size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_
     /* added <= max_overhead * (switch_s + r * rest_s + n * block_s), solved for r */
     double need = (added / max_overhead - switch_s - n * block_s) / rest_s;
     if (!(need > 0)) return cycle % L2P_LIVE_REMEASURE == 0 ? measure : 0;
-    if (need >= (double)cap) return cap;
+    if (need > (double)cap) {
+        /* the bound is out of reach on this program: the caller says so rather than let it
+         * read as met */
+        if (capped) *capped = 1;
+        return cap;
+    }
     return (size_t)ceil(need);
 }
 

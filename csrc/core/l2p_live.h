@@ -72,7 +72,7 @@ typedef struct {
     /* Not the search's own: the watcher's pace (l2p_live_rest_units), kept here because this
      * is the one home of the live defaults. */
     double max_overhead;        /* of the program's wall time while advising (0.01; 0: no rest) */
-    size_t max_rest_ratio;      /* rest units per block unit at most (9: a tenth recorded) */
+    size_t max_rest_ratio;      /* rest units per block unit at most (15: a sixteenth recorded) */
 } l2p_live_options;
 
 typedef struct {
@@ -129,9 +129,11 @@ l2p_status l2p_live_finish(l2p_live *s);
  * fastest advice); one block's worth (go on measuring) while a cost is not known (a time that
  * is not finite and positive). Where nothing needs a rest, every L2P_LIVE_REMEASURE-th cycle
  * (`cycle`, counted from 0) still gets one block's worth: a noisy pair that said "free" must
- * not stop the measuring for good. */
+ * not stop the measuring for good. `capped` (may be NULL) is set to 1 where the bound needed
+ * more than max_rest_ratio blocks' worth (it is out of reach on this program), else 0. */
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
-                           double max_overhead, size_t max_rest_ratio, size_t cycle);
+                           double max_overhead, size_t max_rest_ratio, size_t cycle,
+                           int *capped);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
  * per set-aside level (a quarter, half and all of persisting_max, on the granule) a

@@ -314,17 +314,20 @@ static PyObject *live_rest_units_impl(PyObject *m, const void *args)
     l2p_live_options_default(&o);
     if (a->max_overhead.given) o.max_overhead = a->max_overhead.f;
     if (a->max_rest_ratio.given) o.max_rest_ratio = (size_t)a->max_rest_ratio.i;
-    return PyLong_FromSize_t(l2p_live_rest_units(opt_time(a->switch_s), opt_time(a->rest_s),
-                                                 opt_time(a->block_s), (size_t)a->units,
-                                                 o.max_overhead, o.max_rest_ratio,
-                                                 (size_t)a->cycle));
+    int capped = 0;
+    size_t units = l2p_live_rest_units(opt_time(a->switch_s), opt_time(a->rest_s),
+                                       opt_time(a->block_s), (size_t)a->units, o.max_overhead,
+                                       o.max_rest_ratio, (size_t)a->cycle, &capped);
+    return Py_BuildValue("(nO)", (Py_ssize_t)units, capped ? Py_True : Py_False);
 }
 L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_units",
               "How many units the watcher lets run unrecorded before its next block so that "
               "watching adds at most max_overhead of the program's wall time "
-              "(l2p_live_rest_units). Times in seconds (rest_s and block_s per unit); a time "
-              "not known yet (None) gives one block's worth. Options left None take the core's "
-              "defaults (live_defaults()).", "int",
+              "(l2p_live_rest_units), and whether the bound needed more than max_rest_ratio "
+              "blocks' worth (capped: out of reach on this program). Times in seconds (rest_s "
+              "and block_s per unit); a time not known yet (None) gives one block's worth. "
+              "Options left None take the core's defaults (live_defaults()).",
+              "tuple[int, bool]",
               L2P_PARAM(rest_args, units, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
                         .hi = 1 << 30, .what = "units", .doc = "a block's units"),
               L2P_PARAM(rest_args, switch_s, L2P_P_FLOAT, .flags = L2P_P_NONE,

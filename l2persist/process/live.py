@@ -742,14 +742,11 @@ class Watcher:
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = self.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
-        units = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
-                                      max_overhead=self.o.max_overhead,
-                                      cycle=len(self.blocks))
-        # at the cap (max_rest_ratio blocks' worth) the bound is out of reach on this program:
-        # the summary says so rather than let the bound read as met
-        if rest_s is not None and units and units >= recorded * _core.live_defaults()[
-                "max_rest_ratio"]:
-            self.rests_capped += 1
+        units, capped = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
+                                              max_overhead=self.o.max_overhead,
+                                              cycle=len(self.blocks))
+        # the bound needed more than the cap: the summary says so rather than let it read as met
+        self.rests_capped += capped
         return units
 
     def _begin_rest(self, arm: int, units: int):
