@@ -1060,9 +1060,11 @@ class Watcher:
             if not b.units:
                 continue
             d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
-                                          "kernels": {}})
+                                          "rest_wall_ms_per_unit": [], "kernels": {}})
             d["gpu_ms_per_unit"].append(getattr(b, "gpu_ns", 0) / b.units / 1e6)
             d["wall_ms_per_unit"].append((b.end - b.start) / b.units / 1e6)
+            if b.rest_units:      # the same arm unrecorded: what it costs the program's wall
+                d["rest_wall_ms_per_unit"].append(b.rest_ns / b.rest_units / 1e6)
             for name, ns in getattr(b, "by_name", {}).items():
                 d["kernels"][name] = d["kernels"].get(name, 0.0) + ns / b.units / 1e6
         for d in per_arm.values():
