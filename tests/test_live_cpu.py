@@ -347,3 +347,63 @@ def test_apply_names_an_in_process_plan_for_what_it_is(tmp_path):
     p = _cli("apply", str(doc), "--", sys.executable, "-c", "raise SystemExit(7)")
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "is an in-process plan" in p.stderr and "Plan.from_json(path" in p.stderr, p.stderr
+
+
+def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monkeypatch):
+    """advise hooks PyTorch's replay and synchronizations (the capture hooks are separate);
+    the undo it gives the watcher puts back the very functions it found, and a decided
+    watcher with its own cost timed calls it from the next call on: later calls of the
+    program no longer reach l2persist at all."""
+    import types
+
+    class CUDAGraph:
+        def __new__(cls, keep_graph=False):
+            return object.__new__(cls)
+
+        def __init__(self, keep_graph=False):
+            self.replays = 0
+
+        def replay(self):
+            self.replays += 1
+
+        def capture_begin(self):
+            pass
+
+        def capture_end(self):
+            pass
+
+    class Stream:
+        def synchronize(self):
+            return "stream"
+
+    class Event:
+        def synchronize(self):
+            return "event"
+
+    def synchronize():
+        return "device"
+
+    cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, Stream=Stream, Event=Event,
+                                 synchronize=synchronize)
+    fake = types.SimpleNamespace(cuda=cuda)
+    originals = (CUDAGraph.replay, Stream.synchronize, Event.synchronize, synchronize)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    w = Watcher(Options(mode="advise"))
+    w.state, w._after = "done", {"need": 10, "units": 0, "t0": None}   # still timing
+    monkeypatch.setattr(bootstrap, "_watcher", w)
+    monkeypatch.setattr(bootstrap, "_patched", False)
+    bootstrap._patch_torch(fake)
+    g = CUDAGraph()
+    assert CUDAGraph.replay is not originals[0] and cuda.synchronize is not synchronize
+    g.replay()
+    assert cuda.synchronize() == "device" and Stream().synchronize() == "stream"
+    assert w.points["replay"] == 1 and w.points["sync"] == 2 and g.replays == 1
+    assert w.unhook_calls is not None                  # the timing is not done: hooked
+    w._after = None                                    # ... now it is
+    g.replay()
+    assert w.unhook_calls is None and w.points["replay"] == 2
+    assert (CUDAGraph.replay, Stream.synchronize, Event.synchronize,
+            cuda.synchronize) == originals
+    g.replay()
+    assert Event().synchronize() == "event" and g.replays == 3
+    assert w.points["replay"] == 2 and w.points["sync"] == 2   # l2persist not reached

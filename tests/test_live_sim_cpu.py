@@ -431,6 +431,37 @@ def test_the_watchers_own_cost_is_measured_after_the_decision(world):
     assert "watching: wall" in text and "after the decision" in text
 
 
+def test_the_call_hooks_come_off_once_nothing_needs_them(world):
+    """A program runs on long after advice: once decided and its own cost timed, the watcher
+    takes its per-call hooks off (the bootstrap's undo), once; not while the after-decision
+    timing still counts units, and not in a rank that must still tell its peers it went on
+    alone. Calls that still reach it (a kept reference to a hooked function) return at once."""
+    world.gain = 1.25
+    w = _watcher()
+    undone = []
+    w.unhook_calls = lambda: undone.append(w.after_decision)
+    g = run_program(world, w)
+    assert w.state == "done" and w._after is not None and not undone   # still timing
+    need = max(live.AFTER_UNITS, 8 * w.units_per_block)
+    for _ in range(need + 1):
+        w.point("replay", g)
+        world.replay(g)
+    assert len(undone) == 1 and undone[0] is not None    # after the timing, once
+    assert w.unhook_calls is None and w.calls_unhooked
+    before = dict(w.points)
+    for _ in range(10):
+        w.point("replay", g)
+    assert len(undone) == 1 and w.points["replay"] == before["replay"] + 10
+
+    w2 = _watcher()
+    w2.unhook_calls = lambda: undone.append("team")
+    w2.team_gave_up = True                 # peers still to be told: the hooks stay
+    w2.state, w2._after = "done", None
+    w2._release_peers = lambda: None
+    w2.point("sync")
+    assert undone[-1] != "team" and w2.unhook_calls is not None
+
+
 def live_report_text(w):
     from l2persist.process.report import summary_text
     return summary_text(w.summary())

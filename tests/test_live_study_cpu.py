@@ -31,7 +31,7 @@ def arms_doc(n=6):
 
 
 def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3, baseline=1,
-            n_arms=6, medians=None, blocks_ms=5000.0, added=0.012):
+            n_arms=6, medians=None, blocks_ms=5000.0, added=0.012, hooks=0.005):
     """The watcher's --json document, as advise writes it (the fields the study reads)."""
     arms = arms_doc(n_arms)
     medians = medians if medians is not None else [1.0, 0.99] + [0.97 - 0.01 * i
@@ -61,6 +61,9 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
             "watching": {"max_overhead": 0.015, "rest_units": 60, "rests": 100,
                          "recorded_units": 1380, "rest_units_total": 5520, "recorded_share": 0.2,
                          "switch_work_ms_median": 0.4, "record_cost": 0.05, "added_share": added,
+                         "hooks_share": hooks,
+                         "observing_share": (None if added is None or hooks is None
+                                             else added + hooks),
                          "unrecorded_ms_per_unit": 0.25}}
 
 
@@ -153,6 +156,7 @@ def test_all_bars_met():
     (dict(advise_summary=summary(decided=False)), "bar_advice_s"),
     (dict(advise_summary=summary(blocks_ms=60000.0)), "bar_advice_s"),
     (dict(advise_summary=summary(added=0.021)), "bar_overhead"),
+    (dict(advise_summary=summary(added=0.012, hooks=0.009)), "bar_overhead"),  # 2.1 % in all
     (dict(advise_summary=summary(added=None)), "bar_overhead"),     # not measured: not met
     (dict(verify_speed=1.035), "bar_verify_within"),     # 1.5 points under advise's 1.05
     (dict(verify_speed=1.065), "bar_verify_within"),
@@ -186,6 +190,10 @@ def test_dont_where_the_grid_gains_under_2_percent():
 
 def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
     r = record()
+    assert r["observing_share"] == pytest.approx(0.017) and bars_of(r)["bar_overhead"]
+    del r["observing_share"]             # stored before the hooks were measured: watching alone
+    assert bars_of(r)["bar_overhead"] is True
+    assert "not measured then" in dict((k, t) for k, t, _ in live.program_bars(r))["bar_overhead"]
     del r["watch_added"]
     assert bars_of(r)["bar_overhead"] is None
     res = synthetic([r])
@@ -260,7 +268,7 @@ def test_findings_tables_and_plots(tmp_path):
            "recorded, recording +5.0% per unit)" in res.notes[0]
     t = live.bar_table(res)
     assert t.splitlines()[2].startswith("| server | yes |")
-    assert "| yes (1.20%) |" in t.splitlines()[2]
+    assert "| yes (1.70%) |" in t.splitlines()[2]
     assert "NO (0.0300)" in t.splitlines()[3]
     g = live.grid_table(res)
     assert "(advised)" in g and len(g.splitlines()) == 2 + 12

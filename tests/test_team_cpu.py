@@ -308,7 +308,7 @@ def test_in_a_team_only_the_first_threads_calls_count():
     w = live.Watcher(live.Options(mode="advise", rank=1, world=2))
     w.team = object()
     seen = []
-    w._point = lambda kind, g: seen.append(kind)
+    w._point = lambda kind, g, found=None: seen.append(kind)
     w.point("sync")                                    # this thread is the watched one
     t = threading.Thread(target=w.point, args=("sync",))
     t.start()

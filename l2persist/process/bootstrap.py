@@ -225,7 +225,8 @@ def _patch_torch(torch) -> None:
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
     if _watcher is None or _watcher.o.mode == "apply":
         return
-    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph), stream=False)
+    undos = [patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph),
+                          stream=False)]
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):
@@ -233,11 +234,21 @@ def _patch_torch(torch) -> None:
         _hook("point", "sync")
         return r
     torch.cuda.synchronize = synchronize
+    undos.append(lambda: setattr(torch.cuda, "synchronize", sync))
     for klass in (torch.cuda.Stream, torch.cuda.Event):
-        _wrap_sync(klass)
+        undos.append(_wrap_sync(klass))
+
+    def unhook_calls():
+        """The per-call hooks off (the capture hooks stay: a capture is rare and apply-like
+        bookkeeping); a caller that kept a hooked function still reaches the watcher, which
+        returns at once once decided."""
+        for undo in reversed(undos):
+            undo()
+    _watcher.unhook_calls = unhook_calls
 
 
 def _wrap_sync(klass):
+    """Hook ``klass.synchronize``; returns the undo."""
     orig = klass.synchronize
 
     def synchronize(self, *a, **k):
@@ -245,6 +256,7 @@ def _wrap_sync(klass):
         _hook("point", "sync")
         return r
     klass.synchronize = synchronize
+    return lambda: setattr(klass, "synchronize", orig)
 
 
 def _hook(what, *args):

@@ -56,6 +56,8 @@ class Options:
     max_overhead: float | None = None  # watching's share of the wall time at most (None: the
                                        # core's default; 0: record every block back to back)
     exit_after: bool = False
+    keep_hooks: bool = False   # the per-call hooks stay on after the decision (a tool that
+                               # counts the program's calls: tools/search-cost)
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
@@ -76,6 +78,7 @@ class Options:
             if env.get(key):
                 setattr(o, name, conv(env[key]))
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
+        o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
         o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0
@@ -195,7 +198,6 @@ class Watcher:
         self.graphs_gone: list[GraphSeen] = []     # graphs the program dropped
         self.captures = 0                          # captures open now
         self.points = {"replay": 0, "sync": 0, "mark": 0}
-        self.replays_by_sig: dict[str, int] = {}
         self.state = "idle"                        # idle, warmup, search, done, off
         self.notes: list[str] = []
         self.device = None
@@ -237,6 +239,15 @@ class Watcher:
         self.team_gave_up = False                  # went on alone: peers are told once it can
         self.team_wait_t0 = None
         self.team_points = 0
+        # Set by the bootstrap: takes the per-call hooks (replays, synchronizations) off the
+        # program once the watcher needs no more calls (decided, its own cost timed): a
+        # server runs on for hours after advice, and each hooked call cost it ~1-2 us of
+        # Python (H200: the server loop 2.5 % slower after the decision while hooked).
+        self.unhook_calls = None
+        self.calls_unhooked = False
+        self.steps = 0                             # rests, blocks and decisions begun
+        self.hook_ns = 0                           # the search's calls that switched nothing:
+        self.hook_calls = 0                        # their time in the watcher, their count
 
     # ---- the program's calls ---------------------------------------------------------------
 
@@ -297,21 +308,48 @@ class Watcher:
         if not self.lock.acquire(blocking=self.team is not None):
             self._flag_recorded(kind, torch_graph)
             return                 # another thread is switching: this call goes on
+        t0, steps = time.perf_counter_ns(), self.steps
+        # the graph as seen, looked up once per call (this runs before every replay)
+        seen = self._seen(torch_graph) if torch_graph is not None else None
         try:
-            self._point(kind, torch_graph)
+            self._point(kind, torch_graph, seen)
         finally:
-            self._flag_recorded(kind, torch_graph)   # after: the call may have paused or resumed
-            self.lock.release()
+            self._flag_recorded(kind, torch_graph, seen)  # after: the call may have paused
+            self.lock.release()                            # or resumed
+        if self.state == "search" and self.steps == steps:
+            # a call that switched nothing: the hooks' own cost to every call, which the
+            # rests pay as the blocks do (so added_share cannot see it); a switch's calls
+            # are counted in switch_work_ms
+            self.hook_ns += time.perf_counter_ns() - t0
+            self.hook_calls += 1
+        if self.unhook_calls is not None and self.state in ("done", "off") and self._quiet():
+            self._unhook()
 
-    def _flag_recorded(self, kind, torch_graph):
+    def _flag_recorded(self, kind, torch_graph, seen=False):
         """The graph about to be replayed is launched with CUPTI recording: after a pause its
         executable must be made again before it is recorded (Watcher._install's fresh). Read
         without the lock on other threads' calls: a flag set once too often costs one
-        re-instantiation, one missed would let short records into a block."""
+        re-instantiation, one missed would let short records into a block. ``seen``: the
+        graph already looked up (False: not yet)."""
         if kind == "replay" and torch_graph is not None and self.activity and not self.paused:
-            seen = self._seen(torch_graph)
+            if seen is False:
+                seen = self._seen(torch_graph)
             if seen is not None:
                 seen.recorded_exec = True
+
+    def _quiet(self) -> bool:
+        """No call of the program is needed any more: decided (or stopped) with the watcher's
+        own cost timed, and no peer left to tell that this rank went on alone."""
+        return (self.o.mode != "apply" and not self.o.keep_hooks and self.state in ("done", "off")
+                and self._after is None and not self.team_gave_up)
+
+    def _unhook(self):
+        undo, self.unhook_calls = self.unhook_calls, None
+        try:
+            undo()
+            self.calls_unhooked = True
+        except Exception as e:  # the hooks stay: each call returns at once in this state
+            self.notes.append(f"taking the call hooks off failed: {e}")
 
     # ---- bookkeeping -------------------------------------------------------------------------
 
@@ -406,20 +444,17 @@ class Watcher:
     def all_graphs(self) -> list:
         return self.graphs_gone + list(self.graphs.values())
 
-    def _point(self, kind, torch_graph):
+    def _point(self, kind, torch_graph, seen=None):
         if self.team_gave_up and sum(self.points.values()) % 256 == 0:
             self._release_peers()  # peers that met in time learn that this rank is not coming
-        if kind == "replay" and torch_graph is not None:
-            seen = self._seen(torch_graph)
-            if seen is not None:
-                seen.replays += 1
-                self.replays_by_sig[seen.signature] = self.replays_by_sig.get(seen.signature, 0) + 1
+        if seen is not None:
+            seen.replays += 1
         self.points[kind] += 1
         if self.o.mode == "apply" or self.state == "off":
             return
         if self.state == "done":
             if self._after is not None:
-                self._count_after(kind, torch_graph)
+                self._count_after(kind, seen)
             return
         if self.state == "idle":
             self._start()
@@ -428,7 +463,7 @@ class Watcher:
             self.state = "warmup"
             self.t0 = time.perf_counter()
             return
-        if self._is_unit(kind, torch_graph):
+        if self._is_unit(kind, seen):
             self.units_now += 1
         if self.state == "search" and kind == "replay":
             self.replayed.add(id(torch_graph))
@@ -464,11 +499,11 @@ class Watcher:
     def _capture_open(self) -> bool:
         return bool(self.captures or _capturing())
 
-    def _count_after(self, kind, torch_graph):
+    def _count_after(self, kind, seen):
         """Wall time per unit of work under the final arm with nothing recorded or switched
         (after the decision), beside the same arm's recorded blocks: the watcher's own cost to
         the program, measured in the program (the summary's ``watch_cost``)."""
-        if not self._is_unit(kind, torch_graph):
+        if not self._is_unit(kind, seen):
             return
         a = self._after
         if a["t0"] is None:
@@ -546,15 +581,11 @@ class Watcher:
         self.probe_t = time.perf_counter()
         self.state = "probe"
 
-    def _is_unit(self, kind, torch_graph) -> bool:
-        if self.unit is None:
+    def _is_unit(self, kind, seen) -> bool:
+        """``seen``: the replayed graph as seen (None: not one the watcher knows)."""
+        if self.unit is None or self.unit[0] != kind:
             return False
-        if self.unit[0] != kind:
-            return False
-        if kind == "replay":
-            seen = self._seen(torch_graph)
-            return seen is not None and seen.signature == self.unit[1]
-        return True
+        return kind != "replay" or (seen is not None and seen.signature == self.unit[1])
 
     def _choose_unit(self):
         c = self.probe_counts
@@ -751,6 +782,7 @@ class Watcher:
 
     def _begin_rest(self, arm: int, units: int):
         """The rest also lets the new arm settle (its lines fill) before it is timed."""
+        self.steps += 1
         if not self.paused:
             _core.activity_record(False)
             self.paused = True
@@ -763,6 +795,7 @@ class Watcher:
         before the pause: as long as the pause, H200), so the block begins once every graph
         the last block replayed has been launched again (at most a block's units later), and
         records that outlive their block are dropped (l2p_activity_blocks' spanning)."""
+        self.steps += 1
         r, units = self.resting, self.units_now
         self.device.synchronize()           # the rest's work is done: the block times its own
         end = _core.activity_now()
@@ -822,7 +855,8 @@ class Watcher:
                                      if self.install_ms else None),
                "windows_ms_median": (statistics.median(self.windows_ms)
                                      if self.windows_ms else None),
-               "record_cost": None, "added_share": None}
+               "record_cost": None, "added_share": None, "hooks_share": None,
+               "observing_share": None}
         counted = out["recorded_units"] + out["rest_units_total"]
         out["recorded_share"] = out["recorded_units"] / counted if counted else None
         if not rested:
@@ -836,13 +870,22 @@ class Watcher:
         units = out["recorded_units"] + sum(b.settle_units for b in done)
         wall = work + blocks + sum(b.rest_ns for b in rested)
         added = work + blocks - unrec * units
+        # the hooks' own time on the calls that switched nothing, paid in rests and blocks
+        # alike: not in added_share; observing_share is the two together (what the search's
+        # observing costs the program, but for the hooks' outer frames and CUPTI attached,
+        # which tools/search-cost measures against the program run plain)
+        hooks = self.hook_ns / wall
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
+                   hooks_share=hooks, hook_us_per_call=(self.hook_ns / self.hook_calls / 1e3
+                                                        if self.hook_calls else None),
+                   observing_share=max(0.0, added) / wall + hooks,
                    unrecorded_ms_per_unit=unrec / 1e6,
                    settle_units=sum(b.settle_units for b in done),
                    spanning_records=self.spanning)
         return out
 
     def _next_block(self, stamp, arm=None):
+        self.steps += 1
         if arm is None:
             arm = _core.live_next()
             self._install(arm)

@@ -84,6 +84,11 @@ def summary_text(r: dict) -> str:
                      f"{100 * w['max_overhead']:g} %); recording cost "
                      f"{100 * w['record_cost']:+.1f} % per unit; watching added "
                      f"{100 * w['added_share']:.2f} % to the search's wall time")
+        if w.get("hooks_share") is not None:
+            lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "
+                         f"program in the watcher, {100 * w['hooks_share']:.2f} % of the "
+                         f"search's wall time (rests and blocks alike); observing in all "
+                         f"{100 * w['observing_share']:.2f} %; once decided the hooks come off")
         if w.get("rests_capped") and w["rests_capped"] * 2 >= (w.get("rests") or 0):
             lines.append(f"  pace: {w['rests_capped']} of {w['rests']} rests at the cap "
                          f"({w['max_rest_ratio']} blocks' worth): the "
