@@ -38,10 +38,11 @@ def _plain(name, out, *extra):
     return json.loads(out.read_text())
 
 
-def _advise(name, out, tmp_path, *extra, opts=()):
+def _advise(name, out, tmp_path, *extra, opts=(), env=None):
     plan, res, report = tmp_path / "plan.json", tmp_path / "r.json", tmp_path / "report.html"
     p = _run(["-m", "l2persist", "advise", *FAST, *opts, "--out", str(plan), "--json", str(res),
-              "--report", str(report), "--", sys.executable, *_program(name, out, *extra)])
+              "--report", str(report), "--", sys.executable, *_program(name, out, *extra)],
+             env=env)
     assert p.returncode == 0, p.stderr[-4000:]
     return p, json.loads(res.read_text()), plan, report
 
@@ -67,6 +68,8 @@ def test_server_advise_apply_verify(torch, tmp_path):
     assert r["result"]["search_blocks"] > 0 and r["result"]["confirm_blocks"] >= 18
     assert len(r["switch_ms"]) > 10
     assert "l2persist advise:" in p.stderr and ("helps:" in p.stderr or "don't:" in p.stderr)
+    # decided and its own cost timed, the watcher took its per-call hooks off
+    assert r["watch_cost"] is not None and r["calls_unhooked"] is True
     doc = json.loads(plan.read_text())
     assert doc["format"] == "l2persist-live-plan/1"
     assert doc["device"]["name"] == r["device"]["name"]
@@ -90,11 +93,14 @@ def test_server_advise_apply_verify(torch, tmp_path):
 
 
 def test_training_step_graph_is_never_replayed_by_us(torch, tmp_path):
-    """The step runs the optimizer: one extra replay would move the weights."""
+    """The step runs the optimizer: one extra replay would move the weights. The hooks are
+    kept to the end (L2PERSIST_KEEP_HOOKS) so that every replay of the program is counted."""
     plain = _plain("train.py", tmp_path / "plain.json", "--iters", "20000")
-    _, r, plan, _ = _advise("train.py", tmp_path / "advised.json", tmp_path, "--iters", "20000")
+    _, r, plan, _ = _advise("train.py", tmp_path / "advised.json", tmp_path, "--iters", "20000",
+                            env=dict(os.environ, L2PERSIST_KEEP_HOOKS="1"))
     assert json.loads((tmp_path / "advised.json").read_text()) == plain
     assert len(r["graphs"]) == 1 and r["graphs"][0]["replays"] == 20000
+    assert r["calls_unhooked"] is False
 
 
 def test_eager_program_on_its_own_stream(torch, tmp_path):

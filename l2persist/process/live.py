@@ -1134,6 +1134,9 @@ class Watcher:
             # the final arm's wall per unit recorded (its blocks) over unrecorded (after)
             "watch_cost": self._watch_cost(per_arm),
             "arm_sequence": [b.arm for b in self.blocks],
+            # the per-call hooks came off once decided (graph replays and points count to
+            # there)
+            "calls_unhooked": self.calls_unhooked,
             "rank": self.o.rank, "world": self.o.world,
             "lockstep": self.team is not None,
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
