@@ -309,13 +309,19 @@ class Watcher:
             self._flag_recorded(kind, torch_graph)
             return                 # another thread is switching: this call goes on
         t0, steps = time.perf_counter_ns(), self.steps
-        # the graph as seen, looked up once per call (this runs before every replay)
-        seen = self._seen(torch_graph) if torch_graph is not None else None
+        # the graph as seen, looked up once per call (this runs before every replay: the
+        # lookups are inline, each method call costs the program ~0.1-0.2 us)
+        seen = None
+        if torch_graph is not None:
+            seen = self.graphs.get(id(torch_graph))
+            if seen is not None and seen.ref() is not torch_graph:
+                seen = None        # an id of a dropped graph, reused
         try:
             self._point(kind, torch_graph, seen)
         finally:
-            self._flag_recorded(kind, torch_graph, seen)  # after: the call may have paused
-            self.lock.release()                            # or resumed
+            if self.activity and not self.paused:  # after: the call may have paused or resumed
+                self._flag_recorded(kind, torch_graph, seen)
+            self.lock.release()
         if self.state == "search" and self.steps == steps:
             # a call that switched nothing: the hooks' own cost to every call, which the
             # rests pay as the blocks do (so added_share cannot see it); a switch's calls
@@ -450,6 +456,9 @@ class Watcher:
         if seen is not None:
             seen.replays += 1
         self.points[kind] += 1
+        if self.state == "search":     # before every replay while searching: first
+            self._search_point(kind, torch_graph, seen)
+            return
         if self.o.mode == "apply" or self.state == "off":
             return
         if self.state == "done":
@@ -465,8 +474,6 @@ class Watcher:
             return
         if self._is_unit(kind, seen):
             self.units_now += 1
-        if self.state == "search" and kind == "replay":
-            self.replayed.add(id(torch_graph))
         if self.state == "probe":
             key = (kind, self._sig(torch_graph)) if kind == "replay" else (kind,)
             self.probe_counts[key] = self.probe_counts.get(key, 0) + 1
@@ -478,15 +485,21 @@ class Watcher:
                     self._begin_probe()
                 else:
                     self._begin_search()
-            return
-        if self.state == "search" and self.resting is not None:
-            if self.units_now >= self.resting["units"] and not self._capture_open():
+
+    def _search_point(self, kind, torch_graph, seen):
+        if self._is_unit(kind, seen):
+            self.units_now += 1
+        if kind == "replay":    # a rest's replays too: their first launch after it settles
+            self.replayed.add(id(torch_graph))
+        r = self.resting
+        if r is not None:
+            if self.units_now >= r["units"] and not self._capture_open():
                 self._end_rest(kind, torch_graph)
             return
-        if self.state == "search" and self.settling is not None:
+        if self.settling is not None:
             self._settle(kind, torch_graph)
             return
-        if self.state == "search" and self.units_now >= self.units_per_block:
+        if self.units_now >= self.units_per_block:
             if self._capture_open():
                 return             # never switch while a capture is open
             try:
