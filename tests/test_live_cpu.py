@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -389,7 +390,8 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     originals = (CUDAGraph.replay, Stream.synchronize, Event.synchronize, synchronize)
     monkeypatch.setitem(sys.modules, "torch", fake)
     w = Watcher(Options(mode="advise"))
-    w.state, w._after = "done", {"need": 10, "units": 0, "t0": None}   # still timing
+    w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,      # still timing
+                                 "since": time.perf_counter()}
     monkeypatch.setattr(bootstrap, "_watcher", w)
     monkeypatch.setattr(bootstrap, "_patched", False)
     bootstrap._patch_torch(fake)
@@ -407,3 +409,72 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     g.replay()
     assert Event().synchronize() == "event" and g.replays == 3
     assert w.points["replay"] == 2 and w.points["sync"] == 2   # l2persist not reached
+    assert w.calls_unhooked and not any("came off but" in n for n in w.notes)
+
+
+def test_a_wrapper_over_a_hook_is_left_in_place(monkeypatch):
+    """Something wrapped torch.cuda.synchronize after the bootstrap hooked it (a profiler, the
+    program): taking the hooks off leaves that wrapper (and the hook inside it, which answers
+    at once) rather than drop the other tool's; the note names it. The rest come off."""
+    import types
+
+    class CUDAGraph:
+        def __new__(cls, keep_graph=False):
+            return object.__new__(cls)
+
+        def __init__(self, keep_graph=False):
+            pass
+
+        def replay(self):
+            pass
+
+        def capture_begin(self):
+            pass
+
+        def capture_end(self):
+            pass
+
+    class Stream:
+        def synchronize(self):
+            pass
+
+    def synchronize():
+        return "device"
+
+    cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, Stream=Stream, Event=Stream,
+                                 synchronize=synchronize)
+    fake = types.SimpleNamespace(cuda=cuda)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    w = Watcher(Options(mode="advise"))
+    w.state = "done"
+    monkeypatch.setattr(bootstrap, "_watcher", w)
+    monkeypatch.setattr(bootstrap, "_patched", False)
+    original_replay = CUDAGraph.replay
+    bootstrap._patch_torch(fake)
+    hooked = cuda.synchronize
+    cuda.synchronize = lambda: ("profiler", hooked())    # another tool's wrapper over ours
+    CUDAGraph().replay()                                  # decided, nothing to time: off
+    assert w.unhook_calls is None and w.calls_unhooked
+    assert CUDAGraph.replay is original_replay            # ours: put back
+    assert cuda.synchronize() == ("profiler", "device")   # theirs: left as it is
+    assert any("torch.cuda.synchronize" in n and "came off but" in n for n in w.notes), w.notes
+
+
+def test_the_after_decision_timing_gives_up_when_the_unit_stops_coming(monkeypatch):
+    """A unit that no longer comes after the decision (a new shape captured, the program
+    idle) must not keep the hooks on for good: past a bound of calls the timing ends with a
+    note, and the hooks come off."""
+    from l2persist.process import live as live_mod
+    w = Watcher(Options(mode="advise"))
+    w.unit = ("replay", "k1-none")
+    w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,
+                                 "since": time.perf_counter()}
+    undone = []
+    w.unhook_calls = lambda: undone.append(1) or []
+    monkeypatch.setattr(live_mod, "AFTER_CALLS_MAX", 50)
+    for _ in range(50):
+        w.point("sync")
+    assert w._after is not None and not undone            # still waiting for the unit
+    w.point("sync")
+    assert w._after is None and undone == [1]
+    assert any("not timed" in n for n in w.notes)

@@ -10,7 +10,8 @@ before the program's code, and it calls :func:`start`, which reads ``L2PERSIST_M
   program's behalf): every ``torch.cuda.CUDAGraph`` keeps its raw graph, its capture's start
   and end and each replay reach the watcher, and so do ``torch.cuda.synchronize`` and
   ``Stream.synchronize`` / ``Event.synchronize``; the originals run unchanged, the hooks run
-  around them on the caller's thread;
+  around them on the caller's thread; once advise or verify has decided (and timed its own
+  cost), the replay and synchronize hooks come off (the capture hooks stay);
 - apply: checks the plan's GPU model, sets the set-aside once, windows graphs as they are
   captured; everything is put back at exit (normal exit, an exception, SIGTERM; SIGINT raises
   KeyboardInterrupt, which exits normally).
@@ -225,8 +226,10 @@ def _patch_torch(torch) -> None:
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
     if _watcher is None or _watcher.o.mode == "apply":
         return
-    undos = [patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph),
-                          stream=False)]
+    replay = cls.replay
+    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph), stream=False)
+    undos = [_undo_if_ours(cls, "replay", cls.__dict__["replay"], "CUDAGraph.replay",
+                           original=replay)]
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):
@@ -234,17 +237,30 @@ def _patch_torch(torch) -> None:
         _hook("point", "sync")
         return r
     torch.cuda.synchronize = synchronize
-    undos.append(lambda: setattr(torch.cuda, "synchronize", sync))
+    undos.append(_undo_if_ours(torch.cuda, "synchronize", synchronize,
+                               "torch.cuda.synchronize", original=sync))
     for klass in (torch.cuda.Stream, torch.cuda.Event):
         undos.append(_wrap_sync(klass))
 
-    def unhook_calls():
-        """The per-call hooks off (the capture hooks stay: a capture is rare and apply-like
-        bookkeeping); a caller that kept a hooked function still reaches the watcher, which
-        returns at once once decided."""
-        for undo in reversed(undos):
-            undo()
+    def unhook_calls() -> list:
+        """The per-call hooks off (the capture hooks stay: a capture is rare); returns the
+        names left hooked because something wrapped them since. A caller that kept a hooked
+        function still reaches the watcher, which returns at once once decided."""
+        return [name for undo in reversed(undos) if (name := undo())]
     _watcher.unhook_calls = unhook_calls
+
+
+def _undo_if_ours(owner, attr: str, ours, name: str, original):
+    """The undo of a hook installed as ``owner.attr``: the original back only where the hook
+    is still there (a wrapper installed over it since, by the program, a profiler or
+    l2persist's own ``replays_noted``, stays, and the hook inside it answers at once); returns
+    ``name`` when it left it."""
+    def undo():
+        if getattr(owner, "__dict__", {}).get(attr) is not ours:
+            return name
+        setattr(owner, attr, original)
+        return None
+    return undo
 
 
 def _wrap_sync(klass):
@@ -256,7 +272,8 @@ def _wrap_sync(klass):
         _hook("point", "sync")
         return r
     klass.synchronize = synchronize
-    return lambda: setattr(klass, "synchronize", orig)
+    return _undo_if_ours(klass, "synchronize", synchronize, f"{klass.__name__}.synchronize",
+                         original=orig)
 
 
 def _hook(what, *args):

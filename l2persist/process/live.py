@@ -31,6 +31,10 @@ TEAM_EVERY = 16
 #: After the decision, this many units at least (8 blocks' worth if more) are timed with nothing
 #: recorded, for the summary's watch_cost.
 AFTER_UNITS = 64
+# The after-decision timing gives up past this many of the program's calls or seconds (the
+# unit no longer comes): the per-call hooks come off only once it has ended.
+AFTER_CALLS_MAX = 200_000
+AFTER_S_MAX = 120.0
 #: Under a launcher other than torchrun, how long the warm-up waits for the program's process
 #: group (whose store the ranks meet at) before each rank goes on alone.
 TEAM_WAIT_S = 30.0
@@ -245,7 +249,8 @@ class Watcher:
         # Python (H200: the server loop 2.5 % slower after the decision while hooked).
         self.unhook_calls = None
         self.calls_unhooked = False
-        self.steps = 0                             # rests, blocks and decisions begun
+        self.steps = 0                             # rests and blocks begun (a call that
+                                                   # switched is not a hook's own time)
         self.hook_ns = 0                           # the search's calls that switched nothing:
         self.hook_calls = 0                        # their time in the watcher, their count
 
@@ -281,6 +286,7 @@ class Watcher:
         import traceback
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
         self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
+        self._after = None         # a failing after-decision timing must not keep the hooks
         if self.state in ("warmup", "probe", "search"):
             self.state = "off"
             self.restore()
@@ -321,15 +327,16 @@ class Watcher:
         finally:
             if self.activity and not self.paused:  # after: the call may have paused or resumed
                 self._flag_recorded(kind, torch_graph, seen)
+            if self.state == "search" and self.steps == steps:
+                # a call that switched nothing: the hooks' own cost to every call of the
+                # counting thread, which the rests pay as the blocks do (so added_share cannot
+                # see it); a switch's calls are counted in switch_work_ms
+                self.hook_ns += time.perf_counter_ns() - t0
+                self.hook_calls += 1
+            if self.unhook_calls is not None and self.state in ("done", "off") and \
+                    self._quiet():
+                self._unhook()
             self.lock.release()
-        if self.state == "search" and self.steps == steps:
-            # a call that switched nothing: the hooks' own cost to every call, which the
-            # rests pay as the blocks do (so added_share cannot see it); a switch's calls
-            # are counted in switch_work_ms
-            self.hook_ns += time.perf_counter_ns() - t0
-            self.hook_calls += 1
-        if self.unhook_calls is not None and self.state in ("done", "off") and self._quiet():
-            self._unhook()
 
     def _flag_recorded(self, kind, torch_graph, seen=False):
         """The graph about to be replayed is launched with CUPTI recording: after a pause its
@@ -350,10 +357,18 @@ class Watcher:
                 and self._after is None and not self.team_gave_up)
 
     def _unhook(self):
+        """Under the lock. The undo puts back only what is still the bootstrap's own (a
+        wrapper installed over a hook since, by the program or a profiler, stays) and returns
+        what it left."""
         undo, self.unhook_calls = self.unhook_calls, None
+        if undo is None:
+            return
         try:
-            undo()
+            kept = undo()
             self.calls_unhooked = True
+            if kept:
+                self.notes.append(f"the call hooks came off but for {', '.join(kept)}: "
+                                  f"wrapped again since (that wrapper stays as it is)")
         except Exception as e:  # the hooks stay: each call returns at once in this state
             self.notes.append(f"taking the call hooks off failed: {e}")
 
@@ -516,9 +531,17 @@ class Watcher:
         """Wall time per unit of work under the final arm with nothing recorded or switched
         (after the decision), beside the same arm's recorded blocks: the watcher's own cost to
         the program, measured in the program (the summary's ``watch_cost``)."""
+        a = self._after
+        a["calls"] = a.get("calls", 0) + 1
+        if a["calls"] > AFTER_CALLS_MAX or time.perf_counter() - a["since"] > AFTER_S_MAX:
+            # the unit stopped coming (a new shape captured, the program idle): no figure,
+            # and the hooks must not stay on for it
+            self._after = None
+            self.notes.append("the wall time after the decision was not timed: the unit of "
+                              "work did not come often enough")
+            return
         if not self._is_unit(kind, seen):
             return
-        a = self._after
         if a["t0"] is None:
             # from a unit's boundary on, the GPU drained at both ends as around each block:
             # a GPU-bound program's host runs ahead of its GPU, and host time alone read a
@@ -966,7 +989,7 @@ class Watcher:
         self.state = "done"
         # What watching cost: the final arm's units are timed again, unrecorded, once decided.
         self._after = {"need": max(AFTER_UNITS, 8 * self.units_per_block), "units": 0,
-                       "t0": None} if self.unit else None
+                       "t0": None, "since": time.perf_counter()} if self.unit else None
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.activity = False      # nothing records now: no replay needs a flag (a lookup each)

@@ -87,8 +87,10 @@ def summary_text(r: dict) -> str:
         if w.get("hooks_share") is not None:
             lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "
                          f"program in the watcher, {100 * w['hooks_share']:.2f} % of the "
-                         f"search's wall time (rests and blocks alike); observing in all "
-                         f"{100 * w['observing_share']:.2f} %; once decided the hooks come off")
+                         f"search's wall time (rests and blocks alike, the counting thread's "
+                         f"calls); observing in all {100 * w['observing_share']:.2f} %"
+                         + ("; the hooks came off once decided" if r.get("calls_unhooked")
+                            else ""))
         if w.get("rests_capped") and w["rests_capped"] * 2 >= (w.get("rests") or 0):
             lines.append(f"  pace: {w['rests_capped']} of {w['rests']} rests at the cap "
                          f"({w['max_rest_ratio']} blocks' worth): the "
@@ -229,6 +231,8 @@ def write_report(r: dict, path: str) -> None:
                      f"<td>{g['replays']}</td></tr>" for g in r.get("graphs", []))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.get("notes", [])) or "<li>none</li>"
     sw = r.get("switch_ms") or []
+    replays_head = ("replays seen (until the call hooks came off)" if r.get("calls_unhooked")
+                    else "replays")
     doc = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>l2persist {r['mode']} report</title>
 <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{padding:2px 8px;
@@ -249,7 +253,7 @@ the interquartile range.</p>
 {_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
 <h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>
-<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>replays</th></tr>{graphs}
+<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>
 <h2>Not windowed, and why</h2><ul><li>Kernels outside CUDA graphs (eager work) run under the
 set-aside of each arm but get no window: stream windows are not searched.</li>
