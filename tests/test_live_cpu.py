@@ -350,11 +350,10 @@ def test_apply_names_an_in_process_plan_for_what_it_is(tmp_path):
     assert "is an in-process plan" in p.stderr and "Plan.from_json(path" in p.stderr, p.stderr
 
 
-def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monkeypatch):
-    """advise hooks PyTorch's replay and synchronizations (the capture hooks are separate);
-    the undo it gives the watcher puts back the very functions it found, and a decided
-    watcher with its own cost timed calls it from the next call on: later calls of the
-    program no longer reach l2persist at all."""
+def _fake_torch(monkeypatch, w):
+    """A torch module with the parts the bootstrap hooks (a graph class that counts its
+    replays, Stream / Event / device synchronize that say who answered), in sys.modules, and
+    the bootstrap's watcher set to ``w`` and hooks not yet installed."""
     import types
 
     class CUDAGraph:
@@ -387,16 +386,27 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, Stream=Stream, Event=Event,
                                  synchronize=synchronize)
     fake = types.SimpleNamespace(cuda=cuda)
-    originals = (CUDAGraph.replay, Stream.synchronize, Event.synchronize, synchronize)
     monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(bootstrap, "_watcher", w)
+    monkeypatch.setattr(bootstrap, "_patched", False)
+    return fake
+
+
+def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monkeypatch):
+    """advise hooks PyTorch's replay and synchronizations (the capture hooks are separate);
+    the undo it gives the watcher puts back the very functions it found, and a decided
+    watcher with its own cost timed calls it from the next call on: later calls of the
+    program no longer reach l2persist at all."""
     w = Watcher(Options(mode="advise"))
     w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,      # still timing
                                  "since": time.perf_counter()}
-    monkeypatch.setattr(bootstrap, "_watcher", w)
-    monkeypatch.setattr(bootstrap, "_patched", False)
+    fake = _fake_torch(monkeypatch, w)
+    cuda = fake.cuda
+    CUDAGraph, Stream, Event = cuda.CUDAGraph, cuda.Stream, cuda.Event
+    originals = (CUDAGraph.replay, Stream.synchronize, Event.synchronize, cuda.synchronize)
     bootstrap._patch_torch(fake)
     g = CUDAGraph()
-    assert CUDAGraph.replay is not originals[0] and cuda.synchronize is not synchronize
+    assert CUDAGraph.replay is not originals[0] and cuda.synchronize is not originals[3]
     g.replay()
     assert cuda.synchronize() == "device" and Stream().synchronize() == "stream"
     assert w.points["replay"] == 1 and w.points["sync"] == 2 and g.replays == 1
@@ -416,46 +426,17 @@ def test_a_wrapper_over_a_hook_is_left_in_place(monkeypatch):
     """Something wrapped torch.cuda.synchronize after the bootstrap hooked it (a profiler, the
     program): taking the hooks off leaves that wrapper (and the hook inside it, which answers
     at once) rather than drop the other tool's; the note names it. The rest come off."""
-    import types
-
-    class CUDAGraph:
-        def __new__(cls, keep_graph=False):
-            return object.__new__(cls)
-
-        def __init__(self, keep_graph=False):
-            pass
-
-        def replay(self):
-            pass
-
-        def capture_begin(self):
-            pass
-
-        def capture_end(self):
-            pass
-
-    class Stream:
-        def synchronize(self):
-            pass
-
-    def synchronize():
-        return "device"
-
-    cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph, Stream=Stream, Event=Stream,
-                                 synchronize=synchronize)
-    fake = types.SimpleNamespace(cuda=cuda)
-    monkeypatch.setitem(sys.modules, "torch", fake)
     w = Watcher(Options(mode="advise"))
     w.state = "done"
-    monkeypatch.setattr(bootstrap, "_watcher", w)
-    monkeypatch.setattr(bootstrap, "_patched", False)
-    original_replay = CUDAGraph.replay
+    fake = _fake_torch(monkeypatch, w)
+    cuda = fake.cuda
+    original_replay = cuda.CUDAGraph.replay
     bootstrap._patch_torch(fake)
     hooked = cuda.synchronize
     cuda.synchronize = lambda: ("profiler", hooked())    # another tool's wrapper over ours
-    CUDAGraph().replay()                                  # decided, nothing to time: off
+    cuda.CUDAGraph().replay()                             # decided, nothing to time: off
     assert w.unhook_calls is None and w.calls_unhooked
-    assert CUDAGraph.replay is original_replay            # ours: put back
+    assert cuda.CUDAGraph.replay is original_replay       # ours: put back
     assert cuda.synchronize() == ("profiler", "device")   # theirs: left as it is
     assert any("torch.cuda.synchronize" in n and "came off but" in n for n in w.notes), w.notes
 
