@@ -65,6 +65,9 @@ class World:
         self.short_records = 0
         self.instantiations = {}          # id(graph) -> executables made again
         self.launches = []                # (host time of the launch, true duration)
+        self.hooked = True                # the program's calls reach the watcher
+        self.unseen = 0                   # replays while they did not
+        self.switches = []                # the hooks' states set, in order
 
     def instantiated(self, graph=None):
         """The graph was instantiated again (its windows changed): a fresh executable."""
@@ -236,11 +239,26 @@ def run_program(world, watcher, replays=2_000_000):
     world.captures_open -= 1
     watcher.capture_end(g)
     for i in range(replays):
-        watcher.point("replay", g)
+        if world.hooked:                  # the bootstrap's hook on replay (see _hookable)
+            watcher.point("replay", g)
+        else:
+            world.unseen += 1
         world.replay(g)
         if watcher.state in ("done", "off"):
             break
     return g
+
+
+def _hookable(world, watcher):
+    """The bootstrap's per-call hooks as the world's switch: off, the program's replays do not
+    reach the watcher (run_program counts them unseen)."""
+    def switch(on):
+        def flip():
+            world.hooked = on
+            world.switches.append(on)
+            return []
+        return flip
+    watcher.rest_hooks = (switch(False), switch(True))
 
 
 def _watcher(**kw):
@@ -460,6 +478,45 @@ def test_the_call_hooks_come_off_once_nothing_needs_them(world):
     w2._release_peers = lambda: None
     w2.point("sync")
     assert undone[-1] != "team" and w2.unhook_calls is not None
+
+
+def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world):
+    """Each rest's units but its last block's worth run with the per-call hooks off (the
+    program's calls do not reach the watcher, so they cost it nothing), then a timer puts them
+    back and the tail is counted and timed: the blocks still read the truth, the pace still
+    has its rate per unit, and the rests' units are estimated from the tail's rate. In a team
+    (ranks count the same calls) or before a rate is known, a rest stays hooked."""
+    world.gain = 1.25
+    _paying_host(world, 100e-6, 20e-6)
+    w = _watcher(block_units=20, max_overhead=0.03)
+    _hookable(world, w)
+    run_program(world, w)
+    assert w.state == "done" and w.result["helps"], w.notes
+    s = w.summary()["watching"]
+    assert s["rests_unhooked"] > 0 and world.unseen > 0
+    assert world.switches[:2] == [False, True] and world.hooked     # back on at the end
+    assert all(a != b for a, b in zip(world.switches, world.switches[1:]))  # off, on, off ...
+    unhooked = [b for b in w.blocks if b.rest_units and b.rest_wall_ns > 1.5 * b.rest_ns]
+    assert unhooked and all(b.rest_units >= 20 for b in unhooked)       # a counted tail
+    truth = 0.140                                         # ms per unit with no window
+    for arm in (0, 1):
+        samples = w.summary()["per_arm"][arm]["gpu_ms_per_unit"]
+        assert all(abs(x / truth - 1) < 0.03 for x in samples), (arm, samples)
+    # the rests' units, estimated: near the replays that ran in them (seen or not)
+    assert 0.8 < s["rest_units_total"] / (world.unseen + sum(
+        b.rest_units for b in w.blocks if b.rest_units)) < 1.25, s
+    assert 0.10 < s["record_cost"] < 0.35, s                # the tails' rate, as before
+    assert "rests ran with the call hooks off" in live_report_text(w)
+
+    w2 = _watcher(block_units=20)
+    _hookable(world, w2)
+    w2.team, w2.rest_s = object(), 1e-4
+    w2._rest_unhooked({"units": 400})
+    assert w2.rests_unhooked == 0 and world.hooked
+    w2.team = None
+    w2.rest_s = None                                          # no rate yet
+    w2._rest_unhooked({"units": 400})
+    assert w2.rests_unhooked == 0
 
 
 def live_report_text(w):

@@ -228,8 +228,7 @@ def _patch_torch(torch) -> None:
         return
     replay = cls.replay
     patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph), stream=False)
-    undos = [_undo_if_ours(cls, "replay", cls.__dict__["replay"], "CUDAGraph.replay",
-                           original=replay)]
+    hooks = [_Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay")]
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):
@@ -237,30 +236,49 @@ def _patch_torch(torch) -> None:
         _hook("point", "sync")
         return r
     torch.cuda.synchronize = synchronize
-    undos.append(_undo_if_ours(torch.cuda, "synchronize", synchronize,
-                               "torch.cuda.synchronize", original=sync))
+    hooks.append(_Hook(torch.cuda, "synchronize", synchronize, sync, "torch.cuda.synchronize"))
     for klass in (torch.cuda.Stream, torch.cuda.Event):
-        undos.append(_wrap_sync(klass))
+        hooks.append(_wrap_sync(klass))
 
-    def unhook_calls() -> list:
+    def calls_off() -> list:
         """The per-call hooks off (the capture hooks stay: a capture is rare); returns the
         names left hooked because something wrapped them since. A caller that kept a hooked
-        function still reaches the watcher, which returns at once once decided."""
-        return [name for undo in reversed(undos) if (name := undo())]
-    _watcher.unhook_calls = unhook_calls
+        function still reaches the watcher, which answers at once."""
+        return [h.name for h in hooks if not h.off()]
+
+    def calls_on() -> list:
+        """The hooks back; returns the names that could not be (wrapped since)."""
+        return [h.name for h in hooks if not h.on()]
+    _watcher.unhook_calls = calls_off          # for good, once decided
+    _watcher.rest_hooks = (calls_off, calls_on)  # around a rest's uncounted part
 
 
-def _undo_if_ours(owner, attr: str, ours, name: str, original):
-    """The undo of a hook installed as ``owner.attr``: the original back only where the hook
-    is still there (a wrapper installed over it since, by the program, a profiler or
-    l2persist's own ``replays_noted``, stays, and the hook inside it answers at once); returns
-    ``name`` when it left it."""
-    def undo():
-        if getattr(owner, "__dict__", {}).get(attr) is not ours:
-            return name
-        setattr(owner, attr, original)
-        return None
-    return undo
+class _Hook:
+    """A hook installed as ``owner.attr`` over ``original``. off() puts the original back only
+    where the hook is still there, and on() the hook only where the original is: a wrapper
+    installed over either since (by the program, a profiler, or l2persist's own
+    ``replays_noted``) stays as it is. Each returns whether the hook is in the state asked."""
+
+    def __init__(self, owner, attr: str, ours, original, name: str):
+        self.owner, self.attr, self.ours, self.original, self.name = \
+            owner, attr, ours, original, name
+
+    def _now(self):
+        return getattr(self.owner, "__dict__", {}).get(self.attr)
+
+    def off(self) -> bool:
+        now = self._now()
+        if now is self.ours:
+            setattr(self.owner, self.attr, self.original)
+            return True
+        return now is self.original
+
+    def on(self) -> bool:
+        now = self._now()
+        if now is self.original:
+            setattr(self.owner, self.attr, self.ours)
+            return True
+        return now is self.ours
 
 
 def _wrap_sync(klass):
@@ -272,8 +290,7 @@ def _wrap_sync(klass):
         _hook("point", "sync")
         return r
     klass.synchronize = synchronize
-    return _undo_if_ours(klass, "synchronize", synchronize, f"{klass.__name__}.synchronize",
-                         original=orig)
+    return _Hook(klass, "synchronize", synchronize, orig, f"{klass.__name__}.synchronize")
 
 
 def _hook(what, *args):

@@ -186,8 +186,9 @@ class Block:
     start: int                     # CUPTI stamps (ns)
     end: int = 0
     units: int = 0
-    rest_ns: int = 0               # the unrecorded rest just before it, under the same arm
-    rest_units: int = 0
+    rest_ns: int = 0               # the unrecorded rest just before it, under the same arm: the
+    rest_units: int = 0            # counted part (an unhooked rest's tail) and its units
+    rest_wall_ns: int = 0          # the whole rest
     settle_ns: int = 0             # recorded, uncounted: from the rest's end to its start
     settle_units: int = 0
 
@@ -249,6 +250,12 @@ class Watcher:
         # Python (H200: the server loop 2.5 % slower after the decision while hooked).
         self.unhook_calls = None
         self.calls_unhooked = False
+        # Set by the bootstrap too: (off, on), the per-call hooks taken off and put back
+        # around a rest's uncounted part (each returns the names it could not change)
+        self.rest_hooks = None
+        self.rest_s = None                         # unrecorded wall per unit, newest rests
+        self.rests_unhooked = 0
+        self.rest_timer = None
         self.steps = 0                             # rests and blocks begun (a call that
                                                    # switched is not a hook's own time)
         self.hook_ns = 0                           # the search's calls that switched nothing:
@@ -804,6 +811,7 @@ class Watcher:
         recorded = self.units_per_block      # a cycle's recorded units: its block and settle
         if len(pairs) >= REST_PAIRS:
             rest_s = statistics.median(b.rest_ns / b.rest_units for b in pairs) / 1e9
+            self.rest_s = rest_s
             block_s = statistics.median((b.end - b.start + b.settle_ns)
                                         / (b.units + b.settle_units) for b in pairs) / 1e9
             recorded += round(statistics.median(b.settle_units for b in pairs))
@@ -824,6 +832,49 @@ class Watcher:
             self.paused = True
         self.resting = {"arm": arm, "start": _core.activity_now(), "units": units}
         self.units_now = 0
+        self._rest_unhooked(self.resting)
+
+    def _rest_unhooked(self, r: dict):
+        """The rest's units but its last block's worth run with the per-call hooks off (the
+        hooks cost a host-bound program ~3 us a call, H200 server loop at 495cdaa and a4a7db0:
+        2.7 % of the search's wall, and a rest is most of it): for the time those units took
+        in the newest rests, then a timer puts the hooks back and the last block's worth is
+        counted and timed as every rest was (the per-unit rate the pace and the shares use).
+        Alone only (ranks count the same calls), and only once a rate is known."""
+        tail = self.units_per_block
+        if (self.rest_hooks is None or self.team is not None or self.o.keep_hooks
+                or not self.rest_s or r["units"] < 3 * tail):
+            return
+        off_s = (r["units"] - tail) * self.rest_s
+        left = self.rest_hooks[0]()
+        if left:            # wrapped since: a hook that cannot come off cannot rest either
+            self.rest_hooks[1]()
+            self.rest_hooks = None
+            self.notes.append(f"rests keep the call hooks on: {', '.join(left)} wrapped since")
+            return
+        r.update(units=tail, unhooked=True)
+        self.rests_unhooked += 1
+        t = threading.Timer(off_s, self._rehook_rest, args=(r,))
+        t.daemon = True     # a program that ends mid-rest is not kept waiting for it
+        self.rest_timer = t
+        t.start()
+
+    def _rehook_rest(self, r: dict):
+        """On the timer's thread: the hooks back, and the rest's counted tail begins."""
+        with self.lock:
+            if self.resting is not r or self.state != "search" or self.rest_hooks is None:
+                return
+            try:
+                left = self.rest_hooks[1]()
+            except Exception as e:  # noqa: BLE001 - never into the program; said at exit
+                left = [f"{type(e).__name__}: {e}"]
+            if left:
+                self.notes.append(f"the call hooks could not be put back after a rest "
+                                  f"({', '.join(left)}): the search stopped there")
+                self.rest_hooks = None
+                return
+            r["tail_t0"] = _core.activity_now()
+            self.units_now = 0
 
     def _end_rest(self, kind=None, torch_graph=None):
         """Records on again, then a settle before the block: CUPTI's record of the first launch
@@ -837,10 +888,15 @@ class Watcher:
         end = _core.activity_now()
         self.resting = None
         self._resume()
-        st = {"arm": r["arm"], "rest_ns": end - r["start"], "rest_units": units,
+        # an unhooked rest counted its units from the hooks' return only (its tail): the rate
+        # per unit is the tail's, the rest's wall its whole
+        counted_from = r.get("tail_t0") or r["start"]
+        st = {"arm": r["arm"], "rest_ns": end - counted_from, "rest_units": units,
+              "rest_wall_ns": end - r["start"],
               "t0": _core.activity_now(), "need": set(self.replayed), "pre_ns": 0, "pre_units": 0}
         if r.get("recorded"):   # a capture turned the records on mid-rest: no unrecorded time
-            st.update(rest_ns=0, rest_units=0, pre_ns=end - r["start"], pre_units=units)
+            st.update(rest_ns=0, rest_units=0, rest_wall_ns=0, pre_ns=end - counted_from,
+                      pre_units=units)
         self.settling = st
         self.replayed = set()
         self.units_now = 0
@@ -867,6 +923,7 @@ class Watcher:
         self._next_block(now, st["arm"])
         b = self.blocks[-1]
         b.rest_ns, b.rest_units = st["rest_ns"], st["rest_units"]
+        b.rest_wall_ns = st["rest_wall_ns"]
         b.settle_ns, b.settle_units = now - st["t0"] + st["pre_ns"], units + st["pre_units"]
 
     def _watching(self) -> dict:
@@ -884,7 +941,6 @@ class Watcher:
                "rests_capped": self.rests_capped,
                "max_rest_ratio": _core.live_defaults()["max_rest_ratio"],
                "recorded_units": sum(b.units for b in done),
-               "rest_units_total": sum(b.rest_units for b in rested),
                "switch_work_ms_median": (statistics.median(self.switch_work_ms)
                                          if self.switch_work_ms else None),
                "install_ms_median": (statistics.median(self.install_ms)
@@ -893,6 +949,11 @@ class Watcher:
                                      if self.windows_ms else None),
                "record_cost": None, "added_share": None, "hooks_share": None,
                "observing_share": None}
+        # an unhooked rest counted only its tail: its units estimated at the tail's rate
+        out["rest_units_total"] = round(sum(
+            b.rest_units * max(1.0, (b.rest_wall_ns or b.rest_ns) / b.rest_ns)
+            for b in rested if b.rest_ns))
+        out["rests_unhooked"] = self.rests_unhooked
         counted = out["recorded_units"] + out["rest_units_total"]
         out["recorded_share"] = out["recorded_units"] / counted if counted else None
         if not rested:
@@ -904,7 +965,7 @@ class Watcher:
         # the settles are recorded too: watched time, counted with the blocks
         blocks = sum(b.end - b.start + b.settle_ns for b in done)
         units = out["recorded_units"] + sum(b.settle_units for b in done)
-        wall = work + blocks + sum(b.rest_ns for b in rested)
+        wall = work + blocks + sum(b.rest_wall_ns or b.rest_ns for b in rested)
         added = work + blocks - unrec * units
         # the hooks' own time on the calls that switched nothing, paid in rests and blocks
         # alike: not in added_share; observing_share is the two together (what the search's
@@ -1248,6 +1309,8 @@ class Watcher:
     def finish(self):
         """At exit: a search still running is finished with what it has; the set-aside the
         program started with is put back."""
+        if self.rest_timer is not None:
+            self.rest_timer.cancel()
         with self.lock:
             if self.state in ("warmup", "probe", "search"):
                 try:

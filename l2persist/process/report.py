@@ -91,6 +91,9 @@ def summary_text(r: dict) -> str:
                          f"calls); observing in all {100 * w['observing_share']:.2f} %"
                          + ("; the hooks came off once decided" if r.get("calls_unhooked")
                             else ""))
+        if w.get("rests_unhooked"):
+            lines.append(f"  hooks: {w['rests_unhooked']} of {w['rests']} rests ran with the "
+                         f"call hooks off but for their last block's worth (counted, timed)")
         if w.get("rests_capped") and w["rests_capped"] * 2 >= (w.get("rests") or 0):
             lines.append(f"  pace: {w['rests_capped']} of {w['rests']} rests at the cap "
                          f"({w['max_rest_ratio']} blocks' worth): the "
