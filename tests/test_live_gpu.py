@@ -103,6 +103,29 @@ def test_training_step_graph_is_never_replayed_by_us(torch, tmp_path):
     assert r["calls_unhooked"] is False
 
 
+def test_paced_advice_rests_with_the_hooks_off_and_changes_no_result(torch, tmp_path):
+    """advise's own pace (rests with CUPTI paused, graphs made again before each, the hooks
+    off for a rest's uncounted part, a timer putting them back): the server program's results
+    are bit-identical, rests ran unhooked, the hooks' own time was measured, and once the
+    search ended (decided or at its budget) and its own cost was timed the hooks came off."""
+    iters = "500000"      # ~45 s on an H200: the 30 s budget and the timing after it fit
+    plain = _plain("server.py", tmp_path / "plain.json", "--iters", iters)
+    plan, res = tmp_path / "plan.json", tmp_path / "r.json"
+    p = _run(["-m", "l2persist", "advise", "--warmup", "0.5", "--budget", "30", "--out",
+              str(plan), "--json", str(res), "--", sys.executable,
+              *_program("server.py", tmp_path / "advised.json", "--iters", iters)])
+    assert p.returncode in (0, 1), p.stderr[-4000:]      # 1: no advice within the budget
+    assert json.loads((tmp_path / "advised.json").read_text()) == plain
+    r = json.loads(res.read_text())
+    w = r["watching"]
+    assert w["rests"] > 0 and w["rests_unhooked"] > 0, w
+    assert w["hooks_share"] is not None and w["hook_us_per_call"] > 0, w
+    assert w["observing_share"] >= w["added_share"], w
+    assert r["result"]["done"], r["notes"]
+    assert r["calls_unhooked"] is True, r["notes"]
+    assert not any("could not be put back" in n for n in r["notes"]), r["notes"]
+
+
 def test_eager_program_on_its_own_stream(torch, tmp_path):
     plain = _plain("eager_stream.py", tmp_path / "plain.json", "--iters", "20000")
     _, r, plan, _ = _advise("eager_stream.py", tmp_path / "advised.json", tmp_path,
