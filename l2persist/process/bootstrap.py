@@ -30,6 +30,19 @@ import sys
 
 _watcher = None
 _patched = False
+# The per-call hooks' gate: the watcher closes it for a rest's uncounted part (the hooks then
+# cost a call one global test, not the watcher's ~3 us), and opens it again from a timer.
+_calls_on = True
+
+
+def _set_calls(on: bool) -> None:
+    global _calls_on
+    _calls_on = on
+
+
+def _on_replay(graph, _stream) -> None:
+    if _calls_on:
+        _hook("point", "replay", graph)
 
 
 def watcher():
@@ -227,13 +240,14 @@ def _patch_torch(torch) -> None:
     if _watcher is None or _watcher.o.mode == "apply":
         return
     replay = cls.replay
-    patch_replay(cls, lambda graph, stream: _hook("point", "replay", graph), stream=False)
+    patch_replay(cls, _on_replay, stream=False)
     hooks = [_Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay")]
     sync = torch.cuda.synchronize
 
     def synchronize(*a, **k):
         r = sync(*a, **k)
-        _hook("point", "sync")
+        if _calls_on:
+            _hook("point", "sync")
         return r
     torch.cuda.synchronize = synchronize
     hooks.append(_Hook(torch.cuda, "synchronize", synchronize, sync, "torch.cuda.synchronize"))
@@ -241,23 +255,21 @@ def _patch_torch(torch) -> None:
         hooks.append(_wrap_sync(klass))
 
     def calls_off() -> list:
-        """The per-call hooks off (the capture hooks stay: a capture is rare); returns the
-        names left hooked because something wrapped them since. A caller that kept a hooked
-        function still reaches the watcher, which answers at once."""
+        """The per-call hooks off for good (the capture hooks stay: a capture is rare);
+        returns the names left hooked because something wrapped them since. A caller that
+        kept a hooked function still reaches the watcher, which answers at once."""
         return [h.name for h in hooks if not h.off()]
-
-    def calls_on() -> list:
-        """The hooks back; returns the names that could not be (wrapped since)."""
-        return [h.name for h in hooks if not h.on()]
-    _watcher.unhook_calls = calls_off          # for good, once decided
-    _watcher.rest_hooks = (calls_off, calls_on)  # around a rest's uncounted part
+    _watcher.unhook_calls = calls_off          # once decided
+    # around a rest's uncounted part: the gate, not the attributes (nothing to race with a
+    # wrapper another tool installs meanwhile)
+    _watcher.rest_hooks = (lambda: _set_calls(False), lambda: _set_calls(True))
 
 
 class _Hook:
     """A hook installed as ``owner.attr`` over ``original``. off() puts the original back only
-    where the hook is still there, and on() the hook only where the original is: a wrapper
-    installed over either since (by the program, a profiler, or l2persist's own
-    ``replays_noted``) stays as it is. Each returns whether the hook is in the state asked."""
+    where the hook is still there: a wrapper installed over it since (by the program, a
+    profiler, or l2persist's own ``replays_noted``) stays as it is. Returns whether the
+    original is there now."""
 
     def __init__(self, owner, attr: str, ours, original, name: str):
         self.owner, self.attr, self.ours, self.original, self.name = \
@@ -273,13 +285,6 @@ class _Hook:
             return True
         return now is self.original
 
-    def on(self) -> bool:
-        now = self._now()
-        if now is self.original:
-            setattr(self.owner, self.attr, self.ours)
-            return True
-        return now is self.ours
-
 
 def _wrap_sync(klass):
     """Hook ``klass.synchronize``; returns the undo."""
@@ -287,7 +292,8 @@ def _wrap_sync(klass):
 
     def synchronize(self, *a, **k):
         r = orig(self, *a, **k)
-        _hook("point", "sync")
+        if _calls_on:
+            _hook("point", "sync")
         return r
     klass.synchronize = synchronize
     return _Hook(klass, "synchronize", synchronize, orig, f"{klass.__name__}.synchronize")
@@ -323,4 +329,5 @@ def _hook_end(graph, failed=False):
 
 def mark() -> None:
     """One unit of the program's work ended (``l2persist.mark()``); a switch point."""
-    _hook("point", "mark")
+    if _calls_on:
+        _hook("point", "mark")

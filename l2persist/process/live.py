@@ -189,6 +189,7 @@ class Block:
     rest_ns: int = 0               # the unrecorded rest just before it, under the same arm: the
     rest_units: int = 0            # counted part (an unhooked rest's tail) and its units
     rest_wall_ns: int = 0          # the whole rest
+    rest_unhooked: bool = False    # its uncounted part ran with the hooks' gate closed
     settle_ns: int = 0             # recorded, uncounted: from the rest's end to its start
     settle_units: int = 0
 
@@ -254,7 +255,6 @@ class Watcher:
         # around a rest's uncounted part (each returns the names it could not change)
         self.rest_hooks = None
         self.rest_s = None                         # unrecorded wall per unit, newest rests
-        self.rests_unhooked = 0
         self.rest_timer = None
         self.steps = 0                             # rests and blocks begun (a call that
                                                    # switched is not a hook's own time)
@@ -269,6 +269,9 @@ class Watcher:
             self.captures_begun += 1
             if self.resting is not None and self.paused:
                 self.resting["recorded"] = True    # no longer an unrecorded rest
+                if self.resting.get("unhooked") and "tail_t0" not in self.resting:
+                    self.resting["tail_due"] = True   # the gate open: counted from here on
+                    self.rest_hooks[1]()
             self._resume()
 
     def _resume(self):
@@ -509,11 +512,18 @@ class Watcher:
                     self._begin_search()
 
     def _search_point(self, kind, torch_graph, seen):
+        r = self.resting
+        if r is not None and r.get("unhooked") and "tail_t0" not in r \
+                and not self._begin_tail(r):
+            # a call that reached the watcher with the gate closed (a capture's, one in
+            # flight as it closed): not counted, its graph noted for the settle
+            if kind == "replay":
+                self.replayed.add(id(torch_graph))
+            return
         if self._is_unit(kind, seen):
             self.units_now += 1
         if kind == "replay":    # a rest's replays too: their first launch after it settles
             self.replayed.add(id(torch_graph))
-        r = self.resting
         if r is not None:
             if self.units_now >= r["units"] and not self._capture_open():
                 self._end_rest(kind, torch_graph)
@@ -835,46 +845,44 @@ class Watcher:
         self._rest_unhooked(self.resting)
 
     def _rest_unhooked(self, r: dict):
-        """The rest's units but its last block's worth run with the per-call hooks off (the
-        hooks cost a host-bound program ~3 us a call, H200 server loop at 495cdaa and a4a7db0:
-        2.7 % of the search's wall, and a rest is most of it): for the time those units took
-        in the newest rests, then a timer puts the hooks back and the last block's worth is
-        counted and timed as every rest was (the per-unit rate the pace and the shares use).
-        Alone only (ranks count the same calls), and only once a rate is known."""
+        """The rest's units but its last block's worth run with the per-call hooks' gate
+        closed (the hooks cost a host-bound program ~3 us a call in the watcher, H200 server
+        loop at 495cdaa and a4a7db0: 2.7 % of the search's wall, and a rest is most of it):
+        for the time those units took in the newest rests; then a timer opens the gate, and at
+        the program's next call the GPU is drained and the last block's worth is counted and
+        timed as every rest was (the per-unit rate the pace and the shares use). Alone only
+        (ranks count the same calls), and only once a rate is known."""
         tail = self.units_per_block
-        if (self.rest_hooks is None or self.team is not None or self.o.keep_hooks
-                or not self.rest_s or r["units"] < 3 * tail):
+        if (self.rest_hooks is None or self.team is not None or not self.rest_s
+                or r["units"] < 3 * tail):
             return
         off_s = (r["units"] - tail) * self.rest_s
-        left = self.rest_hooks[0]()
-        if left:            # wrapped since: a hook that cannot come off cannot rest either
-            self.rest_hooks[1]()
-            self.rest_hooks = None
-            self.notes.append(f"rests keep the call hooks on: {', '.join(left)} wrapped since")
-            return
         r.update(units=tail, unhooked=True)
-        self.rests_unhooked += 1
+        self.rest_hooks[0]()
         t = threading.Timer(off_s, self._rehook_rest, args=(r,))
         t.daemon = True     # a program that ends mid-rest is not kept waiting for it
         self.rest_timer = t
         t.start()
 
     def _rehook_rest(self, r: dict):
-        """On the timer's thread: the hooks back, and the rest's counted tail begins."""
+        """On the timer's thread: the gate open; nothing else (the tail begins on the
+        program's thread, between its calls)."""
         with self.lock:
-            if self.resting is not r or self.state != "search" or self.rest_hooks is None:
-                return
-            try:
-                left = self.rest_hooks[1]()
-            except Exception as e:  # noqa: BLE001 - never into the program; said at exit
-                left = [f"{type(e).__name__}: {e}"]
-            if left:
-                self.notes.append(f"the call hooks could not be put back after a rest "
-                                  f"({', '.join(left)}): the search stopped there")
-                self.rest_hooks = None
-                return
-            r["tail_t0"] = _core.activity_now()
-            self.units_now = 0
+            if self.resting is r and self.state == "search":
+                r["tail_due"] = True
+                self.rest_hooks[1]()
+
+    def _begin_tail(self, r: dict) -> bool:
+        """An unhooked rest's counted tail begins at this call, once the timer has opened the
+        gate and no capture is open: the GPU drained (the tail is timed from there, as whole
+        rests were from the block's end)."""
+        if not r.get("tail_due") or self._capture_open():
+            return False
+        self.steps += 1              # this call waits on the GPU: not the hooks' own time
+        self.device.synchronize()
+        r["tail_t0"] = _core.activity_now()
+        self.units_now = 0
+        return True
 
     def _end_rest(self, kind=None, torch_graph=None):
         """Records on again, then a settle before the block: CUPTI's record of the first launch
@@ -891,9 +899,15 @@ class Watcher:
         # an unhooked rest counted its units from the hooks' return only (its tail): the rate
         # per unit is the tail's, the rest's wall its whole
         counted_from = r.get("tail_t0") or r["start"]
+        need = set(self.replayed)
+        if r.get("unhooked"):
+            # graphs replayed while the gate was closed were not seen: those left stale
+            # (their executable not made again) must launch again before the block too
+            need |= {id(g.ref()) for g in self.graphs.values()
+                     if g.renew_failed and g.ref() is not None}
         st = {"arm": r["arm"], "rest_ns": end - counted_from, "rest_units": units,
-              "rest_wall_ns": end - r["start"],
-              "t0": _core.activity_now(), "need": set(self.replayed), "pre_ns": 0, "pre_units": 0}
+              "rest_wall_ns": end - r["start"], "unhooked": bool(r.get("unhooked")),
+              "t0": _core.activity_now(), "need": need, "pre_ns": 0, "pre_units": 0}
         if r.get("recorded"):   # a capture turned the records on mid-rest: no unrecorded time
             st.update(rest_ns=0, rest_units=0, rest_wall_ns=0, pre_ns=end - counted_from,
                       pre_units=units)
@@ -923,7 +937,7 @@ class Watcher:
         self._next_block(now, st["arm"])
         b = self.blocks[-1]
         b.rest_ns, b.rest_units = st["rest_ns"], st["rest_units"]
-        b.rest_wall_ns = st["rest_wall_ns"]
+        b.rest_wall_ns, b.rest_unhooked = st["rest_wall_ns"], st["unhooked"]
         b.settle_ns, b.settle_units = now - st["t0"] + st["pre_ns"], units + st["pre_units"]
 
     def _watching(self) -> dict:
@@ -953,7 +967,7 @@ class Watcher:
         out["rest_units_total"] = round(sum(
             b.rest_units * max(1.0, (b.rest_wall_ns or b.rest_ns) / b.rest_ns)
             for b in rested if b.rest_ns))
-        out["rests_unhooked"] = self.rests_unhooked
+        out["rests_unhooked"] = sum(1 for b in rested if b.rest_unhooked)
         counted = out["recorded_units"] + out["rest_units_total"]
         out["recorded_share"] = out["recorded_units"] / counted if counted else None
         if not rested:

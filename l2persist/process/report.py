@@ -234,8 +234,8 @@ def write_report(r: dict, path: str) -> None:
                      f"<td>{g['replays']}</td></tr>" for g in r.get("graphs", []))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.get("notes", [])) or "<li>none</li>"
     sw = r.get("switch_ms") or []
-    replays_head = ("replays seen (until the call hooks came off)" if r.get("calls_unhooked")
-                    else "replays")
+    gated = r.get("calls_unhooked") or (r.get("watching") or {}).get("rests_unhooked")
+    replays_head = "replays seen (with the call hooks on)" if gated else "replays"
     doc = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>l2persist {r['mode']} report</title>
 <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{padding:2px 8px;
