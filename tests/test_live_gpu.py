@@ -104,8 +104,8 @@ def test_training_step_graph_is_never_replayed_by_us(torch, tmp_path):
 
 
 def test_paced_advice_rests_with_the_hooks_off_and_changes_no_result(torch, tmp_path):
-    """advise's own pace (rests with CUPTI paused, graphs made again before each, the hooks
-    off for a rest's uncounted part, a timer putting them back): the server program's results
+    """advise's own pace (rests with CUPTI paused, graphs made again before each, the hooks'
+    gate closed for a rest's uncounted part, a timer opening it): the server program's results
     are bit-identical, rests ran unhooked, the hooks' own time was measured, and once the
     search ended (decided or at its budget) and its own cost was timed the hooks came off."""
     iters = "500000"      # ~45 s on an H200: the 30 s budget and the timing after it fit
@@ -123,7 +123,6 @@ def test_paced_advice_rests_with_the_hooks_off_and_changes_no_result(torch, tmp_
     assert w["observing_share"] >= w["added_share"], w
     assert r["result"]["done"], r["notes"]
     assert r["calls_unhooked"] is True, r["notes"]
-    assert not any("could not be put back" in n for n in r["notes"]), r["notes"]
 
 
 def test_eager_program_on_its_own_stream(torch, tmp_path):
