@@ -35,6 +35,8 @@ AFTER_UNITS = 64
 # unit no longer comes): the per-call hooks come off only once it has ended.
 AFTER_CALLS_MAX = 200_000
 AFTER_S_MAX = 120.0
+# A rest's gate stays closed this long at most (a rest of the H200's server loop: ~0.3 s).
+REST_GATE_MAX_S = 10.0
 #: Under a launcher other than torchrun, how long the warm-up waits for the program's process
 #: group (whose store the ranks meet at) before each rank goes on alone.
 TEAM_WAIT_S = 30.0
@@ -856,7 +858,9 @@ class Watcher:
         if (self.rest_hooks is None or self.team is not None or not self.rest_s
                 or r["units"] < 3 * tail):
             return
-        off_s = (r["units"] - tail) * self.rest_s
+        # a program slower in the newest rests (idle) than now would keep the gate closed
+        # long past its units: at most REST_GATE_MAX_S, then counted as any rest
+        off_s = min((r["units"] - tail) * self.rest_s, REST_GATE_MAX_S)
         r.update(units=tail, unhooked=True)
         self.rest_hooks[0]()
         t = threading.Timer(off_s, self._rehook_rest, args=(r,))
