@@ -399,7 +399,7 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     program no longer reach l2persist at all."""
     w = Watcher(Options(mode="advise"))
     w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,      # still timing
-                                 "since": time.perf_counter()}
+                                 "since": time.perf_counter(), "calls": 0}
     fake = _fake_torch(monkeypatch, w)
     cuda = fake.cuda
     CUDAGraph, Stream, Event = cuda.CUDAGraph, cuda.Stream, cuda.Event
@@ -449,7 +449,7 @@ def test_the_after_decision_timing_gives_up_when_the_unit_stops_coming(monkeypat
     w = Watcher(Options(mode="advise"))
     w.unit = ("replay", "k1-none")
     w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,
-                                 "since": time.perf_counter()}
+                                 "since": time.perf_counter(), "calls": 0}
     undone = []
     w.unhook_calls = lambda: undone.append(1) or []
     monkeypatch.setattr(live_mod, "AFTER_CALLS_MAX", 50)

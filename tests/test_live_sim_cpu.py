@@ -492,13 +492,7 @@ def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, que
     the uncounted part left (checked by mutation: without the drain it read several times
     that). In a team (ranks count the same calls) or before a rate is known, a rest stays
     hooked."""
-    world.gain = 1.25
-    if queued:
-        _queued(world)
-        _paying_host(world, 30e-6, 5e-6)      # the host: 30-35 us a replay; the GPU: 140 us
-    else:
-        _paying_host(world, 100e-6, 20e-6)
-    w = _watcher(block_units=20, max_overhead=0.03)
+    w = _paced_world(world, queued)
     if queued:
         install = w._install
 
@@ -757,6 +751,18 @@ def test_the_watchers_own_cost_counts_the_gpu_where_the_host_runs_ahead(world):
     assert 0.85 < wc["ratio"] < 1.2, wc
 
 
+def _paced_world(world, queued: bool):
+    """The paced watcher's usual world: a table window that pays 1.25x, a host that pays for
+    recording (host-bound) or, queued, a GPU that runs behind a host that barely does."""
+    world.gain = 1.25
+    if queued:
+        _queued(world)
+        _paying_host(world, 30e-6, 5e-6)      # the host: 30-35 us a replay; the GPU: 140 us
+    else:
+        _paying_host(world, 100e-6, 20e-6)
+    return _watcher(block_units=20, max_overhead=0.03)
+
+
 def _queued(world):
     """The GPU runs behind the host: a kernel starts when the one before it ends."""
     clock = world.clock
@@ -775,13 +781,7 @@ def test_settled_blocks_read_the_truth(world, unit, queued):
     in the block). Every block's GPU time is that of the kernels launched in it. (Fails with
     the graph taken off the settle's list before the check, and without the settle's
     synchronization: both checked by mutation.)"""
-    world.gain = 1.25
-    if queued:
-        _queued(world)
-        _paying_host(world, 30e-6, 5e-6)      # the host: 30-35 us a replay; the GPU: 140 us
-    else:
-        _paying_host(world, 100e-6, 20e-6)
-    w = _watcher(block_units=20, max_overhead=0.03)
+    w = _paced_world(world, queued)
     g, rare = ProgramGraph(), ProgramGraph()  # rare: every 5th iteration (the settle waits)
     bare = ProgramGraph()                     # no buffer: never windowed, so never renewed
     bare.bare = True                          # by a window change (every 3rd iteration)

@@ -253,8 +253,8 @@ class Watcher:
         # Python (H200: the server loop 2.5 % slower after the decision while hooked).
         self.unhook_calls = None
         self.calls_unhooked = False
-        # Set by the bootstrap too: (off, on), the per-call hooks taken off and put back
-        # around a rest's uncounted part (each returns the names it could not change)
+        # Set by the bootstrap too: (close, open), the per-call hooks' gate, closed for a
+        # rest's uncounted part (_rest_unhooked)
         self.rest_hooks = None
         self.rest_s = None                         # unrecorded wall per unit, newest rests
         self.rest_timer = None
@@ -551,7 +551,7 @@ class Watcher:
         (after the decision), beside the same arm's recorded blocks: the watcher's own cost to
         the program, measured in the program (the summary's ``watch_cost``)."""
         a = self._after
-        a["calls"] = a.get("calls", 0) + 1
+        a["calls"] += 1
         if a["calls"] > AFTER_CALLS_MAX or time.perf_counter() - a["since"] > AFTER_S_MAX:
             # the unit stopped coming (a new shape captured, the program idle): no figure,
             # and the hooks must not stay on for it
@@ -1068,7 +1068,8 @@ class Watcher:
         self.state = "done"
         # What watching cost: the final arm's units are timed again, unrecorded, once decided.
         self._after = {"need": max(AFTER_UNITS, 8 * self.units_per_block), "units": 0,
-                       "t0": None, "since": time.perf_counter()} if self.unit else None
+                       "t0": None, "since": time.perf_counter(), "calls": 0} \
+            if self.unit else None
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.activity = False      # nothing records now: no replay needs a flag (a lookup each)
