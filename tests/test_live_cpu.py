@@ -330,10 +330,15 @@ def test_rest_units_binding():
     assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4) == (15 * 50, True)
     assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_overhead=0.0) == (0, False)
     assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_rest_ratio=2) == (100, True)
+    # the hooks' share comes off the bound: longer rests, as for a bound that much lower
+    hooked = _core.live_rest_units(50, 5e-4, 1e-4, 1.05e-4, hooks_share=0.004)
+    assert hooked == _core.live_rest_units(50, 5e-4, 1e-4, 1.05e-4, max_overhead=0.006)
+    assert hooked[0] > r
     for kw, words in (({"units": 0}, "units"), ({"units": 5, "max_overhead": 0.6},
                                                  "max_overhead"),
                       ({"units": 5, "max_rest_ratio": 65}, "max_rest_ratio"),
-                      ({"units": 5, "rest_s": float("nan")}, "rest_s")):
+                      ({"units": 5, "rest_s": float("nan")}, "rest_s"),
+                      ({"units": 5, "hooks_share": -0.1}, "hooks_share")):
         with pytest.raises(ValueError, match=words):
             _core.live_rest_units(**kw)
 

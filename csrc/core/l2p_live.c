@@ -306,11 +306,23 @@ static double rank_key(const l2p_live_target *t, size_t l2_bytes)
     return t->weight * fmin(1.0, small > 0 ? (double)t->bytes / small : 1.0);
 }
 
+/* What the switch and the blocks may add: max_overhead less what the hooks already take,
+ * a quarter of it at least (hooks that take it all must not stop the pace: the rests still
+ * hide the switches and the recording as far as the cap lets them). */
+static double watching_bound(double max_overhead, double hooks_share)
+{
+    if (!(isfinite(hooks_share) && hooks_share > 0)) return max_overhead;
+    double left = max_overhead - hooks_share;
+    return left > max_overhead / 4 ? left : max_overhead / 4;
+}
+
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
-                           double max_overhead, size_t max_rest_ratio, size_t cycle, int *capped)
+                           double max_overhead, double hooks_share, size_t max_rest_ratio,
+                           size_t cycle, int *capped)
 {
     if (capped) *capped = 0;
     if (!(max_overhead > 0) || units == 0) return 0;
+    max_overhead = watching_bound(max_overhead, hooks_share);
     size_t cap = units * max_rest_ratio;
     size_t measure = units < cap ? units : cap; /* one block's worth: a pair to measure */
     if (!(isfinite(rest_s) && rest_s > 0 && isfinite(block_s) && block_s > 0 &&

@@ -130,10 +130,14 @@ l2p_status l2p_live_finish(l2p_live *s);
  * is not finite and positive). Where nothing needs a rest, every L2P_LIVE_REMEASURE-th cycle
  * (`cycle`, counted from 0) still gets one block's worth: a noisy pair that said "free" must
  * not stop the measuring for good. `capped` (may be NULL) is set to 1 where the bound needed
- * more than max_rest_ratio blocks' worth (it is out of reach on this program), else 0. */
+ * more than max_rest_ratio blocks' worth (it is out of reach on this program), else 0.
+ * max_overhead bounds all that observing costs: `hooks_share` is the share of the wall time
+ * the watcher's per-call hooks already take (measured in the program: they are paid in rests
+ * and blocks alike, so no rest hides them; NaN or 0: none known), and the switch and the
+ * blocks get what is left, a quarter of max_overhead at least. */
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
-                           double max_overhead, size_t max_rest_ratio, size_t cycle,
-                           int *capped);
+                           double max_overhead, double hooks_share, size_t max_rest_ratio,
+                           size_t cycle, int *capped);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
  * per set-aside level (a quarter, half and all of persisting_max, on the granule) a

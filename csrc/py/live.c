@@ -297,7 +297,7 @@ L2P_DEFINE_FN(live_defaults_fn, l2p_no_args, live_defaults_impl, "live_defaults"
 
 typedef struct {
     long long units;
-    l2p_opt switch_s, rest_s, block_s, max_overhead, max_rest_ratio;
+    l2p_opt switch_s, rest_s, block_s, max_overhead, max_rest_ratio, hooks_share;
     long long cycle;
 } rest_args;
 
@@ -317,12 +317,13 @@ static PyObject *live_rest_units_impl(PyObject *m, const void *args)
     int capped = 0;
     size_t units = l2p_live_rest_units(opt_time(a->switch_s), opt_time(a->rest_s),
                                        opt_time(a->block_s), (size_t)a->units, o.max_overhead,
-                                       o.max_rest_ratio, (size_t)a->cycle, &capped);
+                                       opt_time(a->hooks_share), o.max_rest_ratio,
+                                       (size_t)a->cycle, &capped);
     return Py_BuildValue("(nO)", (Py_ssize_t)units, capped ? Py_True : Py_False);
 }
 L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_units",
               "How many units the watcher lets run unrecorded before its next block so that "
-              "watching adds at most max_overhead of the program's wall time "
+              "observing (watching and the hooks) adds at most max_overhead of the program's wall time "
               "(l2p_live_rest_units), and whether the bound needed more than max_rest_ratio "
               "blocks' worth (capped: out of reach on this program). Times in seconds (rest_s "
               "and block_s per unit); a time not known yet (None) gives one block's worth. "
@@ -343,7 +344,11 @@ L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_un
                         .doc = "rest units per block unit at most"),
               L2P_PARAM(rest_args, cycle, L2P_P_INT, .lo = 0, .hi = LLONG_MAX, .ival = 1,
                         .what = "a count", .doc = "the cycle (from 0): every few still "
-                        "measure"));
+                        "measure"),
+              L2P_PARAM(rest_args, hooks_share, L2P_P_FLOAT, .flags = L2P_P_NONE, .flo = 0.0,
+                        .fhi = 1.0, .doc = "the share of the wall time the per-call hooks "
+                        "already take (None: not known): max_overhead bounds it and watching "
+                        "together"));
 
 static int have_search(void)
 {

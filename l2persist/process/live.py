@@ -810,9 +810,10 @@ class Watcher:
 
     def _rest_length(self) -> int:
         """Units to run unrecorded (CUPTI paused) under the next arm before its block, so that
-        watching (the switch and the block's recording) adds at most ``max_overhead`` of the
-        program's wall time: the core sizes it (l2p_live_rest_units) from the newest
-        rest-then-block pairs, which time the same arm unrecorded and recorded."""
+        observing (the switch and the block's recording, and the hooks on every call) adds at
+        most ``max_overhead`` of the program's wall time: the core sizes it
+        (l2p_live_rest_units) from the newest rest-then-block pairs, which time the same arm
+        unrecorded and recorded, and the hooks' share so far, which no rest hides."""
         pairs = []                           # the newest 16, scanned from the end
         for b in reversed(self.blocks):
             if len(pairs) == 16:
@@ -829,9 +830,13 @@ class Watcher:
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = self.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
+        # the hooks' own time so far (paid in rests and blocks alike): the bound is on both
+        elapsed = time.perf_counter() - self.search_t0
+        hooks = self.hook_ns / 1e9 / elapsed if self.hook_calls and elapsed > 0 else None
         units, capped = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
                                               max_overhead=self.o.max_overhead,
-                                              cycle=len(self.blocks))
+                                              cycle=len(self.blocks),
+                                              hooks_share=min(hooks, 1.0) if hooks else None)
         # the bound needed more than the cap: the summary says so rather than let it read as met
         self.rests_capped += capped
         return units

@@ -111,7 +111,7 @@ class Config:
 # capped search about 1.6 times as long: the budgets leave room, and with the warm-up and the
 # probe (counted in the advice's seconds) stay under the bar's 60 s.
 QUICK = Config(loop_s=60, grid_loop_s=5, repeats=1, warmup=0.5, block_ms=20, budget=55, top=3,
-               max_overhead=1.5)
+               max_overhead=1.0)
 FULL = Config(loop_s=80, grid_loop_s=8, repeats=3, warmup=1.0, block_ms=25, budget=56,
               top=None, max_overhead=1.0)
 

@@ -190,32 +190,42 @@ static void test_rest_units(void)
     /* a host-bound loop: 90 us per unit unwatched, 5 % more recorded, a 2 ms switch */
     double sw = 2e-3, rest = 90e-6, block = 94.5e-6;
     int capped = -1;
-    size_t n = 222, r = l2p_live_rest_units(sw, rest, block, n, 0.02, 64, 1, &capped);
+    size_t n = 222, r = l2p_live_rest_units(sw, rest, block, n, 0.02, NAN, 64, 1, &capped);
     CHECK(r > 0 && r < 64 * n && !capped);
     CHECK(watched_share(sw, rest, block, n, r) <= 0.02 + 1e-12);
     CHECK(watched_share(sw, rest, block, n, r - 1) > 0.02); /* the fewest that do */
     /* the ceiling binds: a 20 ms switch cannot be hidden in 9 blocks' worth, and says so */
-    CHECK(l2p_live_rest_units(20e-3, rest, block, n, 0.01, 9, 1, &capped) == 9 * n && capped);
+    CHECK(l2p_live_rest_units(20e-3, rest, block, n, 0.01, NAN, 9, 1, &capped) == 9 * n &&
+          capped);
     /* a ceiling above the need is within reach; one below it binds, and says so */
     size_t above = (r + n - 1) / n, below = (r - 1) / n;
     CHECK(below > 0);
-    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, above, 1, &capped) == r && !capped);
-    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, below, 1, &capped) == below * n &&
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, NAN, above, 1, &capped) == r &&
+          !capped);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, NAN, below, 1, &capped) == below * n &&
           capped);
+    /* the hooks' share comes off the bound: watching gets the rest of it (the fewest rests
+     * that keep the switch and the block under 2 % - 0.5 %), a quarter of it at least */
+    size_t r_h = l2p_live_rest_units(sw, rest, block, n, 0.02, 0.005, 64, 1, NULL);
+    CHECK(r_h == l2p_live_rest_units(sw, rest, block, n, 0.015, NAN, 64, 1, NULL) && r_h > r);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, 0.019, 64, 1, NULL) ==
+          l2p_live_rest_units(sw, rest, block, n, 0.005, NAN, 64, 1, NULL));
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, 0.0, 64, 1, NULL) == r);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, INFINITY, 64, 1, NULL) == r);
     /* watching that costs nothing needs no rest; max_overhead 0 asks for none */
-    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, 9, 1, NULL) == 0);
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, NAN, 9, 1, NULL) == 0);
     /* ... except every L2P_LIVE_REMEASURE-th cycle, which still measures a pair */
-    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, 9, L2P_LIVE_REMEASURE, NULL) == n);
-    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.0, 9, L2P_LIVE_REMEASURE, NULL) == 0);
-    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.0, 9, 1, NULL) == 0);
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.01, NAN, 9, L2P_LIVE_REMEASURE, NULL) == n);
+    CHECK(l2p_live_rest_units(0.0, rest, rest, n, 0.0, NAN, 9, L2P_LIVE_REMEASURE, NULL) == 0);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.0, NAN, 9, 1, NULL) == 0);
     /* a recorded block that ran faster than the rest (noise) counts no excess */
-    CHECK(l2p_live_rest_units(0.0, rest, 0.9 * rest, n, 0.01, 9, 1, NULL) == 0);
+    CHECK(l2p_live_rest_units(0.0, rest, 0.9 * rest, n, 0.01, NAN, 9, 1, NULL) == 0);
     /* costs not known yet: one block's worth (capped), to go on measuring */
-    CHECK(l2p_live_rest_units(NAN, rest, block, n, 0.01, 9, 1, NULL) == n);
-    CHECK(l2p_live_rest_units(sw, 0.0, block, n, 0.01, 9, 1, NULL) == n);
-    CHECK(l2p_live_rest_units(sw, rest, INFINITY, n, 0.01, 9, 1, NULL) == n);
-    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.01, 0, 1, NULL) == 0);
-    CHECK(l2p_live_rest_units(sw, rest, block, 0, 0.01, 9, 1, NULL) == 0);
+    CHECK(l2p_live_rest_units(NAN, rest, block, n, 0.01, NAN, 9, 1, NULL) == n);
+    CHECK(l2p_live_rest_units(sw, 0.0, block, n, 0.01, NAN, 9, 1, NULL) == n);
+    CHECK(l2p_live_rest_units(sw, rest, INFINITY, n, 0.01, NAN, 9, 1, NULL) == n);
+    CHECK(l2p_live_rest_units(sw, rest, block, n, 0.01, NAN, 0, 1, NULL) == 0);
+    CHECK(l2p_live_rest_units(sw, rest, block, 0, 0.01, NAN, 9, 1, NULL) == 0);
     /* the options' checks */
     l2p_live_options o;
     l2p_live s;
