@@ -481,6 +481,26 @@ def test_the_call_hooks_come_off_once_nothing_needs_them(world):
     assert undone[-1] != "team" and w2.unhook_calls is not None
 
 
+def test_the_pace_is_given_the_hooks_share_so_far(monkeypatch):
+    """The pace bounds all that observing costs: the watcher hands the core (its one home) the
+    share of the search's wall the hooks took so far, none before a call was timed."""
+    w = _watcher()
+    w.units_per_block = 4
+    asked = []
+
+    def rest_units(*a, **k):
+        asked.append(k)
+        return 0, False
+    monkeypatch.setattr(live._core, "live_rest_units", rest_units)
+    w.search_t0 = time.perf_counter() - 2.0
+    w.hook_ns, w.hook_calls = 10_000_000, 1000          # 10 ms of hooks in 2 s of search
+    w._rest_length()
+    assert 0.0045 < asked[-1]["hooks_share"] <= 0.005, asked
+    w.hook_ns = w.hook_calls = 0
+    w._rest_length()
+    assert asked[-1]["hooks_share"] is None
+
+
 @pytest.mark.parametrize("queued", [False, True])
 def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, queued):
     """Each rest's units but its last block's worth run with the hooks' gate closed (the

@@ -311,7 +311,7 @@ static double rank_key(const l2p_live_target *t, size_t l2_bytes)
  * hide the switches and the recording as far as the cap lets them). */
 static double watching_bound(double max_overhead, double hooks_share)
 {
-    if (!(isfinite(hooks_share) && hooks_share > 0)) return max_overhead;
+    if (!(hooks_share > 0)) return max_overhead; /* NaN (not known) or none */
     double left = max_overhead - hooks_share;
     return left > max_overhead / 4 ? left : max_overhead / 4;
 }

@@ -72,9 +72,9 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         pct = 100 * _core.live_defaults()["max_overhead"]
         p.add_argument("--max-overhead", type=_positive("--max-overhead", 0, 50),
                        default=pct, metavar="PCT",
-                       help=f"what watching may add to the program's wall time while it "
-                            f"searches, in per cent: unrecorded rests between blocks keep it "
-                            f"there (0: record back to back, the fastest advice; default "
+                       help=f"what observing (watching and the hooks on every call) may add "
+                            f"to the program's wall time while it searches, in per cent: "
+                            f"unrecorded rests between blocks keep it there (0: record back to back, the fastest advice; default "
                             f"{pct:g})")
         p.add_argument("--report", default=None, help="write an HTML report here")
         p.add_argument("--json", default=None, help="write the watcher's whole result here")

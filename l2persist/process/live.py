@@ -59,8 +59,9 @@ class Options:
                                    # rests multiply the advice's time by up to ten: short blocks)
     block_units: int = 0           # fixed units per block (0: from block_s)
     min_gain: float | None = None  # None: the core's default (_core.live_defaults())
-    max_overhead: float | None = None  # watching's share of the wall time at most (None: the
-                                       # core's default; 0: record every block back to back)
+    max_overhead: float | None = None  # observing's share of the wall time at most (watching
+                                       # and the hooks; None: the core's default; 0: record
+                                       # every block back to back)
     exit_after: bool = False
     keep_hooks: bool = False   # the per-call hooks stay on after the decision (a tool that
                                # counts the program's calls: tools/search-cost)
