@@ -496,6 +496,11 @@ def test_the_pace_is_given_the_hooks_share_so_far(monkeypatch):
     w.hook_ns, w.hook_calls = 10_000_000, 1000          # 10 ms of hooks in 2 s of search
     w._rest_length()
     assert 0.0045 < asked[-1]["hooks_share"] <= 0.005, asked
+    # over the newest cycles, not since the start: 16 cycles later with no more hook time
+    # (rests gated), the share reads none of the first cycles' cost
+    w.hook_marks = [(time.perf_counter() - 1.0, w.hook_ns)] * 16
+    w._rest_length()
+    assert asked[-1]["hooks_share"] is None or asked[-1]["hooks_share"] < 1e-6, asked
     w.hook_ns = w.hook_calls = 0
     w._rest_length()
     assert asked[-1]["hooks_share"] is None
@@ -580,6 +585,36 @@ def _paying_host(world, base_s: float, recorded_s: float):
             pass
         rec(graph)
     world.replay = replay
+
+
+@pytest.mark.parametrize("taxed", [True, False])
+def test_what_trying_the_arms_costs_the_program_is_measured(world, taxed):
+    """Apart from observing, trying an arm costs the program what the arm does to it: here
+    (taxed) every set-aside of 16 MiB or more makes the host's replay 60 % slower, as the
+    tax on a program's other kernels does. The watcher sets each arm's unrecorded rests
+    against the baselines' pace: the costliest arm reads near 1.6x and the search paid for
+    it (0.07-0.11 of the search's wall on this CPU); where no arm costs anything, the figure
+    is near zero (this CPU's noise: -0.013 to 0.008, the worst arm up to 1.1x)."""
+    world.gain = 1.25
+    rec = world.replay
+
+    def replay(graph=None):
+        t = time.perf_counter() + 100e-6 * (1.6 if taxed and world.limit >= 16 * MIB else 1)
+        while time.perf_counter() < t:
+            pass
+        rec(graph)
+    world.replay = replay
+    w = _watcher(block_units=20, max_overhead=0.03)
+    run_program(world, w)
+    assert w.state == "done", w.notes
+    s = w.summary()["watching"]
+    if taxed:
+        assert 1.35 < s["exploring_worst"] < 1.75, s
+        assert 0.04 < s["exploring_share"] < 0.4, s
+    else:
+        assert abs(s["exploring_share"]) < 0.03 and s["exploring_worst"] < 1.25, s
+    from l2persist.process.report import summary_text
+    assert "exploring: the arms tried cost" in summary_text(w.summary())
 
 
 @pytest.mark.parametrize("max_overhead", [0.03, 0.0])

@@ -263,6 +263,7 @@ class Watcher:
                                                    # switched is not a hook's own time)
         self.hook_ns = 0                           # the search's calls that switched nothing:
         self.hook_calls = 0                        # their time in the watcher, their count
+        self.hook_marks = []                       # (time, hook_ns) at the newest cycles' ends
 
     # ---- the program's calls ---------------------------------------------------------------
 
@@ -831,9 +832,16 @@ class Watcher:
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = self.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
-        # the hooks' own time so far (paid in rests and blocks alike): the bound is on both
-        elapsed = time.perf_counter() - self.search_t0
-        hooks = self.hook_ns / 1e9 / elapsed if self.hook_calls and elapsed > 0 else None
+        # the hooks' own time over the newest cycles (as the pairs are): the bound is on both;
+        # the first rests run hooked until a rate is known, so a share since the start would
+        # stay high long after the gate took most of the hooks' cost away
+        now = time.perf_counter()
+        marks = self.hook_marks
+        marks.append((now, self.hook_ns))
+        del marks[:-17]
+        t0, ns0 = marks[0] if len(marks) > 1 else (self.search_t0, 0)
+        hooks = (self.hook_ns - ns0) / 1e9 / (now - t0) if self.hook_calls and now > t0 \
+            else None
         units, capped = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
                                               max_overhead=self.o.max_overhead,
                                               cycle=len(self.blocks),
@@ -972,7 +980,7 @@ class Watcher:
                "windows_ms_median": (statistics.median(self.windows_ms)
                                      if self.windows_ms else None),
                "record_cost": None, "added_share": None, "hooks_share": None,
-               "observing_share": None}
+               "observing_share": None, "exploring_share": None, "exploring_worst": None}
         # an unhooked rest counted only its tail: its units estimated at the tail's rate
         out["rest_units_total"] = round(sum(
             b.rest_units * max(1.0, (b.rest_wall_ns or b.rest_ns) / b.rest_ns)
@@ -996,6 +1004,7 @@ class Watcher:
         # observing costs the program, but for the hooks' outer frames and CUPTI attached,
         # which tools/search-cost measures against the program run plain)
         hooks = self.hook_ns / wall
+        out.update(self._exploring(rested, wall))
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
                    hooks_share=hooks, hook_us_per_call=(self.hook_ns / self.hook_calls / 1e3
                                                         if self.hook_calls else None),
@@ -1004,6 +1013,31 @@ class Watcher:
                    settle_units=sum(b.settle_units for b in done),
                    spanning_records=self.spanning)
         return out
+
+    @staticmethod
+    def _exploring(rested: list, wall: float) -> dict:
+        """What the arms tried cost the program beyond its own pace, which observing does not
+        count: each arm's rests (unrecorded, most of the search's wall) against the wall per
+        unit the two baselines' rests ran at. A set-aside that taxes the program's other
+        kernels makes every unit of its rests slower (the server's 37.5 MiB arms: up to 17 %,
+        H200 5d07e18), and the program pays it while the arm is tried. Net of the arms that
+        ran faster; wall time, so read it as a size: `exploring_share` of the search's wall,
+        and the costliest arm's rests per unit over the baselines' (`exploring_worst`)."""
+        rates: dict[int, list] = {}
+        walls: dict[int, float] = {}
+        for b in rested:
+            if b.rest_ns:
+                rates.setdefault(b.arm, []).append(b.rest_ns / b.rest_units)
+                walls[b.arm] = walls.get(b.arm, 0.0) + (b.rest_wall_ns or b.rest_ns)
+        base = rates.get(0, []) + rates.get(1, [])
+        if not base or not wall > 0:
+            return {"exploring_share": None, "exploring_worst": None}
+        pace = statistics.median(base)
+        over = {a: statistics.median(r) / pace for a, r in rates.items()}
+        # a rest's wall at the arm's rate, less what its units take at the baselines'
+        extra = sum(walls[a] * (1 - 1 / over[a]) for a in over if a not in (0, 1))
+        worst = max((v for a, v in over.items() if a not in (0, 1)), default=None)
+        return {"exploring_share": extra / wall, "exploring_worst": worst}
 
     def _next_block(self, stamp, arm=None):
         self.steps += 1

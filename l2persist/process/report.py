@@ -91,6 +91,13 @@ def summary_text(r: dict) -> str:
                          f"calls); observing in all {100 * w['observing_share']:.2f} %"
                          + ("; the hooks came off once decided" if r.get("calls_unhooked")
                             else ""))
+        if w.get("exploring_share") is not None:
+            lines.append(f"  exploring: the arms tried cost the program "
+                         f"{100 * w['exploring_share']:+.2f} % of the search's wall time beyond "
+                         f"the baselines' pace (their unrecorded rests' wall per unit"
+                         + (f"; the costliest arm's {w['exploring_worst']:.3f}x"
+                            if w.get("exploring_worst") else "")
+                         + "): what trying plans costs, apart from observing")
         if w.get("rests_unhooked"):
             lines.append(f"  hooks: {w['rests_unhooked']} of {w['rests']} rests ran with the "
                          f"call hooks off but for their last block's worth (counted, timed)")

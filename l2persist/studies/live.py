@@ -441,6 +441,9 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # watch_added), and the two together: what observing cost the program while advising
         "hooks_share": _num(watching.get("hooks_share")),
         "observing_share": _num(watching.get("observing_share")),
+        # what the arms tried cost the program beyond the baselines' pace (their rests' wall
+        # per unit): trying plans, apart from observing; no bar (a size, wall time)
+        "exploring_share": _num(watching.get("exploring_share")),
         "record_cost": _num(watching.get("record_cost")),
         "recorded_share": _num(watching.get("recorded_share")),
         "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
@@ -538,7 +541,8 @@ def bars(res) -> list:
 COLUMNS = [("program", "program"), ("iters", "iters"), ("verdict", "verdict"),
            ("plan", "plan"), ("advise_speedup", "advise"), ("advice_s", "advice s"),
            ("switch_ms_median", "switch ms"), ("watch_added", "watching added"),
-           ("observing_share", "observing (+ hooks)"), ("verify_speedup", "verify"),
+           ("observing_share", "observing (+ hooks)"), ("exploring_share", "arms' cost"),
+           ("verify_speedup", "verify"),
            ("verify_rc", "verify rc"), ("grid_points", "grid plans"),
            ("grid_gain", "grid best gain"), ("vs_grid", "of grid best"),
            ("advise_overhead", "advise wall / plain"), ("apply_overhead", "apply wall / plain"),
@@ -557,7 +561,10 @@ def _watching_text(r: dict) -> str:
             f"recording {_f(r.get('record_cost'), '{:+.1%}')} per unit)"
             + ("" if "observing_share" not in r else
                f", the hooks on every call {_f(r.get('hooks_share'), '{:.2%}')}: observing "
-               f"{_f(r.get('observing_share'), '{:.2%}')} in all"))
+               f"{_f(r.get('observing_share'), '{:.2%}')} in all")
+            + ("" if r.get("exploring_share") is None else
+               f"; the arms tried cost the program {_f(r['exploring_share'], '{:+.2%}')} of "
+               f"the search's wall beyond the baselines' pace"))
 
 
 def findings(res) -> list:
