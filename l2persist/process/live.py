@@ -687,6 +687,7 @@ class Watcher:
             _core.live_begin(len(self.arms), min_gain=self.o.min_gain)
         self.state = "search"
         self.search_t0 = time.perf_counter()
+        self.hook_marks = [(self.search_t0, self.hook_ns)]
         self._next_block(now)
 
     def _note_ungraphed(self):
@@ -815,7 +816,8 @@ class Watcher:
         observing (the switch and the block's recording, and the hooks on every call) adds at
         most ``max_overhead`` of the program's wall time: the core sizes it
         (l2p_live_rest_units) from the newest rest-then-block pairs, which time the same arm
-        unrecorded and recorded, and the hooks' share so far, which no rest hides."""
+        unrecorded and recorded, and the hooks' share of the newest sixteen cycles' wall,
+        which a rest hides only where it runs with their gate closed."""
         pairs = []                           # the newest 16, scanned from the end
         for b in reversed(self.blocks):
             if len(pairs) == 16:
@@ -1004,7 +1006,7 @@ class Watcher:
         # observing costs the program, but for the hooks' outer frames and CUPTI attached,
         # which tools/search-cost measures against the program run plain)
         hooks = self.hook_ns / wall
-        out.update(self._exploring(rested, wall))
+        out.update(self._exploring(done, wall))
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
                    hooks_share=hooks, hook_us_per_call=(self.hook_ns / self.hook_calls / 1e3
                                                         if self.hook_calls else None),
@@ -1015,28 +1017,32 @@ class Watcher:
         return out
 
     @staticmethod
-    def _exploring(rested: list, wall: float) -> dict:
+    def _exploring(done: list, wall: float) -> dict:
         """What the arms tried cost the program beyond its own pace, which observing does not
-        count: each arm's rests (unrecorded, most of the search's wall) against the wall per
-        unit the two baselines' rests ran at. A set-aside that taxes the program's other
-        kernels makes every unit of its rests slower (the server's 37.5 MiB arms: up to 17 %,
-        H200 5d07e18), and the program pays it while the arm is tried. Net of the arms that
-        ran faster; wall time, so read it as a size: `exploring_share` of the search's wall,
-        and the costliest arm's rests per unit over the baselines' (`exploring_worst`)."""
+        count: the wall per unit of each arm's unrecorded rests against the two baselines'
+        rests, applied to all the wall the arm ran (its rests, settles and blocks). A set-aside
+        that taxes the program's other kernels makes every unit under it slower (the server's
+        37.5 MiB arms' rests: about 12 % over the baselines', H200 5d07e18), and the program
+        pays that while the arm is tried. Net of the arms that ran faster; wall time, so read
+        it as a size: `exploring_share` of the search's wall (None until some candidate arm
+        has rested), and `exploring_worst`, the costliest arm's ratio among those with two
+        rests or more (one rest's median is one sample)."""
         rates: dict[int, list] = {}
         walls: dict[int, float] = {}
-        for b in rested:
-            if b.rest_ns:
+        for b in done:
+            if b.rest_units and b.rest_ns:
                 rates.setdefault(b.arm, []).append(b.rest_ns / b.rest_units)
-                walls[b.arm] = walls.get(b.arm, 0.0) + (b.rest_wall_ns or b.rest_ns)
+            walls[b.arm] = walls.get(b.arm, 0.0) + (b.rest_wall_ns or b.rest_ns) \
+                + (b.end - b.start) + b.settle_ns
         base = rates.get(0, []) + rates.get(1, [])
-        if not base or not wall > 0:
+        tried = [a for a in rates if a not in (0, 1)]
+        if not base or not tried or not wall > 0:
             return {"exploring_share": None, "exploring_worst": None}
         pace = statistics.median(base)
-        over = {a: statistics.median(r) / pace for a, r in rates.items()}
-        # a rest's wall at the arm's rate, less what its units take at the baselines'
-        extra = sum(walls[a] * (1 - 1 / over[a]) for a in over if a not in (0, 1))
-        worst = max((v for a, v in over.items() if a not in (0, 1)), default=None)
+        over = {a: statistics.median(rates[a]) / pace for a in tried}
+        # the wall each arm ran, less what its units take at the baselines' pace
+        extra = sum(walls[a] * (1 - 1 / over[a]) for a in tried)
+        worst = max((over[a] for a in tried if len(rates[a]) >= 2), default=None)
         return {"exploring_share": extra / wall, "exploring_worst": worst}
 
     def _next_block(self, stamp, arm=None):
