@@ -132,9 +132,9 @@ l2p_status l2p_live_finish(l2p_live *s);
  * not stop the measuring for good. `capped` (may be NULL) is set to 1 where the bound needed
  * more than max_rest_ratio blocks' worth (it is out of reach on this program), else 0.
  * max_overhead bounds all that observing costs: `hooks_share` is the share of the wall time
- * the watcher's per-call hooks already take (measured in the program: they are paid in rests
- * and blocks alike, so no rest hides them; NaN or 0: none known), and the switch and the
- * blocks get what is left, a quarter of max_overhead at least. */
+ * the watcher's per-call hooks already take (measured in the program: paid in blocks and in
+ * the rests' hooked parts, which a longer rest does not hide; NaN or 0: none known), and the
+ * switch and the blocks get what is left, a quarter of max_overhead at least. */
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
                            double max_overhead, double hooks_share, size_t max_rest_ratio,
                            size_t cycle, int *capped);

@@ -323,9 +323,9 @@ static PyObject *live_rest_units_impl(PyObject *m, const void *args)
 }
 L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_units",
               "How many units the watcher lets run unrecorded before its next block so that "
-              "observing (watching and the hooks) adds at most max_overhead of the program's wall time "
-              "(l2p_live_rest_units), and whether the bound needed more than max_rest_ratio "
-              "blocks' worth (capped: out of reach on this program). Times in seconds (rest_s "
+              "observing (watching and the hooks) adds at most max_overhead of the program's "
+              "wall time (l2p_live_rest_units), and whether the bound needed more than "
+              "max_rest_ratio blocks' worth (capped: out of reach on this program). Times in seconds (rest_s "
               "and block_s per unit); a time not known yet (None) gives one block's worth. "
               "Options left None take the core's defaults (live_defaults()).",
               "tuple[int, bool]",

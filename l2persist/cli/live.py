@@ -74,8 +74,8 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
                        default=pct, metavar="PCT",
                        help=f"what observing (watching and the hooks on every call) may add "
                             f"to the program's wall time while it searches, in per cent: "
-                            f"unrecorded rests between blocks keep it there (0: record back to back, the fastest advice; default "
-                            f"{pct:g})")
+                            f"unrecorded rests between blocks keep it there (0: record back "
+                            f"to back, the fastest advice; default {pct:g})")
         p.add_argument("--report", default=None, help="write an HTML report here")
         p.add_argument("--json", default=None, help="write the watcher's whole result here")
     if prog == "advise":

@@ -834,7 +834,7 @@ class Watcher:
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = self.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
-        # the hooks' own time over the newest cycles (as the pairs are): the bound is on both;
+        # the hooks' own time over the newest sixteen cycles: the bound is on both;
         # the first rests run hooked until a rate is known, so a share since the start would
         # stay high long after the gate took most of the hooks' cost away
         now = time.perf_counter()

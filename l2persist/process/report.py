@@ -106,8 +106,7 @@ def summary_text(r: dict) -> str:
                          f"({w['max_rest_ratio']} blocks' worth): the "
                          f"{100 * w['max_overhead']:g} % bound is out of reach on this "
                          f"program without longer advice (the switches and the recorded units "
-                         f"cost more than the rests can hide, beside the hooks on every call, "
-                         f"which no rest hides)")
+                         f"cost more than the rests can hide, beside the hooks on every call)")
         if w.get("switch_work_ms_median") is not None:
             lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
                          f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
