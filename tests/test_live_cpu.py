@@ -195,7 +195,7 @@ def test_apply_report_says_what_matched_and_what_was_put_back():
     text = bootstrap.apply_report(w)
     assert "set-aside 3145728 bytes; 2 graph(s) windowed (2 window(s))" in text
     assert "1 graph(s) captured that the plan does not know" in text and "k4-new" in text
-    assert "1 plan window(s) found no graph: k9-zz" in text
+    assert "1 plan window(s) found no graph or launch: k9-zz" in text
     assert "put back" not in text                      # nothing restored: not said
     w.restored = 0
     assert "set-aside put back to 0 bytes, as the program found it" in bootstrap.apply_report(w)

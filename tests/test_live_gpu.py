@@ -126,15 +126,43 @@ def test_paced_advice_rests_with_the_hooks_off_and_changes_no_result(torch, tmp_
 
 
 def test_eager_program_on_its_own_stream(torch, tmp_path):
-    plain = _plain("eager_stream.py", tmp_path / "plain.json", "--iters", "20000")
+    """Its kernels run eagerly on a PyTorch pool stream (not the current one): timed there,
+    windowed through that stream (streams.py), the plan applied and verified; its results
+    bit-identical under advise, apply and verify."""
+    iters = "150000"      # ~30 s on an H100 or H200: the search decides within it
+    plain = _plain("eager_stream.py", tmp_path / "plain.json", "--iters", iters)
     _, r, plan, _ = _advise("eager_stream.py", tmp_path / "advised.json", tmp_path,
-                            "--iters", "20000")
+                            "--iters", iters)
     assert json.loads((tmp_path / "advised.json").read_text()) == plain
     assert r["unit"] == ["sync"]
     assert r["graphs"] == []
     # Its kernels were timed where they ran (its own stream): GPU time per unit is not nothing.
     per = r["per_arm"]["1"]["gpu_ms_per_unit"]
     assert min(per) > 0.005, per
+    # Its launches were logged in the probe: the recurring ones on its pool stream are places
+    # for windows (set as that stream's attribute), its table and input among the targets.
+    e = r["eager"]
+    assert e["groups"] and e["streams_left_alone"] == [], e
+    assert {g["stream"] for g in e["groups"]} == {e["groups"][0]["stream"]} != {0}, e
+    big = [t for t in r["targets"] if t["bytes"] >= r["device"]["l2_bytes"] // 2]
+    assert len(big) >= 2, r["targets"]          # the 0.6 L2 table and the 1.5 L2 input
+    assert any(w.get("stream") == "launch" for a in r["arms"] for w in a["windows"]), r["arms"]
+    # every window set on the program's stream was put back at its exit
+    assert e["streams_set"] and e["restored"] is True, (e, r["notes"])
+    doc = json.loads(plan.read_text())
+    assert r["result"]["done"], r["notes"]
+    plain = _plain("eager_stream.py", tmp_path / "plain2.json", "--iters", "20000")
+    # apply: the plan's stream windows matched in the new process, results unchanged
+    a = _run(["-m", "l2persist", "apply", str(plan), "--", sys.executable,
+              *_program("eager_stream.py", tmp_path / "applied.json", "--iters", "20000")])
+    assert a.returncode == 0, a.stderr[-3000:]
+    assert json.loads((tmp_path / "applied.json").read_text()) == plain
+    if any(w.get("stream") for w in doc["windows"]):
+        assert "stream window(s) set" in a.stderr and "found no graph" not in a.stderr, a.stderr
+    v = _run(["-m", "l2persist", "verify", str(plan), *FAST, "--", sys.executable,
+              *_program("eager_stream.py", tmp_path / "verified.json", "--iters", "20000")])
+    assert v.returncode in (0, 1), v.stderr[-3000:]
+    assert json.loads((tmp_path / "verified.json").read_text()) == plain
 
 
 def test_apply_refuses_another_gpu(torch, tmp_path):

@@ -28,6 +28,7 @@ from l2persist.process import torch as process_torch
 MIB = 1 << 20
 TABLE = 0x7F00_0000_0000          # the graph's table (the target a window should cover)
 SMALL = 0x7F10_0000_0000
+EAGER_IN = 0x7F20_0000_0000       # what the eager kernel reads once (a streaming window's target)
 KERNELS = [(0, "k_gather", (128, 1, 1), (256, 1, 1), 0, 2),
            (1, "k_other", (64, 1, 1), (128, 1, 1), 0, 1)]
 
@@ -69,6 +70,13 @@ class World:
         self.hooked = True                # the program's calls reach the watcher
         self.unseen = 0                   # replays while they did not
         self.switches = []                # the hooks' states set, in order
+        # eager launches: the launch log (CUPTI's callbacks) and the streams' windows
+        self.eager_gain = 1.0             # k_eager's speedup under a streaming window on EAGER_IN
+        self.logging = False
+        self.log_fails = False            # another CUPTI subscriber: the log cannot begin
+        self.logged = []                  # the streams of the eager launches logged
+        self.stream_win = {}              # stream handle -> its window (None: none)
+        self.stream_sets = []             # (handle, window) in the order they were set
 
     def instantiated(self, graph=None):
         """The graph was instantiated again (its windows changed): a fresh executable."""
@@ -116,9 +124,16 @@ class World:
                 self.last_start[key] = t
                 self.records.append((start, t + d_rec, name))
 
-    def eager(self):
-        """One eager kernel (the program's own stream), 50 us."""
+    def eager(self, stream=0):
+        """One eager kernel on ``stream``, 50 us; faster by eager_gain under a streaming window
+        on its input set on that stream."""
         d = 50_000 * (1 + self.rng.gauss(0, 0.01))
+        w = self.stream_win.get(stream)
+        if (w is not None and w.hit_prop == "streaming" and
+                w.base <= EAGER_IN < w.base + w.nbytes):
+            d /= self.eager_gain
+        if self.logging:
+            self.logged.append(stream)
         t = self.clock()
         self.last_end = max(self.last_end, t + int(d))
         if self.collecting and self.recording:
@@ -227,6 +242,45 @@ def world(monkeypatch):
     monkeypatch.setattr(live, "_window", lambda base, nbytes, hit, hp, mp: types.SimpleNamespace(
         base=base, nbytes=nbytes, hit_ratio=hit, hit_prop=hp, miss_prop=mp))
     monkeypatch.setattr(live, "_capturing", lambda: w.captures_open > 0)
+
+    def log_begin(device):
+        if w.log_fails:
+            raise RuntimeError("CUPTI: another subscriber holds the callbacks")
+        assert not w.logging, "the launch log was begun twice"
+        w.logging, w.logged = True, []
+
+    def log_take(offers, discard=False):
+        if not w.logging:
+            if discard:
+                return None
+            raise RuntimeError("launch log: not logging")
+        w.logging = False
+        if discard:
+            return None
+        kernels = [(i, "k_eager", (256, 1, 1), (256, 1, 1), 0, 2, h)
+                   for i, h in enumerate(w.logged)]
+        uses = [(i, 0, 0, EAGER_IN, 0) for i in range(len(w.logged))]
+        return kernels, [(EAGER_IN, 64 * MIB, 0)], uses, 0
+
+    class Stream:                  # l2persist.Stream(wrap=...): the watcher's stream windows
+        def __init__(self, wrap):
+            self.h = int(wrap)
+
+        @property
+        def access_policy_window(self):
+            return w.stream_win.get(self.h)
+
+        @access_policy_window.setter
+        def access_policy_window(self, win):
+            assert w.captures_open == 0, "a stream's window was set while a capture was open"
+            w.stream_win[self.h] = win
+            w.stream_sets.append((self.h, win))
+
+        def close(self):
+            pass
+    monkeypatch.setattr(core, "_launch_log_begin", log_begin)
+    monkeypatch.setattr(core, "_launch_log_take", log_take)
+    monkeypatch.setattr(core, "Stream", Stream)
     return w
 
 
@@ -383,7 +437,9 @@ def test_nothing_is_switched_while_the_program_captures(world):
 
 def test_an_eager_program_is_recorded_from_the_probe_on(world):
     """No graph at all: the records wait through the warm-up and the probe turns them on (it
-    would weigh nothing, and the search would stop for want of records, if it did not)."""
+    would weigh nothing, and the search would stop for want of records, if it did not). Here
+    the launch log cannot begin (another CUPTI subscriber): no window reaches the kernels."""
+    world.log_fails = True
     w = _watcher()
     while w.state not in ("done", "off"):
         w.point("sync")
@@ -394,8 +450,114 @@ def test_an_eager_program_is_recorded_from_the_probe_on(world):
     s = w.summary()
     assert s["ungraphed"]["share"] == 1.0 and s["ungraphed"]["heaviest"] == ["k_eager"]
     assert any("no captured graph holds" in n and "k_eager" in n for n in w.notes), w.notes
+    assert any("eager launches not logged" in n for n in w.notes), w.notes
     per = s["per_arm"]
     assert per and all(min(d["gpu_ms_per_unit"]) > 0 for d in per.values())
+
+
+def _eager_program(world, w, stream=0, calls=3_000_000):
+    """An eager program: one kernel on ``stream`` and a synchronization per iteration."""
+    for _ in range(calls):
+        w.point("sync")
+        if w.state in ("done", "off") or (w.o.mode == "apply" and
+                                          w.apply_log.get("over")):
+            break
+        world.eager(stream)
+
+
+def test_an_eager_kernel_gets_a_stream_window_the_world_rewards(world, tmp_path):
+    """The probe's launch log finds the eager kernel's input on the legacy default stream; a
+    streaming window on it, set as the stream's attribute, is what this world rewards, and
+    advise picks it. The plan names it by the launch ("stream": "launch"); verify finds it
+    again in a fresh watcher's log; at the end the stream's own window is back."""
+    import json
+    world.eager_gain = 1.25
+    w = _watcher()
+    _eager_program(world, w)
+    assert w.state == "done", w.notes
+    r = w.result
+    assert r["helps"] and r["winner"] >= 2, (r, w.notes)
+    assert 1.15 < r["speedup"] < 1.35, r
+    win = world.stream_win.get(0)
+    assert win is not None and win.hit_prop == "streaming" and win.base == EAGER_IN
+    assert not world.logging, "the launch log was left on after the probe"
+    plan = w.make_plan()
+    assert [e.get("stream") for e in plan["windows"]] == ["launch"], plan["windows"]
+    assert plan["windows"][0]["hit_prop"] == "streaming"
+    assert w.summary()["ungraphed"]["share"] == 0.0    # the eager kernel is windowable
+    w.restore()
+    assert world.stream_win[0] is None, "the stream's own window was not put back"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    world.stream_win.clear()
+    v = _watcher(mode="verify")
+    v.load_plan(str(path))
+    _eager_program(world, v)
+    assert v.state == "done" and v.result["helps"], (v.result, v.notes)
+    assert v.arms[2]["windows"], "verify's plan arm found no stream window"
+    v.restore()
+    assert world.stream_win[0] is None
+
+
+def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_path,
+                                                                     monkeypatch):
+    """apply with a stream window in its plan: the program's calls are watched only until a
+    logged launch matched it; the window is then set on that launch's stream (no capture open),
+    the log is off and the call hooks come off; restore puts the stream's window back."""
+    import json
+    world.eager_gain = 1.25
+    w = _watcher()
+    _eager_program(world, w)
+    plan = w.make_plan()
+    w.restore()
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    world.stream_win.clear()
+    monkeypatch.setattr(live, "APPLY_LOG_S", 0.005)
+    a = _watcher(mode="apply")
+    a.load_plan(str(path))
+    assert a.wants_calls()
+    unhooked = []
+    a.unhook_calls = lambda: unhooked.append(True) or []
+    a.device = l2persist.Device(0)
+    _eager_program(world, a, calls=200_000)
+    assert a.apply_log.get("over") and unhooked == [True], a.notes
+    assert not world.logging
+    win = world.stream_win.get(0)
+    assert win is not None and win.base == EAGER_IN and win.hit_prop == "streaming"
+    assert plan["windows"][0].get("_applied") is None and \
+        a.plan_doc["windows"][0]["_applied"] == 1
+    a.restore()
+    assert world.stream_win[0] is None
+
+
+def test_a_stream_the_program_made_itself_gets_no_window(world):
+    """Eager launches on a stream that is neither a default stream nor PyTorch's pool (the
+    program may destroy it): not a target, nothing set on it, and advise says so."""
+    world.eager_gain = 1.25
+    w = _watcher()
+    _eager_program(world, w, stream=0x5EED)
+    assert w.state == "done", w.notes
+    assert not w.result["helps"], w.result
+    assert world.stream_sets == []
+    assert any("stream(s) the program made itself" in n for n in w.notes), w.notes
+
+
+def test_a_capture_suspends_the_stream_windows(world):
+    """A captured kernel node copies its stream's window: while the program captures, the
+    watcher's stream windows are off, and back once the capture has ended."""
+    world.eager_gain = 1.25
+    w = _watcher()
+    _eager_program(world, w)
+    assert world.stream_win.get(0) is not None
+    w.capture_begin()
+    assert world.stream_win[0] is None
+    world.captures_open += 1
+    world.captures_open -= 1
+    w.capture_end(ProgramGraph())
+    assert world.stream_win[0] is not None and world.stream_win[0].base == EAGER_IN
+    w.restore()
+    assert world.stream_win[0] is None
 
 
 def test_a_graph_the_program_dropped_is_no_target(world):

@@ -461,6 +461,9 @@ const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS] = {
     [L2P_LIVE_W_NODES] = {.name = "nodes", .kind = L2P_LIVE_F_INTS, .lo = 0, .hi = NODE_POS_MAX,
                           .min_items = 1, .max_items = L2P_LIVE_PLAN_MAX_NODES,
                           .expect = "a non-empty list of node positions"},
+    [L2P_LIVE_W_STREAM] = {.name = "stream", .kind = L2P_LIVE_F_TEXT,
+                           .flags = L2P_LIVE_F_EXACT | L2P_LIVE_F_NULL | L2P_LIVE_F_SHOW,
+                           .text = "launch"},
 };
 
 const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS] = {

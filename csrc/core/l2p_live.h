@@ -176,7 +176,10 @@ int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned pa
  *    "set_aside": null (leave the device's default) or bytes,
  *    "windows": [{"graph": its signature (l2p_live_signature), "node", "param", "offset" (the
  *                 pointer word l2p_live_locate finds again), "delta", "bytes", "hit_ratio",
- *                 "hit_prop", "miss_prop", "nodes": [the kernel nodes' positions]}, ...]}
+ *                 "hit_prop", "miss_prop", "nodes": [the kernel nodes' positions],
+ *                 "stream": absent or null (the window goes on the graph's nodes), or "launch"
+ *                 (a stream window: "graph" is the signature of one eager launch, node 0, and
+ *                 the window goes on the stream that kernel is launched on)}, ...]}
  * (other keys are kept and not judged). Its rules are the two tables below, one row per field:
  * its name, its kind and its range. The binding walks the parsed JSON by them (the JSON types
  * are its to judge, with each row's words) and l2p_live_field_check judges the values; every
@@ -229,7 +232,7 @@ enum { L2P_LIVE_P_FORMAT, L2P_LIVE_P_DEVICE, L2P_LIVE_P_SET_ASIDE, L2P_LIVE_P_WI
        L2P_LIVE_P_NFIELDS };
 enum { L2P_LIVE_W_GRAPH, L2P_LIVE_W_NODE, L2P_LIVE_W_PARAM, L2P_LIVE_W_OFFSET, L2P_LIVE_W_DELTA,
        L2P_LIVE_W_BYTES, L2P_LIVE_W_HIT_RATIO, L2P_LIVE_W_HIT_PROP, L2P_LIVE_W_MISS_PROP,
-       L2P_LIVE_W_NODES, L2P_LIVE_W_NFIELDS };
+       L2P_LIVE_W_NODES, L2P_LIVE_W_STREAM, L2P_LIVE_W_NFIELDS };
 extern const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS];
 extern const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS];
 

@@ -314,37 +314,47 @@ typedef struct {
     int device;
 } launch_log_args;
 
+/* The scan of a log that ended: its (kernels, records, uses) tuples, each kernel's tuple ending
+ * with its launch's stream; the log is freed either way. */
+static PyObject *log_tuples(l2p_state *st, l2p_launch_log *log, PyObject *offers)
+{
+    l2p_graph_scan sc;
+    l2p_status scanned = l2p_launch_log_scan(log, &sc);
+    PyObject *streams = scanned == L2P_OK ? launch_streams(log) : NULL;
+    l2p_launch_log_free(log);
+    if (scanned != L2P_OK) return l2p_py_raise(st);
+    if (!streams) {
+        l2p_graph_scan_free(&sc);
+        return NULL;
+    }
+    PyObject *scan = l2p_py_scan_tuples(st, &sc, offers); /* frees sc */
+    if (scan && with_streams(PyTuple_GET_ITEM(scan, 0), streams) < 0) Py_CLEAR(scan);
+    Py_DECREF(streams);
+    return scan;
+}
+
 static PyObject *launch_log(PyObject *m, const void *args)
 {
     const launch_log_args *a = args;
     l2p_state *st = mod_state(m);
     l2p_launch_log log;
-    l2p_graph_scan sc;
     if (l2p_launch_log_begin(a->device, &log) != L2P_OK) return l2p_py_raise(st);
     PyObject *r = PyObject_CallNoArgs(a->fn);
     l2p_launch_log_end(&log);
     size_t dropped = log.dropped, cap = log.max_launches;
-    l2p_status scanned = r ? l2p_launch_log_scan(&log, &sc) : L2P_OK;
-    PyObject *streams = r && scanned == L2P_OK ? launch_streams(&log) : NULL;
-    l2p_launch_log_free(&log);
-    if (!r) return NULL;
-    Py_DECREF(r);
-    if (scanned != L2P_OK) return l2p_py_raise(st);
-    int failed = !streams;
-    if (!failed && dropped)
-        failed = PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
-                                  "were not logged (the log holds %zu launches and %zu MiB of "
-                                  "arguments, and needs each launch's function); buffers only "
-                                  "they use are not among those found", dropped, cap,
-                                  (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0;
-    if (failed) {
-        Py_XDECREF(streams);
-        l2p_graph_scan_free(&sc);
+    if (!r) {
+        l2p_launch_log_free(&log);
         return NULL;
     }
-    PyObject *scan = l2p_py_scan_tuples(st, &sc, a->offers); /* frees sc */
-    if (scan && with_streams(PyTuple_GET_ITEM(scan, 0), streams) < 0) Py_CLEAR(scan);
-    Py_DECREF(streams);
+    Py_DECREF(r);
+    PyObject *scan = log_tuples(st, &log, a->offers);
+    if (scan && dropped &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
+                         "were not logged (the log holds %zu launches and %zu MiB of "
+                         "arguments, and needs each launch's function); buffers only "
+                         "they use are not among those found", dropped, cap,
+                         (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0)
+        Py_CLEAR(scan);
     return scan;
 }
 L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
@@ -364,6 +374,77 @@ L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
                         .doc = "the (ptr, nbytes) buffers on offer"),
               L2P_PARAM(launch_log_args, device, L2P_P_DEVICE,
                         .doc = "the device whose launches are logged; None: the current device"));
+
+/* ---- the watcher's launch log ----
+ * A running program is never called by l2persist (l2persist.process.live), so its eager
+ * launches are logged across its own calls: begun at one of them, taken at a later one.
+ * CUPTI takes one subscriber per process, so there is one such log, kept here. */
+static l2p_launch_log watch_log;
+static int watch_log_on;
+
+typedef struct {
+    int device;
+} watch_begin_args;
+
+static PyObject *watch_log_begin(PyObject *m, const void *args)
+{
+    const watch_begin_args *a = args;
+    if (watch_log_on) {
+        PyErr_SetString(PyExc_RuntimeError, "launch log: already logging (one per process)");
+        return NULL;
+    }
+    if (l2p_launch_log_begin(a->device, &watch_log) != L2P_OK) return l2p_py_raise(mod_state(m));
+    watch_log_on = 1;
+    Py_RETURN_NONE;
+}
+L2P_DEFINE_FN(watch_log_begin_fn, watch_begin_args, watch_log_begin, "_launch_log_begin",
+              "Start logging the device's kernel launches (CUPTI's callback API) until "
+              "_launch_log_take: the watcher's discovery of a running program's eager work. "
+              "RuntimeError while a log is on; CUPTI's errors (another subscriber) raised.",
+              "None",
+              L2P_PARAM(watch_begin_args, device, L2P_P_DEVICE,
+                        .doc = "the device whose launches are logged; None: the current device"));
+
+typedef struct {
+    PyObject *offers;
+    int discard;
+} watch_take_args;
+
+static PyObject *watch_log_take(PyObject *m, const void *args)
+{
+    const watch_take_args *a = args;
+    if (!watch_log_on) {
+        if (a->discard) Py_RETURN_NONE; /* idempotent at exit */
+        PyErr_SetString(PyExc_RuntimeError, "launch log: not logging (_launch_log_begin first)");
+        return NULL;
+    }
+    l2p_launch_log_end(&watch_log); /* the callbacks are off from here */
+    watch_log_on = 0;
+    size_t dropped = watch_log.dropped;
+    if (a->discard) {
+        l2p_launch_log_free(&watch_log);
+        Py_RETURN_NONE;
+    }
+    PyObject *none = a->offers == Py_None ? PyTuple_New(0) : NULL;
+    PyObject *scan = log_tuples(mod_state(m), &watch_log, none ? none : a->offers);
+    Py_XDECREF(none);
+    if (!scan) return NULL;
+    PyObject *r = Py_BuildValue("(OOOn)", PyTuple_GET_ITEM(scan, 0), PyTuple_GET_ITEM(scan, 1),
+                                PyTuple_GET_ITEM(scan, 2), (Py_ssize_t)dropped);
+    Py_DECREF(scan);
+    return r;
+}
+L2P_DEFINE_FN(watch_log_take_fn, watch_take_args, watch_log_take, "_launch_log_take",
+              "Stop the log _launch_log_begin started and scan it: _launch_log's (kernels, "
+              "records, uses) plus how many launches were not logged (past the log's caps). "
+              "discard: stop and free it, scanning nothing (None; nothing to stop is no error).",
+              "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
+              "int, int, int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, "
+              "int]], int] | None",
+              L2P_PARAM(watch_take_args, offers, L2P_P_OBJECT, .pytype = "Sequence[tuple[int, "
+                        "int]] | None", .doc = "the (ptr, nbytes) buffers on offer (None: none)"),
+              L2P_PARAM(watch_take_args, discard, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .doc = "stop and free the log without scanning it"));
 
 /* ---- hooks: how the binding reaches the Python package without importing it ----
  * A few methods hand over to the package's Python: a window set on a borrowed graph must reach
@@ -459,5 +540,6 @@ PyObject *l2p_py_hook(PyTypeObject *type, const char *name)
 }
 
 const l2p_fn *const l2p_foreign_fns[] = {&launch_ex_fn, &borrow_graph_fn, &capture_begin_fn,
-                                         &capture_end_fn, &launch_log_fn, &release_pending_fn,
+                                         &capture_end_fn, &launch_log_fn, &watch_log_begin_fn,
+                                         &watch_log_take_fn, &release_pending_fn,
                                          &release_drain_fn, &set_hooks_fn, NULL};

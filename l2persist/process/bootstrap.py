@@ -154,8 +154,12 @@ def apply_report(w) -> str:
     if unknown:
         lines.append(f"  {len(unknown)} graph(s) captured that the plan does not know "
                      "(a new shape?): " + ", ".join(g.signature for g in unknown[:5]))
+    streams = sorted({g.stream for g in getattr(w, "eager", []) if g.windows_applied})
+    if streams:
+        lines.append(f"  {len(streams)} stream window(s) set, on the stream(s) of the eager "
+                     f"launches they name: " + ", ".join(f"{h:#x}" for h in streams))
     if missed:
-        lines.append(f"  {len(missed)} plan window(s) found no graph: " +
+        lines.append(f"  {len(missed)} plan window(s) found no graph or launch: " +
                      ", ".join(e["graph"] for e in missed[:5]))
     if getattr(w, "restored", None) is not None:
         lines.append(f"  set-aside put back to {w.restored} bytes, as the program found it")
@@ -237,8 +241,9 @@ def _patch_torch(torch) -> None:
         finally:
             _hook_end(self)
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
-    if _watcher is None or _watcher.o.mode == "apply":
-        return
+    _note_pool_streams(torch)
+    if _watcher is None or (_watcher.o.mode == "apply" and not _watcher.wants_calls()):
+        return              # apply without stream windows adds nothing to a call
     replay = cls.replay
     patch_replay(cls, _on_replay, stream=False)
     hooks = [_Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay")]
@@ -263,6 +268,23 @@ def _patch_torch(torch) -> None:
     # around a rest's uncounted part: the gate, not the attributes (nothing to race with a
     # wrapper another tool installs meanwhile)
     _watcher.rest_hooks = (lambda: _set_calls(False), lambda: _set_calls(True))
+
+
+def _note_pool_streams(torch) -> None:
+    """Note each stream PyTorch hands out from its pool (``torch.cuda.Stream()`` without a
+    handle or id of the caller's: PyTorch never destroys those), the streams besides the
+    default ones that a stream window may be set on (streams.py). Wrappers of existing
+    streams (``current_stream()``, ``ExternalStream``) pass a stream_id or stream_ptr."""
+    from .streams import note_stream
+    klass = torch.cuda.Stream
+    make = klass.__new__
+
+    def __new__(cls, *a, **k):
+        s = make(cls, *a, **k)
+        if cls is klass and "stream_ptr" not in k and "stream_id" not in k:
+            note_stream(s)
+        return s
+    klass.__new__ = staticmethod(__new__)
 
 
 class _Hook:

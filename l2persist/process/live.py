@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _core
 from .._format import short_text as _short
+from . import streams as _streams
 
 PLAN_FORMAT = _core.live_plan_format()  # the core owns the document (csrc/core/l2p_live.h)
 #: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
@@ -43,6 +44,9 @@ TEAM_WAIT_S = 30.0
 #: The rest before a block is sized from this many rest-then-block pairs (the newest ones); until
 #: that many exist each rest is one block long.
 REST_PAIRS = 3
+#: apply logs launches this long a try, this many tries at most, to match its stream windows.
+APPLY_LOG_S = 0.5
+APPLY_TRIES = 3
 #: advise notes the share of the warm-up's GPU time in kernels no captured graph holds from this
 #: share on (their buffers get no window: see _note_ungraphed).
 UNGRAPHED_NOTE = 0.05
@@ -264,6 +268,15 @@ class Watcher:
         self.hook_ns = 0                           # the search's calls that switched nothing:
         self.hook_calls = 0                        # their time in the watcher, their count
         self.hook_marks = []                       # (time, hook_ns) at the newest cycles' ends
+        # Eager launches (streams.py): the recurring ones the probe's launch log saw, windowed
+        # through their streams; apply matches the plan's stream windows by a log of its own
+        self.eager: list = []                      # streams.LaunchSeen
+        self.logging = False                       # the launch log is on
+        self.stream_windows = None                 # streams.StreamWindows, once one is set
+        self.unknown_streams: dict = {}            # handle -> eager GPU share not windowed
+        self.apply_log = None                      # apply: {"t0", "tries"} while matching
+        self._stream_plan: dict = {}               # apply: handle -> (key, window) matched
+        self.streams_restored = None               # each stream's own window back (at exit)
 
     # ---- the program's calls ---------------------------------------------------------------
 
@@ -271,6 +284,8 @@ class Watcher:
         with self.lock:
             self.captures += 1
             self.captures_begun += 1
+            if self.stream_windows is not None:
+                self.stream_windows.suspend()  # a captured node would copy its stream's window
             if self.resting is not None and self.paused:
                 self.resting["recorded"] = True    # no longer an unrecorded rest
                 if self.resting.get("unhooked") and "tail_t0" not in self.resting:
@@ -292,6 +307,8 @@ class Watcher:
                 self._remember(torch_graph)
             except Exception as e:  # a graph we cannot read is reported, never raised
                 self.notes.append(f"a captured graph could not be read: {e}")
+            if self.stream_windows is not None and not self.captures:
+                self.stream_windows.resume()
 
     def fail(self, where: str, e: BaseException) -> None:
         """A hook failed: say where (with the traceback's last frames), stop switching and put
@@ -488,7 +505,10 @@ class Watcher:
         if self.state == "search":     # before every replay while searching: first
             self._search_point(kind, torch_graph, seen)
             return
-        if self.o.mode == "apply" or self.state == "off":
+        if self.o.mode == "apply":
+            self._apply_point()
+            return
+        if self.state == "off":
             return
         if self.state == "done":
             if self._after is not None:
@@ -634,9 +654,95 @@ class Watcher:
         self.probe_counts: dict[tuple, int] = {}
         self.device.synchronize()
         self._resume()                 # kernels launched from here on are recorded
+        self._log_begin()
         self._warm_ns = _core.activity_now()
         self.probe_t = time.perf_counter()
         self.state = "probe"
+
+    # ---- eager launches (streams.py) -----------------------------------------------------------
+
+    def _log_begin(self) -> bool:
+        """Log the program's kernel launches from here (the probe; apply: until its stream
+        windows matched): their streams and argument words, which the activity records lack."""
+        try:
+            _core._launch_log_begin(self.o.device)
+            self.logging = True
+        except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
+            self.notes.append(f"eager launches not logged (no stream windows): {e}")
+        return self.logging
+
+    def _log_take(self) -> list:
+        """Stop the log; the recurring eager launches it saw, grouped (streams.launch_groups)."""
+        if not self.logging:
+            return []
+        self.logging = False
+        kernels, records, uses, dropped = _core._launch_log_take([])
+        del dropped                # a full log still holds every recurring launch many times
+        return _streams.launch_groups(kernels, records, uses)
+
+    def _log_stop(self):
+        if self.logging:
+            self.logging = False
+            try:
+                _core._launch_log_take(None, discard=True)
+            except Exception:
+                pass
+
+    def _apply_point(self):
+        """apply, with stream windows in the plan: the launch log runs from the first watched
+        call until each of them matched a launch (APPLY_LOG_S of launches a try, APPLY_TRIES
+        tries), the windows are set on the launches' streams at the call that took the log, and
+        the call hooks come off: from there apply adds nothing to a call or a launch."""
+        a = self.apply_log
+        if a is None or a.get("over") or self._capture_open():
+            return
+        if not self.logging:
+            if a["tries"] >= APPLY_TRIES or not self._log_begin():
+                self._apply_over()
+                return
+            a["tries"] += 1
+            a["t0"] = time.perf_counter()
+            return
+        if time.perf_counter() - a["t0"] < APPLY_LOG_S:
+            return
+        for g in self._log_take():
+            if _streams.known(g.stream):
+                self._apply_plan_windows(g, install=True)
+                if g.windows_applied:
+                    self.eager.append(g)
+        if self._stream_plan:
+            self._set_stream_windows(self._stream_plan)
+        if all(e.get("_applied") for e in self.plan_doc["windows"] if e.get("stream")):
+            self._apply_over()
+
+    def _apply_over(self):
+        self.apply_log["over"] = True
+        self._log_stop()
+        self._unhook()
+
+    def wants_calls(self) -> bool:
+        """Whether apply needs the program's calls (its plan has stream windows to match)."""
+        return self.apply_log is not None
+
+    def _eager_from_log(self):
+        """The probe's eager launches: those on streams known to live become places for
+        windows; the GPU time of those on other streams is noted (no window is set there)."""
+        groups = self._log_take()
+        ns = self.kernel_ns_warmup
+        for g in groups:
+            if _streams.known(g.stream):
+                self.eager.append(g)
+            else:
+                self.unknown_streams[g.stream] = self.unknown_streams.get(g.stream, 0.0) + \
+                    ns.get(g.names[0], 0.0)
+        if self.unknown_streams and self.o.mode == "advise":
+            total = sum(ns.values()) or 1.0
+            share = sum(self.unknown_streams.values()) / total
+            if share >= UNGRAPHED_NOTE:
+                self.notes.append(f"{100 * share:.0f} % of the warm-up's GPU time ran in eager "
+                                  f"kernels on {len(self.unknown_streams)} stream(s) the program "
+                                  f"made itself (not PyTorch's pool or a default stream): it "
+                                  f"may destroy them, so no window is set on them")
 
     def _is_unit(self, kind, seen) -> bool:
         """``seen``: the replayed graph as seen (None: not one the watcher knows)."""
@@ -670,6 +776,10 @@ class Watcher:
         else:
             self.units_per_block = max(1, round(units / elapsed * self.o.block_s))
         self.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
+        self._eager_from_log()
+        if self.o.mode == "verify" and self.plan_doc is not None:
+            for g in self.eager:
+                self._apply_plan_windows(g, install=False)
         self.targets = self._targets(self.kernel_ns_warmup)
         self._note_ungraphed()
         weights = [t.weight for t in self.targets]
@@ -691,13 +801,14 @@ class Watcher:
         self._next_block(now)
 
     def _note_ungraphed(self):
-        """Say how much of the warm-up's GPU time ran in kernels no captured graph holds
-        (eager launches): windows reach graph kernels only, so their buffers are not tried,
-        and a verdict of "don't" says nothing about them."""
+        """Say how much of the warm-up's GPU time ran in kernels no window reaches: in no
+        captured graph, and not among the eager launches logged on streams known to live
+        (streams.py). Their buffers are not tried, and a verdict of "don't" says nothing about
+        them."""
         # by name: a kernel launched both eagerly and in a graph counts as the graph's, and
         # kernels past the log's name table (unknown) count in the total only, so the share
         # is a lower bound
-        in_graphs = {n for g in self.all_graphs() for n in g.names}
+        in_graphs = {n for g in self.all_graphs() + self.eager for n in g.names}
         ns = self.kernel_ns_warmup
         total = sum(ns.values())
         if not total > 0:
@@ -711,10 +822,10 @@ class Watcher:
         if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
             names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
             how = "all" if share >= 0.995 else f"at least {100 * share:.0f} %"
-            self.notes.append(f"{how} of the warm-up's GPU time ran in kernels that no captured "
-                              f"graph holds (eager launches; the heaviest: {names}): windows "
-                              f"are searched on graph kernels only, so those kernels' buffers "
-                              f"were not tried")
+            self.notes.append(f"{how} of the warm-up's GPU time ran in kernels that no window "
+                              f"can reach (no captured graph holds them, and no launch of "
+                              f"theirs on a stream known to live was logged; the heaviest: "
+                              f"{names}): their buffers were not tried")
 
     def _follow_leader(self) -> list:
         """Team: the leader's unit of work, block length and targets (in its order, with its
@@ -759,7 +870,7 @@ class Watcher:
         three decode graphs is one target), each weighted by the warm-up's GPU time of the
         kernels that use it; the C core ranks them (l2p_live_arms)."""
         by_addr: dict[tuple, Target] = {}
-        for g in self.graphs.values():
+        for g in list(self.graphs.values()) + self.eager:
             if not g.replays or g.ref() is None:
                 continue           # never replayed, or dropped by the program
             for i, (address, size, _offer) in enumerate(g.records):
@@ -1143,12 +1254,20 @@ class Watcher:
         _core.reset_persisting_l2(self.device)   # an arm starts on clean lines
         t_windows = time.perf_counter()
         want: dict[int, dict] = {}
+        on_streams: dict[int, tuple] = {}
         for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
             key = (base, nbytes, hit, hp, mp)
+            if getattr(g, "eager", False):
+                # one window per stream: the first placed (the heavier target) stays
+                if g.stream not in on_streams:
+                    on_streams[g.stream] = (key, _window(*key))
+                continue
             w = (key, _window(*key))
             d = want.setdefault(id(g), {})
             for n in nodes:
                 d[n] = w
+        if on_streams or self.stream_windows is not None:
+            self._set_stream_windows(on_streams)
         windowed = self._windowed_graphs()
         for g in windowed:
             self._set_graph_windows(g, want.get(id(g), {}), fresh and g.recorded_exec)
@@ -1185,12 +1304,20 @@ class Watcher:
                 out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp))
         return out
 
+    def _set_stream_windows(self, want: dict):
+        sw = self.stream_windows
+        if sw is None:
+            sw = self.stream_windows = _streams.StreamWindows(self.o.device)
+        sw.resume()                # no capture is open here (a failed one left them held)
+        sw.set(want)
+
     def _windowed_graphs(self) -> list:
         if not hasattr(self, "_all_windowed"):
             gs = {}
             for a in self.arms:
                 for p in self._placements(a):
-                    gs[id(p[0])] = p[0]
+                    if not getattr(p[0], "eager", False):
+                        gs[id(p[0])] = p[0]
             self._all_windowed = list(gs.values())
         return self._all_windowed
 
@@ -1215,9 +1342,15 @@ class Watcher:
 
     def load_plan(self, path: str):
         self.plan_doc = load_plan(path)
+        if self.o.mode == "apply" and any(e.get("stream") for e in self.plan_doc["windows"]):
+            self.apply_log = {"tries": 0}
 
-    def _apply_plan_windows(self, seen: GraphSeen, install: bool):
-        entries = [w for w in self.plan_doc["windows"] if w["graph"] == seen.signature]
+    def _apply_plan_windows(self, seen, install: bool):
+        """The plan's windows for this graph (or eager launch group), located in it; set
+        where ``install`` (apply; a group's on its stream)."""
+        eager = getattr(seen, "eager", False)
+        entries = [w for w in self.plan_doc["windows"] if w["graph"] == seen.signature
+                   and (w.get("stream") == "launch") == eager and not (eager and w.get("_applied"))]
         located = []
         uses6 = [(u[0], u[1], u[2], u[3], seen.records[u[4]][0], seen.records[u[4]][1])
                  for u in seen.uses]
@@ -1232,6 +1365,14 @@ class Watcher:
         if located:
             self.applied_sigs.add(seen.signature)
         seen.plan_windows = located
+        if eager:
+            if install and located:
+                base, nbytes, _nodes, e = located[0]
+                key = (base, nbytes, e["hit_ratio"], e["hit_prop"], e["miss_prop"])
+                self._stream_plan[seen.stream] = (key, _window(*key))
+                e["_applied"] = e.get("_applied", 0) + 1
+                seen.windows_applied = 1
+            return
         graph = seen.borrow() if install and located else None
         if graph is not None:
             for base, nbytes, nodes, e in located:
@@ -1244,7 +1385,7 @@ class Watcher:
         doc = self.plan_doc
         plan_arm = {"set_aside": doc["set_aside"], "windows": [], "_graphs": {}, "_located": {}}
         k = 0
-        for g in self.graphs.values():
+        for g in list(self.graphs.values()) + self.eager:
             for base, nbytes, nodes, e in getattr(g, "plan_windows", []):
                 plan_arm["windows"].append((k, e["hit_ratio"], e["hit_prop"], e["miss_prop"]))
                 plan_arm["_graphs"][k] = g
@@ -1307,8 +1448,16 @@ class Watcher:
                        for g in self.all_graphs()],
             "targets": [{"graphs": [g.signature for g, _ in t.places], "bytes": t.size,
                          "weight_ms": t.weight / 1e6} for t in self.targets],
-            # the warm-up's GPU time in kernels no captured graph holds (no window reaches them)
+            # the warm-up's GPU time in kernels no window reaches (no graph, no stream known)
             "ungraphed": getattr(self, "ungraphed", None),
+            # eager launches windowed through their streams (streams.py)
+            "eager": {"groups": [{"signature": g.signature, "kernel": g.names[0],
+                                  "stream": g.stream, "launches": g.launches,
+                                  "windows_applied": g.windows_applied} for g in self.eager],
+                      "streams_set": sorted(self.stream_windows.wrapped_ever)
+                      if self.stream_windows is not None else [],
+                      "streams_left_alone": sorted(self.unknown_streams),
+                      "restored": self.streams_restored},
             "notes": self.notes,
             # from the first watched call to the decision (warm-up and probe included)
             "decision_s": getattr(self, "decision_s", None),
@@ -1324,16 +1473,21 @@ class Watcher:
         for ti, hit, hp, mp in arm["windows"]:
             if "_located" in arm:
                 base, nbytes, nodes = arm["_located"][ti]
-                out.append({"graph": arm["_graphs"][ti].signature, "bytes": nbytes,
-                            "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp, "nodes": nodes})
+                g = arm["_graphs"][ti]
+                out.append({"graph": g.signature, "bytes": nbytes, "hit_ratio": hit,
+                            "hit_prop": hp, "miss_prop": mp, "nodes": nodes,
+                            "stream": "launch" if getattr(g, "eager", False) else None})
                 continue
             t = self.targets[ti]
             for g, rec in t.places:
                 node, param, offset, word = g.anchor(rec)
-                out.append({"graph": g.signature, "node": node, "param": param,
-                            "offset": offset, "delta": t.address - word, "bytes": t.size,
-                            "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp,
-                            "nodes": g.nodes_of(rec)})
+                d = {"graph": g.signature, "node": node, "param": param,
+                     "offset": offset, "delta": t.address - word, "bytes": t.size,
+                     "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp,
+                     "nodes": g.nodes_of(rec)}
+                if getattr(g, "eager", False):
+                    d["stream"] = "launch"     # on the stream this launch is queued on
+                out.append(d)
         return out
 
     def make_plan(self) -> dict:
@@ -1406,6 +1560,12 @@ class Watcher:
                     pass
 
     def restore(self):
+        self._log_stop()
+        if self.stream_windows is not None:
+            failed = self.stream_windows.restore()
+            for e in failed:
+                self.notes.append(f"restoring a stream's window failed: {e}")
+            self.streams_restored = not failed
         if self.device is None or self.limit_before is None:
             return
         try:

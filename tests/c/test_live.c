@@ -353,6 +353,7 @@ static void good_window(l2p_live_value *v, long long *nodes)
     v[L2P_LIVE_W_MISS_PROP].text = "streaming";
     v[L2P_LIVE_W_NODES].n = 2;
     v[L2P_LIVE_W_NODES].items = nodes;
+    v[L2P_LIVE_W_STREAM].null = 1; /* a graph's window */
 }
 
 /* The window with field i given a bad value fails, naming "windows[0].<name>" and `words`. */
@@ -385,6 +386,11 @@ static void test_plan_window_check(void)
     v[L2P_LIVE_W_DELTA].i = -(1ll << 48);
     v[L2P_LIVE_W_HIT_PROP].text = "normal";
     CHECK(l2p_live_window_check(v, "windows[0]") == L2P_OK);
+
+    v[L2P_LIVE_W_STREAM] = (l2p_live_value){.text = "launch"}; /* a stream window */
+    CHECK(l2p_live_window_check(v, "windows[0]") == L2P_OK);
+    bad_window(L2P_LIVE_W_STREAM, (l2p_live_value){.text = "pool"}, "stream", "'launch', got");
+    bad_window(L2P_LIVE_W_STREAM, (l2p_live_value){.text = ""}, "stream", "'launch'");
 
     bad_window(L2P_LIVE_W_GRAPH, (l2p_live_value){.text = "x12-00"}, "graph", "graph signature");
     bad_window(L2P_LIVE_W_GRAPH, (l2p_live_value){.text = NULL}, "graph", "graph signature");
