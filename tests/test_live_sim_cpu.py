@@ -257,10 +257,14 @@ def world(monkeypatch):
         w.logging = False
         if discard:
             return None
-        kernels = [(i, "k_eager", (256, 1, 1), (256, 1, 1), 0, 2, h)
-                   for i, h in enumerate(w.logged)]
-        uses = [(i, 0, 0, EAGER_IN, 0) for i in range(len(w.logged))]
-        return kernels, [(EAGER_IN, 64 * MIB, 0)], uses, 0
+        # each eager kernel follows a small fill kernel (no records: its time is nothing);
+        # the log's records are all its launches' (the fill's SMALL, the eager kernel's input)
+        kernels, uses = [], []
+        for i, h in enumerate(w.logged):
+            kernels += [(2 * i, "k_fill", (8, 1, 1), (256, 1, 1), 0, 1, h),
+                        (2 * i + 1, "k_eager", (256, 1, 1), (256, 1, 1), 0, 2, h)]
+            uses += [(2 * i, 0, 0, SMALL, 0), (2 * i + 1, 0, 0, EAGER_IN, 1)]
+        return kernels, [(SMALL, MIB, 0), (EAGER_IN, 64 * MIB, 0)], uses, 0
 
     class Stream:                  # l2persist.Stream(wrap=...): the watcher's stream windows
         def __init__(self, wrap):

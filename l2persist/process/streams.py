@@ -46,7 +46,7 @@ class LaunchSeen:
     (by allocation), seen in the launch log: a one-node graph to the rest of the watcher."""
     signature: str
     names: list
-    records: list                  # the log's records (shared by its groups)
+    records: list                  # (address, size, offer) of the allocations it uses
     uses: list                     # (0, param, offset, word, record) of the group's first launch
     stream: int
     launches: int = 0
@@ -89,8 +89,12 @@ def launch_groups(kernels: list, records: list, uses: list) -> list:
         key = (sig, stream, tuple(sorted((u[1], u[2], records[u[4]][0]) for u in mine)))
         g = groups.get(key)
         if g is None:
-            g = groups[key] = LaunchSeen(sig, [name], records,
-                                         [(0, u[1], u[2], u[3], u[4]) for u in mine], stream)
+            # its own records (those its words point into), as a graph's are its own
+            mine_recs = sorted({u[4] for u in mine})
+            local = {r: i for i, r in enumerate(mine_recs)}
+            g = groups[key] = LaunchSeen(sig, [name], [records[r] for r in mine_recs],
+                                         [(0, u[1], u[2], u[3], local[u[4]]) for u in mine],
+                                         stream)
         g.launches += 1
     return [g for g in groups.values() if g.launches > 1]
 
