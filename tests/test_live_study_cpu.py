@@ -255,6 +255,12 @@ def test_describe_arm():
                                                    hit_ratio=1.0)]}
     assert live.describe_arm(two) == ("18 MiB; persisting 36 MiB x0.5 on 2 graphs, "
                                       "streaming 1 MiB x1")
+    eager = {"set_aside": 0, "windows": [dict(WIN, bytes=75 * MIB, hit_prop="streaming",
+                                              hit_ratio=1.0, stream="launch"),
+                                         dict(WIN, graph="k1-00000000000000aa", bytes=75 * MIB,
+                                              hit_prop="streaming", hit_ratio=1.0,
+                                              stream="launch")]}
+    assert live.describe_arm(eager) == "0 MiB; streaming 75 MiB x1 on a stream on 2 launches"
 
 
 # ---- presentation -----------------------------------------------------------------------------

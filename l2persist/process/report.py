@@ -10,6 +10,8 @@ import html
 import math
 import statistics
 
+from .._format import short_text as _short
+
 _MIB = 1 << 20
 
 
@@ -119,7 +121,9 @@ def summary_text(r: dict) -> str:
                      f"{wc['unrecorded_wall_ms_per_unit']:.4f} after the decision "
                      f"({wc['unrecorded_units']} units): {wc['ratio']:.3f}x")
     g = r.get("graphs", [])
-    lines.append(f"  graphs: {len(g)} captured, targets: {len(r.get('targets', []))}, arms: "
+    e = r.get("eager") or {}
+    lines.append(f"  graphs: {len(g)} captured, eager launch groups: "
+                 f"{len(e.get('groups', []))}, targets: {len(r.get('targets', []))}, arms: "
                  f"{len(r.get('arms', []))}")
     if r.get("ranks"):
         lines.append("  " + ranks_line(r))
@@ -265,14 +269,31 @@ the interquartile range.</p>
 <th>dropped after stage</th></tr>{arm_rows}</table>
 <h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>
-<h2>Not windowed, and why</h2><ul><li>Kernels outside CUDA graphs (eager work) run under the
-set-aside of each arm but get no window: stream windows are not searched.</li>
+<h2>Not windowed, and why</h2><ul><li>Eager kernels are windowed through their streams only
+where the stream is known to live (a default stream or PyTorch's pool); those on streams the
+program made itself run under each arm's set-aside with no window{_left_alone(r)}.</li>
+<li>Kernels neither in a captured graph nor logged on such a stream: {_ungraphed(r)}.</li>
 <li>Buffers under 256 KiB are not targets.</li></ul>
 {_ranks_html(r)}<h2>Notes</h2><ul>{notes}</ul>
 </body></html>
 """
     with open(path, "w") as f:
         f.write(doc)
+
+
+def _left_alone(r: dict) -> str:
+    left = (r.get("eager") or {}).get("streams_left_alone") or []
+    return (" (here: " + ", ".join(f"<code>{h:#x}</code>" for h in left) + ")") if left else \
+        " (here: none)"
+
+
+def _ungraphed(r: dict) -> str:
+    u = r.get("ungraphed") or {}
+    if u.get("share") is None:
+        return "not known (no kernel records)"
+    return f"{100 * u['share']:.1f} % of the warm-up's GPU time" + (
+        " (" + ", ".join(f"<code>{html.escape(_short(k))}</code>" for k in u["heaviest"]) + ")"
+        if u.get("heaviest") else "")
 
 
 def _ranks_html(r: dict) -> str:

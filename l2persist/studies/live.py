@@ -318,11 +318,12 @@ def describe_arm(arm: dict | None) -> str:
     head = "default" if aside is None else f"{aside / MIB:g} MiB"
     groups = {}
     for w in wins:
-        key = (w.get("hit_prop"), w.get("bytes", 0), w.get("hit_ratio"))
+        key = (w.get("hit_prop"), w.get("bytes", 0), w.get("hit_ratio"), bool(w.get("stream")))
         groups.setdefault(key, set()).add(w.get("graph"))
-    parts = [f"{prop} {nbytes / MIB:.3g} MiB x{hit:.2g}" + (f" on {len(g)} graphs" if len(g) > 1
-                                                           else "")
-             for (prop, nbytes, hit), g in sorted(groups.items(), key=lambda x: -x[0][1])]
+    parts = [f"{prop} {nbytes / MIB:.3g} MiB x{hit:.2g}" + (" on a stream" if on_stream else "")
+             + (f" on {len(g)} {'launches' if on_stream else 'graphs'}" if len(g) > 1 else "")
+             for (prop, nbytes, hit, on_stream), g in sorted(groups.items(),
+                                                              key=lambda x: -x[0][1])]
     return f"{head}; " + ", ".join(parts)
 
 
