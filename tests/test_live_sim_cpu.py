@@ -564,6 +564,88 @@ def test_a_capture_suspends_the_stream_windows(world):
     assert world.stream_win[0] is None
 
 
+def _stream_entry(sig, nbytes=64 * MIB, prop="streaming"):
+    return {"graph": sig, "node": 0, "param": 0, "offset": 0, "delta": 0, "bytes": nbytes,
+            "hit_ratio": 1.0, "hit_prop": prop, "miss_prop": "streaming", "nodes": [0],
+            "stream": "launch"}
+
+
+def test_a_plans_stream_window_lands_only_on_the_buffer_it_names(world):
+    """One kernel launched on two buffers is two groups of one signature: the plan's window
+    (saved on the 64 MiB input) lands on that allocation, not on the first group's 1 MiB one;
+    and a second entry for the same stream does not replace the first (a stream holds one)."""
+    from l2persist.process.streams import LaunchSeen
+    sig = "k1-00000000000000ee"
+    w = _watcher(mode="apply")
+    w.plan_doc = {"set_aside": None, "windows": [_stream_entry(sig),
+                                                 _stream_entry(sig, prop="persisting")]}
+    small = LaunchSeen(sig, ["k_eager"], [(SMALL, MIB, 0)], [(0, 0, 0, SMALL, 0)], 0, 5)
+    big = LaunchSeen(sig, ["k_eager"], [(EAGER_IN, 64 * MIB, 0)], [(0, 0, 0, EAGER_IN, 0)], 0,
+                     5)
+    w._apply_plan_windows(small, install=True)
+    assert not w._stream_plan and not small.windows_applied
+    w._apply_plan_windows(big, install=True)
+    (key, win), = w._stream_plan.values()
+    assert key[0] == EAGER_IN and win.hit_prop == "streaming" and big.windows_applied == 1
+    w._apply_plan_windows(big, install=True)          # the next try: the other entry
+    assert w._stream_plan[0][1].hit_prop == "streaming"
+    assert w.plan_doc["windows"][1].get("_superseded")
+
+
+def test_a_plan_holds_one_window_per_stream_as_installed(world):
+    """An arm with two eager targets on one stream: the plan holds the first placed, the one
+    _install sets (the heavier target), not one the search never measured."""
+    from l2persist.process.streams import LaunchSeen
+    w = _watcher()
+    g1 = LaunchSeen("k1-00000000000000e1", ["k_eager"], [(EAGER_IN, 64 * MIB, 0)],
+                    [(0, 0, 0, EAGER_IN, 0)], 0, 5)
+    g2 = LaunchSeen("k1-00000000000000e2", ["k_fill"], [(SMALL, MIB, 0)],
+                    [(0, 0, 0, SMALL, 0)], 0, 5)
+    w.targets = [live.Target(EAGER_IN, 64 * MIB, 2.0, [(g1, 0)]),
+                 live.Target(SMALL, MIB, 1.0, [(g2, 0)])]
+    arm = {"set_aside": 8 * MIB, "windows": [(0, 1.0, "streaming", "streaming"),
+                                             (1, 1.0, "persisting", "streaming")]}
+    docs = w._window_docs(arm)
+    assert [(d["graph"], d["stream"]) for d in docs] == [("k1-00000000000000e1", "launch")]
+    w.arms, w.device, w.default_limit = [arm], l2persist.Device(0), 4 * MIB
+    w._install(0)
+    assert world.stream_win[0].base == EAGER_IN
+    w.restore()
+
+
+def test_a_capture_in_the_probe_starts_the_launch_log_over(world):
+    """A capture's launches go to the capture stream as if eager: the probe's log is dropped
+    when a capture begins and begun again once it has ended."""
+    w = _watcher(warmup_s=0.01)
+    while w.state != "probe":
+        w.point("sync")
+        world.eager()
+    assert world.logging
+    w.capture_begin()
+    world.captures_open += 1
+    assert not world.logging and w.log_cut
+    world.captures_open -= 1
+    w.capture_end(ProgramGraph())
+    assert world.logging and not w.log_cut
+    _eager_program(world, w)
+    assert w.state == "done" and not world.logging, w.notes
+
+
+def test_a_failed_capture_gives_the_stream_windows_back(world):
+    """capture_begin raised in the program: no capture is open, so the stream windows put
+    aside for it are set again (nothing else would: after the decision no switch comes)."""
+    world.eager_gain = 1.25
+    w = _watcher()
+    _eager_program(world, w)
+    assert world.stream_win.get(0) is not None
+    w.capture_begin()
+    assert world.stream_win[0] is None
+    w.capture_failed()
+    assert world.stream_win[0] is not None and w.captures == 0
+    w.fail("a hook", RuntimeError("boom"))           # a failing hook puts them back
+    assert world.stream_win[0] is None
+
+
 def test_a_graph_the_program_dropped_is_no_target(world):
     """A graph replayed in the warm-up and then dropped (its batch size retired) gives no
     target: its windows would land nowhere and take an arm."""

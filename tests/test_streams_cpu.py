@@ -50,7 +50,8 @@ def test_recurring_launches_are_grouped_by_kernel_shape_stream_and_buffers():
 
 def test_only_default_and_pool_streams_are_known(monkeypatch):
     monkeypatch.setattr(streams, "POOL", {})
-    assert all(streams.known(h) for h in (0, 1, 2))
+    assert streams.known(0) and streams.known(1)      # the legacy default stream
+    assert not streams.known(2)                       # per-thread: not the watcher's to set
     assert not streams.known(0x5EED)
     streams.note_stream(types.SimpleNamespace(cuda_stream=0x5EED))
     assert streams.known(0x5EED)

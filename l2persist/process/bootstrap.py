@@ -241,7 +241,10 @@ def _patch_torch(torch) -> None:
         finally:
             _hook_end(self)
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
-    _note_pool_streams(torch)
+    try:
+        _note_pool_streams(torch)
+    except Exception as e:  # the other hooks still go on; no pool stream is windowed
+        _say(f"l2persist: could not hook torch.cuda.Stream: {e}")
     if _watcher is None or (_watcher.o.mode == "apply" and not _watcher.wants_calls()):
         return              # apply without stream windows adds nothing to a call
     replay = cls.replay
@@ -342,7 +345,7 @@ def _hook_end(graph, failed=False):
         return
     try:
         if failed:
-            w.captures = max(0, w.captures - 1)
+            w.capture_failed()
         else:
             w.capture_end(graph)
     except Exception as e:

@@ -272,6 +272,7 @@ class Watcher:
         # through their streams; apply matches the plan's stream windows by a log of its own
         self.eager: list = []                      # streams.LaunchSeen
         self.logging = False                       # the launch log is on
+        self.log_cut = False                       # ... stopped by a capture (begins again after)
         self.stream_windows = None                 # streams.StreamWindows, once one is set
         self.unknown_streams: dict = {}            # handle -> eager GPU share not windowed
         self.apply_log = None                      # apply: {"t0", "tries"} while matching
@@ -286,6 +287,9 @@ class Watcher:
             self.captures_begun += 1
             if self.stream_windows is not None:
                 self.stream_windows.suspend()  # a captured node would copy its stream's window
+            if self.logging:       # a capture's launches are no eager work: the log starts over
+                self._log_stop()
+                self.log_cut = True
             if self.resting is not None and self.paused:
                 self.resting["recorded"] = True    # no longer an unrecorded rest
                 if self.resting.get("unhooked") and "tail_t0" not in self.resting:
@@ -307,8 +311,23 @@ class Watcher:
                 self._remember(torch_graph)
             except Exception as e:  # a graph we cannot read is reported, never raised
                 self.notes.append(f"a captured graph could not be read: {e}")
-            if self.stream_windows is not None and not self.captures:
-                self.stream_windows.resume()
+            self._capture_closed()
+
+    def capture_failed(self):
+        """The program's capture_begin raised: no capture is open for it."""
+        with self.lock:
+            self.captures = max(0, self.captures - 1)
+            self._capture_closed()
+
+    def _capture_closed(self):
+        if self.captures:
+            return
+        if self.stream_windows is not None:
+            self.stream_windows.resume()
+        if self.log_cut:
+            self.log_cut = False
+            if self.state == "probe":
+                self._log_begin()
 
     def fail(self, where: str, e: BaseException) -> None:
         """A hook failed: say where (with the traceback's last frames), stop switching and put
@@ -318,6 +337,9 @@ class Watcher:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
         self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
         self._after = None         # a failing after-decision timing must not keep the hooks
+        self._log_stop()
+        if self.stream_windows is not None:    # in any state: a capture may be about to open
+            self.stream_windows.restore()
         if self.state in ("warmup", "probe", "search"):
             self.state = "off"
             self.restore()
@@ -697,6 +719,9 @@ class Watcher:
         if a is None or a.get("over") or self._capture_open():
             return
         if not self.logging:
+            now = time.perf_counter()
+            if a.setdefault("since", now) > now - self.o.warmup_s:
+                return             # the program's start (loading, compiling) is no sample
             if a["tries"] >= APPLY_TRIES or not self._log_begin():
                 self._apply_over()
                 return
@@ -712,7 +737,8 @@ class Watcher:
                     self.eager.append(g)
         if self._stream_plan:
             self._set_stream_windows(self._stream_plan)
-        if all(e.get("_applied") for e in self.plan_doc["windows"] if e.get("stream")):
+        if all(e.get("_applied") or e.get("_superseded")
+               for e in self.plan_doc["windows"] if e.get("stream")):
             self._apply_over()
 
     def _apply_over(self):
@@ -1357,6 +1383,10 @@ class Watcher:
         for e in entries:
             at = _core.live_locate(uses6, e["node"], e["param"], e["offset"], e["delta"],
                                    e["bytes"])
+            if at is not None and eager and not _whole_allocation(seen.records, at, e["bytes"]):
+                # one kernel launched on several buffers is several groups of one signature:
+                # the word must point into an allocation of the saved size, from its start
+                at = None
             if at is None:
                 e.setdefault("_missed", 0)
                 e["_missed"] += 1
@@ -1368,6 +1398,9 @@ class Watcher:
         if eager:
             if install and located:
                 base, nbytes, _nodes, e = located[0]
+                if seen.stream in self._stream_plan:   # a stream holds one window: the first
+                    e["_superseded"] = True
+                    return
                 key = (base, nbytes, e["hit_ratio"], e["hit_prop"], e["miss_prop"])
                 self._stream_plan[seen.stream] = (key, _window(*key))
                 e["_applied"] = e.get("_applied", 0) + 1
@@ -1470,6 +1503,7 @@ class Watcher:
         (node, param, offset) that finds the buffer again in the next run, the buffer's offset
         from it (delta), and the nodes that get the window."""
         out = []
+        on_streams = set()         # a stream holds one window: the first placed (as _install)
         for ti, hit, hp, mp in arm["windows"]:
             if "_located" in arm:
                 base, nbytes, nodes = arm["_located"][ti]
@@ -1480,6 +1514,10 @@ class Watcher:
                 continue
             t = self.targets[ti]
             for g, rec in t.places:
+                if getattr(g, "eager", False):
+                    if g.stream in on_streams:
+                        continue
+                    on_streams.add(g.stream)
                 node, param, offset, word = g.anchor(rec)
                 d = {"graph": g.signature, "node": node, "param": param,
                      "offset": offset, "delta": t.address - word, "bytes": t.size,
@@ -1575,6 +1613,11 @@ class Watcher:
             self.restored = self.limit_before
         except Exception as e:
             self.notes.append(f"restoring the set-aside failed: {e}")
+
+
+def _whole_allocation(records: list, at: tuple, nbytes: int) -> bool:
+    """Whether the located window (base, bytes) starts an allocation of ``nbytes`` bytes."""
+    return any(r[0] == at[0] and r[1] == nbytes == at[1] for r in records)
 
 
 def _window(base, nbytes, hit, hit_prop, miss_prop):

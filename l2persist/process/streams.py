@@ -9,8 +9,7 @@ graph's face, a signature, records and uses, so targets, arms, the plan document
 ``l2p_live_locate`` treat it as a one-node graph), and sets windows as stream attributes
 through :class:`StreamWindows`, which puts each stream's own window back.
 
-Only streams known to live for the whole run are touched: the legacy and per-thread default
-streams (handles 0, 1, 2) and PyTorch's pooled streams (``torch.cuda.Stream()`` made without a
+Only streams known to live for the whole run are touched: the legacy default stream (handles 0 and 1) and PyTorch's pooled streams (``torch.cuda.Stream()`` made without a
 handle of the caller's: PyTorch never destroys them), recorded at creation by the bootstrap's
 hook (:func:`note_stream`). A stream the program made itself and may destroy is not windowed.
 """
@@ -24,8 +23,9 @@ from .. import _core
 #: PyTorch's pooled streams made since the bootstrap hooked torch.cuda.Stream: handle -> the
 #: program's Stream object (a pooled stream outlives it anyway).
 POOL: dict[int, Any] = {}
-#: The default streams' handles: legacy (0 and cudaStreamLegacy) and per-thread.
-DEFAULT_STREAMS = (0, 1, 2)
+#: The legacy default stream's handles (0 and cudaStreamLegacy). Not the per-thread default
+#: stream (2): each thread has its own, and the watcher's thread is not the launching one.
+DEFAULT_STREAMS = (0, 1)
 
 
 def note_stream(stream) -> None:
@@ -51,6 +51,7 @@ class LaunchSeen:
     stream: int
     launches: int = 0
     windows_applied: int = 0
+    ordinal: int = 0               # among the log's groups of its signature, by first launch
     eager = True
 
     @property
@@ -89,12 +90,14 @@ def launch_groups(kernels: list, records: list, uses: list) -> list:
         key = (sig, stream, tuple(sorted((u[1], u[2], records[u[4]][0]) for u in mine)))
         g = groups.get(key)
         if g is None:
+            ordinal = sum(1 for k in groups if k[0] == sig)  # as a graph's: which of its sig
             # its own records (those its words point into), as a graph's are its own
             mine_recs = sorted({u[4] for u in mine})
             local = {r: i for i, r in enumerate(mine_recs)}
             g = groups[key] = LaunchSeen(sig, [name], [records[r] for r in mine_recs],
                                          [(0, u[1], u[2], u[3], local[u[4]]) for u in mine],
                                          stream)
+            g.ordinal = ordinal
         g.launches += 1
     return [g for g in groups.values() if g.launches > 1]
 
