@@ -547,27 +547,28 @@ def test_a_stream_the_program_made_itself_gets_no_window(world):
     assert any("stream(s) the program made itself" in n for n in w.notes), w.notes
 
 
-def test_a_capture_suspends_the_stream_windows(world):
+@pytest.mark.parametrize("ends", ["capture_end", "capture_failed"])
+def test_a_capture_suspends_the_stream_windows(world, ends):
     """A captured kernel node copies its stream's window: while the program captures, the
-    watcher's stream windows are off, and back once the capture has ended."""
+    watcher's stream windows are off, and back once the capture has ended, or once the
+    program's capture_begin raised (nothing else would set them again: after the decision no
+    switch comes). A failing hook puts them back for good."""
     world.eager_gain = 1.25
     w = _watcher()
     _eager_program(world, w)
     assert world.stream_win.get(0) is not None
     w.capture_begin()
     assert world.stream_win[0] is None
-    world.captures_open += 1
-    world.captures_open -= 1
-    w.capture_end(ProgramGraph())
+    if ends == "capture_end":
+        world.captures_open += 1
+        world.captures_open -= 1
+        w.capture_end(ProgramGraph())
+    else:
+        w.capture_failed()
     assert world.stream_win[0] is not None and world.stream_win[0].base == EAGER_IN
-    w.restore()
+    assert w.captures == 0
+    w.fail("a hook", RuntimeError("boom"))
     assert world.stream_win[0] is None
-
-
-def _stream_entry(sig, nbytes=64 * MIB, prop="streaming"):
-    return {"graph": sig, "node": 0, "param": 0, "offset": 0, "delta": 0, "bytes": nbytes,
-            "hit_ratio": 1.0, "hit_prop": prop, "miss_prop": "streaming", "nodes": [0],
-            "stream": "launch"}
 
 
 def test_a_plans_stream_window_lands_only_on_the_buffer_it_names(world):
@@ -629,21 +630,6 @@ def test_a_capture_in_the_probe_starts_the_launch_log_over(world):
     assert world.logging and not w.log_cut
     _eager_program(world, w)
     assert w.state == "done" and not world.logging, w.notes
-
-
-def test_a_failed_capture_gives_the_stream_windows_back(world):
-    """capture_begin raised in the program: no capture is open, so the stream windows put
-    aside for it are set again (nothing else would: after the decision no switch comes)."""
-    world.eager_gain = 1.25
-    w = _watcher()
-    _eager_program(world, w)
-    assert world.stream_win.get(0) is not None
-    w.capture_begin()
-    assert world.stream_win[0] is None
-    w.capture_failed()
-    assert world.stream_win[0] is not None and w.captures == 0
-    w.fail("a hook", RuntimeError("boom"))           # a failing hook puts them back
-    assert world.stream_win[0] is None
 
 
 def test_a_graph_the_program_dropped_is_no_target(world):
