@@ -518,14 +518,17 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
     path.write_text(json.dumps(plan))
     world.stream_win.clear()
     monkeypatch.setattr(live, "APPLY_LOG_S", 0.005)
-    a = _watcher(mode="apply")
+    a = live.Watcher(live.Options(mode="apply"))     # the defaults: apply waits APPLY_WARMUP_S
+    t0 = time.perf_counter()
     a.load_plan(str(path))
     assert a.wants_calls()
     unhooked = []
     a.unhook_calls = lambda: unhooked.append(True) or []
     a.device = l2persist.Device(0)
-    _eager_program(world, a, calls=200_000)
+    _eager_program(world, a, calls=2_000_000)
     assert a.apply_log.get("over") and unhooked == [True], a.notes
+    # matched within a short program's life: not after advise's 2 s warm-up
+    assert time.perf_counter() - t0 < live.APPLY_WARMUP_S + 1.0
     assert not world.logging
     win = world.stream_win.get(0)
     assert win is not None and win.base == EAGER_IN and win.hit_prop == "streaming"
@@ -859,7 +862,8 @@ def test_what_trying_the_arms_costs_the_program_is_measured(world, taxed):
     tax on a program's other kernels does. The watcher sets each arm's unrecorded rests
     against the baselines' pace: the costliest arm reads near 1.6x and the search paid for
     it (0.07-0.11 of the search's wall on this CPU); where no arm costs anything, the figure
-    is near zero (this CPU's noise: -0.013 to 0.008, the worst arm up to 1.1x)."""
+    is near zero (this CPU's noise: -0.013 to 0.008 alone, 0.036 once under load; the worst arm
+    up to 1.1x)."""
     world.gain = 1.25
     rec = world.replay
 
@@ -877,7 +881,9 @@ def test_what_trying_the_arms_costs_the_program_is_measured(world, taxed):
         assert 1.3 < s["exploring_worst"] < 2.0, s
         assert 0.04 < s["exploring_share"] < 0.5, s
     else:
-        assert abs(s["exploring_share"]) < 0.03, s
+        # wall-time noise on this CPU: 0.036 once with other tests running beside it (CI at
+        # 5270e5a); the worst arm, the taxed case's 1.3-2.0x, is the sharper line
+        assert s["exploring_worst"] < 1.25 and abs(s["exploring_share"]) < 0.06, s
     from l2persist.process.report import summary_text
     assert "exploring: the arms tried cost" in summary_text(w.summary())
 

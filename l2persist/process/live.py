@@ -47,6 +47,9 @@ REST_PAIRS = 3
 #: apply logs launches this long a try, this many tries at most, to match its stream windows.
 APPLY_LOG_S = 0.5
 APPLY_TRIES = 3
+#: ... from this long after its first watched call (not advise's --warmup, 2 s by default: a
+#: program of a few seconds ended before its log began, H200 8cce687).
+APPLY_WARMUP_S = 0.25
 #: advise notes the share of the warm-up's GPU time in kernels no captured graph holds from this
 #: share on (their buffers get no window: see _note_ungraphed).
 UNGRAPHED_NOTE = 0.05
@@ -720,8 +723,8 @@ class Watcher:
             return
         if not self.logging:
             now = time.perf_counter()
-            if a.setdefault("since", now) > now - self.o.warmup_s:
-                return             # the program's start (loading, compiling) is no sample
+            if a.setdefault("since", now) > now - APPLY_WARMUP_S:
+                return             # the program's first calls (loading, compiling): no sample
             if a["tries"] >= APPLY_TRIES or not self._log_begin():
                 self._apply_over()
                 return
