@@ -574,6 +574,12 @@ def test_a_capture_suspends_the_stream_windows(world, ends):
     assert world.stream_win[0] is None
 
 
+def _stream_entry(sig, nbytes=64 * MIB, prop="streaming"):
+    return {"graph": sig, "node": 0, "param": 0, "offset": 0, "delta": 0, "bytes": nbytes,
+            "hit_ratio": 1.0, "hit_prop": prop, "miss_prop": "streaming", "nodes": [0],
+            "stream": "launch"}
+
+
 def test_a_plans_stream_window_lands_only_on_the_buffer_it_names(world):
     """One kernel launched on two buffers is two groups of one signature: the plan's window
     (saved on the 64 MiB input) lands on that allocation, not on the first group's 1 MiB one;
