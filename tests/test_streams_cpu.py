@@ -91,7 +91,7 @@ def world(monkeypatch):
 
 
 def test_stream_windows_set_change_and_put_back(world):
-    sw = streams.StreamWindows(0)
+    sw = streams.StreamWindows()
     sw.set({0: ("k1", "w1"), 5: ("k2", "w2")})
     assert world.win == {0: "w1", 5: "w2"}
     n = len(world.sets)
@@ -105,7 +105,7 @@ def test_stream_windows_set_change_and_put_back(world):
 
 
 def test_a_capture_holds_the_windows_off_until_it_ends(world):
-    sw = streams.StreamWindows(0)
+    sw = streams.StreamWindows()
     sw.set({5: ("k", "w")})
     sw.suspend()
     assert world.win[5] == "theirs"
@@ -121,7 +121,7 @@ def test_a_capture_holds_the_windows_off_until_it_ends(world):
 
 
 def test_a_failed_put_back_is_reported_and_the_rest_go_on(world, monkeypatch):
-    sw = streams.StreamWindows(0)
+    sw = streams.StreamWindows()
     sw.set({0: ("k", "w"), 5: ("k", "w")})
     stream0 = sw.wrapped[0]
     original = type(stream0).access_policy_window

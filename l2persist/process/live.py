@@ -121,6 +121,7 @@ class GraphSeen:
     # would read short (Watcher._install's fresh executables)
     recorded_exec: bool = False
     renew_failed: bool = False     # its owner could not be made to instantiate it again
+    eager = False                  # a graph's windows go on its nodes (streams.LaunchSeen: True)
 
     def borrow(self):
         """An l2persist Graph over the program's graph, made per use (it holds its owner: kept,
@@ -719,11 +720,11 @@ class Watcher:
         tries), the windows are set on the launches' streams at the call that took the log, and
         the call hooks come off: from there apply adds nothing to a call or a launch."""
         a = self.apply_log
-        if a is None or a.get("over") or self._capture_open():
+        if a is None or a.get("over"):
             return
+        now = time.perf_counter()
         if not self.logging:
-            now = time.perf_counter()
-            if a.setdefault("since", now) > now - APPLY_WARMUP_S:
+            if a.setdefault("since", now) > now - APPLY_WARMUP_S or self._capture_open():
                 return             # the program's first calls (loading, compiling): no sample
             if a["tries"] >= APPLY_TRIES or not self._log_begin():
                 self._apply_over()
@@ -731,8 +732,8 @@ class Watcher:
             a["tries"] += 1
             a["t0"] = time.perf_counter()
             return
-        if time.perf_counter() - a["t0"] < APPLY_LOG_S:
-            return
+        if now - a["t0"] < APPLY_LOG_S or self._capture_open():
+            return                 # captures asked only where it acts: this runs every call
         for g in self._log_take():
             if _streams.known(g.stream):
                 self._apply_plan_windows(g, install=True)
@@ -1286,10 +1287,8 @@ class Watcher:
         on_streams: dict[int, tuple] = {}
         for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
             key = (base, nbytes, hit, hp, mp)
-            if getattr(g, "eager", False):
-                # one window per stream: the first placed (the heavier target) stays
-                if g.stream not in on_streams:
-                    on_streams[g.stream] = (key, _window(*key))
+            if g.eager:            # one per stream (_placements)
+                on_streams[g.stream] = (key, _window(*key))
                 continue
             w = (key, _window(*key))
             d = want.setdefault(id(g), {})
@@ -1323,20 +1322,24 @@ class Watcher:
         """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop) per graph a window of
         the arm lands in."""
         out = []
+        taken: set = set()
         for ti, hit, hp, mp in arm["windows"]:
             if "_located" in arm:           # verify: a saved plan's window, found again
-                base, nbytes, nodes = arm["_located"][ti]
-                out.append((arm["_graphs"][ti], nodes, base, nbytes, hit, hp, mp))
+                g = arm["_graphs"][ti]
+                if _first_on_its_stream(g, taken):
+                    base, nbytes, nodes = arm["_located"][ti]
+                    out.append((g, nodes, base, nbytes, hit, hp, mp))
                 continue
             t = self.targets[ti]
             for g, rec in t.places:
-                out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp))
+                if _first_on_its_stream(g, taken):
+                    out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp))
         return out
 
     def _set_stream_windows(self, want: dict):
         sw = self.stream_windows
         if sw is None:
-            sw = self.stream_windows = _streams.StreamWindows(self.o.device)
+            sw = self.stream_windows = _streams.StreamWindows()
         sw.resume()                # no capture is open here (a failed one left them held)
         sw.set(want)
 
@@ -1345,7 +1348,7 @@ class Watcher:
             gs = {}
             for a in self.arms:
                 for p in self._placements(a):
-                    if not getattr(p[0], "eager", False):
+                    if not p[0].eager:
                         gs[id(p[0])] = p[0]
             self._all_windowed = list(gs.values())
         return self._all_windowed
@@ -1377,7 +1380,7 @@ class Watcher:
     def _apply_plan_windows(self, seen, install: bool):
         """The plan's windows for this graph (or eager launch group), located in it; set
         where ``install`` (apply; a group's on its stream)."""
-        eager = getattr(seen, "eager", False)
+        eager = seen.eager
         entries = [w for w in self.plan_doc["windows"] if w["graph"] == seen.signature
                    and (w.get("stream") == "launch") == eager and not (eager and w.get("_applied"))]
         located = []
@@ -1506,27 +1509,26 @@ class Watcher:
         (node, param, offset) that finds the buffer again in the next run, the buffer's offset
         from it (delta), and the nodes that get the window."""
         out = []
-        on_streams = set()         # a stream holds one window: the first placed (as _install)
+        taken: set = set()         # a stream holds one window: the first placed (as installed)
         for ti, hit, hp, mp in arm["windows"]:
             if "_located" in arm:
                 base, nbytes, nodes = arm["_located"][ti]
                 g = arm["_graphs"][ti]
-                out.append({"graph": g.signature, "bytes": nbytes, "hit_ratio": hit,
-                            "hit_prop": hp, "miss_prop": mp, "nodes": nodes,
-                            "stream": "launch" if getattr(g, "eager", False) else None})
+                if _first_on_its_stream(g, taken):
+                    out.append({"graph": g.signature, "bytes": nbytes, "hit_ratio": hit,
+                                "hit_prop": hp, "miss_prop": mp, "nodes": nodes,
+                                "stream": "launch" if g.eager else None})
                 continue
             t = self.targets[ti]
             for g, rec in t.places:
-                if getattr(g, "eager", False):
-                    if g.stream in on_streams:
-                        continue
-                    on_streams.add(g.stream)
+                if not _first_on_its_stream(g, taken):
+                    continue
                 node, param, offset, word = g.anchor(rec)
                 d = {"graph": g.signature, "node": node, "param": param,
                      "offset": offset, "delta": t.address - word, "bytes": t.size,
                      "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp,
                      "nodes": g.nodes_of(rec)}
-                if getattr(g, "eager", False):
+                if g.eager:
                     d["stream"] = "launch"     # on the stream this launch is queued on
                 out.append(d)
         return out
@@ -1616,6 +1618,18 @@ class Watcher:
             self.restored = self.limit_before
         except Exception as e:
             self.notes.append(f"restoring the set-aside failed: {e}")
+
+
+def _first_on_its_stream(g, taken: set) -> bool:
+    """A stream holds one window: an arm's eager placements after the first on a stream (the
+    heavier target's, targets being heaviest first) are dropped wherever the arm is placed,
+    installed or written; graph placements always pass."""
+    if not g.eager:
+        return True
+    if g.stream in taken:
+        return False
+    taken.add(g.stream)
+    return True
 
 
 def _whole_allocation(records: list, at: tuple, nbytes: int) -> bool:

@@ -108,8 +108,7 @@ class StreamWindows:
     while a capture is open (a captured kernel node copies its stream's window), :meth:`resume`
     sets them again."""
 
-    def __init__(self, device: int):
-        self.device = device
+    def __init__(self):
         self.wrapped: dict[int, Any] = {}
         self.before: dict[int, Any] = {}
         self.now: dict[int, tuple] = {}    # handle -> (key, window)
