@@ -62,6 +62,8 @@ def test_cli_refusals(args, words):
     (("windows", 0, "hit_prop"), "bogus", "windows[0].hit_prop"),
     (("windows", 0, "nodes"), [], "windows[0].nodes"),
     (("windows", 0, "nodes"), [1, "x"], "windows[0].nodes[1]"),
+    (("windows", 0, "stream"), "pool", "windows[0].stream: expected 'launch', got 'pool'"),
+    (("windows", 0, "stream"), 7, "windows[0].stream"),
 ])
 def test_plan_document_fields_are_named(path, value, words):
     doc = copy.deepcopy(GOOD)
@@ -72,6 +74,11 @@ def test_plan_document_fields_are_named(path, value, words):
     with pytest.raises(ValueError, match=r"plan .*" + words.replace("[", r"\[").replace("]", r"\]")):
         plan_doc.check_plan(doc)
     assert plan_doc.check_plan(copy.deepcopy(GOOD))["set_aside"] == 3932160
+    eager = copy.deepcopy(GOOD)                 # a stream window's mark, and null, are good
+    eager["windows"][0]["stream"] = "launch"
+    assert plan_doc.check_plan(eager)["windows"][0]["stream"] == "launch"
+    eager["windows"][0]["stream"] = None
+    plan_doc.check_plan(eager)
 
 
 def test_verify_refuses_a_bad_document(tmp_path):
