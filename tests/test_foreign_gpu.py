@@ -584,6 +584,35 @@ def test_discover_l2persist_work_that_syncs_with_the_host(rng):
     np.testing.assert_allclose(buf.to_numpy(), host * 2 + 1, rtol=1e-6)
 
 
+def test_the_launch_log_leaves_out_launches_into_a_capture(rng):
+    """A launch on a capturing stream runs nothing (it becomes a node of the graph): the log,
+    which stands for eager work, leaves it out, and keeps the eager launch beside it with its
+    stream; the captured graph then runs the kernel on its own replay."""
+    from l2persist import _core
+    host = rng.random(1 << 16).astype(np.float32)
+    a, b = l2persist.to_device(host), l2persist.to_device(host)
+    with l2persist.Stream() as cap, l2persist.Stream() as s:
+        graphs = []
+
+        def fn():
+            with cap.capture() as g:
+                K.scale_shift(a, 2.0, 1.0, stream=cap)
+            graphs.append(g)
+            K.scale_shift(b, 3.0, 0.5, stream=s)
+            s.synchronize()
+
+        kernels, records, uses = _core._launch_log(fn, [(a.ptr, a.nbytes), (b.ptr, b.nbytes)],
+                                                   None)
+        assert [k[-1] for k in kernels] == [s.handle], kernels
+        assert {records[u[4]][2] for u in uses} == {1}, (records, uses)   # b's offer only
+        np.testing.assert_array_equal(a.to_numpy(), host)        # the capture ran nothing
+        np.testing.assert_allclose(b.to_numpy(), host * 3 + 0.5, rtol=1e-6)
+        with graphs[0] as g:
+            g.launch(stream=cap)
+            cap.synchronize()
+    np.testing.assert_allclose(a.to_numpy(), host * 2 + 1, rtol=1e-6)
+
+
 def test_pytorch_launches_after_the_launch_log_still_work():
     """In a fresh process: three launch logs (discover on host-syncing work), then some hundreds
     of PyTorch launches of kernels the logs saw and did not see (randint, bincount, matmul),

@@ -254,13 +254,35 @@ static void *function_of(void *handle, l2p_param_span *spans, size_t cap, size_t
 /* ---- the callback ---- */
 
 typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+typedef CUresult (*stream_is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
 static ctx_get_device_fn ctx_get_device; /* resolved by l2p_launch_log_begin */
+static stream_is_capturing_fn stream_is_capturing; /* likewise */
 
 /* Whether the calling thread's current context is on the log's device. */
 static int on_device(const l2p_launch_log *log)
 {
     CUdevice dev;
     return ctx_get_device(&dev) == CUDA_SUCCESS && (int)dev == log->device;
+}
+
+static int per_thread_form(CUpti_CallbackId cbid)
+{
+    return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+}
+
+/* Whether a launch goes into a capture rather than to the GPU: it then runs nothing now (it
+ * becomes a node of the graph being captured), so it is not eager work, and the log, which
+ * stands for eager work, leaves it out. The legacy default stream is never captured, and is not
+ * asked: asking about it while a blocking stream captures is itself an error. */
+static int into_capture(CUpti_CallbackId cbid, CUstream stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (stream == CU_STREAM_LEGACY || (stream == NULL && !per_thread_form(cbid))) return 0;
+    if (stream == NULL) stream = CU_STREAM_PER_THREAD;
+    return stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 static void count_dropped(l2p_launch_log *log)
@@ -301,6 +323,10 @@ static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_Ca
         return;
     log->seen++;
     if ((log->diag & DIAG_RAW) || !on_device(log)) return;
+    if (into_capture(cbid, (CUstream)a.stream)) {
+        log->captured++;
+        return;
+    }
     if (log->n_launches == log->max_launches || !a.func) { /* full: no lookup for it */
         count_dropped(log);
         return;
@@ -371,7 +397,7 @@ typedef struct {
 static l2p_status cupti(const cupti_calls **out)
 {
     static cupti_calls c;
-    void *lib, *get_device;
+    void *lib, *get_device, *is_capturing;
     L2P_TRY(l2p_cupti_library(&lib));
     c.subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
     c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
@@ -383,6 +409,8 @@ static l2p_status cupti(const cupti_calls **out)
                         "cuptiEnableCallback)");
     L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
     ctx_get_device = (ctx_get_device_fn)get_device;
+    L2P_TRY(l2p_driver_symbol("cuStreamIsCapturing", &is_capturing));
+    stream_is_capturing = (stream_is_capturing_fn)is_capturing;
     *out = &c;
     return L2P_OK;
 }
@@ -472,9 +500,9 @@ l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
 static void print_counts(const l2p_launch_log *log)
 {
     const char *path = l2p_cupti_path();
-    fprintf(stderr, "l2persist launch log %lu: driver launches seen %zu; logged %zu, dropped "
-            "%zu; kernels resolved %zu; CUPTI %s\n", log->session, log->seen, log->n_launches,
-            log->dropped, log->n_fns, path ? path : "?");
+    fprintf(stderr, "l2persist launch log %lu: driver launches seen %zu; into a capture %zu; "
+            "logged %zu, dropped %zu; kernels resolved %zu; CUPTI %s\n", log->session,
+            log->seen, log->captured, log->n_launches, log->dropped, log->n_fns, path ? path : "?");
 }
 
 void l2p_launch_log_end(l2p_launch_log *log)

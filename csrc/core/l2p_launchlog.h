@@ -99,6 +99,7 @@ typedef struct {
     size_t n_args, args_cap, max_args; /* bytes used, allocated, allowed */
     size_t dropped;          /* launches not logged: past a cap, or their function unknown */
     size_t seen;             /* driver launches the callbacks saw (the diagnostic's count) */
+    size_t captured;         /* of those, launches into a capturing stream: not logged */
     l2p_launch_fn *fns;      /* resolved handles: open addressing, fns_cap a power of two */
     size_t n_fns, fns_cap;
     l2p_param_span *spans;   /* their parameter layouts */
