@@ -326,15 +326,15 @@ def test_rest_units_binding():
     not known yet, takes the defaults from live_defaults(), and names a bad argument."""
     from l2persist import _core
     d = _core.live_defaults()
-    assert d["max_overhead"] == 0.01 and d["max_rest_ratio"] == 15
+    assert d["max_overhead"] == 0.01 and d["max_rest_ratio"] == 20
     assert _core.live_rest_units(50) == (50, False)             # nothing known: one block
     assert _core.live_rest_units(50, 0.0, 1e-4, 1e-4) == (0, False)  # watching costs nothing
     r, capped = _core.live_rest_units(50, 5e-4, 1e-4, 1.05e-4)  # 5 % recording, 0.5 ms switch
     added, cycle = 5e-4 + 50 * 5e-6, 5e-4 + r * 1e-4 + 50 * 1.05e-4
-    assert not capped and 0 < r < 15 * 50 and added / cycle <= 0.01
+    assert not capped and 0 < r < 20 * 50 and added / cycle <= 0.01
     assert (added / (cycle - 1e-4)) > 0.01                      # the fewest that do
     # a 1 ms switch and 10 % recording need more than the cap: out of reach, said
-    assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4) == (15 * 50, True)
+    assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4) == (20 * 50, True)
     assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_overhead=0.0) == (0, False)
     assert _core.live_rest_units(50, 1e-3, 1e-4, 1.1e-4, max_rest_ratio=2) == (100, True)
     # the hooks' share comes off the bound: longer rests, as for a bound that much lower

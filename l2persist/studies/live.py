@@ -107,12 +107,14 @@ class Config:
 # Rests between blocks keep watching under --max-overhead, so advice takes longer than the
 # back-to-back search (several times, on a host-bound program): the loops are long enough for it.
 # On the H100 at 6b3602a the server decided after 19-24 s at advise's defaults (1 %) with rests
-# of at most nine blocks' worth; the cap is now fifteen (a sixteenth recorded), which makes a
-# capped search about 1.6 times as long: the budgets leave room, and with the warm-up and the
-# probe (counted in the advice's seconds) stay under the bar's 60 s.
+# of at most nine blocks' worth; the cap went to fifteen (a sixteenth recorded; the server decided
+# after 27-35 s, observing it cost 1.90-2.10 %), then twenty (a twenty-first), which makes a
+# capped search about 1.3 times as long again: the budgets leave room, and with the warm-up and
+# the probe (counted in the advice's seconds) stay under the bar's 60 s. Full mode's blocks are
+# the quick mode's length for that reason (25 ms blocks made a capped search 1.25 times longer).
 QUICK = Config(loop_s=60, grid_loop_s=5, repeats=1, warmup=0.5, block_ms=20, budget=55, top=3,
                max_overhead=1.0)
-FULL = Config(loop_s=80, grid_loop_s=8, repeats=3, warmup=1.0, block_ms=25, budget=56,
+FULL = Config(loop_s=80, grid_loop_s=8, repeats=3, warmup=1.0, block_ms=20, budget=56,
               top=None, max_overhead=1.0)
 
 

@@ -231,7 +231,7 @@ static void test_rest_units(void)
     l2p_live_options o;
     l2p_live s;
     l2p_live_options_default(&o);
-    CHECK(o.max_overhead == 0.01 && o.max_rest_ratio == 15);
+    CHECK(o.max_overhead == 0.01 && o.max_rest_ratio == 20);
     o.max_overhead = 0.6;
     CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
     l2p_live_options_default(&o);
