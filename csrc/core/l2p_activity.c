@@ -36,6 +36,7 @@ void l2p_activity_clear(l2p_activity *a)
     for (size_t i = 1; i < a->n_names; i++) free(a->names[i]);
     if (a->keys) memset(a->keys, 0, L2P_ACTIVITY_NAMES * sizeof *a->keys);
     a->n_names = a->names ? 1 : 0;
+    a->n_keys = 0;
     a->n = 0;
     a->dropped = 0;
 }
@@ -53,9 +54,19 @@ void l2p_activity_free(l2p_activity *a)
     memset(a, 0, sizeof *a);
 }
 
+/* The id of a name already kept (cut), or 0. Only on a key's first sight: a scan of the
+ * names kept, which stay few. */
+static uint32_t kept_name(const l2p_activity *a, const char *cut)
+{
+    for (size_t i = 1; i < a->n_names; i++)
+        if (strcmp(a->names[i], cut) == 0) return (uint32_t)i;
+    return 0;
+}
+
 /* The name id of key (interned on first sight); L2P_ACTIVITY_OTHER when the table is full.
  * Keyed by CUPTI's pointer: every record of one kernel shares it, so a lookup costs no
- * string compare. */
+ * string compare. Two kernels whose names agree up to the cut share an id, as their scans'
+ * names would. */
 static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
 {
     size_t mask = L2P_ACTIVITY_NAMES - 1;
@@ -64,13 +75,19 @@ static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
         if (a->keys[h] == key) return a->ids[h];
         if (!a->keys[h]) break;
     }
-    if (a->n_names >= L2P_ACTIVITY_NAMES * 3 / 4) return L2P_ACTIVITY_OTHER;
-    char *copy = strdup(name ? name : "?");
+    if (a->n_keys >= L2P_ACTIVITY_NAMES * 3 / 4) return L2P_ACTIVITY_OTHER;
+    char *copy = strndup(name ? name : "?", L2P_KERNEL_NAME_MAX - 1);
     if (!copy) return L2P_ACTIVITY_OTHER;
+    uint32_t id = kept_name(a, copy);
+    if (id) free(copy);
+    else {
+        id = (uint32_t)a->n_names++;
+        a->names[id] = copy;
+    }
     a->keys[h] = key;
-    a->ids[h] = (uint32_t)a->n_names;
-    a->names[a->n_names] = copy;
-    return (uint32_t)a->n_names++;
+    a->ids[h] = id;
+    a->n_keys++;
+    return id;
 }
 
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,

@@ -26,13 +26,17 @@
 #include <stdint.h>
 
 #include "l2p_error.h"
+#include "l2p_graphscan.h" /* L2P_KERNEL_NAME_MAX: one cut for every kernel name */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Distinct kernel names kept (open addressing on CUPTI's shared name pointer, 3/4 used at
- * most); kernels past that are counted under one "(other kernels)" name. */
+ * most); kernels past that are counted under one "(other kernels)" name. A name is kept as a
+ * graph's scan and the launch log keep it, its first L2P_KERNEL_NAME_MAX - 1 characters, so
+ * that the records' names and the scans' compare (PyTorch's templated kernels run to 400 and
+ * more: at full length a logged eager kernel's GPU time was never found by its name). */
 #define L2P_ACTIVITY_NAMES 8192
 #define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)" */
 
@@ -47,8 +51,9 @@ typedef struct {
     size_t n, cap;
     const void **keys;       /* name table: CUPTI's name pointer per slot (NULL: empty) */
     uint32_t *ids;           /* the name id of each slot */
-    char **names;            /* name id -> a copy of the kernel's (mangled) name */
+    char **names;            /* name id -> the kernel's (mangled) name, cut as a scan cuts it */
     size_t n_names;
+    size_t n_keys;           /* slots used: several keys may share a name id */
     size_t dropped;          /* records CUPTI dropped, or that did not fit in host memory */
     uint32_t device;         /* only this device's kernels are kept */
     int active;              /* collecting: the kinds are enabled */

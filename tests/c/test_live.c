@@ -306,6 +306,20 @@ static void test_activity_blocks(void)
     CHECK(a.n == 0 && a.n_names == 1);
     l2p_activity_add(&a, 1, 5, 4, 7, k2, k2); /* end before start: a zero duration */
     CHECK(a.recs[0].end == a.recs[0].start && a.recs[0].name == 1);
+    /* names cut as a scan cuts them (L2P_KERNEL_NAME_MAX - 1): two kernels that agree that
+     * far share one id, and the kept name equals a scan's */
+    static char long1[600], long2[600];
+    memset(long1, 'x', sizeof long1 - 1);
+    memcpy(long2, long1, sizeof long2);
+    long2[500] = 'y';
+    l2p_activity_add(&a, 1, 10, 20, 7, long1, long1);
+    l2p_activity_add(&a, 1, 20, 25, 7, long2, long2);
+    CHECK(a.n_names == 3 && a.recs[1].name == 2 && a.recs[2].name == 2);
+    CHECK(strlen(a.names[2]) == L2P_KERNEL_NAME_MAX - 1);
+    l2p_activity_add(&a, 1, 30, 35, 7, k1, k1); /* a short name: whole */
+    CHECK(a.n_names == 4 && strcmp(a.names[3], "kernel_one") == 0);
+    l2p_activity_clear(&a);
+    CHECK(a.n_keys == 0);
     l2p_activity_free(&a);
     l2p_activity_free(&a); /* idempotent */
 }
