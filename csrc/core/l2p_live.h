@@ -72,7 +72,7 @@ typedef struct {
     /* Not the search's own: the watcher's pace (l2p_live_rest_units), kept here because this
      * is the one home of the live defaults. */
     double max_overhead;        /* of the program's wall time while advising (0.01; 0: no rest) */
-    size_t max_rest_ratio;      /* rest units per block unit at most (15: a sixteenth recorded) */
+    size_t max_rest_ratio;      /* rest units per block unit at most (20: a twenty-first recorded) */
 } l2p_live_options;
 
 typedef struct {

@@ -316,10 +316,22 @@ static void test_activity_blocks(void)
     l2p_activity_add(&a, 1, 20, 25, 7, long2, long2);
     CHECK(a.n_names == 3 && a.recs[1].name == 2 && a.recs[2].name == 2);
     CHECK(strlen(a.names[2]) == L2P_KERNEL_NAME_MAX - 1);
+    CHECK(strncmp(a.names[2], long1, L2P_KERNEL_NAME_MAX - 1) == 0);
     l2p_activity_add(&a, 1, 30, 35, 7, k1, k1); /* a short name: whole */
     CHECK(a.n_names == 4 && strcmp(a.names[3], "kernel_one") == 0);
+    CHECK(a.n_keys == 4); /* k2, long1, long2, k1: the table counts keys, not names */
     l2p_activity_clear(&a);
     CHECK(a.n_keys == 0);
+    /* the table's bound is on keys: many kernels of one cut name fill it, and past 3/4 of it
+     * a new key counts as "(other kernels)" while the names stay two */
+    static char many[L2P_ACTIVITY_NAMES];
+    size_t kept = 0;
+    for (size_t i = 0; i < L2P_ACTIVITY_NAMES; i++) {
+        l2p_activity_add(&a, 1, 40, 41, 7, &many[i], long1);
+        kept += a.recs[a.n - 1].name == 1;
+    }
+    CHECK(kept == L2P_ACTIVITY_NAMES * 3 / 4 && a.n_names == 2 && a.n_keys == kept);
+    CHECK(a.recs[a.n - 1].name == L2P_ACTIVITY_OTHER);
     l2p_activity_free(&a);
     l2p_activity_free(&a); /* idempotent */
 }
