@@ -1285,7 +1285,7 @@ class Watcher:
         t_windows = time.perf_counter()
         want: dict[int, dict] = {}
         on_streams: dict[int, tuple] = {}
-        for g, nodes, base, nbytes, hit, hp, mp in self._placements(a):
+        for g, nodes, base, nbytes, hit, hp, mp, _rec in self._placements(a):
             key = (base, nbytes, hit, hp, mp)
             if g.eager:            # one per stream (_placements)
                 on_streams[g.stream] = (key, _window(*key))
@@ -1319,8 +1319,9 @@ class Watcher:
                               f"their arms; --max-overhead 0 records back to back, unpaused")
 
     def _placements(self, arm) -> list:
-        """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop) per graph a window of
-        the arm lands in."""
+        """(graph, nodes, base, bytes, hit_ratio, hit_prop, miss_prop, record) per graph a
+        window of the arm lands in, as installed and as written (_window_docs); record: the
+        target's record in the graph, None for a saved plan's window found again (verify)."""
         out = []
         taken: set = set()
         for ti, hit, hp, mp in arm["windows"]:
@@ -1328,12 +1329,12 @@ class Watcher:
                 g = arm["_graphs"][ti]
                 if _first_on_its_stream(g, taken):
                     base, nbytes, nodes = arm["_located"][ti]
-                    out.append((g, nodes, base, nbytes, hit, hp, mp))
+                    out.append((g, nodes, base, nbytes, hit, hp, mp, None))
                 continue
             t = self.targets[ti]
             for g, rec in t.places:
                 if _first_on_its_stream(g, taken):
-                    out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp))
+                    out.append((g, g.nodes_of(rec), t.address, t.size, hit, hp, mp, rec))
         return out
 
     def _set_stream_windows(self, want: dict):
@@ -1404,8 +1405,8 @@ class Watcher:
         if eager:
             if install and located:
                 base, nbytes, _nodes, e = located[0]
-                if seen.stream in self._stream_plan:   # a stream holds one window: the first
-                    e["_superseded"] = True
+                if not _first_on_its_stream(seen, set(self._stream_plan)):
+                    e["_superseded"] = True     # the first matched holds its stream
                     return
                 key = (base, nbytes, e["hit_ratio"], e["hit_prop"], e["miss_prop"])
                 self._stream_plan[seen.stream] = (key, _window(*key))
@@ -1509,28 +1510,15 @@ class Watcher:
         (node, param, offset) that finds the buffer again in the next run, the buffer's offset
         from it (delta), and the nodes that get the window."""
         out = []
-        taken: set = set()         # a stream holds one window: the first placed (as installed)
-        for ti, hit, hp, mp in arm["windows"]:
-            if "_located" in arm:
-                base, nbytes, nodes = arm["_located"][ti]
-                g = arm["_graphs"][ti]
-                if _first_on_its_stream(g, taken):
-                    out.append({"graph": g.signature, "bytes": nbytes, "hit_ratio": hit,
-                                "hit_prop": hp, "miss_prop": mp, "nodes": nodes,
-                                "stream": "launch" if g.eager else None})
-                continue
-            t = self.targets[ti]
-            for g, rec in t.places:
-                if not _first_on_its_stream(g, taken):
-                    continue
+        for g, nodes, base, nbytes, hit, hp, mp, rec in self._placements(arm):  # as installed
+            d = {"graph": g.signature}
+            if rec is not None:        # a target's place: the word that finds it again
                 node, param, offset, word = g.anchor(rec)
-                d = {"graph": g.signature, "node": node, "param": param,
-                     "offset": offset, "delta": t.address - word, "bytes": t.size,
-                     "hit_ratio": hit, "hit_prop": hp, "miss_prop": mp,
-                     "nodes": g.nodes_of(rec)}
-                if g.eager:
-                    d["stream"] = "launch"     # on the stream this launch is queued on
-                out.append(d)
+                d.update(node=node, param=param, offset=offset, delta=base - word)
+            d.update(bytes=nbytes, hit_ratio=hit, hit_prop=hp, miss_prop=mp, nodes=nodes)
+            if g.eager or rec is None:
+                d["stream"] = "launch" if g.eager else None  # on the stream it is queued on
+            out.append(d)
         return out
 
     def make_plan(self) -> dict:
@@ -1622,8 +1610,9 @@ class Watcher:
 
 def _first_on_its_stream(g, taken: set) -> bool:
     """A stream holds one window: an arm's eager placements after the first on a stream (the
-    heavier target's, targets being heaviest first) are dropped wherever the arm is placed,
-    installed or written; graph placements always pass."""
+    heavier target's, targets being heaviest first) are dropped where the arm is placed (and
+    so where it is installed and written); apply keeps the first plan entry matched on a
+    stream. Graph placements always pass."""
     if not g.eager:
         return True
     if g.stream in taken:
