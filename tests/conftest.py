@@ -1,6 +1,7 @@
 """GPU tests carry the `gpu` marker and skip, with the runtime's reason, where no device is
 found (l2persist's pytest plugin does that). On a GPU the session checks that the suite leaves
-the persisting-L2 limit as it found it."""
+the persisting-L2 limit as it found it. Tests judged by this host's wall clock carry the
+`host_timed` marker (host_timed.py: three tries)."""
 
 import os
 import zlib
@@ -9,7 +10,7 @@ import pytest
 
 import l2persist
 
-pytest_plugins = ["l2persist.pytest_plugin", "pytester"]
+pytest_plugins = ["l2persist.pytest_plugin", "pytester", "host_timed"]
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +53,4 @@ def pytest_runtest_makereport(item, call):
     """A failing test that used the rng fixture names the seed that makes its data again."""
     if call.when == "call" and call.excinfo is not None and "rng" in getattr(item, "fixturenames", ()):
         item.add_report_section("call", "seed", f"L2P_TEST_SEED={_SEED}")
+

@@ -25,6 +25,11 @@ from l2persist import foreign
 from l2persist.process import live
 from l2persist.process import torch as process_torch
 
+# The world's records are stamped on this host's clock and its blocks' wall time is real time:
+# another process taking the CPU moves the figures (a tail preempted on a CI machine read 2.2x
+# its rate), so each test here gets three tries (tests/host_timed.py).
+pytestmark = pytest.mark.host_timed
+
 MIB = 1 << 20
 TABLE = 0x7F00_0000_0000          # the graph's table (the target a window should cover)
 SMALL = 0x7F10_0000_0000
@@ -797,10 +802,12 @@ def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, que
         b.rest_units for b in w.blocks if b.rest_units)) < 1.25, s
     if queued:      # GPU-bound: a unit costs its GPU time, the tail's too
         rates = per_arm[0]["rest_wall_ms_per_unit"] + per_arm[1]["rest_wall_ms_per_unit"]
-        # (the median: a loaded host makes single tails noisy; without the drain every tail
-        # read several times the truth)
+        # (the median and nine in ten, not all: a loaded host makes single tails noisy; one
+        # preempted tail read 0.31 ms on a CI machine. Without the drain every tail read
+        # several times the truth)
         assert rates and abs(statistics.median(rates) / truth - 1) < 0.15, rates
-        assert max(rates) < 2 * truth, rates
+        high = sorted(rates)[int(0.9 * len(rates)) - 1]
+        assert high < 1.5 * truth, rates
     else:
         assert 0.10 < s["record_cost"] < 0.35, s            # the tails' rate, as before
     assert "rests ran with the call hooks off" in live_report_text(w)
