@@ -543,16 +543,20 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
     assert world.stream_win[0] is None
 
 
-def test_a_stream_the_program_made_itself_gets_no_window(world):
-    """Eager launches on a stream that is neither a default stream nor PyTorch's pool (the
-    program may destroy it): not a target, nothing set on it, and advise says so."""
+@pytest.mark.parametrize("stream,said", [(0x5EED, "stream(s) the program made itself"),
+                                         (2, "a per-thread default stream")])
+def test_a_stream_the_program_made_itself_gets_no_window(world, stream, said):
+    """Eager launches on a stream that is neither the legacy default stream nor PyTorch's pool
+    (the program may destroy it; a per-thread default stream, as the launch log gives a _ptsz
+    launch's NULL, is the launching thread's own): not a target, nothing set on it, and advise
+    says which."""
     world.eager_gain = 1.25
     w = _watcher()
-    _eager_program(world, w, stream=0x5EED)
+    _eager_program(world, w, stream=stream)
     assert w.state == "done", w.notes
     assert not w.result["helps"], w.result
     assert world.stream_sets == []
-    assert any("stream(s) the program made itself" in n for n in w.notes), w.notes
+    assert any(said in n and "no window is set there" in n for n in w.notes), w.notes
 
 
 @pytest.mark.parametrize("ends", ["capture_end", "capture_failed"])

@@ -171,10 +171,15 @@ static void shape(l2p_launch_args *a, unsigned gx, unsigned gy, unsigned gz, uns
     a->shared_mem = (unsigned)shared_mem;
 }
 
-/* A driver launch; 0 for a callback that is not one. */
-static int driver_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_args *a)
+static int per_thread_form(unsigned cbid)
 {
-    memset(a, 0, sizeof *a);
+    return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+}
+
+static int decode_launch(unsigned cbid, const void *params, l2p_launch_args *a)
+{
     switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
@@ -203,6 +208,17 @@ static int driver_launch(CUpti_CallbackId cbid, const void *params, l2p_launch_a
     default:
         return 0;
     }
+}
+
+int l2p_launch_log_read(unsigned cbid, const void *params, l2p_launch_args *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!decode_launch(cbid, params, a)) return 0;
+    /* NULL in a _ptsz form is the calling thread's per-thread default stream, not the legacy
+     * one that NULL means to every reader of the log (stream_key, streams.known): kept as the
+     * driver's own name for it, so that no window goes on the legacy stream for it */
+    if (!a->stream && per_thread_form(cbid)) a->stream = CU_STREAM_PER_THREAD;
+    return 1;
 }
 
 /* ---- the diagnostic switches (l2p_launchlog.h) ---- */
@@ -265,22 +281,15 @@ static int on_device(const l2p_launch_log *log)
     return ctx_get_device(&dev) == CUDA_SUCCESS && (int)dev == log->device;
 }
 
-static int per_thread_form(CUpti_CallbackId cbid)
-{
-    return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
-           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
-           cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
-}
-
 /* Whether a launch goes into a capture rather than to the GPU: it then runs nothing now (it
  * becomes a node of the graph being captured), so it is not eager work, and the log, which
- * stands for eager work, leaves it out. The legacy default stream is never captured, and is not
- * asked: asking about it while a blocking stream captures is itself an error. */
-static int into_capture(CUpti_CallbackId cbid, CUstream stream)
+ * stands for eager work, leaves it out. The legacy default stream (NULL here: a _ptsz form's
+ * NULL was read as CU_STREAM_PER_THREAD) is never captured, and is not asked: asking about it
+ * while a blocking stream captures is itself an error. */
+static int into_capture(CUstream stream)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (stream == CU_STREAM_LEGACY || (stream == NULL && !per_thread_form(cbid))) return 0;
-    if (stream == NULL) stream = CU_STREAM_PER_THREAD;
+    if (stream == NULL || stream == CU_STREAM_LEGACY) return 0;
     return stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
            status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -319,11 +328,11 @@ static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
 static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
-    if (cb->callbackSite != CUPTI_API_ENTER || !driver_launch(cbid, cb->functionParams, &a))
+    if (cb->callbackSite != CUPTI_API_ENTER || !l2p_launch_log_read(cbid, cb->functionParams, &a))
         return;
     log->seen++;
     if ((log->diag & DIAG_RAW) || !on_device(log)) return;
-    if (into_capture(cbid, (CUstream)a.stream)) {
+    if (into_capture((CUstream)a.stream)) {
         log->captured++;
         return;
     }

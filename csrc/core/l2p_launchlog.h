@@ -124,6 +124,11 @@ void l2p_launch_log_free(l2p_launch_log *log);
 
 /* ---- pure parts (C-tested without a GPU) ---- */
 
+/* A driver launch's arguments from CUPTI's parameter struct for callback id cbid (the
+ * launches named above); 0 for any other callback. The stream is as given, except a _ptsz
+ * form's NULL, which is CU_STREAM_PER_THREAD: NULL (0) in the log is the legacy stream. */
+int l2p_launch_log_read(unsigned cbid, const void *params, l2p_launch_args *a);
+
 /* An empty log with these caps (no CUPTI). */
 l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
                                size_t max_args);

@@ -770,9 +770,18 @@ class Watcher:
             share = sum(self.unknown_streams.values()) / total
             if share >= UNGRAPHED_NOTE:
                 self.notes.append(f"{100 * share:.0f} % of the warm-up's GPU time ran in eager "
-                                  f"kernels on {len(self.unknown_streams)} stream(s) the program "
-                                  f"made itself (not PyTorch's pool or a default stream): it "
-                                  f"may destroy them, so no window is set on them")
+                                  f"kernels on {self._unknown_streams_said()}")
+
+    def _unknown_streams_said(self) -> str:
+        made = [s for s in self.unknown_streams if s != _streams.PER_THREAD]
+        said = []
+        if made:
+            said.append(f"{len(made)} stream(s) the program made itself (not PyTorch's pool or "
+                        f"a default stream): it may destroy them")
+        if _streams.PER_THREAD in self.unknown_streams:
+            said.append("a per-thread default stream: each thread has its own, and the "
+                        "watcher's thread is not the one that launched them")
+        return " and on ".join(said) + ", so no window is set there"
 
     def _is_unit(self, kind, seen) -> bool:
         """``seen``: the replayed graph as seen (None: not one the watcher knows)."""

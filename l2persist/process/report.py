@@ -11,6 +11,7 @@ import math
 import statistics
 
 from .._format import short_text as _short
+from .streams import PER_THREAD
 
 _MIB = 1 << 20
 
@@ -270,8 +271,9 @@ the interquartile range.</p>
 <h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>
 <h2>Not windowed, and why</h2><ul><li>Eager kernels are windowed through their streams only
-where the stream is known to live (a default stream or PyTorch's pool); those on streams the
-program made itself run under each arm's set-aside with no window{_left_alone(r)}.</li>
+where the stream is known to live (the legacy default stream or PyTorch's pool); those on
+streams the program made itself or on a per-thread default stream run under each arm's
+set-aside with no window{_left_alone(r)}.</li>
 <li>Kernels neither in a captured graph nor logged on such a stream: {_ungraphed(r)}.</li>
 <li>Buffers under 256 KiB are not targets.</li></ul>
 {_ranks_html(r)}<h2>Notes</h2><ul>{notes}</ul>
@@ -283,8 +285,9 @@ program made itself run under each arm's set-aside with no window{_left_alone(r)
 
 def _left_alone(r: dict) -> str:
     left = (r.get("eager") or {}).get("streams_left_alone") or []
-    return (" (here: " + ", ".join(f"<code>{h:#x}</code>" for h in left) + ")") if left else \
-        " (here: none)"
+    said = [f"<code>{h:#x}</code>" + (" (per-thread default)" if h == PER_THREAD else "")
+            for h in left]
+    return (" (here: " + ", ".join(said) + ")") if left else " (here: none)"
 
 
 def _ungraphed(r: dict) -> str:

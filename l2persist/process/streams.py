@@ -26,6 +26,9 @@ POOL: dict[int, Any] = {}
 #: The legacy default stream's handles (0 and cudaStreamLegacy). Not the per-thread default
 #: stream (2): each thread has its own, and the watcher's thread is not the launching one.
 DEFAULT_STREAMS = (0, 1)
+#: The per-thread default stream's handle (CU_STREAM_PER_THREAD), as the launch log gives a
+#: _ptsz launch's NULL stream.
+PER_THREAD = 2
 
 
 def note_stream(stream) -> None:

@@ -1,7 +1,9 @@
 /* C tests of the launch log's pure part (no GPU, no CUPTI): a launch's argument bytes copied
  * from a kernelParams array and from an `extra` buffer into the log's own memory, laid out at
- * each parameter's offset so graphscan's word scan reads them; the caps and the dropped count. */
-#include <cuda.h> /* CU_LAUNCH_PARAM_* */
+ * each parameter's offset so graphscan's word scan reads them; the caps and the dropped count;
+ * a launch read from CUPTI's parameter structs, the per-thread forms' NULL stream included. */
+#include <cuda.h> /* CU_LAUNCH_PARAM_*, CU_STREAM_* */
+#include <cupti.h> /* the launches' parameter structs (types only: no CUPTI is loaded) */
 #include <stdint.h>
 #include <string.h>
 
@@ -168,12 +170,57 @@ static void test_resolutions(void)
     CHECK(log.fns == NULL && log.spans == NULL);
 }
 
+/* The parameter structs read: shape, function, stream and argument forms, for the plain and
+ * per-thread forms of each launch. A per-thread form's NULL stream is the per-thread default
+ * stream (2), never NULL, which readers of the log take for the legacy stream; any other
+ * stream, the legacy one's own handle included, is kept as given. */
+static void test_read(void)
+{
+    void *params[1] = {NULL}, *extra[1] = {CU_LAUNCH_PARAM_END};
+    const CUstream given[3] = {NULL, CU_STREAM_LEGACY, (CUstream)0x1234};
+    l2p_launch_args a;
+    for (int k = 0; k < 3; k++) {
+        CUstream s = given[k];
+        CUstream per_thread = s ? s : CU_STREAM_PER_THREAD;
+        cuLaunchKernel_params p = {(CUfunction)0xf00, 80, 2, 1, 256, 1, 1, 48, s, params, extra};
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, &a) == 1);
+        CHECK(a.func == (void *)0xf00 && a.stream == (void *)s && a.grid[1] == 2 &&
+              a.block[0] == 256 && a.shared_mem == 48 && a.kernel_params == params &&
+              a.extra == extra);
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &p, &a) == 1);
+        CHECK(a.stream == (void *)per_thread && a.func == (void *)0xf00);
+
+        /* cooperative: no `extra` in its struct, whatever lies past it */
+        cuLaunchCooperativeKernel_params c = {(CUfunction)0xf01, 4, 1, 1, 32, 1, 1, 0, s,
+                                              params};
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, &c, &a));
+        CHECK(a.stream == (void *)s && a.extra == NULL && a.kernel_params == params);
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, &c,
+                                  &a) && a.stream == (void *)per_thread);
+
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = 7, cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = 128, cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.hStream = s;
+        cuLaunchKernelEx_params e = {&cfg, (CUfunction)0xf02, params, NULL};
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &e, &a));
+        CHECK(a.stream == (void *)s && a.grid[0] == 7 && a.block[0] == 128);
+        CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, &e, &a) &&
+              a.stream == (void *)per_thread);
+    }
+    cuLaunchKernelEx_params none = {NULL, (CUfunction)0xf02, params, NULL}; /* no config */
+    CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &none, &a) == 0);
+    CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuMemcpy, params, &a) == 0);
+}
+
 int main(void)
 {
     test_kernel_params();
     test_extra_buffer();
     test_caps();
     test_resolutions();
+    test_read();
     printf("test_launchlog: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
