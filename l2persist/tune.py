@@ -612,7 +612,7 @@ def timed_stream(fn, stream, dev, *, given: bool):
                 f"torch.cuda.current_stream(); CuPy's: the stream its kernels are given), or "
                 f"run the work on stream {here:#x} (`with torch.cuda.stream(s):`, "
                 f"`with cupy.cuda.Stream.from_external(s):`)")
-        stream = LaunchStreams()(ran[0])
+        stream = LaunchStreams(device=dev)(ran[0])
     return stream
 
 

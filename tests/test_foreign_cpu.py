@@ -311,11 +311,13 @@ class _EmptyCapture:
 
 
 class _Wrapped:
-    """_core.Stream(wrap=obj) without a driver: the handle obj's __cuda_stream__ gives."""
+    """_core.Stream(wrap=obj, device=None) without a driver: the handle obj's __cuda_stream__
+    gives, and the device asked for."""
 
-    def __init__(self, wrap):
+    def __init__(self, wrap, device=None):
         self.owner = wrap
         self.handle = wrap.__cuda_stream__()[1]
+        self.device = device
 
 
 def _captures_nothing(monkeypatch, unreadable, logged_streams):
@@ -371,6 +373,10 @@ def test_launches_on_the_eager_stream_keep_its_object(monkeypatch):
     streams = D.LaunchStreams([types.SimpleNamespace(handle=0)])
     assert streams(1) is streams(0) and streams(0).handle == 0
     assert streams(OWN) is streams(OWN) and streams(2).handle == 2    # per-thread is its own
+    # a default stream's handle is the discovery's device's stream, not the current device's
+    streams = D.LaunchStreams(device=3)
+    assert (streams(1).handle, streams(1).device, streams(2).device) == (1, 3, 3)
+    assert streams(OWN).device is None                                # its own device
     assert [D.stream_key(h) for h in (0, 1, 2, OWN)] == [0, 0, 2, OWN]
 
 

@@ -272,8 +272,11 @@ def world(monkeypatch):
         return kernels, [(SMALL, MIB, 0), (EAGER_IN, 64 * MIB, 0)], uses, 0
 
     class Stream:                  # l2persist.Stream(wrap=...): the watcher's stream windows
-        def __init__(self, wrap):
+        def __init__(self, wrap, device=None):
             self.h = int(wrap)
+            # a default stream is the watched device's (Options.device: 0 here), never the
+            # thread's current one; a stream the program made is its own device's
+            assert device == (0 if self.h in (0, 1) else None), (self.h, device)
 
         @property
         def access_policy_window(self):

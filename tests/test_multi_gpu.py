@@ -53,6 +53,30 @@ def test_buffers_streams_windows_graphs_on_device_1(rng):
     assert _current_device() == 0
 
 
+def test_a_default_streams_window_goes_to_the_device_it_was_wrapped_for(rng):
+    """Handle 0 names the current device's legacy stream: wrapped with device=1, its window is
+    read, set and put back on device 1 while device 0 is current, and device 0's legacy stream
+    keeps its own. A stream of another device is refused a device it is not on."""
+    cupy = need("cupy")
+    with l2persist.to_device(rng.random(1 << 20, dtype=np.float32), 1) as b, \
+            l2persist.Stream(wrap=0, device=1) as s1, l2persist.Stream(wrap=0, device=0) as s0:
+        w = AccessPolicyWindow(b, hit_ratio=1.0)
+        assert s1.device.index == 1 and s0.device.index == 0 and _current_device() == 0
+        try:
+            s1.access_policy_window = w
+            assert _current_device() == 0
+            assert s0.access_policy_window is None
+            assert s1.access_policy_window.base_ptr == b.ptr
+            with cupy.cuda.Device(1), l2persist.Stream(wrap=0) as plain:  # device 1 current
+                assert plain.device.index == 1 and plain.access_policy_window.base_ptr == b.ptr
+        finally:
+            s1.access_policy_window = None
+        assert s1.access_policy_window is None and _current_device() == 0
+    with l2persist.Stream(0) as own0:
+        with pytest.raises(ValueError, match=r"device: the stream to wrap is on device 0, not 1"):
+            l2persist.Stream(wrap=own0, device=1)
+
+
 def test_benchmark_measure_and_tune_on_device_1(rng):
     with l2persist.to_device(rng.random(1 << 22, dtype=np.float32), 1) as b, \
             l2persist.Stream(1) as s:

@@ -71,8 +71,9 @@ def world(monkeypatch):
     w = _World()
 
     class Stream:
-        def __init__(self, wrap):
+        def __init__(self, wrap, device=None):
             self.h = wrap if isinstance(wrap, int) else int(wrap.cuda_stream)
+            self.device = device
 
         @property
         def access_policy_window(self):
@@ -102,6 +103,16 @@ def test_stream_windows_set_change_and_put_back(world):
     assert sw.restore() == []
     assert world.win == {0: None, 5: "theirs"} and world.closed == 2
     assert sw.restore() == [] and world.closed == 2   # idempotent
+
+
+def test_the_legacy_stream_is_the_watched_devices(world):
+    """Handles 0 and 1 name the current device's legacy stream: they are wrapped with the
+    watched device (set and put back there, whichever GPU the program's thread has current); a
+    pooled stream is wrapped as itself (its own device)."""
+    sw = streams.StreamWindows(device=1)
+    sw.set({0: ("k", "w"), 1: ("k", "w"), 5: ("k", "w")})
+    assert [sw.wrapped[h].device for h in (0, 1, 5)] == [1, 1, None]
+    assert streams.StreamWindows().device == 0
 
 
 def test_a_capture_holds_the_windows_off_until_it_ends(world):

@@ -651,7 +651,7 @@ TORCH_CURRENT, MINE, OTHER = 0x7000, 0x5150, 0x9000
 class _Wrapped:
     """_core.Stream(wrap=obj) without a driver: the handle obj's __cuda_stream__ gives."""
 
-    def __init__(self, wrap):
+    def __init__(self, wrap, device=None):
         self.handle = wrap.__cuda_stream__()[1]
 
 

@@ -110,7 +110,8 @@ l2p_status l2p_plan_add(l2p_plan *p, int carrier, void *const *handles, size_t n
                         .on = on && w && w->num_bytes};
     if (w) e.window = *w; /* kept when off too: a target's extent for l2p_plan_configure */
     for (size_t k = 0; k < n; k++)
-        p->slots[p->n_slots + k] = (l2p_slot){.kind = carrier, .handle = handles[k]};
+        p->slots[p->n_slots + k] =
+            (l2p_slot){.kind = carrier, .handle = handles[k], .device = p->device};
     L2P_TRY(check_one_window(p, &e));
     p->entries[p->n_entries] = e;
     p->n_slots += n;
@@ -441,13 +442,15 @@ void l2p_plan_txn_free(l2p_plan_txn *t)
 
 static l2p_status cuda_get_window(const l2p_slot *s, l2p_window *out)
 {
-    if (s->kind == L2P_CARRIER_STREAM) return l2p_stream_get_window((cudaStream_t)s->handle, out);
+    if (s->kind == L2P_CARRIER_STREAM)
+        return l2p_stream_get_window(s->device, (cudaStream_t)s->handle, out);
     return l2p_graph_node_get_window((cudaGraphNode_t)s->handle, out);
 }
 
 static l2p_status cuda_set_window(const l2p_slot *s, const l2p_window *w)
 {
-    if (s->kind == L2P_CARRIER_STREAM) return l2p_stream_set_window((cudaStream_t)s->handle, w);
+    if (s->kind == L2P_CARRIER_STREAM)
+        return l2p_stream_set_window(s->device, (cudaStream_t)s->handle, w);
     return l2p_graph_node_set_window((cudaGraphNode_t)s->handle, w);
 }
 

@@ -43,6 +43,7 @@ typedef enum { L2P_CARRIER_STREAM = 0, L2P_CARRIER_NODES = 1, L2P_CARRIER_LAUNCH
 typedef struct {
     int kind;     /* L2P_CARRIER_STREAM (a cudaStream_t) or L2P_CARRIER_NODES (a node) */
     void *handle; /* the cudaStream_t or cudaGraphNode_t */
+    int device;   /* the plan's: a default stream's handle names that device's stream */
 } l2p_slot;
 
 typedef struct {

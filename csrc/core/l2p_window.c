@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "l2p_device.h"
+
 struct cudaAccessPolicyWindow l2p_window_to_cuda(const l2p_window *w)
 {
     struct cudaAccessPolicyWindow c;
@@ -36,22 +38,44 @@ unsigned l2p_window_launch_attribute(const l2p_window *w, cudaLaunchAttribute *a
     return 1;
 }
 
-l2p_status l2p_stream_get_window(cudaStream_t stream, l2p_window *out)
+int l2p_stream_is_default(cudaStream_t stream)
+{
+    return stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+/* The attribute read (set == NULL) or set on `stream`, with its device current where the
+ * handle is a default stream's. */
+static l2p_status stream_window(int device, cudaStream_t stream, const l2p_window *set,
+                                l2p_window *out)
 {
     cudaStreamAttrValue v;
+    cudaError_t rc;
+    int prev = -1;
+    if (l2p_stream_is_default(stream)) L2P_TRY(l2p_device_enter(device, &prev));
     memset(&v, 0, sizeof v);
-    L2P_CUDA_TRY(cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
-    *out = l2p_window_from_cuda(&v.accessPolicyWindow);
+    if (set) {
+        v.accessPolicyWindow = l2p_window_to_cuda(set);
+        rc = cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);
+    } else {
+        rc = cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);
+    }
+    if (prev >= 0) l2p_device_leave(prev);
+    if (rc != cudaSuccess)
+        return l2p_fail_cuda(rc, set ? "cudaStreamSetAttribute(stream, accessPolicyWindow)"
+                                     : "cudaStreamGetAttribute(stream, accessPolicyWindow)");
+    if (out) *out = l2p_window_from_cuda(&v.accessPolicyWindow);
     return L2P_OK;
 }
 
-l2p_status l2p_stream_set_window(cudaStream_t stream, const l2p_window *w)
+l2p_status l2p_stream_get_window(int device, cudaStream_t stream, l2p_window *out)
 {
-    cudaStreamAttrValue v;
-    memset(&v, 0, sizeof v);
-    v.accessPolicyWindow = l2p_window_to_cuda(w);
-    L2P_CUDA_TRY(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
-    return L2P_OK;
+    return stream_window(device, stream, NULL, out);
+}
+
+l2p_status l2p_stream_set_window(int device, cudaStream_t stream, const l2p_window *w)
+{
+    static const l2p_window off; /* num_bytes 0: the disabling window */
+    return stream_window(device, stream, w ? w : &off, NULL);
 }
 
 l2p_status l2p_graph_node_get_window(cudaGraphNode_t node, l2p_window *out)

@@ -123,8 +123,9 @@ static PyObject *enter_policy(l2p_ScopeObject *s)
         l2p_py_window_arg(scope_state(s), s->window, &w) < 0)
         return NULL;
     cudaStream_t h = l2p_py_stream_handle(stream);
-    if (l2p_stream_get_window(h, &s->previous_window) != L2P_OK ||
-        l2p_stream_set_window(h, w) != L2P_OK)
+    int device = l2p_py_stream_device(stream);
+    if (l2p_stream_get_window(device, h, &s->previous_window) != L2P_OK ||
+        l2p_stream_set_window(device, h, w) != L2P_OK)
         return l2p_py_raise(scope_state(s));
     return Py_NewRef(s->window);
 }
@@ -219,7 +220,8 @@ static l2p_status exit_policy(l2p_ScopeObject *s)
 {
     l2p_StreamObject *stream = scope_stream(s);
     if (l2p_py_stream_closed(stream)) return L2P_OK; /* nothing left to restore */
-    l2p_status st = l2p_stream_set_window(l2p_py_stream_handle(stream), &s->previous_window);
+    l2p_status st = l2p_stream_set_window(l2p_py_stream_device(stream),
+                                          l2p_py_stream_handle(stream), &s->previous_window);
     if (st == L2P_OK && s->reset) st = l2p_device_reset_persisting(l2p_py_stream_device(stream));
     return st;
 }

@@ -57,6 +57,25 @@ void l2p_stream_list_detach(l2p_state *st)
     while (st->open_streams) stream_unlink(st->open_streams);
 }
 
+/* The device of a wrapped stream: its own, asked of the runtime. A default stream's handle
+ * names the current device's stream, so `device`, where given, says whose (a process that
+ * drives several GPUs from one thread sets its window there, whichever GPU is current then);
+ * given for any other stream, it must be that stream's own. */
+static int wrapped_device(l2p_state *st, cudaStream_t handle, PyObject *device, int *index)
+{
+    int own;
+    if (l2p_stream_device(handle, &own) != L2P_OK) return l2p_py_raise_int(st);
+    if (device == Py_None) {
+        *index = own;
+        return 0;
+    }
+    if (l2p_py_device_index(st, device, index) < 0) return -1;
+    if (l2p_stream_is_default(handle) || *index == own) return 0;
+    PyErr_Format(PyExc_ValueError, "device: the stream to wrap is on device %d, not %d (only a "
+                 "default stream, 0 / 1 / 2, is given its device)", own, *index);
+    return -1;
+}
+
 /* Stream(device=None) makes a stream; Stream(obj) wraps a foreign one (CuPy, PyTorch,
  * cuda.core, or 0/1/2 for the default streams) without owning it. */
 typedef struct {
@@ -82,10 +101,8 @@ static PyObject *stream_new_impl(PyObject *type_obj, const void *args)
     if (wrap != Py_None) {
         PyObject *dummy;
         if (l2p_py_stream_arg(st, wrap, &handle, &dummy) < 0 ||
-            l2p_stream_device(handle, &index) != L2P_OK) {
-            if (!PyErr_Occurred()) l2p_py_raise(st);
+            wrapped_device(st, handle, device, &index) < 0)
             goto fail;
-        }
         /* Another library's: borrowed (let go, never destroyed), in a context we cannot tell
          * (0: never reported stale; its owner answers for it). */
         l2p_handle_init(&s->lifetime, (l2p_life){index, 0}, L2P_RELEASE_STREAM, (void *)handle,
@@ -113,8 +130,10 @@ L2P_DEFINE_FN(stream_new_fn, stream_new_args, stream_new_impl, "Stream",
               "default streams) without owning it. A bare int handle is refused: it cannot be "
               "checked.", "Stream",
               L2P_PARAM(stream_new_args, device, L2P_P_OBJECT, .pytype = "DeviceLike | object",
-                        .doc = "the device of a new stream (None: the current one); a foreign "
-                        "stream here is taken as wrap"),
+                        .doc = "the device of a new stream (None: the current one); with "
+                        "wrap, whose default stream a handle 0 / 1 / 2 is (None: the current "
+                        "device's), else the wrapped stream's own; a foreign stream here is "
+                        "taken as wrap"),
               L2P_PARAM(stream_new_args, wrap, L2P_P_OBJECT, .flags = L2P_P_KWONLY,
                         .pytype = "object", .doc = "a foreign stream to wrap without owning "
                         "it"));
@@ -186,7 +205,7 @@ static PyObject *stream_get_window(PyObject *self, void *c)
     l2p_window w;
     (void)c;
     if (check_open(s) < 0) return NULL;
-    if (l2p_stream_get_window(l2p_py_stream_handle(s), &w) != L2P_OK)
+    if (l2p_stream_get_window(l2p_py_stream_device(s), l2p_py_stream_handle(s), &w) != L2P_OK)
         return l2p_py_raise(stream_state(self));
     if (w.num_bytes == 0) Py_RETURN_NONE;
     return l2p_window_new(stream_state(self), &w, NULL);
@@ -198,7 +217,7 @@ static int stream_set_window(PyObject *self, PyObject *value, void *c)
     const l2p_window *w;
     (void)c;
     if (check_open(s) < 0 || l2p_py_window_arg(stream_state(self), value, &w) < 0) return -1;
-    if (l2p_stream_set_window(l2p_py_stream_handle(s), w) != L2P_OK)
+    if (l2p_stream_set_window(l2p_py_stream_device(s), l2p_py_stream_handle(s), w) != L2P_OK)
         return l2p_py_raise_int(stream_state(self));
     return 0;
 }

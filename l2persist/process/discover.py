@@ -261,9 +261,11 @@ class LaunchStreams:
     """An l2persist Stream per stream a launch went to: one the caller already holds where its
     handle is the launch's (so that the window goes on the object the caller holds), else
     PyTorch's current stream where it is that one, else a wrap of the handle the launch gave
-    (the driver's own word: the stream was alive when it took the launch)."""
+    (the driver's own word: the stream was alive when it took the launch). A default stream's
+    handle (0, 1, 2) is wrapped as ``device``'s: it names the current device's stream."""
 
-    def __init__(self, known: Iterable = ()):
+    def __init__(self, known: Iterable = (), device=None):
+        self._device = device
         self._by: dict[int, Any] = {}
         for s in (*known, _torch.current_stream()):
             if s is not None:
@@ -272,7 +274,8 @@ class LaunchStreams:
     def __call__(self, handle: int):
         key = stream_key(handle)
         if key not in self._by:
-            self._by[key] = _core.Stream(wrap=_cupy.StreamHandle(handle))
+            self._by[key] = _core.Stream(wrap=_cupy.StreamHandle(handle), device=self._device) \
+                if key in (0, 2) else _core.Stream(wrap=_cupy.StreamHandle(handle))
         return self._by[key]
 
 
@@ -405,7 +408,7 @@ def _eager_stream(stream, device):
     if stream is not None:
         return _core.Stream(wrap=stream)
     torch_stream = _torch.current_stream()
-    return torch_stream if torch_stream is not None else _core.Stream(wrap=0)
+    return torch_stream if torch_stream is not None else _core.Stream(wrap=0, device=device)
 
 
 def _graph_scoped(found: list[Candidate], prefix: str, named: dict) -> list[Candidate]:
@@ -474,7 +477,7 @@ def _logged_run(fn, stream, candidates, device):
     torch_device = _torch.device_of(device) if _torch_in_use() is not None else device
     log = _LaunchLog(_torch.late_bound(fn), torch_device)
     try:
-        streams = LaunchStreams([_eager_stream(stream, device)])
+        streams = LaunchStreams([_eager_stream(stream, device)], device)
         found = _from_graph(log, candidates, lambda r: streams(r.nodes[0].stream))
     except Exception as e:  # noqa: BLE001 - any failure of the log means: no log
         if log.fn_raised is not None:

@@ -1349,7 +1349,7 @@ class Watcher:
     def _set_stream_windows(self, want: dict):
         sw = self.stream_windows
         if sw is None:
-            sw = self.stream_windows = _streams.StreamWindows()
+            sw = self.stream_windows = _streams.StreamWindows(self.o.device)
         sw.resume()                # no capture is open here (a failed one left them held)
         sw.set(want)
 

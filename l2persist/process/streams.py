@@ -106,12 +106,13 @@ def launch_groups(kernels: list, records: list, uses: list) -> list:
 
 
 class StreamWindows:
-    """The windows set as stream attributes, each stream's own window kept from before the
-    first change and put back by :meth:`restore` (idempotent). :meth:`suspend` puts them back
+    """The windows set as stream attributes on ``device``, each stream's own window kept from
+    before the first change and put back by :meth:`restore` (idempotent). :meth:`suspend` puts them back
     while a capture is open (a captured kernel node copies its stream's window), :meth:`resume`
     sets them again."""
 
-    def __init__(self):
+    def __init__(self, device: int = 0):
+        self.device = device               # whose legacy default stream handles 0 and 1 are
         self.wrapped: dict[int, Any] = {}
         self.before: dict[int, Any] = {}
         self.now: dict[int, tuple] = {}    # handle -> (key, window)
@@ -121,7 +122,11 @@ class StreamWindows:
     def _stream(self, handle: int):
         s = self.wrapped.get(handle)
         if s is None:
-            s = _core.Stream(wrap=POOL.get(handle, handle))
+            # a default stream's handle names the current device's stream: wrapped with the
+            # watched device, it is set and put back there whichever GPU the program's thread
+            # has current at the call (a process that drives several GPUs from one thread)
+            s = _core.Stream(wrap=handle, device=self.device) if handle in DEFAULT_STREAMS \
+                else _core.Stream(wrap=POOL.get(handle, handle))
             self.wrapped[handle] = s
             self.before[handle] = s.access_policy_window
             self.wrapped_ever.add(handle)

@@ -8,6 +8,7 @@
 #include "l2p_checks.h"
 #include "l2p_plan.h"
 #include "l2p_test.h"
+#include "l2p_window.h"
 
 int l2p_test_passed, l2p_test_failed;
 
@@ -123,6 +124,28 @@ static void test_alternatives_rule(void)
     CHECK(l2p_plan_set_aside(&p, 1, -1, 400) == L2P_ERR_VALUE);
     CHECK(l2p_plan_set_aside(&p, 1, 300, 400) == L2P_OK && p.has_set_aside && p.set_aside == 300);
     l2p_plan_free(&p);
+}
+
+/* Each slot carries its plan's device: a default stream's handle names the current device's
+ * stream, and the real driver calls make the plan's device current for those handles only. */
+static void test_slots_carry_the_device(void)
+{
+    l2p_plan p, q;
+    l2p_plan_init(&p, 3);
+    l2p_window a = win(0x1000, 64, 0.5);
+    void *legacy[] = {NULL}, *own[] = {H(5)};
+    CHECK(l2p_plan_add(&p, L2P_CARRIER_STREAM, legacy, 1, &a, 1, NULL) == L2P_OK);
+    CHECK(l2p_plan_add(&p, L2P_CARRIER_STREAM, own, 1, &a, 1, NULL) == L2P_OK);
+    CHECK(l2p_plan_copy(&p, &q) == L2P_OK);
+    l2p_slot slots[4];
+    l2p_window wins[4];
+    int on[4];
+    CHECK(l2p_plan_resolve(&q, slots, wins, on) == 2);
+    CHECK(slots[0].handle == NULL && slots[0].device == 3 && slots[1].device == 3);
+    CHECK(l2p_stream_is_default(slots[0].handle) && !l2p_stream_is_default(slots[1].handle));
+    CHECK(l2p_stream_is_default(cudaStreamLegacy) && l2p_stream_is_default(cudaStreamPerThread));
+    l2p_plan_free(&p);
+    l2p_plan_free(&q);
 }
 
 static void test_groups_transitive(void)
@@ -388,6 +411,7 @@ int main(void)
 {
     test_alternatives_rule();
     test_groups_transitive();
+    test_slots_carry_the_device();
     test_configure();
     test_install_restore();
     test_all_or_nothing();
