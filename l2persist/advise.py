@@ -268,11 +268,12 @@ def _from_dict(where: str, name: str, spec: dict) -> _Work:
                  candidates, flag)
 
 
-def _bind(w: _Work) -> None:
+def _bind(w: _Work, device=None) -> None:
     """A checked workload's stream and given targets as l2persist objects (a foreign object
-    may need the driver: this runs after every workload's values were checked)."""
+    may need the driver: this runs after every workload's values were checked). A default
+    stream's handle is ``device``'s stream."""
     if w.stream is not None and not isinstance(w.stream, _core.Stream):
-        w.stream = _core.Stream(wrap=w.stream)
+        w.stream = _core.Stream(wrap=w.stream, device=device)
     if w.targets is None:
         return
     bound = []
@@ -335,7 +336,7 @@ class WorkloadSet:
         _core.advise_search(_no_eval, 0, [], [], [], [], [], check_only=True, warmup=warmup,
                             hold_us=hold_us)
         for w in self.works:
-            _bind(w)
+            _bind(w, device)
         from .plan import Plan
         self.union = Plan(device)  # None: the current device, as for a Plan
         self.dev = self.union.device

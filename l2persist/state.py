@@ -102,9 +102,9 @@ def _default_stream_windows(index: int) -> list:
     rows = []
     for handle, name in ((1, "the legacy default stream"), (2, "the per-thread default stream")):
         try:
-            with _core.Stream(wrap=handle) as s:  # an int alone would be a device index
-                if s.device.index != index:
-                    continue
+            # an int alone would be a device index; device= says whose default stream it is,
+            # whichever device is current
+            with _core.Stream(wrap=handle, device=index) as s:
                 w = s.access_policy_window
         except (_core.CudaError, _core.NotSupportedError, ValueError, TypeError):
             continue  # the runtime cannot read it here: nothing to compare

@@ -134,7 +134,8 @@ class _Targets:
         for e in self.plan.entries:
             if e["kind"] == "stream":
                 c = e["carrier"]
-                return c if isinstance(c, _core.Stream) else _core.Stream(wrap=c)
+                return c if isinstance(c, _core.Stream) else \
+                    _core.Stream(wrap=c, device=self.plan.device)
         return None
 
 
@@ -500,7 +501,8 @@ def tune(fn, targets=None, *, candidates=None, stream=None, device=None,
     what the server's set-aside costs every client.
     """
     if stream is not None and not isinstance(stream, _core.Stream):
-        stream = _core.Stream(wrap=stream)  # an int is a stream handle, not a device
+        # an int is a stream handle, not a device; a default stream's (0 / 1 / 2) is device's
+        stream = _core.Stream(wrap=stream, device=device)
     if stream is not None:
         dev = stream.device
         if device is not None and _core.Device(device).index != dev.index:

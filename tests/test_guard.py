@@ -236,7 +236,8 @@ def test_check_flags_a_set_aside_that_is_not_the_default(device, capsys):
 
 def test_default_stream_windows_wrap_the_default_streams(monkeypatch):
     """Handles 1 and 2 are the default streams: they must reach Stream as wrap=, since a bare
-    int is a device index (a snapshot then skipped them, or made a stream on GPU 1)."""
+    int is a device index (a snapshot then skipped them, or made a stream on GPU 1), with the
+    device whose default streams they are (else the current device's were read)."""
     import types
     from l2persist import state
     calls = []
@@ -247,4 +248,4 @@ def test_default_stream_windows_wrap_the_default_streams(monkeypatch):
     monkeypatch.setattr(state, "_core", types.SimpleNamespace(
         Stream=fake_stream, CudaError=RuntimeError, NotSupportedError=NotImplementedError))
     assert state._default_stream_windows(0) == []
-    assert calls == [((), {"wrap": 1}), ((), {"wrap": 2})]
+    assert calls == [((), {"wrap": 1, "device": 0}), ((), {"wrap": 2, "device": 0})]

@@ -20,10 +20,29 @@ l2p_status l2p_stream_destroy(int device, cudaStream_t stream)
     return l2p_release(device, L2P_RELEASE_STREAM, (void *)stream);
 }
 
-l2p_status l2p_stream_synchronize(cudaStream_t stream)
+int l2p_stream_is_default(cudaStream_t stream)
 {
-    L2P_CUDA_TRY(cudaStreamSynchronize(stream));
-    return L2P_OK;
+    return stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+l2p_status l2p_stream_enter(int device, cudaStream_t stream, int *prev)
+{
+    *prev = -1;
+    return l2p_stream_is_default(stream) ? l2p_device_enter(device, prev) : L2P_OK;
+}
+
+void l2p_stream_leave(int prev)
+{
+    if (prev >= 0) l2p_device_leave(prev);
+}
+
+l2p_status l2p_stream_synchronize(int device, cudaStream_t stream)
+{
+    int prev;
+    L2P_TRY(l2p_stream_enter(device, stream, &prev));
+    cudaError_t rc = cudaStreamSynchronize(stream);
+    l2p_stream_leave(prev);
+    return rc == cudaSuccess ? L2P_OK : l2p_fail_cuda(rc, "cudaStreamSynchronize(stream)");
 }
 
 l2p_status l2p_stream_device(cudaStream_t stream, int *device)

@@ -16,7 +16,17 @@ extern "C" {
 /* A non-blocking stream on `device` (it does not synchronize with the legacy stream 0). */
 l2p_status l2p_stream_create(int device, cudaStream_t *out);
 l2p_status l2p_stream_destroy(int device, cudaStream_t stream);
-l2p_status l2p_stream_synchronize(cudaStream_t stream);
+/* Wait for a stream's work; `device` is the stream's (see l2p_stream_enter). */
+l2p_status l2p_stream_synchronize(int device, cudaStream_t stream);
+/* Whether a handle is one of the default streams' (NULL, cudaStreamLegacy,
+ * cudaStreamPerThread): those name the current device's stream. */
+int l2p_stream_is_default(cudaStream_t stream);
+/* Before a call on `stream` of `device`: a default stream's handle needs its device current
+ * (a process that drives several GPUs from one thread would otherwise reach whichever GPU it
+ * had current), so for those `device` is entered and *prev is the device to put back with
+ * l2p_stream_leave; for any other stream nothing changes (*prev = -1). */
+l2p_status l2p_stream_enter(int device, cudaStream_t stream, int *prev);
+void l2p_stream_leave(int prev);
 /* The device a stream belongs to (cudaStreamGetDevice). */
 l2p_status l2p_stream_device(cudaStream_t stream, int *device);
 

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "l2p_device.h"
+#include "l2p_stream.h"
 
 struct cudaAccessPolicyWindow l2p_window_to_cuda(const l2p_window *w)
 {
@@ -38,20 +38,15 @@ unsigned l2p_window_launch_attribute(const l2p_window *w, cudaLaunchAttribute *a
     return 1;
 }
 
-int l2p_stream_is_default(cudaStream_t stream)
-{
-    return stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-}
-
 /* The attribute read (set == NULL) or set on `stream`, with its device current where the
- * handle is a default stream's. */
+ * handle is a default stream's (l2p_stream_enter). */
 static l2p_status stream_window(int device, cudaStream_t stream, const l2p_window *set,
                                 l2p_window *out)
 {
     cudaStreamAttrValue v;
     cudaError_t rc;
-    int prev = -1;
-    if (l2p_stream_is_default(stream)) L2P_TRY(l2p_device_enter(device, &prev));
+    int prev;
+    L2P_TRY(l2p_stream_enter(device, stream, &prev));
     memset(&v, 0, sizeof v);
     if (set) {
         v.accessPolicyWindow = l2p_window_to_cuda(set);
@@ -59,7 +54,7 @@ static l2p_status stream_window(int device, cudaStream_t stream, const l2p_windo
     } else {
         rc = cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v);
     }
-    if (prev >= 0) l2p_device_leave(prev);
+    l2p_stream_leave(prev);
     if (rc != cudaSuccess)
         return l2p_fail_cuda(rc, set ? "cudaStreamSetAttribute(stream, accessPolicyWindow)"
                                      : "cudaStreamGetAttribute(stream, accessPolicyWindow)");

@@ -19,14 +19,10 @@ l2p_window l2p_window_from_cuda(const struct cudaAccessPolicyWindow *w);
 /* Fill a launch attribute for cudaLaunchKernelEx; returns how many attributes (0 or 1). */
 unsigned l2p_window_launch_attribute(const l2p_window *w, cudaLaunchAttribute *attr);
 
-/* A stream's window; `device` is the stream's. The default streams' handles (NULL,
- * cudaStreamLegacy, cudaStreamPerThread) name the current device's stream, so for those the
- * call is made with `device` current (and the caller's device put back): a process that drives
- * several GPUs from one thread would otherwise read or set whichever GPU it had current. */
+/* A stream's window; `device` is the stream's: a default stream's handle is read and set with
+ * it current (l2p_stream_enter). */
 l2p_status l2p_stream_get_window(int device, cudaStream_t stream, l2p_window *out);
 l2p_status l2p_stream_set_window(int device, cudaStream_t stream, const l2p_window *w);
-/* Whether a handle is one of the default streams' (the current device's). */
-int l2p_stream_is_default(cudaStream_t stream);
 
 l2p_status l2p_graph_node_get_window(cudaGraphNode_t node, l2p_window *out);
 l2p_status l2p_graph_node_set_window(cudaGraphNode_t node, const l2p_window *w);

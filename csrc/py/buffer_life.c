@@ -137,8 +137,9 @@ static void wait_for_use(l2p_BufferObject *b)
     l2p_StreamObject *s = (l2p_StreamObject *)b->stream;
     if (!s || l2p_py_stream_closed(s)) return;
     cudaStream_t h = l2p_py_stream_handle(s);
+    int device = l2p_py_stream_device(s);
     Py_BEGIN_ALLOW_THREADS
-    (void)l2p_stream_synchronize(h);
+    (void)l2p_stream_synchronize(device, h);
     Py_END_ALLOW_THREADS
 }
 

@@ -24,7 +24,7 @@ static int contiguous_strides(int ndim, const Py_ssize_t *shape, const int64_t *
     return 1;
 }
 
-static int wait_foreign_stream(l2p_state *st, PyObject *stream_obj)
+static int wait_foreign_stream(l2p_state *st, int device, PyObject *stream_obj)
 {
     if (!stream_obj || stream_obj == Py_None) return 0;
     unsigned long long v = PyLong_AsUnsignedLongLong(stream_obj);
@@ -32,7 +32,7 @@ static int wait_foreign_stream(l2p_state *st, PyObject *stream_obj)
     cudaStream_t s = v == 1 ? cudaStreamLegacy : v == 2 ? cudaStreamPerThread : (cudaStream_t)v;
     l2p_status rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(s);
+    rc = l2p_stream_synchronize(device, s); /* 1 / 2: the data's device's default streams */
     Py_END_ALLOW_THREADS
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
@@ -88,7 +88,7 @@ PyObject *l2p_buffer_from_cai(l2p_state *st, PyObject *obj, PyObject *cai, const
     }
     void *ptr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(data, 0));
     if (PyErr_Occurred() || pointer_device(st, ptr, &device) < 0 ||
-        wait_foreign_stream(st, PyDict_GetItemString(cai, "stream")) < 0)
+        wait_foreign_stream(st, device, PyDict_GetItemString(cai, "stream")) < 0)
         goto fail;
     l2p_BufferObject *b = l2p_buffer_alloc(st, ndim, shape, dtype, device);
     Py_DECREF(dtype);

@@ -171,7 +171,7 @@ static int sync_stream(l2p_call *c)
 {
     l2p_status rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(c->stream);
+    rc = l2p_stream_synchronize(c->device, c->stream);
     Py_END_ALLOW_THREADS
     return l2p_call_core(c, rc);
 }

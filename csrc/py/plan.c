@@ -179,8 +179,16 @@ static int carrier_arg(l2p_state *st, PyObject *obj, int device, carrier_val *c)
         }
         return -1;
     }
-    if (h && l2p_stream_device(h, &dev) != L2P_OK) return l2p_py_raise_int(st);
-    if (h && dev != device) {
+    /* The stream's device: an l2persist Stream knows its own (a default stream's too: it was
+     * wrapped for one); a bare default handle names the plan's device's stream; any other
+     * handle is asked. */
+    if (ours)
+        dev = l2p_py_stream_device((l2p_StreamObject *)ours);
+    else if (l2p_stream_is_default(h))
+        dev = device;
+    else if (l2p_stream_device(h, &dev) != L2P_OK)
+        return l2p_py_raise_int(st);
+    if (dev != device) {
         PyErr_Format(PyExc_ValueError, "carrier: a stream of device %d for a plan of device %d",
                      dev, device);
         return -1;

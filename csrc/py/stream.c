@@ -183,7 +183,7 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (check_open(s) < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = l2p_stream_synchronize(l2p_py_stream_handle(s));
+    rc = l2p_stream_synchronize(l2p_py_stream_device(s), l2p_py_stream_handle(s));
     Py_END_ALLOW_THREADS
     if (rc != L2P_OK) return l2p_py_raise(stream_state(self));
     /* the synchronization point where a checked gather's out-of-range map surfaces */

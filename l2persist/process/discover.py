@@ -406,7 +406,7 @@ def _eager_stream(stream, device):
     if isinstance(stream, _core.Stream):
         return stream
     if stream is not None:
-        return _core.Stream(wrap=stream)
+        return _core.Stream(wrap=stream, device=device)
     torch_stream = _torch.current_stream()
     return torch_stream if torch_stream is not None else _core.Stream(wrap=0, device=device)
 

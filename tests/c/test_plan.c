@@ -8,7 +8,7 @@
 #include "l2p_checks.h"
 #include "l2p_plan.h"
 #include "l2p_test.h"
-#include "l2p_window.h"
+#include "l2p_stream.h"
 
 int l2p_test_passed, l2p_test_failed;
 
