@@ -77,6 +77,28 @@ def test_a_default_streams_window_goes_to_the_device_it_was_wrapped_for(rng):
             l2persist.Stream(wrap=own0, device=1)
 
 
+def test_a_plan_on_device_1_windows_device_1s_legacy_stream(rng):
+    """A plan's bare default handle is its device's stream: installed and restored on device 1
+    while device 0 is current; an l2persist Stream wrapped for device 0 is refused there."""
+    host = rng.random(1 << 20, dtype=np.float32)
+    with l2persist.to_device(host, 1) as b, \
+            l2persist.Stream(wrap=0, device=1) as s1, l2persist.Stream(wrap=0, device=0) as s0:
+        w = AccessPolicyWindow(b, hit_ratio=1.0)
+        plan = l2persist.Plan(1)
+        with pytest.raises(ValueError, match=r"carrier: a stream of device 0 for a plan of "
+                                             r"device 1"):
+            plan.add(s0, w)
+        plan.add(0, w)
+        with plan:
+            assert _current_device() == 0
+            assert s1.access_policy_window.base_ptr == b.ptr
+            assert s0.access_policy_window is None
+            K.scale_shift(b, 2.0, 1.0, stream=s1)
+            s1.synchronize()            # device 1's legacy stream, waited on from device 0
+        assert s1.access_policy_window is None and _current_device() == 0
+        np.testing.assert_allclose(b.to_numpy(), host * np.float32(2) + np.float32(1), rtol=1e-6)
+
+
 def test_benchmark_measure_and_tune_on_device_1(rng):
     with l2persist.to_device(rng.random(1 << 22, dtype=np.float32), 1) as b, \
             l2persist.Stream(1) as s:
