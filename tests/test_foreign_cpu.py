@@ -374,9 +374,10 @@ def test_launches_on_the_eager_stream_keep_its_object(monkeypatch):
     assert streams(1) is streams(0) and streams(0).handle == 0
     assert streams(OWN) is streams(OWN) and streams(2).handle == 2    # per-thread is its own
     # a default stream's handle is the discovery's device's stream, not the current device's
+    # (any other stream is wrapped with it too: the core checks that it is on it)
     streams = D.LaunchStreams(device=3)
     assert (streams(1).handle, streams(1).device, streams(2).device) == (1, 3, 3)
-    assert streams(OWN).device is None                                # its own device
+    assert streams(OWN).device == 3
     assert [D.stream_key(h) for h in (0, 1, 2, OWN)] == [0, 0, 2, OWN]
 
 

@@ -276,9 +276,9 @@ def world(monkeypatch):
     class Stream:                  # l2persist.Stream(wrap=...): the watcher's stream windows
         def __init__(self, wrap, device=None):
             self.h = int(wrap)
-            # a default stream is the watched device's (Options.device: 0 here), never the
-            # thread's current one; a stream the program made is its own device's
-            assert device == (0 if self.h in (0, 1) else None), (self.h, device)
+            # every stream is wrapped with the watched device (Options.device: 0 here): a
+            # default stream is that device's, never the thread's current one
+            assert device == 0, (self.h, device)
 
         @property
         def access_policy_window(self):

@@ -106,12 +106,12 @@ def test_stream_windows_set_change_and_put_back(world):
 
 
 def test_the_legacy_stream_is_the_watched_devices(world):
-    """Handles 0 and 1 name the current device's legacy stream: they are wrapped with the
-    watched device (set and put back there, whichever GPU the program's thread has current); a
-    pooled stream is wrapped as itself (its own device)."""
+    """Handles 0 and 1 name the current device's legacy stream: every stream is wrapped with
+    the watched device (a default stream's window set and put back there, whichever GPU the
+    program's thread has current; a pooled stream must be on it)."""
     sw = streams.StreamWindows(device=1)
     sw.set({0: ("k", "w"), 1: ("k", "w"), 5: ("k", "w")})
-    assert [sw.wrapped[h].device for h in (0, 1, 5)] == [1, 1, None]
+    assert [sw.wrapped[h].device for h in (0, 1, 5)] == [1, 1, 1]
     assert streams.StreamWindows().device == 0
 
 

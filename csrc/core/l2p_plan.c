@@ -110,8 +110,7 @@ l2p_status l2p_plan_add(l2p_plan *p, int carrier, void *const *handles, size_t n
                         .on = on && w && w->num_bytes};
     if (w) e.window = *w; /* kept when off too: a target's extent for l2p_plan_configure */
     for (size_t k = 0; k < n; k++)
-        p->slots[p->n_slots + k] =
-            (l2p_slot){.kind = carrier, .handle = handles[k], .device = p->device};
+        p->slots[p->n_slots + k] = (l2p_slot){.kind = carrier, .handle = handles[k]};
     L2P_TRY(check_one_window(p, &e));
     p->entries[p->n_entries] = e;
     p->n_slots += n;
@@ -304,7 +303,7 @@ static l2p_status remember(l2p_plan_txn *t, const l2p_slot *slots, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (txn_find(t, &slots[i]) >= 0) continue;
         l2p_window w;
-        l2p_status st = t->ops->get_window(&slots[i], &w);
+        l2p_status st = t->ops->get_window(t->device, &slots[i], &w);
         if (st != L2P_OK) {
             t->n -= added; /* forget the half-read batch: nothing was changed */
             return st;
@@ -323,7 +322,7 @@ static l2p_status put_back(l2p_plan_txn *t, const l2p_slot *slots, const l2p_win
 {
     l2p_status first = L2P_OK;
     for (size_t i = n; i-- > 0;) {
-        l2p_status st = t->ops->set_window(&slots[i], &wins[i]);
+        l2p_status st = t->ops->set_window(t->device, &slots[i], &wins[i]);
         if (first == L2P_OK) first = st;
     }
     return first;
@@ -364,8 +363,9 @@ static l2p_status write_slots(l2p_plan_txn *t, resolved *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         /* what the slot has now (this transaction may have changed it already) */
-        l2p_status st = t->ops->get_window(&r->slots[i], &r->before[i]);
-        if (st == L2P_OK) st = t->ops->set_window(&r->slots[i], r->on[i] ? &r->wins[i] : NULL);
+        l2p_status st = t->ops->get_window(t->device, &r->slots[i], &r->before[i]);
+        if (st == L2P_OK)
+            st = t->ops->set_window(t->device, &r->slots[i], r->on[i] ? &r->wins[i] : NULL);
         if (st != L2P_OK) {
             l2p_error keep = *l2p_last_error();
             put_back(t, r->slots, r->before, i);
@@ -440,17 +440,17 @@ void l2p_plan_txn_free(l2p_plan_txn *t)
 
 /* ---- the real driver calls ----------------------------------------------------------- */
 
-static l2p_status cuda_get_window(const l2p_slot *s, l2p_window *out)
+static l2p_status cuda_get_window(int device, const l2p_slot *s, l2p_window *out)
 {
     if (s->kind == L2P_CARRIER_STREAM)
-        return l2p_stream_get_window(s->device, (cudaStream_t)s->handle, out);
+        return l2p_stream_get_window(device, (cudaStream_t)s->handle, out);
     return l2p_graph_node_get_window((cudaGraphNode_t)s->handle, out);
 }
 
-static l2p_status cuda_set_window(const l2p_slot *s, const l2p_window *w)
+static l2p_status cuda_set_window(int device, const l2p_slot *s, const l2p_window *w)
 {
     if (s->kind == L2P_CARRIER_STREAM)
-        return l2p_stream_set_window(s->device, (cudaStream_t)s->handle, w);
+        return l2p_stream_set_window(device, (cudaStream_t)s->handle, w);
     return l2p_graph_node_set_window((cudaGraphNode_t)s->handle, w);
 }
 

@@ -43,7 +43,6 @@ typedef enum { L2P_CARRIER_STREAM = 0, L2P_CARRIER_NODES = 1, L2P_CARRIER_LAUNCH
 typedef struct {
     int kind;     /* L2P_CARRIER_STREAM (a cudaStream_t) or L2P_CARRIER_NODES (a node) */
     void *handle; /* the cudaStream_t or cudaGraphNode_t */
-    int device;   /* the plan's: a default stream's handle names that device's stream */
 } l2p_slot;
 
 typedef struct {
@@ -66,8 +65,9 @@ typedef struct {
 
 /* What the driver is asked (the real ones: l2p_plan_cuda_ops). */
 typedef struct {
-    l2p_status (*get_window)(const l2p_slot *s, l2p_window *out);
-    l2p_status (*set_window)(const l2p_slot *s, const l2p_window *w); /* NULL: off */
+    /* `device` is the transaction's: a default stream's handle names that device's stream */
+    l2p_status (*get_window)(int device, const l2p_slot *s, l2p_window *out);
+    l2p_status (*set_window)(int device, const l2p_slot *s, const l2p_window *w); /* NULL: off */
     l2p_status (*get_limit)(int device, size_t *out);
     l2p_status (*set_limit)(int device, size_t limit, size_t *granted);
     l2p_status (*reset_lines)(int device);

@@ -261,8 +261,8 @@ class LaunchStreams:
     """An l2persist Stream per stream a launch went to: one the caller already holds where its
     handle is the launch's (so that the window goes on the object the caller holds), else
     PyTorch's current stream where it is that one, else a wrap of the handle the launch gave
-    (the driver's own word: the stream was alive when it took the launch). A default stream's
-    handle (0, 1, 2) is wrapped as ``device``'s: it names the current device's stream."""
+    (the driver's own word: the stream was alive when it took the launch), wrapped with
+    ``device``: a default stream's handle (0, 1, 2) names that device's stream."""
 
     def __init__(self, known: Iterable = (), device=None):
         self._device = device
@@ -274,8 +274,7 @@ class LaunchStreams:
     def __call__(self, handle: int):
         key = stream_key(handle)
         if key not in self._by:
-            self._by[key] = _core.Stream(wrap=_cupy.StreamHandle(handle), device=self._device) \
-                if key in (0, 2) else _core.Stream(wrap=_cupy.StreamHandle(handle))
+            self._by[key] = _core.Stream(wrap=_cupy.StreamHandle(handle), device=self._device)
         return self._by[key]
 
 

@@ -112,7 +112,7 @@ class StreamWindows:
     sets them again."""
 
     def __init__(self, device: int = 0):
-        self.device = device               # whose legacy default stream handles 0 and 1 are
+        self.device = device               # the watched device: every stream here is its
         self.wrapped: dict[int, Any] = {}
         self.before: dict[int, Any] = {}
         self.now: dict[int, tuple] = {}    # handle -> (key, window)
@@ -122,11 +122,10 @@ class StreamWindows:
     def _stream(self, handle: int):
         s = self.wrapped.get(handle)
         if s is None:
-            # a default stream's handle names the current device's stream: wrapped with the
-            # watched device, it is set and put back there whichever GPU the program's thread
-            # has current at the call (a process that drives several GPUs from one thread)
-            s = _core.Stream(wrap=handle, device=self.device) if handle in DEFAULT_STREAMS \
-                else _core.Stream(wrap=POOL.get(handle, handle))
+            # wrapped with the watched device: a default stream's handle names the current
+            # device's stream, so it is set and put back there whichever GPU the program's
+            # thread has current at the call; any other stream must be on it (the core's rule)
+            s = _core.Stream(wrap=POOL.get(handle, handle), device=self.device)
             self.wrapped[handle] = s
             self.before[handle] = s.access_policy_window
             self.wrapped_ever.add(handle)

@@ -35,15 +35,19 @@ static l2p_status maybe_fail(const char *what)
     return L2P_OK;
 }
 
-static l2p_status f_get(const l2p_slot *s, l2p_window *out)
+static int fake_devices_seen; /* bit d: a window op was asked on device d */
+
+static l2p_status f_get(int device, const l2p_slot *s, l2p_window *out)
 {
+    fake_devices_seen |= 1 << device;
     L2P_TRY(maybe_fail("g"));
     *out = fake_win[s->kind][(size_t)s->handle];
     return L2P_OK;
 }
 
-static l2p_status f_set(const l2p_slot *s, const l2p_window *w)
+static l2p_status f_set(int device, const l2p_slot *s, const l2p_window *w)
 {
+    fake_devices_seen |= 1 << device;
     L2P_TRY(maybe_fail("w"));
     l2p_window off = {0};
     fake_win[s->kind][(size_t)s->handle] = w && w->num_bytes ? *w : off;
@@ -126,26 +130,29 @@ static void test_alternatives_rule(void)
     l2p_plan_free(&p);
 }
 
-/* Each slot carries its plan's device: a default stream's handle names the current device's
- * stream, and the real driver calls make the plan's device current for those handles only. */
-static void test_slots_carry_the_device(void)
+/* Every window read and write of a transaction is asked with its device (the plan's): a
+ * default stream's handle names the current device's stream, and the real driver calls make
+ * that device current for those handles only (l2p_stream_enter). */
+static void test_window_ops_get_the_device(void)
 {
-    l2p_plan p, q;
+    l2p_plan p;
+    l2p_plan_txn t;
     l2p_plan_init(&p, 3);
     l2p_window a = win(0x1000, 64, 0.5);
     void *legacy[] = {NULL}, *own[] = {H(5)};
     CHECK(l2p_plan_add(&p, L2P_CARRIER_STREAM, legacy, 1, &a, 1, NULL) == L2P_OK);
     CHECK(l2p_plan_add(&p, L2P_CARRIER_STREAM, own, 1, &a, 1, NULL) == L2P_OK);
-    CHECK(l2p_plan_copy(&p, &q) == L2P_OK);
-    l2p_slot slots[4];
-    l2p_window wins[4];
-    int on[4];
-    CHECK(l2p_plan_resolve(&q, slots, wins, on) == 2);
-    CHECK(slots[0].handle == NULL && slots[0].device == 3 && slots[1].device == 3);
-    CHECK(l2p_stream_is_default(slots[0].handle) && !l2p_stream_is_default(slots[1].handle));
+    fake_reset(0);
+    fake_devices_seen = 0;
+    CHECK(l2p_plan_begin(&t, 3, &fake) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &p, NULL) == L2P_OK);
+    CHECK(fake_win[0][0].base_ptr == 0x1000 && fake_win[0][5].base_ptr == 0x1000);
+    CHECK(l2p_plan_end(&t) == L2P_OK);
+    CHECK(fake_win[0][0].num_bytes == 0 && fake_win[0][5].num_bytes == 0);
+    CHECK(fake_devices_seen == 1 << 3); /* reads, writes and the put-back: device 3 only */
+    CHECK(l2p_stream_is_default(NULL) && !l2p_stream_is_default((cudaStream_t)H(5)));
     CHECK(l2p_stream_is_default(cudaStreamLegacy) && l2p_stream_is_default(cudaStreamPerThread));
     l2p_plan_free(&p);
-    l2p_plan_free(&q);
 }
 
 static void test_groups_transitive(void)
@@ -411,7 +418,7 @@ int main(void)
 {
     test_alternatives_rule();
     test_groups_transitive();
-    test_slots_carry_the_device();
+    test_window_ops_get_the_device();
     test_configure();
     test_install_restore();
     test_all_or_nothing();
