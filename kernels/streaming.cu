@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
  * 11 loads in flight). The difference shows in the shortest launches, where a block's start
  * is much of the launch: on the H200, 9-23 MiB x 3-10 passes, this body (then built with a
  * __restrict__ source, so ld.global.nc) read at 0.997-1.046x the original and the general one
- * at 0.982-1.023x (tools/l2read-vs-original, 9 interleaved rounds). */
+ * at 0.982-1.023x (tools/investigations/l2read-vs-original, 9 interleaved rounds). */
 template <int F, typename T, int L>
 __global__ void __launch_bounds__(1024, sizeof(T) == 8 ? 2 : L <= 16 ? 1 : 0)
     l2p_l2_read_rows(const T *src, unsigned chunks, unsigned *sink)
@@ -349,7 +349,7 @@ extern "C" cudaError_t l2p_launch_l2_read(const void *src, size_t nbytes, int re
  * sm_read reads one chunk of l2_read's shape, as l2_read's block b reads chunk b % chunks
  * (the device function above: the same rows, loads and default load), but from a block on
  * the SM whose %smid is `sm`, so that a chunk can be warmed from one SM and re-read from
- * another (tools/l2-partitions). Placement is chosen, not hoped for:
+ * another (tools/investigations/l2-partitions). Placement is chosen, not hoped for:
  * - The grid is one block per resident slot of the device (SM count x the kernel's
  *   occupancy): every slot is filled in the first wave, so the wanted SM gets blocks.
  * - A block on any other SM holds its slot for L2P_SM_READ_HOLD_NS of %globaltimer and

@@ -22,9 +22,17 @@ def short_text(name: str, n: int = 48) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
+def kernel_label(name: str, n: int = 72) -> str:
+    """A kernel's name for a person: demangled and shortened to ``n`` characters by the C
+    core's rule (``_core.kernel_name``; l2p_demangle.h says how). Only for showing: names
+    used as keys (signatures, matching, dictionaries) stay as the driver gives them."""
+    from . import _core
+    return _core.kernel_name(name, max_chars=n)
+
+
 def node_label(node, n: int = 32) -> str:
-    """A kernel node as text: ``position:kernel name`` (shortened to ``n`` characters)."""
-    return f"{node.position}:{short_text(node.name, n)}"
+    """A kernel node as text: ``position:kernel name`` (its kernel_label, ``n`` characters)."""
+    return f"{node.position}:{kernel_label(node.name, n)}"
 
 
 def markdown_table(rows, columns) -> str:
@@ -199,6 +207,7 @@ def tax_figure(measured=None, model=None, *, fmt="{:.2f}x", how: str = "") -> st
     return "not measured, no model"
 
 
-__all__ = ["MAX_JSON_BYTES", "cell_text", "human_bytes", "json_kind", "load_json", "markdown_table",
+__all__ = ["MAX_JSON_BYTES", "cell_text", "human_bytes", "json_kind", "kernel_label", "load_json",
+           "markdown_table",
            "read_json", "record_repr", "record_html", "save_json", "TAX_MEASURED",
            "TAX_MODEL", "tax_figure", "tax_predicted", "tax_source"]

@@ -249,7 +249,7 @@ def predict(device_or_properties, set_aside: int, *, companion: float = 0.0,
     ``"sweep"`` a sequential read-modify-write sweep over arrays side by side, ``companion``
     counting the arrays read alongside and re-read every pass (an optimizer step: param, m
     and v written, the gradient read: companion 1/3). Each shape has its own constants,
-    fitted from the project's probe of that shape (``tools/tax-sweep --shapes``); a shape
+    fitted from the project's probe of that shape (``tools/investigations/tax-sweep --shapes``); a shape
     without rows is predicted as random writes (``shape_basis`` None)."""
     name, cc, l2, granule, pmax = _chip(device_or_properties)
     m = _core.tax_predict(cc, l2, set_aside, granule=granule,
@@ -461,7 +461,7 @@ def measured_knee(ws, slowdowns, threshold: float = KNEE_THRESHOLD) -> tuple[flo
 
 def companion_measurements() -> dict:
     """The companion-stream rows the model's stream constants are fitted from
-    (``{"knees": [...], "streams": [...]}``, written into the core by tools/tax-fit)."""
+    (``{"knees": [...], "streams": [...]}``, written into the core by tools/investigations/tax-fit)."""
     return _core.tax_companion_rows()
 
 

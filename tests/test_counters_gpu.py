@@ -128,7 +128,7 @@ def test_l2_resident_reread_hits(device, known_l2):
     # block on an SM of the other partition than the warm-up's block of its chunk misses
     # near for the lines that the other partition holds, and finds them there over the
     # fabric. That is the exact 7/8 (229376 near hits) of a few full runs on an H200:
-    # tools/l2-partitions (K.sm_read) on the H200 at 1198133: the SMs split in two sides; a
+    # tools/investigations/l2-partitions (K.sm_read) on the H200 at 1198133: the SMs split in two sides; a
     # 512 KiB chunk warmed from SM 0 and re-read from the other side hits 50.0 % near and
     # the rest over the fabric (8192 + 8216 of 16384); with 2 of the 16 chunks re-read from
     # the other side near hits are 245760 (15/16), with 4 exactly 229376 (7/8), fabric
@@ -143,7 +143,7 @@ def test_sm_read_reads_its_chunk_once_from_the_sm_asked_for(device):
     """K.sm_read: one block reads the chunk (the L1 sees each of its sectors once: a second
     reader on the SM would double them), on the first and the last SM id, two launches in a
     row (the claim resets itself); an id that no SM has reads nothing. The last id assumes
-    that %smid runs 0..SMs-1 (tools/l2-partitions prints any id in that range no SM has)."""
+    that %smid runs 0..SMs-1 (tools/investigations/l2-partitions prints any id in that range no SM has)."""
     chunk_sectors = (512 << 10) // 32  # l2_read's chunk of 8 MiB: 1024 threads x 64 x 8 bytes
     last = device.properties.multiprocessor_count - 1
     with l2persist.zeros(8 << 20, np.uint8) as src, l2persist.Stream(device) as s:

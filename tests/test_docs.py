@@ -374,6 +374,48 @@ def test_readme_commands_are_the_ones_ci_runs():
     assert "\ntools/docs" in ci
 
 
+def test_readme_docs_install_is_the_docs_extra_that_ci_installs():
+    """The README installs the docs' tools as the docs extra, and CI installs that extra's list
+    from pyproject.toml (no second list to drift): it holds what tools/docs needs, pytest
+    included (the API reference imports the pytest plugin)."""
+    import tomllib
+    readme = (ROOT / "README.md").read_text()
+    assert 'python3 -m pip install -e ".[docs]"' in readme
+    docs = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["docs"]
+    names = {re.split(r"[<>=!~ ]", d, maxsplit=1)[0] for d in docs}
+    assert {"sphinx", "myst-parser", "pytest"} <= names
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert '["optional-dependencies"]["docs"]' in ci and "sphinx>=" not in ci
+    assert ci.index('["optional-dependencies"]["docs"]') < ci.index("\ntools/docs")
+
+
+def test_readme_opens_with_what_it_does_then_the_quick_start():
+    """The first screen: a short description, then the two quick-start commands."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert lines.index("## Quick start") <= 8
+    assert len(lines) <= 200
+
+
+def test_readme_says_needs_a_gpu_where_a_reader_sees_it():
+    """A fence's info string (`python gpu`) is not shown by GitHub: every GPU-only block, and the
+    advise / apply / verify commands, are introduced by text that says so."""
+    text = (ROOT / "README.md").read_text()
+    blocks = [m.start() for m in re.finditer(r"^```python gpu", text, re.M)]
+    blocks.append(text.rfind("```", 0, text.index("python -m l2persist advise")))
+    assert len(blocks) >= 4
+    for at in blocks:
+        before = text[:at].rstrip()
+        para = before[before.rfind("\n\n") + 2:]     # the paragraph just above the block
+        assert "needs a gpu" in para.lower(), para[-200:]
+
+
+def test_readme_gives_verifys_exit_statuses():
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert ("0 the plan still holds, 1 it no longer helps, 2 bad invocation or no usable device "
+            "or a plan from another GPU model, 3 inconclusive") in text
+
+
 # ---------------------------------------------------------------- the built site
 
 # Collected only where the docs' tools are installed: a skip elsewhere would count against

@@ -495,7 +495,7 @@ def test_torch_cuda_graph_names_a_bad_argument(monkeypatch):
 
 
 def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatch):
-    """tools/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
+    """tools/investigations/launchlog-diag (one GPU call checking the launch log against the later-PyTorch
     crash): its verdicts from exit codes (a signal as Python reports it, or as a shell's 128 + n)
     and from an "ok" line wherever it is (the log's counts on stderr follow it); a pytest run
     that skipped a test is not ok; a row that fails is kept with its exit code and log, one past
@@ -505,7 +505,7 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     import signal
     import time
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / "launchlog-diag"
+    path = Path(__file__).resolve().parents[1] / "tools" / "investigations" / "launchlog-diag"
     loader = importlib.machinery.SourceFileLoader("launchlog_diag_tool", str(path))
     diag = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
     loader.exec_module(diag)

@@ -617,7 +617,7 @@ def test_pytorch_launches_after_the_launch_log_still_work():
     """In a fresh process: three launch logs (discover on host-syncing work), then some hundreds
     of PyTorch launches of kernels the logs saw and did not see (randint, bincount, matmul),
     each result checked against the host. Two full GPU runs crashed in a later torch.randint
-    after the in-process launch-log tests (tools/launchlog-diag isolates that)."""
+    after the in-process launch-log tests (tools/investigations/launchlog-diag isolates that)."""
     need("torch")
     code = textwrap.dedent("""
         import numpy as np, torch

@@ -1,4 +1,4 @@
-"""tools/l2read-vs-original on the CPU: the original's kernel is cut out by its braces, both
+"""tools/investigations/l2read-vs-original on the CPU: the original's kernel is cut out by its braces, both
 kernels are given the same passes (l2_read's default resolved once, through l2_read_shape),
 and the bar counts launches from --bar-passes up."""
 
@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-TOOL = pathlib.Path(__file__).resolve().parent.parent / "tools" / "l2read-vs-original"
+TOOL = pathlib.Path(__file__).resolve().parent.parent / "tools" / "investigations" / "l2read-vs-original"
 
 
 def _tool():

@@ -48,7 +48,12 @@ class World:
     records are paused is recorded, at its next launch once they resume, from its last launch
     recorded before the pause, unless the graph was instantiated again in between; and every
     later record of that graph's kernels reads short (by ``short``) until it is instantiated
-    again (H100, tools/pause-bias at 7eafa56: 1.5-2 % less in every graph kernel)."""
+    again (H100, tools/investigations/pause-bias at 7eafa56: 1.5-2 % less in every graph kernel).
+    Each record carries its key, as the core's do: a graph kernel's (id(graph), node), an
+    eager kernel's ("eager", name); blocks() sums per key too ("by_key"). Durations come from
+    kernel_ns / eager_kernel_ns, which a world with another timing model replaces. The core's
+    capture count and switch lock read captures_open; a device call made while a capture is
+    open is kept in ``violations`` and raised."""
 
     @staticmethod
     def clock():
@@ -58,9 +63,13 @@ class World:
         self.gain = gain                  # k_gather's speedup with the table persisting
         self.rng = random.Random(seed)
         self.limit = 4 * MIB              # the device's default set-aside
-        self.records = []                 # (start, end, name)
+        self.records = []                 # (start, end, name, key)
         self.collecting = self.recording = False
         self.windows = {}                 # node -> window (the graph's)
+        self.graph_windows = {}           # (id(graph), node) -> window (each graph's own)
+        self.violations = []              # what was done while a capture was open
+        self.switching = False            # inside the core's switch lock
+        self.context = False              # the program made its context (launched a kernel)
         self.captures_open = 0
         self.limits_seen = []
         self.last_end = 0                 # the GPU is busy until then
@@ -79,11 +88,20 @@ class World:
         self.switches = []                # the hooks' states set, in order
         # eager launches: the launch log (CUPTI's callbacks) and the streams' windows
         self.eager_gain = 1.0             # k_eager's speedup under a streaming window on EAGER_IN
+        self.eager_ns = 50_000            # k_eager's duration without it
+        self.noise = 0.01                 # each kernel's own noise (relative sd)
         self.logging = False
         self.log_fails = False            # another CUPTI subscriber: the log cannot begin
         self.logged = []                  # the streams of the eager launches logged
         self.stream_win = {}              # stream handle -> its window (None: none)
         self.stream_sets = []             # (handle, window) in the order they were set
+
+    def no_capture(self, what):
+        """A device call that must not come while any capture is open (it would invalidate
+        it): kept, even where the caller swallows the error, and raised."""
+        if self.captures_open:
+            self.violations.append(what)
+            raise AssertionError(f"{what} while a capture was open")
 
     def instantiated(self, graph=None):
         """The graph was instantiated again (its windows changed): a fresh executable."""
@@ -99,17 +117,26 @@ class World:
         while World.clock() < self.last_end:     # the host's clock (self.clock may be queued)
             pass
 
+    def kernel_ns(self, graph, node, name):
+        """A graph kernel's true duration (ns) under what is installed, before noise:
+        k_gather 100 us, faster by ``gain`` with a window on the table and 8 MiB set aside;
+        k_other 40 us. Worlds with another timing model override it."""
+        d = 100_000.0 if name == "k_gather" else 40_000.0
+        w = self.windows.get(node)
+        if (name == "k_gather" and w is not None and self.limit >= 8 * MIB
+                and w.base <= TABLE < w.base + w.nbytes and w.hit_ratio > 0):
+            d /= self.gain
+        return d
+
     # the kernels' durations under what is installed (ns), with 1 % noise
     def replay(self, graph=None):
-        for node, name, *_ in KERNELS:
-            key = (id(graph), node)       # CUPTI's wrong record is per executable graph
-            d = 100_000.0 if name == "k_gather" else 40_000.0
-            w = self.windows.get(node)
-            if (name == "k_gather" and w is not None and self.limit >= 8 * MIB
-                    and w.base <= TABLE < w.base + w.nbytes and w.hit_ratio > 0):
-                d /= self.gain
-            d *= 1 + self.rng.gauss(0, 0.01)
+        for node, name, *_ in getattr(graph, "kernels", KERNELS):
+            key = (id(graph), node)       # CUPTI's wrong record is per executable graph; and
+                                          # the record's key: one node of one graph
+            d = self.kernel_ns(graph, node, name)
+            d *= 1 + self.rng.gauss(0, self.noise)
             self.launches.append((World.clock(), int(d)))
+            self.context = True
             t = self.clock()
             self.last_end = max(self.last_end, t + int(d))
             if self.collecting and not self.recording:
@@ -129,30 +156,37 @@ class World:
                     self.misrecorded += 1
                 self.paused_nodes.discard(key)
                 self.last_start[key] = t
-                self.records.append((start, t + d_rec, name))
+                self.records.append((start, t + d_rec, name, key))
 
     def eager(self, stream=0):
         """One eager kernel on ``stream``, 50 us; faster by eager_gain under a streaming window
         on its input set on that stream."""
-        d = 50_000 * (1 + self.rng.gauss(0, 0.01))
-        w = self.stream_win.get(stream)
-        if (w is not None and w.hit_prop == "streaming" and
-                w.base <= EAGER_IN < w.base + w.nbytes):
-            d /= self.eager_gain
+        d = self.eager_kernel_ns(stream) * (1 + self.rng.gauss(0, self.noise))
+        self.context = True
         if self.logging:
             self.logged.append(stream)
         t = self.clock()
         self.last_end = max(self.last_end, t + int(d))
         if self.collecting and self.recording:
-            self.records.append((t, t + int(d), "k_eager"))
+            self.records.append((t, t + int(d), "k_eager", ("eager", "k_eager")))
+
+    def eager_kernel_ns(self, stream):
+        """The eager kernel's true duration (ns), before noise."""
+        d = float(self.eager_ns)
+        w = self.stream_win.get(stream)
+        if (w is not None and w.hit_prop == "streaming" and
+                w.base <= EAGER_IN < w.base + w.nbytes):
+            d /= self.eager_gain
+        return d
 
     def blocks(self, bounds):
         """As l2p_activity_blocks: by start; a record ending past its block's end is counted
-        in spanning, not summed."""
+        in spanning, not summed. by_key: per record key (a graph's node, an eager launch
+        shape) with any launch summed in the range, its ns and its launches per block."""
         import bisect
         nb = len(bounds) - 1
-        gpu, by, spanning = [0.0] * nb, {}, 0
-        for s, e, name in self.records:
+        gpu, by, by_key, spanning = [0.0] * nb, {}, {}, 0
+        for s, e, name, key in self.records:
             b = bisect.bisect_right(bounds, s) - 1
             if not 0 <= b < nb:
                 continue
@@ -161,8 +195,11 @@ class World:
                 continue
             gpu[b] += e - s
             by.setdefault(name, [0.0] * nb)[b] += e - s
-        return {"gpu_ns": gpu, "by_name": by, "records": len(self.records), "dropped": 0,
-                "spanning": spanning}
+            ns, n = by_key.setdefault(key, ([0.0] * nb, [0] * nb))
+            ns[b] += e - s
+            n[b] += 1
+        return {"gpu_ns": gpu, "by_name": by, "by_key": by_key, "records": len(self.records),
+                "dropped": 0, "spanning": spanning}
 
     def trim(self, before):
         """As l2p_activity_trim: the records that start before `before` go."""
@@ -212,11 +249,12 @@ def world(monkeypatch):
 
         @persisting_l2_limit.setter
         def persisting_l2_limit(self, v):
+            w.no_capture("the set-aside was set")
             w.limit = v
             w.limits_seen.append(v)
 
         def synchronize(self):
-            assert w.captures_open == 0, "the device was synchronized while a capture was open"
+            w.no_capture("the device was synchronized")
             w.synchronize()
 
     class Borrowed:
@@ -224,6 +262,9 @@ def world(monkeypatch):
             self.owner = owner
 
         def _scan(self, _):
+            spec = getattr(self.owner, "scan", None)   # a world's own graph (its kernels,
+            if spec is not None:                       # buffers and their uses)
+                return spec
             if getattr(self.owner, "bare", False):    # a graph with no buffer to window
                 return KERNELS, [], []
             records = [(TABLE, 8 * MIB, 1), (SMALL, MIB, 1)]
@@ -231,13 +272,15 @@ def world(monkeypatch):
             return KERNELS, records, uses
 
         def set_access_policy_window(self, win, nodes):
-            assert w.captures_open == 0, "a window was set while a capture was open"
+            w.no_capture("a window was set")
             w.instantiated(self.owner)  # as PyTorch's owner, notified, instantiates again
             for n in nodes:
                 if win is None:
                     w.windows.pop(n, None)
+                    w.graph_windows.pop((id(self.owner), n), None)
                 else:
                     w.windows[n] = win
+                    w.graph_windows[(id(self.owner), n)] = win
 
     monkeypatch.setattr(l2persist, "Device", Device)
     monkeypatch.setattr(foreign, "as_graph", lambda owner: Borrowed(owner))
@@ -249,6 +292,25 @@ def world(monkeypatch):
     monkeypatch.setattr(live, "_window", lambda base, nbytes, hit, hp, mp: types.SimpleNamespace(
         base=base, nbytes=nbytes, hit_ratio=hit, hit_prop=hp, miss_prop=mp))
     monkeypatch.setattr(live, "_capturing", lambda: w.captures_open > 0)
+
+    # the core's capture tracking (CUDA's callbacks count every capture, whoever makes it) and
+    # its switch lock (refused while a capture is open; a capture that begins waits for it)
+    def switch_enter():
+        if w.captures_open:
+            return False
+        if w.switching:
+            raise ValueError("switch_enter: this thread is inside a switch already")
+        w.switching = True
+        return True
+
+    def switch_leave():
+        if not w.switching:
+            raise ValueError("switch_leave: not inside a switch")
+        w.switching = False
+    for name, fn in {"captures_open": lambda: w.captures_open, "switch_enter": switch_enter,
+                     "switch_leave": switch_leave,
+                     "context_active": lambda device=None: w.context}.items():
+        monkeypatch.setattr(core, name, fn, raising=False)
 
     def log_begin(device):
         if w.log_fails:
@@ -286,7 +348,7 @@ def world(monkeypatch):
 
         @access_policy_window.setter
         def access_policy_window(self, win):
-            assert w.captures_open == 0, "a stream's window was set while a capture was open"
+            w.no_capture("a stream's window was set")
             w.stream_win[self.h] = win
             w.stream_sets.append((self.h, win))
 

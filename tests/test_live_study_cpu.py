@@ -334,8 +334,8 @@ def test_program_sequence_with_fake_runs(monkeypatch, tmp_path):
 
 def test_run_program_reads_loop_line_and_digest(monkeypatch, tmp_path):
     """The real subprocess plumbing, on a stand-in program that needs no GPU: plain (its loop
-    line and digest), and under advise (the CLI runs, finds nothing to watch, exits 1; no
-    result, the program's digest still written)."""
+    line and digest), and under advise (without a usable GPU the CLI refuses before the
+    program starts: exit 2, one line, no digest, no result)."""
     fake = tmp_path / "fake.py"
     fake.write_text("import json, sys\n"
                     "json.dump({'n': int(sys.argv[3])}, open(sys.argv[1], 'w'))\n"
@@ -349,8 +349,8 @@ def test_run_program_reads_loop_line_and_digest(monkeypatch, tmp_path):
     assert live.rate_of(p) == 200.0 and p["result"] is None
     a = live.run_program("server", 50, str(tmp_path), "adv", env, 120,
                          ["advise", "--warmup", "0.5", "--out", str(tmp_path / "p.json")])
-    assert a["rc"] == 1 and a["digest"] == {"n": 50} and a["result"] is None
-    assert "no advice" in a["stderr"]
+    assert a["rc"] == 2 and a["digest"] is None and a["result"] is None, a
+    assert "no usable CUDA device" in a["stderr"] and "not started" in a["stderr"]
 
 
 # ---- registration -----------------------------------------------------------------------------

@@ -518,7 +518,7 @@ def test_measure_checks_its_arguments_before_any_work(fake, kw, exc, message):
 
 
 def synthetic_sweep(cap=0.12, coeff=1.35, cost=0.1):
-    """A companion sweep as tools/tax-sweep --companion writes it, from one truth: knees
+    """A companion sweep as tools/investigations/tax-sweep --companion writes it, from one truth: knees
     without the stream on 60 - coeff s (C(0) = 50 MiB, no tax below 4 granules), with it
     companion_knee(...), times 0.25 ms (1 + cost k + P max(0, 1 - knee / ws))."""
     from l2persist.studies import set_aside_tax as study
@@ -569,11 +569,11 @@ def test_companion_rows_from_a_sweep_give_back_its_constants(tmp_path):
 
 
 def _tool(name):
-    """tools/<name> (a script without .py) as a module."""
+    """tools/investigations/<name> (a script without .py) as a module."""
     import importlib.machinery
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / name
+    path = Path(__file__).resolve().parents[1] / "tools" / "investigations" / name
     module = name.replace("-", "_") + "_tool"
     loader = importlib.machinery.SourceFileLoader(module, str(path))
     spec = importlib.util.spec_from_loader(module, loader)
@@ -583,7 +583,7 @@ def _tool(name):
 
 
 def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):
-    """tools/tax-fit: the C rows it writes hold every row's numbers (read back here), the
+    """tools/investigations/tax-fit: the C rows it writes hold every row's numbers (read back here), the
     committed file is what it writes for no sweep (while none is applied), and its report
     runs the core's fit on the sweep's rows."""
     import json
@@ -756,7 +756,7 @@ def test_check_says_what_it_sees(monkeypatch, capsys, dev, env, rc, words):
 
 
 def _validate_on_a_fake_device(monkeypatch, clock=None):
-    """tools/tax-validate with one fake workload (k = 3) on a fake H200: tax.measure records
+    """tools/investigations/tax-validate with one fake workload (k = 3) on a fake H200: tax.measure records
     each set-aside it is asked for; ``clock`` replaces the tool's time.perf_counter."""
     from l2persist import _core
     tool = _tool("tax-validate")
@@ -1056,7 +1056,7 @@ def test_tax_validate_from_a_stored_run_rescores_it_without_a_gpu(tmp_path, caps
 
 
 def test_committed_rows_are_what_tax_fit_writes_from_the_stored_sweeps():
-    """csrc/core/l2p_tax_companion_rows.c is tools/tax-fit's output from the sweeps its
+    """csrc/core/l2p_tax_companion_rows.c is tools/investigations/tax-fit's output from the sweeps its
     header names (docs/data/tax-companion-*.json, tax-shapes-*.json): nobody edited it."""
     import re
     from pathlib import Path

@@ -34,7 +34,7 @@ N_SECTORS = N_BYTES // 32
 HITS = "lts__t_sectors_srcunit_tex_op_read_lookup_hit"
 MISSES = "lts__t_sectors_srcunit_tex_op_read_lookup_miss"
 # Near hits, hits over the fabric and DRAM reads fit in one CUPTI pass (GH100), so the three
-# come from one replay; hits with l2_fabric_sectors took two (tools/l2-partitions).
+# come from one replay; hits with l2_fabric_sectors took two (tools/investigations/l2-partitions).
 FABRIC_READ_HITS = "lts__t_sectors_srcunit_ltcfabric_op_read_lookup_hit.sum"
 BASIC = ["l2_read_hit_sectors", FABRIC_READ_HITS, "dram_bytes_read"]
 SLICES = [HITS + ".sum", HITS + ".min", HITS + ".max", MISSES + ".sum", MISSES + ".min",

@@ -19,15 +19,21 @@ l2p_status l2p_activity_init(l2p_activity *a, uint32_t device)
     a->keys = calloc(L2P_ACTIVITY_NAMES, sizeof *a->keys);
     a->ids = calloc(L2P_ACTIVITY_NAMES, sizeof *a->ids);
     a->names = calloc(L2P_ACTIVITY_NAMES, sizeof *a->names);
-    if (!a->keys || !a->ids || !a->names || pthread_mutex_init(&a->lock, NULL) != 0) {
+    a->lkeys = calloc(L2P_ACTIVITY_KEYS, sizeof *a->lkeys);
+    a->lslots = calloc(L2P_ACTIVITY_KEYS, sizeof *a->lslots);
+    if (!a->keys || !a->ids || !a->names || !a->lkeys || !a->lslots ||
+        pthread_mutex_init(&a->lock, NULL) != 0) {
         free(a->keys);
         free(a->ids);
         free(a->names);
+        free(a->lkeys);
+        free(a->lslots);
         memset(a, 0, sizeof *a);
         return l2p_fail(L2P_ERR_NO_MEMORY, "activity log: out of host memory");
     }
     a->names[L2P_ACTIVITY_OTHER] = strdup("(other kernels)");
     a->n_names = 1;
+    a->n_lkeys = 1; /* id 0: "(other launches)" */
     return L2P_OK;
 }
 
@@ -37,6 +43,8 @@ void l2p_activity_clear(l2p_activity *a)
     if (a->keys) memset(a->keys, 0, L2P_ACTIVITY_NAMES * sizeof *a->keys);
     a->n_names = a->names ? 1 : 0;
     a->n_keys = 0;
+    if (a->lslots) memset(a->lslots, 0, L2P_ACTIVITY_KEYS * sizeof *a->lslots);
+    a->n_lkeys = a->lkeys ? 1 : 0;
     a->n = 0;
     a->dropped = 0;
 }
@@ -50,6 +58,8 @@ void l2p_activity_free(l2p_activity *a)
     free(a->keys);
     free(a->ids);
     free(a->names);
+    free(a->lkeys);
+    free(a->lslots);
     pthread_mutex_destroy(&a->lock);
     memset(a, 0, sizeof *a);
 }
@@ -90,8 +100,32 @@ static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
     return id;
 }
 
+/* The launch key id of (name, shape), interned on first sight; 0 once the table is 3/4 full
+ * (those launches are compared as one "other" key). FNV-1a over the seven words. */
+static uint32_t launch_key_id(l2p_activity *a, uint32_t name, const uint32_t shape[6])
+{
+    l2p_launch_key k = {.name = name};
+    if (shape) memcpy(k.shape, shape, sizeof k.shape);
+    uint64_t h = (1469598103934665603ull ^ k.name) * 1099511628211ull;
+    for (int i = 0; i < 6; i++) h = (h ^ k.shape[i]) * 1099511628211ull;
+    size_t mask = L2P_ACTIVITY_KEYS - 1;
+    for (size_t s = (size_t)h & mask;; s = (s + 1) & mask) {
+        uint32_t id = a->lslots[s];
+        if (!id) {
+            if (a->n_lkeys >= L2P_ACTIVITY_KEYS * 3 / 4) return 0;
+            id = (uint32_t)a->n_lkeys++;
+            a->lkeys[id] = k;
+            a->lslots[s] = id; /* ids start at 1: 0 marks an empty slot */
+            return id;
+        }
+        const l2p_launch_key *o = &a->lkeys[id];
+        if (o->name == k.name && !memcmp(o->shape, k.shape, sizeof k.shape)) return id;
+    }
+}
+
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
-                      uint32_t stream, const void *key, const char *name)
+                      uint32_t stream, const void *key, const char *name,
+                      const uint32_t shape[6])
 {
     if (device != a->device) return;
     pthread_mutex_lock(&a->lock);
@@ -111,6 +145,7 @@ void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t
     r->end = end > start ? end : start;
     r->stream = stream;
     r->name = key ? name_id(a, key, name) : L2P_ACTIVITY_OTHER;
+    r->key = r->name == L2P_ACTIVITY_OTHER ? 0 : launch_key_id(a, r->name, shape);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -129,6 +164,7 @@ static long block_of(const uint64_t *bounds, size_t n_bounds, uint64_t t)
 
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
                                double *gpu_ns, double *by_name, size_t n_names,
+                               double *key_ns, double *key_n, size_t n_keys,
                                size_t *spanning)
 {
     if (n_bounds < 2) return l2p_fail(L2P_ERR_VALUE, "bounds: need at least 2, got %zu", n_bounds);
@@ -138,6 +174,8 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
     size_t nb = n_bounds - 1;
     memset(gpu_ns, 0, nb * sizeof *gpu_ns);
     if (by_name) memset(by_name, 0, n_names * nb * sizeof *by_name);
+    if (key_ns) memset(key_ns, 0, n_keys * nb * sizeof *key_ns);
+    if (key_n) memset(key_n, 0, n_keys * nb * sizeof *key_n);
     if (spanning) *spanning = 0;
     for (size_t i = 0; i < a->n; i++) {
         const l2p_kernel_record *r = &a->recs[i];
@@ -150,6 +188,11 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
         double d = (double)(r->end - r->start);
         gpu_ns[b] += d;
         if (by_name && r->name < n_names) by_name[(size_t)r->name * nb + (size_t)b] += d;
+        if (r->key < n_keys) {
+            size_t at = (size_t)r->key * nb + (size_t)b;
+            if (key_ns) key_ns[at] += d;
+            if (key_n) key_n[at] += 1;
+        }
     }
     return L2P_OK;
 }
@@ -210,8 +253,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
             rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+        /* grid and block come before the name in every version's layout */
+        const uint32_t shape[6] = {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ,
+                                   (uint32_t)k->blockX, (uint32_t)k->blockY,
+                                   (uint32_t)k->blockZ};
         l2p_activity_add(&process_log, k->deviceId, k->start, k->end, k->streamId, k->name,
-                         k->name);
+                         k->name, shape);
     }
     free(buffer);
 }

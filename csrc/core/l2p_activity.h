@@ -38,12 +38,28 @@ extern "C" {
  * that the records' names and the scans' compare (PyTorch's templated kernels run to 400 and
  * more: at full length a logged eager kernel's GPU time was never found by its name). */
 #define L2P_ACTIVITY_NAMES 8192
-#define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)" */
+#define L2P_ACTIVITY_OTHER 0 /* name id 0: "(other kernels)"; key id 0: "(other launches)" */
+
+/* Launch keys: a kernel with one launch shape (its name id, grid and block), the unit in which
+ * the live search compares plan arms. Why per launch shape: a block's GPU time divided by the
+ * replays of one graph counts how many other requests landed in the block (a server whose
+ * requests draw a batch size at random read 0.43 to 5.4 ms "per unit" under one arm, H100,
+ * fb5dac1); a key's time per launch does not depend on how many launches of other keys came.
+ * Batch sizes give kernels different grids, so a server's decode graphs keep apart. (A graph
+ * node's own id is not used: records of a graph instantiated again may name other node ids,
+ * and the watcher instantiates graphs again when it changes their windows.) */
+#define L2P_ACTIVITY_KEYS 16384
+
+typedef struct {
+    uint32_t name;           /* name id */
+    uint32_t shape[6];       /* grid x, y, z, block x, y, z */
+} l2p_launch_key;
 
 typedef struct {
     uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
     uint32_t name;           /* index into the log's names */
     uint32_t stream;         /* CUPTI's stream id */
+    uint32_t key;            /* index into the log's launch keys */
 } l2p_kernel_record;
 
 typedef struct {
@@ -54,6 +70,9 @@ typedef struct {
     char **names;            /* name id -> the kernel's (mangled) name, cut as a scan cuts it */
     size_t n_names;
     size_t n_keys;           /* slots used: several keys may share a name id */
+    l2p_launch_key *lkeys;   /* launch key id -> its name and shape */
+    uint32_t *lslots;        /* open addressing over launch keys: key id + 1 (0: empty) */
+    size_t n_lkeys;          /* launch keys kept (id 0: "other", past the table's 3/4) */
     size_t dropped;          /* records CUPTI dropped, or that did not fit in host memory */
     uint32_t device;         /* only this device's kernels are kept */
     int active;              /* collecting: the kinds are enabled */
@@ -68,12 +87,12 @@ l2p_status l2p_activity_begin(int device);
 /* Pause (0) or resume (1) the kernel records while collecting; begin starts recording. The
  * watcher pauses through the warm-up, whose records nothing reads: on the H200 a replay of an
  * 8-kernel graph cost +1.1 us paused (CUPTI attached) against +3.7-10.6 us recording, and
- * switching costs 0.02-0.03 ms (tools/activity-modes). L2P_ERR_STATE when not collecting.
+ * switching costs 0.02-0.03 ms (tools/investigations/activity-modes). L2P_ERR_STATE when not collecting.
  *
  * Why kernel records and not CUPTI's graph records (GRAPH_TRACE: one record per graph launch,
  * +1.3 us per replay of that graph): turning GRAPH_TRACE on while an executable graph made
  * without it exists crashed the process inside the graph's next launch (H200, driver 580,
- * tools/activity-modes at c844b7f), and a program under advise makes its graphs before the
+ * tools/investigations/activity-modes at c844b7f), and a program under advise makes its graphs before the
  * watcher knows what it will record. */
 l2p_status l2p_activity_record(int on);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
@@ -94,16 +113,19 @@ l2p_status l2p_activity_init(l2p_activity *a, uint32_t device);
 void l2p_activity_clear(l2p_activity *a);
 void l2p_activity_free(l2p_activity *a);
 /* Add one kernel record; key is CUPTI's name pointer (shared by every record of one kernel),
- * name its text. A record of another device is ignored; one that cannot be stored counts in
- * dropped. Takes the lock. */
+ * name its text, shape its grid and block (x, y, z each; NULL: unknown, all zero). A record of
+ * another device is ignored; one that cannot be stored counts in dropped. Takes the lock. */
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
-                      uint32_t stream, const void *key, const char *name);
+                      uint32_t stream, const void *key, const char *name,
+                      const uint32_t shape[6]);
 
 /* Sum the records into blocks cut at bounds[0] < bounds[1] < ... < bounds[n_bounds-1]: block
  * b holds the kernels with bounds[b] <= start < bounds[b+1] (n_bounds - 1 blocks; kernels
  * before the first or after the last bound belong to none). gpu_ns[b]: the block's summed
  * durations; by_name (when not NULL): n_names x (n_bounds - 1), row = name id, the same sums
  * per kernel name. Bounds not increasing: L2P_ERR_VALUE. The caller holds the lock.
+ * key_ns and key_n (when not NULL): n_keys x (n_bounds - 1), row = launch key id, the same
+ * sums per launch key and the launches counted.
  * spanning (when not NULL): a record that ends past its block's end bound is not summed but
  * counted here. The watcher ends every block after a device synchronization, so such a record
  * cannot be true: CUPTI writes them for a graph launched while its kernel records were paused
@@ -111,6 +133,7 @@ void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t
  * end the new launch's: a duration as long as the pause, H200, CUPTI 13.0). */
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
                                double *gpu_ns, double *by_name, size_t n_names,
+                               double *key_ns, double *key_n, size_t n_keys,
                                size_t *spanning);
 
 /* Drop the records that start before `before` (blocks already summed, rests, settles), keeping

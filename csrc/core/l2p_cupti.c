@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cupti_result.h>
+#include <stdatomic.h>
+
+#include <cupti.h> /* the callback API's types; its calls come through dlsym */
 
 #ifndef L2P_CUDA_HOME
 #define L2P_CUDA_HOME "/usr/local/cuda"
@@ -35,7 +37,7 @@ static int find_mapped(struct dl_phdr_info *info, size_t size, void *out)
  * NVIDIA's wheels), if any. A second copy of CUPTI in one process would attach to the same
  * driver and runtimes beside the first; CUPTI's one-subscriber rule and its bookkeeping of
  * modules and callbacks hold within one copy only. L2P_CUPTI_IGNORE_MAPPED=1 (diagnostic:
- * tools/launchlog-diag) skips this and loads by the paths below, as before. */
+ * tools/investigations/launchlog-diag) skips this and loads by the paths below, as before. */
 static void *open_mapped(void)
 {
     const char *ignore = getenv("L2P_CUPTI_IGNORE_MAPPED");
@@ -127,4 +129,178 @@ l2p_status l2p_cupti_fail(int code, const char *call, const char *detail)
     ((l2p_error *)l2p_last_error())->cupti_code = code;
     snprintf(((l2p_error *)l2p_last_error())->call, sizeof l2p_last_error()->call, "%s", call);
     return st;
+}
+
+/* ---- the one subscriber ---- */
+
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                       CUpti_SubscriberParams *);
+typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
+typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId);
+typedef CUptiResult (*finalize_fn)(void);
+
+typedef struct {
+    subscribe_fn subscribe;
+    subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
+    unsubscribe_fn unsubscribe;
+    enable_fn enable;
+    finalize_fn finalize; /* L2P_CUPTI_FINALIZE only */
+} callback_calls;
+
+static pthread_mutex_t sub_lock = PTHREAD_MUTEX_INITIALIZER; /* attach and detach */
+static CUpti_SubscriberHandle subscriber;                    /* under sub_lock */
+static size_t n_attached;                                    /* under sub_lock */
+/* Read by the dispatcher without the lock: a slot holds a client or NULL. */
+static l2p_cupti_client *_Atomic clients[L2P_CUPTI_MAX_CLIENTS];
+static _Thread_local int in_callback; /* a driver call made by a handler itself */
+
+static void CUPTIAPI dispatch(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                              const void *data)
+{
+    (void)userdata;
+    if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    in_callback = 1;
+    for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++) {
+        l2p_cupti_client *c = atomic_load(&clients[i]);
+        if (c) c->handler((unsigned)cbid, data);
+    }
+    in_callback = 0;
+}
+
+static l2p_status callback_api(const callback_calls **out)
+{
+    static callback_calls c;
+    void *lib;
+    L2P_TRY(l2p_cupti_library(&lib));
+    c.subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
+    c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
+    c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
+    c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
+    c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
+    if (!c.subscribe || !c.unsubscribe || !c.enable)
+        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
+                        "cuptiEnableCallback)");
+    *out = &c;
+    return L2P_OK;
+}
+
+static l2p_status subscribe(const callback_calls *c)
+{
+    CUpti_SubscriberHandle h = NULL;
+    char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
+    CUptiResult rc = CUPTI_SUCCESS;
+    if (c->subscribe_v2) {
+        CUpti_SubscriberParams p = {CUpti_SubscriberParams_STRUCT_SIZE};
+        p.subscriberName = "l2persist";
+        p.oldSubscriberName = other;
+        p.oldSubscriberSize = sizeof other;
+        rc = c->subscribe_v2(&h, dispatch, NULL, &p);
+    }
+    /* No v2, or a CUPTI older than our headers that refuses their struct size (the CUPTI
+     * PyTorch maps may be a 12.x one): the plain call. */
+    if (!c->subscribe_v2 || rc == CUPTI_ERROR_INVALID_PARAMETER) {
+        other[0] = '\0';
+        rc = c->subscribe(&h, dispatch, NULL);
+    }
+    if (rc != CUPTI_SUCCESS)
+        return l2p_cupti_fail((int)rc, "cuptiSubscribe", other[0] ? other : NULL);
+    subscriber = h;
+    return L2P_OK;
+}
+
+/* Switch off the client's enabled ids. */
+static void disable_ids(const callback_calls *c, l2p_cupti_client *client)
+{
+    for (size_t i = 0; i < client->n_cbids; i++)
+        if (client->enabled & (1ul << i))
+            (void)c->enable(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, client->cbids[i]);
+    client->enabled = 0;
+}
+
+/* Enable the client's ids; an optional one CUPTI refuses is left off. */
+static l2p_status enable_ids(const callback_calls *c, l2p_cupti_client *client)
+{
+    for (size_t i = 0; i < client->n_cbids; i++) {
+        CUptiResult rc = c->enable(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, client->cbids[i]);
+        if (rc == CUPTI_SUCCESS) client->enabled |= 1ul << i;
+        else if (i < client->n_required) return l2p_cupti_fail((int)rc, "cuptiEnableCallback",
+                                                                client->name);
+    }
+    return L2P_OK;
+}
+
+static void unsubscribe_if_last(const callback_calls *c, unsigned flags)
+{
+    if (n_attached || !subscriber) return;
+    (void)c->unsubscribe(subscriber);
+    subscriber = NULL;
+    /* NVIDIA advises cuptiFinalize from an API exit callback, where no other thread is inside
+     * CUPTI: a diagnostic only, and it undoes the counters' profiler initialisation. */
+    if ((flags & L2P_CUPTI_FINALIZE) && c->finalize) (void)c->finalize();
+}
+
+static size_t free_slot(void)
+{
+    size_t i = 0;
+    while (i < L2P_CUPTI_MAX_CLIENTS && atomic_load(&clients[i])) i++;
+    return i;
+}
+
+static l2p_status attach_locked(const callback_calls *c, l2p_cupti_client *client,
+                                unsigned flags, size_t slot)
+{
+    if (!subscriber) L2P_TRY(subscribe(c));
+    client->enabled = 0;
+    l2p_status st = (flags & L2P_CUPTI_ENABLE_NONE) ? L2P_OK : enable_ids(c, client);
+    if (st != L2P_OK) { /* neither call below records an error: the refusal stays */
+        disable_ids(c, client);
+        unsubscribe_if_last(c, 0);
+        return st;
+    }
+    client->attached = 1;
+    n_attached++;
+    atomic_store(&clients[slot], client);
+    return L2P_OK;
+}
+
+l2p_status l2p_cupti_attach(l2p_cupti_client *client, unsigned flags)
+{
+    const callback_calls *c;
+    size_t slot;
+    if (client->n_cbids > L2P_CUPTI_MAX_CBIDS || client->n_required > client->n_cbids)
+        return l2p_fail(L2P_ERR_VALUE, "%s: %zu callback ids (at most %d)", client->name,
+                        client->n_cbids, L2P_CUPTI_MAX_CBIDS);
+    L2P_TRY(callback_api(&c));
+    pthread_mutex_lock(&sub_lock);
+    l2p_status st = L2P_OK;
+    if (client->attached)
+        st = l2p_fail(L2P_ERR_STATE, "%s: already attached to CUPTI's subscriber",
+                      client->name);
+    else if ((slot = free_slot()) == L2P_CUPTI_MAX_CLIENTS)
+        st = l2p_fail(L2P_ERR_STATE, "%s: no room for another CUPTI client", client->name);
+    else
+        st = attach_locked(c, client, flags, slot);
+    pthread_mutex_unlock(&sub_lock);
+    return st;
+}
+
+void l2p_cupti_detach(l2p_cupti_client *client, unsigned flags)
+{
+    const callback_calls *c;
+    if (callback_api(&c) != L2P_OK) {
+        l2p_clear_error();
+        return;
+    }
+    pthread_mutex_lock(&sub_lock);
+    if (client->attached) {
+        for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++)
+            if (atomic_load(&clients[i]) == client) atomic_store(&clients[i], NULL);
+        if (!(flags & L2P_CUPTI_KEEP_ENABLED)) disable_ids(c, client);
+        client->attached = 0;
+        n_attached--;
+        unsubscribe_if_last(c, flags);
+    }
+    pthread_mutex_unlock(&sub_lock);
 }

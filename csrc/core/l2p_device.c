@@ -465,6 +465,23 @@ static l2p_status probe_mps(int index, int *out)
     return L2P_OK;
 }
 
+l2p_status l2p_device_context_active(int index, int *out)
+{
+    void *get = NULL, *state = NULL;
+    int dev = -1, active = 0;
+    unsigned flags = 0;
+    *out = 0;
+    L2P_TRY(l2p_driver_symbol("cuDeviceGet", &get));
+    L2P_TRY(l2p_driver_symbol("cuDevicePrimaryCtxGetState", &state));
+    int rc = ((int (*)(int *, int))get)(&dev, index);
+    if (rc != 0) return l2p_fail(L2P_ERR_VALUE, "device: no CUDA device %d (driver error %d)",
+                                 index, rc);
+    rc = ((int (*)(int, unsigned *, int *))state)(dev, &flags, &active);
+    if (rc != 0) return l2p_fail(L2P_ERR_STATE, "cuDevicePrimaryCtxGetState: driver error %d", rc);
+    *out = active != 0;
+    return L2P_OK;
+}
+
 l2p_status l2p_device_mps_enabled(int index, int *out)
 {
     /* Entering the device initialises its context, which is when the client connects. */

@@ -96,6 +96,10 @@ l2p_status l2p_device_aside_info(int index, l2p_aside_info *out);
 /* Whether contexts on the device are shared through MPS (CU_DEVICE_ATTRIBUTE_MPS_ENABLED):
  * 1 or 0, or -1 when the driver cannot say. */
 l2p_status l2p_device_mps_enabled(int index, int *out);
+/* Whether device `index`'s primary context is active (*out 1) or not yet made (0), asked of the
+ * driver (cuDevicePrimaryCtxGetState) without making one: the watcher's own timer starts
+ * switching only once the program has made its context, never makes it for the program. */
+l2p_status l2p_device_context_active(int index, int *out);
 /* The unique id (cuCtxGetId) of the context current on this thread, making the device's
  * primary context current first when none is; 0 when the driver cannot say. A device reset
  * (cudaDeviceReset, by any library in the process) destroys the primary context and the next

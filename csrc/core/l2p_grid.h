@@ -39,7 +39,7 @@ long long l2p_l2_read_auto_repeats(size_t nbytes, size_t chunks);
  *      one wave, those: more SMs busy in a launch that cannot fill them all;
  *   3. else 32 loads: gpu-benches' own shape (1024 threads x 32 loads), whose tail is the
  *      original's.
- * Timed with tools/l2read-vs-original on an H200 against the original (and the original
+ * Timed with tools/investigations/l2read-vs-original on an H200 against the original (and the original
  * against itself: what one cell resolves). A branch that picked 16 or 8 loads at 1-1.35 waves
  * was fitted on l2_read's former, general body and dropped once l2p_l2_read_rows ran the
  * original's: on sizes it was not fitted on it lost 0.91-0.95x at 44 MiB x 1, 42 x 1 and

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "l2p_launchlog.h"
 
-#include <dlfcn.h> /* dlsym of CUPTI's calls, at begin and end: never in a callback */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,18 +349,14 @@ static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_Ca
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_launch_log *slot_log;
 static unsigned long sessions; /* begun so far, under slot_lock */
-static _Thread_local int in_callback; /* a driver call made by the callback itself */
 
-static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
-                                 CUpti_CallbackId cbid, const void *data)
+/* The shared dispatcher's handler (l2p_cupti.h): it hands us every driver callback of the
+ * process's one subscriber, and a driver call made from inside it is not handed back. */
+static void on_callback(unsigned cbid, const void *data)
 {
-    (void)userdata;
-    if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-    in_callback = 1;
     pthread_mutex_lock(&slot_lock);
-    if (slot_log) on_driver(slot_log, cbid, (const CUpti_CallbackData *)data);
+    if (slot_log) on_driver(slot_log, (CUpti_CallbackId)cbid, (const CUpti_CallbackData *)data);
     pthread_mutex_unlock(&slot_lock);
-    in_callback = 0;
 }
 
 static l2p_status slot_take(l2p_launch_log *log)
@@ -387,117 +382,49 @@ static void slot_release(l2p_launch_log *log)
 
 /* ---- CUPTI ---- */
 
-typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-typedef CUptiResult (*subscribe_v2_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
-                                       CUpti_SubscriberParams *);
-typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
-typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-                                 CUpti_CallbackId);
-typedef CUptiResult (*finalize_fn)(void);
-
-typedef struct {
-    subscribe_fn subscribe;
-    subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
-    unsubscribe_fn unsubscribe;
-    enable_fn enable;
-    finalize_fn finalize; /* DIAG_FINALIZE only */
-} cupti_calls;
-
-static l2p_status cupti(const cupti_calls **out)
+/* The driver entry points the callback calls, resolved before the subscription. */
+static l2p_status driver_calls(void)
 {
-    static cupti_calls c;
-    void *lib, *get_device, *is_capturing;
-    L2P_TRY(l2p_cupti_library(&lib));
-    c.subscribe = (subscribe_fn)dlsym(lib, "cuptiSubscribe");
-    c.subscribe_v2 = (subscribe_v2_fn)dlsym(lib, "cuptiSubscribe_v2");
-    c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
-    c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
-    c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
-    if (!c.subscribe || !c.unsubscribe || !c.enable)
-        return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
-                        "cuptiEnableCallback)");
+    void *get_device, *is_capturing;
     L2P_TRY(l2p_driver_symbol("cuCtxGetDevice", &get_device));
     ctx_get_device = (ctx_get_device_fn)get_device;
     L2P_TRY(l2p_driver_symbol("cuStreamIsCapturing", &is_capturing));
     stream_is_capturing = (stream_is_capturing_fn)is_capturing;
-    *out = &c;
     return L2P_OK;
 }
 
-static l2p_status subscribe(const cupti_calls *c, l2p_launch_log *log)
-{
-    CUpti_SubscriberHandle h = NULL;
-    char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
-    CUptiResult rc = CUPTI_SUCCESS;
-    if (c->subscribe_v2) {
-        CUpti_SubscriberParams p = {CUpti_SubscriberParams_STRUCT_SIZE};
-        p.subscriberName = "l2persist launch log";
-        p.oldSubscriberName = other;
-        p.oldSubscriberSize = sizeof other;
-        rc = c->subscribe_v2(&h, on_callback, NULL, &p);
-    }
-    /* No v2, or a CUPTI older than our headers that refuses their struct size (the CUPTI
-     * PyTorch maps may be a 12.x one): the plain call. */
-    if (!c->subscribe_v2 || rc == CUPTI_ERROR_INVALID_PARAMETER) {
-        other[0] = '\0';
-        rc = c->subscribe(&h, on_callback, NULL);
-    }
-    if (rc != CUPTI_SUCCESS)
-        return l2p_cupti_fail((int)rc, "cuptiSubscribe", other[0] ? other : NULL);
-    log->subscriber = h;
-    return L2P_OK;
-}
-
-static const CUpti_CallbackId driver_launches[] = {
+static const unsigned driver_launches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
 enum { N_LAUNCH_CBIDS = sizeof driver_launches / sizeof driver_launches[0] };
 
-/* Enable the driver's launch callbacks, counting in log->n_enabled those switched on (the
- * first n_enabled of driver_launches), so that unsubscribe switches off exactly those. */
-static l2p_status enable_launches(const cupti_calls *c, l2p_launch_log *log)
-{
-    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
-    if (log->diag & DIAG_NONE) return L2P_OK;
-    for (; log->n_enabled < N_LAUNCH_CBIDS; log->n_enabled++) {
-        CUptiResult rc =
-            c->enable(1, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[log->n_enabled]);
-        if (rc != CUPTI_SUCCESS)
-            return l2p_cupti_fail((int)rc, "cuptiEnableCallback", "a driver launch");
-    }
-    return L2P_OK;
-}
+/* The launch log as a client of the one subscriber: every launch callback is required. */
+static l2p_cupti_client client = {"launch log", on_callback, driver_launches, N_LAUNCH_CBIDS,
+                                  N_LAUNCH_CBIDS, 0, 0};
 
-/* Disable each callback enable_launches enabled, then remove the subscriber: nothing of ours
- * is left switched on in CUPTI or the driver (DIAG_KEEP: unsubscribe only). CUPTI itself stays
- * attached to the process; DIAG_FINALIZE detaches it too (cuptiFinalize, from this thread:
- * NVIDIA advises an API exit callback, where no other thread is inside CUPTI; a diagnostic
- * only, and it undoes the counters' profiler initialisation). */
-static void unsubscribe(const cupti_calls *c, l2p_launch_log *log)
+/* At the end each launch callback enabled is disabled, and the subscriber goes where no other
+ * client (capture tracking) holds it (DIAG_KEEP: the callbacks stay enabled). CUPTI itself
+ * stays attached to the process; DIAG_FINALIZE detaches it too, where the subscriber went. */
+static unsigned detach_flags(const l2p_launch_log *log)
 {
-    CUpti_SubscriberHandle h = (CUpti_SubscriberHandle)log->subscriber;
-    if (!(log->diag & DIAG_KEEP))
-        for (size_t i = 0; i < log->n_enabled; i++)
-            (void)c->enable(0, h, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]);
-    log->n_enabled = 0;
-    (void)c->unsubscribe(h);
-    if ((log->diag & DIAG_FINALIZE) && c->finalize) (void)c->finalize();
+    return ((log->diag & DIAG_KEEP) ? L2P_CUPTI_KEEP_ENABLED : 0u) |
+           ((log->diag & DIAG_FINALIZE) ? L2P_CUPTI_FINALIZE : 0u);
 }
 
 l2p_status l2p_launch_log_begin(int device, l2p_launch_log *log)
 {
-    const cupti_calls *c;
     memset(log, 0, sizeof *log);
     L2P_TRY(l2p_discovery_supported()); /* the callback reads parameter layouts */
-    L2P_TRY(cupti(&c));
+    L2P_TRY(driver_calls());
     L2P_TRY(l2p_launch_log_init(log, device, L2P_LAUNCH_LOG_MAX_LAUNCHES,
                                 L2P_LAUNCH_LOG_MAX_BYTES));
     log->diag = diag_switches();
     l2p_status st = slot_take(log);
-    if (st == L2P_OK) st = subscribe(c, log);
-    if (st == L2P_OK) st = enable_launches(c, log);
+    if (st == L2P_OK)
+        st = l2p_cupti_attach(&client, (log->diag & DIAG_NONE) ? L2P_CUPTI_ENABLE_NONE : 0u);
+    if (st == L2P_OK) log->attached = 1;
     if (st != L2P_OK) {
         l2p_error keep = *l2p_last_error();
         l2p_launch_log_free(log);
@@ -516,12 +443,10 @@ static void print_counts(const l2p_launch_log *log)
 
 void l2p_launch_log_end(l2p_launch_log *log)
 {
-    const cupti_calls *c;
     slot_release(log); /* first: no callback reads this log from here on */
-    if (!log->subscriber) return;
-    if (cupti(&c) == L2P_OK) unsubscribe(c, log);
-    else l2p_clear_error();
-    log->subscriber = NULL;
+    if (!log->attached) return;
+    l2p_cupti_detach(&client, detach_flags(log));
+    log->attached = 0;
     if (log->diag & DIAG_PRINT) print_counts(log);
 }
 

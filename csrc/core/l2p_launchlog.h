@@ -26,18 +26,21 @@
  * callback calls no runtime, opens or closes no library, and allocates nothing but the log's
  * own buffers. Each handle is resolved once per log (l2p_launch_log_recall / _remember).
  *
- * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). At the end each
- * callback enabled is disabled before the subscriber is removed.
+ * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). The subscriber is
+ * the process's one, shared with capture tracking (l2p_capture.h): the log enables the launch
+ * callbacks on it, and at the end disables them before the subscriber is removed (where capture
+ * tracking does not still hold it).
  *
- * Diagnostic switches (tools/launchlog-diag; not an interface): L2P_LAUNCH_LOG_DIAG, read at
+ * Diagnostic switches (tools/investigations/launchlog-diag; not an interface): L2P_LAUNCH_LOG_DIAG, read at
  * each begin, a comma-separated list of: print (the log's counts and the CUPTI file on stderr at
  * end), none (subscribe, enable no callback), raw (the callbacks only count launches: no driver
  * call from inside them, nothing logged), keep (unsubscribe without disabling the callbacks
- * first), finalize (detach CUPTI after unsubscribing: cuptiFinalize).
+ * first), finalize (detach CUPTI once the subscriber is removed: cuptiFinalize).
  * L2P_CUPTI_IGNORE_MAPPED=1: load CUPTI by path even where the process has one (l2p_cupti.c).
  *
  * CUPTI takes one subscriber per process: where Nsight, a profiler or another tool subscribed,
- * l2p_launch_log_begin fails with L2P_ERR_NOT_SUPPORTED (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_...).
+ * l2p_launch_log_begin fails with L2P_ERR_NOT_SUPPORTED (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_...);
+ * one launch log runs at a time (L2P_ERR_STATE).
  * libcupti is loaded at run time (l2p_cupti.h).
  */
 #ifndef L2P_LAUNCHLOG_H
@@ -105,8 +108,7 @@ typedef struct {
     l2p_param_span *spans;   /* their parameter layouts */
     size_t n_spans, spans_cap;
     unsigned diag;           /* L2P_LAUNCH_LOG_DIAG's switches, read at begin */
-    void *subscriber;        /* the CUpti_SubscriberHandle while logging, else NULL */
-    size_t n_enabled;        /* callbacks enabled on it (the first n of the launch calls) */
+    int attached;            /* a client of CUPTI's one subscriber while logging (l2p_cupti.h) */
     unsigned long session;   /* which logging run this is in the process (the diagnostic's) */
     pthread_mutex_t lock;    /* launches may come from several threads */
 } l2p_launch_log;

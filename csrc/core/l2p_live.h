@@ -149,6 +149,26 @@ size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_
 size_t l2p_live_arms(const l2p_live_target *t, size_t n, size_t granule, size_t persisting_max,
                      size_t l2_bytes, size_t tries, l2p_live_arm *out, size_t cap);
 
+/* ---- the objective: GPU time per unit at the program's own mix ----
+ * A block's sample is not its GPU time divided by the units that ran in it: a program whose
+ * requests draw their shapes at random puts a different mix in every block, and that sample
+ * counts the mix, not the plan (a server's three decode graphs: one arm's samples at 0.43 to
+ * 5.4 ms per unit by how many other requests landed in the block, H100, fb5dac1). Instead,
+ * each launch key (a kernel and its launch shape, l2p_activity.h) is timed per launch in the
+ * block, and the block is priced at the reference's mix: the launches each key made in the
+ * reference stretch (the probe, under the device's default, before any arm), each at the
+ * block's time per launch of that key, divided by the reference's units of work. Keys that did
+ * not launch in a block keep their share of the reference at the ratio of the keys that did
+ * (share[b]: the reference's GPU time in keys present in block b). Arms are then compared on
+ * what the same work costs, and the mix enters only through the fixed reference weights.
+ * ref_ns / ref_n: per key, the reference's GPU ns and launches; key_ns / key_n: n_keys x
+ * n_blocks, row = key (l2p_activity_blocks' layout); out[b]: ms per unit (0 where share[b] is
+ * 0: no key of the reference launched). L2P_ERR_VALUE for a reference with no GPU time, units
+ * not > 0, or a negative or non-finite reference entry. */
+l2p_status l2p_live_mix(const double *ref_ns, const double *ref_n, size_t n_keys,
+                        double ref_units, const double *key_ns, const double *key_n,
+                        size_t n_blocks, double *out, double *share);
+
 /* ---- what a saved plan is matched by in the next process ---- */
 
 /* A graph's signature: its kernels in node order (each a name and launch shape, as the

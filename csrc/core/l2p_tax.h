@@ -56,7 +56,7 @@
  *
  * beta follows from the line, the word and the write's P; F_cap (a share of the L2) and a
  * (the stream's own cost per byte, relative to a written word's: it dilutes the tax) are
- * fitted per chip from the project's own probe with a companion stream (tools/tax-sweep
+ * fitted per chip from the project's own probe with a companion stream (tools/investigations/tax-sweep
  * --companion: random writes plus k words read per write, swept over set-aside x h x k):
  * F_cap from each fitted row's knee with the stream against the same run's knee without it,
  * a from the stream rows. (Fitting beta as well gives 0.112: the LRU reading holds.) C is the
@@ -70,8 +70,8 @@
  * beta and capacity line; with companion 0 (or no companion rows) the model is exactly the
  * one above, so as k -> 0 the H200's knee moves from its companion sweep's line to the first
  * sweep's (1-3.5 MiB: the two sweeps' spread). The rows live in l2p_tax_companion_rows.c,
- * written by tools/tax-fit from a sweep's JSON (held out, never fitted: odd granules below
- * the maximum, and k = 3); foreign work checks the model in tools/tax-validate.
+ * written by tools/investigations/tax-fit from a sweep's JSON (held out, never fitted: odd granules below
+ * the maximum, and k = 3); foreign work checks the model in tools/investigations/tax-validate.
  *
  * What the companion sweep shows and the model does not: at limit 0 the stream moves the
  * writes' knee (against small tables) from 49 MiB to 39 (k = 1) and 23 (k = 8), more than
@@ -122,7 +122,7 @@
  * companion arrays are re-read every pass. Each shape other than random has its own probe
  * (kernels/tax_probe.cu: atomicAdd; rows of 32 words a warp writes whole; a streaming
  * read-modify-write sweep over 3 arrays with companion arrays one part long) and its own
- * rows from a sweep of it (tools/tax-sweep --shapes: k = 0, 1, 2, 4 words per access, every
+ * rows from a sweep of it (tools/investigations/tax-sweep --shapes: k = 0, 1, 2, 4 words per access, every
  * set-aside from 4 granules to the maximum, tables in 2 MiB steps), fitted as random writes'
  * companion rows are, with three differences: the capacity line and its onset are the
  * shape's own (the smallest fitted set-aside whose knee without the stream exists; none: no
@@ -131,7 +131,7 @@
  * P comes from the shape's slowdown rows, slowdown = (h + P m_s) / (h + P m_0) with m the
  * k = 0 miss fraction past the shape's knee C_k and h = 1 + a k. Odd granules below the
  * maximum are held out (tests/c/test_tax_shape.c checks them against the bar); the foreign
- * work in tools/tax-validate is never fitted. A shape without rows is random writes'.
+ * work in tools/investigations/tax-validate is never fitted. A shape without rows is random writes'.
  *
  * Constants are never written for one GPU: they are fitted, each time they are asked for,
  * from the measurement rows in l2p_tax.c (each citing where it was measured), keyed by what
@@ -259,7 +259,7 @@ typedef struct {
 } l2p_tax_shape_slowdown_row;
 
 /* Companion rows: the built-in ones (l2p_tax_companion_rows.c) or a caller's (a sweep not yet
- * written into the core: tools/tax-validate checks foreign work against a fresh fit). */
+ * written into the core: tools/investigations/tax-validate checks foreign work against a fresh fit). */
 typedef struct {
     const l2p_tax_companion_row *knees;
     size_t n_knees;
@@ -273,7 +273,7 @@ typedef struct {
 const l2p_tax_knee_row *l2p_tax_knee_rows(size_t *n);
 const l2p_tax_base_row *l2p_tax_base_rows(size_t *n);
 const l2p_tax_slowdown_row *l2p_tax_slowdown_rows(size_t *n);
-/* The built-in companion rows (tools/tax-fit writes them). */
+/* The built-in companion rows (tools/investigations/tax-fit writes them). */
 l2p_tax_companion_data l2p_tax_companion_builtin(void);
 
 /* The generated tables (l2p_tax_companion_rows.c), each ended by a row whose chip is NULL. */

@@ -1,5 +1,5 @@
-/* Companion-stream rows of the set-aside tax model (l2p_tax.h), written by tools/tax-fit from
- * a sweep of `tools/tax-sweep --companion`; do not edit by hand (run the tool again).
+/* Companion-stream rows of the set-aside tax model (l2p_tax.h), written by tools/investigations/tax-fit from
+ * a sweep of `tools/investigations/tax-sweep --companion`; do not edit by hand (run the tool again).
  * - docs/data/tax-companion-H200.json (NVIDIA H200, 2026-11-24, l2persist 6ad06ec5644d+dirty, CUDA 13.0) */
 #include "l2p_tax.h"
 

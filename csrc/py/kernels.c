@@ -337,7 +337,7 @@ static cudaError_t l2_read_launch(l2p_call *c)
                               c->stream, c->window);
 }
 
-/* One chunk of l2_read's shape read from one chosen SM (tools/l2-partitions). */
+/* One chunk of l2_read's shape read from one chosen SM (tools/investigations/l2-partitions). */
 #define SM_READ_ARGS(X)                             \
     X(sm_read, src, BUF(NULL, 0, 0, 0))             \
     X(sm_read, sm, INT(0, 0, L2P_SM_ID_MAX, 0))     \

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "l2p_activity.h"
+#include "l2p_device.h"
 #include "l2p_live.h"
 #include "l2p_plan.h"
 #include "l2p_policy.h"
@@ -65,6 +66,19 @@ L2P_DEFINE_FN(activity_begin_fn, device_args, activity_begin_impl, "activity_beg
               "or where another tool collects.", "None",
               L2P_PARAM(device_args, device, L2P_P_DEVICE, .doc = "the device whose kernels "
                         "are kept; None: the current one"));
+
+static PyObject *context_active_impl(PyObject *m, const void *args)
+{
+    const device_args *a = args;
+    int active = 0;
+    if (l2p_device_context_active(a->device, &active) != L2P_OK) return raise_core(m);
+    return PyBool_FromLong(active);
+}
+L2P_DEFINE_FN(context_active_fn, device_args, context_active_impl, "context_active",
+              "Whether the device's primary context is active (the program made it), asked "
+              "without making one (l2p_device_context_active).", "bool",
+              L2P_PARAM(device_args, device, L2P_P_DEVICE, .doc = "the device; None: the "
+                        "current one"));
 
 static PyObject *activity_end_impl(PyObject *m, const void *args)
 {
@@ -126,6 +140,55 @@ static PyObject *by_name_dict(const l2p_activity *a, const double *by, size_t nb
     return d;
 }
 
+/* Two lists of nb floats, a row each of ns and n (rows of n_keys x nb), as a tuple. */
+static PyObject *row_pair(const double *ns, const double *n, size_t nb)
+{
+    PyObject *a = PyList_New((Py_ssize_t)nb), *b = PyList_New((Py_ssize_t)nb);
+    for (size_t i = 0; a && b && i < nb; i++) {
+        PyObject *x = PyFloat_FromDouble(ns[i]), *y = PyFloat_FromDouble(n[i]);
+        if (!x || !y) {
+            Py_XDECREF(x);
+            Py_XDECREF(y);
+            Py_CLEAR(a);
+            break;
+        }
+        PyList_SET_ITEM(a, (Py_ssize_t)i, x);
+        PyList_SET_ITEM(b, (Py_ssize_t)i, y);
+    }
+    PyObject *t = a && b ? PyTuple_Pack(2, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return t;
+}
+
+/* The per-launch-key rows as {key id: ([ns per block], [launches per block])}, only keys that
+ * launched in some block. */
+static PyObject *by_key_dict(size_t n_keys, const double *kns, const double *kn, size_t nb)
+{
+    PyObject *d = PyDict_New();
+    for (size_t k = 0; d && k < n_keys; k++) {
+        double sum = 0;
+        for (size_t b = 0; b < nb; b++) sum += kn[k * nb + b];
+        if (sum <= 0) continue;
+        PyObject *key = PyLong_FromSize_t(k), *pair = row_pair(kns + k * nb, kn + k * nb, nb);
+        if (!key || !pair || PyDict_SetItem(d, key, pair) < 0) Py_CLEAR(d);
+        Py_XDECREF(key);
+        Py_XDECREF(pair);
+    }
+    return d;
+}
+
+static PyObject *float_list(const double *v, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *f = PyFloat_FromDouble(v[i]);
+        if (!f) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, f);
+    }
+    return list;
+}
+
 static PyObject *activity_blocks_impl(PyObject *m, const void *args)
 {
     const blocks_args *a = args;
@@ -139,31 +202,34 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
         goto out;
     }
     l2p_activity_lock(log);
-    size_t nb = (size_t)n - 1, names = log->n_names;
+    size_t nb = (size_t)n - 1, names = log->n_names, keys = log->n_lkeys;
     double *gpu = PyMem_Calloc(nb, sizeof *gpu);
     double *by = PyMem_Calloc(names ? names * nb : 1, sizeof *by);
+    double *kns = PyMem_Calloc(keys ? keys * nb : 1, sizeof *kns);
+    double *kn = PyMem_Calloc(keys ? keys * nb : 1, sizeof *kn);
     size_t spanning = 0;
-    l2p_status st = gpu && by ? l2p_activity_blocks(log, bounds, (size_t)n, gpu, by, names,
-                                                    &spanning)
-                              : L2P_ERR_NO_MEMORY;
+    l2p_status st = gpu && by && kns && kn
+                        ? l2p_activity_blocks(log, bounds, (size_t)n, gpu, by, names, kns, kn,
+                                              keys, &spanning)
+                        : L2P_ERR_NO_MEMORY;
     PyObject *rows = st == L2P_OK ? by_name_dict(log, by, nb) : NULL;
     size_t dropped = log->dropped, records = log->n;
     l2p_activity_unlock(log);
     if (st == L2P_ERR_NO_MEMORY) PyErr_NoMemory();
     else if (st != L2P_OK) raise_core(m);
-    PyObject *totals = rows ? PyList_New((Py_ssize_t)nb) : NULL;
-    for (size_t b = 0; totals && b < nb; b++) {
-        PyObject *f = PyFloat_FromDouble(gpu[b]);
-        if (!f) Py_CLEAR(totals);
-        else PyList_SET_ITEM(totals, (Py_ssize_t)b, f);
-    }
-    if (totals) res = Py_BuildValue("{sOsOsnsnsn}", "gpu_ns", totals, "by_name", rows,
-                                    "records", (Py_ssize_t)records, "dropped",
-                                    (Py_ssize_t)dropped, "spanning", (Py_ssize_t)spanning);
+    PyObject *per_key = rows ? by_key_dict(keys, kns, kn, nb) : NULL;
+    PyObject *totals = per_key ? float_list(gpu, nb) : NULL;
+    if (totals) res = Py_BuildValue("{sOsOsOsnsnsn}", "gpu_ns", totals, "by_name", rows,
+                                    "by_key", per_key, "records", (Py_ssize_t)records,
+                                    "dropped", (Py_ssize_t)dropped, "spanning",
+                                    (Py_ssize_t)spanning);
     Py_XDECREF(totals);
     Py_XDECREF(rows);
+    Py_XDECREF(per_key);
     PyMem_Free(gpu);
     PyMem_Free(by);
+    PyMem_Free(kns);
+    PyMem_Free(kn);
 out:
     PyMem_Free(bounds);
     return res;
@@ -173,7 +239,8 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
               "belongs to the block its start falls in; one that ends past its block's end is "
               "impossible where blocks end after a synchronization, and is counted in "
               "'spanning', not summed): {'gpu_ns': [per block], 'by_name': {kernel: [per "
-              "block]}, 'records': n, 'dropped': n, 'spanning': n}.", "dict",
+              "block]}, 'by_key': {launch key id: ([ns per block], [launches per block])}, "
+              "'records': n, 'dropped': n, 'spanning': n}.", "dict",
               L2P_PARAM(blocks_args, bounds, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
 
@@ -350,6 +417,107 @@ L2P_DEFINE_FN(live_rest_units_fn, rest_args, live_rest_units_impl, "live_rest_un
                         "already take (None: not known): max_overhead bounds it and watching "
                         "together"));
 
+typedef struct {
+    PyObject *reference, *blocks;
+    long long n_blocks;
+    double units;
+} mix_args;
+
+/* Item i of a ([ns...], [n...]) pair as two doubles; -1 with a ValueError naming `what`. */
+static int pair_at(PyObject *pair, Py_ssize_t i, const char *what, PyObject *key, double *ns,
+                   double *n)
+{
+    PyObject *a = NULL, *b = NULL, *x = NULL, *y = NULL;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) goto bad;
+    a = PyTuple_GET_ITEM(pair, 0);
+    b = PyTuple_GET_ITEM(pair, 1);
+    if (!PySequence_Check(a) || !PySequence_Check(b) || PySequence_Size(a) <= i ||
+        PySequence_Size(b) <= i)
+        goto bad;
+    x = PySequence_GetItem(a, i);
+    y = PySequence_GetItem(b, i);
+    *ns = x ? PyFloat_AsDouble(x) : -1;
+    *n = y ? PyFloat_AsDouble(y) : -1;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    if (PyErr_Occurred()) goto bad;
+    return 0;
+bad:
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s[%R]: expected ([ns per block], [launches per block]) "
+                 "with an item at %zd (activity_blocks' 'by_key')", what, key, i);
+    return -1;
+}
+
+/* The reference's keys in its order, with their ns and launches, and the blocks' rows of the
+ * same keys (zero where a key did not launch in them). */
+static int mix_arrays(const mix_args *a, size_t nk, double *rns, double *rn, double *kns,
+                      double *kn)
+{
+    PyObject *key, *pair;
+    Py_ssize_t pos = 0;
+    size_t k = 0, nb = (size_t)a->n_blocks;
+    while (PyDict_Next(a->reference, &pos, &key, &pair) && k < nk) {
+        if (pair_at(pair, 0, "reference", key, &rns[k], &rn[k]) < 0) return -1;
+        PyObject *row = PyDict_GetItemWithError(a->blocks, key);
+        if (!row && PyErr_Occurred()) return -1;
+        for (size_t b = 0; row && b < nb; b++)
+            if (pair_at(row, (Py_ssize_t)b, "blocks", key, &kns[k * nb + b], &kn[k * nb + b]) < 0)
+                return -1;
+        k++;
+    }
+    return 0;
+}
+
+static PyObject *live_mix_impl(PyObject *m, const void *args)
+{
+    const mix_args *a = args;
+    if (!PyDict_Check(a->reference) || !PyDict_Check(a->blocks)) {
+        PyErr_SetString(PyExc_TypeError, "reference and blocks: expected dicts (activity_blocks' "
+                        "'by_key')");
+        return NULL;
+    }
+    size_t nk = (size_t)PyDict_Size(a->reference), nb = (size_t)a->n_blocks;
+    double *rns = PyMem_Calloc(nk + 1, sizeof *rns), *rn = PyMem_Calloc(nk + 1, sizeof *rn);
+    double *kns = PyMem_Calloc(nk * nb + 1, sizeof *kns);
+    double *kn = PyMem_Calloc(nk * nb + 1, sizeof *kn);
+    double *out = PyMem_Calloc(nb + 1, sizeof *out), *share = PyMem_Calloc(nb + 1, sizeof *share);
+    PyObject *res = NULL;
+    if (!rns || !rn || !kns || !kn || !out || !share) PyErr_NoMemory();
+    else if (mix_arrays(a, nk, rns, rn, kns, kn) == 0) {
+        if (l2p_live_mix(rns, rn, nk, a->units, kns, kn, nb, out, share) != L2P_OK)
+            raise_core(m);
+        else {
+            PyObject *o = float_list(out, nb), *sh = float_list(share, nb);
+            if (o && sh) res = PyTuple_Pack(2, o, sh);
+            Py_XDECREF(o);
+            Py_XDECREF(sh);
+        }
+    }
+    PyMem_Free(rns);
+    PyMem_Free(rn);
+    PyMem_Free(kns);
+    PyMem_Free(kn);
+    PyMem_Free(out);
+    PyMem_Free(share);
+    return res;
+}
+L2P_DEFINE_FN(live_mix_fn, mix_args, live_mix_impl, "live_mix",
+              "Each block's GPU time per unit of work at the reference's mix (l2p_live_mix): "
+              "every launch key the reference saw, its launches there priced at its time per "
+              "launch in the block; keys absent from a block keep their share at the present "
+              "keys' ratio. Returns ([ms per unit per block], [the reference's GPU-time share "
+              "present in each block]).", "tuple[list[float], list[float]]",
+              L2P_PARAM(mix_args, reference, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "dict", .doc = "activity_blocks' 'by_key' of the reference "
+                        "stretch (one block)"),
+              L2P_PARAM(mix_args, blocks, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "dict", .doc = "activity_blocks' 'by_key' of the blocks"),
+              L2P_PARAM(mix_args, n_blocks, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = 1 << 20, .what = "blocks", .doc = "the blocks' count"),
+              L2P_PARAM(mix_args, units, L2P_P_FLOAT, .flags = L2P_P_REQUIRED, .flo = 1e-9,
+                        .fhi = 1e18, .doc = "the reference's units of work"));
+
 static int have_search(void)
 {
     if (search) return 0;
@@ -523,30 +691,88 @@ typedef struct {
     PyObject *kernels;
 } signature_args;
 
+/* An item of a sequence argument parsed by `row` (a tuple of its parameters) into `out`: the
+ * converters and words of every argument, the item's place in front ("uses[3]: node: ..."). */
+static int parse_item(const l2p_fn *row, PyObject *m, const char *seq, Py_ssize_t i,
+                      const char *part, PyObject *item, void *out)
+{
+    if (!PyTuple_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "%s[%zd]%s: expected a tuple %s(...), got %s", seq, i,
+                     part, row->name, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    if (l2p_fn_parse(row, m, PySequence_Fast_ITEMS(item), PyTuple_GET_SIZE(item), NULL,
+                     out) == 0)
+        return 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    if (text) PyErr_Format(type, "%s[%zd]%s: %U", seq, i, part, text);
+    else PyErr_Restore(Py_XNewRef(type), Py_XNewRef(value), Py_XNewRef(tb));
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return -1;
+}
+
+typedef struct {
+    long long x, y, z;
+} dim3_args;
+static const l2p_fn dim3_row = {
+    .name = "dim3", .args_size = sizeof(dim3_args),
+    .params = (const l2p_param[]){
+        L2P_PARAM(dim3_args, x, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = UINT_MAX),
+        L2P_PARAM(dim3_args, y, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = UINT_MAX),
+        L2P_PARAM(dim3_args, z, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = UINT_MAX),
+        {0}}};
+
+/* A scan's kernel tuple (Graph._scan): what a signature reads of it is the name and shape. */
+typedef struct {
+    long long index, shared_mem;
+    PyObject *name, *grid, *block, *num_params;
+} scan_kernel_args;
+static const l2p_fn scan_kernel_row = {
+    .name = "kernel", .args_size = sizeof(scan_kernel_args),
+    .params = (const l2p_param[]){
+        L2P_PARAM(scan_kernel_args, index, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = LLONG_MAX, .what = "a node position"),
+        L2P_PARAM(scan_kernel_args, name, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                  .pytype = "str"),
+        L2P_PARAM(scan_kernel_args, grid, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                  .pytype = "tuple[int, int, int]"),
+        L2P_PARAM(scan_kernel_args, block, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                  .pytype = "tuple[int, int, int]"),
+        L2P_PARAM(scan_kernel_args, shared_mem, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = UINT_MAX, .what = "bytes"),
+        L2P_PARAM(scan_kernel_args, num_params, L2P_P_OBJECT, .pytype = "int"),
+        {0}}};
+
 /* One kernel as the signature sees it: its name and launch shape ("name grid block shared"),
  * from a scan's (index, name, grid, block, shared_mem, num_params) tuple. Two decode graphs
  * of different batch sizes run the same kernels with other grids: the shape tells them apart. */
-static PyObject *kernel_key(PyObject *item, Py_ssize_t i)
+static PyObject *kernel_key(PyObject *m, PyObject *item, Py_ssize_t i)
 {
-    Py_ssize_t index;
-    const char *name;
-    unsigned g[3], b[3], shared;
-    PyObject *rest = NULL;
-    if (!PyTuple_Check(item) ||
-        !PyArg_ParseTuple(item, "ns(III)(III)I|O", &index, &name, &g[0], &g[1], &g[2], &b[0],
-                          &b[1], &b[2], &shared, &rest)) {
+    scan_kernel_args k = {0};
+    dim3_args g = {0}, b = {0};
+    if (parse_item(&scan_kernel_row, m, "kernels", i, "", item, &k) < 0) return NULL;
+    const char *name = PyUnicode_Check(k.name) ? PyUnicode_AsUTF8(k.name) : NULL;
+    if (!name) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "kernels[%zd]: expected a scan's (index, name, grid, "
-                     "block, shared_mem, num_params) tuple", i);
-        return NULL;
+        return PyErr_Format(PyExc_TypeError, "kernels[%zd]: name: expected a str, got %s", i,
+                            Py_TYPE(k.name)->tp_name);
     }
-    return PyUnicode_FromFormat("%s %u,%u,%u %u,%u,%u %u", name, g[0], g[1], g[2], b[0], b[1],
-                                b[2], shared);
+    if (parse_item(&dim3_row, m, "kernels", i, ".grid", k.grid, &g) < 0 ||
+        parse_item(&dim3_row, m, "kernels", i, ".block", k.block, &b) < 0)
+        return NULL;
+    return PyUnicode_FromFormat("%s %u,%u,%u %u,%u,%u %u", name, (unsigned)g.x, (unsigned)g.y,
+                                (unsigned)g.z, (unsigned)b.x, (unsigned)b.y, (unsigned)b.z,
+                                (unsigned)k.shared_mem);
 }
 
 static PyObject *graph_signature_impl(PyObject *m, const void *args)
 {
-    (void)m;
     const signature_args *a = args;
     PyObject *seq = PySequence_Fast(a->kernels, "kernels: expected a sequence of a scan's "
                                     "kernel tuples");
@@ -559,7 +785,7 @@ static PyObject *graph_signature_impl(PyObject *m, const void *args)
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = kernel_key(PySequence_Fast_GET_ITEM(seq, i), i);
+        PyObject *k = kernel_key(m, PySequence_Fast_GET_ITEM(seq, i), i);
         if (!k || PyList_Append(keys, k) < 0) {
             Py_XDECREF(k);
             goto out;
@@ -589,9 +815,29 @@ typedef struct {
     long long node, param, offset, delta, bytes;
 } locate_args;
 
+/* One pointer word of a scan (l2p_live_use); the ranges are live_locate's own rows'. */
+typedef struct {
+    long long node, param, offset, word, range_start, range_size;
+} use_args;
+static const l2p_fn use_row = {
+    .name = "use", .args_size = sizeof(use_args),
+    .params = (const l2p_param[]){
+        L2P_PARAM(use_args, node, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = INT_MAX,
+                  .what = "a position"),
+        L2P_PARAM(use_args, param, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = 4096,
+                  .what = "an index"),
+        L2P_PARAM(use_args, offset, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = 32768,
+                  .what = "bytes"),
+        L2P_PARAM(use_args, word, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX,
+                  .what = "an address"),
+        L2P_PARAM(use_args, range_start, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = LLONG_MAX, .what = "an address"),
+        L2P_PARAM(use_args, range_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = LLONG_MAX, .what = "bytes"),
+        {0}}};
+
 static PyObject *live_locate_impl(PyObject *m, const void *args)
 {
-    (void)m;
     const locate_args *a = args;
     PyObject *seq = PySequence_Fast(a->uses, "uses: expected a sequence of tuples");
     if (!seq) return NULL;
@@ -603,15 +849,11 @@ static PyObject *live_locate_impl(PyObject *m, const void *args)
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long long node, word, lo, size;
-        unsigned param, offset;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KIIKKK", &node, &param,
-                              &offset, &word, &lo, &size)) {
-            PyErr_Format(PyExc_TypeError, "uses[%zd]: expected (node, param, offset, word, "
-                         "range_start, range_size) ints", i);
+        use_args v = {0};
+        if (parse_item(&use_row, m, "uses", i, "", PySequence_Fast_GET_ITEM(seq, i), &v) < 0)
             goto out;
-        }
-        u[i] = (l2p_live_use){(size_t)node, param, offset, word, lo, size};
+        u[i] = (l2p_live_use){(size_t)v.node, (unsigned)v.param, (unsigned)v.offset,
+                              (uint64_t)v.word, (uint64_t)v.range_start, (uint64_t)v.range_size};
     }
     uint64_t base, nbytes;
     if (l2p_live_locate(u, (size_t)n, (size_t)a->node, (unsigned)a->param,
@@ -787,6 +1029,46 @@ static int check_object(const char *at, const l2p_live_field *rows, size_t n, Py
     return 0;
 }
 
+/* Every number anywhere in the document finite, in fields no row names too ("speedup",
+ * "ci"): JSON has no NaN or Infinity, yet Python's json reads and writes them (and 1e999 as
+ * inf), and a plan that carries one was not measured. The whole document is walked here, the
+ * one place its JSON is walked; a nesting deeper than the interpreter allows is refused. */
+static int check_finite(const char *at, PyObject *obj, const char *where)
+{
+    if (PyFloat_Check(obj)) {
+        if (isfinite(PyFloat_AS_DOUBLE(obj))) return 0;
+        PyErr_Format(PyExc_ValueError, "plan %s%s: expected a finite number, got %R", at,
+                     *where ? where : "document", obj);
+        return -1;
+    }
+    if (!PyDict_Check(obj) && !PyList_Check(obj)) return 0;
+    if (Py_EnterRecursiveCall("")) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "plan %s%s: nested too deeply to be a plan document", at,
+                     *where ? where : "document");
+        return -1;
+    }
+    char sub[200];
+    int r = 0;
+    if (PyList_Check(obj)) {
+        for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(obj); i++) {
+            snprintf(sub, sizeof sub, "%s[%zd]", where, i);
+            r = check_finite(at, PyList_GET_ITEM(obj, i), sub);
+        }
+    } else {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (r == 0 && PyDict_Next(obj, &pos, &key, &value)) {
+            const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            if (!k) PyErr_Clear();
+            snprintf(sub, sizeof sub, "%s%s%.60s", where, *where ? "." : "", k ? k : "?");
+            r = check_finite(at, value, sub);
+        }
+    }
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
 typedef struct {
     PyObject *doc, *source;
 } live_plan_check_args;
@@ -824,7 +1106,7 @@ static PyObject *live_plan_check_impl(PyObject *m, const void *args)
                      "l2persist.Plan.from_json(path, buffers=..., carriers=...); apply / verify / "
                      "L2PERSIST_PLAN take what `python -m l2persist advise -- COMMAND` writes "
                      "('%s')", at, L2P_PLAN_FORMAT, L2P_LIVE_PLAN_FORMAT);
-    else
+    else if (check_finite(at, a->doc, "") == 0)
         r = check_object(at, l2p_live_plan_fields, L2P_LIVE_P_NFIELDS, a->doc, "");
 out:
     Py_XDECREF(at_obj);
@@ -856,4 +1138,4 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, NULL};
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn, NULL};

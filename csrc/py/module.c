@@ -12,6 +12,8 @@
 #include "l2p_release.h"
 
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
+extern const l2p_fn *const l2p_names_fns[]; /* names.c: kernel names for people */
+extern const l2p_fn *const l2p_capture_fns[]; /* capture.c: captures and switches */
 
 static PyObject *device_count_impl(PyObject *m, const void *args)
 {
@@ -183,7 +185,8 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_restore_fns) < 0 || l2p_add_fns(m, l2p_foreign_fns) < 0 ||
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
         l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0 ||
-        l2p_add_fns(m, l2p_live_fns) < 0)
+        l2p_add_fns(m, l2p_live_fns) < 0 || l2p_add_fns(m, l2p_names_fns) < 0 ||
+        l2p_add_fns(m, l2p_capture_fns) < 0)
         return -1;
     PyObject *magic = PyLong_FromUnsignedLong(L2P_MAGIC); /* unsigned: a C long may be 32 bits */
     int rc = magic ? PyModule_AddObjectRef(m, "SINK_MAGIC", magic) : -1;

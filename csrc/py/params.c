@@ -273,17 +273,23 @@ static int convert_all(const l2p_fn *f, int n, PyObject *self, PyObject **slots,
     return 0;
 }
 
+int l2p_fn_parse(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, void *values)
+{
+    PyObject *slots[L2P_MAX_PARAMS] = {0};
+    int n = n_params(f);
+    l2p_sig_view view = {f->name, n, n_positional(f, n), f->params, param_name, param_flags};
+    if (l2p_match(&view, args, PyVectorcall_NARGS(nargs), kwnames, slots) < 0) return -1;
+    return convert_all(f, n, self, slots, values);
+}
+
 PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames)
 {
-    PyObject *slots[L2P_MAX_PARAMS] = {0}, *result = NULL;
-    int n = n_params(f);
-    l2p_sig_view view = {f->name, n, n_positional(f, n), f->params, param_name, param_flags};
-    nargs = PyVectorcall_NARGS(nargs);
-    if (l2p_match(&view, args, nargs, kwnames, slots) < 0) return NULL;
+    PyObject *result = NULL;
     char *values = PyMem_Calloc(1, f->args_size ? f->args_size : 1);
     if (!values) return PyErr_NoMemory();
-    if (convert_all(f, n, self, slots, values) == 0) result = f->impl(self, values);
+    if (l2p_fn_parse(f, self, args, nargs, kwnames, values) == 0) result = f->impl(self, values);
     PyMem_Free(values);
     return result;
 }

@@ -164,6 +164,11 @@ typedef struct {
 int l2p_match(const l2p_sig_view *v, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
               PyObject **slots);
 
+/* Parse and convert into `values` (the row's argument struct, zeroed) without calling: how
+ * the items of a sequence argument (a scan's tuples) go through rows, as arguments do. 0 or
+ * -1. */
+int l2p_fn_parse(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, void *values);
 /* Parse, convert and call. self: the module (functions), the instance (methods). */
 PyObject *l2p_fn_call(const l2p_fn *f, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames);

@@ -111,28 +111,37 @@ class DevicesDirective(_MarkdownDirective):
 
 
 class DataDirective(_MarkdownDirective):
-    """``l2p-data FILE``: a table of one stored JSON file (docs/data/FILE or
-    notebooks/results/FILE); see ``l2p_results.data_markdown`` for the options."""
+    """``l2p-data FILE [FILE ...]``: a table of stored JSON files (docs/data/FILE or
+    notebooks/results/FILE); several files: their rows in the order named, each with its file,
+    GPU and revision (``l2p_results.several``); see ``l2p_results.data_markdown`` for the
+    options."""
 
     required_arguments = 1
+    optional_arguments = 32
     option_spec = {"rows": directives.unchanged, "columns": directives.unchanged,
                    "where": directives.unchanged, "meta": directives.flag}
 
     def run(self):
-        name = self.arguments[0]
-        path = R.data_path(name)
-        if path is None:
-            raise self.error(f"l2p-data: no file {name} in docs/data or notebooks/results")
-        self.depends(path)
-        with open(path) as f:
-            data = json.load(f)
+        loaded = []
+        for name in self.arguments:
+            path = R.data_path(name)
+            if path is None:
+                raise self.error(f"l2p-data: no file {name} in docs/data or notebooks/results")
+            self.depends(path)
+            with open(path) as f:
+                loaded.append((name, json.load(f)))
+        rows = self.options.get("rows", "rows")
         try:
-            md = R.data_markdown(name, data, rows=self.options.get("rows", "rows"),
+            if len(loaded) == 1:
+                name, data = loaded[0]
+            else:
+                name, data, rows = "several", R.several(loaded, rows), "rows"
+            md = R.data_markdown(name, data, rows=rows,
                                  columns=self.options.get("columns"),
                                  where=self.options.get("where", ""),
-                                 meta="meta" in self.options)
+                                 meta="meta" in self.options and len(loaded) == 1)
         except (KeyError, IndexError, ValueError) as e:
-            raise self.error(f"l2p-data {name}: {type(e).__name__}: {e}")
+            raise self.error(f"l2p-data {' '.join(self.arguments)}: {type(e).__name__}: {e}")
         return self.parse_markdown(md)
 
 

@@ -192,6 +192,21 @@ def _beside(data, dotted: str, key: str):
     return obj.get(key) if isinstance(obj, dict) else None
 
 
+def several(loaded, rows: str = "rows") -> dict:
+    """The rows of several stored files as one table's records, in the order given, each with
+    ``file`` (its name), ``gpu`` (the device it names, NVIDIA's prefix dropped) and
+    ``revision`` (the l2persist revision it names) beside its own keys."""
+    out = []
+    for name, data in loaded:
+        recs = dig(data, rows)
+        m = data.get("meta") or {}
+        gpu = str(m.get("device_name") or data.get("device", "?")).replace("NVIDIA ", "")
+        rev = m.get("git_revision") or data.get("revision", "?")
+        for r in [recs] if isinstance(recs, dict) else recs:
+            out.append({**r, "file": name, "gpu": gpu.split()[0], "revision": rev})
+    return {"rows": out}
+
+
 def data_markdown(name: str, data, *, rows: str = "rows", columns: str | None = None,
                   where: str = "", meta: bool = False) -> list[str]:
     """A table of one stored JSON file: ``rows`` the dotted path of its records (a dict is one

@@ -69,3 +69,15 @@ def output_problem(option: str, path: str) -> str | None:
         except OSError:
             pass
     return None
+
+
+def no_device_problem(device: int | None) -> str | None:
+    """Why a command that needs a GPU cannot start here (None: it can): no usable CUDA device,
+    with the driver's reason in the words the L2 report gives (the core's
+    l2p_no_device_reason, the one probe), or a --device beyond the devices there are."""
+    from .. import _core
+    count = _core.device_count()
+    if count:
+        return device_problem(device, count)
+    why = _core.no_device_reason()
+    return "no usable CUDA device" + (f": {why[2]} ({why[1]})" if why else "")

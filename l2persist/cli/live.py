@@ -13,14 +13,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 
-from ._common import Parser, output_problem
+from ._common import Parser, fail, no_device_problem, output_problem
 
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "process",
                     "_boot")
 
 
-def _split(argv: list[str], prog: str):
+def _split(argv: list[str]):
     """(options, command): everything after the first '--' is the program."""
     if "--" not in argv:
         return argv, []
@@ -28,58 +29,126 @@ def _split(argv: list[str], prog: str):
     return argv[:i], argv[i + 1:]
 
 
-def _positive(name, lo, hi, conv=float):
+def _positive(lo, hi, conv=float):
+    """A number in [lo, hi]; argparse names the option in front of the message."""
     def check(text):
         try:
             v = conv(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name}: expected a number in [{lo}, {hi}], "
+            raise argparse.ArgumentTypeError(f"expected a number in [{lo}, {hi}], "
                                              f"got {text!r}") from None
         if not (lo <= v <= hi):
-            raise argparse.ArgumentTypeError(f"{name}: expected [{lo}, {hi}], got {text}")
+            raise argparse.ArgumentTypeError(f"expected [{lo}, {hi}], got {text}")
         return v
     return check
 
 
+#: Each command's description and exit statuses (--help; docs/guides/advise-program.md
+#: quotes them).
+HELP = {
+    "advise": (
+        "Watch a Python program (COMMAND, after '--') run its own work, try persisting-L2 "
+        "plans on it between its calls (the set-aside and access policy windows on the "
+        "buffers its CUDA graphs and kernels read), and write the plan that helps, or a "
+        "\"don't\" plan, to --out. Needs a usable CUDA device: without one it says so and "
+        "does not start the program. The program's output passes through untouched.",
+        "exit status:\n"
+        "  the program's own    a plan was written (\"helps\" or \"don't\")\n"
+        "  1                    no plan: the program exited 0 before a decision (the line "
+        "says\n"
+        "                       why and what would decide it)\n"
+        "  2                    bad invocation, an output path that cannot be written, or "
+        "no\n"
+        "                       usable CUDA device (the program is not started)\n"
+        "  127                  the program could not be started"),
+    "apply": (
+        "Run a program (COMMAND, after '--') with a saved plan applied: the plan's set-aside "
+        "is set before the program's code runs, its windows go on the graphs and eager "
+        "launches it matches, and everything is put back at exit. The plan is checked first. "
+        "Without a usable CUDA device, or on another GPU model, the program runs without the "
+        "plan and l2persist says so. `apply PLAN` with no program checks the plan and prints "
+        "the two exports (PYTHONPATH, L2PERSIST_PLAN) that apply it to the programs a "
+        "launcher starts itself.",
+        "exit status:\n"
+        "  the program's own    the program ran (with the plan, or without it where it "
+        "cannot\n"
+        "                       apply: no usable CUDA device, another GPU model)\n"
+        "  0                    `apply PLAN` alone: the plan is good, the exports printed\n"
+        "  2                    bad invocation or a plan that fails its check (the program "
+        "is\n"
+        "                       not started)\n"
+        "  127                  the program could not be started"),
+    "verify": (
+        "Run a program (COMMAND, after '--') switching between a saved plan and the two "
+        "baselines (limit 0, the device default) on its own work, and say whether the plan "
+        "still helps. For a \"don't\" plan: whether any arm helps now. Needs a usable CUDA "
+        "device of the plan's GPU model: otherwise it says so and does not start the "
+        "program. The program's output passes through; its exit status is reported.",
+        "exit status:\n"
+        "  0  the plan still holds\n"
+        "  1  it no longer helps (for a \"don't\" plan: an arm now helps)\n"
+        "  2  bad invocation, no usable CUDA device, or a plan from another GPU model\n"
+        "     (the program is not started)\n"
+        "  3  inconclusive: the 95 % interval holds both \"helps\" and \"does not help\" "
+        "(a\n"
+        "     longer --budget narrows it), or nothing was measured"),
+}
+
+#: What the watcher's options do, in each command's words: advise searches, verify checks.
+_WORK = {"advise": ("the search", "searches"), "verify": ("the check", "checks")}
+
+
 def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
-    p = Parser(prog=f"python -m l2persist {prog}",
-                                usage=f"python -m l2persist {prog} [options]"
-                                      f"{' PLAN' if plan else ''} -- COMMAND [ARGS...]")
+    what, does = _WORK.get(prog, ("", ""))
+    description, epilog = HELP[prog]
+    p = Parser(prog=f"{_prog()} {prog}",
+               usage=f"{_prog()} {prog} [options]{' PLAN' if plan else ''} -- COMMAND [ARGS...]"
+               + ("\n       " + f"{_prog()} apply PLAN" if prog == "apply" else ""),
+               description=textwrap.fill(description, 79), epilog=epilog,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     if plan:
         p.add_argument("plan", help="the plan document (JSON) that advise wrote")
-    p.add_argument("--device", type=_positive("--device", 0, 1023, int), default=None,
+    p.add_argument("--device", type=_positive(0, 1023, int), default=None, metavar="N",
                    help="the GPU the program uses (default: LOCAL_RANK, else 0)")
     if search:
         from ..process.live import Options
         d = Options()              # the watcher's defaults: one home
-        p.add_argument("--budget", type=_positive("--budget", 1, 86400), default=d.budget_s,
-                       help=f"seconds of the program's traffic for the search (default "
+        p.add_argument("--budget", type=_positive(1, 86400), default=d.budget_s,
+                       metavar="SECONDS",
+                       help=f"seconds of the program's traffic for {what} (default "
                             f"{d.budget_s:g})")
-        p.add_argument("--warmup", type=_positive("--warmup", 0, 3600), default=d.warmup_s,
-                       help=f"seconds watched before any switch (captures settle; default "
-                            f"{d.warmup_s:g})")
-        p.add_argument("--block-ms", type=_positive("--block-ms", 1, 10000),
-                       default=d.block_s * 1e3,
-                       help=f"a block's length under one arm, ms of the program's time "
-                            f"(default {d.block_s * 1e3:g})")
-        p.add_argument("--block-units", type=_positive("--block-units", 1, 100000, int),
-                       default=0, help="units of work per block instead of --block-ms (the "
-                                       "same on every rank)")
+        p.add_argument("--warmup", type=_positive(0, 3600), default=d.warmup_s,
+                       metavar="SECONDS",
+                       help=f"seconds watched before the first switch of {what} (captures "
+                            f"settle; default {d.warmup_s:g})")
+        p.add_argument("--block-ms", type=_positive(1, 10000), default=d.block_s * 1e3,
+                       metavar="MS",
+                       help=f"how long {what} keeps one arm (a plan or a baseline) in "
+                            f"place: a block, ms of the program's time (default "
+                            f"{d.block_s * 1e3:g})")
+        p.add_argument("--block-units", type=_positive(1, 100000, int), default=0,
+                       metavar="N",
+                       help="units of work per block instead of --block-ms (the same on "
+                            "every rank)")
         from .. import _core
-        gain = _core.live_defaults()["min_gain"]
-        p.add_argument("--min-gain", type=_positive("--min-gain", 0, 0.5), default=gain,
-                       help=f"the least gain worth a plan (default {gain:g})")
-        pct = 100 * _core.live_defaults()["max_overhead"]
-        p.add_argument("--max-overhead", type=_positive("--max-overhead", 0, 50),
-                       default=pct, metavar="PCT",
+        defaults = _core.live_defaults()
+        gain = defaults["min_gain"]
+        p.add_argument("--min-gain", type=_positive(0, 0.5), default=gain, metavar="FRACTION",
+                       help=(f"the least gain worth a plan (default {gain:g})" if prog ==
+                             "advise" else f"the least gain that counts as the plan helping "
+                                           f"(default {gain:g})"))
+        pct = 100 * defaults["max_overhead"]
+        p.add_argument("--max-overhead", type=_positive(0, 50), default=pct, metavar="PCT",
                        help=f"what observing (watching and the hooks on every call) may add "
-                            f"to the program's wall time while it searches, in per cent: "
+                            f"to the program's wall time while {prog} {does}, in per cent: "
                             f"unrecorded rests between blocks keep it there (0: record back "
-                            f"to back, the fastest advice; default {pct:g})")
-        p.add_argument("--report", default=None, help="write an HTML report here")
-        p.add_argument("--json", default=None, help="write the watcher's whole result here")
+                            f"to back, the fastest answer; default {pct:g})")
+        p.add_argument("--report", default=None, metavar="PATH",
+                       help=f"write an HTML report of {what} here")
+        p.add_argument("--json", default=None, metavar="PATH",
+                       help="write the watcher's whole result document (JSON) here")
     if prog == "advise":
-        p.add_argument("--out", default="l2persist-plan.json",
+        p.add_argument("--out", default="l2persist-plan.json", metavar="PATH",
                        help="the plan document (default l2persist-plan.json)")
         p.add_argument("--exit-after", action="store_true",
                        help="end the program once decided (else it runs on under the better "
@@ -87,35 +156,64 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
     return p
 
 
-def _parse(argv, prog, plan=False, search=True):
-    opts, command = _split(list(argv), prog)
-    p = _parser(prog, plan, search)
+def _prog() -> str:
+    from ._common import prog
+    return prog()
+
+
+def _usage_fail(cmd: str, message: str):
+    """(None, None, 2) after one line on stderr, as every usage error."""
+    fail(f"{_prog()} {cmd}", message)
+    return None, None, 2
+
+
+def _parse(argv, cmd, plan=False, search=True):
+    """(args, command, None), or (None, None, exit status) after one line saying why. Checked
+    before the program starts: the options, the plan, the output paths, and for advise and
+    verify the device (and verify's plan against its GPU model)."""
+    opts, command = _split(list(argv))
+    p = _parser(cmd, plan, search)
     try:
-        args = p.parse_args(opts)
+        args, extra = p.parse_known_args(opts)
     except SystemExit as e:
         return None, None, int(e.code or 0)
+    if extra:       # the program given without '--' (argparse would only say "unrecognized")
+        return _usage_fail(cmd, f"unrecognized arguments: {' '.join(extra)}; the program goes "
+                                f"after '--': {_prog()} {cmd} [options]"
+                                f"{' PLAN' if plan else ''} -- {' '.join(extra)}")
     if not command:
-        print(f"python -m l2persist {prog}: no program given: put it after '--', e.g. "
-              f"python -m l2persist {prog}{' plan.json' if plan else ''} -- python train.py",
-              file=sys.stderr)
-        return None, None, 2
-    if plan and not os.path.isfile(args.plan):
-        print(f"python -m l2persist {prog}: plan: no such file {args.plan!r}", file=sys.stderr)
-        return None, None, 2
+        return _usage_fail(cmd, f"no program given: put it after '--', e.g. {_prog()} {cmd}"
+                                f"{' plan.json' if plan else ''} -- python train.py")
+    doc = None
     if plan:
         from ..process.live import load_plan
         try:
-            load_plan(args.plan)
+            doc = load_plan(args.plan)
         except ValueError as e:
-            print(f"python -m l2persist {prog}: {e}", file=sys.stderr)
-            return None, None, 2
+            return _usage_fail(cmd, str(e))
+        args.plan_doc = doc
     for name in ("out", "report", "json"):
         path = getattr(args, name, None)
         why = output_problem(f"--{name}", path) if path is not None else None
         if why:
-            print(f"python -m l2persist {prog}: {why}", file=sys.stderr)
-            return None, None, 2
+            return _usage_fail(cmd, why)
+    if cmd in ("advise", "verify"):
+        why = no_device_problem(args.device) or (doc and _model_problem(doc, args))
+        if why:
+            return _usage_fail(cmd, f"{why}; the program was not started")
     return args, command, None
+
+
+def _model_problem(doc: dict, args) -> str | None:
+    """Why the plan cannot be verified on this GPU (None: it can): a plan holds for the GPU
+    model it was found on, as apply holds it."""
+    from .. import Device
+    index = args.device if args.device is not None else int(os.environ.get("LOCAL_RANK") or 0)
+    here = Device(index).properties.name
+    if here == doc["device"]["name"]:
+        return None
+    return (f"plan {args.plan!r} was found on {doc['device']['name']}; GPU {index} is {here}: "
+            f"a plan holds on the GPU model it was found on (advise again here)")
 
 
 def _env(args, mode: str, result: str) -> dict:
@@ -190,17 +288,15 @@ def _plan_paths(out: str, plans: dict) -> dict:
 
 
 def _watch(args, command, mode):
-    """Run the program watched; (its exit status, the watcher's result or None). The summary
-    is printed, or why there is none."""
+    """Run the program watched; (its exit status, the watcher's result document or None).
+    The summary is printed when there is a result."""
     with tempfile.TemporaryDirectory(prefix="l2persist-") as tmp:
         result = os.path.join(tmp, "result.json")
         prog_rc = _run(command, _env(args, mode, result))
         r = _read(result)
-    if r is None or not r.get("result"):
-        print(_no_result(r, prog_rc), file=sys.stderr)
-        return prog_rc, None
-    from ..process.report import summary_text
-    print(summary_text(r), file=sys.stderr)
+    if r is not None and r.get("result"):
+        from ..process.report import summary_text
+        print(summary_text(r), file=sys.stderr)
     return prog_rc, r
 
 
@@ -209,17 +305,58 @@ def advise_main(argv: list[str]) -> int:
     if args is None:
         return rc
     prog_rc, r = _watch(args, command, "advise")
-    if r is None:
+    if r is None or not r.get("result"):
+        print(f"l2persist advise: no advice: {_nothing_measured(r, prog_rc, args)}",
+              file=sys.stderr)
         return prog_rc or 1
+    if not r["result"].get("decided"):
+        print(f"l2persist advise: {_undecided(r, args)}", file=sys.stderr)
     plans = r.get("plans_by_model") or ({None: r["plan"]} if r.get("plan") else {})
     for name, path in _plan_paths(args.out, plans).items():
         with open(path, "w") as f:
             json.dump(plans[name], f, indent=1)
         print(f"l2persist: plan{' for ' + name if len(plans) > 1 else ''} written to {path}: "
-              f"apply it with `python -m l2persist apply {path} -- {' '.join(command)}`",
+              f"apply it with `{_prog()} apply {path} -- {' '.join(command)}`",
               file=sys.stderr)
     _extras(args, r)
     return prog_rc
+
+
+def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, str]:
+    """verify's exit status and its one line, from the watcher's result document (None: the
+    watcher wrote none) and the plan document. The verdict is the core's (helps); the
+    interval says the rest: wholly below 1 + min_gain, no gain that counts; reaching both
+    sides of it, inconclusive (3). A "don't" plan holds while no arm helps."""
+    res = (r or {}).get("result")
+    if not res:
+        return 3, "inconclusive: nothing was measured (see above)"
+    need = 1 + min_gain
+    nums = (f"{res['speedup']:.4f}x the better baseline, 95 % interval "
+            f"{res['ci_low']:.4f}-{res['ci_high']:.4f}")
+    no_gain = res["ci_high"] < need
+    # a "don't" plan, or any plan that is one of the baselines: the watcher searched advise's
+    # arms instead of checking the plan against itself (its result's verify_of)
+    if plan.get("verdict") == "dont" or (r or {}).get("verify_of") == "baseline":
+        if res.get("helps"):
+            return 1, (f"no longer holds: an arm now helps ({_winner_text(r)}: {nums}); run "
+                       f"advise again")
+        if no_gain:
+            return 0, f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
+    else:
+        if res.get("helps"):
+            return 0, f"still holds: the plan gives {nums}"
+        if no_gain:
+            return 1, (f"no longer holds: the plan gives {nums}, below the least gain that "
+                       f"counts ({need:g}x); run advise again")
+    return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "
+               f"(the least gain that counts), so it neither helps nor fails yet; a longer "
+               f"--budget narrows it")
+
+
+def _winner_text(r: dict) -> str:
+    from ..process.report import _arm_text
+    w, arms = r["result"].get("winner", -1), r.get("arms") or []
+    return _arm_text(arms[w]) if 0 <= w < len(arms) else "an arm"
 
 
 def verify_main(argv: list[str]) -> int:
@@ -227,28 +364,27 @@ def verify_main(argv: list[str]) -> int:
     if args is None:
         return rc
     prog_rc, r = _watch(args, command, "verify")
-    if r is None:
-        return 1
-    _extras(args, r)
-    res = r["result"]
+    if r is None or not r.get("result"):
+        print(f"l2persist verify: {_nothing_measured(r, prog_rc, args)}", file=sys.stderr)
+    else:
+        _extras(args, r)
     if prog_rc:
         print(f"l2persist verify: the program exited with {prog_rc}", file=sys.stderr)
-    with open(args.plan) as f:
-        doc = json.load(f)
-    if doc.get("verdict") == "dont":
-        ok = not res.get("helps")   # a "don't" plan still holds while the plan arm gains nothing
-    else:
-        ok = bool(res.get("helps")) and bool(res.get("decided"))
-    print(f"l2persist verify: {'still holds' if ok else 'no longer holds'} "
-          f"(plan {res.get('speedup', 0):.4f}x the better baseline, "
-          f"{res.get('ci_low', 0):.4f}-{res.get('ci_high', 0):.4f})", file=sys.stderr)
-    return 0 if ok else 1
+    status, line = verify_outcome(r, args.plan_doc, args.min_gain)
+    print(f"l2persist verify: {line}", file=sys.stderr)
+    return status
 
 
 def apply_main(argv: list[str]) -> int:
-    opts, command = _split(list(argv), "apply")
-    if not command and len(opts) == 1 and opts[0] not in ("-h", "--help"):
-        # No program: how a launcher that starts the program itself applies the plan.
+    opts, command = _split(list(argv))
+    if not command and len(opts) == 1 and not opts[0].startswith("-"):
+        # No program: how a launcher that starts the program itself applies the plan. The
+        # plan is checked first, as when apply starts the program.
+        from ..process.live import load_plan
+        try:
+            load_plan(opts[0])
+        except ValueError as e:
+            return fail(f"{_prog()} apply", str(e))
         plan = os.path.abspath(opts[0])
         print(f"export PYTHONPATH={BOOT}{os.pathsep}$PYTHONPATH\nexport L2PERSIST_PLAN={plan}")
         return 0
@@ -269,11 +405,45 @@ def _extras(args, r):
         print(f"l2persist: report written to {args.report}", file=sys.stderr)
 
 
-def _no_result(r, prog_rc) -> str:
+#: What the watcher was doing when the program ended without a result (its state), in words,
+#: and what to do about it.
+_ENDED = {
+    "idle": ("before l2persist saw a point where it can switch plans (a CUDA graph replay, "
+             "a synchronize, or l2persist.mark())",
+             "check that the program runs its CUDA work on this GPU, and let it run longer"),
+    "warmup": ("in the first {warmup:g} s of watching (the warm-up, before any plan is "
+               "tried)", "run it longer, or lower --warmup"),
+    "probe": ("while l2persist was still finding the buffers its kernels read, before any "
+              "plan was tried", "run it longer"),
+    "search": ("before the search had a result", "run it longer, or lower --budget"),
+    "off": ("after watching stopped", "see the note for why"),
+}
+
+
+def _nothing_measured(r, prog_rc, args) -> str:
+    """Why a watched run gave no result, and what to do: one line, no internal names."""
     if r is None:
-        return (f"l2persist: no advice: the program (exit {prog_rc}) never reached a point "
-                "where l2persist could watch it (a CUDA graph replay, torch.cuda.synchronize, "
-                "or l2persist.mark())")
-    notes = "; ".join(r.get("notes", [])) or "no note"
-    return (f"l2persist: no advice: the program (exit {prog_rc}) ended in the "
-            f"{r.get('state')} phase ({notes}); run it longer, or lower --warmup / --budget")
+        return (f"the program (exit {prog_rc}) ended and l2persist wrote nothing: the "
+                f"watcher did not start in it (is it a Python program, with l2persist "
+                f"importable?)")
+    ended, todo = _ENDED.get(r.get("state"), ("without a result", "see the note"))
+    notes = "; ".join(n.splitlines()[0] for n in r.get("notes", []) if n)
+    return (f"the program (exit {prog_rc}) ended "
+            f"{ended.format(warmup=getattr(args, 'warmup', 0))}"
+            + (f" (l2persist noted: {notes})" if notes else "") + f": {todo}")
+
+
+def _undecided(r, args) -> str:
+    """Why advise did not decide, and what would decide it."""
+    res = r["result"]
+    ended = any("ended before the search decided" in n for n in r.get("notes", []))
+    why = (f"the program ended {r.get('search_s', 0):.0f} s into the search" if ended else
+           f"the search used its --budget of {args.budget:g} s")
+    if res.get("winner", -1) >= 0:
+        why += (f" while the best arm's 95 % interval ({res['ci_low']:.4f}-"
+                f"{res['ci_high']:.4f}) still held both a gain of {1 + args.min_gain:g}x and "
+                f"none")
+    todo = ("run the program for longer than --budget" if ended else
+            "a longer --budget, or more of the program's work per second (more traffic "
+            "per block), would narrow it; a larger --min-gain decides sooner")
+    return f"undecided: {why}: {todo}; the plan written keeps the better baseline"

@@ -70,10 +70,30 @@ def start(env=os.environ) -> None:
     _watcher = w
     atexit.register(_at_exit)
     _chain_sigterm()
+    if mode in ("advise", "verify"):
+        _start_clock(w)
     if "torch" in sys.modules:
         _patch_torch(sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _AfterImport("torch", _patch_torch))
+
+
+def _start_clock(w) -> None:
+    """The watcher's own switch points (process/clock.py), for a program whose calls never
+    reach it; alone only (ranks switch together at their shared calls), and only where the
+    core counts every capture in the process (its CUPTI callbacks: nothing else may tell a
+    switch that a capture has begun on another thread)."""
+    from .. import _core
+    from . import clock
+    if w.o.world > 1 or not clock.tracking():
+        return
+    try:
+        _core.capture_watch_begin(w.o.device)
+    except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
+        w.notes.append(f"captures are not tracked here ({e}): the watcher switches only at "
+                       f"the program's own calls")
+        return
+    w.clock = clock.Clock(w.tick).start()
 
 
 #: Programs that only start the program's ranks (they inherit the bootstrap too): they are
@@ -151,7 +171,10 @@ def apply_report(w) -> str:
     aside = "the default" if doc["set_aside"] is None else f"{doc['set_aside']} bytes"
     lines = [f"l2persist apply: set-aside {aside}; {len(windowed)} graph(s) windowed "
              f"({sum(g.windows_applied for g in windowed)} window(s))"]
-    if unknown:
+    if not doc["windows"]:      # a "don't" plan: no graph is meant to match, none is news
+        lines[0] = (f"l2persist apply: a \"don't\" plan (no windows): set-aside {aside}; "
+                    f"{len(graphs)} graph(s) left as captured")
+    elif unknown:
         lines.append(f"  {len(unknown)} graph(s) captured that the plan does not know "
                      "(a new shape?): " + ", ".join(g.signature for g in unknown[:5]))
     streams = sorted({g.stream for g in getattr(w, "eager", []) if g.windows_applied})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
-from .._format import short_text as _short
+from .._format import kernel_label
 from . import streams as _streams
 
 PLAN_FORMAT = _core.live_plan_format()  # the core owns the document (csrc/core/l2p_live.h)
@@ -71,7 +71,7 @@ class Options:
                                        # every block back to back)
     exit_after: bool = False
     keep_hooks: bool = False   # the per-call hooks stay on after the decision (a tool that
-                               # counts the program's calls: tools/search-cost)
+                               # counts the program's calls: tools/investigations/search-cost)
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
@@ -203,6 +203,8 @@ class Block:
     rest_unhooked: bool = False    # its uncounted part ran with the hooks' gate closed
     settle_ns: int = 0             # recorded, uncounted: from the rest's end to its start
     settle_units: int = 0
+    share: float | None = None     # the probe's GPU time in launch keys seen in the block
+    sample: float | None = None    # what the search was given: ms per unit at the probe's mix
 
 
 class Watcher:
@@ -214,7 +216,9 @@ class Watcher:
         self.graphs: dict[int, GraphSeen] = {}   # id(torch graph) -> seen, while it lives
         self.graphs_gone: list[GraphSeen] = []     # graphs the program dropped
         self.captures = 0                          # captures open now
-        self.points = {"replay": 0, "sync": 0, "mark": 0}
+        self.points = {"replay": 0, "sync": 0, "mark": 0, "tick": 0}
+        self.clock = None                          # clock.Clock: switch points of its own
+        self.verify_base = None                    # verify: the baseline the plan is, if one
         self.state = "idle"                        # idle, warmup, search, done, off
         self.notes: list[str] = []
         self.device = None
@@ -394,6 +398,45 @@ class Watcher:
                     self._quiet():
                 self._unhook()
             self.lock.release()
+
+    def tick(self) -> bool:
+        """A switch point from the watcher's own clock (process/clock.py), for programs whose
+        calls never reach the watcher (implicit syncs, a library's loop). It switches only
+        inside the core's switch lock, which no capture can begin under and which is refused
+        while one is open anywhere in the process; it never makes the program's CUDA context,
+        and it waits for nothing: a program's call that is switching now, or an open capture,
+        lets this tick go. False once the clock is no longer wanted."""
+        if self.state in ("done", "off") or self.o.mode == "apply" or self.o.world > 1:
+            return False
+        if self.state == "idle" and not self._context_made():
+            return True
+        if not self.lock.acquire(blocking=False):
+            return True
+        try:
+            if not _core.switch_enter():
+                return True
+            try:
+                self._point("tick", None, None)
+            finally:
+                _core.switch_leave()
+        except SystemExit:       # --exit-after, decided on this thread: end as the program would
+            self.lock.release()
+            self.finish()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        except Exception as e:
+            self.fail("the clock's switch point", e)
+            return False
+        self.lock.release()
+        return self.state not in ("done", "off")
+
+    def _context_made(self) -> bool:
+        """The program has made its context on the watched device (asked, never made)."""
+        try:
+            return bool(_core.context_active(self.o.device))
+        except Exception:
+            return False
 
     def _flag_recorded(self, kind, torch_graph, seen=False):
         """The graph about to be replayed is launched with CUPTI recording: after a pause its
@@ -789,14 +832,20 @@ class Watcher:
             return False
         return kind != "replay" or (seen is not None and seen.signature == self.unit[1])
 
-    def _choose_unit(self):
+    def _choose_unit(self, elapsed: float):
+        """A mark, else the busiest graph's replay, else a sync; the clock's tick where that
+        comes less than once a block (a program whose syncs are implicit makes none)."""
         c = self.probe_counts
-        if c.get(("mark",)):
-            return ("mark",)
         replays = {k: v for k, v in c.items() if k[0] == "replay" and k[1] is not None}
-        if replays:
-            return max(replays, key=replays.get)
-        return ("sync",)
+        if c.get(("mark",)):
+            unit = ("mark",)
+        elif replays:
+            unit = max(replays, key=replays.get)
+        else:
+            unit = ("sync",)
+        if c.get(("tick",)) and c.get(unit, 0) / elapsed * self.o.block_s < 1:
+            unit = ("tick",)
+        return unit
 
     # ---- the search --------------------------------------------------------------------------
 
@@ -806,10 +855,14 @@ class Watcher:
         now = _core.activity_now()
         _core.activity_flush()
         warm = self._warm_stamp
-        by_name = _core.activity_blocks([warm, now])["by_name"] if warm and now > warm else {}
-        self.unit = self._choose_unit()
-        units = self.probe_counts.get(self.unit, 0)
+        probe = _core.activity_blocks([warm, now]) if warm and now > warm else {}
+        by_name = probe.get("by_name", {})
         elapsed = max(1e-6, time.perf_counter() - self.probe_t)
+        self.unit = self._choose_unit(elapsed)
+        units = self.probe_counts.get(self.unit, 0)
+        # the reference the blocks are priced at: each launch key's launches in the probe
+        # (the program's own mix, under the device's default) per unit of work (l2p_live_mix)
+        self.mix_ref, self.mix_units = probe.get("by_key", {}), max(1, units)
         if self.o.block_units:
             self.units_per_block = self.o.block_units
         else:
@@ -825,10 +878,16 @@ class Watcher:
         if self.team is not None:
             weights = self._follow_leader()
         p = dev.properties
+        self.verify_base = None
         if self.o.mode == "verify":
             self.arms = self._verify_arms()
+            self.verify_base = self._baseline_of(self.arms[2])
+        if self.o.mode == "verify" and self.verify_base is None:
             _core.live_begin(3, confirm_only=True, min_gain=self.o.min_gain)
         else:
+            # advise, or verify of a plan that is a baseline ("don't"): checking it against
+            # itself would always say it holds, so the question becomes whether any arm helps
+            # now (a short search over the same arms advise tries)
             self.arms = _core.live_arms([t.size for t in self.targets], weights,
                                         granule=dev.persisting_l2_granule,
                                         persisting_max=p.persisting_l2_cache_max_size,
@@ -859,7 +918,7 @@ class Watcher:
         self.ungraphed = {"share": share,
                           "heaviest": sorted(outside, key=outside.get, reverse=True)[:3]}
         if self.o.mode == "advise" and share >= UNGRAPHED_NOTE:
-            names = ", ".join(_short(k) for k in self.ungraphed["heaviest"])
+            names = ", ".join(kernel_label(k) for k in self.ungraphed["heaviest"])
             how = "all" if share >= 0.995 else f"at least {100 * share:.0f} %"
             self.notes.append(f"{how} of the warm-up's GPU time ran in kernels that no window "
                               f"can reach (no captured graph holds them, and no launch of "
@@ -1154,7 +1213,7 @@ class Watcher:
         # the hooks' own time on the calls that switched nothing, paid in rests and blocks
         # alike: not in added_share; observing_share is the two together (what the search's
         # observing costs the program, but for the hooks' outer frames and CUPTI attached,
-        # which tools/search-cost measures against the program run plain)
+        # which tools/investigations/search-cost measures against the program run plain)
         hooks = self.hook_ns / wall
         out.update(self._exploring(done, wall))
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
@@ -1238,24 +1297,35 @@ class Watcher:
         bounds = []
         for b in done:
             bounds += [b.start, b.end]
-        res = _core.activity_blocks(_increasing(bounds))
+        bounds = _increasing(bounds)
+        res = _core.activity_blocks(bounds)
         self.spanning += res.get("spanning", 0)
+        if not self.mix_ref:
+            raise _NoRecords("the probe recorded no kernel of the program")
+        # each block priced at the probe's mix: the blocks' own mixes do not enter the sample
+        priced, shares = _core.live_mix(self.mix_ref, res["by_key"], len(bounds) - 1,
+                                        self.mix_units)
         out = []
         for k, b in enumerate(done):
             ns = res["gpu_ns"][2 * k]
             b.gpu_ns = ns
             b.by_name = {name: row[2 * k] for name, row in res["by_name"].items() if row[2 * k]}
-            if not (b.units and ns > 0):
-                # No kernel of the program ran in a whole block: the records are not
-                # arriving (another tool took CUPTI's activity buffers), so nothing can be
-                # judged; stop searching rather than feed the search a made-up sample.
-                raise _NoRecords(f"a block of {b.units} units had no kernel records")
-            out.append(ns / b.units / 1e6)
+            b.share, b.sample = shares[2 * k], priced[2 * k]
+            if not (ns > 0 and priced[2 * k] > 0):
+                # No kernel the probe saw ran in a whole block: the records are not arriving
+                # (another tool took CUPTI's activity buffers) or the program's work changed
+                # wholly, so nothing can be judged; stop searching rather than feed the search
+                # a made-up sample.
+                raise _NoRecords(f"a block of {b.units} units had no kernel records of the "
+                                 f"work seen in the probe")
+            out.append(priced[2 * k])
         return out
 
     def _decide(self):
         r = self.result
-        if self.o.mode == "verify":
+        if self.o.mode == "verify" and self.verify_base is not None:
+            keep = self.verify_base    # the plan's own state: verify changes nothing for good
+        elif self.o.mode == "verify":
             keep = 2 if r["helps"] else r["baseline"]
         else:
             keep = r["winner"] if r["helps"] and r["winner"] >= 0 else r["baseline"]
@@ -1263,9 +1333,10 @@ class Watcher:
         self.final_arm = keep
         self.state = "done"
         # What watching cost: the final arm's units are timed again, unrecorded, once decided.
+        # (not where the unit is the clock's tick: no program call would time it)
         self._after = {"need": max(AFTER_UNITS, 8 * self.units_per_block), "units": 0,
                        "t0": None, "since": time.perf_counter(), "calls": 0} \
-            if self.unit else None
+            if self.unit and self.unit[0] != "tick" else None
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.activity = False      # nothing records now: no replay needs a flag (a lookup each)
@@ -1280,7 +1351,7 @@ class Watcher:
         CUPTI's records paused follows): every graph replayed with records on since its
         executable was made is instantiated again, windows changed or not. After a pause
         CUPTI's records of such a graph, left alone, read short (H100, 7eafa56,
-        tools/pause-bias: the baseline blocks that followed the other baseline, whose graphs
+        tools/investigations/pause-bias: the baseline blocks that followed the other baseline, whose graphs
         were left alone, read 1.2-2.2 % less GPU time than the same arm's other blocks; over
         the arm's blocks every graph kernel read less than back to back, the eager kernels the
         same), which made the paced search's baselines look faster and its gain smaller
@@ -1430,6 +1501,15 @@ class Watcher:
                 e["_applied"] = e.get("_applied", 0) + 1
             seen.windows_applied = len(located)
 
+    def _baseline_of(self, arm) -> int | None:
+        """The baseline a plan's arm is (0: limit 0, 1: the device's default), or None where it
+        has windows or another set-aside."""
+        if arm["windows"]:
+            return None
+        if arm["set_aside"] is None or arm["set_aside"] == self.default_limit:
+            return 1
+        return 0 if arm["set_aside"] == 0 else None
+
     def _verify_arms(self) -> list:
         doc = self.plan_doc
         plan_arm = {"set_aside": doc["set_aside"], "windows": [], "_graphs": {}, "_located": {}}
@@ -1455,7 +1535,12 @@ class Watcher:
             if not b.units:
                 continue
             d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
-                                          "rest_wall_ms_per_unit": [], "kernels": {}})
+                                          "rest_wall_ms_per_unit": [], "kernels": {},
+                                          "samples": [], "shares": []})
+            # the search's samples (GPU time per unit at the probe's mix), and the block's own
+            # GPU time over its units (which moves with the block's mix of work)
+            d["samples"].append(b.sample)
+            d["shares"].append(b.share)
             d["gpu_ms_per_unit"].append(getattr(b, "gpu_ns", 0) / b.units / 1e6)
             d["wall_ms_per_unit"].append((b.end - b.start) / b.units / 1e6)
             if b.rest_units:      # the same arm unrecorded: what it costs the program's wall
@@ -1478,6 +1563,12 @@ class Watcher:
             "unit": list(self.unit) if self.unit else None,
             "units_per_block": self.units_per_block,
             "points": dict(self.points), "result": self.result, "final_arm": self.final_arm,
+            # verify: "plan" (the plan against both baselines) or "baseline" (the plan is one
+            # of them, a "don't": the result is a search over advise's arms, and a winner
+            # that helps means the plan no longer holds)
+            "verify_of": (None if self.o.mode != "verify" else
+                          "baseline" if getattr(self, "verify_base", None) is not None
+                          else "plan"),
             "arms": arms_out, "per_arm": per_arm,
             "switch_ms": self.switch_ms, "switch_work_ms": self.switch_work_ms,
             "blocks": len(self.blocks),
@@ -1570,6 +1661,8 @@ class Watcher:
         program started with is put back."""
         if self.rest_timer is not None:
             self.rest_timer.cancel()
+        if self.clock is not None:
+            self.clock.stop()          # a tick in progress ends first: it holds the lock
         with self.lock:
             if self.state in ("warmup", "probe", "search"):
                 try:
@@ -1672,13 +1765,37 @@ def _jsonable(x):
 
 
 def load_plan(path: str) -> dict:
-    """Read and check a plan document; every field named in the error."""
+    """Read and check a plan document; every field named in the error. Only a regular file
+    is read, and at most 16 MiB of it (a window takes a few hundred bytes): a directory, a
+    device (/dev/zero), a FIFO is named for what it is and never read (O_NONBLOCK: opening a
+    FIFO does not wait for a writer)."""
+    import errno
+    import stat
     from .plan_doc import check_plan
+    cap = 1 << 24
     try:
-        with open(path, "rb") as f:
-            raw = f.read(1 << 24)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        why = "no such file" if e.errno == errno.ENOENT else f"cannot read ({e.strerror})"
+        raise ValueError(f"plan: {why} {path!r}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a character device"
+                    if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else
+                    "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket"
+                    if stat.S_ISSOCK(mode) else "not a file")
+            raise ValueError(f"plan: {path!r} is {kind}, not a regular file: give the JSON "
+                             f"file that advise wrote")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(cap + 1)
     except OSError as e:
         raise ValueError(f"plan: cannot read {path!r}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > cap:
+        raise ValueError(f"plan: {path!r} is larger than {cap >> 20} MiB: not a plan "
+                         f"document")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

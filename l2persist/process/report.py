@@ -10,10 +10,13 @@ import html
 import math
 import statistics
 
-from .._format import short_text as _short
+from .._format import kernel_label
+from .. import _core
 from .streams import PER_THREAD
 
 _MIB = 1 << 20
+#: The widest bar label (characters): kernel names are shortened to it by the core's rule.
+BAR_LABEL_CHARS = 70
 
 
 def _arm_text(a: dict) -> str:
@@ -157,7 +160,7 @@ def _bars_svg(rows, title, unit, ref=None) -> str:
     # The labels are in a monospace font (at 11 px about 6.6 px a character), so the label
     # column is as wide as its longest label, at most 70 characters; a longer label is cut with
     # an ellipsis (the whole of it in a tooltip): no label runs into the bars.
-    char, most = 6.7, 70
+    char, most = 6.7, BAR_LABEL_CHARS
     n = min(most, max(len(x[0]) for x in rows))
     w, h = 960, 22
     left = max(90, int(12 + char * n))
@@ -225,9 +228,10 @@ def write_report(r: dict, path: str) -> None:
         for name, ms in per.get(i, {}).get("kernels", {}).items():
             kernels.setdefault(name, {})[i] = ms
     top = sorted(kernels, key=lambda k: -max(kernels[k].values()))[:12]
+    # keyed by the driver's (mangled) names; shown demangled, short, the whole in a tooltip
     krows = "".join(
         '<tr><td><code title="{}">{}</code></td>{}</tr>'.format(
-            html.escape(k), html.escape(k if len(k) <= 90 else k[:89] + "\u2026"),
+            html.escape(_core.kernel_name(k, short=False)), html.escape(kernel_label(k, 90)),
             "".join(f"<td>{kernels[k].get(i, 0):.4f}</td>" for i in show))
         for k in top)
     tax = []
@@ -236,7 +240,7 @@ def write_report(r: dict, path: str) -> None:
         b = kernels[k].get(base)
         w = kernels[k].get(show[-1])
         if b and w:
-            tax.append((k, w / b, w / b, w / b))
+            tax.append((kernel_label(k, BAR_LABEL_CHARS), w / b, w / b, w / b))
     arm_rows = "".join(
         f"<tr><td>{i}</td><td>{_arm_html(a)}</td>"
         f"<td>{_med(per.get(i, {}).get('gpu_ms_per_unit', [])):.4f}</td>"
@@ -295,7 +299,8 @@ def _ungraphed(r: dict) -> str:
     if u.get("share") is None:
         return "not known (no kernel records)"
     return f"{100 * u['share']:.1f} % of the warm-up's GPU time" + (
-        " (" + ", ".join(f"<code>{html.escape(_short(k))}</code>" for k in u["heaviest"]) + ")"
+        " (" + ", ".join(f"<code>{html.escape(kernel_label(k))}</code>" for k in u["heaviest"])
+        + ")"
         if u.get("heaviest") else "")
 
 

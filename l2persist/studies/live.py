@@ -1,8 +1,11 @@
-"""advise / verify / apply -- COMMAND on three programs that l2persist never calls into, each
-run as a subprocess (the study imports none of them): a server-like loop (decode graphs for
-three batch sizes captured the default way, an eager prefill, a CuPy table), a training loop
-whose step is one CUDA graph with its optimizer (not idempotent), and an eager program whose
-kernels run on a stream of its own.
+"""advise / verify / apply -- COMMAND on programs that l2persist never calls into, each run as
+a subprocess (the study imports none of them): first three (a server-like loop: decode graphs
+for three batch sizes captured the default way, an eager prefill, a CuPy table; a training
+loop whose step is one CUDA graph with its optimizer, not idempotent; an eager program whose
+kernels run on a stream of its own), then the zoo of issue 50 item 7 (``ZOO``: a request-mix
+server, big decode graphs, torch.compile's graph trees, Hugging Face ``generate()``, implicit
+syncs only, CuPy only, Triton, JAX, two ranks under torchrun). A program whose library is not
+installed, or that needs more GPUs than there are, is left out with the reason.
 
 Per program: plain runs (the whole program's wall time, its own loop's throughput, the digest
 of what it computed); ``advise`` (verdict, interval, decision time, blocks, switch cost, the
@@ -63,7 +66,7 @@ WHY = """**Reading it.** The speedups are GPU time per unit of the program's wor
 its busiest graph, or a sync) against the better baseline of the same run; wall time is
 beside them. The overheads are whole-program wall times over the plain runs': under
 `advise` they include the arms that lost (the search runs them on purpose), so
-`tools/live-overhead` measures the watcher's own cost on a launch loop. A grid best under
+`tools/investigations/live-overhead` measures the watcher's own cost on a launch loop. A grid best under
 2 % must be answered "don't"."""
 NOTEBOOK_CELLS = [
     '''from l2persist.studies.live import bar_table, grid_table
@@ -77,9 +80,86 @@ fig_grid = plot_grid(res)''',
 MIB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM_DIR = os.path.join(HERE, "programs")
-PROGRAMS = {"server": "server.py", "train": "train.py", "eager": "eager_stream.py"}
-CALIBRATE_ITERS = {"server": 1500, "train": 1000, "eager": 1000}
+
+
+@dataclass(frozen=True)
+class Program:
+    """One program of the zoo (issue 50 item 7): a plain Python program in programs/ that
+    imports no l2persist, runs as ``python FILE OUT --iters N`` (``ranks`` > 1: under
+    ``torchrun --nproc-per-node RANKS``, one digest file OUT.rankR per rank), writes a digest
+    of its outputs to OUT (the same for the same iterations: seeds fixed in it) and prints
+    ``loop: N iterations in S s`` to stderr."""
+    file: str
+    shape: str                    # what it is, in words
+    modules: tuple = ("torch",)   # the Python modules it imports (a missing one: skipped)
+    ranks: int = 1                # processes (GPUs), under torchrun when more than one
+    calibrate: int = 1000         # iterations of the calibration run (a few seconds)
+
+
+ZOO = {
+    # the study's first three programs
+    "server": Program("server.py", "decode graphs for three batch sizes in turn (a few nodes "
+                      "each), an eager prefill, a CuPy table on the current stream", ("torch",),
+                      calibrate=1500),
+    "train": Program("train.py", "a graphed training step with its optimizer (Adam, "
+                     "capturable, multi-tensor): the zoo's graphed training step"),
+    "eager": Program("eager_stream.py", "an eager histogram on a stream of its own, an "
+                     "explicit sync of that stream per iteration"),
+    # the zoo (issue 50 item 7)
+    "server_mix": Program("server_mix.py", "requests drawing a batch size at random over "
+                          "three 200+-node decode graphs, an eager prefill, a CuPy hash upsert "
+                          "on its own stream, one sync per request",
+                          ("torch", "cupy", "numpy"), calibrate=600),
+    "decode_big": Program("decode_big.py", "200+-node decode graphs replayed back to back "
+                          "(no request mix), a sync every 50 replays", calibrate=6000),
+    "compile_graphs": Program("compile_graphs.py", "torch.compile(mode='reduce-overhead'): "
+                              "CUDA graph trees over a 20-40 MiB index_add_ histogram",
+                              calibrate=3000),
+    "hf_generate": Program("hf_generate.py", "a tiny GPT-2 from its config (random weights), "
+                           "greedy generate() in a loop", ("torch", "transformers"),
+                           calibrate=40),
+    "eager_implicit": Program("eager_implicit.py", "eager work on a PyTorch pool stream whose "
+                              "only host syncs are implicit (bincount, .item())",
+                              calibrate=8000),
+    "cupy_only": Program("cupy_only.py", "CuPy only: a RawKernel hash upsert and streaming "
+                         "on a CuPy stream", ("cupy", "numpy"), calibrate=20000),
+    "triton_kernels": Program("triton_kernels.py", "triton.jit histogram, gather and "
+                              "streaming kernels", ("torch", "triton"), calibrate=10000),
+    "jax_program": Program("jax_program.py", "a jax.jit step with a hot table "
+                           "(.at[].add, segment_sum): XLA's kernels and graphs, no PyTorch",
+                           ("jax", "numpy"), calibrate=20000),
+    "ddp": Program("ddp.py", "two ranks under torchrun: a graph per step, an all-reduce every "
+                   "20 steps; a digest per rank", ("torch",), ranks=2, calibrate=2000),
+}
+# the ten shapes of issue 50 item 7, one program each (train and ddp were there before)
+ZOO_SHAPES = ("server_mix", "decode_big", "compile_graphs", "hf_generate", "eager_implicit",
+              "cupy_only", "triton_kernels", "jax_program", "train", "ddp")
+PROGRAMS = {name: p.file for name, p in ZOO.items()}
+CALIBRATE_ITERS = {name: p.calibrate for name, p in ZOO.items()}
 MIN_ITERS = 200
+
+
+def missing_for(program: str, device_index: int = 0, device_count=None) -> str | None:
+    """Why ``program`` cannot run here (a module it imports is not installed, fewer GPUs than
+    its ranks from ``device_index`` on), or None. ``device_count``: a callable (l2persist's
+    by default)."""
+    import importlib.util
+    p = ZOO[program]
+    for mod in p.modules:
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return f"the {program} program needs {mod}, which is not installed"
+    if p.ranks > 1:
+        if device_count is None:
+            from .. import device_count
+        n = device_count()
+        if device_index + p.ranks > n:
+            return (f"the {program} program runs {p.ranks} ranks, one GPU each, from GPU "
+                    f"{device_index}: {n} GPU(s) here")
+    return None
 
 BAR_VERIFY_WITHIN = 0.01   # |verify's speedup - advise's gain|
 BAR_VERIFY_FLOOR = 0.99    # verify's speedup against the better baseline
@@ -131,7 +211,15 @@ def run(ctx):
     cfg = QUICK if ctx.quick else FULL
     if "server" in ctx.values("program"):
         ctx.has("cupy", "the server program's CuPy table (it runs without it)")
-    records = ctx.sweep(ctx.axes, lambda program: _program(ctx, cfg, program),
+    index = ctx.device.index if ctx.device is not None else 0
+    runnable = []
+    for program in ctx.values("program"):   # the zoo's programs whose library is missing
+        why = missing_for(program, index)   # (or that need more GPUs) are left out, by name
+        if why is None:
+            runnable.append(program)
+        else:
+            ctx.skipped.append((f"program {program}", why))
+    records = ctx.sweep({"program": runnable}, lambda program: _program(ctx, cfg, program),
                         desc="live programs")
     notes = [f"{'quick' if ctx.quick else 'full'} mode: loops of ~{cfg.loop_s:g} s "
              f"(grid points ~{cfg.grid_loop_s:g} s), advise / verify --warmup {cfg.warmup:g} "
@@ -146,19 +234,21 @@ def run(ctx):
 
 # ---- running the programs -----------------------------------------------------------------
 
-def _env(device_index: int) -> dict:
+def _env(device_index: int, ranks: int = 1) -> dict:
     """The children's environment: this l2persist first on PYTHONPATH (for the CLI), no
     l2persist bootstrap or plan inherited (a plain run is plain), the study's GPU as the
-    program's only visible device."""
+    program's only visible device (``ranks`` GPUs from it on for a program of several
+    ranks)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("L2PERSIST_")}
     root = os.path.dirname(os.path.dirname(HERE))
     path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
             if p and not p.rstrip(os.sep).endswith(os.path.join("process", "_boot"))]
     env["PYTHONPATH"] = os.pathsep.join([root] + path)
     visible = env.get("CUDA_VISIBLE_DEVICES")
-    if device_index or visible:
-        ids = [v.strip() for v in visible.split(",")] if visible else None
-        env["CUDA_VISIBLE_DEVICES"] = ids[device_index] if ids else str(device_index)
+    if device_index or visible or ranks > 1:
+        ids = ([v.strip() for v in visible.split(",")] if visible else
+               [str(i) for i in range(device_index + ranks)])
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[device_index:device_index + ranks])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -204,10 +294,11 @@ def run_program(prog: str, iters: int, work: str, tag: str, env: dict, timeout: 
     the watcher's result (--json)."""
     out = os.path.join(work, f"{tag}.digest.json")
     res = os.path.join(work, f"{tag}.result.json")
-    for p in (out, res):
+    ranks = ranks_of(prog)
+    for p in (out, res, *(f"{out}.rank{r}" for r in range(ranks))):
         if os.path.exists(p):
             os.remove(p)
-    cmd = [sys.executable, os.path.join(PROGRAM_DIR, PROGRAMS[prog]), out, "--iters", str(iters)]
+    cmd = program_command(prog, out, iters)
     if cli is not None:
         json_opt = ["--json", res] if cli[0] in ("advise", "verify") else []
         cmd = [sys.executable, "-m", "l2persist", *cli, *json_opt, "--", *cmd]
@@ -215,20 +306,54 @@ def run_program(prog: str, iters: int, work: str, tag: str, env: dict, timeout: 
     loops = _LOOP.findall(err)
     return {"rc": rc, "wall_s": wall, "iters": iters,
             "loop_s": float(loops[-1][1]) if loops else None,
-            "digest": _read_json(out), "result": _read_json(res) if cli else None,
+            "digest": read_digest(prog, out), "result": _read_json(res) if cli else None,
             "stderr": err[-2000:]}
 
 
-def _search_opts(cfg: Config, paced: bool = True) -> list:
+def ranks_of(prog: str) -> int:
+    p = ZOO.get(prog)
+    return p.ranks if p is not None else 1
+
+
+def program_command(prog: str, out: str, iters: int) -> list:
+    """The command line of one plain run: ``python FILE OUT --iters N``, or for a program of
+    several ranks ``python -m torch.distributed.run --standalone --nproc-per-node R FILE OUT
+    --iters N`` (torchrun, as its users start it)."""
+    path = os.path.join(PROGRAM_DIR, PROGRAMS[prog])
+    ranks = ranks_of(prog)
+    head = [sys.executable] if ranks == 1 else \
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         str(ranks)]
+    return [*head, path, out, "--iters", str(iters)]
+
+
+def read_digest(prog: str, out: str):
+    """The digest a run wrote: OUT's JSON, or for a program of several ranks {"rank0": ...,
+    "rank1": ...} from OUT.rankR (None where any rank's is missing)."""
+    ranks = ranks_of(prog)
+    if ranks == 1:
+        return _read_json(out)
+    each = {f"rank{r}": _read_json(f"{out}.rank{r}") for r in range(ranks)}
+    return None if any(d is None for d in each.values()) else each
+
+
+def _device_opts(ranks: int = 1) -> list:
+    """--device 0 (the one visible GPU); none for a program of several ranks, whose ranks each
+    take their LOCAL_RANK's GPU (the CLI's default)."""
+    return ["--device", "0"] if ranks == 1 else []
+
+
+def _search_opts(cfg: Config, paced: bool = True, ranks: int = 1) -> list:
     """``paced`` False: the grid's verify runs, which measure plans, not what watching costs:
     back to back, so that a short run decides."""
-    return ["--device", "0", "--warmup", f"{cfg.warmup:g}", "--block-ms", f"{cfg.block_ms:g}",
-            "--budget", f"{cfg.budget:g}", "--max-overhead",
+    return [*_device_opts(ranks), "--warmup", f"{cfg.warmup:g}", "--block-ms",
+            f"{cfg.block_ms:g}", "--budget", f"{cfg.budget:g}", "--max-overhead",
             f"{cfg.max_overhead if paced else 0:g}"]
 
 
 def _program(ctx, cfg: Config, program: str) -> dict:
-    env = _env(ctx.device.index if ctx.device is not None else 0)
+    ranks = ranks_of(program)
+    env = _env(ctx.device.index if ctx.device is not None else 0, ranks)
     with tempfile.TemporaryDirectory(prefix=f"l2persist-live-{program}-") as work:
         cal = run_program(program, CALIBRATE_ITERS[program], work, "calibrate", env, 300)
         rate = rate_of(cal)
@@ -240,10 +365,11 @@ def _program(ctx, cfg: Config, program: str) -> dict:
         timeout = 180 + 4 * cfg.loop_s
         plan = os.path.join(work, "plan.json")
         advise = run_program(program, iters, work, "advise", env, timeout,
-                             ["advise", *_search_opts(cfg), "--out", plan])
+                             ["advise", *_search_opts(cfg, ranks=ranks), "--out", plan])
         have_plan = os.path.exists(plan)
         verify = (run_program(program, iters, work, "verify", env, timeout,
-                              ["verify", plan, *_search_opts(cfg)]) if have_plan else None)
+                              ["verify", plan, *_search_opts(cfg, ranks=ranks)])
+                  if have_plan else None)
         plain, applied = [], []
         for r in range(cfg.repeats):   # plain and apply interleaved, the order alternating
             order = ("plain", "apply") if r % 2 == 0 else ("apply", "plain")
@@ -252,7 +378,7 @@ def _program(ctx, cfg: Config, program: str) -> dict:
                     plain.append(run_program(program, iters, work, f"plain{r}", env, timeout))
                 elif have_plan:
                     applied.append(run_program(program, iters, work, f"apply{r}", env, timeout,
-                                               ["apply", plan, "--device", "0"]))
+                                               ["apply", plan, *_device_opts(ranks)]))
         grid = []
         summ = advise["result"] or {}
         doc = _read_json(plan) if have_plan else None
@@ -263,7 +389,8 @@ def _program(ctx, cfg: Config, program: str) -> dict:
                 with open(path, "w") as f:
                     json.dump(arm_plan(doc, arm, i), f)
                 v = run_program(program, grid_iters, work, f"grid{i}", env, timeout,
-                                ["verify", path, *_search_opts(cfg, paced=False)])
+                                ["verify", path,
+                                 *_search_opts(cfg, paced=False, ranks=ranks)])
                 grid.append(grid_point(i, arm, summ, v))
         return program_record(program, iters, plain, advise, verify, applied, grid,
                               warmup_s=cfg.warmup)

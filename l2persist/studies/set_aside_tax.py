@@ -130,7 +130,7 @@ def run(ctx):
     _, summary = _findings(records, dev, have_counters)
     summary["real_work"] = _real_work(ctx)
     res = ctx.results(records, summary=summary, columns=COLUMNS)
-    res.notes = findings(res)  # tools/tax-sweep calls run() without the runner's refresh
+    res.notes = findings(res)  # tools/investigations/tax-sweep calls run() without the runner's refresh
     return res
 
 

@@ -230,7 +230,7 @@ static int h200_loads(unsigned mib, size_t passes)
 
 static void test_l2_read_defaults(void)
 {
-    /* The rule's three branches at cells of tools/l2read-vs-original on the H200 (waves:
+    /* The rule's three branches at cells of tools/investigations/l2read-vs-original on the H200 (waves:
      * blocks / 264). 1: 64 loads from 4 waves (8 MiB x 3000, 32 x 30, 6 x 100: 4.5 waves),
      * not at 3.03 (40 x 10). */
     CHECK(h200_loads(8, 3000) == 64 && h200_loads(32, 30) == 64 && h200_loads(6, 100) == 64);

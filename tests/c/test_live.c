@@ -272,39 +272,39 @@ static void test_activity_blocks(void)
     l2p_activity a;
     CHECK(l2p_activity_init(&a, 1) == L2P_OK);
     static const char k1[] = "kernel_one", k2[] = "kernel_two";
-    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1);  /* before the first bound: no block */
-    l2p_activity_add(&a, 1, 200, 230, 7, k1, k1);  /* block 0 */
-    l2p_activity_add(&a, 1, 250, 255, 9, k2, k2);  /* block 0 */
-    l2p_activity_add(&a, 0, 260, 900, 9, k2, k2);  /* another device: ignored */
-    l2p_activity_add(&a, 1, 300, 340, 7, k2, k2);  /* block 1 (start on the bound) */
-    l2p_activity_add(&a, 1, 399, 450, 7, k1, k1);  /* block 1: by start, ends past the bound */
-    l2p_activity_add(&a, 1, 400, 401, 7, k1, k1);  /* on the last bound: no block */
+    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, NULL);  /* before the first bound: no block */
+    l2p_activity_add(&a, 1, 200, 230, 7, k1, k1, NULL);  /* block 0 */
+    l2p_activity_add(&a, 1, 250, 255, 9, k2, k2, NULL);  /* block 0 */
+    l2p_activity_add(&a, 0, 260, 900, 9, k2, k2, NULL);  /* another device: ignored */
+    l2p_activity_add(&a, 1, 300, 340, 7, k2, k2, NULL);  /* block 1 (start on the bound) */
+    l2p_activity_add(&a, 1, 399, 450, 7, k1, k1, NULL);  /* block 1: by start, ends past the bound */
+    l2p_activity_add(&a, 1, 400, 401, 7, k1, k1, NULL);  /* on the last bound: no block */
     CHECK(a.n == 6);
     CHECK(a.n_names == 3);
     CHECK(strcmp(a.names[a.recs[1].name], "kernel_one") == 0);
     uint64_t bounds[3] = {200, 300, 400};
     double gpu[2], by[3 * 2];
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, NULL) == L2P_OK);
     CHECK(gpu[0] == 35 && gpu[1] == 91);
     CHECK(by[1 * 2 + 0] == 30 && by[2 * 2 + 0] == 5 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
     CHECK(by[0] == 0 && by[1] == 0);
     uint64_t bad[3] = {200, 200, 400};
-    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0, NULL) == L2P_ERR_VALUE);
-    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0, NULL) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0, NULL, NULL, 0, NULL) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0, NULL, NULL, 0, NULL) == L2P_ERR_VALUE);
     /* strict: the record that ends past its block's end is not summed, but counted */
     size_t spanning = 99;
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, &spanning) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, &spanning) == L2P_OK);
     CHECK(spanning == 1 && gpu[0] == 35 && gpu[1] == 40 && by[1 * 2 + 1] == 0);
     /* trim: block 0 summed, its records (and the one before it) go; block 1's sums stay */
     CHECK(l2p_activity_trim(&a, 300) == 3);
     CHECK(a.n == 3 && a.recs[0].start == 300 && a.recs[1].start == 399 && a.recs[2].start == 400);
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, NULL) == L2P_OK);
     CHECK(gpu[0] == 0 && gpu[1] == 91 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
     CHECK(l2p_activity_trim(&a, 300) == 0 && a.n == 3); /* nothing older is left */
     CHECK(a.n_names == 3);                              /* the names stay */
     l2p_activity_clear(&a);
     CHECK(a.n == 0 && a.n_names == 1);
-    l2p_activity_add(&a, 1, 5, 4, 7, k2, k2); /* end before start: a zero duration */
+    l2p_activity_add(&a, 1, 5, 4, 7, k2, k2, NULL); /* end before start: a zero duration */
     CHECK(a.recs[0].end == a.recs[0].start && a.recs[0].name == 1);
     /* names cut as a scan cuts them (L2P_KERNEL_NAME_MAX - 1): two kernels that agree that
      * far share one id, and the kept name equals a scan's */
@@ -312,12 +312,12 @@ static void test_activity_blocks(void)
     memset(long1, 'x', sizeof long1 - 1);
     memcpy(long2, long1, sizeof long2);
     long2[500] = 'y';
-    l2p_activity_add(&a, 1, 10, 20, 7, long1, long1);
-    l2p_activity_add(&a, 1, 20, 25, 7, long2, long2);
+    l2p_activity_add(&a, 1, 10, 20, 7, long1, long1, NULL);
+    l2p_activity_add(&a, 1, 20, 25, 7, long2, long2, NULL);
     CHECK(a.n_names == 3 && a.recs[1].name == 2 && a.recs[2].name == 2);
     CHECK(strlen(a.names[2]) == L2P_KERNEL_NAME_MAX - 1);
     CHECK(strncmp(a.names[2], long1, L2P_KERNEL_NAME_MAX - 1) == 0);
-    l2p_activity_add(&a, 1, 30, 35, 7, k1, k1); /* a short name: whole */
+    l2p_activity_add(&a, 1, 30, 35, 7, k1, k1, NULL); /* a short name: whole */
     CHECK(a.n_names == 4 && strcmp(a.names[3], "kernel_one") == 0);
     CHECK(a.n_keys == 4); /* k2, long1, long2, k1: the table counts keys, not names */
     l2p_activity_clear(&a);
@@ -327,13 +327,70 @@ static void test_activity_blocks(void)
     static char many[L2P_ACTIVITY_NAMES];
     size_t kept = 0;
     for (size_t i = 0; i < L2P_ACTIVITY_NAMES; i++) {
-        l2p_activity_add(&a, 1, 40, 41, 7, &many[i], long1);
+        l2p_activity_add(&a, 1, 40, 41, 7, &many[i], long1, NULL);
         kept += a.recs[a.n - 1].name == 1;
     }
     CHECK(kept == L2P_ACTIVITY_NAMES * 3 / 4 && a.n_names == 2 && a.n_keys == kept);
     CHECK(a.recs[a.n - 1].name == L2P_ACTIVITY_OTHER);
     l2p_activity_free(&a);
     l2p_activity_free(&a); /* idempotent */
+}
+
+/* Launch keys: one per kernel and launch shape; per block, their GPU time and launches. */
+static void test_activity_launch_keys(void)
+{
+    l2p_activity a;
+    CHECK(l2p_activity_init(&a, 1) == L2P_OK);
+    static const char k1[] = "gemv";
+    const uint32_t b1[6] = {1, 1, 1, 128, 1, 1}, b8[6] = {8, 1, 1, 128, 1, 1};
+    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, b1); /* block 0: batch 1, 10 ns */
+    l2p_activity_add(&a, 1, 120, 150, 7, k1, k1, b8); /* block 0: batch 8, 30 ns */
+    l2p_activity_add(&a, 1, 200, 212, 7, k1, k1, b1); /* block 1: batch 1, 12 ns */
+    l2p_activity_add(&a, 1, 220, 232, 7, k1, k1, b1); /* block 1: batch 1, 12 ns */
+    CHECK(a.n_names == 2 && a.n_lkeys == 3);           /* one name, two shapes (+ "other") */
+    CHECK(a.recs[0].key == 1 && a.recs[1].key == 2 && a.recs[2].key == 1);
+    CHECK(a.lkeys[2].shape[0] == 8 && a.lkeys[2].name == a.recs[0].name);
+    uint64_t bounds[3] = {100, 200, 300};
+    double gpu[2], kns[3 * 2], kn[3 * 2];
+    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, NULL, 0, kns, kn, 3, NULL) == L2P_OK);
+    CHECK(kns[1 * 2 + 0] == 10 && kn[1 * 2 + 0] == 1 && kns[1 * 2 + 1] == 24 && kn[1 * 2 + 1] == 2);
+    CHECK(kns[2 * 2 + 0] == 30 && kn[2 * 2 + 0] == 1 && kn[2 * 2 + 1] == 0);
+    CHECK(kn[0] == 0 && kn[1] == 0);
+    l2p_activity_clear(&a);
+    CHECK(a.n_lkeys == 1);
+    /* past 3/4 of the key table, new shapes count as key 0 */
+    size_t kept = 0;
+    for (uint32_t i = 0; i < L2P_ACTIVITY_KEYS; i++) {
+        const uint32_t sh[6] = {i + 1, 1, 1, 32, 1, 1};
+        l2p_activity_add(&a, 1, 40, 41, 7, k1, k1, sh);
+        kept += a.recs[a.n - 1].key != 0;
+    }
+    CHECK(kept == L2P_ACTIVITY_KEYS * 3 / 4 - 1);
+    l2p_activity_free(&a);
+}
+
+/* The objective at the reference's mix: a block's sample does not move with how many launches
+ * of each key it holds, only with their time per launch. */
+static void test_live_mix(void)
+{
+    /* the reference: key 0 ("small") 10 launches of 100 ns, key 1 ("big") 5 of 400 ns; 5 units */
+    const double ref_ns[2] = {1000, 2000}, ref_n[2] = {10, 5};
+    /* block 0: the same per-launch times, another mix (3 small, 9 big); block 1: big 10 %
+     * faster, mix as the reference; block 2: only small, 10 % faster; block 3: nothing */
+    const double key_ns[2 * 4] = {300, 1000, 270, 0, 3600, 1800, 0, 0};
+    const double key_n[2 * 4] = {3, 10, 3, 0, 9, 5, 0, 0};
+    double out[4], share[4];
+    CHECK(l2p_live_mix(ref_ns, ref_n, 2, 5, key_ns, key_n, 4, out, share) == L2P_OK);
+    CHECK(fabs(out[0] - 3000.0 / 5 / 1e6) < 1e-15);              /* the mix does not enter */
+    CHECK(fabs(out[1] - (1000 + 5 * 360.0) / 5 / 1e6) < 1e-15);  /* big 10 % faster */
+    CHECK(fabs(out[2] - 900.0 * 3 / 5 / 1e6) < 1e-15 && fabs(share[2] - 1.0 / 3) < 1e-12);
+    CHECK(out[3] == 0 && share[3] == 0 && share[0] == 1);
+    /* the old objective, every kernel over the units: block 0 would read 3900 / 5 */
+    CHECK(l2p_live_mix(ref_ns, ref_n, 2, 0, key_ns, key_n, 4, out, share) == L2P_ERR_VALUE);
+    const double none[2] = {0, 0};
+    CHECK(l2p_live_mix(none, none, 2, 5, key_ns, key_n, 4, out, share) == L2P_ERR_VALUE);
+    const double bad[2] = {NAN, 5};
+    CHECK(l2p_live_mix(bad, ref_n, 2, 5, key_ns, key_n, 4, out, share) == L2P_ERR_VALUE);
 }
 
 static void test_signature_and_locate(void)
@@ -495,6 +552,8 @@ int main(void)
     test_arms();
     test_rest_units();
     test_activity_blocks();
+    test_activity_launch_keys();
+    test_live_mix();
     test_plan_window_check();
     printf("test_live: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;

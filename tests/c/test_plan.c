@@ -316,7 +316,7 @@ static void test_all_or_nothing(void)
 /* Plans without a slot (a set-aside only: tax.measure's session and its two arms) applied
  * again and again in one transaction. The transaction's arrays once were resized to 0 bytes
  * here: realloc(p, 0) freed them and returned NULL, the second apply failed "out of host
- * memory" and l2p_plan_txn_free freed the array again (tools/tax-validate aborted: "double
+ * memory" and l2p_plan_txn_free freed the array again (tools/investigations/tax-validate aborted: "double
  * free detected in tcache 2"). */
 static void test_set_aside_only_plans(void)
 {

@@ -411,7 +411,7 @@ static void test_companion_fit_and_predict(void)
     CHECK(m.knee_bytes < 4096 && m.companion_bytes > 9 * MIB);
 }
 
-/* The built-in rows (tools/tax-fit writes them): every held-out row within 4 MiB of the
+/* The built-in rows (tools/investigations/tax-fit writes them): every held-out row within 4 MiB of the
  * model's knee, and enough of them that the bar means something (the H200's sweep holds 22
  * with a knee); none yet: a stream changes nothing. */
 static void test_companion_builtin(void)

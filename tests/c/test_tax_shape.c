@@ -249,7 +249,7 @@ static void test_shape_fallback(void)
           strstr(l2p_last_error()->message, "companion:") != NULL);
 }
 
-/* The built-in rows of each shape (tools/tax-fit --write from a shape sweep): every held-out
+/* The built-in rows of each shape (tools/investigations/tax-fit --write from a shape sweep): every held-out
  * knee within 4 MiB of the model's (the bar), enough of them that it means something; a
  * shape without rows is predicted as random writes. */
 static void test_builtin(void)

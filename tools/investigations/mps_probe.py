@@ -1,7 +1,7 @@
 """What an MPS client sees of the persisting-L2 set-aside: the limit it reads, what setting
 it does, and whether a window still changes the hot/cold traffic (DRAM bytes, hit rate, time)
 at each limit it asks for. Prints one JSON object. Run it inside and outside MPS
-(tools/mps-check starts a private MPS daemon for that).
+(tools/investigations/mps-check starts a private MPS daemon for that).
 
     mps_probe.py HOT_MIB                  limits 0, default, max/4, max: window vs none
     mps_probe.py 0 reading                the limit this process reads (try the variable)

@@ -1,0 +1,101 @@
+"""tools/: the GPU suite's parts cover every test file once, and the investigations' index names
+each script there and only data files that exist (no GPU)."""
+
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GPU_CHECK = ROOT / "tools" / "gpu-check"
+INVESTIGATIONS = ROOT / "tools" / "investigations"
+
+
+def _parts(root=ROOT, **env):
+    return subprocess.run(["bash", str(root / "tools" / "gpu-check"), "--parts"],
+                          capture_output=True, text=True, timeout=60, cwd=root,
+                          env={"PATH": "/usr/bin:/bin", **env})
+
+
+def test_every_test_file_is_in_exactly_one_part():
+    r = _parts()
+    assert r.returncode == 0, r.stderr
+    listed = {}
+    for line in r.stdout.splitlines():
+        name, files = line.split(":", 1)
+        for f in files.split():
+            assert f not in listed, f"{f} in {listed[f]} and {name}"
+            listed[f] = name
+    assert set(listed.values()) == {"core", "live", "studies", "notebooks"}
+    here = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
+    assert set(listed) == here
+
+
+def _planted(tmp_path):
+    """A copy of the script in a tree whose tests/ holds exactly the files its parts list."""
+    (tmp_path / "tools").mkdir()
+    shutil.copy(GPU_CHECK, tmp_path / "tools" / "gpu-check")
+    (tmp_path / "tests").mkdir()
+    for line in _parts().stdout.splitlines():
+        for f in line.split(":", 1)[1].split():
+            (tmp_path / "tests" / f"{f}.py").write_text("")
+    return tmp_path
+
+
+def test_a_test_file_in_no_part_fails_the_check(tmp_path):
+    root = _planted(tmp_path)
+    assert _parts(root).returncode == 0
+    (root / "tests" / "test_brand_new.py").write_text("")
+    r = _parts(root)
+    assert r.returncode != 0
+    assert "tests/test_brand_new.py is in no part" in r.stderr
+    # a real run refuses before it touches the GPU, and says the same
+    r = subprocess.run(["bash", str(root / "tools" / "gpu-check")], capture_output=True,
+                       text=True, timeout=60, cwd=root,
+                       env={"PATH": "/usr/bin:/bin", "PART": "core", "OUT": str(tmp_path / "o")})
+    assert r.returncode == 2 and "test_brand_new.py is in no part" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_part_listing_a_missing_file_fails_the_check(tmp_path):
+    root = _planted(tmp_path)
+    (root / "tests" / "test_cpu.py").unlink()
+    r = _parts(root)
+    assert r.returncode != 0 and "tests/test_cpu.py, which does not exist" in r.stderr
+
+
+def test_an_unknown_part_is_refused_by_name(tmp_path):
+    root = _planted(tmp_path)
+    r = subprocess.run(["bash", str(root / "tools" / "gpu-check")], capture_output=True,
+                       text=True, timeout=60, cwd=root,
+                       env={"PATH": "/usr/bin:/bin", "PART": "everything",
+                            "OUT": str(tmp_path / "o")})
+    assert r.returncode == 2
+    assert "no part named 'everything'" in r.stderr and "core live studies notebooks" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def _index_rows():
+    text = (INVESTIGATIONS / "README.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows
+    return rows
+
+
+def test_the_investigations_index_names_every_script_there():
+    named = set()
+    for row in _index_rows():
+        named |= set(re.findall(r"`([^`]+)`", row.split("|")[1]))
+    there = {p.name for p in INVESTIGATIONS.iterdir() if p.name != "README.md"}
+    assert named == there
+
+
+@pytest.mark.parametrize("row", _index_rows(), ids=lambda r: r.split("`")[1])
+def test_each_data_file_the_index_names_exists(row):
+    data = row.split("|")[4]
+    for name in re.findall(r"`([^`/]+\.(?:json|log))`", data):
+        assert (ROOT / "docs" / "data" / name).is_file(), name
+    for path in re.findall(r"`([^`]+/[^`]+)`", data):
+        assert (ROOT / path).is_file(), path

@@ -1,0 +1,62 @@
+"""The zoo of programs nobody wrote around l2persist (issue 50 item 7), on a GPU: each of the
+ten shapes (``live.ZOO_SHAPES``) run as the live study runs it, a subprocess started with
+``live.run_program``.
+
+Per program: two plain runs of the same length (the calibration length: a few seconds) must
+write the same digest, and the digest must change with the length (it hashes what was
+computed); then one plain run long enough for a short search (about ``ADVISE_LOOP_S`` of the
+program's own loop, from the first run's throughput) and one ``python -m l2persist advise
+--budget 20 -- python prog.py`` run of the same length must write the same digest, and advise
+must exit 0 (a plan came out). A program whose library is missing, or (ddp) with fewer than
+two GPUs, is skipped with the reason. Each program costs about twice ADVISE_LOOP_S plus its
+start-ups (torch.compile's compilation, JAX's and transformers' imports)."""
+import os
+
+import pytest
+
+from l2persist.studies import live
+
+pytestmark = pytest.mark.gpu
+
+# a short search, back to back (no rests between blocks): a verdict or the budget's end
+FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "20", "--max-overhead", "0"]
+ADVISE_LOOP_S = 35.0      # the program's loop under advise: the warm-up, the budget and room
+
+
+def _skip_unless_runnable(name):
+    why = live.missing_for(name, 0)
+    if why is not None:
+        pytest.skip(why)
+
+
+def _run(name, iters, tmp_path, tag, env, cli=None, timeout=900):
+    return live.run_program(name, iters, str(tmp_path), tag, env, timeout, cli)
+
+
+@pytest.mark.parametrize("name", live.ZOO_SHAPES)
+def test_zoo_program_same_digest_plain_twice_and_under_advise(name, tmp_path):
+    _skip_unless_runnable(name)
+    ranks = live.ranks_of(name)
+    env = live._env(0, ranks)
+    short = live.CALIBRATE_ITERS[name]
+    a = _run(name, short, tmp_path, "plain_a", env)
+    assert a["rc"] == 0, a["stderr"]
+    assert a["digest"] is not None, f"{name} wrote no digest: {a['stderr']}"
+    assert a["loop_s"], f"{name} printed no loop line: {a['stderr']}"
+    b = _run(name, short, tmp_path, "plain_b", env)
+    assert b["rc"] == 0, b["stderr"]
+    assert b["digest"] == a["digest"], f"{name}: two plain runs of {short} iterations differ"
+    if ranks > 1:   # each rank wrote its own digest; the collective made their checks agree
+        assert sorted(a["digest"]) == [f"rank{r}" for r in range(ranks)]
+        assert a["digest"]["rank0"]["checks"] == a["digest"]["rank1"]["checks"]
+    iters = max(short + 1, int(live.rate_of(a) * ADVISE_LOOP_S))
+    ref = _run(name, iters, tmp_path, "plain_long", env)
+    assert ref["rc"] == 0, ref["stderr"]
+    assert ref["digest"] != a["digest"], f"{name}: the digest does not depend on the work"
+    plan = os.path.join(str(tmp_path), "plan.json")
+    adv = _run(name, iters, tmp_path, "advise", env,
+               ["advise", *live._device_opts(ranks), *FAST, "--out", plan])
+    assert adv["digest"] == ref["digest"], \
+        f"{name}: the program's results changed under advise: {adv['stderr']}"
+    assert adv["rc"] == 0, f"{name}: advise exited {adv['rc']}: {adv['stderr']}"
+    assert os.path.exists(plan), adv["stderr"]
