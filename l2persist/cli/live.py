@@ -343,7 +343,10 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
         if no_gain:
             return 0, f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
     else:
-        if res.get("helps"):
+        # holds only where the whole interval is past the least gain that counts: an interval
+        # that reaches below it holds "does not help" too (the core's verdict may still say
+        # helps from its point estimate)
+        if res.get("helps") and res["ci_low"] >= need:
             return 0, f"still holds: the plan gives {nums}"
         if no_gain:
             return 1, (f"no longer holds: the plan gives {nums}, below the least gain that "

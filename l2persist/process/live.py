@@ -635,7 +635,9 @@ class Watcher:
                 self._decide()
 
     def _capture_open(self) -> bool:
-        return bool(self.captures or _capturing())
+        """A capture open: PyTorch's through its hooks, or any in the process where the core
+        counts them (CUDA's callbacks: another library's, another thread's)."""
+        return bool(self.captures or _capturing() or _core.captures_open())
 
     def _count_after(self, kind, seen):
         """Wall time per unit of work under the final arm with nothing recorded or switched
@@ -1671,7 +1673,12 @@ class Watcher:
                         self.blocks[-1].units = self.blocks[-1].units or self.units_now
                         if not self.blocks[-1].units and len(self.blocks) > self.recorded:
                             self.blocks.pop()      # begun just before the exit: nothing ran
-                        self._record_pending(alone=True)
+                        try:
+                            self._record_pending(alone=True)
+                        except _NoRecords:
+                            # the last block, begun just before the exit, holds no record of
+                            # the work the probe saw: finish with the blocks before it
+                            del self.blocks[self.recorded:]
                         self.result = _core.live_finish()
                     self.notes.append("the program ended before the search decided")
                     self.state = "done"
