@@ -50,7 +50,8 @@ class World:
     later record of that graph's kernels reads short (by ``short``) until it is instantiated
     again (H100, tools/investigations/pause-bias at 7eafa56: 1.5-2 % less in every graph kernel).
     Each record carries its key, as the core's do: a graph kernel's (id(graph), node), an
-    eager kernel's ("eager", name); blocks() sums per key too ("by_key"). Durations come from
+    eager kernel's ("eager", name); blocks() sums per key too ("by_key", numbered as the core
+    numbers its launch keys: activity_keys() names each id). Durations come from
     kernel_ns / eager_kernel_ns, which a world with another timing model replaces. The core's
     capture count and switch lock read captures_open; a device call made while a capture is
     open is kept in ``violations`` and raised."""
@@ -64,6 +65,8 @@ class World:
         self.rng = random.Random(seed)
         self.limit = 4 * MIB              # the device's default set-aside
         self.records = []                 # (start, end, name, key)
+        self.key_table = [("(other kernels)", (0, 0, 0), (0, 0, 0))]   # activity_keys()
+        self.key_ids = {}                 # a record's key -> its id in key_table
         self.collecting = self.recording = False
         self.windows = {}                 # node -> window (the graph's)
         self.graph_windows = {}           # (id(graph), node) -> window (each graph's own)
@@ -195,11 +198,23 @@ class World:
                 continue
             gpu[b] += e - s
             by.setdefault(name, [0.0] * nb)[b] += e - s
-            ns, n = by_key.setdefault(key, ([0.0] * nb, [0] * nb))
+            ns, n = by_key.setdefault(self.key_id(key, name), ([0.0] * nb, [0] * nb))
             ns[b] += e - s
             n[b] += 1
         return {"gpu_ns": gpu, "by_name": by, "by_key": by_key, "records": len(self.records),
                 "dropped": 0, "spanning": spanning}
+
+    def key_id(self, key, name):
+        """A record key's id, as the core's launch keys are numbered (activity_keys: its name
+        and shape, the shape the kernel's row in KERNELS gives)."""
+        if key not in self.key_ids:
+            shape = {k[1]: (k[2], k[3]) for k in KERNELS}.get(name, ((256, 1, 1), (256, 1, 1)))
+            self.key_ids[key] = len(self.key_table)
+            self.key_table.append((name, *shape))
+        return self.key_ids[key]
+
+    def activity_keys(self):
+        return list(self.key_table)
 
     def trim(self, before):
         """As l2p_activity_trim: the records that start before `before` go."""
@@ -307,9 +322,13 @@ def world(monkeypatch):
         if not w.switching:
             raise ValueError("switch_leave: not inside a switch")
         w.switching = False
+    # the clock arms once CUDA's driver is in the process (here: always) and counts captures
+    monkeypatch.setattr(live, "_driver_loaded", lambda: True)
     for name, fn in {"captures_open": lambda: w.captures_open, "switch_enter": switch_enter,
+                     "capture_watch_begin": lambda device=None: None,
                      "switch_leave": switch_leave,
-                     "context_active": lambda device=None: w.context}.items():
+                     "context_active": lambda device=None: w.context,
+                     "activity_keys": w.activity_keys}.items():
         monkeypatch.setattr(core, name, fn, raising=False)
 
     def log_begin(device):

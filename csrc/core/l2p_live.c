@@ -50,6 +50,9 @@ static l2p_status check_options(const l2p_live_options *o, size_t n_arms)
         return l2p_fail(L2P_ERR_VALUE, "min_gain: expected [0, 1), got %g", o->min_gain);
     if (!(o->confidence > 0.5 && o->confidence < 1))
         return l2p_fail(L2P_ERR_VALUE, "confidence: expected (0.5, 1), got %g", o->confidence);
+    if (!(o->target_halfwidth >= 0 && o->target_halfwidth <= 0.5))
+        return l2p_fail(L2P_ERR_VALUE, "target_halfwidth: expected [0, 0.5] (0: off), got %g",
+                        o->target_halfwidth);
     if (!(o->max_overhead >= 0 && o->max_overhead <= 0.5))
         return l2p_fail(L2P_ERR_VALUE, "max_overhead: expected [0, 0.5], got %g",
                         o->max_overhead);
@@ -157,6 +160,24 @@ static int last_candidate(const l2p_live *s)
     return -1;
 }
 
+/* A confirmation measured to a width (target_halfwidth > 0) of a candidate's speedup. */
+static int wants_width(const l2p_live *s)
+{
+    return s->o.target_halfwidth > 0 && s->r.winner >= 0;
+}
+
+/* The candidate's interval (l2p_tune_verdict's, in r) within +-target_halfwidth of its
+ * speedup on both sides: the bootstrap's percentile interval of a median ratio need not be
+ * symmetric, and "within 1 %" must hold for either end. */
+static int narrow_enough(const l2p_live *s)
+{
+    const l2p_live_result *r = &s->r;
+    if (!wants_width(s) || !(r->speedup > 0)) return 0;
+    double below = (r->speedup - r->ci_low) / r->speedup;
+    double above = (r->ci_high - r->speedup) / r->speedup;
+    return fmax(below, above) <= s->o.target_halfwidth;
+}
+
 /* The confirmation's verdict so far (l2p_tune_verdict; the baselines' own comparison by
  * l2p_tune_speedup_ci). Sets r.decided when the rule settled. */
 static l2p_status verdict(l2p_live *s, int final)
@@ -193,8 +214,11 @@ static l2p_status verdict(l2p_live *s, int final)
     r->ci_low = v.ci_low;
     r->ci_high = v.ci_high;
     r->winner_value = v.candidate_ms;
-    /* Settled: it helps, or it slows, or even the interval's top misses the gain. */
-    r->decided = v.helps || v.slows || v.ci_high < 1 + s->o.min_gain || final;
+    /* Settled: it helps, or it slows, or even the interval's top misses the gain; or the
+     * interval is as narrow as asked (one that still straddles the gain is then an answer:
+     * inconclusive, measured). */
+    r->decided = v.helps || v.slows || v.ci_high < 1 + s->o.min_gain || narrow_enough(s) ||
+                 final;
     return L2P_OK;
 }
 
@@ -214,9 +238,11 @@ static l2p_status end_of_rounds(l2p_live *s)
         }
         return L2P_OK;
     }
-    l2p_status st = verdict(s, s->round >= s->o.max_confirm_rounds);
+    int final = s->round >= s->o.max_confirm_rounds;
+    l2p_status st = verdict(s, final);
     if (st != L2P_OK) return st;
-    if (s->r.decided) {
+    /* With a width asked for, a settled rule does not end it: only the width or the cap. */
+    if (wants_width(s) ? narrow_enough(s) || final : s->r.decided) {
         start_phase(s, DONE);
     } else {
         s->due = s->round + 1; /* one more round at a time */

@@ -15,7 +15,8 @@
  *   2. confirm: the last candidate against both baselines in fresh rounds (the search's
  *      samples are not reused: the pick was made on them), l2p_tune_verdict's rule (its one
  *      home) with rounds = the confirmation's rounds; more rounds while undecided, up to
- *      max_confirm_rounds.
+ *      max_confirm_rounds. With a target_halfwidth (verify), more rounds until the interval
+ *      is that narrow instead, whatever the rule says meanwhile (same cap).
  *   3. done: the verdict. "Don't" keeps the better baseline; when limit 0 and the default are
  *      not told apart by the confirmation's interval, the default (it changes nothing).
  *
@@ -41,6 +42,10 @@ extern "C" {
 #define L2P_LIVE_MAX_TARGETS 64
 #define L2P_LIVE_MAX_REST_RATIO 64 /* rest units per block unit, the option's ceiling */
 #define L2P_LIVE_REMEASURE 4 /* a cycle in this many rests even where none is needed */
+/* verify's target_halfwidth: "verify, in a fresh process, within 1 % of advise" (issue 50)
+ * needs the plan's speedup measured to +-1 %, not only a verdict that settled on a wide
+ * interval ("helps, 1.02-1.08" says the plan holds, not what it gives). */
+#define L2P_LIVE_VERIFY_HALFWIDTH 0.01
 
 #define L2P_LIVE_DONE (-1)
 #define L2P_LIVE_NEED (-2)      /* record the pending blocks' samples, then ask again */
@@ -68,6 +73,10 @@ typedef struct {
     double min_gain;            /* (0.01) */
     double confidence;          /* (0.95) */
     int confirm_only;           /* verify: arms 0, 1 and 2 (the plan) go straight to confirm */
+    double target_halfwidth;    /* > 0: the confirmation goes on, decided or not, until the
+                                 * speedup's interval is within +-this of it (relative), or
+                                 * max_confirm_rounds (0: off, advise; verify's is
+                                 * L2P_LIVE_VERIFY_HALFWIDTH) */
     unsigned long long seed;
     /* Not the search's own: the watcher's pace (l2p_live_rest_units), kept here because this
      * is the one home of the live defaults. */
@@ -76,7 +85,8 @@ typedef struct {
 } l2p_live_options;
 
 typedef struct {
-    int done, decided;       /* decided: the confirmation's rule settled (not the budget) */
+    int done, decided;       /* decided: the confirmation's rule settled, its interval met
+                              * target_halfwidth, or its cap ended it (not the budget) */
     int winner;              /* the confirmed candidate, or -1 (no candidate arms) */
     int helps, slows;        /* the winner against the better baseline (l2p_tune_verdict) */
     int baseline;            /* the better baseline: 0 limit 0, 1 the default */
@@ -189,6 +199,50 @@ typedef struct {
 int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned param,
                     unsigned offset, int64_t delta, uint64_t bytes, uint64_t *base,
                     uint64_t *nbytes);
+
+/* ---- targets: the ranges the kernels' words point into (l2p_live_ranges.c) ----
+ * An allocation is not a buffer: PyTorch's caching allocator puts many tensors in one segment,
+ * and targets that were whole allocations, weighed by every kernel touching anything in them,
+ * put three 2 MiB small-pool segments ahead of the 36 MiB flat weight that every decode step
+ * reads (issue 50, H100, fb5dac1). The scan knows the words the kernels pass, so they split
+ * each allocation (an allocation: one (range_start, range_size)):
+ *   1. a piece starts at each distinct word pointed at and ends at the next one, or at the
+ *      allocation's end: a tensor inside a segment is its own piece (the bytes before the
+ *      first word are no one's: nothing is known to point there);
+ *   2. a piece's signature is the (group, kernel, param) of every word at its start, in
+ *      (group, node, param, offset) order: which kernels read it in what role, not which nodes;
+ *   3. neighbouring pieces whose signatures repeat with a period p (1..L2P_LIVE_MAX_PERIOD) for
+ *      at least two whole periods are one range over the run's whole periods: the slices of a
+ *      flat parameter tensor viewed per layer, each read by its own layer's nodes, and a
+ *      window over them all serves every layer. Greedily from the first piece not yet taken:
+ *      the run covering the most pieces, on a tie the shortest period; a piece in no such run
+ *      is a range alone;
+ *   4. a range's weight is the sum of the weights of its distinct readers (group, node): only
+ *      the kernels whose words point into it.
+ * The ranges come out by address (allocation, then start). */
+#define L2P_LIVE_MAX_PERIOD 32 /* pieces per repeat: a layer's weight views, say */
+
+typedef struct {
+    size_t group;       /* the graph (one index per graph) */
+    size_t node;        /* the kernel node's position in it */
+    unsigned param, offset;
+    uint64_t kernel;    /* the node's kernel: equal for equal kernels (its name, numbered) */
+    uint64_t word, range_start, range_size; /* the address passed and its allocation */
+    double weight;      /* the node's GPU time (any unit; the same for each of its words) */
+} l2p_live_word;
+
+typedef struct {
+    uint64_t address, size;
+    double weight;      /* its distinct readers' weights summed */
+    size_t readers;     /* distinct (group, node) whose words point into it */
+    size_t pieces;      /* distinct words it starts at */
+} l2p_live_range;
+
+/* The ranges of n words (rules above) into *out (free() it), *n_out of them; range_of[i]:
+ * word i's range. L2P_ERR_VALUE for a word outside its allocation or a weight not finite and
+ * >= 0 (naming the word); L2P_ERR_NO_MEMORY. */
+l2p_status l2p_live_ranges(const l2p_live_word *words, size_t n, l2p_live_range **out,
+                           size_t *n_out, size_t *range_of);
 
 /* ---- the live plan document ----
  * What `advise --` writes and `apply` / `verify` / L2PERSIST_PLAN read, as JSON:

@@ -244,6 +244,33 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
               L2P_PARAM(blocks_args, bounds, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
 
+/* Launch key id -> (name, grid, block): the log's key table, read under its lock. */
+static PyObject *activity_keys_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    l2p_activity *log = l2p_activity_log();
+    l2p_activity_lock(log);
+    size_t n = log->n_lkeys;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        const l2p_launch_key *k = &log->lkeys[i];
+        const char *name = k->name < log->n_names && log->names[k->name] ? log->names[k->name]
+                                                                          : "";
+        const uint32_t *s = k->shape;
+        PyObject *t = Py_BuildValue("(s(III)(III))", name, s[0], s[1], s[2], s[3], s[4], s[5]);
+        if (!t) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+    l2p_activity_unlock(log);
+    return list;
+}
+L2P_DEFINE_FN(activity_keys_fn, l2p_no_args, activity_keys_impl, "activity_keys",
+              "The log's launch keys, indexed by key id (activity_blocks' 'by_key'): [(kernel "
+              "name (mangled), (grid x, y, z), (block x, y, z))]; id 0 is the other launches "
+              "(past the key table's room).", "list[tuple[str, tuple[int, int, int], "
+              "tuple[int, int, int]]]", L2P_NO_PARAMS);
+
 typedef struct {
     PyObject *before;
 } trim_args;
@@ -297,6 +324,7 @@ typedef struct {
     long long n_arms;
     int confirm_only;
     l2p_opt min_gain, confidence, stage_rounds, confirm_rounds, max_confirm_rounds, seed;
+    l2p_opt target_halfwidth;
 } live_begin_args;
 
 static PyObject *live_begin_impl(PyObject *m, const void *args)
@@ -311,6 +339,7 @@ static PyObject *live_begin_impl(PyObject *m, const void *args)
     if (a->confirm_rounds.given) o.confirm_rounds = (size_t)a->confirm_rounds.i;
     if (a->max_confirm_rounds.given) o.max_confirm_rounds = (size_t)a->max_confirm_rounds.i;
     if (a->seed.given) o.seed = (unsigned long long)a->seed.i;
+    if (a->target_halfwidth.given) o.target_halfwidth = a->target_halfwidth.f;
     l2p_live *s = search ? search : PyMem_Calloc(1, sizeof *s);
     if (!s) return PyErr_NoMemory();
     search = s;
@@ -344,7 +373,11 @@ L2P_DEFINE_FN(live_begin_fn, live_begin_args, live_begin_impl, "live_begin",
                         .lo = 2, .hi = L2P_LIVE_MAX_SAMPLES, .what = "rounds",
                         .doc = "confirmation rounds at most while undecided"),
               L2P_PARAM(live_begin_args, seed, L2P_P_INT, .flags = L2P_P_NONE, .lo = 0,
-                        .hi = LLONG_MAX, .what = "a seed", .doc = "the bootstrap's seed"));
+                        .hi = LLONG_MAX, .what = "a seed", .doc = "the bootstrap's seed"),
+              L2P_PARAM(live_begin_args, target_halfwidth, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .flo = 0.0, .fhi = 0.5, .doc = "confirm until the speedup's interval "
+                        "is within +-this (relative; 0: off; verify: live_defaults()"
+                        "['verify_halfwidth'])"));
 
 static PyObject *live_defaults_impl(PyObject *m, const void *args)
 {
@@ -352,11 +385,12 @@ static PyObject *live_defaults_impl(PyObject *m, const void *args)
     (void)args;
     l2p_live_options o;
     l2p_live_options_default(&o);
-    return Py_BuildValue("{sdsdsnsnsnsdsn}", "min_gain", o.min_gain, "confidence",
+    return Py_BuildValue("{sdsdsnsnsnsdsnsd}", "min_gain", o.min_gain, "confidence",
                          o.confidence, "stage_rounds", (Py_ssize_t)o.stage_rounds,
                          "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
                          (Py_ssize_t)o.max_confirm_rounds, "max_overhead", o.max_overhead,
-                         "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio);
+                         "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio,
+                         "verify_halfwidth", L2P_LIVE_VERIFY_HALFWIDTH);
 }
 L2P_DEFINE_FN(live_defaults_fn, l2p_no_args, live_defaults_impl, "live_defaults",
               "The live search's defaults (l2p_live_options_default, their one home).", "dict",
@@ -887,6 +921,112 @@ L2P_DEFINE_FN(live_locate_fn, locate_args, live_locate_impl, "live_locate",
                         .hi = 1ll << 48, .what = "bytes", .doc = "the window's bytes, when "
                         "saved"));
 
+typedef struct {
+    PyObject *words;
+} ranges_args;
+
+/* One pointer word of the hot graphs (l2p_live_word). */
+typedef struct {
+    long long group, node, param, offset, kernel, word, range_start, range_size;
+    double weight;
+} word_args;
+static const l2p_fn word_row = {
+    .name = "word", .args_size = sizeof(word_args),
+    .params = (const l2p_param[]){
+        L2P_PARAM(word_args, group, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = INT_MAX, .what = "an index"),
+        L2P_PARAM(word_args, node, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = INT_MAX,
+                  .what = "a position"),
+        L2P_PARAM(word_args, param, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = 4096,
+                  .what = "an index"),
+        L2P_PARAM(word_args, offset, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = 32768,
+                  .what = "bytes"),
+        L2P_PARAM(word_args, kernel, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = LLONG_MAX, .what = "an id"),
+        L2P_PARAM(word_args, word, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0, .hi = LLONG_MAX,
+                  .what = "an address"),
+        L2P_PARAM(word_args, range_start, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                  .hi = LLONG_MAX, .what = "an address"),
+        L2P_PARAM(word_args, range_size, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                  .hi = LLONG_MAX, .what = "bytes"),
+        L2P_PARAM(word_args, weight, L2P_P_FLOAT, .flags = L2P_P_REQUIRED, .flo = 0,
+                  .fhi = 1e300),
+        {0}}};
+
+/* (ranges, range_of): each range (address, size, weight, readers, pieces), and each word's. */
+static PyObject *ranges_result(const l2p_live_range *r, size_t nr, const size_t *of, size_t n)
+{
+    PyObject *ranges = PyList_New((Py_ssize_t)nr), *idx = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; ranges && idx && i < nr; i++) {
+        PyObject *t = Py_BuildValue("(KKdnn)", (unsigned long long)r[i].address,
+                                    (unsigned long long)r[i].size, r[i].weight,
+                                    (Py_ssize_t)r[i].readers, (Py_ssize_t)r[i].pieces);
+        if (!t) goto fail;
+        PyList_SET_ITEM(ranges, (Py_ssize_t)i, t);
+    }
+    for (size_t i = 0; ranges && idx && i < n; i++) {
+        PyObject *v = PyLong_FromSize_t(of[i]);
+        if (!v) goto fail;
+        PyList_SET_ITEM(idx, (Py_ssize_t)i, v);
+    }
+    if (ranges && idx) {
+        PyObject *res = PyTuple_Pack(2, ranges, idx);
+        Py_DECREF(ranges);
+        Py_DECREF(idx);
+        return res;
+    }
+fail:
+    Py_XDECREF(ranges);
+    Py_XDECREF(idx);
+    return NULL;
+}
+
+static PyObject *live_ranges_impl(PyObject *m, const void *args)
+{
+    const ranges_args *a = args;
+    PyObject *seq = PySequence_Fast(a->words, "words: expected a sequence of tuples");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    l2p_live_word *w = PyMem_Calloc((size_t)(n ? n : 1), sizeof *w);
+    size_t *of = PyMem_Calloc((size_t)(n ? n : 1), sizeof *of);
+    l2p_live_range *r = NULL;
+    size_t nr = 0;
+    PyObject *res = NULL;
+    if (!w || !of) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        word_args v = {0};
+        if (parse_item(&word_row, m, "words", i, "", PySequence_Fast_GET_ITEM(seq, i), &v) < 0)
+            goto out;
+        w[i] = (l2p_live_word){(size_t)v.group, (size_t)v.node, (unsigned)v.param,
+                               (unsigned)v.offset, (uint64_t)v.kernel, (uint64_t)v.word,
+                               (uint64_t)v.range_start, (uint64_t)v.range_size, v.weight};
+    }
+    if (l2p_live_ranges(w, (size_t)n, &r, &nr, of) != L2P_OK) raise_core(m);
+    else res = ranges_result(r, nr, of, (size_t)n);
+out:
+    free(r);
+    PyMem_Free(w);
+    PyMem_Free(of);
+    Py_DECREF(seq);
+    return res;
+}
+L2P_DEFINE_FN(live_ranges_fn, ranges_args, live_ranges_impl, "live_ranges",
+              "The targets the hot graphs' pointer words split their allocations into "
+              "(l2p_live_ranges): a tensor inside a shared segment is its own range, the slices "
+              "of a flat tensor read per layer by the same kernels one range, each weighed by "
+              "its own readers. Returns ([(address, size, weight, readers, pieces)] by "
+              "address, [each word's range]).",
+              "tuple[list[tuple[int, int, float, int, int]], list[int]]",
+              L2P_PARAM(ranges_args, words, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[tuple[int, int, int, int, int, int, int, int, "
+                        "float]]", .doc = "(group, node, param, offset, kernel, word, "
+                        "range_start, range_size, weight) per pointer word: the graph, the "
+                        "node, where the word sits, the node's kernel (an id, equal for equal "
+                        "kernels), the address and its allocation, the node's GPU time"));
+
 /* ---- the live plan document ---- */
 /* Its rules are the core's (l2p_live_plan_fields, l2p_live_window_fields: the format, each
  * field's kind and range, the caps); here the parsed JSON is walked by them and only its types
@@ -1136,6 +1276,7 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
-    &activity_blocks_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
+    &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn, NULL};
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn,
+    &live_ranges_fn, NULL};

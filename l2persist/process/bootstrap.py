@@ -80,18 +80,11 @@ def start(env=os.environ) -> None:
 
 def _start_clock(w) -> None:
     """The watcher's own switch points (process/clock.py), for a program whose calls never
-    reach it; alone only (ranks switch together at their shared calls), and only where the
-    core counts every capture in the process (its CUPTI callbacks: nothing else may tell a
-    switch that a capture has begun on another thread)."""
-    from .. import _core
+    reach it; alone only (ranks switch together at their shared calls). The clock's thread
+    starts here and touches nothing of CUDA's until the program has loaded CUDA's driver
+    (Watcher._clock_armed: then it starts counting captures)."""
     from . import clock
     if w.o.world > 1 or not clock.tracking():
-        return
-    try:
-        _core.capture_watch_begin(w.o.device)
-    except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
-        w.notes.append(f"captures are not tracked here ({e}): the watcher switches only at "
-                       f"the program's own calls")
         return
     w.clock = clock.Clock(w.tick).start()
 

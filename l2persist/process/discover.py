@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from .. import _core
-from .._format import human_bytes, node_label, short_text as _short
+from .._format import human_bytes, kernel_label, node_label, short_text as _short
 from . import cupy as _cupy
 from . import torch as _torch
 
@@ -595,7 +595,7 @@ class WorkStreams:
 
     def kernels_on(self, key: int, n: int = 2) -> str:
         """The first n distinct kernel names launched on the stream ``key``, for messages."""
-        names = dict.fromkeys(_short(k.name or "kernel", 40) for k in self.launches
+        names = dict.fromkeys(kernel_label(k.name or "kernel", 40) for k in self.launches
                               if stream_key(k.stream) == key)
         return ", ".join(list(names)[:n])
 

@@ -47,6 +47,8 @@ REST_PAIRS = 3
 #: apply logs launches this long a try, this many tries at most, to match its stream windows.
 APPLY_LOG_S = 0.5
 APPLY_TRIES = 3
+#: The summary's per_key section lists this many launch keys, the heaviest in the probe.
+PER_KEY_SHOWN = 20
 #: ... from this long after its first watched call (not advise's --warmup, 2 s by default: a
 #: program of a few seconds ended before its log began, H200 8cce687).
 APPLY_WARMUP_S = 0.25
@@ -121,6 +123,9 @@ class GraphSeen:
     # would read short (Watcher._install's fresh executables)
     recorded_exec: bool = False
     renew_failed: bool = False     # its owner could not be made to instantiate it again
+    # where each target lies in this graph (Watcher._targets): the index in `uses` of its
+    # anchor word -> the nodes whose words point into the target
+    spans: dict = field(default_factory=dict)
     eager = False                  # a graph's windows go on its nodes (streams.LaunchSeen: True)
 
     def borrow(self):
@@ -170,21 +175,24 @@ class GraphSeen:
             self.renew_failed = True
         return True
 
-    def nodes_of(self, record: int) -> list:
-        return sorted({u[0] for u in self.uses if u[4] == record})
+    def nodes_of(self, at: int) -> list:
+        """The nodes a window on the target anchored at uses[at] goes on: those whose words
+        point into it, not every node of the graph."""
+        return self.spans.get(at, [])
 
-    def anchor(self, record: int):
-        """The first pointer word into a buffer: (node, param, offset, word)."""
-        for u in self.uses:
-            if u[4] == record:
-                return u[0], u[1], u[2], u[3]
-        return None
+    def anchor(self, at: int):
+        """The target's anchor word, one of the words inside it: (node, param, offset, word)."""
+        u = self.uses[at]
+        return u[0], u[1], u[2], u[3]
 
 
 @dataclass
 class Target:
-    """One buffer the hot graphs use, wherever it is used: a window on it is put on the nodes
-    of every graph that reads or writes it (places: (graph, record) pairs)."""
+    """One range the hot graphs' kernels point into (_core.live_ranges: a tensor inside a
+    shared segment, or a flat tensor's per-layer slices together), wherever it is used: a
+    window on it is put on the nodes whose words point into it, in every graph that has them.
+    places: (graph, at) pairs; at: the index of the graph's anchor word in its uses (its
+    nodes: GraphSeen.spans), or an eager group's record (its whole allocation, on its stream)."""
     address: int
     size: int
     weight: float = 0.0
@@ -219,6 +227,13 @@ class Watcher:
         self.points = {"replay": 0, "sync": 0, "mark": 0, "tick": 0}
         self.clock = None                          # clock.Clock: switch points of its own
         self.verify_base = None                    # verify: the baseline the plan is, if one
+        self._switch_held = None                   # the thread holding the core's switch lock
+        self.tracking_ended = False                # _end_tracking: the core's count no longer asked
+        self._clock_lost = False                   # graphs came in a search on the clock
+        self._first_block_due = False              # the search's first block waits for a call
+                                                   # with no capture open
+        self.clock_tracking = None                 # captures counted for the clock (None: not
+                                                   # tried yet)
         self.state = "idle"                        # idle, warmup, search, done, off
         self.notes: list[str] = []
         self.device = None
@@ -241,6 +256,9 @@ class Watcher:
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block
         self.spanning = 0                          # impossible records dropped (see _end_rest)
+        self.mix_ref: dict = {}                    # the probe's by_key (_begin_search)
+        self.key_sums: dict = {}                   # arm -> launch key -> [ns, launches] of
+                                                   # its blocks given to the search
         self.rest_units = 0                        # the length of the latest rest
         self.rests_capped = 0                      # rests sized at the cap (see _rest_length)
         self.result: dict | None = None
@@ -319,6 +337,8 @@ class Watcher:
                 self._remember(torch_graph)
             except Exception as e:  # a graph we cannot read is reported, never raised
                 self.notes.append(f"a captured graph could not be read: {e}")
+            if self.state == "search" and self.unit == ("tick",) and self.graphs:
+                self._clock_lost = True    # the clock never acts beside graphs: see tick
             self._capture_closed()
 
     def capture_failed(self):
@@ -346,6 +366,7 @@ class Watcher:
         self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
         self._after = None         # a failing after-decision timing must not keep the hooks
         self._log_stop()
+        self._capture_open()       # the switch lock where no capture is open (see finish)
         if self.stream_windows is not None:    # in any state: a capture may be about to open
             self.stream_windows.restore()
         if self.state in ("warmup", "probe", "search"):
@@ -357,6 +378,7 @@ class Watcher:
                 _core.activity_end()
             except Exception:
                 pass
+        self._end_tracking()
         if self.team is not None:
             self.team.leave()
 
@@ -394,42 +416,71 @@ class Watcher:
                 # see it); a switch's calls are counted in switch_work_ms
                 self.hook_ns += time.perf_counter_ns() - t0
                 self.hook_calls += 1
-            if self.unhook_calls is not None and self.state in ("done", "off") and \
-                    self._quiet():
-                self._unhook()
-            self.lock.release()
+            try:
+                self._switch_release()     # first: a capture on another thread may wait on it
+                if self.unhook_calls is not None and self.state in ("done", "off") and \
+                        self._quiet():
+                    self._unhook()
+            finally:
+                self.lock.release()
 
     def tick(self) -> bool:
         """A switch point from the watcher's own clock (process/clock.py), for programs whose
-        calls never reach the watcher (implicit syncs, a library's loop). It switches only
-        inside the core's switch lock, which no capture can begin under and which is refused
-        while one is open anywhere in the process; it never makes the program's CUDA context,
-        and it waits for nothing: a program's call that is switching now, or an open capture,
-        lets this tick go. False once the clock is no longer wanted."""
+        calls never reach the watcher (implicit syncs, a library's loop). What it switches, it
+        switches inside the core's switch lock (taken where it asks whether a capture is open:
+        _capture_open), which no capture can begin under and which is refused while one is
+        open anywhere in the process. It never touches the program's CUDA before the program
+        has (_clock_armed), never acts while the program has graphs the watcher knows (their
+        executables are made again on a switch, which must not race the program's own
+        replays: those programs' replays are the switch points), and waits for nothing: a
+        program's call that is switching now, or an open capture, lets this tick go. False
+        once the clock is no longer wanted."""
         if self.state in ("done", "off") or self.o.mode == "apply" or self.o.world > 1:
             return False
-        if self.state == "idle" and not self._context_made():
+        if self.graphs or not self._clock_armed():
             return True
         if not self.lock.acquire(blocking=False):
             return True
+        exiting = False
         try:
-            if not _core.switch_enter():
-                return True
+            self._point("tick", None, None)
+        except SystemExit:       # --exit-after, decided on this thread
+            exiting = True
+        except Exception as e:
+            self.fail("the clock's switch point", e)
+        finally:
             try:
-                self._point("tick", None, None)
+                self._switch_release()
             finally:
-                _core.switch_leave()
-        except SystemExit:       # --exit-after, decided on this thread: end as the program would
-            self.lock.release()
+                self.lock.release()
+        if exiting:
+            # as the program's own thread would have: put back, written, then the process ends
+            # (--exit-after is for the study's and tests' short runs)
             self.finish()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
-        except Exception as e:
-            self.fail("the clock's switch point", e)
-            return False
-        self.lock.release()
         return self.state not in ("done", "off")
+
+    def _clock_armed(self) -> bool:
+        """Whether the clock may act: the program has loaded CUDA's driver itself (asked
+        without loading it: a CUDA call of ours before the program's would read
+        CUDA_VISIBLE_DEVICES before a script sets it), captures are counted (CUDA's callbacks:
+        started here, from the clock's thread, once), and in the idle state the program has
+        made its context (asked, never made)."""
+        if self.clock_tracking is None:
+            if not _driver_loaded():
+                return False
+            try:
+                _core.capture_watch_begin(self.o.device)
+                self.clock_tracking = True
+            except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
+                self.clock_tracking = False
+                self.notes.append(f"captures are not tracked here ({e}): the watcher switches "
+                                  f"only at the program's own calls")
+        if not self.clock_tracking:
+            return False
+        return self.state != "idle" or self._context_made()
 
     def _context_made(self) -> bool:
         """The program has made its context on the watched device (asked, never made)."""
@@ -605,6 +656,21 @@ class Watcher:
                     self._begin_search()
 
     def _search_point(self, kind, torch_graph, seen):
+        if self._clock_lost:
+            if not self._capture_open():
+                self._clock_lost = False
+                self.notes.append("the program began capturing CUDA graphs after the search "
+                                  "had begun on the watcher's clock, which never acts beside "
+                                  "graphs: the search stopped here; a longer --warmup lets "
+                                  "the graphs come first")
+                self.result = _core.live_finish()
+                self._decide()
+            return
+        if self._first_block_due:
+            if not self._capture_open():
+                self._first_block_due = False
+                self._next_block(_core.activity_now())
+            return
         r = self.resting
         if r is not None and r.get("unhooked") and "tail_t0" not in r \
                 and not self._begin_tail(r):
@@ -635,9 +701,44 @@ class Watcher:
                 self._decide()
 
     def _capture_open(self) -> bool:
-        """A capture open: PyTorch's through its hooks, or any in the process where the core
-        counts them (CUDA's callbacks: another library's, another thread's)."""
-        return bool(self.captures or _capturing() or _core.captures_open())
+        """Whether a capture is open, asked right before anything is switched: PyTorch's
+        through its hooks, or any in the process that the core counts (CUDA's callbacks:
+        another library's, another thread's). Where none is, the answer takes the core's switch
+        lock (l2p_switch_enter) and holds it to the end of this call of the watcher (point and
+        tick let it go): a capture that begins meanwhile, on any thread, waits until the
+        switch is done, so "none open" stays true while this call switches."""
+        if self.captures or _capturing():
+            return True
+        if self.tracking_ended:
+            return False
+        me = threading.get_ident()
+        if self._switch_held == me:
+            return False
+        if not _core.switch_enter():
+            return True            # one is open, or its begin is waiting for a switch
+        self._switch_held = me
+        return False
+
+    def _end_tracking(self):
+        """The capture count's CUPTI callbacks off once nothing switches any more (decided,
+        stopped, at exit): the process's one subscriber is free again for a profiler the
+        program starts later. Outside the switch lock, as the launch log's calls; from here
+        _capture_open asks PyTorch only (a count that stopped may stay high for good)."""
+        self._switch_release()
+        if self.tracking_ended:
+            return
+        self.tracking_ended = True
+        if self.clock_tracking:
+            try:
+                _core.capture_watch_end()
+            except Exception:
+                pass
+
+    def _switch_release(self):
+        """The switch lock back, where this thread's call took it."""
+        if self._switch_held == threading.get_ident():
+            self._switch_held = None
+            _core.switch_leave()
 
     def _count_after(self, kind, seen):
         """Wall time per unit of work under the final arm with nothing recorded or switched
@@ -734,7 +835,11 @@ class Watcher:
 
     def _log_begin(self) -> bool:
         """Log the program's kernel launches from here (the probe; apply: until its stream
-        windows matched): their streams and argument words, which the activity records lack."""
+        windows matched): their streams and argument words, which the activity records lack.
+        The log's CUPTI calls (enabling callbacks on the subscriber the capture count shares)
+        are made outside the switch lock: a capture's begin may be waiting inside CUPTI's
+        callback for that lock. Whatever this call switches after it asks again."""
+        self._switch_release()
         try:
             _core._launch_log_begin(self.o.device)
             self.logging = True
@@ -746,6 +851,7 @@ class Watcher:
         """Stop the log; the recurring eager launches it saw, grouped (streams.launch_groups)."""
         if not self.logging:
             return []
+        self._switch_release()     # outside the switch lock, as _log_begin says
         self.logging = False
         kernels, records, uses, dropped = _core._launch_log_take([])
         del dropped                # a full log still holds every recurring launch many times
@@ -753,6 +859,7 @@ class Watcher:
 
     def _log_stop(self):
         if self.logging:
+            self._switch_release()     # outside the switch lock, as _log_begin says
             self.logging = False
             try:
                 _core._launch_log_take(None, discard=True)
@@ -768,7 +875,11 @@ class Watcher:
         if a is None or a.get("over"):
             return
         now = time.perf_counter()
-        if not self.logging:
+        if "pending" in a:         # taken at a call that then found a capture open
+            if self._capture_open():
+                return
+            groups = a.pop("pending")
+        elif not self.logging:
             if a.setdefault("since", now) > now - APPLY_WARMUP_S or self._capture_open():
                 return             # the program's first calls (loading, compiling): no sample
             if a["tries"] >= APPLY_TRIES or not self._log_begin():
@@ -777,9 +888,14 @@ class Watcher:
             a["tries"] += 1
             a["t0"] = time.perf_counter()
             return
-        if now - a["t0"] < APPLY_LOG_S or self._capture_open():
-            return                 # captures asked only where it acts: this runs every call
-        for g in self._log_take():
+        else:
+            if now - a["t0"] < APPLY_LOG_S or self._capture_open():
+                return             # captures asked only where it acts: this runs every call
+            groups = self._log_take()  # outside the switch lock: asked again before windows
+            if self._capture_open():
+                a["pending"] = groups
+                return
+        for g in groups:
             if _streams.known(g.stream):
                 self._apply_plan_windows(g, install=True)
                 if g.windows_applied:
@@ -885,7 +1001,8 @@ class Watcher:
             self.arms = self._verify_arms()
             self.verify_base = self._baseline_of(self.arms[2])
         if self.o.mode == "verify" and self.verify_base is None:
-            _core.live_begin(3, confirm_only=True, min_gain=self.o.min_gain)
+            _core.live_begin(3, confirm_only=True, min_gain=self.o.min_gain,
+                             target_halfwidth=_core.live_defaults()["verify_halfwidth"])
         else:
             # advise, or verify of a plan that is a baseline ("don't"): checking it against
             # itself would always say it holds, so the question becomes whether any arm helps
@@ -898,6 +1015,9 @@ class Watcher:
         self.state = "search"
         self.search_t0 = time.perf_counter()
         self.hook_marks = [(self.search_t0, self.hook_ns)]
+        if self._capture_open():   # asked again: taking the launch log let the lock go
+            self._first_block_due = True   # it begins at the next call with no capture open
+            return
         self._next_block(now)
 
     def _note_ungraphed(self):
@@ -966,17 +1086,43 @@ class Watcher:
         return getattr(self, "_warm_ns", None)
 
     def _targets(self, kernel_ns: dict) -> list:
-        """The buffers of the graphs the program replayed, by address (the same table used by
-        three decode graphs is one target), each weighted by the warm-up's GPU time of the
-        kernels that use it; the C core ranks them (l2p_live_arms)."""
+        """The ranges the replayed graphs' kernels point into (the core's rule,
+        l2p_live_ranges), by address (the same table used by three decode graphs is one
+        target), each weighted by the warm-up's GPU time of the nodes whose words point into
+        it; an eager group's, the allocations it uses. The C core ranks them (l2p_live_arms)."""
+        seen = [g for g in list(self.graphs.values()) + self.eager
+                if g.replays and g.ref() is not None]   # not: never replayed, or dropped
+        node_ns = _node_ns(kernel_ns, seen)
         by_addr: dict[tuple, Target] = {}
-        for g in list(self.graphs.values()) + self.eager:
-            if not g.replays or g.ref() is None:
-                continue           # never replayed, or dropped by the program
-            for i, (address, size, _offer) in enumerate(g.records):
-                t = by_addr.setdefault((address, size), Target(address, size))
-                t.places.append((g, i))
-                t.weight += sum(kernel_ns.get(g.names[n], 0.0) for n in g.nodes_of(i))
+
+        def target(address, size):
+            return by_addr.setdefault((address, size), Target(address, size))
+        for g in seen:
+            if g.eager:   # a stream window: the whole allocations (apply matches them whole)
+                for i, (address, size, _offer) in enumerate(g.records):
+                    t = target(address, size)
+                    t.places.append((g, i))
+                    t.weight += sum(node_ns[id(g)][n] for n in g.nodes_of(i))
+        graphs = [g for g in seen if not g.eager]
+        kernels: dict[str, int] = {}
+        words = [(gi, u[0], u[1], u[2], kernels.setdefault(g.names[u[0]], len(kernels)), u[3],
+                  g.records[u[4]][0], g.records[u[4]][1], node_ns[id(g)][u[0]])
+                 for gi, g in enumerate(graphs) for u in g.uses]
+        ranges, range_of = _core.live_ranges(words)
+        k = 0
+        for g in graphs:
+            at: dict[int, int] = {}           # range -> its anchor: the graph's lowest word in it
+            nodes: dict[int, set] = {}
+            for i, u in enumerate(g.uses):
+                r, k = range_of[k], k + 1
+                if r not in at or u[3] < g.uses[at[r]][3]:
+                    at[r] = i
+                nodes.setdefault(r, set()).add(u[0])
+            g.spans = {i: sorted(nodes[r]) for r, i in at.items()}
+            for r, i in at.items():
+                target(*ranges[r][:2]).places.append((g, i))
+        for address, size, weight, _readers, _pieces in ranges:
+            target(address, size).weight += weight
         out = sorted(by_addr.values(), key=lambda t: -t.weight)
         return out  # the core ranks the first L2P_LIVE_MAX_TARGETS (heaviest first here)
 
@@ -1321,6 +1467,13 @@ class Watcher:
                 raise _NoRecords(f"a block of {b.units} units had no kernel records of the "
                                  f"work seen in the probe")
             out.append(priced[2 * k])
+        for k, b in enumerate(done):         # each arm's launch keys (summary's per_key)
+            sums = self.key_sums.setdefault(b.arm, {})
+            for key, (ns, n) in res["by_key"].items():
+                if n[2 * k]:
+                    s = sums.setdefault(key, [0.0, 0])
+                    s[0] += ns[2 * k]
+                    s[1] += n[2 * k]
         return out
 
     def _decide(self):
@@ -1342,6 +1495,7 @@ class Watcher:
         self.decision_s = time.perf_counter() - self.t0
         _core.activity_end()
         self.activity = False      # nothing records now: no replay needs a flag (a lookup each)
+        self._end_tracking()
         self.write_result()
         if self.o.exit_after:
             raise SystemExit(0)
@@ -1571,7 +1725,7 @@ class Watcher:
             "verify_of": (None if self.o.mode != "verify" else
                           "baseline" if getattr(self, "verify_base", None) is not None
                           else "plan"),
-            "arms": arms_out, "per_arm": per_arm,
+            "arms": arms_out, "per_arm": per_arm, "per_key": self._per_key(),
             "switch_ms": self.switch_ms, "switch_work_ms": self.switch_work_ms,
             "blocks": len(self.blocks),
             # the search's pace and what watching added to the program's wall time in it
@@ -1606,6 +1760,38 @@ class Watcher:
             "search_s": (time.perf_counter() - self.search_t0) if self.search_t0 else 0.0,
             "plan": self.make_plan() if self.o.mode == "advise" and self.result else None,
         }
+
+    def _per_key(self) -> dict | None:
+        """Each launch key's GPU time per launch under the final arm and the better baseline
+        (where the final arm is that baseline: the best arm tried), the heaviest keys of the
+        probe first: which kernels the plan moved. ratio: the baseline's time per launch over
+        the arm's (above 1: faster under the arm)."""
+        r = self.result
+        if not r or not self.mix_ref:
+            return None
+        base, arm = r["baseline"], self.final_arm
+        if arm is None or arm == base:
+            arm = r["winner"]
+        if arm is None or arm < 0 or arm == base:
+            return None
+        keys = _core.activity_keys()
+        total = sum(ns[0] for ns, n in self.mix_ref.values() if n[0] > 0)
+        a, b = self.key_sums.get(arm, {}), self.key_sums.get(base, {})
+        rows = []
+        for key, (ns, n) in self.mix_ref.items():
+            if not n[0] > 0:
+                continue
+            name, grid, block = keys[key] if 0 <= key < len(keys) else ("?", (0,) * 3, (0,) * 3)
+            us_a = a[key][0] / a[key][1] / 1e3 if key in a else None
+            us_b = b[key][0] / b[key][1] / 1e3 if key in b else None
+            rows.append({"key": key, "kernel": _core.kernel_name(name), "grid": list(grid),
+                         "block": list(block), "share": ns[0] / total,
+                         "arm_us": us_a, "baseline_us": us_b,
+                         "arm_launches": a[key][1] if key in a else 0,
+                         "baseline_launches": b[key][1] if key in b else 0,
+                         "ratio": us_b / us_a if us_a and us_b else None})
+        rows.sort(key=lambda d: -d["share"])
+        return {"arm": arm, "baseline": base, "keys": rows[:PER_KEY_SHOWN]}
 
     def _window_docs(self, arm) -> list:
         """The arm's windows as the plan document places them: per graph, the anchor word
@@ -1668,7 +1854,7 @@ class Watcher:
         with self.lock:
             if self.state in ("warmup", "probe", "search"):
                 try:
-                    if self.state == "search":
+                    if self.state == "search" and self.blocks:
                         self.blocks[-1].end = self.blocks[-1].end or _core.activity_now()
                         self.blocks[-1].units = self.blocks[-1].units or self.units_now
                         if not self.blocks[-1].units and len(self.blocks) > self.recorded:
@@ -1684,7 +1870,11 @@ class Watcher:
                     self.state = "done"
                 except Exception as e:
                     self.notes.append(f"finishing failed: {e}")
+            # put back inside the switch lock where no capture is open (a capture that begins
+            # meanwhile waits); with one open, put back anyway: the process is ending
+            self._capture_open()
             self.restore()
+            self._end_tracking()
             try:
                 _core.activity_end()
             except Exception:
@@ -1715,6 +1905,19 @@ class Watcher:
             self.restored = self.limit_before
         except Exception as e:
             self.notes.append(f"restoring the set-aside failed: {e}")
+
+
+def _node_ns(kernel_ns: dict, seen: list) -> dict:
+    """id(graph) -> each node's share of the warm-up's GPU time. The records are summed per
+    kernel name, so a name's time is shared among the nodes that launch it, by how often each
+    ran (its graph's replays, an eager group's launches): a range read by 60 nodes of one kernel
+    is not weighed 60 times that kernel's whole time."""
+    runs: dict[str, int] = {}
+    for g in seen:
+        for name in g.names:
+            runs[name] = runs.get(name, 0) + g.replays
+    return {id(g): [kernel_ns.get(name, 0.0) * g.replays / runs[name] if runs[name] else 0.0
+                    for name in g.names] for g in seen}
 
 
 def _first_on_its_stream(g, taken: set) -> bool:
@@ -1755,6 +1958,17 @@ def _increasing(bounds: list) -> list:
     for b in bounds:
         out.append(b if not out or b > out[-1] else out[-1] + 1)
     return out
+
+
+def _driver_loaded() -> bool:
+    """Whether CUDA's driver library is in the process already (RTLD_NOLOAD: asked without
+    loading it)."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        return True
+    except OSError:
+        return False
 
 
 def _capturing() -> bool:

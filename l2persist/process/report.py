@@ -63,6 +63,57 @@ def verdict_line(r: dict) -> str:
     return f"don't: {why}{best}; keep {base}"
 
 
+#: The summary text's per-launch-shape table shows this many keys (the HTML all the summary has).
+PER_KEY_TEXT = 5
+
+
+def _shape(d: dict) -> str:
+    return f"<<<{'x'.join(map(str, d['grid']))}, {'x'.join(map(str, d['block']))}>>>"
+
+
+def _num(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _per_key_head(r: dict) -> str | None:
+    """What the per_key section compares, in words; None where the summary has none."""
+    pk = r.get("per_key")
+    if not pk or not pk.get("keys"):
+        return None
+    base = "limit 0" if pk["baseline"] == 0 else "the default"
+    return (f"per launch shape: arm {pk['arm']} against {base} (GPU us per launch; ratio above "
+            f"1: faster under the arm; share: of the probe's GPU time)")
+
+
+def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
+    """The heaviest launch keys' ratios as a short table, for the terminal."""
+    head = _per_key_head(r)
+    if head is None:
+        return []
+    lines = [f"  {head}:",
+             f"    {'share':>6} {'ratio':>7} {'baseline':>10} {'arm':>10}  kernel"]
+    for d in r["per_key"]["keys"][:n]:
+        lines.append(f"    {100 * d['share']:5.1f}% {_num(d['ratio'], '7.4f'):>7} "
+                     f"{_num(d['baseline_us'], '10.2f'):>10} {_num(d['arm_us'], '10.2f'):>10}  "
+                     f"{d['kernel']} {_shape(d)}")
+    return lines
+
+
+def _per_key_html(r: dict) -> str:
+    head = _per_key_head(r)
+    if head is None:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{html.escape(d['kernel'])}</code></td><td><code>"
+        f"{html.escape(_shape(d))}</code></td><td>{100 * d['share']:.1f} %</td>"
+        f"<td>{_num(d['baseline_us'], '.2f')} ({d['baseline_launches']})</td>"
+        f"<td>{_num(d['arm_us'], '.2f')} ({d['arm_launches']})</td>"
+        f"<td>{_num(d['ratio'], '.4f')}</td></tr>" for d in r["per_key"]["keys"])
+    return (f"<h2>Per launch shape</h2><p>{html.escape(head)}; launches measured in "
+            f"parentheses.</p><table><tr><th>kernel</th><th>grid, block</th><th>share</th>"
+            f"<th>baseline us</th><th>arm us</th><th>ratio</th></tr>{rows}</table>\n")
+
+
 def summary_text(r: dict) -> str:
     res = r["result"]
     unit = r.get("unit") or ["?"]
@@ -78,6 +129,7 @@ def summary_text(r: dict) -> str:
             lines.append(f"  {label:>8}: GPU {_med(d['gpu_ms_per_unit']):.4f} ms/unit, wall "
                          f"{_med(d['wall_ms_per_unit']):.4f} ms/unit "
                          f"({len(d['gpu_ms_per_unit'])} blocks)")
+    lines += per_key_lines(r)
     sw = r.get("switch_ms") or []
     lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
                  f"in {r.get('search_s', 0):.1f} s; switching {_med(sw):.2f} ms median, "
@@ -270,7 +322,7 @@ the interquartile range.</p>
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
 {_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
-<h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
+{_per_key_html(r)}<h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>
 <h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from ..results import PlotSpec
 
-TITLE = "advise / verify / apply -- COMMAND: three programs watched, never called"
+TITLE = "advise / verify / apply -- COMMAND: a zoo of programs watched, never called"
 NEEDS_GPU = True
 NEEDS = ("gpu", "torch")
 SOURCE = ("the live advisor's bars: the program's outputs bit-identical with and without "
@@ -45,25 +45,31 @@ SOURCE = ("the live advisor's bars: the program's outputs bit-identical with and
           "by verify in a fresh process within 1 % of what advise reported and never below "
           "0.99 of the better baseline; >= 95 % of an offline grid's best where that best "
           "gains >= 3 %, 'don't' where it gains under 2 %")
-ROW = ("`advise` / `verify` / `apply -- COMMAND` on a server loop, a training-step graph and an "
-       "eager program on its own stream, against a grid of verify runs; bars: identical "
-       "outputs, verify within 1 %, >= 95 % of the grid's best")
+ROW = ("`advise` / `verify` / `apply -- COMMAND` on a zoo of programs nobody wrote around "
+       "l2persist (servers, graph trees, generate(), implicit syncs, CuPy, Triton, JAX, "
+       "training, two ranks), against a grid of verify runs; bars: identical outputs, verify "
+       "within 1 %, >= 95 % of the grid's best")
 INTRO = """# `advise -- COMMAND`: a running program, watched and never called
 
-The three programs here know nothing of l2persist: a server-like loop (decode graphs for
-three batch sizes captured the default way, an eager prefill, a CuPy table), a training loop
-whose step is one CUDA graph with its optimizer (one extra replay would move the weights),
-and an eager program on a stream of its own. Each runs as a subprocess: plain, under
+The programs here know nothing of l2persist. The first three: a server-like loop (decode
+graphs for three batch sizes captured the default way, an eager prefill, a CuPy table), a
+training loop whose step is one CUDA graph with its optimizer (one extra replay would move the
+weights), and an eager program on a stream of its own. The zoo adds a server whose requests
+draw a batch size at random over three 225-node graphs, 225-node decode graphs replayed back
+to back, `torch.compile(mode="reduce-overhead")`, a Hugging Face `generate()` loop, an eager
+program whose only syncs are implicit, a CuPy-only program, Triton kernels, a JAX program and
+a two-rank `torchrun` program (`l2persist/studies/programs/`). Each runs as a subprocess: plain, under
 `advise`, under `verify` with the plan advise wrote, under `apply`, and under `verify` once
 per plan of an offline grid (every arm advise searched, written as a plan document).
 
-- `python -m l2persist advise --out plan.json -- python prog.py` starts the program with a bootstrap, times its kernels from CUDA's activity records, and switches plan arms only at its own graph replays, syncs or `l2persist.mark()`.
-- It judges each arm on the program's GPU time per unit of work against limit 0 and the device default, in rotated blocks, and writes the plan document (a "don't" is an answer).
+- `python -m l2persist advise --out plan.json -- python prog.py` starts the program with a bootstrap, times its kernels from CUDA's activity records, and switches plan arms at the program's own graph replays, syncs or `l2persist.mark()`, or from its own clock where the program makes none of those calls, never while a capture is open anywhere in the process.
+- It judges each arm on the program's GPU time per unit of work at the program's own mix (each kernel and launch shape at its time per launch in the block), against limit 0 and the device default, in rotated blocks, and writes the plan document (a "don't" is an answer).
 - `python -m l2persist apply plan.json -- python prog.py` installs the plan at the next start with no code change (windows reach graphs as they are captured; another GPU model: not applied).
-- `python -m l2persist verify plan.json -- python prog.py` re-runs the A/B between the plan and both baselines in a fresh process: exit 0 when the plan still holds, 1 when it no longer does.
+- `python -m l2persist verify plan.json -- python prog.py` re-runs the A/B between the plan and both baselines in a fresh process (for a "don't" plan: whether any arm helps now): exit 0 when the plan still holds, 1 when it no longer does, 3 when the interval cannot tell.
 - Nothing of the program's work is called by l2persist: its outputs must be bit-identical with and without each of them."""
 WHY = """**Reading it.** The speedups are GPU time per unit of the program's work (a replay of
-its busiest graph, or a sync) against the better baseline of the same run; wall time is
+its busiest graph, a sync, or a tick of the watcher's clock), priced at the program's own mix,
+against the better baseline of the same run; wall time is
 beside them. The overheads are whole-program wall times over the plain runs': under
 `advise` they include the arms that lost (the search runs them on purpose), so
 `tools/investigations/live-overhead` measures the watcher's own cost on a launch loop. A grid best under

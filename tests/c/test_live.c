@@ -122,6 +122,66 @@ static void test_more_rounds_while_undecided(void)
     CHECK(!s.r.helps);
 }
 
+/* The speedup's interval relative to the speedup, the wider side (the stop's measure). */
+static double halfwidth(const l2p_live_result *r)
+{
+    return fmax(r->speedup - r->ci_low, r->ci_high - r->speedup) / r->speedup;
+}
+
+/* verify's width (target_halfwidth): a plan that helps 5 % under 2 % noise is settled by the
+ * rule in the first rounds, on an interval several per cent wide; with a width asked for, the
+ * confirmation goes on until the interval is that narrow, a narrower width takes more rounds,
+ * and the cap still ends a width out of reach. Off (0, the default), nothing changes. */
+static void test_verify_measures_to_a_width(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    CHECK(o.target_halfwidth == 0);
+    o.confirm_only = 1;
+    o.max_confirm_rounds = 200;
+    double truth[3] = {1.0, 1.0, 1.0 / 1.05};
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, truth, 0.02, 9);
+    size_t off_rounds = s.r.confirm_rounds;
+    CHECK(s.r.decided && s.r.helps && halfwidth(&s.r) > 2 * L2P_LIVE_VERIFY_HALFWIDTH);
+    size_t rounds[2];
+    const double widths[2] = {2 * L2P_LIVE_VERIFY_HALFWIDTH, L2P_LIVE_VERIFY_HALFWIDTH};
+    for (int i = 0; i < 2; i++) {
+        o.target_halfwidth = widths[i];
+        CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+        drive(&s, truth, 0.02, 9);
+        rounds[i] = s.r.confirm_rounds;
+        CHECK(s.r.done && s.r.decided && s.r.helps);
+        CHECK(halfwidth(&s.r) <= widths[i]);
+        CHECK(rounds[i] < o.max_confirm_rounds);
+        CHECK(s.r.confirm_blocks == 3 * rounds[i]);
+        CHECK_NEAR(s.r.speedup, 1.05, 2 * widths[i]);
+    }
+    CHECK(off_rounds < rounds[0] && rounds[0] < rounds[1]);
+    /* out of reach: the cap ends it, decided (the cap is the confirmation's own end) */
+    o.target_halfwidth = 0.0005;
+    o.max_confirm_rounds = 30;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, truth, 0.05, 4);
+    CHECK(s.r.confirm_rounds == 30 && s.r.decided && halfwidth(&s.r) > 0.0005);
+    /* the budget ends it before the width: the rule's verdict stands (a plan that helps
+     * beyond doubt is not made "undecided" by a width it had no time to reach) */
+    o.max_confirm_rounds = 200;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    unsigned long long rng = 21;
+    while (s.n_s[1][0] < 8) { /* 8 rounds' samples (phase 1: the confirmation's) */
+        int arm = l2p_live_next(&s);
+        CHECK(arm != L2P_LIVE_DONE);
+        if (arm == L2P_LIVE_DONE) break;
+        while (arm == L2P_LIVE_NEED && s.pend_head < s.n_pending)
+            CHECK(l2p_live_record(&s, truth[s.pending[s.pend_head]] *
+                                          (1 + 0.02 * (2 * uniform(&rng) - 1))) == L2P_OK);
+    }
+    CHECK(l2p_live_finish(&s) == L2P_OK);
+    CHECK(s.r.done && s.r.decided && s.r.helps && halfwidth(&s.r) > 0.0005);
+}
+
 static void test_finish_early(void)
 {
     l2p_live_options o;
@@ -170,6 +230,11 @@ static void test_options(void)
     CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
     l2p_live_options_default(&o);
     o.confidence = 1.0;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+    l2p_live_options_default(&o);
+    o.target_halfwidth = -0.01;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
+    o.target_halfwidth = NAN;
     CHECK(l2p_live_init(&s, 3, &o) == L2P_ERR_VALUE);
     l2p_live_options_default(&o);
     CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
@@ -546,6 +611,7 @@ int main(void)
     test_no_gain_says_dont();
     test_confirmation_runs_fresh_blocks();
     test_more_rounds_while_undecided();
+    test_verify_measures_to_a_width();
     test_finish_early();
     test_rotation();
     test_options();

@@ -1,0 +1,72 @@
+"""The summary's per-launch-shape ratios (issue 50 item 1: "the report shows the ratio for each
+signature"), in the simulated world of tests/test_live_sim_cpu.py: the real watcher and C
+search, a simulated GPU whose records carry launch keys (World.key_id, activity_keys).
+
+In the world only k_gather gets faster under the winning arm (a window on its table with 8 MiB
+set aside); k_other runs the same under every arm. The per_key section, the summary text the
+CLI prints and the HTML report must say so per kernel, not only for the whole loop.
+"""
+import json
+
+from l2persist.process import live
+from l2persist.process.report import per_key_lines, summary_text, write_report
+
+from test_live_sim_cpu import run_program, world  # noqa: F401  (the fixture)
+
+
+def _advise(world, gain):  # noqa: F811
+    world.gain = gain
+    w = live.Watcher(live.Options(mode="advise", warmup_s=0.01, block_units=4, budget_s=30.0))
+    run_program(world, w)
+    assert w.state == "done", w.notes
+    # what the CLI reads: the summary through its JSON file
+    return w, json.loads(json.dumps(w.summary(), default=live._jsonable))
+
+
+def test_per_key_ratio_shows_which_kernel_the_plan_moved(world, tmp_path):  # noqa: F811
+    w, s = _advise(world, 1.25)
+    assert w.result["helps"] and w.final_arm >= 2
+    pk = s["per_key"]
+    assert pk["arm"] == w.final_arm and pk["baseline"] == w.result["baseline"]
+    by_kernel = {d["kernel"]: d for d in pk["keys"]}
+    assert set(by_kernel) == {"k_gather", "k_other"}, pk
+    g, o = by_kernel["k_gather"], by_kernel["k_other"]
+    # k_gather: 100 us, 1.25x faster under the arm (1 % noise per kernel)
+    assert 1.18 < g["ratio"] < 1.32, g
+    assert 95 < g["baseline_us"] < 105 and 76 < g["arm_us"] < 84, g
+    assert 0.97 < o["ratio"] < 1.03, o                    # k_other: unchanged
+    assert g["arm_launches"] > 0 and g["baseline_launches"] > 0
+    assert g["grid"] == [128, 1, 1] and g["block"] == [256, 1, 1]
+    assert o["grid"] == [64, 1, 1] and o["block"] == [128, 1, 1]
+    # shares of the probe's GPU time (under the default: 100 us and 40 us per replay),
+    # heaviest first
+    assert [d["kernel"] for d in pk["keys"]] == ["k_gather", "k_other"]
+    assert abs(g["share"] - 100 / 140) < 0.03 and abs(g["share"] + o["share"] - 1) < 1e-9
+
+    text = summary_text(s)
+    assert "per launch shape" in text
+    rows = {ln.split()[4]: ln.split() for ln in per_key_lines(s)[2:]}
+    assert set(rows) == {"k_gather", "k_other"}, text
+    assert float(rows["k_gather"][1]) > 1.18 and 0.97 < float(rows["k_other"][1]) < 1.03
+    assert "<<<128x1x1, 256x1x1>>>" in text
+
+    page = tmp_path / "report.html"
+    write_report(s, str(page))
+    html = page.read_text()
+    assert "Per launch shape" in html and f"{g['ratio']:.4f}" in html
+    assert f"{o['ratio']:.4f}" in html
+
+
+def test_where_nothing_helps_per_key_shows_the_best_arm_tried_at_one(world):  # noqa: F811
+    """Where nothing helps the final arm is a baseline: the section compares the best arm
+    tried (the search's winner, which did not pass the rule), and every kernel's ratio is 1
+    within the world's noise."""
+    w, s = _advise(world, 1.0)
+    assert not w.result["helps"] and w.final_arm == w.result["baseline"]
+    assert w.result["winner"] >= 2
+    pk = s["per_key"]
+    assert pk["arm"] == w.result["winner"] and pk["baseline"] == w.final_arm
+    assert {d["kernel"] for d in pk["keys"]} == {"k_gather", "k_other"}
+    for d in pk["keys"]:
+        assert 0.97 < d["ratio"] < 1.03, d
+    assert len(per_key_lines(s)) == 2 + 2
