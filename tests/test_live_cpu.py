@@ -261,18 +261,18 @@ def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
     assert seen is not None and seen.signature == "sig" and w.notes == []
     win = object()
     kw = (("key",), win)
-    w._set_graph_windows(seen, {0: kw, 1: kw})
+    w.switcher.set_graph_windows(seen, {0: kw, 1: kw})
     assert borrowed[-1].windows == [(win, [0, 1])] and borrowed[-1].owner is g
     n = len(borrowed)
-    w._set_graph_windows(seen, {0: kw, 1: kw})   # the same windows again: nothing set
+    w.switcher.set_graph_windows(seen, {0: kw, 1: kw})   # the same windows again: nothing set
     assert len(borrowed) == n
-    w._set_graph_windows(seen, {0: kw})          # node 1's window taken off, node 0 kept
+    w.switcher.set_graph_windows(seen, {0: kw})          # node 1's window taken off, node 0 kept
     assert borrowed[-1].windows == [(None, [1])]
     borrowed.clear()
     del g
     gc.collect()
     assert alive() is None, "the watcher kept the program's graph alive"
-    w._set_graph_windows(seen, {})          # dropped: nothing borrowed, nothing raised
+    w.switcher.set_graph_windows(seen, {})          # dropped: nothing borrowed, nothing raised
     assert borrowed == []
     g2 = ProgramGraph()
     assert w._seen(g2) is None
@@ -459,14 +459,14 @@ def test_the_after_decision_timing_gives_up_when_the_unit_stops_coming(monkeypat
     """A unit that no longer comes after the decision (a new shape captured, the program
     idle) must not keep the hooks on for good: past a bound of calls the timing ends with a
     note, and the hooks come off."""
-    from l2persist.process import live as live_mod
+    from l2persist.process import search
     w = Watcher(Options(mode="advise"))
     w.unit = ("replay", "k1-none")
     w.state, w._after = "done", {"need": 10, "units": 0, "t0": None,
                                  "since": time.perf_counter(), "calls": 0}
     undone = []
     w.unhook_calls = lambda: undone.append(1) or []
-    monkeypatch.setattr(live_mod, "AFTER_CALLS_MAX", 50)
+    monkeypatch.setattr(search, "AFTER_CALLS_MAX", 50)
     for _ in range(50):
         w.point("sync")
     assert w._after is not None and not undone            # still waiting for the unit

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from l2persist import _core
-from l2persist.process import live
+from l2persist.process import clock, live
 
 from test_live_sim_cpu import MIB, World, _watcher, world  # noqa: F401
 from test_live_sim_mix_cpu import Simple, decode_graph, use
@@ -84,7 +84,7 @@ def test_a_capture_never_begins_inside_a_switch(world, monkeypatch, driver):
     p = Protocol(world)
     monkeypatch.setattr(_core, "switch_enter", p.enter, raising=False)
     monkeypatch.setattr(_core, "switch_leave", p.leave, raising=False)
-    monkeypatch.setattr(live, "_capturing", lambda: False)  # PyTorch's own check: not it
+    monkeypatch.setattr(clock, "_capturing", lambda: False)  # PyTorch's own check: not it
     use(world, Simple(world, 1.10), 7)
     w = _watcher(budget_s=6.0, block_units=20, max_overhead=0.0)
     # driven by the program's replays of its graphs, or (an eager program: the clock never

@@ -127,16 +127,16 @@ def test_a_flat_weight_is_one_target_and_a_segments_tensors_their_own(world):
 
 
 def test_a_window_on_the_hot_tensor_lands_on_its_one_node(world):
-    """Any arm: each window goes on the nodes of its own target (_placements), so an arm that
+    """Any arm: each window goes on the nodes of its own target (placements), so an arm that
     windows the hot tensor touches one node of 63."""
     flat_model(world, gain=1.0)
     w = _watcher()
     g = run(world, w, decode_graph())
     hot = next(i for i, t in enumerate(w.targets) if t.address == HOT)
     arm = {"set_aside": 8 * MIB, "windows": [(hot, 1.0, "persisting", "streaming")]}
-    [(seen, nodes, base, nbytes, *_rest)] = w._placements(arm)
+    [(seen, nodes, base, nbytes, *_rest)] = w.switcher.placements(arm)
     assert seen.ref() is g and nodes == [HOT_NODE] and (base, nbytes) == (HOT, T_C - HOT)
-    docs = w._window_docs(arm)
+    docs = w.report.window_docs(arm)
     assert [(d["node"], d["param"], d["offset"], d["delta"], d["bytes"], d["nodes"])
             for d in docs] == [(HOT_NODE, 1, 0, 0, T_C - HOT, [HOT_NODE])]
 

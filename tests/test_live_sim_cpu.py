@@ -29,7 +29,7 @@ import pytest
 
 import l2persist
 from l2persist import foreign
-from l2persist.process import live
+from l2persist.process import clock, launches, live, pace, switcher
 from l2persist.process import torch as process_torch
 
 MIB = 1 << 20
@@ -304,9 +304,10 @@ def world(monkeypatch):
         w.instantiated(owner)
         return True
     monkeypatch.setattr(process_torch, "reinstantiate", reinstantiate)
-    monkeypatch.setattr(live, "_window", lambda base, nbytes, hit, hp, mp: types.SimpleNamespace(
-        base=base, nbytes=nbytes, hit_ratio=hit, hit_prop=hp, miss_prop=mp))
-    monkeypatch.setattr(live, "_capturing", lambda: w.captures_open > 0)
+    monkeypatch.setattr(switcher, "_window", lambda base, nbytes, hit, hp, mp:
+                        types.SimpleNamespace(base=base, nbytes=nbytes, hit_ratio=hit,
+                                              hit_prop=hp, miss_prop=mp))
+    monkeypatch.setattr(clock, "_capturing", lambda: w.captures_open > 0)
 
     # the core's capture tracking (CUDA's callbacks count every capture, whoever makes it) and
     # its switch lock (refused while a capture is open; a capture that begins waits for it)
@@ -323,7 +324,7 @@ def world(monkeypatch):
             raise ValueError("switch_leave: not inside a switch")
         w.switching = False
     # the clock arms once CUDA's driver is in the process (here: always) and counts captures
-    monkeypatch.setattr(live, "_driver_loaded", lambda: True)
+    monkeypatch.setattr(clock, "_driver_loaded", lambda: True)
     for name, fn in {"captures_open": lambda: w.captures_open, "switch_enter": switch_enter,
                      "capture_watch_begin": lambda device=None: None,
                      "switch_leave": switch_leave,
@@ -609,7 +610,7 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     world.stream_win.clear()
-    monkeypatch.setattr(live, "APPLY_LOG_S", 0.005)
+    monkeypatch.setattr(launches, "APPLY_LOG_S", 0.005)
     a = live.Watcher(live.Options(mode="apply"))     # the defaults: apply waits APPLY_WARMUP_S
     t0 = time.perf_counter()
     a.load_plan(str(path))
@@ -688,19 +689,19 @@ def test_a_plans_stream_window_lands_only_on_the_buffer_it_names(world):
     small = LaunchSeen(sig, ["k_eager"], [(SMALL, MIB, 0)], [(0, 0, 0, SMALL, 0)], 0, 5)
     big = LaunchSeen(sig, ["k_eager"], [(EAGER_IN, 64 * MIB, 0)], [(0, 0, 0, EAGER_IN, 0)], 0,
                      5)
-    w._apply_plan_windows(small, install=True)
+    w.switcher.apply_plan_windows(small, install=True)
     assert not w._stream_plan and not small.windows_applied
-    w._apply_plan_windows(big, install=True)
+    w.switcher.apply_plan_windows(big, install=True)
     (key, win), = w._stream_plan.values()
     assert key[0] == EAGER_IN and win.hit_prop == "streaming" and big.windows_applied == 1
-    w._apply_plan_windows(big, install=True)          # the next try: the other entry
+    w.switcher.apply_plan_windows(big, install=True)   # the next try: the other entry
     assert w._stream_plan[0][1].hit_prop == "streaming"
     assert w.plan_doc["windows"][1].get("_superseded")
 
 
 def test_a_plan_holds_one_window_per_stream_as_installed(world):
     """An arm with two eager targets on one stream: the plan holds the first placed, the one
-    _install sets (the heavier target), not one the search never measured."""
+    Switcher.install sets (the heavier target), not one the search never measured."""
     from l2persist.process.streams import LaunchSeen
     w = _watcher()
     g1 = LaunchSeen("k1-00000000000000e1", ["k_eager"], [(EAGER_IN, 64 * MIB, 0)],
@@ -711,10 +712,10 @@ def test_a_plan_holds_one_window_per_stream_as_installed(world):
                  live.Target(SMALL, MIB, 1.0, [(g2, 0)])]
     arm = {"set_aside": 8 * MIB, "windows": [(0, 1.0, "streaming", "streaming"),
                                              (1, 1.0, "persisting", "streaming")]}
-    docs = w._window_docs(arm)
+    docs = w.report.window_docs(arm)
     assert [(d["graph"], d["stream"]) for d in docs] == [("k1-00000000000000e1", "launch")]
     w.arms, w.device, w.default_limit = [arm], l2persist.Device(0), 4 * MIB
-    w._install(0)
+    w.switcher.install(0)
     assert world.stream_win[0].base == EAGER_IN
     w.restore()
 
@@ -816,7 +817,7 @@ def test_the_call_hooks_come_off_once_nothing_needs_them(world):
     w2.unhook_calls = lambda: undone.append("team")
     w2.team_gave_up = True                 # peers still to be told: the hooks stay
     w2.state, w2._after = "done", None
-    w2._release_peers = lambda: None
+    w2.ranks.release_peers = lambda: None
     w2.point("sync")
     assert undone[-1] != "team" and w2.unhook_calls is not None
 
@@ -835,7 +836,7 @@ def test_the_pace_is_given_the_hooks_share_so_far(monkeypatch):
     monkeypatch.setattr(live._core, "live_rest_units", rest_units)
     w.search_t0 = time.perf_counter() - 2.0
     w.hook_ns, w.hook_calls = 10_000_000, 1000          # 10 ms of hooks in 2 s of search
-    w._rest_length()
+    w.pace.rest_length()
     assert 0.0045 < asked[-1]["hooks_share"] <= 0.005, asked
     # over the newest sixteen cycles, not since the start: four hooked cycles (10 ms of hooks
     # each), then gated ones whose hooks cost k * 0.1 ms in cycle k, 0.1 s a cycle
@@ -845,12 +846,12 @@ def test_the_pace_is_given_the_hooks_share_so_far(monkeypatch):
         ns += 10_000_000 if k < 4 else k * 100_000
         marks.append((now - (20 - k) * 0.1, ns))
     w.hook_marks, w.hook_ns = list(marks), ns + 2_000_000
-    w._rest_length()
+    w.pace.rest_length()
     t0, ns0 = marks[-16]                         # the mark sixteen cycles before this one
     want = (w.hook_ns - ns0) / 1e9 / (now - t0)
     assert abs(asked[-1]["hooks_share"] / want - 1) < 0.01, (asked[-1], want)
     w.hook_ns = w.hook_calls = 0
-    w._rest_length()
+    w.pace.rest_length()
     assert asked[-1]["hooks_share"] is None
 
 
@@ -868,14 +869,14 @@ def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, que
     hooked."""
     w = _paced_world(world, queued)
     if queued:
-        install = w._install
+        install = w.switcher.install
 
         def slow_install(arm, fresh=False):
             t = time.perf_counter() + 3e-3
             while time.perf_counter() < t:
                 pass
             return install(arm, fresh)
-        w._install = slow_install
+        w.switcher.install = slow_install
     _hookable(world, w)
     run_program(world, w)
     assert w.state == "done" and w.result["helps"], w.notes
@@ -910,12 +911,12 @@ def test_a_rest_runs_with_the_call_hooks_off_but_for_its_counted_tail(world, que
     _hookable(world, w2)
     w2.team, w2.rest_s = object(), 1e-4
     r = {"units": 400}
-    w2._rest_unhooked(r)
+    w2.pace.rest_unhooked(r)
     assert "unhooked" not in r and world.hooked
     w2.team = None
     w2.rest_s = None                                          # no rate yet
     r = {"units": 400}
-    w2._rest_unhooked(r)
+    w2.pace.rest_unhooked(r)
     assert "unhooked" not in r and world.hooked
 
 
@@ -939,7 +940,7 @@ def _paying_host(world, base_s: float, recorded_s: float):
 
 
 def test_the_arms_cost_from_their_rests_against_the_baselines():
-    """_exploring on blocks made by hand: an arm's rests (their counted part: a gated rest's
+    """Pace.exploring on blocks made by hand: an arm's rests (their counted part: a gated rest's
     tail) set its wall per unit against the baselines' rests; the whole wall it ran (rests,
     settles, blocks) is charged at that ratio; one rest gives no "worst"; no candidate arm
     rested: nothing to say."""
@@ -951,15 +952,15 @@ def test_the_arms_cost_from_their_rests_against_the_baselines():
                 rest_unhooked=True, settle_ns=500),
               B(2, 0, end=2000, units=10, rest_ns=13_000, rest_units=100),
               B(3, 0, end=1000, units=10, rest_ns=7500, rest_units=50)]       # 150, one rest
-    out = live.Watcher._exploring(blocks, wall=200_000.0)
+    out = pace.Pace.exploring(blocks, wall=200_000.0)
     wall2 = 60_000 + 2000 + 500 + 13_000 + 2000
     wall3 = 7500 + 1000
     want = (wall2 * (1 - 1 / 1.3) + wall3 * (1 - 1 / 1.5)) / 200_000
     assert out["exploring_share"] == pytest.approx(want)
     assert out["exploring_worst"] == pytest.approx(1.3)           # arm 3: one rest, not it
-    assert live.Watcher._exploring(blocks[:2], 200_000.0) == {
+    assert pace.Pace.exploring(blocks[:2], 200_000.0) == {
         "exploring_share": None, "exploring_worst": None}           # no candidate rested
-    assert live.Watcher._exploring(blocks[2:], 200_000.0)["exploring_share"] is None
+    assert pace.Pace.exploring(blocks[2:], 200_000.0)["exploring_share"] is None
 
 
 @pytest.mark.host_timed
@@ -1138,11 +1139,11 @@ def test_the_ungraphed_share_is_a_lower_bound(world):
     live_g, dropped = types.SimpleNamespace(names=["k_a"]), types.SimpleNamespace(names=["k_b"])
     w.graphs, w.graphs_gone = {1: live_g}, [dropped]
     w.kernel_ns_warmup = {"k_a": 30.0, "k_b": 20.0, "k_eager": 25.0, "(other kernels)": 25.0}
-    w._note_ungraphed()
+    w.search.note_ungraphed()
     assert w.ungraphed == {"share": 0.25, "heaviest": ["k_eager"]}
     assert any("at least 25 %" in n and "k_eager" in n for n in w.notes), w.notes
     w.notes, w.kernel_ns_warmup = [], {}
-    w._note_ungraphed()
+    w.search.note_ungraphed()
     assert w.ungraphed["share"] is None and not w.notes     # no records: nothing said
 
 

@@ -27,14 +27,14 @@ import random
 import pytest
 
 from l2persist import _core
-from l2persist.process import live
+from l2persist.process import clock, live, switcher
 
 from test_live_sim_cpu import (EAGER_IN, MIB, SMALL, TABLE, ProgramGraph, World,  # noqa: F401
                                _watcher, world)
 
 BUDGET_S = 6.0                     # the sim's budget (seconds of this host's wall, blocks
                                    # back to back: 120 blocks of the server take ~1.7 s)
-REAL_CAPTURING = live._capturing   # the watcher's own check (the fixture replaces it)
+REAL_CAPTURING = clock._capturing   # the watcher's own check (the fixture replaces it)
 SEEDS = [11, 12, 13, 14, 15]
 BATCHES = (1, 4, 8)
 SCALE = {1: 1.0, 4: 2.5, 8: 4.0}   # a decode replay's GPU time, relative to batch 1's
@@ -129,7 +129,7 @@ class TradeOff:
         for ti, hit, hp, mp in a["windows"]:
             t = watcher.targets[ti]
             if t.address == TABLE:
-                win = live._window(t.address, t.size, hit, hp, mp)
+                win = switcher._window(t.address, t.size, hit, hp, mp)
         steps = 0.0
         for b in BATCHES:
             steps += sum(self.times(limit, win, b, table_bytes)) * STEPS / len(BATCHES)
@@ -316,7 +316,7 @@ def test_nothing_is_switched_while_another_library_captures(world, monkeypatch, 
     real one (PyTorch's current stream is not the one capturing). While one is open nothing is synchronized, set aside or
     windowed (the sim's device records each such call), whether the watcher is driven by the
     program's calls or by its timer; the search still decides."""
-    monkeypatch.setattr(live, "_capturing", REAL_CAPTURING)   # the fixture's is the world's
+    monkeypatch.setattr(clock, "_capturing", REAL_CAPTURING)   # the fixture's is the world's
     world.rng = random.Random(51)
     if driver == "tick":
         if NO_TICK:

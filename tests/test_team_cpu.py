@@ -11,7 +11,7 @@ import types
 import pytest
 
 from l2persist.cli.live import _plan_paths
-from l2persist.process import live, team
+from l2persist.process import clock, live, team
 from l2persist.process.team import Team, TeamError
 
 
@@ -158,16 +158,16 @@ def _watcher_in(state, rank, due_on_leader, capturing=(False, False)):
 def test_a_follower_ends_its_warmup_on_the_leaders_clock_at_the_agreed_call():
     w = _watcher_in("warmup", rank=1, due_on_leader=True)
     w.o.warmup_s = 1e9                      # its own clock says: not yet
-    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY * 2)]
-    assert calls.index(True) == live.TEAM_EVERY - 1
+    calls = [w._phase_over(False) for _ in range(team.TEAM_EVERY * 2)]
+    assert calls.index(True) == team.TEAM_EVERY - 1
     assert sum(calls) == 2
 
 
 def test_no_rank_moves_while_any_rank_captures():
     w = _watcher_in("warmup", rank=1, due_on_leader=True, capturing=(True, False))
-    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 3))
+    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 3))
     w = _watcher_in("probe", rank=1, due_on_leader=False)
-    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 3))
+    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 3))
 
 
 def test_alone_the_warmup_ends_by_its_own_clock_and_never_in_a_capture():
@@ -293,14 +293,14 @@ def _follower(counts_of_rank1, facts1=(1, 2, 3)):
 
 def test_a_rank_without_the_leaders_unit_makes_every_rank_go_alone():
     w, peer = _follower({("replay", "g2"): 5})
-    w._follow_leader()
+    w.search.follow_leader()
     assert w.team is None and peer.left
     assert any("never made the leader's unit of work" in n for n in w.notes)
     w, peer = _follower({("replay", "g1"): 5}, facts1=(1, 2, 4))
-    w._follow_leader()
+    w.search.follow_leader()
     assert w.team is None and any("another GPU" in n for n in w.notes)
     w, peer = _follower({("replay", "g1"): 5})
-    w._follow_leader()
+    w.search.follow_leader()
     assert w.team is not None and w.units_per_block == 7      # the leader's, adopted
 
 
@@ -323,7 +323,7 @@ def test_the_hot_path_asks_pytorch_about_captures_only_where_it_could_switch(mon
     is open (a CUDA call per replay). It asks once the warm-up is due, and a capture open
     then still stops the switch."""
     asked = []
-    monkeypatch.setattr(live, "_capturing", lambda: asked.append(1) or bool(open_now))
+    monkeypatch.setattr(clock, "_capturing", lambda: asked.append(1) or bool(open_now))
     open_now = False
     w = live.Watcher(live.Options(mode="advise", warmup_s=1e9))
     w.state, w.t0 = "warmup", time.perf_counter()
@@ -361,7 +361,7 @@ def _pending_watcher(monkeypatch, dist):
     w = live.Watcher(live.Options(mode="advise", warmup_s=0.0, rank=0, world=2))
     w.state, w.t0, w.team_wait_t0 = "warmup", time.perf_counter(), time.perf_counter()
     w.thread = threading.get_ident()     # the program's thread, whose calls the ranks count
-    w._join_team()
+    w.ranks.join()
     return w
 
 
@@ -379,7 +379,7 @@ def test_under_another_launcher_the_warmup_waits_for_the_process_group(monkeypat
     monkeypatch.setattr(team, "from_env", lambda: joined.append(1) or (Peer(), None))
     w = _pending_watcher(monkeypatch, dist)
     assert w.team_pending and w.team is None and joined == []
-    assert not any(w._phase_over(False) for _ in range(live.TEAM_EVERY * 2))
+    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 2))
     dist.is_initialized = lambda: True
     other = []                            # another thread's call does not form the team
     t = threading.Thread(target=lambda: other.append(w._phase_over(False)))
@@ -388,13 +388,13 @@ def test_under_another_launcher_the_warmup_waits_for_the_process_group(monkeypat
     assert other == [False] and joined == [] and w.team_pending
     assert w._phase_over(False) is False  # the program's thread meets the team here ...
     assert joined == [1] and isinstance(w.team, Peer) and not w.team_pending
-    calls = [w._phase_over(False) for _ in range(live.TEAM_EVERY)]
+    calls = [w._phase_over(False) for _ in range(team.TEAM_EVERY)]
     assert calls[-1] is True and sum(calls) == 1     # ... and decisions count from the next
 
 
 def test_a_program_that_never_makes_a_process_group_is_advised_rank_by_rank(monkeypatch):
     dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
-    monkeypatch.setattr(live, "TEAM_WAIT_S", 0.0)
+    monkeypatch.setattr(team, "TEAM_WAIT_S", 0.0)
     left = []
 
     class Peer:
@@ -419,7 +419,7 @@ def test_a_quiet_counting_thread_does_not_hold_the_warmup_forever(monkeypatch):
     """The thread whose calls the ranks count (the first watched call's: a loader that synced
     once) goes quiet while the work runs on another: after the wait, the rank goes on alone."""
     dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: False)
-    monkeypatch.setattr(live, "TEAM_WAIT_S", 0.05)
+    monkeypatch.setattr(team, "TEAM_WAIT_S", 0.05)
     w = _pending_watcher(monkeypatch, dist)
     w.thread = -1                         # some other thread's, now quiet
     assert w._phase_over(False) is False and w.team_pending

@@ -82,7 +82,7 @@ def _start_clock(w) -> None:
     """The watcher's own switch points (process/clock.py), for a program whose calls never
     reach it; alone only (ranks switch together at their shared calls). The clock's thread
     starts here and touches nothing of CUDA's until the program has loaded CUDA's driver
-    (Watcher._clock_armed: then it starts counting captures)."""
+    (SwitchGate.armed in process/clock.py: then it starts counting captures)."""
     from . import clock
     if w.o.world > 1 or not clock.tracking():
         return
@@ -231,52 +231,31 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def _patch_torch(torch) -> None:
     """Hook the program's graph captures (every mode) and its replays and synchronizations
-    (advise and verify only: apply adds nothing to a launch), once."""
+    (advise and verify only: apply adds nothing to a launch), once. The patches are
+    process/torch.py's; what each calls in the watcher is here."""
     global _patched
     if _patched:
         return
     _patched = True
-    from .torch import patch_keep_graph, patch_replay
+    from .torch import Hook, note_pool_streams, patch_after, patch_capture, patch_keep_graph, \
+        patch_replay
     cls = torch.cuda.CUDAGraph
     # Keep every graph's raw graph (as keep_graph=True): its nodes are read and windowed
     # before PyTorch instantiates it at its first replay.
     patch_keep_graph(cls)
-    begin, end = cls.capture_begin, cls.capture_end
-
-    def capture_begin(self, *a, **k):
-        _hook("capture_begin")
-        try:
-            return begin(self, *a, **k)
-        except BaseException:
-            _hook_end(self, failed=True)
-            raise
-
-    def capture_end(self, *a, **k):
-        try:
-            return end(self, *a, **k)
-        finally:
-            _hook_end(self)
-    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+    patch_capture(cls, lambda graph: _hook("capture_begin"), _hook_end)
     try:
-        _note_pool_streams(torch)
+        note_pool_streams(torch)
     except Exception as e:  # the other hooks still go on; no pool stream is windowed
         _say(f"l2persist: could not hook torch.cuda.Stream: {e}")
     if _watcher is None or (_watcher.o.mode == "apply" and not _watcher.wants_calls()):
         return              # apply without stream windows adds nothing to a call
     replay = cls.replay
     patch_replay(cls, _on_replay, stream=False)
-    hooks = [_Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay")]
-    sync = torch.cuda.synchronize
-
-    def synchronize(*a, **k):
-        r = sync(*a, **k)
-        if _calls_on:
-            _hook("point", "sync")
-        return r
-    torch.cuda.synchronize = synchronize
-    hooks.append(_Hook(torch.cuda, "synchronize", synchronize, sync, "torch.cuda.synchronize"))
+    hooks = [Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay"),
+             patch_after(torch.cuda, "synchronize", _on_sync, "torch.cuda.synchronize")]
     for klass in (torch.cuda.Stream, torch.cuda.Event):
-        hooks.append(_wrap_sync(klass))
+        hooks.append(patch_after(klass, "synchronize", _on_sync, f"{klass.__name__}.synchronize"))
 
     def calls_off() -> list:
         """The per-call hooks off for good (the capture hooks stay: a capture is rare);
@@ -289,55 +268,9 @@ def _patch_torch(torch) -> None:
     _watcher.rest_hooks = (lambda: _set_calls(False), lambda: _set_calls(True))
 
 
-def _note_pool_streams(torch) -> None:
-    """Note each stream PyTorch hands out from its pool (``torch.cuda.Stream()`` without a
-    handle or id of the caller's: PyTorch never destroys those), the streams besides the
-    default ones that a stream window may be set on (streams.py). Wrappers of existing
-    streams (``current_stream()``, ``ExternalStream``) pass a stream_id or stream_ptr."""
-    from .streams import note_stream
-    klass = torch.cuda.Stream
-    make = klass.__new__
-
-    def __new__(cls, *a, **k):
-        s = make(cls, *a, **k)
-        if cls is klass and "stream_ptr" not in k and "stream_id" not in k:
-            note_stream(s)
-        return s
-    klass.__new__ = staticmethod(__new__)
-
-
-class _Hook:
-    """A hook installed as ``owner.attr`` over ``original``. off() puts the original back only
-    where the hook is still there: a wrapper installed over it since (by the program, a
-    profiler, or l2persist's own ``replays_noted``) stays as it is. Returns whether the
-    original is there now."""
-
-    def __init__(self, owner, attr: str, ours, original, name: str):
-        self.owner, self.attr, self.ours, self.original, self.name = \
-            owner, attr, ours, original, name
-
-    def _now(self):
-        return getattr(self.owner, "__dict__", {}).get(self.attr)
-
-    def off(self) -> bool:
-        now = self._now()
-        if now is self.ours:
-            setattr(self.owner, self.attr, self.original)
-            return True
-        return now is self.original
-
-
-def _wrap_sync(klass):
-    """Hook ``klass.synchronize``; returns the undo."""
-    orig = klass.synchronize
-
-    def synchronize(self, *a, **k):
-        r = orig(self, *a, **k)
-        if _calls_on:
-            _hook("point", "sync")
-        return r
-    klass.synchronize = synchronize
-    return _Hook(klass, "synchronize", synchronize, orig, f"{klass.__name__}.synchronize")
+def _on_sync() -> None:
+    if _calls_on:
+        _hook("point", "sync")
 
 
 def _hook(what, *args):

@@ -21,9 +21,12 @@ calls (process/team.py), never from a clock.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from .. import _core
+from .part import Part
 
 #: How often the clock ticks: a quarter of a 20 ms block (blocks end at the first tick past
 #: their length, so a block runs at most a period long).
@@ -71,3 +74,101 @@ class Clock:
         t = self.thread
         if join and t is not None and t is not threading.current_thread():
             t.join(timeout=5.0)
+
+
+def _driver_loaded() -> bool:
+    """Whether CUDA's driver library is in the process already (RTLD_NOLOAD: asked without
+    loading it)."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        return True
+    except OSError:
+        return False
+
+
+def _capturing() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
+
+
+class SwitchGate(Part):
+    """The watcher's part that says whether it may switch now: whether a capture is open
+    anywhere in the process (PyTorch's through its hooks, any other from the core's count),
+    the core's switch lock taken and given back around a switch, and whether the clock may
+    act at all (the program's driver and context exist)."""
+
+    def capture_open(self) -> bool:
+        """Whether a capture is open, asked right before anything is switched: PyTorch's
+        through its hooks, or any in the process that the core counts (CUDA's callbacks:
+        another library's, another thread's). Where none is, the answer takes the core's switch
+        lock (l2p_switch_enter) and holds it to the end of this call of the watcher (point and
+        tick let it go): a capture that begins meanwhile, on any thread, waits until the
+        switch is done, so "none open" stays true while this call switches."""
+        w = self.w
+        if w.captures or _capturing():
+            return True
+        if w.tracking_ended:
+            return False
+        me = threading.get_ident()
+        if w._switch_held == me:
+            return False
+        if not _core.switch_enter():
+            return True            # one is open, or its begin is waiting for a switch
+        w._switch_held = me
+        return False
+
+    def release(self):
+        """The switch lock back, where this thread's call took it."""
+        w = self.w
+        if w._switch_held == threading.get_ident():
+            w._switch_held = None
+            _core.switch_leave()
+
+    def end_tracking(self):
+        """The capture count's CUPTI callbacks off once nothing switches any more (decided,
+        stopped, at exit): the process's one subscriber is free again for a profiler the
+        program starts later. Outside the switch lock, as the launch log's calls; from here
+        capture_open asks PyTorch only (a count that stopped may stay high for good)."""
+        w = self.w
+        self.release()
+        if w.tracking_ended:
+            return
+        w.tracking_ended = True
+        if w.clock_tracking:
+            try:
+                _core.capture_watch_end()
+            except Exception:
+                pass
+
+    def armed(self) -> bool:
+        """Whether the clock may act: the program has loaded CUDA's driver itself (asked
+        without loading it: a CUDA call of ours before the program's would read
+        CUDA_VISIBLE_DEVICES before a script sets it), captures are counted (CUDA's callbacks:
+        started here, from the clock's thread, once), and in the idle state the program has
+        made its context (asked, never made)."""
+        w = self.w
+        if w.clock_tracking is None:
+            if not _driver_loaded():
+                return False
+            try:
+                _core.capture_watch_begin(w.o.device)
+                w.clock_tracking = True
+            except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
+                w.clock_tracking = False
+                w.notes.append(f"captures are not tracked here ({e}): the watcher switches "
+                               f"only at the program's own calls")
+        if not w.clock_tracking:
+            return False
+        return w.state != "idle" or self.context_made()
+
+    def context_made(self) -> bool:
+        """The program has made its context on the watched device (asked, never made)."""
+        w = self.w
+        try:
+            return bool(_core.context_active(w.o.device))
+        except Exception:
+            return False

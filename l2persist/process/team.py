@@ -19,6 +19,13 @@ import os
 import sys
 import time
 
+from .part import Part
+
+#: In a team, ranks agree on the warm-up's and the probe's end at every this many calls.
+TEAM_EVERY = 16
+#: Under a launcher other than torchrun, how long the warm-up waits for the program's process
+#: group (whose store the ranks meet at) before each rank goes on alone.
+TEAM_WAIT_S = 30.0
 #: A gather that waits longer than this for a peer gives up (the watcher then stops switching
 #: and restores the set-aside on that rank; its peers give up the same way).
 TIMEOUT_S = 60.0
@@ -155,7 +162,7 @@ def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
     """This rank's targets put in the leader's order (keys from target_key); a target the
     leader has and this rank lacks becomes an empty one (its windows land nowhere here).
     Returns (targets, how many were missing)."""
-    from .live import Target
+    from .switcher import Target
     by_key = {tuple(target_key(t)): t for t in mine}
     out, missing = [], 0
     for k in keys:
@@ -192,3 +199,44 @@ def merge_ranks(docs: list[dict]) -> dict:
             plans[name] = d["plan"]
     merged["plans_by_model"] = plans
     return merged
+
+
+class Ranks(Part):
+    """The watcher's part that meets the other ranks (once their store exists), gives up on
+    them, and tells peers that this rank went on alone; the team itself is :class:`Team`."""
+
+    def join(self):
+        """Meet the other ranks once their store exists. torchrun's agent may host it before any
+        rank starts; otherwise (other rendezvous backends, mpirun, srun) rank 0's
+        ``init_process_group`` does, and a rank that waited for it before its own call would
+        stall (rank 0 on itself). Until then the warm-up goes on (``team_pending``); a program
+        that makes no process group within TEAM_WAIT_S is advised rank by rank, with a note."""
+        w = self.w
+        if not store_ready():
+            w.team_pending = True
+            if time.perf_counter() - w.team_wait_t0 >= TEAM_WAIT_S:
+                self.give_up()
+            return
+        w.team_pending = False
+        w.team, why = from_env()
+        if why:
+            w.notes.append(why)
+
+    def give_up(self):
+        w = self.w
+        waited = time.perf_counter() - w.team_wait_t0
+        w.team_pending = False
+        w.team_gave_up = True
+        w.notes.append(f"the ranks did not meet within {waited:.0f} s (no process group, and "
+                       "no torchrun agent's store): each rank advised alone, so collectives "
+                       "may confound the verdict")
+
+    def release_peers(self):
+        """A rank that went on alone: once the store exists after all, it says so there, so
+        that a peer which met it in time stops waiting for it at once (not after 60 s)."""
+        w = self.w
+        if store_ready():
+            w.team_gave_up = False
+            t, _why = from_env()
+            if t is not None:
+                t.leave()

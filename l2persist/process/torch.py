@@ -13,6 +13,12 @@ does nothing where PyTorch is not in use. The patches, each undone when its bloc
   ran on (PyTorch's current stream), for discovery (which graphs fn replays) and for timing
   (where they run).
 
+The watched program's hooks (``process/bootstrap.py`` says what each calls in the watcher;
+the patching is here): ``patch_keep_graph``, ``patch_capture`` (every capture's begin and end,
+a failed begin too), ``patch_replay``, ``patch_after`` (``torch.cuda.synchronize`` and the
+streams' and events' ``synchronize``) and ``note_pool_streams``; the per-call ones are
+:class:`Hook` objects whose ``off()`` leaves a wrapper installed over them since.
+
 A window set on a borrowed PyTorch graph reaches the owner's next ``replay()`` only after the
 owner instantiates the raw graph again (``reinstantiate``, measured on the H100 and H200:
 setting an attribute after instantiation and calling ``cuGraphExecUpdate`` reports success and
@@ -30,7 +36,8 @@ from . import cupy as _cupy
 
 __all__ = ["is_torch_graph", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
            "patch_keep_graph", "window_captures", "replays_noted", "patch_replay", "late_bound",
-           "torch_cuda_graph", "current_stream", "stream_handle"]
+           "torch_cuda_graph", "current_stream", "stream_handle", "patch_capture", "patch_after",
+           "Hook", "note_pool_streams"]
 
 KEEP_GRAPH_HINT = (
     "Capture it inside `with l2persist.keep_graphs():` (every torch.cuda.CUDAGraph made there, "
@@ -150,6 +157,85 @@ def patch_replay(cls, on_replay: Callable[[Any, Any], None],
     return undo
 
 
+def patch_capture(cls, on_begin: Callable[[Any], None],
+                  on_end: Callable[[Any, bool], None]) -> Callable[[], None]:
+    """Call ``on_begin(graph)`` before every ``cls.capture_begin`` and ``on_end(graph, failed)``
+    once its ``capture_end`` returns or raises (failed False), or where ``capture_begin`` raised
+    (failed True: no capture is open for it); returns the undo."""
+    begin, end = cls.capture_begin, cls.capture_end
+
+    def capture_begin(self, *a, **k):
+        on_begin(self)
+        try:
+            return begin(self, *a, **k)
+        except BaseException:
+            on_end(self, True)
+            raise
+
+    def capture_end(self, *a, **k):
+        try:
+            return end(self, *a, **k)
+        finally:
+            on_end(self, False)
+    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+
+    def undo():
+        cls.capture_begin, cls.capture_end = begin, end
+    return undo
+
+
+class Hook:
+    """A hook installed as ``owner.attr`` over ``original``. off() puts the original back only
+    where the hook is still there: a wrapper installed over it since (by the program, a
+    profiler, or l2persist's own ``replays_noted``) stays as it is. Returns whether the
+    original is there now."""
+
+    def __init__(self, owner, attr: str, ours, original, name: str):
+        self.owner, self.attr, self.ours, self.original, self.name = \
+            owner, attr, ours, original, name
+
+    def _now(self):
+        return getattr(self.owner, "__dict__", {}).get(self.attr)
+
+    def off(self) -> bool:
+        now = self._now()
+        if now is self.ours:
+            setattr(self.owner, self.attr, self.original)
+            return True
+        return now is self.original
+
+
+def patch_after(owner, attr: str, after: Callable[[], None], name: str) -> Hook:
+    """Call ``after()`` once ``owner.attr`` returned (a module's function such as
+    ``torch.cuda.synchronize``, or a class's method such as ``Stream.synchronize``); returns
+    its :class:`Hook` (``off()``: the undo)."""
+    orig = getattr(owner, attr)
+
+    def wrapped(*a, **k):
+        r = orig(*a, **k)
+        after()
+        return r
+    setattr(owner, attr, wrapped)
+    return Hook(owner, attr, wrapped, orig, name)
+
+
+def note_pool_streams(torch) -> None:
+    """Note each stream PyTorch hands out from its pool (``torch.cuda.Stream()`` without a
+    handle or id of the caller's: PyTorch never destroys those), the streams besides the
+    default ones that a stream window may be set on (streams.py). Wrappers of existing
+    streams (``current_stream()``, ``ExternalStream``) pass a stream_id or stream_ptr."""
+    from .streams import note_stream
+    klass = torch.cuda.Stream
+    make = klass.__new__
+
+    def __new__(cls, *a, **k):
+        s = make(cls, *a, **k)
+        if cls is klass and "stream_ptr" not in k and "stream_id" not in k:
+            note_stream(s)
+        return s
+    klass.__new__ = staticmethod(__new__)
+
+
 @contextlib.contextmanager
 def keep_graphs():
     """Every ``torch.cuda.CUDAGraph`` made in the block keeps its raw graph, as if made with
@@ -177,32 +263,23 @@ def window_captures(window):
     persists lines under whatever set-aside is installed when the graph replays (a Plan, or
     ``Device.persisting_l2``)."""
     torch, cls = _graph_class()
-    begin, end = cls.capture_begin, cls.capture_end
     active = {}
 
-    def capture_begin(self, *a, **k):
+    def on_begin(graph):
         stream = _core.Stream(wrap=torch.cuda.current_stream())  # the capture stream
         scope = stream.access_policy(window)
         scope.__enter__()
-        active[id(self)] = scope
-        try:
-            return begin(self, *a, **k)
-        except BaseException:
-            active.pop(id(self)).__exit__(None, None, None)
-            raise
+        active[id(graph)] = scope
 
-    def capture_end(self, *a, **k):
-        try:
-            return end(self, *a, **k)
-        finally:
-            scope = active.pop(id(self), None)
-            if scope is not None:
-                scope.__exit__(None, None, None)
-    cls.capture_begin, cls.capture_end = capture_begin, capture_end
+    def on_end(graph, _failed):
+        scope = active.pop(id(graph), None)
+        if scope is not None:
+            scope.__exit__(None, None, None)
+    undo = patch_capture(cls, on_begin, on_end)
     try:
         yield window
     finally:
-        cls.capture_begin, cls.capture_end = begin, end
+        undo()
         for scope in active.values():  # a capture left open by an exception
             scope.__exit__(None, None, None)
 

@@ -1,0 +1,268 @@
+"""The watcher's pace: the rests between blocks (run unrecorded under the next arm, so that
+observing stays within ``max_overhead`` of the program's wall time), an unhooked rest's
+counted tail, the settle after a rest, and what watching and exploring cost the program.
+
+One :class:`Pace` per :class:`~l2persist.process.live.Watcher`; its state is the owner's
+(``resting``, ``settling``, ``rest_s``, ``rest_units``, ``rests_capped``, ``hook_*``, the
+blocks), which the watcher's phases read too.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+from .. import _core
+from .part import Part
+
+# A rest's gate stays closed this long at most (a rest of the H200's server loop: ~0.3 s).
+REST_GATE_MAX_S = 10.0
+#: The rest before a block is sized from this many rest-then-block pairs (the newest ones); until
+#: that many exist each rest is one block long.
+REST_PAIRS = 3
+
+
+class Pace(Part):
+    """Rests, tails and settles between the search's blocks."""
+
+    def rest_length(self) -> int:
+        """Units to run unrecorded (CUPTI paused) under the next arm before its block, so that
+        observing (the switch and the block's recording, and the hooks on every call) adds at
+        most ``max_overhead`` of the program's wall time: the core sizes it
+        (l2p_live_rest_units) from the newest rest-then-block pairs, which time the same arm
+        unrecorded and recorded, and the hooks' share of the newest sixteen cycles' wall,
+        which a rest hides only where it runs with their gate closed."""
+        w = self.w
+        pairs = []                           # the newest 16, scanned from the end
+        for b in reversed(w.blocks):
+            if len(pairs) == 16:
+                break
+            if b.end and b.units and b.rest_units:
+                pairs.append(b)
+        rest_s = block_s = None
+        recorded = w.units_per_block      # a cycle's recorded units: its block and settle
+        if len(pairs) >= REST_PAIRS:
+            rest_s = statistics.median(b.rest_ns / b.rest_units for b in pairs) / 1e9
+            w.rest_s = rest_s
+            block_s = statistics.median((b.end - b.start + b.settle_ns)
+                                        / (b.units + b.settle_units) for b in pairs) / 1e9
+            recorded += round(statistics.median(b.settle_units for b in pairs))
+        work = w.switch_work_ms[-16:]
+        switch_s = statistics.median(work) / 1e3 if work else None
+        # the hooks' own time over the newest sixteen cycles: the bound is on both;
+        # the first rests run hooked until a rate is known, so a share since the start would
+        # stay high long after the gate took most of the hooks' cost away
+        now = time.perf_counter()
+        marks = w.hook_marks
+        marks.append((now, w.hook_ns))
+        del marks[:-17]
+        t0, ns0 = marks[0] if len(marks) > 1 else (w.search_t0, 0)
+        hooks = (w.hook_ns - ns0) / 1e9 / (now - t0) if w.hook_calls and now > t0 \
+            else None
+        units, capped = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
+                                              max_overhead=w.o.max_overhead,
+                                              cycle=len(w.blocks),
+                                              hooks_share=min(hooks, 1.0) if hooks else None)
+        # the bound needed more than the cap: the summary says so rather than let it read as met
+        w.rests_capped += capped
+        return units
+
+    def begin_rest(self, arm: int, units: int):
+        """The rest also lets the new arm settle (its lines fill) before it is timed."""
+        w = self.w
+        w.steps += 1
+        if not w.paused:
+            _core.activity_record(False)
+            w.paused = True
+        w.resting = {"arm": arm, "start": _core.activity_now(), "units": units}
+        w.units_now = 0
+        self.rest_unhooked(w.resting)
+
+    def rest_unhooked(self, r: dict):
+        """The rest's units but its last block's worth run with the per-call hooks' gate
+        closed (the hooks cost a host-bound program ~3 us a call in the watcher, H200 server
+        loop at 495cdaa and a4a7db0: 2.7 % of the search's wall, and a rest is most of it):
+        for the time those units took in the newest rests; then a timer opens the gate, and at
+        the program's next call the GPU is drained and the last block's worth is counted and
+        timed as every rest was (the per-unit rate the pace and the shares use). Alone only
+        (ranks count the same calls), and only once a rate is known."""
+        w = self.w
+        tail = w.units_per_block
+        if (w.rest_hooks is None or w.team is not None or not w.rest_s
+                or r["units"] < 3 * tail):
+            return
+        # a program slower in the newest rests (idle) than now would keep the gate closed
+        # long past its units: at most REST_GATE_MAX_S, then counted as any rest
+        off_s = min((r["units"] - tail) * w.rest_s, REST_GATE_MAX_S)
+        r.update(units=tail, unhooked=True)
+        w.rest_hooks[0]()
+        t = threading.Timer(off_s, self.rehook_rest, args=(r,))
+        t.daemon = True     # a program that ends mid-rest is not kept waiting for it
+        w.rest_timer = t
+        t.start()
+
+    def rehook_rest(self, r: dict):
+        """On the timer's thread: the gate open; nothing else (the tail begins on the
+        program's thread, between its calls)."""
+        w = self.w
+        with w.lock:
+            if w.resting is r and w.state == "search":
+                r["tail_due"] = True
+                w.rest_hooks[1]()
+
+    def begin_tail(self, r: dict) -> bool:
+        """An unhooked rest's counted tail begins at this call, once the timer has opened the
+        gate and no capture is open: the GPU drained (the tail is timed from there, as whole
+        rests were from the block's end)."""
+        w = self.w
+        if not r.get("tail_due") or w.gate.capture_open():
+            return False
+        w.steps += 1              # this call waits on the GPU: not the hooks' own time
+        w.device.synchronize()
+        r["tail_t0"] = _core.activity_now()
+        w.units_now = 0
+        return True
+
+    def end_rest(self, kind=None, torch_graph=None):
+        """Records on again, then a settle before the block: CUPTI's record of the first launch
+        of a graph after the pause is wrong (it starts at the graph's last launch recorded
+        before the pause: as long as the pause, H200), so the block begins once every graph
+        the last block replayed has been launched again (at most a block's units later), and
+        records that outlive their block are dropped (l2p_activity_blocks' spanning)."""
+        w = self.w
+        w.steps += 1
+        r, units = w.resting, w.units_now
+        w.device.synchronize()           # the rest's work is done: the block times its own
+        end = _core.activity_now()
+        w.resting = None
+        w._resume()
+        # an unhooked rest counted its units from the hooks' return only (its tail): the rate
+        # per unit is the tail's, the rest's wall its whole
+        counted_from = r.get("tail_t0") or r["start"]
+        need = set(w.replayed)
+        if r.get("unhooked"):
+            # graphs replayed while the gate was closed were not seen: those left stale
+            # (their executable not made again) must launch again before the block too
+            need |= {id(g.ref()) for g in w.graphs.values()
+                     if g.renew_failed and g.ref() is not None}
+        st = {"arm": r["arm"], "rest_ns": end - counted_from, "rest_units": units,
+              "rest_wall_ns": end - r["start"], "unhooked": bool(r.get("unhooked")),
+              "t0": _core.activity_now(), "need": need, "pre_ns": 0, "pre_units": 0}
+        if r.get("recorded"):   # a capture turned the records on mid-rest: no unrecorded time
+            st.update(rest_ns=0, rest_units=0, rest_wall_ns=0, pre_ns=end - counted_from,
+                      pre_units=units)
+        w.settling = st
+        w.replayed = set()
+        w.units_now = 0
+        self.settle(kind, torch_graph)     # this call's launch comes after: in the settle
+
+    def settle(self, kind, torch_graph):
+        """Alone: until every graph of the last block has launched again (a block's units at
+        most). In a team the ranks must begin their blocks at the same count of their calls, and
+        their graphs are their own: a fixed quarter block, with the spanning records dropped."""
+        w = self.w
+        st = w.settling
+        if w.team is not None:
+            waiting = w.units_now < max(1, w.units_per_block // 4)
+        else:
+            waiting = bool(st["need"]) and w.units_now < w.units_per_block
+        if waiting or w.gate.capture_open():
+            if kind == "replay":           # this launch comes after this call: in the settle
+                st["need"].discard(id(torch_graph))
+            return
+        units = w.units_now
+        if units:
+            w.device.synchronize()      # the settle's queued kernels must not run in the block
+        now = _core.activity_now()
+        w.settling = None
+        w.search.next_block(now, st["arm"])
+        b = w.blocks[-1]
+        b.rest_ns, b.rest_units = st["rest_ns"], st["rest_units"]
+        b.rest_wall_ns, b.rest_unhooked = st["rest_wall_ns"], st["unhooked"]
+        b.settle_ns, b.settle_units = now - st["t0"] + st["pre_ns"], units + st["pre_units"]
+
+    def watching(self) -> dict:
+        """What watching cost the program during the search, measured in it: the switches' work,
+        and the recorded blocks' (and settles') wall beyond what their units take unrecorded
+        (the rests' total wall per unit: a total, as the share is one; a median would count a
+        program's occasional slow unit, an eager prefill, as watching's), as a share of the
+        search's wall time (switches, rests, settles and blocks). record_cost compares the
+        medians per unit (a typical unit, recorded against not)."""
+        w = self.w
+        done = [b for b in w.blocks if b.end and b.units]
+        rested = [b for b in done if b.rest_units]
+        out = {"max_overhead": (w.o.max_overhead if w.o.max_overhead is not None
+                                else _core.live_defaults()["max_overhead"]),
+               "rest_units": w.rest_units, "rests": len(rested),
+               "rests_capped": w.rests_capped,
+               "max_rest_ratio": _core.live_defaults()["max_rest_ratio"],
+               "recorded_units": sum(b.units for b in done),
+               "switch_work_ms_median": (statistics.median(w.switch_work_ms)
+                                         if w.switch_work_ms else None),
+               "install_ms_median": (statistics.median(w.install_ms)
+                                     if w.install_ms else None),
+               "windows_ms_median": (statistics.median(w.windows_ms)
+                                     if w.windows_ms else None),
+               "record_cost": None, "added_share": None, "hooks_share": None,
+               "observing_share": None, "exploring_share": None, "exploring_worst": None}
+        # an unhooked rest counted only its tail: its units estimated at the tail's rate
+        out["rest_units_total"] = round(sum(
+            b.rest_units * max(1.0, (b.rest_wall_ns or b.rest_ns) / b.rest_ns)
+            for b in rested if b.rest_ns))
+        out["rests_unhooked"] = sum(1 for b in rested if b.rest_unhooked)
+        counted = out["recorded_units"] + out["rest_units_total"]
+        out["recorded_share"] = out["recorded_units"] / counted if counted else None
+        if not rested:
+            return out
+        unrec = sum(b.rest_ns for b in rested) / sum(b.rest_units for b in rested)  # ns/unit
+        med_unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)
+        rec = statistics.median((b.end - b.start) / b.units for b in rested)
+        work = sum(w.switch_work_ms) * 1e6
+        # the settles are recorded too: watched time, counted with the blocks
+        blocks = sum(b.end - b.start + b.settle_ns for b in done)
+        units = out["recorded_units"] + sum(b.settle_units for b in done)
+        wall = work + blocks + sum(b.rest_wall_ns or b.rest_ns for b in rested)
+        added = work + blocks - unrec * units
+        # the hooks' own time on the calls that switched nothing, paid in rests and blocks
+        # alike: not in added_share; observing_share is the two together (what the search's
+        # observing costs the program, but for the hooks' outer frames and CUPTI attached,
+        # which tools/investigations/search-cost measures against the program run plain)
+        hooks = w.hook_ns / wall
+        out.update(self.exploring(done, wall))
+        out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
+                   hooks_share=hooks, hook_us_per_call=(w.hook_ns / w.hook_calls / 1e3
+                                                        if w.hook_calls else None),
+                   observing_share=max(0.0, added) / wall + hooks,
+                   unrecorded_ms_per_unit=unrec / 1e6,
+                   settle_units=sum(b.settle_units for b in done),
+                   spanning_records=w.spanning)
+        return out
+
+    @staticmethod
+    def exploring(done: list, wall: float) -> dict:
+        """What the arms tried cost the program beyond its own pace, which observing does not
+        count: the wall per unit of each arm's unrecorded rests against the two baselines'
+        rests, applied to all the wall the arm ran (its rests, settles and blocks). A set-aside
+        that taxes the program's other kernels makes every unit under it slower (the server's
+        37.5 MiB arms' rests: about 12 % over the baselines', H200 5d07e18), and the program
+        pays that while the arm is tried. Net of the arms that ran faster; wall time, so read
+        it as a size: `exploring_share` of the search's wall (None until some candidate arm
+        has rested), and `exploring_worst`, the costliest arm's ratio among those with two
+        rests or more (one rest's median is one sample)."""
+        rates: dict[int, list] = {}
+        walls: dict[int, float] = {}
+        for b in done:
+            if b.rest_units and b.rest_ns:
+                rates.setdefault(b.arm, []).append(b.rest_ns / b.rest_units)
+            walls[b.arm] = walls.get(b.arm, 0.0) + (b.rest_wall_ns or b.rest_ns) \
+                + (b.end - b.start) + b.settle_ns
+        base = rates.get(0, []) + rates.get(1, [])
+        tried = [a for a in rates if a not in (0, 1)]
+        if not base or not tried or not wall > 0:
+            return {"exploring_share": None, "exploring_worst": None}
+        pace = statistics.median(base)
+        over = {a: statistics.median(rates[a]) / pace for a in tried}
+        # the wall each arm ran, less what its units take at the baselines' pace
+        extra = sum(walls[a] * (1 - 1 / over[a]) for a in tried)
+        worst = max((over[a] for a in tried if len(rates[a]) >= 2), default=None)
+        return {"exploring_share": extra / wall, "exploring_worst": worst}

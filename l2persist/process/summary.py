@@ -1,0 +1,212 @@
+"""The watcher's report: the result document the CLI reads (``summary``), the per-launch-key
+ratios, the plan document advise writes, and what watching cost the program.
+
+Not to be confused with :mod:`l2persist.process.report`, which draws the CLI's text from the
+document made here. One :class:`Report` per :class:`~l2persist.process.live.Watcher`; it reads
+the owner's state and changes nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+from .. import _core
+from .part import Part
+
+PLAN_FORMAT = _core.live_plan_format()  # the core owns the document (csrc/core/l2p_live.h)
+#: The summary's per_key section lists this many launch keys, the heaviest in the probe.
+PER_KEY_SHOWN = 20
+
+
+def _jsonable(x):
+    if isinstance(x, float):
+        return None
+    return str(x)
+
+
+class Report(Part):
+    """What comes out of the watcher: summary, plan, result file."""
+
+    def watch_cost(self, per_arm: dict):
+        w = self.w
+        d = per_arm.get(w.final_arm) if w.final_arm is not None else None
+        after = w.after_decision
+        if not d or not d["wall_ms_per_unit"] or not after:
+            return None
+        walls = d["wall_ms_per_unit"]
+        recorded = statistics.median(walls)
+        return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
+                "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
+                "unrecorded_units": after["units"],
+                "ratio": recorded / after["wall_ms_per_unit"]}
+
+    def summary(self) -> dict:
+        """The result document the CLI reads: verdict, arms, blocks, notes."""
+        w = self.w
+        dev = w.device
+        arms_out = []
+        for i, a in enumerate(w.arms):
+            arms_out.append({"set_aside": a["set_aside"], "windows": self.window_docs(a)})
+        per_arm = {}
+        for b in w.blocks[:w.recorded]:
+            if not b.units:
+                continue
+            d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
+                                          "rest_wall_ms_per_unit": [], "kernels": {},
+                                          "samples": [], "shares": []})
+            # the search's samples (GPU time per unit at the probe's mix), and the block's own
+            # GPU time over its units (which moves with the block's mix of work)
+            d["samples"].append(b.sample)
+            d["shares"].append(b.share)
+            d["gpu_ms_per_unit"].append(getattr(b, "gpu_ns", 0) / b.units / 1e6)
+            d["wall_ms_per_unit"].append((b.end - b.start) / b.units / 1e6)
+            if b.rest_units:      # the same arm unrecorded: what it costs the program's wall
+                d["rest_wall_ms_per_unit"].append(b.rest_ns / b.rest_units / 1e6)
+            for name, ns in getattr(b, "by_name", {}).items():
+                d["kernels"][name] = d["kernels"].get(name, 0.0) + ns / b.units / 1e6
+        for d in per_arm.values():
+            n = len(d["gpu_ms_per_unit"])
+            d["kernels"] = {k: v / n for k, v in d["kernels"].items()}
+        meta = {}
+        if dev is not None:
+            p = dev.properties
+            meta = {"name": p.name, "cc": list(p.compute_capability),
+                    "l2_bytes": p.l2_cache_size,
+                    "persisting_max": p.persisting_l2_cache_max_size,
+                    "default_limit": w.default_limit,
+                    "driver": list(_core.driver_version() or (0, 0)), "index": w.o.device}
+        return {
+            "mode": w.o.mode, "state": w.state, "device": meta,
+            "unit": list(w.unit) if w.unit else None,
+            "units_per_block": w.units_per_block,
+            "points": dict(w.points), "result": w.result, "final_arm": w.final_arm,
+            # verify: "plan" (the plan against both baselines) or "baseline" (the plan is one
+            # of them, a "don't": the result is a search over advise's arms, and a winner
+            # that helps means the plan no longer holds)
+            "verify_of": (None if w.o.mode != "verify" else
+                          "baseline" if getattr(w, "verify_base", None) is not None
+                          else "plan"),
+            "arms": arms_out, "per_arm": per_arm, "per_key": self.per_key(),
+            "switch_ms": w.switch_ms, "switch_work_ms": w.switch_work_ms,
+            "blocks": len(w.blocks),
+            # the search's pace and what watching added to the program's wall time in it
+            "watching": w.pace.watching(),
+            # the final arm's wall per unit recorded (its blocks) over unrecorded (after)
+            "watch_cost": self.watch_cost(per_arm),
+            "arm_sequence": [b.arm for b in w.blocks],
+            # the per-call hooks came off once decided (graph replays and points count to
+            # there)
+            "calls_unhooked": w.calls_unhooked,
+            "rank": w.o.rank, "world": w.o.world,
+            "lockstep": w.team is not None,
+            "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
+                        "windows_applied": g.windows_applied,
+                        "in_plan": g.signature in w.applied_sigs}
+                       for g in w.all_graphs()],
+            "targets": [{"graphs": [g.signature for g, _ in t.places], "bytes": t.size,
+                         "weight_ms": t.weight / 1e6} for t in w.targets],
+            # the warm-up's GPU time in kernels no window reaches (no graph, no stream known)
+            "ungraphed": getattr(w, "ungraphed", None),
+            # eager launches windowed through their streams (streams.py)
+            "eager": {"groups": [{"signature": g.signature, "kernel": g.names[0],
+                                  "stream": g.stream, "launches": g.launches,
+                                  "windows_applied": g.windows_applied} for g in w.eager],
+                      "streams_set": sorted(w.stream_windows.wrapped_ever)
+                      if w.stream_windows is not None else [],
+                      "streams_left_alone": sorted(w.unknown_streams),
+                      "restored": w.streams_restored},
+            "notes": w.notes,
+            # from the first watched call to the decision (warm-up and probe included)
+            "decision_s": getattr(w, "decision_s", None),
+            "search_s": (time.perf_counter() - w.search_t0) if w.search_t0 else 0.0,
+            "plan": self.make_plan() if w.o.mode == "advise" and w.result else None,
+        }
+
+    def per_key(self) -> dict | None:
+        """Each launch key's GPU time per launch under the final arm and the better baseline
+        (where the final arm is that baseline: the best arm tried), the heaviest keys of the
+        probe first: which kernels the plan moved. ratio: the baseline's time per launch over
+        the arm's (above 1: faster under the arm)."""
+        w = self.w
+        r = w.result
+        if not r or not w.mix_ref:
+            return None
+        base, arm = r["baseline"], w.final_arm
+        if arm is None or arm == base:
+            arm = r["winner"]
+        if arm is None or arm < 0 or arm == base:
+            return None
+        keys = _core.activity_keys()
+        total = sum(ns[0] for ns, n in w.mix_ref.values() if n[0] > 0)
+        a, b = w.key_sums.get(arm, {}), w.key_sums.get(base, {})
+        rows = []
+        for key, (ns, n) in w.mix_ref.items():
+            if not n[0] > 0:
+                continue
+            name, grid, block = keys[key] if 0 <= key < len(keys) else ("?", (0,) * 3, (0,) * 3)
+            us_a = a[key][0] / a[key][1] / 1e3 if key in a else None
+            us_b = b[key][0] / b[key][1] / 1e3 if key in b else None
+            rows.append({"key": key, "kernel": _core.kernel_name(name), "grid": list(grid),
+                         "block": list(block), "share": ns[0] / total,
+                         "arm_us": us_a, "baseline_us": us_b,
+                         "arm_launches": a[key][1] if key in a else 0,
+                         "baseline_launches": b[key][1] if key in b else 0,
+                         "ratio": us_b / us_a if us_a and us_b else None})
+        rows.sort(key=lambda d: -d["share"])
+        return {"arm": arm, "baseline": base, "keys": rows[:PER_KEY_SHOWN]}
+
+    def window_docs(self, arm) -> list:
+        """The arm's windows as the plan document places them: per graph, the anchor word
+        (node, param, offset) that finds the buffer again in the next run, the buffer's offset
+        from it (delta), and the nodes that get the window."""
+        w = self.w
+        out = []
+        for g, nodes, base, nbytes, hit, hp, mp, rec in w.switcher.placements(arm):  # as installed
+            d = {"graph": g.signature}
+            if rec is not None:        # a target's place: the word that finds it again
+                node, param, offset, word = g.anchor(rec)
+                d.update(node=node, param=param, offset=offset, delta=base - word)
+            d.update(bytes=nbytes, hit_ratio=hit, hit_prop=hp, miss_prop=mp, nodes=nodes)
+            if g.eager or rec is None:
+                d["stream"] = "launch" if g.eager else None  # on the stream it is queued on
+            out.append(d)
+        return out
+
+    def make_plan(self) -> dict:
+        """The plan document: what to install at the next start."""
+        w = self.w
+        from .. import __version__
+        r = w.result
+        helps = bool(r["helps"]) and r["winner"] >= 0
+        arm = w.arms[r["winner"]] if helps else w.arms[r["baseline"]]
+        p = w.device.properties
+        return {
+            "format": PLAN_FORMAT,
+            "device": {"name": p.name, "cc": list(p.compute_capability),
+                       "l2_bytes": p.l2_cache_size,
+                       "driver": list(_core.driver_version() or (0, 0))},
+            "l2persist": __version__,
+            "verdict": "helps" if helps else "dont",
+            "speedup": r["speedup"], "ci": [r["ci_low"], r["ci_high"]],
+            "set_aside": arm["set_aside"],
+            "windows": self.window_docs(arm),
+        }
+
+    def write_result(self):
+        w = self.w
+        path = w.o.result_path
+        if not path:
+            return
+        tmp = path + ".tmp"
+        try:
+            doc = self.summary()
+        except Exception as e:  # the CLI still learns what happened
+            import traceback
+            doc = {"mode": w.o.mode, "state": w.state, "result": None,
+                   "notes": w.notes + ["the summary failed: " + "".join(
+                       traceback.format_exception(type(e), e, e.__traceback__)[-4:])]}
+        with open(tmp, "w") as f:
+            json.dump(doc, f, default=_jsonable)
+        os.replace(tmp, path)

@@ -1,0 +1,376 @@
+"""The watcher's parts, each driven alone (issue 50 item 8): the recorder, the pace, the
+switcher and the report, each over a small fake owner that holds only the attributes the part
+reads, with the C core faked where the part calls it. The whole watcher runs over them in
+tests/test_live_sim_cpu.py; here a part's own rule is checked without the others.
+"""
+import statistics
+import types
+
+import pytest
+
+from l2persist import _core
+from l2persist.process import (clock, launches, live, pace, recorder, search, summary, switcher,
+                               team)
+from l2persist.process.recorder import Block
+
+
+def _ns(**kw):
+    return types.SimpleNamespace(**kw)
+
+
+# ---- the recorder ------------------------------------------------------------------------------
+
+def _recorder_owner(**kw):
+    o = _ns(blocks=[], recorded=0, spanning=0, mix_ref={7: ([1000.0], [2])}, mix_units=2,
+            key_sums={}, team=None)
+    o.__dict__.update(kw)
+    return o
+
+
+def _fake_blocks_core(calls):
+    """activity_blocks over two blocks: key 7 ran twice in each, key 9 once in the second;
+    live_mix prices each bound's stretch at 0.5 ms and shares of 1.0."""
+    def activity_blocks(bounds):
+        calls.append(("blocks", list(bounds)))
+        return {"gpu_ns": [1000, 0, 1400],
+                "by_name": {"k": [1000, 0, 1000], "j": [0, 0, 400]},
+                "by_key": {7: ([1000.0, 0.0, 1000.0], [2, 0, 2]),
+                           9: ([0.0, 0.0, 400.0], [0, 0, 1])},
+                "spanning": 1}
+
+    def live_mix(ref, by_key, n, units):
+        calls.append(("mix", n, units))
+        return [0.5] * n, [1.0] * n
+    return _ns(activity_blocks=activity_blocks, live_mix=live_mix,
+               activity_flush=lambda: calls.append("flush"),
+               live_record=lambda v: calls.append(("record", v)),
+               activity_trim=lambda stamp: calls.append(("trim", stamp)))
+
+
+def test_recorder_samples_and_key_sums_from_the_blocks_records(monkeypatch):
+    calls = []
+    monkeypatch.setattr(recorder, "_core", _fake_blocks_core(calls))
+    # back to back: the second block starts where the first ended (made increasing)
+    a, b = Block(arm=0, start=100, end=200, units=2), Block(arm=3, start=200, end=300, units=2)
+    w = _recorder_owner(blocks=[a, b, Block(arm=1, start=300)])   # the third still running
+    r = recorder.Recorder(w)
+    r.record_pending()
+    assert ("blocks", [100, 200, 201, 300]) in calls and ("mix", 3, 2) in calls
+    assert [c for c in calls if c[0] == "record"] == [("record", 0.5), ("record", 0.5)]
+    assert w.recorded == 2 and w.spanning == 1
+    assert calls[-1] == ("trim", 300)                # from the running block's start on
+    assert a.gpu_ns == 1000 and b.gpu_ns == 1400 and b.by_name == {"k": 1000, "j": 400}
+    assert a.sample == b.sample == 0.5 and a.share == 1.0
+    # each arm's launch keys: ns and launches of its blocks only
+    assert w.key_sums == {0: {7: [1000.0, 2]}, 3: {7: [1000.0, 2], 9: [400.0, 1]}}
+
+
+def test_recorder_refuses_a_block_without_records_and_a_probe_without_kernels(monkeypatch):
+    calls = []
+    monkeypatch.setattr(recorder, "_core", _fake_blocks_core(calls))
+    w = _recorder_owner(blocks=[Block(arm=0, start=100, end=200, units=2)], mix_ref={})
+    with pytest.raises(recorder._NoRecords, match="probe recorded no kernel"):
+        recorder.Recorder(w).record_pending()
+    assert w.recorded == 0 and not [c for c in calls if c[0] == "record"]
+    assert recorder._increasing([5, 5, 5, 9]) == [5, 6, 7, 9]
+    assert live._NoRecords is recorder._NoRecords and live.Block is Block
+
+
+# ---- the pace ----------------------------------------------------------------------------------
+
+def _pace_owner(blocks, **kw):
+    o = _ns(blocks=blocks, units_per_block=4, switch_work_ms=[2.0, 4.0, 3.0], hook_marks=[],
+            hook_ns=0, hook_calls=0, search_t0=0.0, o=_ns(max_overhead=0.01), rest_s=None,
+            rests_capped=0)
+    o.__dict__.update(kw)
+    return o
+
+
+def test_pace_rest_length_from_the_newest_rest_then_block_pairs(monkeypatch):
+    asked = []
+
+    def rest_units(recorded, switch_s, rest_s, block_s, **kw):
+        asked.append((recorded, switch_s, rest_s, block_s, kw))
+        return 40, True
+    monkeypatch.setattr(pace, "_core", _ns(live_rest_units=rest_units))
+    # three blocks after rests: 1, 2 and 3 us a unit unrecorded; 10 us a unit recorded with
+    # their settles; a block without a rest is not a pair
+    blocks = [Block(0, start=0, end=4000, units=4, rest_ns=4000 * k, rest_units=4,
+                    settle_ns=1000 * k, settle_units=k) for k in (1, 2, 3)]
+    blocks.insert(0, Block(1, start=0, end=9000, units=4))
+    w = _pace_owner(blocks)
+    assert pace.Pace(w).rest_length() == 40
+    (recorded, switch_s, rest_s, block_s, kw), = asked
+    assert recorded == 4 + 2                          # a block and the median settle
+    assert switch_s == pytest.approx(3e-3)            # the switches' median work
+    assert rest_s == pytest.approx(2e-6) and w.rest_s == rest_s
+    assert block_s == pytest.approx(statistics.median(
+        [(4000 + 1000 * k) / (4 + k) for k in (1, 2, 3)]) / 1e9)
+    assert kw["max_overhead"] == 0.01 and kw["cycle"] == 4 and kw["hooks_share"] is None
+    assert w.rests_capped == 1
+    # fewer than REST_PAIRS pairs: nothing known yet, one block's worth recorded
+    asked.clear()
+    pace.Pace(_pace_owner(blocks[:3])).rest_length()
+    assert asked[0][:4] == (4, pytest.approx(3e-3), None, None)
+
+
+def test_pace_exploring_prices_each_arms_wall_at_the_baselines_pace():
+    def rested(arm, per_unit):
+        return Block(arm, start=0, end=1000, units=10, rest_ns=per_unit * 10, rest_units=10,
+                     rest_wall_ns=per_unit * 10)
+    done = [rested(0, 100), rested(1, 100), rested(2, 120), rested(2, 120)]
+    out = pace.Pace.exploring(done, wall=10_000.0)
+    # arm 2 ran 2 x (1200 + 1000) ns at 1.2x the baselines' pace: 1/6 of it is the arm's cost
+    assert out["exploring_worst"] == pytest.approx(1.2)
+    assert out["exploring_share"] == pytest.approx(4400 * (1 - 1 / 1.2) / 10_000)
+    assert pace.Pace.exploring(done[:2], 1.0) == {"exploring_share": None,
+                                                  "exploring_worst": None}
+
+
+# ---- the switcher ------------------------------------------------------------------------------
+
+class _Graph:
+    eager = False
+
+    def __init__(self, spans):
+        self.spans = spans
+
+    def nodes_of(self, at):
+        return self.spans.get(at, [])
+
+
+class _Group:
+    eager = True
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def nodes_of(self, at):
+        return [0]
+
+
+def test_switcher_places_a_window_on_the_nodes_of_each_target_and_one_per_stream():
+    g1, g2 = _Graph({0: [1, 3], 5: [2]}), _Graph({2: [0]})
+    e1, e2 = _Group(stream=11), _Group(stream=11)          # the same stream: one window
+    hot = switcher.Target(0x1000, 4096, 3.0, places=[(g1, 0), (g2, 2), (e1, 0)])
+    cold = switcher.Target(0x9000, 512, 1.0, places=[(g1, 5), (e2, 1)])
+    w = _ns(targets=[hot, cold])
+    arm = {"set_aside": 1 << 20, "windows": [(0, 1.0, "persisting", "streaming"),
+                                             (1, 0.5, "persisting", "normal")]}
+    got = switcher.Switcher(w).placements(arm)
+    assert [(p[0], p[1], p[2], p[3], p[4], p[7]) for p in got] == [
+        (g1, [1, 3], 0x1000, 4096, 1.0, 0), (g2, [0], 0x1000, 4096, 1.0, 2),
+        (e1, [0], 0x1000, 4096, 1.0, 0),
+        (g1, [2], 0x9000, 512, 0.5, 5)]               # e2: its stream holds hot's window
+
+
+def test_switcher_baseline_of_a_plans_arm():
+    s = switcher.Switcher(_ns(default_limit=3 << 20))
+    assert s.baseline_of({"windows": [], "set_aside": 0}) == 0
+    assert s.baseline_of({"windows": [], "set_aside": None}) == 1
+    assert s.baseline_of({"windows": [], "set_aside": 3 << 20}) == 1
+    assert s.baseline_of({"windows": [], "set_aside": 1 << 20}) is None
+    assert s.baseline_of({"windows": [(0, 1.0, "persisting", "streaming")],
+                          "set_aside": None}) is None
+
+
+def test_switcher_sets_only_the_windows_that_change():
+    changed = []
+
+    class G:
+        def change_windows(self, changes, fresh=False):
+            changed.append((changes, fresh))
+            return True
+    g, s = G(), switcher.Switcher(_ns())
+    a, b = (("a",), "win-a"), (("b",), "win-b")
+    s.set_graph_windows(g, {0: a, 1: a, 2: b})
+    assert changed[-1] == ([("win-a", [0, 1]), ("win-b", [2])], False)
+    s.set_graph_windows(g, {0: a, 2: b}, fresh=True)      # node 1's taken off, the rest kept
+    assert changed[-1] == ([(None, [1])], True)
+
+
+# ---- the report --------------------------------------------------------------------------------
+
+def test_report_per_key_from_the_arms_key_sums(monkeypatch):
+    monkeypatch.setattr(summary, "_core", _ns(
+        activity_keys=lambda: [("k_gather", (128, 1, 1), (256, 1, 1)),
+                               ("k_other", (64, 1, 1), (128, 1, 1))],
+        kernel_name=lambda name: name))
+    w = _ns(result={"baseline": 1, "winner": 4}, final_arm=4,
+            mix_ref={0: ([300.0], [3]), 1: ([100.0], [1]), 2: ([0.0], [0])},
+            key_sums={4: {0: [8000.0, 100], 1: [2000.0, 20]},
+                      1: {0: [10000.0, 100], 1: [2000.0, 20]}})
+    pk = summary.Report(w).per_key()
+    assert pk["arm"] == 4 and pk["baseline"] == 1
+    g, o = pk["keys"]              # the probe's heaviest first; key 2 never ran
+    assert g["kernel"] == "k_gather" and g["share"] == pytest.approx(0.75)
+    assert g["arm_us"] == pytest.approx(0.08) and g["baseline_us"] == pytest.approx(0.1)
+    assert g["ratio"] == pytest.approx(1.25) and g["grid"] == [128, 1, 1]
+    assert o["ratio"] == pytest.approx(1.0) and o["arm_launches"] == 20
+    # the final arm a baseline: the best arm tried; no arm beside the baseline: nothing
+    w.final_arm = 1
+    assert summary.Report(w).per_key()["arm"] == 4
+    w.result = {"baseline": 1, "winner": -1}
+    assert summary.Report(w).per_key() is None
+
+
+def test_report_watch_cost_is_the_final_arms_recorded_wall_over_the_after_decision():
+    w = _ns(final_arm=2, after_decision={"units": 64, "wall_ms_per_unit": 2.0})
+    per_arm = {2: {"wall_ms_per_unit": [2.0, 2.2, 2.1]}}
+    cost = summary.Report(w).watch_cost(per_arm)
+    assert cost["recorded_wall_ms_per_unit"] == pytest.approx(2.1)
+    assert cost["ratio"] == pytest.approx(1.05) and cost["recorded_blocks"] == 3
+    w.after_decision = None
+    assert summary.Report(w).watch_cost(per_arm) is None
+    assert summary.PLAN_FORMAT == live.PLAN_FORMAT == _core.live_plan_format()
+
+
+# ---- the search driver -------------------------------------------------------------------------
+
+def test_search_unit_of_work_from_the_probes_counts():
+    w = _ns(o=_ns(block_s=0.02), probe_counts={})
+    s = search.Search(w)
+    w.probe_counts = {("replay", "a"): 30, ("replay", "b"): 90, ("sync",): 200}
+    assert s.choose_unit(1.0) == ("replay", "b")             # the busiest graph's replay
+    w.probe_counts[("mark",)] = 10
+    assert s.choose_unit(1.0) == ("mark",)                   # a mark first
+    w.probe_counts = {("replay", None): 500, ("sync",): 3}   # a graph not known: not a unit
+    assert s.choose_unit(1.0) == ("sync",)
+    # the clock's tick where the unit comes less than once a block
+    w.probe_counts = {("sync",): 3, ("tick",): 400}
+    assert s.choose_unit(1.0) == ("tick",)
+    w.probe_counts = {("sync",): 3000, ("tick",): 400}
+    assert s.choose_unit(1.0) == ("sync",)
+
+
+def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
+    installed = []
+    monkeypatch.setattr(search, "_core", _ns(live_next=lambda: 5, activity_now=lambda: 777))
+    w = _ns(steps=0, blocks=[], units_now=9, replayed={1},
+            switcher=_ns(install=lambda arm: installed.append(arm)))
+    search.Search(w).next_block(0)
+    assert installed == [5] and w.steps == 1 and w.units_now == 0 and w.replayed == set()
+    (b,) = w.blocks
+    assert (b.arm, b.start) == (5, 777)
+    search.Search(w).next_block(900, arm=2)                  # after a rest: its arm, its stamp
+    assert installed == [5] and (w.blocks[-1].arm, w.blocks[-1].start) == (2, 900)
+
+
+# ---- the eager launches ------------------------------------------------------------------------
+
+def test_launches_from_the_log_keep_known_streams_and_note_the_others(monkeypatch):
+    def group(stream, name):
+        return _ns(stream=stream, names=[name])
+    pool, mine = group(0, "k_pool"), group(0x7f00, "k_mine")
+    monkeypatch.setattr(launches._streams, "known", lambda handle: handle == 0)
+    w = _ns(kernel_ns_warmup={"k_pool": 10.0, "k_mine": 30.0, "k_graph": 60.0}, eager=[],
+            unknown_streams={}, o=_ns(mode="advise"), notes=[])
+    part = launches.Launches(w)
+    part.take = lambda: [pool, mine]                         # the log's groups
+    part.from_log()
+    assert w.eager == [pool] and w.unknown_streams == {0x7f00: 30.0}
+    (note,) = w.notes
+    assert note.startswith("30 % of the warm-up's GPU time ran in eager kernels on 1 "
+                           "stream(s) the program made itself"), note
+    assert note.endswith("so no window is set there")
+
+
+def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
+    calls = []
+    monkeypatch.setattr(launches, "_core", _ns(
+        _launch_log_begin=lambda dev: calls.append(("begin", dev)),
+        _launch_log_take=lambda out, discard=False: calls.append(("take", discard))))
+    w = _ns(o=_ns(device=3), logging=False, notes=[],
+            gate=_ns(release=lambda: calls.append("release")))
+    part = launches.Launches(w)
+    assert part.begin() and w.logging
+    part.stop()
+    assert not w.logging
+    assert calls == ["release", ("begin", 3), "release", ("take", True)]
+    part.stop()                                              # not logging: nothing asked
+    assert len(calls) == 4
+
+
+# ---- PyTorch's hooks (process/torch.py, for the bootstrap and window_captures alike) -----------
+
+def test_torch_capture_and_after_hooks_in_one_home():
+    from l2persist.process import torch as process_torch
+    seen = []
+
+    class Graph:
+        def capture_begin(self, fail=False):
+            if fail:
+                raise RuntimeError("begin failed")
+            seen.append("begin")
+
+        def capture_end(self):
+            seen.append("end")
+
+        def synchronize(self):
+            return "synced"
+    begin, end = Graph.capture_begin, Graph.capture_end
+    undo = process_torch.patch_capture(Graph, lambda g: seen.append("on_begin"),
+                                       lambda g, failed: seen.append(("on_end", failed)))
+    g = Graph()
+    g.capture_begin()
+    g.capture_end()
+    with pytest.raises(RuntimeError):
+        g.capture_begin(fail=True)
+    assert seen == ["on_begin", "begin", "end", ("on_end", False), "on_begin", ("on_end", True)]
+    undo()
+    assert (Graph.capture_begin, Graph.capture_end) == (begin, end)
+    # after a method returns; off() puts the original back, but not over another's wrapper
+    original = Graph.synchronize
+    hook = process_torch.patch_after(Graph, "synchronize", lambda: seen.append("after"),
+                                     "Graph.synchronize")
+    assert g.synchronize() == "synced" and seen[-1] == "after"
+    assert hook.off() and Graph.synchronize is original
+    hook = process_torch.patch_after(Graph, "synchronize", lambda: None, "Graph.synchronize")
+    ours = Graph.synchronize
+    Graph.synchronize = lambda self: ("theirs", ours(self))
+    assert not hook.off() and g.synchronize() == ("theirs", "synced")
+
+
+# ---- the switch gate (process/clock.py) --------------------------------------------------------
+
+def test_gate_takes_the_switch_lock_once_where_no_capture_is_open(monkeypatch):
+    calls = []
+    free = [True]
+    monkeypatch.setattr(clock, "_core", _ns(switch_enter=lambda: calls.append("enter") or free[0],
+                                            switch_leave=lambda: calls.append("leave"),
+                                            capture_watch_end=lambda: calls.append("end")))
+    monkeypatch.setattr(clock, "_capturing", lambda: False)
+    w = _ns(captures=0, tracking_ended=False, _switch_held=None, clock_tracking=True)
+    g = clock.SwitchGate(w)
+    assert not g.capture_open() and not g.capture_open()    # held by this thread: asked once
+    assert calls == ["enter"]
+    g.release()
+    g.release()                                              # not held: nothing
+    assert calls == ["enter", "leave"] and w._switch_held is None
+    w.captures = 1                                           # PyTorch's capture: no lock asked
+    assert g.capture_open() and calls == ["enter", "leave"]
+    w.captures, free[0] = 0, False                           # one the core counts
+    assert g.capture_open() and w._switch_held is None
+    g.end_tracking()                                         # the count off, once
+    g.end_tracking()
+    assert calls.count("end") == 1 and w.tracking_ended
+    assert not g.capture_open()                              # PyTorch's check only from here
+
+
+# ---- the ranks (process/team.py) ---------------------------------------------------------------
+
+def test_ranks_wait_for_the_store_then_give_up_alone(monkeypatch):
+    ready = [False]
+    monkeypatch.setattr(team, "store_ready", lambda: ready[0])
+    monkeypatch.setattr(team, "from_env", lambda: ("the team", "a note"))
+    w = _ns(team=None, team_pending=False, team_gave_up=False, notes=[],
+            team_wait_t0=team.time.perf_counter())
+    r = team.Ranks(w)
+    r.join()                                         # no store yet: the warm-up goes on
+    assert w.team_pending and w.team is None and not w.team_gave_up
+    ready[0] = True
+    r.join()                                         # met
+    assert not w.team_pending and w.team == "the team" and w.notes == ["a note"]
+    w.team, ready[0], w.team_wait_t0 = None, False, w.team_wait_t0 - team.TEAM_WAIT_S
+    r.join()                                         # waited past TEAM_WAIT_S: alone
+    assert w.team_gave_up and not w.team_pending and "each rank advised alone" in w.notes[-1]
