@@ -77,13 +77,17 @@ class Clock:
 
 
 def _driver_loaded() -> bool:
-    """Whether CUDA's driver library is in the process already (RTLD_NOLOAD: asked without
-    loading it)."""
+    """Whether the program has initialised CUDA's driver (cuInit) already: the library is
+    asked only if it is in the process (RTLD_NOLOAD: never loaded here), and cuDeviceGetCount
+    answers CUDA_ERROR_NOT_INITIALIZED (3) until cuInit ran, without running it. Loaded is not
+    enough: CuPy and others load libcuda at import, before a script sets
+    CUDA_VISIBLE_DEVICES."""
     import ctypes
     try:
-        ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        return True
-    except OSError:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        n = ctypes.c_int(0)
+        return lib.cuDeviceGetCount(ctypes.byref(n)) == 0
+    except (OSError, AttributeError):
         return False
 
 
@@ -116,9 +120,15 @@ class SwitchGate(Part):
         me = threading.get_ident()
         if w._switch_held == me:
             return False
-        if not _core.switch_enter():
+        w._switch_held = me        # first: an interrupt after the enter must find it owned
+        try:
+            entered = _core.switch_enter()
+        except BaseException:
+            w._switch_held = None
+            raise
+        if not entered:
+            w._switch_held = None
             return True            # one is open, or its begin is waiting for a switch
-        w._switch_held = me
         return False
 
     def release(self):
@@ -151,6 +161,8 @@ class SwitchGate(Part):
         started here, from the clock's thread, once), and in the idle state the program has
         made its context (asked, never made)."""
         w = self.w
+        if w.tracking_ended:       # stopped (decided, failed, exiting): never again
+            return False
         if w.clock_tracking is None:
             if not _driver_loaded():
                 return False

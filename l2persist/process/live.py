@@ -329,24 +329,25 @@ class Watcher:
         call goes on."""
         import traceback
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
-        self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
-        self._after = None         # a failing after-decision timing must not keep the hooks
-        self.launches.stop()
-        self.gate.capture_open()       # the switch lock where no capture is open (see finish)
-        if self.stream_windows is not None:    # in any state: a capture may be about to open
-            self.stream_windows.restore()
-        if self.state in ("warmup", "probe", "search"):
-            self.state = "off"
-            self.restore()
-            self.paused = False    # a later replay must not turn the records back on
-            self.activity = False
-            try:
-                _core.activity_end()
-            except Exception:
-                pass
-        self.gate.end_tracking()
-        if self.team is not None:
-            self.team.leave()
+        with self.lock:            # a tick on the clock's thread must not switch meanwhile
+            self.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
+            self._after = None         # a failing after-decision timing must not keep the hooks
+            self.launches.stop()
+            self.gate.capture_open()       # the switch lock where no capture is open (see finish)
+            if self.stream_windows is not None:    # in any state: a capture may be about to open
+                self.stream_windows.restore()
+            if self.state in ("warmup", "probe", "search"):
+                self.state = "off"
+                self.restore()
+                self.paused = False    # a later replay must not turn the records back on
+                self.activity = False
+                try:
+                    _core.activity_end()
+                except Exception:
+                    pass
+            self.gate.end_tracking()
+            if self.team is not None:
+                self.team.leave()
 
     def point(self, kind: str, torch_graph=None):
         """A switch point: a replay (before it is launched), a sync or a mark. In a team only
@@ -403,7 +404,7 @@ class Watcher:
         once the clock is no longer wanted."""
         if self.state in ("done", "off") or self.o.mode == "apply" or self.o.world > 1:
             return False
-        if self.graphs or not self.gate.armed():
+        if any(g.ref() is not None for g in self.graphs.values()) or not self.gate.armed():
             return True
         if not self.lock.acquire(blocking=False):
             return True
@@ -697,8 +698,13 @@ class Watcher:
                 except Exception as e:
                     self.notes.append(f"finishing failed: {e}")
             # put back inside the switch lock where no capture is open (a capture that begins
-            # meanwhile waits); with one open, put back anyway: the process is ending
-            self.gate.capture_open()
+            # meanwhile waits); with one open, put back anyway: the process is ending. The
+            # launch log first: its CUPTI calls are made outside the lock
+            self.launches.stop()
+            try:
+                self.gate.capture_open()
+            except Exception:
+                pass
             self.restore()
             self.gate.end_tracking()
             try:

@@ -249,7 +249,8 @@ class Search(Part):
         w.decision_s = time.perf_counter() - w.t0
         _core.activity_end()
         w.activity = False      # nothing records now: no replay needs a flag (a lookup each)
-        w.gate.end_tracking()
+        if w._after is None:    # else the timing's synchronizations still ask the count
+            w.gate.end_tracking()
         w.report.write_result()
         if w.o.exit_after:
             raise SystemExit(0)
@@ -267,6 +268,7 @@ class Search(Part):
             w._after = None
             w.notes.append("the wall time after the decision was not timed: the unit of "
                            "work did not come often enough")
+            w.gate.end_tracking()
             return
         if not w._is_unit(kind, seen):
             return
@@ -286,6 +288,7 @@ class Search(Part):
             w.after_decision = {"units": a["units"],
                                 "wall_ms_per_unit": (now - a["t0"]) / a["units"] * 1e3}
             w._after = None
+            w.gate.end_tracking()
 
     @property
     def warm_stamp(self):
