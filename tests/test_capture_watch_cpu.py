@@ -111,3 +111,18 @@ def test_stub_and_docstrings_say_what_they_return():
     assert "True when no capture is open" in _core.switch_enter.__doc__
     assert "Returns: bool" in _core.switch_enter.__doc__
     assert "whoever makes it" in _core.capture_watch_begin.__doc__
+
+
+def test_the_driver_is_not_initialised_by_asking(tmp_path):
+    """driver_initialised (the clock's arming test) in a fresh process: without a driver it is
+    False and loads nothing; asked twice, the same (the question makes no CUDA call)."""
+    code = ("from l2persist import _core\n"
+            "a = _core.driver_initialised(); b = _core.driver_initialised()\n"
+            "maps = open('/proc/self/maps').read()\n"
+            "print(a, b, 'libcuda.so' in maps)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    a, b, mapped = p.stdout.split()
+    assert a == b
+    if mapped == "False":          # no driver in the process: it cannot be initialised
+        assert a == "False"

@@ -167,3 +167,22 @@ def test_torch_captures_and_switches_never_overlap():
 def test_cupy_captures_and_switches_never_overlap():
     need("cupy")
     _check(_run(_CUPY), 300)
+
+
+def test_the_clock_arms_only_once_the_program_initialised_cuda():
+    """driver_initialised, the clock's arming test, in a fresh process: False after importing
+    l2persist and CuPy (which loads libcuda at import) and still False after asking; True once
+    the program's own first CUDA call ran. Asking never initialises the driver."""
+    need("cupy")
+    code = textwrap.dedent("""
+        import json
+        from l2persist import _core
+        import cupy
+        before = [_core.driver_initialised(), _core.driver_initialised()]
+        cupy.zeros(4).sum().item()          # the program's first CUDA work
+        print(json.dumps({"before": before, "after": _core.driver_initialised()}))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out == {"before": [False, False], "after": True}, out

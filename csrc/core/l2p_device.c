@@ -465,6 +465,17 @@ static l2p_status probe_mps(int index, int *out)
     return L2P_OK;
 }
 
+void l2p_driver_initialised(int *out)
+{
+    *out = 0;
+    void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return;
+    int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+    int n = 0;
+    *out = count && count(&n) == 0;
+    dlclose(h); /* drops only the reference NOLOAD took */
+}
+
 l2p_status l2p_device_context_active(int index, int *out)
 {
     void *get = NULL, *state = NULL;

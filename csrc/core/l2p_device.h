@@ -100,6 +100,12 @@ l2p_status l2p_device_mps_enabled(int index, int *out);
  * driver (cuDevicePrimaryCtxGetState) without making one: the watcher's own timer starts
  * switching only once the program has made its context, never makes it for the program. */
 l2p_status l2p_device_context_active(int index, int *out);
+/* Whether the process has initialised CUDA's driver already (cuInit ran): *out 1 or 0, asked
+ * without loading the driver (RTLD_NOLOAD) or initialising it (cuDeviceGetCount answers
+ * CUDA_ERROR_NOT_INITIALIZED until cuInit). Loaded is not enough: CuPy and others load libcuda
+ * at import, before a script sets CUDA_VISIBLE_DEVICES; the watcher's clock makes no CUDA call
+ * of its own before the program's. */
+void l2p_driver_initialised(int *out);
 /* The unique id (cuCtxGetId) of the context current on this thread, making the device's
  * primary context current first when none is; 0 when the driver cannot say. A device reset
  * (cudaDeviceReset, by any library in the process) destroys the primary context and the next

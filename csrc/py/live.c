@@ -80,6 +80,19 @@ L2P_DEFINE_FN(context_active_fn, device_args, context_active_impl, "context_acti
               L2P_PARAM(device_args, device, L2P_P_DEVICE, .doc = "the device; None: the "
                         "current one"));
 
+static PyObject *driver_initialised_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    int on = 0;
+    l2p_driver_initialised(&on);
+    return PyBool_FromLong(on);
+}
+L2P_DEFINE_FN(driver_initialised_fn, l2p_no_args, driver_initialised_impl, "driver_initialised",
+              "Whether the process has initialised CUDA's driver already (cuInit ran), asked "
+              "without loading or initialising it (l2p_driver_initialised).", "bool",
+              L2P_NO_PARAMS);
+
 static PyObject *activity_end_impl(PyObject *m, const void *args)
 {
     (void)m;
@@ -1278,5 +1291,5 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn,
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn, &driver_initialised_fn,
     &live_ranges_fn, NULL};

@@ -21,7 +21,6 @@ calls (process/team.py), never from a clock.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
@@ -77,18 +76,10 @@ class Clock:
 
 
 def _driver_loaded() -> bool:
-    """Whether the program has initialised CUDA's driver (cuInit) already: the library is
-    asked only if it is in the process (RTLD_NOLOAD: never loaded here), and cuDeviceGetCount
-    answers CUDA_ERROR_NOT_INITIALIZED (3) until cuInit ran, without running it. Loaded is not
-    enough: CuPy and others load libcuda at import, before a script sets
-    CUDA_VISIBLE_DEVICES."""
-    import ctypes
-    try:
-        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        n = ctypes.c_int(0)
-        return lib.cuDeviceGetCount(ctypes.byref(n)) == 0
-    except (OSError, AttributeError):
-        return False
+    """Whether the program has initialised CUDA's driver (cuInit) already, asked without
+    loading or initialising it (l2p_driver_initialised says how, and why loaded is not
+    enough)."""
+    return _core.driver_initialised()
 
 
 def _capturing() -> bool:
