@@ -275,3 +275,9 @@ def test_run_leaves_out_what_cannot_run_with_the_reason(monkeypatch):
     assert [r["program"] for r in res.records] == ["cupy_only"]
     assert ("program jax_program", "the jax_program program needs jax, which is not "
             "installed") in ctx.skipped
+
+
+def test_the_gpu_halves_of_the_zoo_are_the_whole_zoo_once():
+    from test_zoo_graphs_gpu import GRAPHS
+    from test_zoo_libs_gpu import LIBS
+    assert sorted(GRAPHS + LIBS) == sorted(live.ZOO_SHAPES)

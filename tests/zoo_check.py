@@ -1,4 +1,7 @@
-"""The zoo of programs nobody wrote around l2persist (issue 50 item 7), on a GPU: each of the
+"""The check each zoo program gets on a GPU (tests/test_zoo_graphs_gpu.py and
+tests/test_zoo_libs_gpu.py: two files, so that each half fits one part of tools/gpu-check).
+
+The zoo of programs nobody wrote around l2persist (issue 50 item 7), on a GPU: each of the
 ten shapes (``live.ZOO_SHAPES``) run as the live study runs it, a subprocess started with
 ``live.run_program``.
 
@@ -6,7 +9,7 @@ Per program: two plain runs of the same length (the calibration length: a few se
 write the same digest, and the digest must change with the length (it hashes what was
 computed); then one plain run long enough for a short search (about ``ADVISE_LOOP_S`` of the
 program's own loop, from the first run's throughput) and one ``python -m l2persist advise
---budget 20 -- python prog.py`` run of the same length must write the same digest, and advise
+--budget 15 -- python prog.py`` run of the same length must write the same digest, and advise
 must exit 0 (a plan came out). A program whose library is missing, or (ddp) with fewer than
 two GPUs, is skipped with the reason. Each program costs about twice ADVISE_LOOP_S plus its
 start-ups (torch.compile's compilation, JAX's and transformers' imports)."""
@@ -16,11 +19,9 @@ import pytest
 
 from l2persist.studies import live
 
-pytestmark = pytest.mark.gpu
-
 # a short search, back to back (no rests between blocks): a verdict or the budget's end
-FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "20", "--max-overhead", "0"]
-ADVISE_LOOP_S = 35.0      # the program's loop under advise: the warm-up, the budget and room
+FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "15", "--max-overhead", "0"]
+ADVISE_LOOP_S = 28.0      # the program's loop under advise: the warm-up, the budget and room
 
 
 def _skip_unless_runnable(name):
@@ -33,8 +34,7 @@ def _run(name, iters, tmp_path, tag, env, cli=None, timeout=900):
     return live.run_program(name, iters, str(tmp_path), tag, env, timeout, cli)
 
 
-@pytest.mark.parametrize("name", live.ZOO_SHAPES)
-def test_zoo_program_same_digest_plain_twice_and_under_advise(name, tmp_path):
+def check_program(name, tmp_path):
     _skip_unless_runnable(name)
     ranks = live.ranks_of(name)
     env = live._env(0, ranks)
