@@ -321,6 +321,11 @@ def test_apply_of_a_dont_plan_calls_no_graph_unknown():
     text = bootstrap.apply_report(w)
     assert "does not know" not in text and "new shape" not in text
     assert "\"don't\" plan" in text and "3 graph(s)" in text
+    assert text.startswith("l2persist apply: set-aside the default;"), text
+    w.plan_doc = dict(GOOD, windows=[], set_aside=6553600)   # windows dropped, a set-aside kept
+    text = bootstrap.apply_report(w)
+    assert text.startswith("l2persist apply: set-aside 6553600 bytes; a set-aside only"), text
+    assert "don't" not in text and "does not know" not in text
     w.plan_doc = GOOD                       # a plan with windows still names strangers
     assert "3 graph(s) captured that the plan does not know" in bootstrap.apply_report(w)
 

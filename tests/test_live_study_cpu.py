@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import l2persist
 from l2persist import studies
 from l2persist.process import plan_doc
 from l2persist.results import Results
@@ -334,8 +335,9 @@ def test_program_sequence_with_fake_runs(monkeypatch, tmp_path):
 
 def test_run_program_reads_loop_line_and_digest(monkeypatch, tmp_path):
     """The real subprocess plumbing, on a stand-in program that needs no GPU: plain (its loop
-    line and digest), and under advise (without a usable GPU the CLI refuses before the
-    program starts: exit 2, one line, no digest, no result)."""
+    line and digest), and under advise: without a usable GPU the CLI refuses before the
+    program starts (exit 2, one line, no digest, no result); with one, the program runs (its
+    digest as plain), never uses CUDA, and advise says it ended with nothing measured (exit 1)."""
     fake = tmp_path / "fake.py"
     fake.write_text("import json, sys\n"
                     "json.dump({'n': int(sys.argv[3])}, open(sys.argv[1], 'w'))\n"
@@ -349,6 +351,10 @@ def test_run_program_reads_loop_line_and_digest(monkeypatch, tmp_path):
     assert live.rate_of(p) == 200.0 and p["result"] is None
     a = live.run_program("server", 50, str(tmp_path), "adv", env, 120,
                          ["advise", "--warmup", "0.5", "--out", str(tmp_path / "p.json")])
+    if l2persist.is_available():
+        assert a["rc"] == 1 and a["digest"] == {"n": 50}, a
+        assert "the program (exit 0) ended" in a["stderr"], a["stderr"]
+        return
     assert a["rc"] == 2 and a["digest"] is None and a["result"] is None, a
     assert "no usable CUDA device" in a["stderr"] and "not started" in a["stderr"]
 

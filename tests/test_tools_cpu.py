@@ -28,7 +28,7 @@ def test_every_test_file_is_in_exactly_one_part():
         for f in files.split():
             assert f not in listed, f"{f} in {listed[f]} and {name}"
             listed[f] = name
-    assert set(listed.values()) == {"core", "live", "studies", "zoo-graphs", "zoo-libs", "notebooks"}
+    assert set(listed.values()) == {"core", "live", "live-programs", "studies", "zoo-graphs", "zoo-libs", "notebooks"}
     here = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
     assert set(listed) == here
 
@@ -73,7 +73,7 @@ def test_an_unknown_part_is_refused_by_name(tmp_path):
                        env={"PATH": "/usr/bin:/bin", "PART": "everything",
                             "OUT": str(tmp_path / "o")})
     assert r.returncode == 2
-    assert "no part named 'everything'" in r.stderr and "core live studies zoo-graphs zoo-libs notebooks" in r.stderr
+    assert "no part named 'everything'" in r.stderr and "core live live-programs studies zoo-graphs zoo-libs notebooks" in r.stderr
     assert not (tmp_path / "o").exists()
 
 

@@ -9,7 +9,7 @@ Per program: two plain runs of the same length (the calibration length: a few se
 write the same digest, and the digest must change with the length (it hashes what was
 computed); then one plain run long enough for a short search (about ``ADVISE_LOOP_S`` of the
 program's own loop, from the first run's throughput) and one ``python -m l2persist advise
---budget 15 -- python prog.py`` run of the same length must write the same digest, and advise
+--budget 10 -- python prog.py`` run of the same length must write the same digest, and advise
 must exit 0 (a plan came out). A program whose library is missing, or (ddp) with fewer than
 two GPUs, is skipped with the reason. Each program costs about twice ADVISE_LOOP_S plus its
 start-ups (torch.compile's compilation, JAX's and transformers' imports)."""
@@ -20,8 +20,8 @@ import pytest
 from l2persist.studies import live
 
 # a short search, back to back (no rests between blocks): a verdict or the budget's end
-FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "15", "--max-overhead", "0"]
-ADVISE_LOOP_S = 28.0      # the program's loop under advise: the warm-up, the budget and room
+FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "10", "--max-overhead", "0"]
+ADVISE_LOOP_S = 20.0      # the program's loop under advise: the warm-up, the budget and room
 
 
 def _skip_unless_runnable(name):

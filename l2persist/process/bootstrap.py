@@ -164,8 +164,9 @@ def apply_report(w) -> str:
     aside = "the default" if doc["set_aside"] is None else f"{doc['set_aside']} bytes"
     lines = [f"l2persist apply: set-aside {aside}; {len(windowed)} graph(s) windowed "
              f"({sum(g.windows_applied for g in windowed)} window(s))"]
-    if not doc["windows"]:      # a "don't" plan: no graph is meant to match, none is news
-        lines[0] = (f"l2persist apply: a \"don't\" plan (no windows): set-aside {aside}; "
+    if not doc["windows"]:      # no graph is meant to match, none is news
+        kind = "a \"don't\" plan" if doc.get("verdict") == "dont" else "a set-aside only"
+        lines[0] = (f"l2persist apply: set-aside {aside}; {kind} (no windows): "
                     f"{len(graphs)} graph(s) left as captured")
     elif unknown:
         lines.append(f"  {len(unknown)} graph(s) captured that the plan does not know "
