@@ -179,6 +179,19 @@ l2p_status l2p_live_mix(const double *ref_ns, const double *ref_n, size_t n_keys
                         double ref_units, const double *key_ns, const double *key_n,
                         size_t n_blocks, double *out, double *share);
 
+/* ---- verify's answer ----
+ * verify's exit status from the watcher's interval of the plan's speedup over the better
+ * baseline (ci_low..ci_high, the core's `helps` verdict beside it) and the least gain that
+ * counts (1 + min_gain). A plan that is a baseline (a "don't") is not checked against itself:
+ * advise's arms were searched instead, and the plan fails when one helps now (helps: the
+ * search's winner). Otherwise the plan holds only where the whole interval is past
+ * 1 + min_gain, fails where the whole interval is short of it, and an interval reaching both
+ * sides is inconclusive. L2P_ERR_VALUE for min_gain outside [0, 1) or an interval not
+ * 0 < low <= high, finite. */
+enum { L2P_VERIFY_HOLDS = 0, L2P_VERIFY_FAILS = 1, L2P_VERIFY_INCONCLUSIVE = 3 };
+l2p_status l2p_live_verify_status(int baseline_plan, int helps, double ci_low, double ci_high,
+                                  double min_gain, int *status);
+
 /* ---- what a saved plan is matched by in the next process ---- */
 
 /* A graph's signature: its kernels in node order (each a name and launch shape, as the

@@ -565,6 +565,38 @@ L2P_DEFINE_FN(live_mix_fn, mix_args, live_mix_impl, "live_mix",
               L2P_PARAM(mix_args, units, L2P_P_FLOAT, .flags = L2P_P_REQUIRED, .flo = 1e-9,
                         .fhi = 1e18, .doc = "the reference's units of work"));
 
+typedef struct {
+    int baseline_plan, helps;
+    double ci_low, ci_high, min_gain;
+} verify_status_args;
+
+static PyObject *live_verify_status_impl(PyObject *m, const void *args)
+{
+    const verify_status_args *a = args;
+    int st;
+    if (l2p_live_verify_status(a->baseline_plan, a->helps, a->ci_low, a->ci_high, a->min_gain,
+                               &st) != L2P_OK)
+        return raise_core(m);
+    return PyLong_FromLong(st);
+}
+L2P_DEFINE_FN(live_verify_status_fn, verify_status_args, live_verify_status_impl,
+              "live_verify_status",
+              "verify's exit status from its interval (l2p_live_verify_status): 0 the plan holds "
+              "(its whole interval past 1 + min_gain), 1 it no longer helps (the whole interval "
+              "short of it; for a baseline plan: an arm of advise's search helps now), 3 "
+              "inconclusive (the interval reaches both sides).", "int",
+              L2P_PARAM(verify_status_args, baseline_plan, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "the plan is a baseline (a \"don't\"): advise's arms were "
+                        "searched"),
+              L2P_PARAM(verify_status_args, helps, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "the core's verdict on the plan (or on the search's winner)"),
+              L2P_PARAM(verify_status_args, ci_low, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "the interval's low end (speedup over the better baseline)"),
+              L2P_PARAM(verify_status_args, ci_high, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .doc = "the interval's high end"),
+              L2P_PARAM(verify_status_args, min_gain, L2P_P_FLOAT, .flags = L2P_P_KWONLY,
+                        .fval = 0.01, .doc = "the least gain that counts, in [0, 1)"));
+
 static int have_search(void)
 {
     if (search) return 0;
@@ -1291,5 +1323,5 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &context_active_fn, &driver_initialised_fn,
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &context_active_fn, &driver_initialised_fn,
     &live_ranges_fn, NULL};

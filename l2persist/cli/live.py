@@ -324,33 +324,30 @@ def advise_main(argv: list[str]) -> int:
 
 def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, str]:
     """verify's exit status and its one line, from the watcher's result document (None: the
-    watcher wrote none) and the plan document. The verdict is the core's (helps); the
-    interval says the rest: wholly below 1 + min_gain, no gain that counts; reaching both
-    sides of it, inconclusive (3). A "don't" plan holds while no arm helps."""
+    watcher wrote none) and the plan document. The status is the core's rule
+    (``_core.live_verify_status``: the plan holds only with its whole interval past
+    1 + min_gain, fails with all of it short, else inconclusive, 3; a "don't" plan fails when an
+    arm of advise's search helps now); this function only says it in words."""
+    from .. import _core
     res = (r or {}).get("result")
     if not res:
         return 3, "inconclusive: nothing was measured (see above)"
     need = 1 + min_gain
     nums = (f"{res['speedup']:.4f}x the better baseline, 95 % interval "
             f"{res['ci_low']:.4f}-{res['ci_high']:.4f}")
-    no_gain = res["ci_high"] < need
     # a "don't" plan, or any plan that is one of the baselines: the watcher searched advise's
     # arms instead of checking the plan against itself (its result's verify_of)
-    if plan.get("verdict") == "dont" or (r or {}).get("verify_of") == "baseline":
-        if res.get("helps"):
-            return 1, (f"no longer holds: an arm now helps ({_winner_text(r)}: {nums}); run "
-                       f"advise again")
-        if no_gain:
-            return 0, f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
-    else:
-        # holds only where the whole interval is past the least gain that counts: an interval
-        # that reaches below it holds "does not help" too (the core's verdict may still say
-        # helps from its point estimate)
-        if res.get("helps") and res["ci_low"] >= need:
-            return 0, f"still holds: the plan gives {nums}"
-        if no_gain:
-            return 1, (f"no longer holds: the plan gives {nums}, below the least gain that "
-                       f"counts ({need:g}x); run advise again")
+    baseline = plan.get("verdict") == "dont" or (r or {}).get("verify_of") == "baseline"
+    status = _core.live_verify_status(baseline, bool(res.get("helps")), res["ci_low"],
+                                      res["ci_high"], min_gain=min_gain)
+    if status == 0:
+        return 0, (f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
+                   if baseline else f"still holds: the plan gives {nums}")
+    if status == 1:
+        return 1, (f"no longer holds: an arm now helps ({_winner_text(r)}: {nums}); run "
+                   f"advise again" if baseline else
+                   f"no longer holds: the plan gives {nums}, below the least gain that "
+                   f"counts ({need:g}x); run advise again")
     return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "
                f"(the least gain that counts), so it neither helps nor fails yet; a longer "
                f"--budget narrows it")

@@ -458,6 +458,32 @@ static void test_live_mix(void)
     CHECK(l2p_live_mix(bad, ref_n, 2, 5, key_ns, key_n, 4, out, share) == L2P_ERR_VALUE);
 }
 
+/* verify's rule: a plan holds only with its whole interval past 1 + min_gain; a "don't" plan
+ * fails when an arm helps now. Each case sits on one side of an edge. */
+static void test_verify_status(void)
+{
+    int st = -1;
+    CHECK(l2p_live_verify_status(0, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    /* the core says helps from its point estimate, but the interval reaches below 1.01 */
+    CHECK(l2p_live_verify_status(0, 1, 1.009, 1.04, 0.01, &st) == L2P_OK &&
+          st == L2P_VERIFY_INCONCLUSIVE);
+    CHECK(l2p_live_verify_status(0, 0, 0.97, 1.0099, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
+    CHECK(l2p_live_verify_status(0, 0, 0.97, 1.01, 0.01, &st) == L2P_OK &&
+          st == L2P_VERIFY_INCONCLUSIVE);
+    /* a "don't" plan: an arm that helps now fails it, whatever its interval */
+    CHECK(l2p_live_verify_status(1, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
+    CHECK(l2p_live_verify_status(1, 0, 0.99, 1.009, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    CHECK(l2p_live_verify_status(1, 0, 0.99, 1.02, 0.01, &st) == L2P_OK &&
+          st == L2P_VERIFY_INCONCLUSIVE);
+    /* min_gain 0: the edge is 1 itself */
+    CHECK(l2p_live_verify_status(0, 1, 1.0, 1.1, 0, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    st = 7;
+    CHECK(l2p_live_verify_status(0, 1, 1.02, 1.04, 1.0, &st) == L2P_ERR_VALUE && st == 7);
+    CHECK(l2p_live_verify_status(0, 1, 1.04, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+    CHECK(l2p_live_verify_status(0, 1, NAN, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+    CHECK(l2p_live_verify_status(0, 1, 0, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+}
+
 static void test_signature_and_locate(void)
 {
     const char *a[3] = {"gemv", "index_add", "gemv"}, *b[3] = {"gemv", "gemv", "index_add"};
@@ -620,6 +646,7 @@ int main(void)
     test_activity_blocks();
     test_activity_launch_keys();
     test_live_mix();
+    test_verify_status();
     test_plan_window_check();
     printf("test_live: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
