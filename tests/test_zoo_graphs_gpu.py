@@ -6,7 +6,7 @@ from zoo_check import check_program
 
 pytestmark = pytest.mark.gpu
 
-GRAPHS = ("server_mix", "decode_big", "compile_graphs", "eager_implicit", "train")
+GRAPHS = ("server_mix", "decode_big", "compile_graphs", "eager_implicit", "train_fused")
 
 
 @pytest.mark.parametrize("name", GRAPHS)

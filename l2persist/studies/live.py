@@ -100,6 +100,7 @@ class Program:
     modules: tuple = ("torch",)   # the Python modules it imports (a missing one: skipped)
     ranks: int = 1                # processes (GPUs), under torchrun when more than one
     calibrate: int = 1000         # iterations of the calibration run (a few seconds)
+    args: tuple = ()              # its own options, after OUT --iters N
 
 
 ZOO = {
@@ -108,7 +109,7 @@ ZOO = {
                       "each), an eager prefill, a CuPy table on the current stream", ("torch",),
                       calibrate=1500),
     "train": Program("train.py", "a graphed training step with its optimizer (Adam, "
-                     "capturable, multi-tensor): the zoo's graphed training step"),
+                     "capturable, multi-tensor)"),
     "eager": Program("eager_stream.py", "an eager histogram on a stream of its own, an "
                      "explicit sync of that stream per iteration"),
     # the zoo (issue 50 item 7)
@@ -134,12 +135,14 @@ ZOO = {
     "jax_program": Program("jax_program.py", "a jax.jit step with a hot table "
                            "(.at[].add, segment_sum): XLA's kernels and graphs, no PyTorch",
                            ("jax", "numpy"), calibrate=20000),
+    "train_fused": Program("train.py", "a graphed training step with a fused optimizer "
+                           "(Adam, fused=True, capturable)", args=("--optimizer", "fused")),
     "ddp": Program("ddp.py", "two ranks under torchrun: a graph per step, an all-reduce every "
                    "20 steps; a digest per rank", ("torch",), ranks=2, calibrate=2000),
 }
 # the ten shapes of issue 50 item 7, one program each (train and ddp were there before)
 ZOO_SHAPES = ("server_mix", "decode_big", "compile_graphs", "hf_generate", "eager_implicit",
-              "cupy_only", "triton_kernels", "jax_program", "train", "ddp")
+              "cupy_only", "triton_kernels", "jax_program", "train_fused", "ddp")
 PROGRAMS = {name: p.file for name, p in ZOO.items()}
 CALIBRATE_ITERS = {name: p.calibrate for name, p in ZOO.items()}
 MIN_ITERS = 200
@@ -330,7 +333,8 @@ def program_command(prog: str, out: str, iters: int) -> list:
     head = [sys.executable] if ranks == 1 else \
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
          str(ranks)]
-    return [*head, path, out, "--iters", str(iters)]
+    extra = ZOO[prog].args if prog in ZOO else ()
+    return [*head, path, out, "--iters", str(iters), *extra]
 
 
 def read_digest(prog: str, out: str):

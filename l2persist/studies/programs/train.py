@@ -5,7 +5,10 @@ the losses to argv[1].
 It prints one line to stderr, `loop: N iterations in S s`: its own loop's time (the live study
 reads its throughput there); the digest is the same whatever the time.
 
-usage: train.py OUT [--iters N]
+usage: train.py OUT [--iters N] [--optimizer capturable|fused]
+
+--optimizer fused: Adam's fused kernels (fused=True, capturable), as a training job that wants
+the fewest launches would run it; capturable (the default): the multi-tensor Adam.
 """
 import argparse
 import hashlib
@@ -20,12 +23,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--optimizer", choices=("capturable", "fused"), default="capturable")
     a = ap.parse_args()
     torch.manual_seed(4321)
     dev = torch.device("cuda")
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
                                 torch.nn.Linear(4096, 1024)).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, capturable=True)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, capturable=True,
+                           fused=a.optimizer == "fused")
     x = torch.randn(256, 1024, device=dev)
     y = torch.randn(256, 1024, device=dev)
     s = torch.cuda.Stream()
