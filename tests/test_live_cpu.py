@@ -257,7 +257,7 @@ def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
     alive = weakref.ref(g)
     w.capture_begin()
     w.capture_end(g)
-    seen = w._seen(g)
+    seen = w.known.seen(g)
     assert seen is not None and seen.signature == "sig" and w.notes == []
     win = object()
     kw = (("key",), win)
@@ -275,12 +275,12 @@ def test_the_watcher_keeps_no_graph_of_the_program_alive(monkeypatch):
     w.switcher.set_graph_windows(seen, {})          # dropped: nothing borrowed, nothing raised
     assert borrowed == []
     g2 = ProgramGraph()
-    assert w._seen(g2) is None
+    assert w.known.seen(g2) is None
     w.capture_begin()
     w.capture_end(g2)
-    assert len(w.graphs_gone) == 1 and w._seen(g2) is not None
+    assert len(w.graphs_gone) == 1 and w.known.seen(g2) is not None
     assert [d["signature"] for d in w.summary()["graphs"]] == ["sig", "sig"]
-    assert w._seen(g2).ordinal == 1         # the second capture of its signature
+    assert w.known.seen(g2).ordinal == 1    # the second capture of its signature
 
 
 def test_the_warmup_pauses_the_records_only_while_no_graph_exists(monkeypatch):

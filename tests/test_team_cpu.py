@@ -158,23 +158,23 @@ def _watcher_in(state, rank, due_on_leader, capturing=(False, False)):
 def test_a_follower_ends_its_warmup_on_the_leaders_clock_at_the_agreed_call():
     w = _watcher_in("warmup", rank=1, due_on_leader=True)
     w.o.warmup_s = 1e9                      # its own clock says: not yet
-    calls = [w._phase_over(False) for _ in range(team.TEAM_EVERY * 2)]
+    calls = [w.phases.phase_over(False) for _ in range(team.TEAM_EVERY * 2)]
     assert calls.index(True) == team.TEAM_EVERY - 1
     assert sum(calls) == 2
 
 
 def test_no_rank_moves_while_any_rank_captures():
     w = _watcher_in("warmup", rank=1, due_on_leader=True, capturing=(True, False))
-    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 3))
+    assert not any(w.phases.phase_over(False) for _ in range(team.TEAM_EVERY * 3))
     w = _watcher_in("probe", rank=1, due_on_leader=False)
-    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 3))
+    assert not any(w.phases.phase_over(False) for _ in range(team.TEAM_EVERY * 3))
 
 
 def test_alone_the_warmup_ends_by_its_own_clock_and_never_in_a_capture():
     w = live.Watcher(live.Options(mode="advise", warmup_s=0.0))
     w.state, w.t0 = "warmup", time.perf_counter()
-    assert w._phase_over(True) is False
-    assert w._phase_over(False) is True
+    assert w.phases.phase_over(True) is False
+    assert w.phases.phase_over(False) is True
 
 
 def test_result_path_is_per_rank_under_torchrun():
@@ -308,7 +308,7 @@ def test_in_a_team_only_the_first_threads_calls_count():
     w = live.Watcher(live.Options(mode="advise", rank=1, world=2))
     w.team = object()
     seen = []
-    w._point = lambda kind, g, found=None: seen.append(kind)
+    w.phases.point = lambda kind, g, found=None: seen.append(kind)
     w.point("sync")                                    # this thread is the watched one
     t = threading.Thread(target=w.point, args=("sync",))
     t.start()
@@ -328,15 +328,15 @@ def test_the_hot_path_asks_pytorch_about_captures_only_where_it_could_switch(mon
     w = live.Watcher(live.Options(mode="advise", warmup_s=1e9))
     w.state, w.t0 = "warmup", time.perf_counter()
     for _ in range(100):
-        w._point("replay", None)
+        w.phases.point("replay", None)
     assert asked == [] and w.state == "warmup"
     w.o.warmup_s = 0.0                   # due now, but a capture is open
     open_now = True
-    w._point("replay", None)
+    w.phases.point("replay", None)
     assert asked == [1] and w.state == "warmup"
     w.state, w.unit, w.units_per_block, w.units_now = "search", ("sync",), 1000, 0
     for _ in range(100):
-        w._point("sync", None)           # a block of 1000 units is not full yet
+        w.phases.point("sync", None)     # a block of 1000 units is not full yet
     assert asked == [1]
 
 
@@ -379,16 +379,16 @@ def test_under_another_launcher_the_warmup_waits_for_the_process_group(monkeypat
     monkeypatch.setattr(team, "from_env", lambda: joined.append(1) or (Peer(), None))
     w = _pending_watcher(monkeypatch, dist)
     assert w.team_pending and w.team is None and joined == []
-    assert not any(w._phase_over(False) for _ in range(team.TEAM_EVERY * 2))
+    assert not any(w.phases.phase_over(False) for _ in range(team.TEAM_EVERY * 2))
     dist.is_initialized = lambda: True
     other = []                            # another thread's call does not form the team
-    t = threading.Thread(target=lambda: other.append(w._phase_over(False)))
+    t = threading.Thread(target=lambda: other.append(w.phases.phase_over(False)))
     t.start()
     t.join()
     assert other == [False] and joined == [] and w.team_pending
-    assert w._phase_over(False) is False  # the program's thread meets the team here ...
+    assert w.phases.phase_over(False) is False  # the program's thread meets the team here ...
     assert joined == [1] and isinstance(w.team, Peer) and not w.team_pending
-    calls = [w._phase_over(False) for _ in range(team.TEAM_EVERY)]
+    calls = [w.phases.phase_over(False) for _ in range(team.TEAM_EVERY)]
     assert calls[-1] is True and sum(calls) == 1     # ... and decisions count from the next
 
 
@@ -405,13 +405,13 @@ def test_a_program_that_never_makes_a_process_group_is_advised_rank_by_rank(monk
     w = _pending_watcher(monkeypatch, dist)
     assert not w.team_pending and w.team is None and w.team_gave_up
     assert any("each rank advised alone" in n for n in w.notes)
-    assert w._phase_over(False) is True               # its own clock, as alone
+    assert w.phases.phase_over(False) is True         # its own clock, as alone
     assert left == []
     # the group is made after all: peers that met in time are told at once that this rank
     # is not coming (they stop waiting instead of timing out), and this rank stays alone
     dist.is_initialized = lambda: True
     w.state = "search"                    # long past the warm-up: it is told all the same
-    w._point("mark", None)
+    w.phases.point("mark", None)
     assert left == [1] and w.team is None and not w.team_gave_up
 
 
@@ -422,7 +422,7 @@ def test_a_quiet_counting_thread_does_not_hold_the_warmup_forever(monkeypatch):
     monkeypatch.setattr(team, "TEAM_WAIT_S", 0.05)
     w = _pending_watcher(monkeypatch, dist)
     w.thread = -1                         # some other thread's, now quiet
-    assert w._phase_over(False) is False and w.team_pending
+    assert w.phases.phase_over(False) is False and w.team_pending
     time.sleep(0.06)
-    assert w._phase_over(False) is True   # given up: its own clock
+    assert w.phases.phase_over(False) is True  # given up: its own clock
     assert not w.team_pending and any("advised alone" in n for n in w.notes)

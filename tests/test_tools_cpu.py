@@ -99,3 +99,29 @@ def test_each_data_file_the_index_names_exists(row):
         assert (ROOT / "docs" / "data" / name).is_file(), name
     for path in re.findall(r"`([^`]+/[^`]+)`", data):
         assert (ROOT / path).is_file(), path
+
+
+def _share(gpus):
+    return subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PART": "all", "GPUS": str(gpus),
+                               "DRY_RUN": "1"})
+
+
+@pytest.mark.parametrize("gpus", [7, 8, 15])
+def test_part_all_gives_each_part_gpus_of_its_own(gpus):
+    """PART=all (the whole suite in one call): every part once, each on its own GPUs, as many
+    each as the machine has for all of them."""
+    r = _share(gpus)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()]
+    names = [n for n, _ in rows]
+    parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    assert names == parts
+    devs = [int(d) for _, ds in rows for d in ds.split(",")]
+    assert len(devs) == len(set(devs)) and max(devs) < gpus          # no GPU shared
+    assert {len(ds.split(",")) for _, ds in rows} == {gpus // len(parts)}
+
+
+def test_part_all_refuses_fewer_gpus_than_parts():
+    r = _share(3)
+    assert r.returncode == 2 and "needs a GPU per part" in r.stderr and "3 GPU(s)" in r.stderr

@@ -270,7 +270,7 @@ class Search(Part):
                            "work did not come often enough")
             w.gate.end_tracking()
             return
-        if not w._is_unit(kind, seen):
+        if not w.phases.is_unit(kind, seen):
             return
         if a["t0"] is None:
             # from a unit's boundary on, the GPU drained at both ends as around each block:

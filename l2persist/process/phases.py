@@ -1,0 +1,188 @@
+"""The watcher's phases: what each of the program's switch points does in the phase the
+watcher is in (idle, warm-up, probe, search, done, off). The first call starts the watching
+(the device, CUPTI's activity records, the ranks); the warm-up and the probe end by the clock
+(in a team, by the leader's, at a call the ranks agree on); in the search a call counts units
+of work and ends a rest, a settle or a block; after the decision it times the final arm.
+
+One :class:`Phases` per :class:`~l2persist.process.live.Watcher`, called under its lock from
+``point`` and ``tick``; its state is the owner's (``state``, ``t0``, ``probe_t``, ``unit``,
+``units_now``, ``units_per_block``, ``points``, ``probe_counts``; the team's ``team_pending``,
+``team_points``).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from .. import _core
+from . import team as _team
+from .part import Part
+from .recorder import _NoRecords
+
+
+class Phases(Part):
+    """The phase state machine at each switch point."""
+
+    def point(self, kind, torch_graph, seen=None):
+        w = self.w
+        if w.team_gave_up and sum(w.points.values()) % 256 == 0:
+            w.ranks.release_peers()  # peers that met in time learn that this rank is not coming
+        if seen is not None:
+            seen.replays += 1
+        w.points[kind] += 1
+        if w.state == "search":        # before every replay while searching: first
+            self.search_point(kind, torch_graph, seen)
+            return
+        if w.o.mode == "apply":
+            w.launches.apply_point()
+            return
+        if w.state == "off":
+            return
+        if w.state == "done":
+            if w._after is not None:
+                w.search.count_after(kind, seen)
+            return
+        if w.state == "idle":
+            self.start()
+            if w.state == "off":
+                return
+            w.state = "warmup"
+            w.t0 = time.perf_counter()
+            return
+        if self.is_unit(kind, seen):
+            w.units_now += 1
+        if w.state == "probe":
+            key = (kind, w.known.sig(torch_graph)) if kind == "replay" else (kind,)
+            w.probe_counts[key] = w.probe_counts.get(key, 0) + 1
+        # Whether a capture is open is asked only where something could switch (a phase's or
+        # a block's end): asking PyTorch costs a call, and this runs before every replay.
+        if w.state in ("warmup", "probe"):
+            if self.phase_over(None, kind):
+                if w.state == "warmup":
+                    w.search.begin_probe()
+                else:
+                    w.search.begin()
+
+    def search_point(self, kind, torch_graph, seen):
+        w = self.w
+        if w._clock_lost:
+            if not w.gate.capture_open():
+                w._clock_lost = False
+                w.notes.append("the program began capturing CUDA graphs after the search "
+                               "had begun on the watcher's clock, which never acts beside "
+                               "graphs: the search stopped here; a longer --warmup lets "
+                               "the graphs come first")
+                w.result = _core.live_finish()
+                w.search.decide()
+            return
+        if w._first_block_due:
+            if not w.gate.capture_open():
+                w._first_block_due = False
+                w.search.next_block(_core.activity_now())
+            return
+        r = w.resting
+        if r is not None and r.get("unhooked") and "tail_t0" not in r \
+                and not w.pace.begin_tail(r):
+            # a call that reached the watcher with the gate closed (a capture's, one in
+            # flight as it closed): not counted, its graph noted for the settle
+            if kind == "replay":
+                w.replayed.add(id(torch_graph))
+            return
+        if self.is_unit(kind, seen):
+            w.units_now += 1
+        if kind == "replay":    # a rest's replays too: their first launch after it settles
+            w.replayed.add(id(torch_graph))
+        if r is not None:
+            if w.units_now >= r["units"] and not w.gate.capture_open():
+                w.pace.end_rest(kind, torch_graph)
+            return
+        if w.settling is not None:
+            w.pace.settle(kind, torch_graph)
+            return
+        if w.units_now >= w.units_per_block:
+            if w.gate.capture_open():
+                return             # never switch while a capture is open
+            try:
+                w.search.end_block()
+            except _NoRecords as e:
+                w.notes.append(f"search stopped: {e}")
+                w.result = _core.live_finish()
+                w.search.decide()
+
+    def phase_over(self, capturing: bool | None, kind: str = "replay") -> bool:
+        """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
+        never while a capture is open. In a team: every TEAM_EVERY-th call, by the leader's
+        clock, where no rank is capturing (ranks count the same calls, so they agree at the
+        same one). capturing None: asked here, only when it decides."""
+        w = self.w
+        if w.team_pending:
+            if threading.get_ident() == w.thread:      # ranks count the same thread's calls
+                w.ranks.join()
+                if w.team is not None:
+                    return False   # this call met the team: decisions count from the next
+            elif time.perf_counter() - w.team_wait_t0 >= _team.TEAM_WAIT_S:
+                w.ranks.give_up()      # the counting thread went quiet: no lockstep to keep
+            if w.team_pending:
+                return False       # the ranks have not met yet: nobody moves on alone
+        now = time.perf_counter()
+        if w.state == "warmup":
+            due = now - w.t0 >= w.o.warmup_s
+        else:
+            due = now - w.probe_t >= max(0.25, w.o.warmup_s / 2)
+        if w.team is None:
+            return due and not (w.gate.capture_open() if capturing is None else capturing)
+        if kind == "sync" and (w.points["replay"] or w.points["mark"]):
+            return False           # a rank's own syncs (logging on rank 0) are not shared
+        w.team_points += 1
+        if w.team_points % _team.TEAM_EVERY:
+            return False
+        if capturing is None:
+            capturing = w.gate.capture_open()
+        docs = w.team.gather({"due": due, "capturing": capturing})
+        return bool(docs[0]["due"]) and not any(d["capturing"] for d in docs)
+
+    def is_unit(self, kind, seen) -> bool:
+        """``seen``: the replayed graph as seen (None: not one the watcher knows)."""
+        unit = self.w.unit
+        if unit is None or unit[0] != kind:
+            return False
+        return kind != "replay" or (seen is not None and seen.signature == unit[1])
+
+    def quiet(self) -> bool:
+        """No call of the program is needed any more: decided (or stopped) with the watcher's
+        own cost timed, and no peer left to tell that this rank went on alone."""
+        w = self.w
+        return (w.o.mode != "apply" and not w.o.keep_hooks and w.state in ("done", "off")
+                and w._after is None and not w.team_gave_up)
+
+    def start(self):
+        """The first watched call: the device, its set-aside as found, CUPTI's activity
+        records (paused while no graph exists), and the ranks under torchrun."""
+        w = self.w
+        if w.device is not None:
+            return
+        from .. import Device
+        w.device = Device(w.o.device)
+        w.default_limit = w.device.default_persisting_l2_limit
+        w.limit_before = w.device.persisting_l2_limit
+        try:
+            _core.activity_begin(w.o.device)
+            w.activity = True
+            # Nothing reads the warm-up's records (the probe cuts its own stretch), and
+            # recording costs the program's launches (an 8-kernel graph's replay +3.7-10.6 us
+            # recording, +0.3-1.1 us paused, H200): while the program has made no graph, the
+            # records wait for the probe. Not once a graph exists or is coming: whether CUPTI
+            # records the nodes of an executable graph made while paused was not measured
+            # (one made before CUPTI started is recorded once resumed, H200).
+            if not w.captures_begun:
+                _core.activity_record(False)
+                w.paused = True
+        except Exception as e:
+            if w.activity:
+                _core.activity_end()
+                w.activity = False
+            w.notes.append(f"activity records unavailable: {e}")
+            w.state = "off"
+        if w.o.world > 1 and w.o.mode != "apply" and w.state != "off":
+            w.team_wait_t0 = time.perf_counter()
+            w.ranks.join()
