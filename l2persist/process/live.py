@@ -8,14 +8,16 @@ switched: the watcher runs on the program's thread, between its calls, never whi
 is open, and never calls the program's work. The program's kernels are timed by CUDA's
 activity records (``_core.activity_*``); the search and its verdict are the C core's
 (``_core.live_*``); this module keeps the program's entry points (its calls, the clock's
-tick, exit), the phases (idle, warm-up, probe, search, done) and which graphs exist. The rest
-is in parts, each a class of its own module over the watcher's state (process/part.py):
-the switch gate (process/clock.py: capture tracking and the switch lock), the search
-driver (process/search.py: the probe, the blocks, the decision), the eager
-launches (process/launches.py), the recorder (process/recorder.py: records to samples), the
-pace (process/pace.py: rests and settles), the switcher (process/switcher.py: targets and
-installing arms) and the report (process/summary.py: the result and the plan); the clock's
-thread is process/clock.py, the ranks process/team.py (Ranks), the streams process/streams.py.
+tick, exit) and the watcher's one state. The rest is in parts, each a class of its own module
+over that state (process/part.py): the graphs it knows (process/graphs.py: captures, each
+graph scanned and named), the phases (process/phases.py: idle, warm-up, probe, search, done),
+the switch gate (process/clock.py: capture tracking and the switch lock), the search driver
+(process/search.py: the probe, the blocks, the decision), the eager launches
+(process/launches.py), the recorder (process/recorder.py: records to samples), the pace
+(process/pace.py: rests and settles), the switcher (process/switcher.py: targets and
+installing arms), the report (process/summary.py: the result and the plan) and the ending
+(process/ending.py: a failure, the exit, what is put back); the clock's thread is
+process/clock.py, the ranks process/team.py (Ranks), the streams process/streams.py.
 """
 from __future__ import annotations
 
