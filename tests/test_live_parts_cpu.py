@@ -1,16 +1,20 @@
 """The watcher's parts, each driven alone (issue 50 item 8): the recorder, the pace, the
-switcher and the report, each over a small fake owner that holds only the attributes the part
-reads, with the C core faked where the part calls it. The whole watcher runs over them in
-tests/test_live_sim_cpu.py; here a part's own rule is checked without the others.
+switcher, the report, the search driver, the eager launches, the switch gate, the ranks, the
+graphs it knows, the phases and the ending, each over a small fake owner that holds only the
+attributes the part reads, with the C core faked where the part calls it. The whole watcher runs
+over them in tests/test_live_sim_cpu.py; here a part's own rule is checked without the others.
 """
+import gc
 import statistics
+import threading
 import types
 
 import pytest
 
-from l2persist import _core
-from l2persist.process import (clock, launches, live, pace, recorder, search, summary, switcher,
-                               team)
+import l2persist
+from l2persist import _core, foreign
+from l2persist.process import (clock, ending, graphs, launches, live, pace, phases, recorder,
+                               search, summary, switcher, team)
 from l2persist.process.recorder import Block
 
 
@@ -374,3 +378,360 @@ def test_ranks_wait_for_the_store_then_give_up_alone(monkeypatch):
     w.team, ready[0], w.team_wait_t0 = None, False, w.team_wait_t0 - team.TEAM_WAIT_S
     r.join()                                         # waited past TEAM_WAIT_S: alone
     assert w.team_gave_up and not w.team_pending and "each rank advised alone" in w.notes[-1]
+
+
+# ---- the graphs the watcher knows (process/graphs.py) -----------------------------------------
+
+def _graphs_owner(calls, **kw):
+    o = _ns(lock=threading.RLock(), graphs={}, graphs_gone=[], captures=0, captures_begun=0,
+            stream_windows=_ns(suspend=lambda: calls.append("suspend"),
+                               resume=lambda: calls.append("resume")),
+            logging=True, log_cut=False, resting=None, paused=False, state="probe", unit=None,
+            notes=[], o=_ns(mode="advise"), plan_doc=None, _clock_lost=False, activity=True,
+            _resume=lambda: calls.append("resume records"))
+    o.launches = _ns(stop=lambda: calls.append("log stop") or setattr(o, "logging", False),
+                     begin=lambda: calls.append("log begin") or setattr(o, "logging", True))
+    o.__dict__.update(kw)
+    return o
+
+
+def test_graphs_nested_captures_hold_the_stream_windows_and_the_log_until_the_last_closes():
+    calls = []
+    w = _graphs_owner(calls)
+    g = graphs.Graphs(w)
+    g.capture_begin()
+    g.capture_begin()                      # nested (another thread's): one log cut, counted
+    assert w.captures == 2 and w.captures_begun == 2 and w.log_cut and not w.logging
+    assert calls == ["suspend", "log stop", "resume records", "suspend", "resume records"]
+    calls.clear()
+    g.capture_failed()                     # the inner one's begin raised: one still open
+    assert w.captures == 1 and calls == [] and w.log_cut
+    g.capture_failed()                     # the last: windows back, the probe's log again
+    assert w.captures == 0 and calls == ["resume", "log begin"] and not w.log_cut
+    g.capture_failed()                     # never below zero
+    assert w.captures == 0
+    # in the search the log is not begun again; a rest's unhooked stretch is counted from here
+    calls.clear()
+    hooks = []
+    w = _graphs_owner(calls, state="search", paused=True,
+                      resting={"unhooked": True}, rest_hooks=(None, lambda: hooks.append(1)))
+    g = graphs.Graphs(w)
+    g.capture_begin()
+    assert w.resting == {"unhooked": True, "recorded": True, "tail_due": True} and hooks == [1]
+    g.capture_failed()
+    assert "log begin" not in calls
+
+
+def test_graphs_remembered_by_identity_and_signature_dropped_ones_kept_aside(monkeypatch):
+    class Scanned:
+        def __init__(self, owner):
+            self.owner = owner
+
+        def _scan(self, _):
+            if self.owner.kernels is None:
+                raise ValueError("no raw graph")
+            return self.owner.kernels, [(0x1000, 4096, 1)], [(0, 0, 0, 0x1000, 0)]
+
+    class ProgramGraph:
+        def __init__(self, *names):
+            self.kernels = None if not names else [(0, n) for n in names]
+
+    monkeypatch.setattr(foreign, "as_graph", Scanned)
+    monkeypatch.setattr(graphs, "_core", _ns(
+        graph_signature=lambda kernels: "+".join(k[1] for k in kernels)))
+    calls = []
+    w = _graphs_owner(calls, logging=False)
+    g = graphs.Graphs(w)
+    a1, b, a2 = ProgramGraph("k1", "k2"), ProgramGraph("k3"), ProgramGraph("k1", "k2")
+    for pg in (a1, b, a2):
+        g.capture_begin()
+        g.capture_end(pg)
+    assert [(s.signature, s.ordinal) for s in g.all_graphs()] == [
+        ("k1+k2", 0), ("k3", 0), ("k1+k2", 1)]
+    assert g.seen(a2) is w.graphs[id(a2)] and g.sig(b) == "k3"
+    assert g.seen(ProgramGraph("k1", "k2")) is None and g.sig(ProgramGraph()) is None
+    # an id reused by another object is not the graph seen under it
+    impostor = ProgramGraph("k1", "k2")
+    w.graphs[id(impostor)] = w.graphs[id(a1)]
+    assert g.seen(impostor) is None
+    del w.graphs[id(impostor)], impostor
+    # the program drops a1: its record goes aside at the next capture, its signature counted
+    del a1
+    gc.collect()
+    a3 = ProgramGraph("k1", "k2")
+    g.capture_begin()
+    g.capture_end(a3)
+    assert len(w.graphs_gone) == 1 and w.graphs_gone[0].ref() is None
+    assert g.seen(a3).ordinal == 2 and len(w.graphs) == 3
+    assert g.all_graphs()[0] is w.graphs_gone[0]
+    # a graph that cannot be read is noted, never raised, and its capture is closed
+    g.capture_begin()
+    g.capture_end(ProgramGraph())
+    assert w.captures == 0 and w.notes == ["a captured graph could not be read: no raw graph"]
+    # the search on the clock's unit: a graph coming now stops it (see Watcher.tick)
+    w.state, w.unit = "search", ("tick",)
+    g.capture_begin()
+    g.capture_end(ProgramGraph("k4"))
+    assert w._clock_lost
+
+
+def test_graphs_flag_a_replay_recorded_only_while_records_are_on():
+    w = _graphs_owner([], activity=True, paused=True)
+    g = graphs.Graphs(w)
+
+    class ProgramGraph:
+        pass
+    pg = ProgramGraph()
+    seen = live.GraphSeen(lambda: pg, "sig", [], [], [])
+    w.graphs[id(pg)] = seen
+    g.flag_recorded("replay", pg)                    # paused (the warm-up): not recorded
+    assert not seen.recorded_exec
+    w.paused = False
+    g.flag_recorded("sync", pg)                      # not a replay
+    assert not seen.recorded_exec
+    g.flag_recorded("replay", pg, seen=None)         # looked up already: not one it knows
+    assert not seen.recorded_exec
+    g.flag_recorded("replay", pg)                    # looked up here
+    assert seen.recorded_exec
+
+
+# ---- the phases (process/phases.py) ------------------------------------------------------------
+
+def _phases_owner(calls, **kw):
+    o = _ns(team_gave_up=False, team_pending=False, team=None, points=dict.fromkeys(
+                ("replay", "sync", "mark", "tick"), 0),
+            state="idle", o=_ns(mode="advise", device=0, warmup_s=0.0, world=1), _after=None,
+            device=None, captures_begun=0, activity=False, paused=False, notes=[], t0=None,
+            unit=None, units_now=0, units_per_block=4, probe_counts={}, _clock_lost=False,
+            _first_block_due=False, resting=None, settling=None, replayed=set(), result=None,
+            known=_ns(sig=lambda g: getattr(g, "sig", None)))
+    o.capture = [False]
+    o.gate = _ns(capture_open=lambda: calls.append("asked") or o.capture[0])
+
+    def begin_probe():
+        calls.append("probe")
+        o.state, o.probe_t = "probe", phases.time.perf_counter()
+
+    def begin():
+        calls.append("search")
+        o.state, o.unit = "search", ("replay", "a")
+    o.search = _ns(begin_probe=begin_probe, begin=begin, end_block=lambda: calls.append("end"),
+                   decide=lambda: calls.append("decide"),
+                   count_after=lambda kind, seen: calls.append(("after", kind)))
+    o.__dict__.update(kw)
+    return o
+
+
+def test_phases_start_at_the_first_call_then_warmup_probe_and_search(monkeypatch):
+    calls = []
+    monkeypatch.setattr(phases, "_core", _ns(
+        activity_begin=lambda dev: calls.append(("begin", dev)),
+        activity_record=lambda on: calls.append(("record", on))))
+    dev = _ns(default_persisting_l2_limit=4, persisting_l2_limit=2)
+    monkeypatch.setattr(l2persist, "Device", lambda index: dev)
+    w = _phases_owner(calls, o=_ns(mode="advise", device=3, warmup_s=1e9, world=1))
+    p = phases.Phases(w)
+    p.point("sync", None)                  # the first call: the device and its records, paused
+    assert w.state == "warmup" and w.device is dev and w.limit_before == 2
+    assert w.default_limit == 4 and w.activity and w.paused
+    assert calls == [("begin", 3), ("record", False)]
+    for _ in range(50):
+        p.point("replay", None)            # not due: the gate is never asked (the hot path)
+    assert w.state == "warmup" and calls == [("begin", 3), ("record", False)]
+    w.o.warmup_s = 0.0
+    w.capture[0] = True
+    p.point("sync", None)                  # due, but a capture is open: not now
+    assert w.state == "warmup" and calls[-1] == "asked"
+    w.capture[0] = False
+    p.point("sync", None)
+    assert w.state == "probe" and calls[-2:] == ["asked", "probe"]
+    # the probe counts each kind of call, a replay by its graph's signature
+    w.probe_t = phases.time.perf_counter() + 1e9      # not due
+    p.point("replay", _ns(sig="a"))
+    p.point("replay", _ns(sig="a"))
+    p.point("mark", None)
+    assert w.probe_counts == {("replay", "a"): 2, ("mark",): 1}
+    assert w.units_now == 0                # no unit chosen yet: none counted
+    w.probe_t = 0.0
+    p.point("mark", None)
+    assert w.state == "search" and calls[-1] == "search"
+    assert w.points == {"replay": 52, "sync": 3, "mark": 2, "tick": 0}
+    # a program with a graph before the first call is never paused
+    calls.clear()
+    w = _phases_owner(calls, captures_begun=1)
+    phases.Phases(w).point("sync", None)
+    assert calls == [("begin", 0)] and not w.paused and w.state == "warmup"
+
+
+def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_open(monkeypatch):
+    calls = []
+    monkeypatch.setattr(phases, "_core", _ns(live_finish=lambda: {"verdict": "cut"}))
+    w = _phases_owner(calls, state="search", unit=("replay", "a"), units_per_block=2)
+    p = phases.Phases(w)
+    a, b = _ns(signature="a", replays=0), _ns(signature="b", replays=0)
+    p.point("replay", "g-b", b)            # another graph's replay: not a unit
+    p.point("sync", None)                  # nor a sync
+    p.point("replay", "g-a", a)
+    assert w.units_now == 1 and calls == [] and w.replayed == {id("g-b"), id("g-a")}
+    assert a.replays == 1 and b.replays == 1
+    w.capture[0] = True
+    p.point("replay", "g-a", a)            # the block is full, but a capture is open
+    assert w.units_now == 2 and calls == ["asked"]
+    w.capture[0] = False
+    p.point("replay", "g-a", a)
+    assert calls == ["asked", "asked", "end"]
+    # a rest ends at its units; a settle takes the calls after it
+    calls.clear()
+    w.units_now, w.resting = 0, {"units": 1}
+    w.pace = _ns(end_rest=lambda kind, g: calls.append(("rest over", kind)),
+                 settle=lambda kind, g: calls.append(("settle", kind)))
+    p.point("sync", None)
+    assert calls == []
+    p.point("replay", "g-a", a)
+    assert calls == ["asked", ("rest over", "replay")]
+    w.resting, w.settling = None, {}
+    p.point("sync", None)
+    assert calls[-1] == ("settle", "sync")
+    # a block without records: the search stops with the blocks it has
+    calls.clear()
+
+    def no_records():
+        raise recorder._NoRecords("the block holds no record")
+    w.settling, w.units_now, w.search.end_block = None, 5, no_records
+    p.point("replay", "g-a", a)
+    assert w.notes == ["search stopped: the block holds no record"]
+    assert w.result == {"verdict": "cut"} and calls[-1] == "decide"
+
+
+def test_phases_unit_and_when_the_calls_are_no_longer_needed():
+    w = _phases_owner([], unit=("replay", "a"), state="done",
+                      o=_ns(mode="advise", keep_hooks=False))
+    p = phases.Phases(w)
+    assert p.is_unit("replay", _ns(signature="a"))
+    assert not p.is_unit("replay", _ns(signature="b")) and not p.is_unit("replay", None)
+    assert not p.is_unit("sync", None)
+    w.unit = ("sync",)
+    assert p.is_unit("sync", None) and not p.is_unit("mark", None)
+    assert p.quiet()
+    for change in ({"_after": {}}, {"team_gave_up": True}, {"state": "search"},
+                   {"o": _ns(mode="apply", keep_hooks=False)},
+                   {"o": _ns(mode="advise", keep_hooks=True)}):
+        w2 = _phases_owner([], state="done", o=_ns(mode="advise", keep_hooks=False))
+        w2.__dict__.update(change)
+        assert not phases.Phases(w2).quiet(), change
+
+
+# ---- the ending (process/ending.py) ------------------------------------------------------------
+
+def _ending_owner(calls, **kw):
+    o = _ns(lock=threading.RLock(), rest_timer=None, clock=None, state="search", blocks=[],
+            recorded=0, units_now=0, notes=[], result=None, stream_windows=None, device=None,
+            limit_before=None, restored=None, streams_restored=None, o=_ns(mode="advise"),
+            team=None, team_gave_up=False, _after={"calls": 1}, paused=True, activity=True)
+    o.launches = _ns(stop=lambda: calls.append("log stop"))
+    o.gate = _ns(capture_open=lambda: calls.append("gate") or False,
+                 end_tracking=lambda: calls.append("end tracking"))
+    o.report = _ns(write_result=lambda: calls.append("write"))
+    o.recorder = _ns(record_pending=lambda alone=False: calls.append(("record", alone)))
+    o.__dict__.update(kw)
+    return o
+
+
+def _ending_core(calls, monkeypatch):
+    monkeypatch.setattr(ending, "_core", _ns(
+        activity_now=lambda: 900, live_finish=lambda: {"verdict": "finished"},
+        activity_end=lambda: calls.append("activity end"),
+        reset_persisting_l2=lambda dev: calls.append("reset")))
+
+
+class _Limit:
+    def __init__(self, calls, limit):
+        self.calls, self.limit = calls, limit
+
+    @property
+    def persisting_l2_limit(self):
+        return self.limit
+
+    @persisting_l2_limit.setter
+    def persisting_l2_limit(self, v):
+        self.calls.append(("limit", v))
+        self.limit = v
+
+
+def test_ending_restore_puts_back_the_limit_found_and_notes_what_failed(monkeypatch):
+    calls = []
+    _ending_core(calls, monkeypatch)
+    dev = _Limit(calls, 8)
+    w = _ending_owner(calls, device=dev, limit_before=2, stream_windows=_ns(
+        restore=lambda: calls.append("streams") or ["stream 7: invalid handle"]))
+    e = ending.Ending(w)
+    e.restore()
+    assert calls == ["log stop", "streams", ("limit", 2), "reset"]
+    assert w.restored == 2 and w.streams_restored is False
+    assert w.notes == ["restoring a stream's window failed: stream 7: invalid handle"]
+    calls.clear()
+    e.restore()                                      # the limit already back: only the reset
+    assert calls == ["log stop", "streams", "reset"]
+    # never started (no device): nothing to put back; a failing reset is noted
+    w = _ending_owner(calls)
+    ending.Ending(w).restore()
+    assert w.restored is None and w.notes == []
+
+    def refused(dev):
+        raise RuntimeError("reset refused")
+    monkeypatch.setattr(ending._core, "reset_persisting_l2", refused)
+    w = _ending_owner(calls, device=_Limit(calls, 2), limit_before=2)
+    ending.Ending(w).restore()
+    assert w.restored is None and w.notes == ["restoring the set-aside failed: reset refused"]
+
+
+def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch):
+    calls = []
+    _ending_core(calls, monkeypatch)
+    ran = Block(arm=0, start=100, end=200, units=4)
+    late = Block(arm=2, start=300)                   # begun just before the exit: nothing ran
+    w = _ending_owner(calls, blocks=[ran, late], recorded=0, units_now=0,
+                      rest_timer=_ns(cancel=lambda: calls.append("timer")),
+                      clock=_ns(stop=lambda: calls.append("clock")))
+    w.team, w.team_gave_up = _ns(leave=lambda: calls.append("leave")), True
+    w.ranks = _ns(release_peers=lambda: calls.append("peers"))
+    ending.Ending(w).finish()
+    assert w.blocks == [ran] and late.end == 900     # closed, then dropped: no units
+    assert w.state == "done" and w.result == {"verdict": "finished"}
+    assert w.notes == ["the program ended before the search decided"]
+    assert calls == ["timer", "clock", ("record", True), "log stop", "gate", "log stop",
+                     "end tracking", "activity end", "write", "leave", "peers"]
+    # the last block holds no record of the probe's work: finished with the blocks before it
+
+    def no_records(alone=False):
+        raise recorder._NoRecords("no record")
+    calls.clear()
+    short = Block(arm=1, start=300)
+    w = _ending_owner(calls, blocks=[ran, short], recorded=1, units_now=3,
+                      o=_ns(mode="apply"))
+    w.recorder.record_pending = no_records
+    ending.Ending(w).finish()
+    assert w.blocks == [ran] and short.units == 3 and w.state == "done"
+    assert "write" not in calls                      # apply writes no result
+    # a watcher already decided is only put back
+    calls.clear()
+    w = _ending_owner(calls, state="done")
+    ending.Ending(w).finish()
+    assert w.notes == [] and w.result is None and "write" in calls
+
+
+def test_ending_fail_stops_a_search_but_not_a_decision(monkeypatch):
+    calls = []
+    _ending_core(calls, monkeypatch)
+    w = _ending_owner(calls, stream_windows=_ns(restore=lambda: calls.append("streams") or []))
+    w.team = _ns(leave=lambda: calls.append("leave"))
+    e = ending.Ending(w)
+    e.fail("replay", RuntimeError("boom"))
+    assert w.state == "off" and w._after is None and not w.paused and not w.activity
+    assert w.notes[0].startswith("replay failed, watching stopped: RuntimeError: boom")
+    assert calls == ["log stop", "gate", "streams", "log stop", "streams", "activity end",
+                     "end tracking", "leave"]
+    calls.clear()
+    w = _ending_owner(calls, state="done")           # decided: the decision's arm stays
+    ending.Ending(w).fail("sync", ValueError("x"))
+    assert w.state == "done" and w.activity and calls == ["log stop", "gate", "end tracking"]

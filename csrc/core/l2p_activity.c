@@ -3,6 +3,7 @@
 #include "l2p_activity.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,6 +229,7 @@ static l2p_activity process_log;
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end */
 static int registered;      /* the buffer callbacks are CUPTI's for the process's life */
 static int recording;       /* CONCURRENT_KERNEL is enabled now */
+static int graph_records;   /* GRAPH_TRACE is enabled now (l2p_activity_graphs) */
 
 #define BUFFER_BYTES ((size_t)4 << 20)
 
@@ -237,6 +239,20 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *buffer = aligned_alloc(8, BUFFER_BYTES);
     *size = *buffer ? BUFFER_BYTES : 0;
     *max_records = 0; /* as many as fit */
+}
+
+/* One record per graph launch, its first node's start to its last node's end, kept as a
+ * kernel named "graph:<graph id>" (launch shape all zero). The key is the id with a bit no
+ * user-space pointer (CUPTI's kernel name keys) has on x86-64 or aarch64, so that graphs and
+ * kernels never share a name slot. The fields read sit where every version of the record has
+ * them. */
+static void add_graph_record(const CUpti_ActivityGraphTrace2 *g)
+{
+    char name[32];
+    if (!g->start && !g->end) return;
+    snprintf(name, sizeof name, "graph:%u", (unsigned)g->graphId);
+    const void *key = (const void *)(((uintptr_t)1 << 63) | ((uintptr_t)g->graphId << 4));
+    l2p_activity_add(&process_log, g->deviceId, g->start, g->end, g->streamId, key, name, NULL);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
@@ -249,6 +265,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     /* Only the fields every kernel record version shares (kind .. name) are read: the CUPTI in
      * the process may be an older one than the headers (PyTorch's). */
     while (cupti.next && cupti.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
+            add_graph_record((const CUpti_ActivityGraphTrace2 *)rec);
+            continue;
+        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
             rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
@@ -285,17 +305,21 @@ static l2p_status resolve(void)
     return L2P_OK;
 }
 
-/* Turn the kernel records on or off; the caller holds process_lock. */
+/* Turn one kind of record on or off (*flag: whether it is on); the caller holds
+ * process_lock. */
+static l2p_status set_kind(CUpti_ActivityKind kind, const char *what, int *flag, int on)
+{
+    if (*flag == !!on) return L2P_OK;
+    CUptiResult rc = on ? cupti.enable(kind) : cupti.disable(kind);
+    if (rc != CUPTI_SUCCESS)
+        return l2p_cupti_fail(rc, on ? "cuptiActivityEnable" : "cuptiActivityDisable", what);
+    *flag = !!on;
+    return L2P_OK;
+}
+
 static l2p_status set_recording(int on)
 {
-    if (recording == !!on) return L2P_OK;
-    CUptiResult rc = on ? cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-                        : cupti.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    if (rc != CUPTI_SUCCESS)
-        return l2p_cupti_fail(rc, on ? "cuptiActivityEnable" : "cuptiActivityDisable",
-                              "CONCURRENT_KERNEL");
-    recording = !!on;
-    return L2P_OK;
+    return set_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", &recording, on);
 }
 
 l2p_status l2p_activity_begin(int device)
@@ -340,7 +364,8 @@ void l2p_activity_end(void)
     if (process_log.active) {
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         (void)set_recording(0);
-        recording = 0; /* what failed to disable is CUPTI's to drop at exit */
+        (void)set_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", &graph_records, 0);
+        recording = graph_records = 0; /* what failed to disable is CUPTI's to drop at exit */
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         process_log.active = 0;
     }
@@ -352,6 +377,16 @@ l2p_status l2p_activity_record(int on)
     pthread_mutex_lock(&process_lock);
     l2p_status st = process_log.active ? set_recording(on)
                                        : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    pthread_mutex_unlock(&process_lock);
+    return st;
+}
+
+l2p_status l2p_activity_graphs(int on)
+{
+    pthread_mutex_lock(&process_lock);
+    l2p_status st = process_log.active
+                        ? set_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", &graph_records, on)
+                        : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
     pthread_mutex_unlock(&process_lock);
     return st;
 }

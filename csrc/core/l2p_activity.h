@@ -95,6 +95,16 @@ l2p_status l2p_activity_begin(int device);
  * tools/investigations/activity-modes at c844b7f), and a program under advise makes its graphs before the
  * watcher knows what it will record. */
 l2p_status l2p_activity_record(int on);
+/* Graph-level records on (1) or off (0) while collecting: one record per graph launch, from its
+ * first node's start to its last node's end, logged as a kernel named "graph:<CUPTI's graph
+ * id>" (launch shape zero); graphs launched while these are on give no record per node
+ * (CUPTI's answer to the per-node cost: an 8-kernel graph's replay +1.3 us against +3.7-10.6
+ * us per-node, H200). Not used by the watcher: turning them on while an executable graph made
+ * without them exists crashed the next launch of that graph (above). Here for
+ * tools/investigations/graph-records, which measures whether turning them on before the
+ * program makes any graph is safe and what each way of timing a 250-node graph costs (issue
+ * 50 item 2). L2P_ERR_STATE when not collecting. */
+l2p_status l2p_activity_graphs(int on);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
 l2p_status l2p_activity_flush(void);
 /* Stop collecting (flush, disable); idempotent. The log keeps its records. */

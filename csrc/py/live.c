@@ -315,21 +315,39 @@ typedef struct {
     int on;
 } recording_args;
 
-static PyObject *activity_record_impl(PyObject *m, const void *args)
+/* A switch of the records (CUPTI may wait on its buffers: the GIL is let go). */
+static PyObject *switch_records(PyObject *m, l2p_status (*fn)(int), int on)
 {
-    const recording_args *a = args;
     l2p_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = l2p_activity_record(a->on);
+    st = fn(on);
     Py_END_ALLOW_THREADS
     if (st != L2P_OK) return raise_core(m);
     Py_RETURN_NONE;
+}
+
+static PyObject *activity_record_impl(PyObject *m, const void *args)
+{
+    return switch_records(m, l2p_activity_record, ((const recording_args *)args)->on);
 }
 L2P_DEFINE_FN(activity_record_fn, recording_args, activity_record_impl, "activity_record",
               "Pause (False) or resume (True) the kernel records while collecting (a paused "
               "log costs a launch almost nothing). ValueError when not collecting.", "None",
               L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "record kernels"));
+
+static PyObject *activity_graphs_impl(PyObject *m, const void *args)
+{
+    return switch_records(m, l2p_activity_graphs, ((const recording_args *)args)->on);
+}
+L2P_DEFINE_FN(activity_graphs_fn, recording_args, activity_graphs_impl, "activity_graphs",
+              "Graph-level records on or off while collecting (l2p_activity_graphs): one record "
+              "per graph launch, named 'graph:<id>', and none per node. Only for "
+              "tools/investigations/graph-records: turning them on while an executable graph "
+              "made without them exists crashed its next launch. ValueError when not "
+              "collecting.", "None",
+              L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "graph-level records"));
 
 /* ---- the live search ---- */
 
@@ -1323,5 +1341,5 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
-    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &context_active_fn, &driver_initialised_fn,
+    &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &activity_graphs_fn, &context_active_fn, &driver_initialised_fn,
     &live_ranges_fn, NULL};

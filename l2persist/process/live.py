@@ -44,7 +44,6 @@ from .switcher import Switcher, Target, _window  # noqa: F401
 from . import team as _team
 
 
-
 @dataclass
 class Options:
     """What ``advise`` / ``verify`` / ``apply`` were asked for (from the bootstrap's
