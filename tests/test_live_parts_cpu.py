@@ -387,7 +387,8 @@ def _graphs_owner(calls, **kw):
             stream_windows=_ns(suspend=lambda: calls.append("suspend"),
                                resume=lambda: calls.append("resume")),
             logging=True, log_cut=False, resting=None, paused=False, state="probe", unit=None,
-            notes=[], o=_ns(mode="advise"), plan_doc=None, _clock_lost=False, activity=True,
+            notes=[], o=_ns(mode="advise", graph_records=False), plan_doc=None,
+            _clock_lost=False, activity=True,
             _resume=lambda: calls.append("resume records"))
     o.launches = _ns(stop=lambda: calls.append("log stop") or setattr(o, "logging", False),
                      begin=lambda: calls.append("log begin") or setattr(o, "logging", True))
@@ -420,6 +421,55 @@ def test_graphs_nested_captures_hold_the_stream_windows_and_the_log_until_the_la
     assert w.resting == {"unhooked": True, "recorded": True, "tail_due": True} and hooks == [1]
     g.capture_failed()
     assert "log begin" not in calls
+
+
+def _records_owner(calls, **kw):
+    """An owner for graph_records_first: not started, captures counted from the start."""
+    kw = {"clock_tracking": True, **kw}
+    w = _graphs_owner(calls, o=_ns(mode="advise", graph_records=True), device=None,
+                      activity=False, graph_records=False, **kw)
+
+    def start():
+        calls.append("start")
+        w.device, w.activity = object(), True
+    w.phases = _ns(start=start)
+    return w
+
+
+@pytest.mark.parametrize("case", ["first", "counted_before", "not_counted", "off", "refused"])
+def test_graph_records_go_on_only_before_the_first_capture_of_the_process(monkeypatch, case):
+    """--graph-records: CUPTI's per-replay records are turned on at PyTorch's first capture,
+    before it begins, and only where the core counted no capture before it (an executable
+    graph made without them crashes its next launch once they go on); else a note."""
+    calls = []
+    w = _records_owner(calls, clock_tracking=None if case == "not_counted" else True)
+    if case == "off":
+        w.o.graph_records = False
+    begun = 1 if case == "counted_before" else 0
+    monkeypatch.setattr(graphs._core, "_capture_counts", lambda: {"begun": begun})
+
+    def graphs_on(on):
+        if case == "refused":
+            raise ValueError("CUPTI said no")
+        calls.append(("graphs", on))
+    monkeypatch.setattr(graphs._core, "activity_graphs", graphs_on, raising=False)
+    g = graphs.Graphs(w)
+    g.capture_begin()
+    g.capture_failed()
+    g.capture_begin()                      # a second capture never turns anything on
+    on = [c for c in calls if isinstance(c, tuple)]
+    if case == "first":
+        assert calls.index("start") < calls.index(("graphs", True)) and on == [("graphs", True)]
+        assert w.graph_records and not w.notes
+        return
+    assert not w.graph_records and on == []
+    if case == "off":
+        assert "start" not in calls and not w.notes
+    elif case == "refused":
+        assert "start" in calls and "CUPTI said no" in w.notes[0]
+    else:
+        assert "start" not in calls and "graph records not turned on" in w.notes[0]
+        assert len(w.notes) == 1
 
 
 def test_graphs_remembered_by_identity_and_signature_dropped_ones_kept_aside(monkeypatch):

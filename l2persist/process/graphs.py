@@ -103,6 +103,8 @@ class Graphs(Part):
         with w.lock:
             w.captures += 1
             w.captures_begun += 1
+            if w.o.graph_records and w.captures_begun == 1:
+                self.graph_records_first()
             if w.stream_windows is not None:
                 w.stream_windows.suspend()  # a captured node would copy its stream's window
             if w.logging:          # a capture's launches are no eager work: the log starts over
@@ -114,6 +116,34 @@ class Graphs(Part):
                     w.resting["tail_due"] = True      # the gate open: counted from here on
                     w.rest_hooks[1]()
             w._resume()
+
+    def graph_records_first(self):
+        """Experimental (advise --graph-records; issue 50 item 2): CUPTI's graph-level records,
+        one per replay instead of one per kernel node, turned on here, before the program's
+        first capture begins, so that no executable graph made without them exists: turning
+        them on while one existed crashed its next launch (H200, c844b7f). Only at PyTorch's
+        first capture, with CUPTI not yet begun and no capture the core saw before (another
+        library's, or one before the watcher's hooks; a graph built node by node, without a
+        capture, is not seen and is the known hole); anything else leaves them off with a
+        note. Once on they stay on to the end (whether turning them off and on again with
+        graphs alive is safe was not measured): pauses and rests pause the kernel records only.
+        Not measured on a GPU yet (tools/investigations/graph-records)."""
+        w = self.w
+        # this hook runs before PyTorch begins the capture: the core has not counted it yet
+        counts = _core._capture_counts() if w.clock_tracking else None
+        if counts is None or counts["begun"] > 0:
+            w.notes.append("graph records not turned on: captures were not counted from the "
+                           "program's start, or one came before PyTorch's first; kernel "
+                           "records instead")
+            return
+        w.phases.start()
+        if not w.activity:
+            return
+        try:
+            _core.activity_graphs(True)
+            w.graph_records = True
+        except Exception as e:
+            w.notes.append(f"graph records not turned on ({e}); kernel records instead")
 
     def capture_end(self, torch_graph):
         w = self.w

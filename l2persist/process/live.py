@@ -61,6 +61,8 @@ class Options:
     exit_after: bool = False
     keep_hooks: bool = False   # the per-call hooks stay on after the decision (a tool that
                                # counts the program's calls: tools/investigations/search-cost)
+    graph_records: bool = False    # experimental: a record per graph replay, not per node
+                                   # (process/graphs.py, Graphs.graph_records_first)
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
@@ -82,6 +84,7 @@ class Options:
                 setattr(o, name, conv(env[key]))
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
+        o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
         o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0
@@ -148,6 +151,7 @@ class Watcher:
         self.activity = False
         self.paused = False                        # kernel records paused (the warm-up)
         self.captures_begun = 0
+        self.graph_records = False                 # CUPTI's graph-level records are on
         self._after = None                         # timing units after the decision
         self.after_decision = None
         self.applied_sigs: set = set()

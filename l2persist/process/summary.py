@@ -118,6 +118,8 @@ class Report(Part):
                       "streams_left_alone": sorted(w.unknown_streams),
                       "restored": w.streams_restored},
             "notes": w.notes,
+            # how replays were timed: a record per graph replay (--graph-records) or per node
+            "graph_records": bool(getattr(w, "graph_records", False)),
             # from the first watched call to the decision (warm-up and probe included)
             "decision_s": getattr(w, "decision_s", None),
             "search_s": (time.perf_counter() - w.search_t0) if w.search_t0 else 0.0,
