@@ -1,6 +1,7 @@
 """tools/: the GPU suite's parts cover every test file once, and the investigations' index names
 each script there and only data files that exist (no GPU)."""
 
+import os
 import pathlib
 import re
 import shutil
@@ -125,3 +126,39 @@ def test_part_all_gives_each_part_gpus_of_its_own(gpus):
 def test_part_all_refuses_fewer_gpus_than_parts():
     r = _share(3)
     assert r.returncode == 2 and "needs a GPU per part" in r.stderr and "3 GPU(s)" in r.stderr
+
+
+def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path):
+    """PART=all end to end without a GPU: a stand-in nvidia-smi says eight GPUs and logs what
+    each part asks it; each part runs (here a small CPU test file instead of its own files),
+    queries its own GPU once, and the logs of all come back in one archive with a row each."""
+    import tarfile
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    log = tmp_path / "smi.log"
+    (shim / "nvidia-smi").write_text(
+        "#!/bin/bash\n"
+        f"echo \"$*\" >> {log}\n"
+        "if [ \"$1\" = -L ]; then for i in 0 1 2 3 4 5 6 7; do echo \"GPU $i: Stand-in\"; done;"
+        " exit 0; fi\n"
+        "echo 'Stand-in GPU, 1.0, 1 MiB'\n")
+    (shim / "nvidia-smi").chmod(0o755)
+    out = tmp_path / "out"
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", PART="all", SKIP_BUILD="1",
+               TESTS="tests/test_names_cpu.py", DEADLINE="240", OUT=str(out),
+               SKIP_CTEST="1", SKIP_SANITIZER="1")
+    r = subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, timeout=300,
+                       env=env, cwd=ROOT)
+    parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "|---" not in line]
+    assert [row.split("|")[1].strip() for row in rows[1:len(parts) + 1]] == parts, r.stdout
+    assert all("| passed |" in row for row in rows[1:len(parts) + 1]), r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    asked = sorted(line.split()[1] for line in log.read_text().splitlines()
+                   if line.startswith("-i "))
+    assert asked == sorted(str(i) for i in range(len(parts)))     # one GPU each, none twice
+    with tarfile.open(out / "parts.tar.gz") as t:
+        names = t.getnames()
+    for p in parts:
+        assert f"parts/{p}/work/logs/junit_1.xml" in names and f"parts/{p}.out" in names
+    assert not any("pytest-tmp" in n for n in names)
