@@ -243,6 +243,12 @@ def test_verify_outcome_maps_the_cores_result_to_the_exit_status(verdict, ratio,
 def test_verify_without_a_result_is_inconclusive():
     assert live.verify_outcome(None, GOOD, MIN_GAIN)[0] == 3
     assert live.verify_outcome({"state": "warmup", "result": None}, GOOD, MIN_GAIN)[0] == 3
+    # the program exited during the check: the core's result has no interval (all zero)
+    cut = {"state": "done", "result": {"winner": -1, "helps": 0, "decided": 0, "speedup": 0.0,
+                                       "ci_low": 0.0, "ci_high": 0.0}}
+    for plan in (GOOD, dont()):
+        status, line = live.verify_outcome(cut, plan, MIN_GAIN)
+        assert status == 3 and "ended before the check reached a verdict" in line, line
 
 
 def _stub_program(tmp_path, doc):

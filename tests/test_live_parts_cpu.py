@@ -436,7 +436,8 @@ def _records_owner(calls, **kw):
     return w
 
 
-@pytest.mark.parametrize("case", ["first", "counted_before", "not_counted", "off", "refused"])
+@pytest.mark.parametrize("case", ["first", "counted_before", "straddled", "not_counted", "off",
+                                  "refused"])
 def test_graph_records_go_on_only_before_the_first_capture_of_the_process(monkeypatch, case):
     """--graph-records: CUPTI's per-replay records are turned on at PyTorch's first capture,
     before it begins, and only where the core counted no capture before it (an executable
@@ -446,7 +447,9 @@ def test_graph_records_go_on_only_before_the_first_capture_of_the_process(monkey
     if case == "off":
         w.o.graph_records = False
     begun = 1 if case == "counted_before" else 0
-    monkeypatch.setattr(graphs._core, "_capture_counts", lambda: {"begun": begun})
+    unmatched = 1 if case == "straddled" else 0      # began before tracking, ended after
+    monkeypatch.setattr(graphs._core, "_capture_counts",
+                        lambda: {"begun": begun, "unmatched": unmatched})
 
     def graphs_on(on):
         if case == "refused":

@@ -103,7 +103,9 @@ l2p_status l2p_activity_record(int on);
  * without them exists crashed the next launch of that graph (above). Here for
  * tools/investigations/graph-records, which measures whether turning them on before the
  * program makes any graph is safe and what each way of timing a 250-node graph costs (issue
- * 50 item 2). L2P_ERR_STATE when not collecting. */
+ * 50 item 2). Once on they stay on until the process ends, l2p_activity_end included
+ * (their records are dropped once not collecting): turning them off beside graphs made under
+ * them was not measured. L2P_ERR_STATE when not collecting. */
 l2p_status l2p_activity_graphs(int on);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
 l2p_status l2p_activity_flush(void);

@@ -8,6 +8,11 @@ l2p_status l2p_live_verify_status(int baseline_plan, int helps, double ci_low, d
 {
     if (!(min_gain >= 0 && min_gain < 1))
         return l2p_fail(L2P_ERR_VALUE, "min_gain: expected [0, 1), got %g", min_gain);
+    if (ci_low == 0 && ci_high == 0) {
+        /* no interval: the search ended (the program exited) before its verdict */
+        *status = L2P_VERIFY_INCONCLUSIVE;
+        return L2P_OK;
+    }
     if (!(isfinite(ci_low) && isfinite(ci_high) && ci_low > 0 && ci_low <= ci_high))
         return l2p_fail(L2P_ERR_VALUE, "ci_low, ci_high: expected 0 < ci_low <= ci_high, both "
                         "finite, got %g, %g", ci_low, ci_high);

@@ -355,6 +355,9 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
                    f"advise again" if baseline else
                    f"no longer holds: the plan gives {nums}, below the least gain that "
                    f"counts ({need:g}x); run advise again")
+    if not res["ci_high"]:
+        return 3, ("inconclusive: the program ended before the check reached a verdict; run it "
+                   "for longer than --budget")
     return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "
                f"(the least gain that counts), so it neither helps nor fails yet; a longer "
                f"--budget narrows it")

@@ -131,7 +131,9 @@ class Graphs(Part):
         w = self.w
         # this hook runs before PyTorch begins the capture: the core has not counted it yet
         counts = _core._capture_counts() if w.clock_tracking else None
-        if counts is None or counts["begun"] > 0:
+        # begun: captures counted since tracking began; unmatched: ends of captures begun
+        # before it (the clock arms a tick after the driver loads: a capture may straddle it)
+        if counts is None or counts["begun"] > 0 or counts.get("unmatched", 0) > 0:
             w.notes.append("graph records not turned on: captures were not counted from the "
                            "program's start, or one came before PyTorch's first; kernel "
                            "records instead")

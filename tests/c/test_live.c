@@ -475,6 +475,9 @@ static void test_verify_status(void)
     CHECK(l2p_live_verify_status(1, 0, 0.99, 1.009, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
     CHECK(l2p_live_verify_status(1, 0, 0.99, 1.02, 0.01, &st) == L2P_OK &&
           st == L2P_VERIFY_INCONCLUSIVE);
+    /* a search cut short by the program's exit leaves no interval: inconclusive, either plan */
+    CHECK(l2p_live_verify_status(0, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
+    CHECK(l2p_live_verify_status(1, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
     /* min_gain 0: the edge is 1 itself */
     CHECK(l2p_live_verify_status(0, 1, 1.0, 1.1, 0, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
     st = 7;
