@@ -102,10 +102,20 @@ def test_each_data_file_the_index_names_exists(row):
         assert (ROOT / path).is_file(), path
 
 
-def _share(gpus):
+def _share(gpus, **env):
     return subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PART": "all", "GPUS": str(gpus),
-                               "DRY_RUN": "1"})
+                               "DRY_RUN": "1", **env})
+
+
+def test_only_parts_shares_four_gpus_among_some_parts_and_names_a_wrong_one():
+    """On a machine of four GPUs the seven parts take two calls: ONLY_PARTS picks each half."""
+    r = _share(4, ONLY_PARTS="core live live-programs studies")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["core", "0", "live", "1", "live-programs", "2", "studies", "3"]
+    r = _share(4, ONLY_PARTS="core nope")
+    assert r.returncode == 2 and "no part named 'nope'" in r.stderr
+    assert _share(4, ONLY_PARTS=" ".join(["core"] * 5)).returncode == 2     # 5 > 4 GPUs
 
 
 @pytest.mark.parametrize("gpus", [7, 8, 15])
