@@ -108,70 +108,146 @@ def _share(gpus, **env):
                                "DRY_RUN": "1", **env})
 
 
-def test_only_parts_shares_four_gpus_among_some_parts_and_names_a_wrong_one():
-    """On a machine of four GPUs the seven parts take two calls: ONLY_PARTS picks each half."""
-    r = _share(4, ONLY_PARTS="core live live-programs studies")
+def _lanes(r):
+    """DRY_RUN's answer: the lanes' GPU lists and the queue of parts."""
+    lines = r.stdout.split("\n")
+    lanes = [line.split()[1].split(",") for line in lines if line.startswith("lane ")]
+    queue = [line.split()[1:] for line in lines if line.startswith("queue ")]
+    assert len(queue) == 1, r.stdout
+    return [[int(d) for d in lane] for lane in lanes], queue[0]
+
+
+def test_only_parts_picks_some_parts_in_its_order_and_names_a_wrong_one():
+    """ONLY_PARTS runs some of the parts, in the order given (the lanes take them in it)."""
+    r = _share(4, ONLY_PARTS="studies core live live-programs")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["core", "0", "live", "1", "live-programs", "2", "studies", "3"]
+    lanes, queue = _lanes(r)
+    assert lanes == [[0], [1], [2], [3]] and queue == ["studies", "core", "live", "live-programs"]
     r = _share(4, ONLY_PARTS="core nope")
     assert r.returncode == 2 and "no part named 'nope'" in r.stderr
-    assert _share(4, ONLY_PARTS=" ".join(["core"] * 5)).returncode == 2     # 5 > 4 GPUs
+    r = _share(4, ONLY_PARTS="core live core")
+    assert r.returncode == 2 and "names a part twice" in r.stderr
 
 
 @pytest.mark.parametrize("gpus", [7, 8, 15])
 def test_part_all_gives_each_part_gpus_of_its_own(gpus):
-    """PART=all (the whole suite in one call): every part once, each on its own GPUs, as many
-    each as the machine has for all of them."""
+    """PART=all with a GPU per part (the whole suite in one call): a lane per part, each on GPUs
+    of its own, as many each as the machine has for all of them."""
     r = _share(gpus)
     assert r.returncode == 0, r.stderr
-    rows = [line.split() for line in r.stdout.splitlines()]
-    names = [n for n, _ in rows]
+    lanes, queue = _lanes(r)
     parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
-    assert names == parts
-    devs = [int(d) for _, ds in rows for d in ds.split(",")]
+    assert queue == parts and len(lanes) == len(parts)
+    devs = [d for lane in lanes for d in lane]
     assert len(devs) == len(set(devs)) and max(devs) < gpus          # no GPU shared
-    assert {len(ds.split(",")) for _, ds in rows} == {gpus // len(parts)}
+    assert {len(lane) for lane in lanes} == {gpus // len(parts)}
 
 
-def test_part_all_refuses_fewer_gpus_than_parts():
-    r = _share(3)
-    assert r.returncode == 2 and "needs a GPU per part" in r.stderr and "3 GPU(s)" in r.stderr
+@pytest.mark.parametrize("gpus", [1, 2, 3])
+def test_fewer_gpus_than_parts_make_a_lane_per_gpu_and_queue_the_parts(gpus):
+    r = _share(gpus)
+    assert r.returncode == 0, r.stderr
+    lanes, queue = _lanes(r)
+    assert lanes == [[i] for i in range(gpus)]
+    assert queue == [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
 
 
-@pytest.mark.skipif(__import__("l2persist").is_available(),
-                    reason="a GPU is here: the stand-in parts would open contexts on GPUs that "
-                           "the real parts (PART=all) are using")
-def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path):
-    """PART=all end to end without a GPU: a stand-in nvidia-smi says eight GPUs and logs what
-    each part asks it; each part runs (here a small CPU test file instead of its own files),
-    queries its own GPU once, and the logs of all come back in one archive with a row each."""
+def test_part_all_refuses_a_machine_without_gpus():
+    r = _share(0)
+    assert r.returncode == 2 and "needs a GPU" in r.stderr and "0 GPU(s)" in r.stderr
+
+
+NO_GPU_HERE = pytest.mark.skipif(
+    __import__("l2persist").is_available(),
+    reason="a GPU is here: the stand-in parts would open contexts on GPUs that the real parts "
+           "(PART=all) are using")
+
+
+def _run_all(tmp_path, gpus, **env):
+    """PART=all end to end without a GPU: a stand-in nvidia-smi says `gpus` GPUs and logs what
+    each part asks it; each part runs a small CPU test file instead of its own files. Returns
+    the run, the summary's rows {part: (gpus, result)}, the GPUs the parts asked about, and the
+    archive's names."""
     import tarfile
     shim = tmp_path / "bin"
     shim.mkdir()
     log = tmp_path / "smi.log"
+    log.write_text("")
     (shim / "nvidia-smi").write_text(
         "#!/bin/bash\n"
         f"echo \"$*\" >> {log}\n"
-        "if [ \"$1\" = -L ]; then for i in 0 1 2 3 4 5 6 7; do echo \"GPU $i: Stand-in\"; done;"
-        " exit 0; fi\n"
+        f"if [ \"$1\" = -L ]; then for i in $(seq 0 {gpus - 1}); do echo \"GPU $i: Stand-in\";"
+        " done; exit 0; fi\n"
         "echo 'Stand-in GPU, 1.0, 1 MiB'\n")
     (shim / "nvidia-smi").chmod(0o755)
     out = tmp_path / "out"
     env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", PART="all", SKIP_BUILD="1",
                TESTS="tests/test_names_cpu.py", DEADLINE="240", OUT=str(out),
-               SKIP_CTEST="1", SKIP_SANITIZER="1")
+               SKIP_CTEST="1", SKIP_SANITIZER="1", **env)
     r = subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, timeout=300,
                        env=env, cwd=ROOT)
+    rows = {}
+    for line in r.stdout.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 3 and cells[0] != "part" and not cells[0].startswith("---"):
+            rows[cells[0]] = (cells[1], cells[2])
+    asked = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("-i ")]
+    names = []
+    if (out / "parts.tar.gz").exists():
+        with tarfile.open(out / "parts.tar.gz") as t:
+            names = t.getnames()
+    return r, rows, asked, names
+
+
+@NO_GPU_HERE
+def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path):
+    """Eight GPUs, seven parts: each part runs at once on a GPU of its own, queries that GPU
+    once, and the logs of all come back in one archive with a row each."""
+    r, rows, asked, names = _run_all(tmp_path, 8)
     parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "|---" not in line]
-    assert [row.split("|")[1].strip() for row in rows[1:len(parts) + 1]] == parts, r.stdout
-    assert all("| passed |" in row for row in rows[1:len(parts) + 1]), r.stdout + r.stderr
+    assert list(rows) == parts, r.stdout
+    assert all(res == "passed" for _, res in rows.values()), r.stdout + r.stderr
     assert r.returncode == 0, r.stdout + r.stderr
-    asked = sorted(line.split()[1] for line in log.read_text().splitlines()
-                   if line.startswith("-i "))
-    assert asked == sorted(str(i) for i in range(len(parts)))     # one GPU each, none twice
-    with tarfile.open(out / "parts.tar.gz") as t:
-        names = t.getnames()
+    assert sorted(asked) == sorted(str(i) for i in range(len(parts)))   # one GPU each, none twice
+    assert sorted(g for g, _ in rows.values()) == sorted(asked)
     for p in parts:
         assert f"parts/{p}/work/logs/junit_1.xml" in names and f"parts/{p}.out" in names
     assert not any("pytest-tmp" in n for n in names)
+
+
+@NO_GPU_HERE
+def test_part_all_queues_more_parts_than_gpus_on_lanes(tmp_path):
+    """Two GPUs, three parts: every part runs once, on one of the two GPUs, and some GPU runs
+    two of them one after the other (never two parts at once on one GPU)."""
+    r, rows, asked, names = _run_all(tmp_path, 2, ONLY_PARTS="studies core notebooks")
+    assert list(rows) == ["studies", "core", "notebooks"], r.stdout
+    assert all(res == "passed" for _, res in rows.values()), r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(asked) in (["0", "0", "1"], ["0", "1", "1"])
+    assert sorted(g for g, _ in rows.values()) == sorted(asked)
+    for p in rows:
+        assert f"parts/{p}/work/logs/junit_1.xml" in names
+    # the shared GPU's two parts ran one after the other: their pytest runs do not overlap
+    import datetime
+    import tarfile
+    import xml.etree.ElementTree as ET
+    with tarfile.open(tmp_path / "out" / "parts.tar.gz") as t:
+        t.extractall(tmp_path / "x", filter="data")
+    spans = []
+    for p, (g, _) in rows.items():
+        if asked.count(g) == 2:
+            suite = next(ET.parse(tmp_path / "x" / "parts" / p / "work" / "logs" / "junit_1.xml")
+                         .iter("testsuite"))
+            t0 = datetime.datetime.fromisoformat(suite.get("timestamp")).timestamp()
+            spans.append((t0, t0 + float(suite.get("time"))))
+    assert len(spans) == 2
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert a1 <= b0, spans
+
+
+@NO_GPU_HERE
+def test_a_part_without_time_left_is_not_started_and_fails_the_call(tmp_path):
+    r, rows, asked, names = _run_all(tmp_path, 1, ONLY_PARTS="core studies", MIN_PART_S="100000")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert all(res.startswith("not started") for _, res in rows.values()), r.stdout
+    assert asked == []

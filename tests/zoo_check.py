@@ -10,9 +10,13 @@ write the same digest, and the digest must change with the length (it hashes wha
 computed); then one plain run long enough for a short search (about ``ADVISE_LOOP_S`` of the
 program's own loop, from the first run's throughput) and one ``python -m l2persist advise
 --budget 10 -- python prog.py`` run of the same length must write the same digest, and advise
-must exit 0 (a plan came out). A program whose library is missing, or (ddp) with fewer than
+must exit 0 (a plan came out). Where L2P_ZOO_OUT names a folder (tools/gpu-check sets it), each
+program's runs, advise's result document, its plan and its last words are written there as
+NAME.json before the checks: what advise decided, how fast and at what cost, kept with the
+suite's logs. A program whose library is missing, or (ddp) with fewer than
 two GPUs, is skipped with the reason. Each program costs about twice ADVISE_LOOP_S plus its
 start-ups (torch.compile's compilation, JAX's and transformers' imports)."""
+import json
 import os
 
 import pytest
@@ -56,7 +60,24 @@ def check_program(name, tmp_path):
     plan = os.path.join(str(tmp_path), "plan.json")
     adv = _run(name, iters, tmp_path, "advise", env,
                ["advise", *live._device_opts(ranks), *FAST, "--out", plan])
+    _keep(name, {"plain_a": a, "plain_b": b, "plain_long": ref, "advise": adv}, plan)
     assert adv["digest"] == ref["digest"], \
         f"{name}: the program's results changed under advise: {adv['stderr']}"
     assert adv["rc"] == 0, f"{name}: advise exited {adv['rc']}: {adv['stderr']}"
     assert os.path.exists(plan), adv["stderr"]
+
+
+def _keep(name, runs, plan):
+    """The runs of one program, as data (L2P_ZOO_OUT; nothing where it is unset)."""
+    where = os.environ.get("L2P_ZOO_OUT")
+    if not where:
+        return
+    os.makedirs(where, exist_ok=True)
+    doc = {"program": name, "runs": runs}
+    try:
+        with open(plan) as f:
+            doc["plan"] = json.load(f)
+    except (OSError, ValueError) as e:
+        doc["plan"] = f"not read: {e}"
+    with open(os.path.join(where, f"{name}.json"), "w") as f:
+        json.dump(doc, f, indent=1, default=str)
