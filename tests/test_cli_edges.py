@@ -308,6 +308,22 @@ def test_no_result_says_what_happened_without_internal_names(state):
     assert ":" in msg and "the program (exit 0) ended" in msg
 
 
+def test_an_advise_whose_search_stopped_says_that_not_the_budget():
+    res = core_result(1.01, 0.3, 6, confirm_only=False)
+    r = dict(result_doc(res), mode="advise",
+             notes=["search stopped: a block of 4 units had no kernel records"])
+    msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    assert "--budget" not in msg and "had no kernel records" in msg and "default" in msg, msg
+
+
+def test_a_program_whose_probes_saw_no_kernel_is_told_so():
+    r = {"state": "probe", "result": None, "notes": [], "empty_probes": 7}
+    msg = live._nothing_measured(r, 0, types.SimpleNamespace(warmup=2.0))
+    assert "7 probe(s) in a row recorded none" in msg and "cannot be advised" in msg, msg
+    r["empty_probes"] = 0                  # the probe under way: the usual words
+    assert "probe(s)" not in live._nothing_measured(r, 0, types.SimpleNamespace(warmup=2.0))
+
+
 def test_an_undecided_advise_says_why_and_what_would_decide_it():
     res = core_result(1.01, 0.3, 6, confirm_only=False)
     r = dict(result_doc(res), mode="advise")

@@ -6,6 +6,7 @@ over them in tests/test_live_sim_cpu.py; here a part's own rule is checked witho
 """
 import gc
 import statistics
+import sys
 import threading
 import types
 
@@ -614,6 +615,89 @@ def test_phases_start_at_the_first_call_then_warmup_probe_and_search(monkeypatch
     w = _phases_owner(calls, captures_begun=1)
     phases.Phases(w).point("sync", None)
     assert calls == [("begin", 0)] and not w.paused and w.state == "warmup"
+
+
+def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
+    """A probe over a stretch with no kernel (the program still setting up: a compile, a
+    capture) starts no search: the H200 zoo's graphed programs stopped at their first block
+    with nothing to price it at. The probe begins again, the launch log with it."""
+    calls = []
+    blocks = {"by_key": {}, "by_name": {}}
+    monkeypatch.setattr(search, "_core", _ns(
+        activity_now=lambda: 2000, activity_flush=lambda: None,
+        activity_blocks=lambda b: calls.append(("blocks", tuple(b))) or blocks,
+        activity_record=lambda on: calls.append(("record", on))))
+    w = _ns(device=_ns(synchronize=lambda: calls.append("sync")), _warm_ns=1000,
+            probe_t=search.time.perf_counter(), state="probe", empty_probes=0, paused=False,
+            probe_counts={("tick",): 40}, o=_ns(block_s=0.02, block_units=0, mode="advise"),
+            launches=_ns(take=lambda: calls.append("take") or [],
+                         begin=lambda: calls.append("log")))
+    w._resume = lambda: calls.append("resume")
+    s = search.Search(w)
+    s.begin()
+    assert w.state == "probe" and w.empty_probes == 1 and w.probe_counts == {}
+    assert calls == ["sync", ("blocks", (1000, 2000)), "take", "sync", "resume", "log"]
+    assert w._warm_ns == 2000                  # the new probe's stretch starts now
+    assert not hasattr(w, "unit") and not hasattr(w, "arms")   # no search begun
+
+
+def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(monkeypatch):
+    """Graphs came after a search began on the clock: the search begins again at the graphs'
+    replays, from the warm-up, under the device's default (arm 1), a rest under way ended."""
+    calls = []
+    timer = _ns(cancel=lambda: calls.append("timer off"))
+    w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer, notes=[], restarts=0,
+            rest_hooks=(lambda: calls.append("gate shut"), lambda: calls.append("gate open")),
+            switcher=_ns(install=lambda arm: calls.append(("install", arm))),
+            blocks=[Block(3, 10, 20)], recorded=1, key_sums={3: {}}, mix_ref={7: 1},
+            units_now=4, settling={"arm": 2}, replayed={5}, unit=("tick",), targets=[1],
+            arms=[{}, {}, {}], probe_counts={("tick",): 9}, _first_block_due=True,
+            state="search", t0=0.0)
+    w._resume = lambda: calls.append("resume")
+    search.Search(w).restart("graphs came")
+    assert calls == ["timer off", "gate open", "resume", ("install", 1)]
+    assert w.state == "warmup" and w.t0 > 0 and w.restarts == 1 and w.notes == ["graphs came"]
+    assert (w.blocks, w.recorded, w.key_sums, w.mix_ref) == ([], 0, {}, {})
+    assert (w.resting, w.settling, w.unit, w.units_now, w.replayed) == (None, None, None, 0,
+                                                                           set())
+    assert w.arms == [] and w.targets == [] and w.probe_counts == {}
+    assert not w._first_block_due
+
+
+def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(monkeypatch):
+    calls = []
+    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True)
+    w.search.restart = lambda why: calls.append(("restart", why))
+    p = phases.Phases(w)
+    w.capture[0] = True
+    p.point("replay", "g", None)            # a capture is still open: not yet
+    assert calls == ["asked"] and w._clock_lost
+    w.capture[0] = False
+    p.point("replay", "g", None)
+    assert calls[-1][0] == "restart" and "began again" in calls[-1][1]
+    assert not w._clock_lost and w.result is None      # no verdict: the search goes on
+
+
+def test_phases_do_not_pause_records_in_the_warmup_beside_xla(monkeypatch):
+    """XLA (JAX) makes CUDA graphs of its own, which the watcher cannot make again: a graph
+    made while the records were paused was never recorded (the H200 zoo's JAX program)."""
+    for jax_loaded in (False, True):
+        calls = []
+        monkeypatch.setattr(phases, "_core", _ns(
+            activity_begin=lambda dev: calls.append("begin"),
+            activity_record=lambda on: calls.append(("record", on))))
+        monkeypatch.setattr(l2persist, "Device", lambda index: _ns(
+            default_persisting_l2_limit=4, persisting_l2_limit=2))
+        if jax_loaded:
+            monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
+        else:
+            monkeypatch.delitem(sys.modules, "jax", raising=False)
+            monkeypatch.delitem(sys.modules, "jaxlib", raising=False)
+        w = _phases_owner(calls, o=_ns(mode="advise", device=0, warmup_s=1e9, world=1))
+        phases.Phases(w).point("sync", None)
+        assert w.state == "warmup" and w.activity
+        assert w.paused is not jax_loaded
+        assert calls == (["begin"] if jax_loaded else ["begin", ("record", False)])
 
 
 def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_open(monkeypatch):

@@ -437,6 +437,11 @@ def _nothing_measured(r, prog_rc, args) -> str:
                 f"watcher did not start in it (is it a Python program, with l2persist "
                 f"importable?)")
     ended, todo = _ENDED.get(r.get("state"), ("without a result", "see the note"))
+    if r.get("state") == "probe" and r.get("empty_probes"):
+        ended = (f"while l2persist waited for its kernels: {r['empty_probes']} probe(s) in a "
+                 f"row recorded none (its work had not begun, or its kernels never reach "
+                 f"CUDA's activity records)")
+        todo = "run it longer; a program whose kernels are never recorded cannot be advised"
     notes = "; ".join(n.splitlines()[0] for n in r.get("notes", []) if n)
     return (f"the program (exit {prog_rc}) ended "
             f"{ended.format(warmup=getattr(args, 'warmup', 0))}"
@@ -447,6 +452,10 @@ def _undecided(r, args) -> str:
     """Why advise did not decide, and what would decide it."""
     res = r["result"]
     ended = any("ended before the search decided" in n for n in r.get("notes", []))
+    stopped = [n for n in r.get("notes", []) if n.startswith("search stopped: ")]
+    if stopped:      # not the budget: the records stopped coming (recorder._NoRecords)
+        return (f"undecided: {stopped[0]}; nothing was judged, so the plan written keeps the "
+                f"device's default")
     why = (f"the program ended {r.get('search_s', 0):.0f} s into the search" if ended else
            f"the search used its --budget of {args.budget:g} s")
     if res.get("winner", -1) >= 0:

@@ -113,6 +113,8 @@ class Watcher:
         self._switch_held = None                   # the thread holding the core's switch lock
         self.tracking_ended = False                # end_tracking: the core's count no longer asked
         self._clock_lost = False                   # graphs came in a search on the clock
+        self.empty_probes = 0                      # probes that recorded no kernel (again)
+        self.restarts = 0                          # searches begun again (Search.restart)
         self._first_block_due = False              # the search's first block waits for a call
                                                    # with no capture open
         self.clock_tracking = None                 # captures counted for the clock (None: not

@@ -11,6 +11,7 @@ One :class:`Phases` per :class:`~l2persist.process.live.Watcher`, called under i
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -18,6 +19,11 @@ from .. import _core
 from . import team as _team
 from .part import Part
 from .recorder import _NoRecords
+
+
+def _makes_own_graphs() -> bool:
+    """A library that captures and instantiates CUDA graphs of its own is loaded (XLA)."""
+    return any(m in sys.modules for m in ("jax", "jaxlib"))
 
 
 class Phases(Part):
@@ -68,12 +74,9 @@ class Phases(Part):
         if w._clock_lost:
             if not w.gate.capture_open():
                 w._clock_lost = False
-                w.notes.append("the program began capturing CUDA graphs after the search "
-                               "had begun on the watcher's clock, which never acts beside "
-                               "graphs: the search stopped here; a longer --warmup lets "
-                               "the graphs come first")
-                w.result = _core.live_finish()
-                w.search.decide()
+                w.search.restart("the program began capturing CUDA graphs after the search "
+                                 "had begun on the watcher's clock (a setup longer than "
+                                 "--warmup): the search began again at its graphs' replays")
             return
         if w._first_block_due:
             if not w.gate.capture_open():
@@ -174,7 +177,10 @@ class Phases(Part):
             # records wait for the probe. Not once a graph exists or is coming: whether CUPTI
             # records the nodes of an executable graph made while paused was not measured
             # (one made before CUPTI started is recorded once resumed, H200).
-            if not w.captures_begun:
+            # Nor beside XLA (JAX), whose kernels run in CUDA graphs it makes itself, which the
+            # watcher cannot make again (H200 zoo at 6bbbe74: paused in the warm-up, the JAX
+            # program's probe recorded no kernel at all).
+            if not w.captures_begun and not _makes_own_graphs():
                 _core.activity_record(False)
                 w.paused = True
         except Exception as e:

@@ -68,6 +68,9 @@ class Search(Part):
         _core.activity_flush()
         warm = self.warm_stamp
         probe = _core.activity_blocks([warm, now]) if warm and now > warm else {}
+        if not probe.get("by_key"):
+            self.probe_again()
+            return
         by_name = probe.get("by_name", {})
         elapsed = max(1e-6, time.perf_counter() - w.probe_t)
         w.unit = self.choose_unit(elapsed)
@@ -113,6 +116,44 @@ class Search(Part):
             w._first_block_due = True   # it begins at the next call with no capture open
             return
         self.next_block(now)
+
+    def probe_again(self):
+        """No kernel of the program ran in the probe's stretch: it is still setting up (a
+        compile, a capture, a model's load: the clock's ticks came, its work did not). A
+        search begun there would have nothing to price its blocks at (the H200 zoo at 6bbbe74:
+        a graphed training step and torch.compile's graphs stopped at their first block, "the
+        probe recorded no kernel"). The probe begins again; a program whose kernels never
+        reach CUPTI's records ends in the probe, and its words say how many probes were empty
+        (``empty_probes``)."""
+        w = self.w
+        w.empty_probes += 1
+        w.launches.take()            # the log begins again with the probe
+        self.begin_probe()
+
+    def restart(self, why: str):
+        """Back to the warm-up, as if watching began now, with ``why`` noted: graphs came after
+        a search had begun on the watcher's own clock (which never acts beside graphs, so the
+        program's replays are its switch points from here), and the blocks so far timed a
+        program that is not the one running now. The device's default is put back (arm 1,
+        no window), a rest under way is ended, and the warm-up, the probe and the search run
+        again at the program's calls."""
+        w = self.w
+        if w.resting is not None:
+            if w.rest_timer is not None:
+                w.rest_timer.cancel()
+            if w.resting.get("unhooked") and w.rest_hooks is not None:
+                w.rest_hooks[1]()     # the per-call hooks' gate open again
+            w.resting = None
+        w._resume()                  # records on: graphs exist, the warm-up does not pause
+        w.switcher.install(1)
+        w.restarts += 1
+        w.notes.append(why)
+        w.blocks, w.recorded, w.key_sums, w.mix_ref = [], 0, {}, {}
+        w.units_now, w.settling, w.replayed = 0, None, set()
+        w.unit, w.targets, w.arms, w.probe_counts = None, [], [], {}
+        w._first_block_due = False
+        w.state = "warmup"
+        w.t0 = time.perf_counter()
 
     def note_ungraphed(self):
         """Say how much of the warm-up's GPU time ran in kernels no window reaches: in no

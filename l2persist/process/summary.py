@@ -99,6 +99,8 @@ class Report(Part):
             # the per-call hooks came off once decided (graph replays and points count to
             # there)
             "calls_unhooked": w.calls_unhooked,
+            # probes that recorded no kernel (begun again), searches begun again at graphs
+            "empty_probes": w.empty_probes, "restarts": w.restarts,
             "rank": w.o.rank, "world": w.o.world,
             "lockstep": w.team is not None,
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,

