@@ -735,9 +735,21 @@ def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_op
     def no_records():
         raise recorder._NoRecords("the block holds no record")
     w.settling, w.units_now, w.search.end_block = None, 5, no_records
-    p.point("replay", "g-a", a)
+    w.restarts = 0
+    w.search.restart = lambda why: (calls.append(("restart", why)),
+                                    setattr(w, "restarts", w.restarts + 1))
+    for k in range(phases.MAX_RESTARTS):     # the work changed: the search begins again
+        p.point("replay", "g-a", a)
+        assert calls[-1][0] == "restart" and "the block holds no record" in calls[-1][1]
+        assert w.result is None and w.notes == []
+    p.point("replay", "g-a", a)              # a few times, then it stops
     assert w.notes == ["search stopped: the block holds no record"]
     assert w.result == {"verdict": "cut"} and calls[-1] == "decide"
+    # in a team the ranks would have to restart together: it stops at once
+    calls.clear()
+    w.notes, w.result, w.restarts, w.team = [], None, 0, object()
+    p.point("replay", "g-a", a)
+    assert calls[-1] == "decide" and w.notes == ["search stopped: the block holds no record"]
 
 
 def test_phases_unit_and_when_the_calls_are_no_longer_needed():

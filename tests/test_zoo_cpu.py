@@ -288,3 +288,35 @@ def test_the_gpu_halves_of_the_zoo_are_the_whole_zoo_once():
     from test_zoo_graphs_gpu import GRAPHS
     from test_zoo_libs_gpu import LIBS
     assert sorted(GRAPHS + LIBS) == sorted(live.ZOO_SHAPES)
+
+
+@pytest.mark.parametrize("notebook", ["1", ""])
+def test_the_notebooks_run_of_the_live_study_is_one_short_program(monkeypatch, notebook):
+    """The GPU suite executes the live notebook (L2P_NOTEBOOK_QUICK=1): one program at the
+    NOTEBOOK lengths, every one shorter than QUICK's; a quick run otherwise is QUICK's."""
+    monkeypatch.setenv("L2P_NOTEBOOK_QUICK", notebook)
+    seen = []
+
+    class Ctx:
+        quick, device, skipped = True, None, []
+
+        def values(self, axis):
+            return live.axes(self)[axis]
+
+        def has(self, *a):
+            pass
+
+        def sweep(self, axes, fn, desc=""):
+            return [fn(p) for p in axes["program"]]
+
+        def results(self, records, **kw):
+            return records
+    monkeypatch.setattr(live, "missing_for", lambda program, index: None)
+    monkeypatch.setattr(live, "_program", lambda ctx, cfg, program: seen.append((program, cfg)))
+    live.run(Ctx())
+    if notebook:
+        assert seen == [("eager", live.NOTEBOOK)]
+        for f in ("loop_s", "grid_loop_s", "budget", "top"):
+            assert getattr(live.NOTEBOOK, f) < getattr(live.QUICK, f), f
+    else:
+        assert {cfg for _, cfg in seen} == {live.QUICK} and len(seen) == len(live.PROGRAMS)

@@ -21,6 +21,9 @@ from .part import Part
 from .recorder import _NoRecords
 
 
+MAX_RESTARTS = 3       # searches begun again (Search.restart) before a search stops
+
+
 def _makes_own_graphs() -> bool:
     """A library that captures and instantiates CUDA graphs of its own is loaded (XLA)."""
     return any(m in sys.modules for m in ("jax", "jaxlib"))
@@ -108,6 +111,13 @@ class Phases(Part):
             try:
                 w.search.end_block()
             except _NoRecords as e:
+                # the program's work changed after the probe (its setup's kernels were probed,
+                # then its steady work ran in others: the H200 zoo's JAX program at 3dd46d2):
+                # the search begins again a few times, alone, before it stops
+                if w.team is None and w.restarts < MAX_RESTARTS:
+                    w.search.restart(f"the search began again: {e} (the program's work "
+                                     f"changed after the probe)")
+                    return
                 w.notes.append(f"search stopped: {e}")
                 w.result = _core.live_finish()
                 w.search.decide()
