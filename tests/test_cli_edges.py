@@ -317,9 +317,14 @@ def test_an_advise_whose_search_stopped_says_that_not_the_budget():
 
 
 def test_a_program_whose_probes_saw_no_kernel_is_told_so():
-    r = {"state": "probe", "result": None, "notes": [], "empty_probes": 7}
+    # as the watcher writes it at the program's end: "done", with the phase it ended in
+    r = {"state": "done", "ended_in": "probe", "result": None, "notes": [], "empty_probes": 7}
     msg = live._nothing_measured(r, 0, types.SimpleNamespace(warmup=2.0))
-    assert "7 probe(s) in a row recorded none" in msg and "cannot be advised" in msg, msg
+    assert "7 probe(s) recorded none" in msg and "cannot be advised" in msg, msg
+    r["ended_in"] = "warmup"               # the phase's own words, not "without a result"
+    assert "in the first 2 s of watching" in live._nothing_measured(
+        r, 0, types.SimpleNamespace(warmup=2.0))
+    r["ended_in"] = "probe"
     r["empty_probes"] = 0                  # the probe under way: the usual words
     assert "probe(s)" not in live._nothing_measured(r, 0, types.SimpleNamespace(warmup=2.0))
 

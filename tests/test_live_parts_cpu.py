@@ -627,9 +627,11 @@ def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
         activity_now=lambda: 2000, activity_flush=lambda: None,
         activity_blocks=lambda b: calls.append(("blocks", tuple(b))) or blocks,
         activity_record=lambda on: calls.append(("record", on))))
+    now = search.time.perf_counter()
     w = _ns(device=_ns(synchronize=lambda: calls.append("sync")), _warm_ns=1000,
-            probe_t=search.time.perf_counter(), state="probe", empty_probes=0, paused=False,
-            probe_counts={("tick",): 40}, o=_ns(block_s=0.02, block_units=0, mode="advise"),
+            probe_t=now, state="probe", empty_probes=0, paused=False, team=None, t0=now,
+            probe_counts={("tick",): 40},
+            o=_ns(block_s=0.02, block_units=0, mode="advise", warmup_s=2.0, budget_s=60.0),
             launches=_ns(take=lambda: calls.append("take") or [],
                          begin=lambda: calls.append("log")))
     w._resume = lambda: calls.append("resume")
@@ -639,6 +641,13 @@ def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
     assert calls == ["sync", ("blocks", (1000, 2000)), "take", "sync", "resume", "log"]
     assert w._warm_ns == 2000                  # the new probe's stretch starts now
     assert not hasattr(w, "unit") and not hasattr(w, "arms")   # no search begun
+    # not for ever: once the empty probes outlast the warm-up and the budget, the search
+    # begins as before (and stops at its first block); nor in a team (ranks must agree)
+    assert s.may_probe_again()
+    w.t0 = now - 62.5
+    assert not s.may_probe_again()
+    w.t0, w.team = now, object()
+    assert not s.may_probe_again()
 
 
 def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(monkeypatch):
@@ -648,34 +657,75 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     timer = _ns(cancel=lambda: calls.append("timer off"))
     w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer, notes=[], restarts=0,
             rest_hooks=(lambda: calls.append("gate shut"), lambda: calls.append("gate open")),
-            switcher=_ns(install=lambda arm: calls.append(("install", arm))),
+            switcher=_ns(install=lambda arm: calls.append(("install", arm)),
+                         forget_arms=lambda: calls.append("forget arms")),
             blocks=[Block(3, 10, 20)], recorded=1, key_sums={3: {}}, mix_ref={7: 1},
             units_now=4, settling={"arm": 2}, replayed={5}, unit=("tick",), targets=[1],
             arms=[{}, {}, {}], probe_counts={("tick",): 9}, _first_block_due=True,
+            eager=["setup's launches"], unknown_streams={9: 0.5}, switch_ms=[5.0],
+            switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], hook_ns=7, hook_calls=3,
+            hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0)
     w._resume = lambda: calls.append("resume")
     search.Search(w).restart("graphs came")
-    assert calls == ["timer off", "gate open", "resume", ("install", 1)]
+    assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms"]
     assert w.state == "warmup" and w.t0 > 0 and w.restarts == 1 and w.notes == ["graphs came"]
+    assert w.rest_timer is None
     assert (w.blocks, w.recorded, w.key_sums, w.mix_ref) == ([], 0, {}, {})
     assert (w.resting, w.settling, w.unit, w.units_now, w.replayed) == (None, None, None, 0,
                                                                            set())
     assert w.arms == [] and w.targets == [] and w.probe_counts == {}
+    assert w.eager == [] and w.unknown_streams == {}      # the next probe finds them again
+    # what watching cost is the new search's alone
+    assert (w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms) == ([], [], [], [])
+    assert (w.hook_ns, w.hook_calls, w.hook_marks) == (0, 0, [])
+    assert (w.rests_capped, w.spanning, w.rest_s, w.rest_units) == (0, 0, None, 0)
     assert not w._first_block_due
+
+
+def test_switcher_finds_the_windowed_graphs_again_once_the_arms_are_made_again(monkeypatch):
+    """After a restart the new arms window graphs the old ones did not (a search begun on the
+    clock had no graph): the list of graphs an install touches is made again."""
+    g1, g2 = _ns(eager=False), _ns(eager=False)
+    w = _ns(arms=[{"on": [g1]}])
+    sw = switcher.Switcher(w)
+    monkeypatch.setattr(sw, "placements", lambda a: [(g, [0], 0, 0, 0, 0, 0, 0)
+                                                     for g in a["on"]])
+    assert sw.windowed_graphs() == [g1]
+    w.arms = [{"on": []}, {"on": [g2]}]
+    assert sw.windowed_graphs() == [g1]                # kept while the arms are the same
+    sw.forget_arms()
+    assert sw.windowed_graphs() == [g2]
 
 
 def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(monkeypatch):
     calls = []
-    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True)
+    monkeypatch.setattr(phases, "_core", _ns(live_finish=lambda: {"verdict": "cut"}))
+    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True, restarts=0)
     w.search.restart = lambda why: calls.append(("restart", why))
     p = phases.Phases(w)
+    seen = _ns(signature="g", replays=0)
     w.capture[0] = True
-    p.point("replay", "g", None)            # a capture is still open: not yet
+    p.point("replay", "g", seen)            # a capture is still open: not yet
     assert calls == ["asked"] and w._clock_lost
     w.capture[0] = False
-    p.point("replay", "g", None)
+    p.point("replay", "g", seen)
     assert calls[-1][0] == "restart" and "began again" in calls[-1][1]
     assert not w._clock_lost and w.result is None      # no verdict: the search goes on
+    # a call that is not a known graph's replay (a sync, a graph it does not know): the
+    # warm-up begun there could never end (the clock never acts beside graphs): it stops
+    for kind, known in (("sync", None), ("replay", None)):
+        calls.clear()
+        w._clock_lost, w.notes, w.result = True, [], None
+        p.point(kind, "g", known)
+        assert "decide" in calls and not any(c[0] == "restart" for c in calls
+                                             if isinstance(c, tuple)), calls
+        assert "search stopped here" in w.notes[0] and w.result == {"verdict": "cut"}
+    # restarted enough: it stops too
+    calls.clear()
+    w._clock_lost, w.notes, w.restarts = True, [], phases.MAX_RESTARTS
+    p.point("replay", "g", seen)
+    assert "decide" in calls and "search stopped here" in w.notes[0]
 
 
 def test_phases_do_not_pause_records_in_the_warmup_beside_xla(monkeypatch):
@@ -847,6 +897,7 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     ending.Ending(w).finish()
     assert w.blocks == [ran] and late.end == 900     # closed, then dropped: no units
     assert w.state == "done" and w.result == {"verdict": "finished"}
+    assert w.ended_in == "search"                    # the words say what was under way
     assert w.notes == ["the program ended before the search decided"]
     assert calls == ["timer", "clock", ("record", True), "log stop", "gate", "log stop",
                      "end tracking", "activity end", "write", "leave", "peers"]
@@ -867,6 +918,11 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     w = _ending_owner(calls, state="done")
     ending.Ending(w).finish()
     assert w.notes == [] and w.result is None and "write" in calls
+    # one still probing ends there: no result, and the phase it ended in kept
+    calls.clear()
+    w = _ending_owner(calls, state="probe")
+    ending.Ending(w).finish()
+    assert w.state == "done" and w.result is None and w.ended_in == "probe"
 
 
 def test_ending_fail_stops_a_search_but_not_a_decision(monkeypatch):

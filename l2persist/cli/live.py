@@ -436,10 +436,11 @@ def _nothing_measured(r, prog_rc, args) -> str:
         return (f"the program (exit {prog_rc}) ended and l2persist wrote nothing: the "
                 f"watcher did not start in it (is it a Python program, with l2persist "
                 f"importable?)")
-    ended, todo = _ENDED.get(r.get("state"), ("without a result", "see the note"))
-    if r.get("state") == "probe" and r.get("empty_probes"):
-        ended = (f"while l2persist waited for its kernels: {r['empty_probes']} probe(s) in a "
-                 f"row recorded none (its work had not begun, or its kernels never reach "
+    state = r.get("ended_in") or r.get("state")     # finish turns the phase under way "done"
+    ended, todo = _ENDED.get(state, ("without a result", "see the note"))
+    if state == "probe" and r.get("empty_probes"):
+        ended = (f"while l2persist waited for its kernels: {r['empty_probes']} probe(s) "
+                 f"recorded none (its work had not begun, or its kernels never reach "
                  f"CUDA's activity records)")
         todo = "run it longer; a program whose kernels are never recorded cannot be advised"
     notes = "; ".join(n.splitlines()[0] for n in r.get("notes", []) if n)

@@ -69,6 +69,7 @@ class Ending(Part):
                             del w.blocks[w.recorded:]
                         w.result = _core.live_finish()
                     w.notes.append("the program ended before the search decided")
+                    w.ended_in = w.state       # the words for what was under way
                     w.state = "done"
                 except Exception as e:
                     w.notes.append(f"finishing failed: {e}")

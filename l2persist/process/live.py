@@ -115,6 +115,7 @@ class Watcher:
         self._clock_lost = False                   # graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = 0                          # searches begun again (Search.restart)
+        self.ended_in = None                       # the phase the program ended in (finish)
         self._first_block_due = False              # the search's first block waits for a call
                                                    # with no capture open
         self.clock_tracking = None                 # captures counted for the clock (None: not

@@ -75,11 +75,26 @@ class Phases(Part):
     def search_point(self, kind, torch_graph, seen):
         w = self.w
         if w._clock_lost:
+            if kind == "replay" and seen is not None and w.restarts < MAX_RESTARTS:
+                # the graphs' replays are the switch points from here (the clock never acts
+                # beside graphs): begin again at one, where no capture is open
+                if not w.gate.capture_open():
+                    w._clock_lost = False
+                    w.search.restart("the program began capturing CUDA graphs after the "
+                                     "search had begun on the watcher's clock (a setup longer "
+                                     "than --warmup): the search began again at its graphs' "
+                                     "replays")
+                return
             if not w.gate.capture_open():
+                # no replay of a graph it knows reaches the watcher (or restarted enough):
+                # the clock can no longer switch, so the search ends with what it has
                 w._clock_lost = False
-                w.search.restart("the program began capturing CUDA graphs after the search "
-                                 "had begun on the watcher's clock (a setup longer than "
-                                 "--warmup): the search began again at its graphs' replays")
+                w.notes.append("the program began capturing CUDA graphs after the search "
+                               "had begun on the watcher's clock, which never acts beside "
+                               "graphs: the search stopped here; a longer --warmup lets "
+                               "the graphs come first")
+                w.result = _core.live_finish()
+                w.search.decide()
             return
         if w._first_block_due:
             if not w.gate.capture_open():

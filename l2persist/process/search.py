@@ -68,7 +68,7 @@ class Search(Part):
         _core.activity_flush()
         warm = self.warm_stamp
         probe = _core.activity_blocks([warm, now]) if warm and now > warm else {}
-        if not probe.get("by_key"):
+        if not probe.get("by_key") and self.may_probe_again():
             self.probe_again()
             return
         by_name = probe.get("by_name", {})
@@ -117,6 +117,14 @@ class Search(Part):
             return
         self.next_block(now)
 
+    def may_probe_again(self) -> bool:
+        """Alone (ranks would have to agree on it: in a team the search begins as before, and
+        stops at its first block), and while the empty probes have taken less than the search's
+        budget: a program whose kernels never reach CUPTI's records is then searched as before,
+        stops at its first block, and its hooks come off."""
+        w = self.w
+        return w.team is None and time.perf_counter() - w.t0 < w.o.warmup_s + w.o.budget_s
+
     def probe_again(self):
         """No kernel of the program ran in the probe's stretch: it is still setting up (a
         compile, a capture, a model's load: the clock's ticks came, its work did not). A
@@ -138,19 +146,28 @@ class Search(Part):
         no window), a rest under way is ended, and the warm-up, the probe and the search run
         again at the program's calls."""
         w = self.w
+        if w.rest_timer is not None:
+            w.rest_timer.cancel()
+            w.rest_timer = None
         if w.resting is not None:
-            if w.rest_timer is not None:
-                w.rest_timer.cancel()
             if w.resting.get("unhooked") and w.rest_hooks is not None:
                 w.rest_hooks[1]()     # the per-call hooks' gate open again
             w.resting = None
         w._resume()                  # records on: graphs exist, the warm-up does not pause
         w.switcher.install(1)
+        w.switcher.forget_arms()     # the graphs the new arms window are found again
         w.restarts += 1
         w.notes.append(why)
+        # what the search measured and found, as at the start: its blocks, samples and keys,
+        # the eager launches the probe logged (found again by the next probe), and the
+        # figures of what watching cost (the pace divides them by the new search's time)
         w.blocks, w.recorded, w.key_sums, w.mix_ref = [], 0, {}, {}
         w.units_now, w.settling, w.replayed = 0, None, set()
         w.unit, w.targets, w.arms, w.probe_counts = None, [], [], {}
+        w.eager, w.unknown_streams = [], {}
+        w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms = [], [], [], []
+        w.hook_ns, w.hook_calls, w.hook_marks = 0, 0, []
+        w.rests_capped, w.spanning, w.rest_s, w.rest_units = 0, 0, None, 0
         w._first_block_due = False
         w.state = "warmup"
         w.t0 = time.perf_counter()

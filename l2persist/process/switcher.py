@@ -198,6 +198,10 @@ class Switcher(Part):
         sw.resume()                # no capture is open here (a failed one left them held)
         sw.set(want)
 
+    def forget_arms(self):
+        """The arms are made again (Search.restart): the graphs they window are found anew."""
+        self.__dict__.pop("_all_windowed", None)
+
     def windowed_graphs(self) -> list:
         w = self.w
         if not hasattr(self, "_all_windowed"):
