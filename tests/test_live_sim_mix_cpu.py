@@ -438,3 +438,70 @@ def test_verify_of_a_gain_too_small_to_call_is_inconclusive(world, tmp_path):
         assert not r["helps"], str(r)
     else:
         assert out[0] == 3, (out, r)
+
+
+# ---- 6. a setup that outlasts the warm-up --------------------------------------------------
+
+def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until=None):
+    """A program whose setup (a compile, a model's load) outlasts the warm-up: one kernel
+    first (its context), then for setup_s only the watcher's timer reaches it (with an eager
+    kernel now and then where eager_in_setup: a compile's own launches), then it captures its
+    graph and replays it, each replay hooked (``until``: the setup ends as soon as it holds).
+    (The H200 zoo at 6bbbe74: a graphed training step and torch.compile's graphs stopped with
+    "the probe recorded no kernel".)"""
+    import time
+    world.eager(0)
+    t_end, i = time.perf_counter() + setup_s, 0
+    while time.perf_counter() < t_end and not (until is not None and until()):
+        if eager_in_setup:
+            world.eager(0)
+            if i % 16 == 15:
+                world.synchronize()
+        if i % 8 == 0:
+            w.tick()
+        i += 1
+        time.sleep(0.0002)
+    g = ProgramGraph()
+    w.capture_begin()
+    world.captures_open += 1
+    world.captures_open -= 1
+    w.capture_end(g)
+    for _ in range(replays):
+        w.point("replay", g)
+        world.replay(g)
+        if w.state in ("done", "off"):
+            break
+    return g
+
+
+def test_a_setup_without_kernels_is_probed_again_until_the_graphs_run(world):
+    """Empty probes begin again (no search is started on them), and the search begins at the
+    graph's replays and finds the table's window the world rewards."""
+    world.rng = random.Random(61)
+    world.gain = 1.25
+    w = _watcher(budget_s=BUDGET_S, max_overhead=0.0)
+    setup_then_graph(world, w, 1.2, eager_in_setup=False)
+    r = w.result
+    assert w.state == "done" and r is not None and r["decided"], w.notes
+    assert w.empty_probes >= 2 and w.restarts == 0, (w.empty_probes, w.notes)
+    assert w.unit[0] == "replay" and r["helps"], (w.unit, r, w.notes)
+    assert covers_table(w, w.final_arm) and 0 in world.windows    # installed on the node
+
+
+def test_graphs_after_a_search_on_the_clock_restart_it_and_get_their_windows(world):
+    """A setup with kernels of its own: the search begins on the clock's tick, then the
+    program captures its graph. The search begins again at the graph's replays (once), and the
+    new arms' windows land on the graph's nodes (the switcher finds the graphs again)."""
+    world.rng = random.Random(62)
+    world.gain = 1.25
+    w = _watcher(budget_s=BUDGET_S, max_overhead=0.0)
+    setup_then_graph(world, w, 10.0, eager_in_setup=True,
+                     until=lambda: w.state == "search" and w.unit == ("tick",) and
+                     len(w.blocks) >= 4)
+    assert w.state != "idle" and w.points["tick"], "the clock never started the watcher"
+    r = w.result
+    assert w.restarts == 1 and any("began again at its graphs' replays" in n
+                                   for n in w.notes), w.notes
+    assert w.state == "done" and r is not None and r["decided"], w.notes
+    assert w.unit[0] == "replay" and r["helps"], (w.unit, r, w.notes)
+    assert covers_table(w, w.final_arm) and 0 in world.windows    # installed on the node
