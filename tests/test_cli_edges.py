@@ -313,7 +313,7 @@ def test_an_advise_whose_search_stopped_says_that_not_the_budget():
     r = dict(result_doc(res), mode="advise",
              notes=["search stopped: a block of 4 units had no kernel records"])
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
-    assert "--budget" not in msg and "had no kernel records" in msg and "default" in msg, msg
+    assert "--budget" not in msg and "had no kernel records" in msg and "baseline" in msg, msg
 
 
 def test_a_program_whose_probes_saw_no_kernel_is_told_so():

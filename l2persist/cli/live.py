@@ -455,8 +455,7 @@ def _undecided(r, args) -> str:
     ended = any("ended before the search decided" in n for n in r.get("notes", []))
     stopped = [n for n in r.get("notes", []) if n.startswith("search stopped: ")]
     if stopped:      # not the budget: the records stopped coming (recorder._NoRecords)
-        return (f"undecided: {stopped[0]}; nothing was judged, so the plan written keeps the "
-                f"device's default")
+        return (f"undecided: {stopped[0]}; the plan written keeps the better baseline")
     why = (f"the program ended {r.get('search_s', 0):.0f} s into the search" if ended else
            f"the search used its --budget of {args.budget:g} s")
     if res.get("winner", -1) >= 0:
