@@ -30,7 +30,7 @@ from l2persist import _core
 from l2persist.process import clock, live, switcher
 
 from test_live_sim_cpu import (EAGER_IN, MIB, SMALL, TABLE, ProgramGraph, World,  # noqa: F401
-                               _watcher, world)
+                               _watcher, run_program, world)
 
 BUDGET_S = 6.0                     # the sim's budget (seconds of this host's wall, blocks
                                    # back to back: 120 blocks of the server take ~1.7 s)
@@ -461,17 +461,7 @@ def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until
             w.tick()
         i += 1
         time.sleep(0.0002)
-    g = ProgramGraph()
-    w.capture_begin()
-    world.captures_open += 1
-    world.captures_open -= 1
-    w.capture_end(g)
-    for _ in range(replays):
-        w.point("replay", g)
-        world.replay(g)
-        if w.state in ("done", "off"):
-            break
-    return g
+    return run_program(world, w, replays)     # test_live_sim_cpu's: capture, then replay
 
 
 def test_a_setup_without_kernels_is_probed_again_until_the_graphs_run(world):

@@ -89,12 +89,10 @@ class Phases(Part):
                 # no replay of a graph it knows reaches the watcher (or restarted enough):
                 # the clock can no longer switch, so the search ends with what it has
                 w._clock_lost = False
-                w.notes.append("the program began capturing CUDA graphs after the search "
-                               "had begun on the watcher's clock, which never acts beside "
-                               "graphs: the search stopped here; a longer --warmup lets "
-                               "the graphs come first")
-                w.result = _core.live_finish()
-                w.search.decide()
+                self.stop_search("the program began capturing CUDA graphs after the search "
+                                 "had begun on the watcher's clock, which never acts beside "
+                                 "graphs: the search stopped here; a longer --warmup lets "
+                                 "the graphs come first")
             return
         if w._first_block_due:
             if not w.gate.capture_open():
@@ -133,9 +131,14 @@ class Phases(Part):
                     w.search.restart(f"the search began again: {e} (the program's work "
                                      f"changed after the probe)")
                     return
-                w.notes.append(f"search stopped: {e}")
-                w.result = _core.live_finish()
-                w.search.decide()
+                self.stop_search(f"search stopped: {e}")
+
+    def stop_search(self, note: str):
+        """The search ends here with the blocks it has, ``note`` saying why."""
+        w = self.w
+        w.notes.append(note)
+        w.result = _core.live_finish()
+        w.search.decide()
 
     def phase_over(self, capturing: bool | None, kind: str = "replay") -> bool:
         """Whether the warm-up (or the probe) ends at this call. Alone: by this process's clock,
