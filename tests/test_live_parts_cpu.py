@@ -4,6 +4,7 @@ graphs it knows, the phases and the ending, each over a small fake owner that ho
 attributes the part reads, with the C core faked where the part calls it. The whole watcher runs
 over them in tests/test_live_sim_cpu.py; here a part's own rule is checked without the others.
 """
+import collections
 import gc
 import statistics
 import sys
@@ -655,7 +656,8 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     replays, from the warm-up, under the device's default (arm 1), a rest under way ended."""
     calls = []
     timer = _ns(cancel=lambda: calls.append("timer off"))
-    w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer, notes=[], restarts=0,
+    w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer, notes=[],
+            restarts=collections.Counter(work=2),
             rest_hooks=(lambda: calls.append("gate shut"), lambda: calls.append("gate open")),
             switcher=_ns(install=lambda arm: calls.append(("install", arm)),
                          forget_arms=lambda: calls.append("forget arms")),
@@ -667,9 +669,9 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0)
     w._resume = lambda: calls.append("resume")
-    search.Search(w).restart("graphs came")
+    search.Search(w).restart("graphs came", "graphs")
     assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms"]
-    assert w.state == "warmup" and w.t0 > 0 and w.restarts == 1 and w.notes == ["graphs came"]
+    assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1} and w.notes == ["graphs came"]
     assert w.rest_timer is None
     assert (w.blocks, w.recorded, w.key_sums, w.mix_ref) == ([], 0, {}, {})
     assert (w.resting, w.settling, w.unit, w.units_now, w.replayed) == (None, None, None, 0,
@@ -701,8 +703,9 @@ def test_switcher_finds_the_windowed_graphs_again_once_the_arms_are_made_again(m
 def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(monkeypatch):
     calls = []
     monkeypatch.setattr(phases, "_core", _ns(live_finish=lambda: {"verdict": "cut"}))
-    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True, restarts=0)
-    w.search.restart = lambda why: calls.append(("restart", why))
+    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True,
+                      restarts=collections.Counter(work=phases.MAX_RESTARTS))
+    w.search.restart = lambda why, cause: calls.append(("restart", why, cause))
     p = phases.Phases(w)
     seen = _ns(signature="g", replays=0)
     w.capture[0] = True
@@ -710,7 +713,9 @@ def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(m
     assert calls == ["asked"] and w._clock_lost
     w.capture[0] = False
     p.point("replay", "g", seen)
+    # the work's restarts (blocks of torch.compile's setup) were spent: the graphs have their own
     assert calls[-1][0] == "restart" and "began again" in calls[-1][1]
+    assert calls[-1][2] == "graphs"
     assert not w._clock_lost and w.result is None      # no verdict: the search goes on
     # a call that is not a known graph's replay (a sync, a graph it does not know): the
     # warm-up begun there could never end (the clock never acts beside graphs): it stops
@@ -723,7 +728,8 @@ def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(m
         assert "search stopped here" in w.notes[0] and w.result == {"verdict": "cut"}
     # restarted enough: it stops too
     calls.clear()
-    w._clock_lost, w.notes, w.restarts = True, [], phases.MAX_RESTARTS
+    w._clock_lost, w.notes = True, []
+    w.restarts["graphs"] = phases.MAX_RESTARTS
     p.point("replay", "g", seen)
     assert "decide" in calls and "search stopped here" in w.notes[0]
 
@@ -785,9 +791,9 @@ def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_op
     def no_records():
         raise recorder._NoRecords("the block holds no record")
     w.settling, w.units_now, w.search.end_block = None, 5, no_records
-    w.restarts = 0
-    w.search.restart = lambda why: (calls.append(("restart", why)),
-                                    setattr(w, "restarts", w.restarts + 1))
+    w.restarts = collections.Counter(graphs=phases.MAX_RESTARTS)   # not the work's to spend
+    w.search.restart = lambda why, cause: (calls.append(("restart", why)),
+                                           w.restarts.update([cause]))
     for k in range(phases.MAX_RESTARTS):     # the work changed: the search begins again
         p.point("replay", "g-a", a)
         assert calls[-1][0] == "restart" and "the block holds no record" in calls[-1][1]
@@ -797,7 +803,7 @@ def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_op
     assert w.result == {"verdict": "cut"} and calls[-1] == "decide"
     # in a team the ranks would have to restart together: it stops at once
     calls.clear()
-    w.notes, w.result, w.restarts, w.team = [], None, 0, object()
+    w.notes, w.result, w.restarts, w.team = [], None, collections.Counter(), object()
     p.point("replay", "g-a", a)
     assert calls[-1] == "decide" and w.notes == ["search stopped: the block holds no record"]
 

@@ -21,6 +21,7 @@ process/clock.py, the ranks process/team.py (Ranks), the streams process/streams
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -114,7 +115,7 @@ class Watcher:
         self.tracking_ended = False                # end_tracking: the core's count no longer asked
         self._clock_lost = False                   # graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
-        self.restarts = 0                          # searches begun again (Search.restart)
+        self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)
         self.ended_in = None                       # the phase the program ended in (finish)
         self._first_block_due = False              # the search's first block waits for a call
                                                    # with no capture open

@@ -21,7 +21,7 @@ from .part import Part
 from .recorder import _NoRecords
 
 
-MAX_RESTARTS = 3       # searches begun again (Search.restart) before a search stops
+MAX_RESTARTS = 3       # searches begun again (Search.restart), per cause, before one stops
 
 
 def _makes_own_graphs() -> bool:
@@ -75,7 +75,8 @@ class Phases(Part):
     def search_point(self, kind, torch_graph, seen):
         w = self.w
         if w._clock_lost:
-            if kind == "replay" and seen is not None and w.restarts < MAX_RESTARTS:
+            if kind == "replay" and seen is not None \
+                    and w.restarts["graphs"] < MAX_RESTARTS:
                 # the graphs' replays are the switch points from here (the clock never acts
                 # beside graphs): begin again at one, where no capture is open
                 if not w.gate.capture_open():
@@ -83,7 +84,7 @@ class Phases(Part):
                     w.search.restart("the program began capturing CUDA graphs after the "
                                      "search had begun on the watcher's clock (a setup longer "
                                      "than --warmup): the search began again at its graphs' "
-                                     "replays")
+                                     "replays", "graphs")
                 return
             if not w.gate.capture_open():
                 # no replay of a graph it knows reaches the watcher (or restarted enough):
@@ -127,9 +128,9 @@ class Phases(Part):
                 # the program's work changed after the probe (its setup's kernels were probed,
                 # then its steady work ran in others: the H200 zoo's JAX program at 3dd46d2):
                 # the search begins again a few times, alone, before it stops
-                if w.team is None and w.restarts < MAX_RESTARTS:
+                if w.team is None and w.restarts["work"] < MAX_RESTARTS:
                     w.search.restart(f"the search began again: {e} (the program's work "
-                                     f"changed after the probe)")
+                                     f"changed after the probe)", "work")
                     return
                 self.stop_search(f"search stopped: {e}")
 

@@ -138,13 +138,15 @@ class Search(Part):
         w.launches.take()            # the log begins again with the probe
         self.begin_probe()
 
-    def restart(self, why: str):
+    def restart(self, why: str, cause: str):
         """Back to the warm-up, as if watching began now, with ``why`` noted: graphs came after
         a search had begun on the watcher's own clock (which never acts beside graphs, so the
         program's replays are its switch points from here), and the blocks so far timed a
         program that is not the one running now. The device's default is put back (arm 1,
         no window), a rest under way is ended, and the warm-up, the probe and the search run
-        again at the program's calls."""
+        again at the program's calls. Each ``cause`` ("graphs", "work") has restarts of its own
+        (``phases.MAX_RESTARTS``): a long setup (torch.compile's, on the H200) spends some on
+        blocks of a changing work before its graphs come, and must still restart at them."""
         w = self.w
         if w.rest_timer is not None:
             w.rest_timer.cancel()
@@ -156,7 +158,7 @@ class Search(Part):
         w._resume()                  # records on: graphs exist, the warm-up does not pause
         w.switcher.install(1)
         w.switcher.forget_arms()     # the graphs the new arms window are found again
-        w.restarts += 1
+        w.restarts[cause] += 1
         w.notes.append(why)
         # what the search measured and found, as at the start: its blocks, samples and keys,
         # the eager launches the probe logged (found again by the next probe), and the
