@@ -180,7 +180,17 @@ EAGER, OWN = 0x5000, 0x6000          # the stream eager fn runs on; a stream of 
 SYNC = "Cannot copy between CPU and CUDA tensors during CUDA graph capture"
 
 
+def _without_torch(monkeypatch):
+    """discover takes PyTorch's path (its first run) wherever torch is imported, and
+    LaunchStreams adds PyTorch's current stream wherever it is initialised: in a GPU run, a GPU
+    test before these put it there (the H200's live part, seed 828140936). These fakes are of
+    the path without it; nothing under them imports torch (it is looked up in sys.modules)."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+
+
 def _not_capturable(monkeypatch):
+    _without_torch(monkeypatch)
+
     def capture(fn, stream, device):
         raise RuntimeError(SYNC)
     monkeypatch.setattr(D, "_capture", capture)
@@ -323,6 +333,7 @@ class _Wrapped:
 def _captures_nothing(monkeypatch, unreadable, logged_streams):
     """discover's capture returns an empty graph; the launch log then sees fn's two launches
     (a histogram into A, a reduce of A into B) on `logged_streams`."""
+    _without_torch(monkeypatch)
     capture = _EmptyCapture(unreadable)
     monkeypatch.setattr(D, "_capture", lambda fn, stream, device: capture)
     eager = types.SimpleNamespace(handle=EAGER)            # PyTorch's current stream, say
