@@ -6,9 +6,11 @@ over them in tests/test_live_sim_cpu.py; here a part's own rule is checked witho
 """
 import collections
 import gc
+import json
 import statistics
 import sys
 import threading
+import time
 import types
 
 import pytest
@@ -229,6 +231,30 @@ def test_report_watch_cost_is_the_final_arms_recorded_wall_over_the_after_decisi
     w.after_decision = None
     assert summary.Report(w).watch_cost(per_arm) is None
     assert summary.PLAN_FORMAT == live.PLAN_FORMAT == _core.live_plan_format()
+
+
+def test_report_plan_says_not_measured_where_no_arm_was_compared(monkeypatch):
+    """A "don't" where no arm was compared with a baseline (no window reaches the kernels: the
+    H200 zoo's JAX program; a search that stopped before its first comparison) has no speedup:
+    the C search's zeros are not written as a 0x plan with a [0, 0] interval."""
+    monkeypatch.setattr(summary, "_core", _ns(driver_version=lambda: (13, 0)))
+    props = _ns(name="GPU", compute_capability=(9, 0), l2_cache_size=50 << 20)
+    arms = [{"set_aside": 0, "windows": []}, {"set_aside": None, "windows": []},
+            {"set_aside": 8 << 20, "windows": []}]
+    w = _ns(arms=arms, device=_ns(properties=props),
+            result={"helps": 0, "winner": -1, "baseline": 1, "speedup": 0.0, "ci_low": 0.0,
+                    "ci_high": 0.0})
+    rep = summary.Report(w)
+    rep.window_docs = lambda arm: []
+    plan = rep.make_plan()
+    assert plan["verdict"] == "dont" and plan["speedup"] is None and plan["ci"] is None
+    assert plan["set_aside"] is None                    # the device's default (arm 1)
+    w.result = {"helps": 1, "winner": 2, "baseline": 1, "speedup": 1.05, "ci_low": 1.02,
+                "ci_high": 1.08}
+    plan = rep.make_plan()
+    assert plan["verdict"] == "helps" and plan["speedup"] == 1.05
+    assert plan["ci"] == [1.02, 1.08] and plan["set_aside"] == 8 << 20
+    _core.live_plan_check(json.loads(json.dumps(plan)), "plan.json")   # both are valid plans
 
 
 # ---- the search driver -------------------------------------------------------------------------
@@ -703,7 +729,7 @@ def test_switcher_finds_the_windowed_graphs_again_once_the_arms_are_made_again(m
 def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(monkeypatch):
     calls = []
     monkeypatch.setattr(phases, "_core", _ns(live_finish=lambda: {"verdict": "cut"}))
-    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=True,
+    w = _phases_owner(calls, state="search", unit=("tick",), _clock_lost=time.perf_counter(),
                       restarts=collections.Counter(work=phases.MAX_RESTARTS))
     w.search.restart = lambda why, cause: calls.append(("restart", why, cause))
     p = phases.Phases(w)
@@ -717,18 +743,28 @@ def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(m
     assert calls[-1][0] == "restart" and "began again" in calls[-1][1]
     assert calls[-1][2] == "graphs"
     assert not w._clock_lost and w.result is None      # no verdict: the search goes on
-    # a call that is not a known graph's replay (a sync, a graph it does not know): the
-    # warm-up begun there could never end (the clock never acts beside graphs): it stops
+    # other calls (a sync after the capture: the zoo's graphed training step; a graph it does
+    # not know) wait a while for a known graph's replay, then the search stops (the clock never
+    # acts beside graphs: the warm-up begun there could never end)
     for kind, known in (("sync", None), ("replay", None)):
         calls.clear()
-        w._clock_lost, w.notes, w.result = True, [], None
+        w._clock_lost, w.notes, w.result = time.perf_counter(), [], None
+        p.point(kind, "g", known)
+        assert calls == ["asked"] and w._clock_lost and w.result is None     # it waits
+        w._clock_lost -= phases.LOST_WAIT_S + 0.1                           # and waits no more
         p.point(kind, "g", known)
         assert "decide" in calls and not any(c[0] == "restart" for c in calls
                                              if isinstance(c, tuple)), calls
         assert "search stopped here" in w.notes[0] and w.result == {"verdict": "cut"}
+    # a sync, then the replay: the search begins again
+    calls.clear()
+    w._clock_lost, w.notes, w.result = time.perf_counter(), [], None
+    p.point("sync", None, None)
+    p.point("replay", "g", seen)
+    assert calls[-1][0] == "restart" and w.result is None and not w._clock_lost
     # restarted enough: it stops too
     calls.clear()
-    w._clock_lost, w.notes = True, []
+    w._clock_lost, w.notes = time.perf_counter(), []
     w.restarts["graphs"] = phases.MAX_RESTARTS
     p.point("replay", "g", seen)
     assert "decide" in calls and "search stopped here" in w.notes[0]

@@ -380,15 +380,20 @@ def world(monkeypatch):
     return w
 
 
-def run_program(world, watcher, replays=2_000_000):
+def run_program(world, watcher, replays=2_000_000, sync_after_capture=False):
     """The program: capture its graph, replay it; the watcher sees each call first. It stops
     once the watcher has decided (the rest of the run changes nothing); the warm-up and probe
-    last real time (a quarter second), hence the generous count."""
+    last real time (a quarter second), hence the generous count. ``sync_after_capture``: a
+    ``torch.cuda.synchronize()`` between the capture and the first replay (the zoo's graphed
+    training step)."""
     g = ProgramGraph()
     watcher.capture_begin()
     world.captures_open += 1
     world.captures_open -= 1
     watcher.capture_end(g)
+    if sync_after_capture:
+        watcher.point("sync")
+        world.synchronize()
     for i in range(replays):
         if world.hooked:                  # the bootstrap's hook on replay (see _hookable)
             watcher.point("replay", g)

@@ -442,7 +442,8 @@ def test_verify_of_a_gain_too_small_to_call_is_inconclusive(world, tmp_path):
 
 # ---- 6. a setup that outlasts the warm-up --------------------------------------------------
 
-def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until=None):
+def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until=None,
+                     sync_after_capture=False):
     """A program whose setup (a compile, a model's load) outlasts the warm-up: one kernel
     first (its context), then for setup_s only the watcher's timer reaches it (with an eager
     kernel now and then where eager_in_setup: a compile's own launches), then it captures its
@@ -461,7 +462,8 @@ def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until
             w.tick()
         i += 1
         time.sleep(0.0002)
-    return run_program(world, w, replays)     # test_live_sim_cpu's: capture, then replay
+    return run_program(world, w, replays,     # test_live_sim_cpu's: capture, then replay
+                       sync_after_capture=sync_after_capture)
 
 
 def test_a_setup_without_kernels_is_probed_again_until_the_graphs_run(world):
@@ -478,16 +480,20 @@ def test_a_setup_without_kernels_is_probed_again_until_the_graphs_run(world):
     assert covers_table(w, w.final_arm) and 0 in world.windows    # installed on the node
 
 
-def test_graphs_after_a_search_on_the_clock_restart_it_and_get_their_windows(world):
+@pytest.mark.parametrize("sync_after_capture", [False, True])
+def test_graphs_after_a_search_on_the_clock_restart_it_and_get_their_windows(world,
+                                                                             sync_after_capture):
     """A setup with kernels of its own: the search begins on the clock's tick, then the
     program captures its graph. The search begins again at the graph's replays (once), and the
-    new arms' windows land on the graph's nodes (the switcher finds the graphs again)."""
+    new arms' windows land on the graph's nodes (the switcher finds the graphs again). A sync
+    between the capture and the first replay does not stop it (the H200 zoo's graphed training
+    step at c67a953 did)."""
     world.rng = random.Random(62)
     world.gain = 1.25
     w = _watcher(budget_s=BUDGET_S, max_overhead=0.0)
     setup_then_graph(world, w, 10.0, eager_in_setup=True,
                      until=lambda: w.state == "search" and w.unit == ("tick",) and
-                     len(w.blocks) >= 4)
+                     len(w.blocks) >= 4, sync_after_capture=sync_after_capture)
     assert w.state != "idle" and w.points["tick"], "the clock never started the watcher"
     r = w.result
     assert w.restarts == {"graphs": 1} and any("began again at its graphs' replays" in n

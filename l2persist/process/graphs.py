@@ -9,6 +9,7 @@ launch log's ``log_cut``, the stream windows and a rest under way).
 """
 from __future__ import annotations
 
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,7 +157,9 @@ class Graphs(Part):
             except Exception as e:  # a graph we cannot read is reported, never raised
                 w.notes.append(f"a captured graph could not be read: {e}")
             if w.state == "search" and w.unit == ("tick",) and w.graphs:
-                w._clock_lost = True       # the clock never acts beside graphs: see Watcher.tick
+                # the clock never acts beside graphs (see Watcher.tick): from when, for
+                # Phases.search_point's wait for a known graph's replay
+                w._clock_lost = w._clock_lost or time.perf_counter()
             self.capture_closed()
 
     def capture_failed(self):

@@ -22,6 +22,11 @@ from .recorder import _NoRecords
 
 
 MAX_RESTARTS = 3       # searches begun again (Search.restart), per cause, before one stops
+# After graphs came in a search on the clock: how long the program's other calls (a sync after
+# the capture, a graph the watcher does not know) may come before a known graph's replay, at
+# which the search begins again; past it the search stops. The zoo's graphed training step
+# syncs once between its capture and its first replay (H200, c67a953: it stopped there).
+LOST_WAIT_S = 2.0
 
 
 def _makes_own_graphs() -> bool:
@@ -75,20 +80,19 @@ class Phases(Part):
     def search_point(self, kind, torch_graph, seen):
         w = self.w
         if w._clock_lost:
-            if kind == "replay" and seen is not None \
-                    and w.restarts["graphs"] < MAX_RESTARTS:
+            if w.gate.capture_open():
+                return
+            if kind == "replay" and seen is not None and w.restarts["graphs"] < MAX_RESTARTS:
                 # the graphs' replays are the switch points from here (the clock never acts
                 # beside graphs): begin again at one, where no capture is open
-                if not w.gate.capture_open():
-                    w._clock_lost = False
-                    w.search.restart("the program began capturing CUDA graphs after the "
-                                     "search had begun on the watcher's clock (a setup longer "
-                                     "than --warmup): the search began again at its graphs' "
-                                     "replays", "graphs")
-                return
-            if not w.gate.capture_open():
-                # no replay of a graph it knows reaches the watcher (or restarted enough):
-                # the clock can no longer switch, so the search ends with what it has
+                w._clock_lost = False
+                w.search.restart("the program began capturing CUDA graphs after the search had "
+                                 "begun on the watcher's clock (a setup longer than --warmup): "
+                                 "the search began again at its graphs' replays", "graphs")
+            elif (kind == "replay" and seen is not None) or \
+                    time.perf_counter() - w._clock_lost > LOST_WAIT_S:
+                # restarted enough, or no replay of a graph it knows reaches the watcher: the
+                # clock can no longer switch, so the search ends with what it has
                 w._clock_lost = False
                 self.stop_search("the program began capturing CUDA graphs after the search "
                                  "had begun on the watcher's clock, which never acts beside "

@@ -187,6 +187,9 @@ class Report(Part):
         helps = bool(r["helps"]) and r["winner"] >= 0
         arm = w.arms[r["winner"]] if helps else w.arms[r["baseline"]]
         p = w.device.properties
+        # no arm was measured against a baseline (no window reaches the kernels, a search that
+        # stopped before its first comparison): the C search's zeros are "not measured", not 0x
+        measured = r["speedup"] > 0
         return {
             "format": PLAN_FORMAT,
             "device": {"name": p.name, "cc": list(p.compute_capability),
@@ -194,7 +197,8 @@ class Report(Part):
                        "driver": list(_core.driver_version() or (0, 0))},
             "l2persist": __version__,
             "verdict": "helps" if helps else "dont",
-            "speedup": r["speedup"], "ci": [r["ci_low"], r["ci_high"]],
+            "speedup": r["speedup"] if measured else None,
+            "ci": [r["ci_low"], r["ci_high"]] if measured else None,
             "set_aside": arm["set_aside"],
             "windows": self.window_docs(arm),
         }
