@@ -6,6 +6,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -251,3 +252,34 @@ def test_a_part_without_time_left_is_not_started_and_fails_the_call(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert all(res.startswith("not started") for _, res in rows.values()), r.stdout
     assert asked == []
+
+
+def _ledger(tmp_path, junit_xml, narrowed="", failed="", gpus=("NVIDIA H200",)):
+    junit = tmp_path / "junit.xml"
+    if junit_xml is None:
+        junit.unlink(missing_ok=True)
+    else:
+        junit.write_text(junit_xml)
+    gpu = tmp_path / "gpu.txt"
+    gpu.write_text("".join(f"{g}, 580.159.04, 143771 MiB\n" for g in gpus))
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "ledger_row.py"), str(junit), "live",
+                        str(gpu), "abc1234", "42", failed, narrowed],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_ledger_row_names_one_gpu_and_marks_narrowed_or_failed_runs(tmp_path):
+    """The row gpu-check prints for docs/results/gpu-suite.md. On two H200s a one-part run
+    named the GPU twice, across a line break, and a run narrowed by PYTEST_ARGS read as the
+    part passing (2026-11-28)."""
+    ok = ('<testsuites><testsuite tests="10" skipped="2" failures="0" errors="0"/>'
+          '<testsuite tests="3" skipped="0" failures="0" errors="0"/></testsuites>')
+    row = _ledger(tmp_path, ok, gpus=("NVIDIA H200", "NVIDIA H200"))
+    assert re.fullmatch(r"ledger: \| live \| NVIDIA H200 \| abc1234 \| 42 \| 11 \| 2 \| "
+                        r"\d{4}-\d\d-\d\d \|", row), row
+    assert "(partial: -k jax_program)" in _ledger(tmp_path, ok, narrowed="-k jax_program")
+    assert "| 11 (another step failed) |" in _ledger(tmp_path, ok, failed="failed")
+    bad = '<testsuite tests="10" skipped="1" failures="1" errors="1"/>'
+    assert "| 7 (2 failed) | 1 |" in _ledger(tmp_path, bad)
+    assert "no JUnit file for part live" in _ledger(tmp_path, None)
