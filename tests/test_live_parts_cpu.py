@@ -291,9 +291,12 @@ def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
 # ---- the eager launches ------------------------------------------------------------------------
 
 def test_launches_from_the_log_keep_known_streams_and_note_the_others(monkeypatch):
-    def group(stream, name):
-        return _ns(stream=stream, names=[name])
+    def group(stream, *names):
+        return _ns(stream=stream, names=list(names))
     pool, mine = group(0, "k_pool"), group(0x7f00, "k_mine")
+    # the same kernel in other groups, on that stream and another: its time counts once (the
+    # H200 zoo's JAX program read 147 % of the warm-up counted per group)
+    again, other = group(0x7f00, "k_mine"), group(0x7e00, "k_mine", "k_graph")
     monkeypatch.setattr(launches._streams, "known", lambda handle: handle == 0)
     w = _ns(kernel_ns_warmup={"k_pool": 10.0, "k_mine": 30.0, "k_graph": 60.0}, eager=[],
             unknown_streams={}, o=_ns(mode="advise"), notes=[])
@@ -305,6 +308,13 @@ def test_launches_from_the_log_keep_known_streams_and_note_the_others(monkeypatc
     assert note.startswith("30 % of the warm-up's GPU time ran in eager kernels on 1 "
                            "stream(s) the program made itself"), note
     assert note.endswith("so no window is set there")
+    w.eager, w.notes = [], []
+    part.take = lambda: [pool, mine, again, other]           # a probe again: not added up
+    part.from_log()
+    assert w.unknown_streams == {0x7f00: 30.0, 0x7e00: 90.0}
+    (note,) = w.notes
+    assert note.startswith("90 % of the warm-up's GPU time ran in eager kernels on 2 "
+                           "stream(s)"), note
 
 
 def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
