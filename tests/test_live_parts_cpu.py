@@ -18,7 +18,7 @@ import pytest
 import l2persist
 from l2persist import _core, foreign
 from l2persist.process import (clock, ending, graphs, launches, live, pace, phases, recorder,
-                               search, summary, switcher, team)
+                               report, search, summary, switcher, team)
 from l2persist.process.recorder import Block
 
 
@@ -228,6 +228,16 @@ def test_report_watch_cost_is_the_final_arms_recorded_wall_over_the_after_decisi
     cost = summary.Report(w).watch_cost(per_arm)
     assert cost["recorded_wall_ms_per_unit"] == pytest.approx(2.1)
     assert cost["ratio"] == pytest.approx(1.05) and cost["recorded_blocks"] == 3
+    assert cost["comparable"] and cost["spread"] == pytest.approx(0.0816 / 2.1, rel=1e-2)
+    line = report.watch_cost_lines(cost)
+    assert line and "1.050x" in line[0], line
+    # a request mix: one arm's walls per unit move from block to block with the requests that
+    # land in them (the H200 zoo's server read 0.879x): not a cost, and the words say so
+    mixed = {2: {"wall_ms_per_unit": [0.43, 1.36, 2.38, 3.3, 4.3, 5.4, 0.44]}}
+    cost = summary.Report(w).watch_cost(mixed)
+    assert not cost["comparable"] and cost["spread"] > summary.WALL_SPREAD_MAX
+    line = report.watch_cost_lines(cost)
+    assert line and "say nothing of what watching costs" in line[0], line
     w.after_decision = None
     assert summary.Report(w).watch_cost(per_arm) is None
     assert summary.PLAN_FORMAT == live.PLAN_FORMAT == _core.live_plan_format()

@@ -114,6 +114,21 @@ def _per_key_html(r: dict) -> str:
             f"<th>baseline us</th><th>arm us</th><th>ratio</th></tr>{rows}</table>\n")
 
 
+def watch_cost_lines(wc: dict | None) -> list[str]:
+    """The summary's words on what watching cost, from its ``watch_cost`` (None: nothing)."""
+    if not wc:
+        return []
+    if wc.get("comparable", True):
+        return [f"  watching: wall {wc['recorded_wall_ms_per_unit']:.4f} ms/unit while "
+                f"recorded ({wc['recorded_blocks']} blocks of the final arm), "
+                f"{wc['unrecorded_wall_ms_per_unit']:.4f} after the decision "
+                f"({wc['unrecorded_units']} units): {wc['ratio']:.3f}x"]
+    return [f"  watching: the final arm's wall per unit spread {100 * wc['spread']:.0f} % from "
+            f"block to block (the program's mix of work moves it), so the walls before and "
+            f"after the decision ({wc['ratio']:.3f}x) say nothing of what watching costs; time "
+            f"the same fixed work in fresh processes with and without advise"]
+
+
 def summary_text(r: dict) -> str:
     res = r["result"]
     unit = r.get("unit") or ["?"]
@@ -170,12 +185,7 @@ def summary_text(r: dict) -> str:
                          f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
                          f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
                          f"the remainder")
-    wc = r.get("watch_cost")
-    if wc:
-        lines.append(f"  watching: wall {wc['recorded_wall_ms_per_unit']:.4f} ms/unit while "
-                     f"recorded ({wc['recorded_blocks']} blocks of the final arm), "
-                     f"{wc['unrecorded_wall_ms_per_unit']:.4f} after the decision "
-                     f"({wc['unrecorded_units']} units): {wc['ratio']:.3f}x")
+    lines += watch_cost_lines(r.get("watch_cost"))
     g = r.get("graphs", [])
     e = r.get("eager") or {}
     lines.append(f"  graphs: {len(g)} captured, eager launch groups: "

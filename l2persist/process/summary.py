@@ -26,6 +26,11 @@ def _jsonable(x):
     return str(x)
 
 
+#: The most one arm's per-unit walls may spread (standard deviation over median, block to block)
+#: for the summary's watching ratio to be read as a cost.
+WALL_SPREAD_MAX = 0.10
+
+
 class Report(Part):
     """What comes out of the watcher: summary, plan, result file."""
 
@@ -37,10 +42,15 @@ class Report(Part):
             return None
         walls = d["wall_ms_per_unit"]
         recorded = statistics.median(walls)
+        # the spread of one arm's per-unit walls from block to block: where the program's mix
+        # of work moves them (a request mix: the H200 zoo's server read "0.879x" at c67a953),
+        # the ratio says nothing of what watching costs
+        spread = statistics.pstdev(walls) / recorded if len(walls) > 1 and recorded > 0 else 0.0
         return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
                 "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
                 "unrecorded_units": after["units"],
-                "ratio": recorded / after["wall_ms_per_unit"]}
+                "ratio": recorded / after["wall_ms_per_unit"],
+                "spread": spread, "comparable": spread <= WALL_SPREAD_MAX}
 
     def summary(self) -> dict:
         """The result document the CLI reads: verdict, arms, blocks, notes."""

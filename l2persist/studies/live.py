@@ -539,6 +539,7 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
     summ = (advise or {}).get("result") or {}
     res = summ.get("result") or {}
     watching = summ.get("watching") or {}
+    wc = summ.get("watch_cost") or {}
     doc = summ.get("plan") or {}
     verdict = doc.get("verdict") if doc else None
     plan_arm = (res.get("winner") if verdict == "helps" else res.get("baseline")) \
@@ -582,8 +583,9 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "advise_overhead": _ratio((advise or {}).get("wall_s"), plain_wall),
         "advise_loop_overhead": _ratio(plain_rate, rate_of(advise)),
         # the watcher's own cost, measured in the program: the final arm's wall per unit while
-        # recorded over the same arm's after the decision (nothing recorded or switched)
-        "watch_cost": _num((summ.get("watch_cost") or {}).get("ratio")) if summ else None,
+        # recorded over the same arm's after the decision (nothing recorded or switched); a
+        # ratio of walls the program's mix moved is not a cost (the summary's "comparable")
+        "watch_cost": _num(wc.get("ratio")) if wc.get("comparable", True) else None,
         # what watching added to the program's wall time while advise searched (the installs
         # and the recorded blocks' excess over the unrecorded rests), and its parts
         "watch_added": _num(watching.get("added_share")),
