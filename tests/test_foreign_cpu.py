@@ -184,8 +184,10 @@ def _without_torch(monkeypatch):
     """discover takes PyTorch's path (its first run) wherever torch is imported, and
     LaunchStreams adds PyTorch's current stream wherever it is initialised: in a GPU run, a GPU
     test before these put it there (the H200's live part, seed 828140936). These fakes are of
-    the path without it; nothing under them imports torch (it is looked up in sys.modules)."""
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    the path without it (PyTorch itself stays imported: taking it out of sys.modules would
+    make any import of it while they run load it a second time)."""
+    monkeypatch.setattr(torch_hooks, "imported", lambda: False)
+    monkeypatch.setattr(torch_hooks, "current_stream", lambda: None)
 
 
 def _not_capturable(monkeypatch):

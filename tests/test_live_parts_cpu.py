@@ -574,6 +574,12 @@ def test_graphs_remembered_by_identity_and_signature_dropped_ones_kept_aside(mon
     g.capture_begin()
     g.capture_end(ProgramGraph("k4"))
     assert w._clock_lost
+    # from the latest capture: Phases' wait for a known replay is not cut short by a setup
+    # that captures graphs over more than its wait
+    w._clock_lost -= 100.0
+    g.capture_begin()
+    g.capture_end(ProgramGraph("k5"))
+    assert time.perf_counter() - w._clock_lost < 50.0
 
 
 def test_graphs_flag_a_replay_recorded_only_while_records_are_on():
@@ -713,10 +719,11 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             eager=["setup's launches"], unknown_streams={9: 0.5}, switch_ms=[5.0],
             switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], hook_ns=7, hook_calls=3,
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
-            state="search", t0=0.0)
+            state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5})
     w._resume = lambda: calls.append("resume")
     search.Search(w).restart("graphs came", "graphs")
     assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms"]
+    assert w.search_t0 is None and w.ungraphed is None        # the new search's, later
     assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1} and w.notes == ["graphs came"]
     assert w.rest_timer is None
     assert (w.blocks, w.recorded, w.key_sums, w.mix_ref) == ([], 0, {}, {})

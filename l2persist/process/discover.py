@@ -543,7 +543,7 @@ def discover(fn: Callable[[], Any], *, stream=None, candidates=None, device=None
     why = log_why = None
     # PyTorch imported is enough: fn may be what first touches CUDA through it, and a capture
     # after that would go through PyTorch's private pool.
-    if "torch" in sys.modules:
+    if _torch.imported():
         graphs, eager, log_why = _first_run(fn, stream, candidates, device)
     else:
         graphs, eager = _replayed_torch_graphs(fn), None

@@ -157,9 +157,10 @@ class Graphs(Part):
             except Exception as e:  # a graph we cannot read is reported, never raised
                 w.notes.append(f"a captured graph could not be read: {e}")
             if w.state == "search" and w.unit == ("tick",) and w.graphs:
-                # the clock never acts beside graphs (see Watcher.tick): from when, for
-                # Phases.search_point's wait for a known graph's replay
-                w._clock_lost = w._clock_lost or time.perf_counter()
+                # the clock never acts beside graphs (see Watcher.tick): from the latest
+                # capture, for Phases.search_point's wait for a known graph's replay (a setup
+                # that captures several graphs, syncing between them, is not cut short)
+                w._clock_lost = time.perf_counter()
             self.capture_closed()
 
     def capture_failed(self):

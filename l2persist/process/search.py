@@ -171,6 +171,7 @@ class Search(Part):
         w.hook_ns, w.hook_calls, w.hook_marks = 0, 0, []
         w.rests_capped, w.spanning, w.rest_s, w.rest_units = 0, 0, None, 0
         w._first_block_due = False
+        w.search_t0, w.ungraphed = None, None    # the new search's, when it begins
         w.state = "warmup"
         w.t0 = time.perf_counter()
 

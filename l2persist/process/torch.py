@@ -34,7 +34,7 @@ from typing import Any, Callable
 from .. import _core
 from . import cupy as _cupy
 
-__all__ = ["is_torch_graph", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
+__all__ = ["is_torch_graph", "imported", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
            "patch_keep_graph", "window_captures", "replays_noted", "patch_replay", "late_bound",
            "torch_cuda_graph", "current_stream", "stream_handle", "patch_capture", "patch_after",
            "Hook", "note_pool_streams"]
@@ -50,6 +50,11 @@ def is_torch_graph(obj: Any) -> bool:
     """Whether obj is a ``torch.cuda.CUDAGraph`` (by its module and its raw-graph method, so
     that PyTorch need not be imported to ask)."""
     return (type(obj).__module__ or "").startswith("torch") and hasattr(obj, "raw_cuda_graph")
+
+
+def imported() -> bool:
+    """Whether PyTorch is imported in this process (never imports it)."""
+    return "torch" in sys.modules
 
 
 def in_use():
