@@ -708,8 +708,9 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     replays, from the warm-up, under the device's default (arm 1), a rest under way ended."""
     calls = []
     timer = _ns(cancel=lambda: calls.append("timer off"))
-    w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer, notes=[],
-            restarts=collections.Counter(work=2),
+    w = _ns(resting={"unhooked": True, "units": 9}, rest_timer=timer,
+            notes=["before", "probe: no window reaches", "probe: own streams", "after"],
+            probe_notes=(1, 3), restarts=collections.Counter(work=2),
             rest_hooks=(lambda: calls.append("gate shut"), lambda: calls.append("gate open")),
             switcher=_ns(install=lambda arm: calls.append(("install", arm)),
                          forget_arms=lambda: calls.append("forget arms")),
@@ -724,7 +725,9 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     search.Search(w).restart("graphs came", "graphs")
     assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms"]
     assert w.search_t0 is None and w.ungraphed is None        # the new search's, later
-    assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1} and w.notes == ["graphs came"]
+    assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1}
+    # what the abandoned probe said of its kernels is dropped: not the program advised now
+    assert w.notes == ["before", "after", "graphs came"] and w.probe_notes is None
     assert w.rest_timer is None
     assert (w.blocks, w.recorded, w.key_sums, w.mix_ref) == ([], 0, {}, {})
     assert (w.resting, w.settling, w.unit, w.units_now, w.replayed) == (None, None, None, 0,

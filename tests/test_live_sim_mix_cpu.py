@@ -442,8 +442,11 @@ def test_verify_of_a_gain_too_small_to_call_is_inconclusive(world, tmp_path):
 
 # ---- 6. a setup that outlasts the warm-up --------------------------------------------------
 
+OWN_STREAM = 0x7F00      # a stream the program made (no window is set on it)
+
+
 def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until=None,
-                     sync_after_capture=False):
+                     sync_after_capture=False, setup_stream=0):
     """A program whose setup (a compile, a model's load) outlasts the warm-up: one kernel
     first (its context), then for setup_s only the watcher's timer reaches it (with an eager
     kernel now and then where eager_in_setup: a compile's own launches), then it captures its
@@ -455,7 +458,7 @@ def setup_then_graph(world, w, setup_s, eager_in_setup, replays=3_000_000, until
     t_end, i = time.perf_counter() + setup_s, 0
     while time.perf_counter() < t_end and not (until is not None and until()):
         if eager_in_setup:
-            world.eager(0)
+            world.eager(setup_stream)
             if i % 16 == 15:
                 world.synchronize()
         if i % 8 == 0:
@@ -493,8 +496,12 @@ def test_graphs_after_a_search_on_the_clock_restart_it_and_get_their_windows(wor
     w = _watcher(budget_s=BUDGET_S, max_overhead=0.0)
     setup_then_graph(world, w, 10.0, eager_in_setup=True,
                      until=lambda: w.state == "search" and w.unit == ("tick",) and
-                     len(w.blocks) >= 4, sync_after_capture=sync_after_capture)
+                     len(w.blocks) >= 4, sync_after_capture=sync_after_capture,
+                     setup_stream=OWN_STREAM)
     assert w.state != "idle" and w.points["tick"], "the clock never started the watcher"
+    # the setup's probe said its kernels ran on a stream of the program's own; that was not
+    # the program advised at the end, so the note went with the restart
+    assert not any("the program made itself" in n for n in w.notes), w.notes
     r = w.result
     assert w.restarts == {"graphs": 1} and any("began again at its graphs' replays" in n
                                    for n in w.notes), w.notes

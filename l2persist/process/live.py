@@ -116,6 +116,7 @@ class Watcher:
         self._clock_lost: float | bool = False     # when graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)
+        self.probe_notes = None                    # (from, to): the last probe's notes (begin)
         self.ended_in = None                       # the phase the program ended in (finish)
         self._first_block_due = False              # the search's first block waits for a call
                                                    # with no capture open

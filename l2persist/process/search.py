@@ -83,12 +83,14 @@ class Search(Part):
         else:
             w.units_per_block = max(1, round(units / elapsed * w.o.block_s))
         w.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
+        said = len(w.notes)        # the probe's own notes from here (a restart drops them)
         w.launches.from_log()
         if w.o.mode == "verify" and w.plan_doc is not None:
             for g in w.eager:
                 w.switcher.apply_plan_windows(g, install=False)
         w.targets = w.switcher.find_targets(w.kernel_ns_warmup)
         self.note_ungraphed()
+        w.probe_notes = (said, len(w.notes))   # notes are only appended: a slice of them
         weights = [t.weight for t in w.targets]
         if w.team is not None:
             weights = self.follow_leader()
@@ -159,6 +161,11 @@ class Search(Part):
         w.switcher.install(1)
         w.switcher.forget_arms()     # the graphs the new arms window are found again
         w.restarts[cause] += 1
+        # what the abandoned probe said of its kernels (a compile's, say: "all of the warm-up's
+        # GPU time ran in kernels that no window can reach") is not the program advised now
+        if w.probe_notes:
+            del w.notes[slice(*w.probe_notes)]
+        w.probe_notes = None
         w.notes.append(why)
         # what the search measured and found, as at the start: its blocks, samples and keys,
         # the eager launches the probe logged (found again by the next probe), and the
