@@ -314,6 +314,13 @@ def test_an_advise_whose_search_stopped_says_that_not_the_budget():
              notes=["search stopped: a block of 4 units had no kernel records"])
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
     assert "--budget" not in msg and "had no kernel records" in msg and "baseline" in msg, msg
+    # any stop the watcher records, whatever its words (the H200 zoo's training step stopped
+    # when graphs came after a search on the clock, and was told its budget ran out)
+    clock = ("the program began capturing CUDA graphs after the search had begun on the "
+             "watcher's clock, which never acts beside graphs: the search stopped here")
+    r = dict(result_doc(res), mode="advise", notes=[clock], stopped=clock)
+    msg = live._undecided(r, types.SimpleNamespace(budget=10.0, min_gain=MIN_GAIN))
+    assert "--budget" not in msg and msg.startswith("undecided: the program began capturing")
 
 
 def test_a_program_whose_probes_saw_no_kernel_is_told_so():

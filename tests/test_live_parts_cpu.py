@@ -798,6 +798,7 @@ def test_phases_graphs_after_a_clock_search_restart_it_once_no_capture_is_open(m
     w.restarts["graphs"] = phases.MAX_RESTARTS
     p.point("replay", "g", seen)
     assert "decide" in calls and "search stopped here" in w.notes[0]
+    assert w.stopped == w.notes[0]            # what the CLI says instead of the budget
 
 
 def test_phases_do_not_pause_records_in_the_warmup_beside_xla(monkeypatch):

@@ -453,9 +453,12 @@ def _undecided(r, args) -> str:
     """Why advise did not decide, and what would decide it."""
     res = r["result"]
     ended = any("ended before the search decided" in n for n in r.get("notes", []))
-    stopped = [n for n in r.get("notes", []) if n.startswith("search stopped: ")]
-    if stopped:      # not the budget: the records stopped coming (recorder._NoRecords)
-        return (f"undecided: {stopped[0]}; the plan written keeps the better baseline")
+    # not the budget: the search stopped (Phases.stop_search: the records stopped coming, or
+    # graphs came after a search on the clock); older documents only in their notes
+    stopped = r.get("stopped") or next(
+        (n for n in r.get("notes", []) if n.startswith("search stopped: ")), None)
+    if stopped:
+        return f"undecided: {stopped}; the plan written keeps the better baseline"
     why = (f"the program ended {r.get('search_s', 0):.0f} s into the search" if ended else
            f"the search used its --budget of {args.budget:g} s")
     if res.get("winner", -1) >= 0:

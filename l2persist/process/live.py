@@ -117,6 +117,7 @@ class Watcher:
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)
         self.probe_notes = None                    # (from, to): the last probe's notes (begin)
+        self.stopped = None                        # why the search stopped (Phases.stop_search)
         self.ended_in = None                       # the phase the program ended in (finish)
         self._first_block_due = False              # the search's first block waits for a call
                                                    # with no capture open

@@ -142,6 +142,7 @@ class Phases(Part):
         """The search ends here with the blocks it has, ``note`` saying why."""
         w = self.w
         w.notes.append(note)
+        w.stopped = note           # the CLI says this, not the budget, for an undecided search
         w.result = _core.live_finish()
         w.search.decide()
 

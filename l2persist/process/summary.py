@@ -111,6 +111,7 @@ class Report(Part):
             "calls_unhooked": w.calls_unhooked,
             # probes that recorded no kernel (begun again), searches begun again at graphs
             "empty_probes": w.empty_probes, "restarts": dict(w.restarts),
+            "stopped": getattr(w, "stopped", None),
             "ended_in": w.ended_in,       # the phase under way when the program ended
             "rank": w.o.rank, "world": w.o.world,
             "lockstep": w.team is not None,
