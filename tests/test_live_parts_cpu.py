@@ -222,6 +222,33 @@ def test_report_per_key_from_the_arms_key_sums(monkeypatch):
     assert summary.Report(w).per_key() is None
 
 
+def test_report_baselines_at_the_programs_mix_and_their_wall_only_where_it_holds_still():
+    """The baseline lines give the search's own figure (GPU time per unit at the program's
+    mix), not each block's GPU time over its units; on the H200 zoo's server the two read 2.05
+    and 1.15 ms/unit (and walls of 6.31 and 3.09) for the same work, beside a verdict of
+    "within noise"."""
+    steady = {"samples": [1.10, 1.12, 1.11], "gpu_ms_per_unit": [2.0, 1.0, 3.0],
+              "wall_ms_per_unit": [3.0, 3.1, 3.05], "wall_spread": 0.013}
+    line = report._arm_line("limit 0", steady)
+    assert "GPU 1.1100 ms/unit at the program's mix" in line and "wall 3.0500" in line
+    assert line.endswith("(3 blocks)")
+    mixed = dict(steady, wall_ms_per_unit=[0.4, 5.4, 2.4], wall_spread=0.8)
+    line = report._arm_line("default", mixed)
+    assert "wall 2.4" not in line and "moved 80 % from block to block" in line, line
+    old = {"gpu_ms_per_unit": [2.0, 1.0, 3.0], "wall_ms_per_unit": [3.0, 3.1, 3.05]}
+    assert "GPU 2.0000 ms/unit, wall" in report._arm_line("default", old)   # older documents
+    assert summary._spread([3.0, 3.0]) == 0.0 and summary._spread([1.0]) == 0.0
+
+
+def test_report_a_dont_with_no_candidate_says_no_window_can_reach_any_buffer():
+    r = {"mode": "advise", "arms": [{}, {}],
+         "result": {"baseline": 1, "baseline_decided": 0, "helps": 0, "winner": -1,
+                    "decided": 1}}
+    line = report.verdict_line(r)
+    assert line.startswith("don't: no candidate: no buffer a window can reach") and \
+        "eager launches on a stream known to live" in line, line
+
+
 def test_report_watch_cost_is_the_final_arms_recorded_wall_over_the_after_decision():
     w = _ns(final_arm=2, after_decision={"units": 64, "wall_ms_per_unit": 2.0})
     per_arm = {2: {"wall_ms_per_unit": [2.0, 2.2, 2.1]}}

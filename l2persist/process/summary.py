@@ -31,6 +31,13 @@ def _jsonable(x):
 WALL_SPREAD_MAX = 0.10
 
 
+def _spread(values: list) -> float:
+    """Standard deviation over median: how far one arm's per-unit figures move from block to
+    block (0 for fewer than two)."""
+    mid = statistics.median(values) if values else 0.0
+    return statistics.pstdev(values) / mid if len(values) > 1 and mid > 0 else 0.0
+
+
 class Report(Part):
     """What comes out of the watcher: summary, plan, result file."""
 
@@ -42,10 +49,10 @@ class Report(Part):
             return None
         walls = d["wall_ms_per_unit"]
         recorded = statistics.median(walls)
-        # the spread of one arm's per-unit walls from block to block: where the program's mix
-        # of work moves them (a request mix: the H200 zoo's server read "0.879x" at c67a953),
-        # the ratio says nothing of what watching costs
-        spread = statistics.pstdev(walls) / recorded if len(walls) > 1 and recorded > 0 else 0.0
+        # where the program's mix of work moves one arm's walls per unit from block to block
+        # (a request mix: the H200 zoo's server read "0.879x" at c67a953), the ratio says
+        # nothing of what watching costs
+        spread = _spread(walls)
         return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
                 "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
                 "unrecorded_units": after["units"],
@@ -79,6 +86,7 @@ class Report(Part):
         for d in per_arm.values():
             n = len(d["gpu_ms_per_unit"])
             d["kernels"] = {k: v / n for k, v in d["kernels"].items()}
+            d["wall_spread"] = _spread(d["wall_ms_per_unit"])
         meta = {}
         if dev is not None:
             p = dev.properties
