@@ -247,6 +247,15 @@ def test_report_a_dont_with_no_candidate_says_no_window_can_reach_any_buffer():
     line = report.verdict_line(r)
     assert line.startswith("don't: no candidate: no buffer a window can reach") and \
         "eager launches on a stream known to live" in line, line
+    assert line.endswith("keep the device default (limit 0 was within noise of it)"), line
+    # a helping arm over a default that limit 0 matched: one level of parentheses, not
+    # "(the device default (limit 0 and the default within noise: the default kept))"
+    r["arms"] = [{}, {}, {"set_aside": 8 << 20, "windows": []}]
+    r["result"].update(helps=1, winner=2, speedup=1.0835, ci_low=1.0818, ci_high=1.0858)
+    line = report.verdict_line(r)
+    assert line.startswith("helps: 1.0835x the better baseline, the device default (limit 0 "
+                           "was within noise of it); 95 % interval 1.0818-1.0858: "), line
+    assert "((" not in line and "))" not in line
 
 
 def test_report_watch_cost_is_the_final_arms_recorded_wall_over_the_after_decision():

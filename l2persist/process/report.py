@@ -43,13 +43,13 @@ def verdict_line(r: dict) -> str:
     mode = r["mode"]
     base = "limit 0" if res["baseline"] == 0 else "the device default"
     if not res.get("baseline_decided"):
-        base += " (limit 0 and the default within noise: the default kept)"
+        base = "the device default (limit 0 was within noise of it)"
     if mode == "verify":
-        return (f"plan: {res['speedup']:.4f}x the better baseline ({base}), 95 % interval "
+        return (f"plan: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
                 f"{res['ci_low']:.4f}-{res['ci_high']:.4f}; helps: {bool(res['helps'])}")
     if res["helps"] and res["winner"] >= 0:
         arm = r["arms"][res["winner"]]
-        return (f"helps: {res['speedup']:.4f}x the better baseline ({base}), 95 % interval "
+        return (f"helps: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
                 f"{res['ci_low']:.4f}-{res['ci_high']:.4f}: {_arm_text(arm)}")
     if res["winner"] < 0 and len(r.get("arms", [])) <= 2:
         why = ("no candidate: no buffer a window can reach (none in a CUDA graph the "
