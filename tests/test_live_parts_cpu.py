@@ -7,6 +7,7 @@ over them in tests/test_live_sim_cpu.py; here a part's own rule is checked witho
 import collections
 import gc
 import json
+import os
 import statistics
 import sys
 import threading
@@ -238,6 +239,21 @@ def test_report_baselines_at_the_programs_mix_and_their_wall_only_where_it_holds
     old = {"gpu_ms_per_unit": [2.0, 1.0, 3.0], "wall_ms_per_unit": [3.0, 3.1, 3.05]}
     assert "GPU 2.0000 ms/unit, wall" in report._arm_line("default", old)   # older documents
     assert summary._spread([3.0, 3.0]) == 0.0 and summary._spread([1.0]) == 0.0
+
+
+def test_html_report_plots_gpu_per_unit_at_the_programs_mix_where_the_document_has_it(
+        tmp_path):
+    with open(os.path.join(os.path.dirname(__file__), "data", "live",
+                           "result-server-H200.json")) as f:
+        doc = json.load(f)
+    for d in doc["per_arm"].values():      # the search's samples: here half each block's own
+        d["samples"] = [x / 2 for x in d["gpu_ms_per_unit"]]
+    out = tmp_path / "r.html"
+    report.write_report(doc, str(out))
+    page = out.read_text()
+    assert "GPU time per unit of work at the program&#x27;s mix, by arm" in page   # escaped
+    d0 = doc["per_arm"]["0"] if "0" in doc["per_arm"] else doc["per_arm"][0]
+    assert f"<td>{statistics.median(d0['samples']):.4f}</td>" in page
 
 
 def test_report_a_dont_with_no_candidate_says_no_window_can_reach_any_buffer():

@@ -131,13 +131,18 @@ def watch_cost_lines(wc: dict | None) -> list[str]:
             f"the same fixed work in fresh processes with and without advise"]
 
 
+def _gpu_per_unit(d: dict) -> list:
+    """An arm's GPU time per unit, block by block: at the program's mix (the search's samples)
+    where the document has them, else each block's own GPU time over its units."""
+    return d.get("samples") or d.get("gpu_ms_per_unit") or []
+
+
 def _arm_line(label: str, d: dict) -> str:
     """A baseline's figures: GPU time per unit at the program's mix (the search's samples,
     l2p_live_mix), and the wall per unit where it holds still from block to block (a request
     mix moves it: on the H200 zoo's server the two baselines read 6.31 and 3.09 ms/unit for
     the same work)."""
-    gpu = d.get("samples") or d["gpu_ms_per_unit"]
-    text = f"  {label:>8}: GPU {_med(gpu):.4f} ms/unit"
+    text = f"  {label:>8}: GPU {_med(_gpu_per_unit(d)):.4f} ms/unit"
     if d.get("samples"):
         text += " at the program's mix"
     if d.get("wall_spread", 0.0) <= WALL_SPREAD_MAX:
@@ -297,10 +302,14 @@ def write_report(r: dict, path: str) -> None:
     arms = r.get("arms", [])
     rows = []
     for i, d in sorted(per.items()):
-        v = d["gpu_ms_per_unit"]
+        v = _gpu_per_unit(d)
         lo, hi = _spread(v)
         label = ("limit 0" if i == 0 else "default" if i == 1 else f"arm {i}")
         rows.append((label, _med(v), lo, hi))
+    # the search's own figure where the document has it (older ones: each block's own)
+    bars_title = ("GPU time per unit of work at the program's mix, by arm"
+                  if any(d.get("samples") for d in per.values())
+                  else "GPU time per unit of work, by arm")
     show = [0, 1] + ([res["winner"]] if res.get("winner", -1) >= 2 else [])
     kernels = {}
     for i in show:
@@ -322,7 +331,7 @@ def write_report(r: dict, path: str) -> None:
             tax.append((kernel_label(k, BAR_LABEL_CHARS), w / b, w / b, w / b))
     arm_rows = "".join(
         f"<tr><td>{i}</td><td>{_arm_html(a)}</td>"
-        f"<td>{_med(per.get(i, {}).get('gpu_ms_per_unit', [])):.4f}</td>"
+        f"<td>{_med(_gpu_per_unit(per.get(i, {}))):.4f}</td>"
         f"<td>{(r['result']['stage_dropped'][i] or '') if i < len(res['stage_dropped']) else ''}"
         f"</td></tr>" for i, a in enumerate(arms))
     graphs = "".join(f"<tr><td><code>{g['signature']}</code></td><td>{g['kernels']}</td>"
@@ -345,7 +354,7 @@ units per block; {res['search_blocks']} search and {res['confirm_blocks']} confi
 {max(sw) if sw else float('nan'):.2f} ms at most. GPU time is the sum of the program's kernel
 durations from CUDA's activity records; the bars show each arm's median over its blocks with
 the interquartile range.</p>
-{_bars_svg(rows, 'GPU time per unit of work, by arm', 'ms')}
+{_bars_svg(rows, bars_title, 'ms')}
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
 {_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
