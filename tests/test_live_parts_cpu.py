@@ -238,7 +238,8 @@ def test_report_baselines_at_the_programs_mix_and_their_wall_only_where_it_holds
     assert "wall 2.4" not in line and "moved 80 % from block to block" in line, line
     old = {"gpu_ms_per_unit": [2.0, 1.0, 3.0], "wall_ms_per_unit": [3.0, 3.1, 3.05]}
     assert "GPU 2.0000 ms/unit, wall" in report._arm_line("default", old)   # older documents
-    assert summary._spread([3.0, 3.0]) == 0.0 and summary._spread([1.0]) == 0.0
+    assert summary._relative_spread([3.0, 3.0]) == 0.0
+    assert summary._relative_spread([1.0]) == 0.0
 
 
 def test_html_report_plots_gpu_per_unit_at_the_programs_mix_where_the_document_has_it(

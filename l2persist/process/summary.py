@@ -31,7 +31,7 @@ def _jsonable(x):
 WALL_SPREAD_MAX = 0.10
 
 
-def _spread(values: list) -> float:
+def _relative_spread(values: list) -> float:
     """Standard deviation over median: how far one arm's per-unit figures move from block to
     block (0 for fewer than two)."""
     mid = statistics.median(values) if values else 0.0
@@ -52,7 +52,7 @@ class Report(Part):
         # where the program's mix of work moves one arm's walls per unit from block to block
         # (a request mix: the H200 zoo's server read "0.879x" at c67a953), the ratio says
         # nothing of what watching costs
-        spread = _spread(walls)
+        spread = _relative_spread(walls)
         return {"recorded_wall_ms_per_unit": recorded, "recorded_blocks": len(walls),
                 "unrecorded_wall_ms_per_unit": after["wall_ms_per_unit"],
                 "unrecorded_units": after["units"],
@@ -86,7 +86,7 @@ class Report(Part):
         for d in per_arm.values():
             n = len(d["gpu_ms_per_unit"])
             d["kernels"] = {k: v / n for k, v in d["kernels"].items()}
-            d["wall_spread"] = _spread(d["wall_ms_per_unit"])
+            d["wall_spread"] = _relative_spread(d["wall_ms_per_unit"])
         meta = {}
         if dev is not None:
             p = dev.properties
