@@ -140,8 +140,17 @@ def test_part_all_gives_each_part_gpus_of_its_own(gpus):
     parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
     assert queue == parts and len(lanes) == len(parts)
     devs = [d for lane in lanes for d in lane]
-    assert len(devs) == len(set(devs)) and max(devs) < gpus          # no GPU shared
-    assert {len(lane) for lane in lanes} == {gpus // len(parts)}
+    assert devs == list(range(gpus))                  # every GPU in one lane, none shared
+    sizes = [len(lane) for lane in lanes]             # the spare GPUs go to the first lanes
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] - sizes[-1] <= 1
+
+
+def test_a_part_named_first_gets_the_spare_gpus():
+    """Four GPUs, three parts: the first part named (zoo-libs, whose ddp program needs two
+    GPUs) gets two, the others one each."""
+    r = _share(4, ONLY_PARTS="zoo-libs live-programs live")
+    assert r.returncode == 0, r.stderr
+    assert _lanes(r) == ([[0, 1], [2], [3]], ["zoo-libs", "live-programs", "live"])
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 3])
@@ -209,8 +218,9 @@ def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path)
     assert list(rows) == parts, r.stdout
     assert all(res == "passed" for _, res in rows.values()), r.stdout + r.stderr
     assert r.returncode == 0, r.stdout + r.stderr
-    assert sorted(asked) == sorted(str(i) for i in range(len(parts)))   # one GPU each, none twice
-    assert sorted(g for g, _ in rows.values()) == sorted(asked)
+    # lane i runs part i: the first part gets the spare GPU (0,1), the others one each
+    assert [g for g, _ in rows.values()] == ["0,1"] + [str(i + 1) for i in range(1, len(parts))]
+    assert sorted(asked) == sorted(g.split(",")[0] for g, _ in rows.values())   # its first GPU
     for p in parts:
         assert f"parts/{p}/work/logs/junit_1.xml" in names and f"parts/{p}.out" in names
     assert not any("pytest-tmp" in n for n in names)
