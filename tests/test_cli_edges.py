@@ -251,6 +251,32 @@ def test_verify_without_a_result_is_inconclusive():
         assert status == 3 and "ended before the check reached a verdict" in line, line
 
 
+def test_verify_of_a_dont_plan_with_only_the_baselines_to_try_holds():
+    """A "don't" plan where no window reaches the program (cupy_only, jax_program: their own
+    streams): the core's search has the two baselines only, decides between them and compares
+    no arm. Nothing helps now, so the plan holds (exit 0); the H200 zoo at 1011bb0 got
+    "inconclusive" here. A "helps" plan cannot come to this (its own arm is there)."""
+    _core.live_begin(2, confirm_only=False, min_gain=MIN_GAIN, seed=3)
+    rng, pending = random.Random(3), []
+    for _ in range(100000):
+        arm = _core.live_next()
+        if arm == -1:
+            break
+        if arm != -2:
+            pending.append(arm)
+            continue
+        for a in pending:
+            _core.live_record((1.02 if a == 1 else 1.0) * (1 + 0.01 * rng.gauss(0, 1)))
+        pending.clear()
+    res = _core.live_result()
+    assert res["decided"] and res["winner"] == -1 and res["ci_high"] == 0, res
+    doc = dict(result_doc(res), arms=ARMS[:2])
+    status, line = live.verify_outcome(doc, dont(), MIN_GAIN)
+    assert status == 0 and line.startswith("still holds: no arm but the two baselines"), line
+    # the same result for a plan with an arm of its own is not a verdict on that arm
+    assert live.verify_outcome(doc, GOOD, MIN_GAIN)[0] == 3
+
+
 def _stub_program(tmp_path, doc):
     """A program that writes `doc` where the watcher's result goes, and leaves before the
     watcher's own exit handler could write over it."""

@@ -189,6 +189,35 @@ def test_dont_where_the_grid_gains_under_2_percent():
     assert "says don't" in dict((k, t) for k, t, _ in live.program_bars(helps))["bar_grid"]
 
 
+def test_a_dont_with_no_arm_to_compare_has_no_speedup_and_no_verify_bar():
+    """cupy_only on the H200 at 1011bb0: no window reaches its kernels, so advise and verify
+    compared no arm (the core's interval is 0-0). The study read that as a speedup of 0.000x
+    and failed both verify bars; there is no figure, and verify held (exit 0), so the verify
+    bars do not apply. An inconclusive verify (exit 3) with no figure still fails them."""
+    none = summary(speedup=0.0, ci=(0.0, 0.0), helps=False, n_arms=2, medians=[1.0, 0.99])
+    flat = (1.0, 0.999)
+
+    def rec(rc):
+        summ = copy.deepcopy(none)
+        plain = [run_(), run_()]
+        v = run_(rc=rc, result={"mode": "verify", "result": {
+            "decided": int(rc == 0), "helps": 0, "winner": -1, "speedup": 0.0,
+            "ci_low": 0.0, "ci_high": 0.0}})
+        return live.program_record("cupy_only", 40000, plain, run_(result=summ), v,
+                                   [run_()], grid(flat, summ), warmup_s=1.0)
+
+    held = rec(0)
+    assert held["advise_speedup"] is None and held["advise_ci_low"] is None
+    assert held["verify_speedup"] is None and held["verify_diff"] is None
+    met = bars_of(held)
+    assert met["bar_verify_within"] is None and met["bar_verify_floor"] is None, met
+    assert met["bar_grid"] is True and met["bar_outputs"] is True
+    text = " ".join(live.findings(synthetic([held])))
+    assert "no arm compared" in text and "0.000x" not in text
+    open_ = bars_of(rec(3))
+    assert open_["bar_verify_within"] is False and open_["bar_verify_floor"] is False
+
+
 def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
     r = record()
     assert r["observing_share"] == pytest.approx(0.017) and bars_of(r)["bar_overhead"]

@@ -187,11 +187,12 @@ l2p_status l2p_live_mix(const double *ref_ns, const double *ref_n, size_t n_keys
  * search's winner). Otherwise the plan holds only where the whole interval is past
  * 1 + min_gain, fails where the whole interval is short of it, and an interval reaching both
  * sides is inconclusive, and so is no interval at all (both ends 0: the search ended, the
- * program exited, before its verdict). L2P_ERR_VALUE for min_gain outside [0, 1) or an
- * interval not 0 < low <= high, finite. */
+ * program exited, before its verdict), except a baseline plan's search that decided (decided)
+ * with no interval: it compared no arm, only the baselines could be tried, and the plan holds.
+ * L2P_ERR_VALUE for min_gain outside [0, 1) or an interval not 0 < low <= high, finite. */
 enum { L2P_VERIFY_HOLDS = 0, L2P_VERIFY_FAILS = 1, L2P_VERIFY_INCONCLUSIVE = 3 };
-l2p_status l2p_live_verify_status(int baseline_plan, int helps, double ci_low, double ci_high,
-                                  double min_gain, int *status);
+l2p_status l2p_live_verify_status(int baseline_plan, int decided, int helps, double ci_low,
+                                  double ci_high, double min_gain, int *status);
 
 /* ---- what a saved plan is matched by in the next process ---- */
 

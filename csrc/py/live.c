@@ -584,7 +584,7 @@ L2P_DEFINE_FN(live_mix_fn, mix_args, live_mix_impl, "live_mix",
                         .fhi = 1e18, .doc = "the reference's units of work"));
 
 typedef struct {
-    int baseline_plan, helps;
+    int baseline_plan, decided, helps;
     double ci_low, ci_high, min_gain;
 } verify_status_args;
 
@@ -592,8 +592,8 @@ static PyObject *live_verify_status_impl(PyObject *m, const void *args)
 {
     const verify_status_args *a = args;
     int st;
-    if (l2p_live_verify_status(a->baseline_plan, a->helps, a->ci_low, a->ci_high, a->min_gain,
-                               &st) != L2P_OK)
+    if (l2p_live_verify_status(a->baseline_plan, a->decided, a->helps, a->ci_low, a->ci_high,
+                               a->min_gain, &st) != L2P_OK)
         return raise_core(m);
     return PyLong_FromLong(st);
 }
@@ -602,10 +602,14 @@ L2P_DEFINE_FN(live_verify_status_fn, verify_status_args, live_verify_status_impl
               "verify's exit status from its interval (l2p_live_verify_status): 0 the plan holds "
               "(its whole interval past 1 + min_gain), 1 it no longer helps (the whole interval "
               "short of it; for a baseline plan: an arm of advise's search helps now), 3 "
-              "inconclusive (the interval reaches both sides).", "int",
+              "inconclusive (the interval reaches both sides, or none where the search did "
+              "not decide).", "int",
               L2P_PARAM(verify_status_args, baseline_plan, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "the plan is a baseline (a \"don't\"): advise's arms were "
                         "searched"),
+              L2P_PARAM(verify_status_args, decided, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "the search reached its verdict (for a baseline plan with no "
+                        "interval: only the baselines could be tried, so the plan holds)"),
               L2P_PARAM(verify_status_args, helps, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "the core's verdict on the plan (or on the search's winner)"),
               L2P_PARAM(verify_status_args, ci_low, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,

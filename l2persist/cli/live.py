@@ -334,7 +334,8 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     watcher wrote none) and the plan document. The status is the core's rule
     (``_core.live_verify_status``: the plan holds only with its whole interval past
     1 + min_gain, fails with all of it short, else inconclusive, 3; a "don't" plan fails when an
-    arm of advise's search helps now); this function only says it in words."""
+    arm of advise's search helps now, and holds when its search decided with no arm to compare);
+    this function only says it in words."""
     from .. import _core
     res = (r or {}).get("result")
     if not res:
@@ -345,8 +346,12 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     # a "don't" plan, or any plan that is one of the baselines: the watcher searched advise's
     # arms instead of checking the plan against itself (its result's verify_of)
     baseline = plan.get("verdict") == "dont" or (r or {}).get("verify_of") == "baseline"
-    status = _core.live_verify_status(baseline, bool(res.get("helps")), res["ci_low"],
-                                      res["ci_high"], min_gain=min_gain)
+    decided = bool(res.get("decided"))
+    status = _core.live_verify_status(baseline, decided, bool(res.get("helps")),
+                                      res["ci_low"], res["ci_high"], min_gain=min_gain)
+    if status == 0 and baseline and not res["ci_high"]:
+        return 0, ("still holds: no arm but the two baselines could be tried (no window "
+                   "reaches the program's kernels: see the notes above), as when advised")
     if status == 0:
         return 0, (f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
                    if baseline else f"still holds: the plan gives {nums}")

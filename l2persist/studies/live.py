@@ -138,7 +138,7 @@ ZOO = {
     "train_fused": Program("train.py", "a graphed training step with a fused optimizer "
                            "(Adam, fused=True, capturable)", args=("--optimizer", "fused")),
     "ddp": Program("ddp.py", "two ranks under torchrun: a graph per step, an all-reduce every "
-                   "20 steps; a digest per rank", ("torch",), ranks=2, calibrate=2000),
+                   "20 steps; a digest per rank", ("torch",), ranks=2, calibrate=10000),
 }
 # the ten shapes of issue 50 item 7, one program each (train and ddp were there before)
 ZOO_SHAPES = ("server_mix", "decode_big", "compile_graphs", "hf_generate", "eager_implicit",
@@ -488,14 +488,21 @@ def grid_point(index: int, arm: dict, advise_summary: dict, verify_run: dict) ->
     return {"arm": index, "what": describe_arm(arm), "set_aside": arm.get("set_aside"),
             "windows": len(arm.get("windows") or []),
             "search_median_ms": m if isinstance(m, (int, float)) and math.isfinite(m) else None,
-            "speedup": _num(v.get("speedup")), "ci_low": _num(v.get("ci_low")),
-            "ci_high": _num(v.get("ci_high")), "decided": bool(v.get("decided")),
-            "rc": verify_run.get("rc")}
+            **_speed(v), "decided": bool(v.get("decided")), "rc": verify_run.get("rc")}
 
 
 def _num(x):
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
         and math.isfinite(x) else None
+
+
+def _speed(res: dict) -> dict:
+    """speedup, ci_low, ci_high of a core result; all None where it has no interval (both
+    ends 0: no arm was compared, or the search ended first), not a speedup of 0."""
+    lo, hi = _num(res.get("ci_low")), _num(res.get("ci_high"))
+    if not lo and not hi:
+        return {"speedup": None, "ci_low": None, "ci_high": None}
+    return {"speedup": _num(res.get("speedup")), "ci_low": lo, "ci_high": hi}
 
 
 def _median(xs):
@@ -544,10 +551,12 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
     verdict = doc.get("verdict") if doc else None
     plan_arm = (res.get("winner") if verdict == "helps" else res.get("baseline")) \
         if verdict else None
-    a_speed = _num(res.get("speedup"))
+    a = _speed(res)
+    a_speed = a["speedup"]
     gain = (a_speed if verdict == "helps" else 1.0) if verdict else None
     vres = _verdict_of((verify or {}).get("result"))
-    v_speed = _num(vres.get("speedup"))
+    v = _speed(vres)
+    v_speed = v["speedup"]
     switch = [x for x in summ.get("switch_ms") or [] if x is not None]
     plain_wall = _median([r.get("wall_s") for r in plain])
     plain_rate = _median([rate_of(r) for r in plain])
@@ -568,8 +577,8 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "advise_rc": (advise or {}).get("rc"),
         # what advise said last, where it gave no plan (why, in its own words)
         "advise_said": None if doc or advise is None else _last_line(advise.get("stderr", "")),
-        "advise_speedup": a_speed, "advise_ci_low": _num(res.get("ci_low")),
-        "advise_ci_high": _num(res.get("ci_high")), "advised_gain": gain,
+        "advise_speedup": a_speed, "advise_ci_low": a["ci_low"],
+        "advise_ci_high": a["ci_high"], "advised_gain": gain,
         "decided": bool(res.get("decided")),
         "advice_s": advice_seconds(summ, warmup_s) if summ else None,
         "search_s": _num(summ.get("search_s")),
@@ -599,8 +608,12 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "record_cost": _num(watching.get("record_cost")),
         "recorded_share": _num(watching.get("recorded_share")),
         "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
-        "verify_ci_low": _num(vres.get("ci_low")), "verify_ci_high": _num(vres.get("ci_high")),
+        "verify_ci_low": v["ci_low"], "verify_ci_high": v["ci_high"],
         "verify_decided": bool(vres.get("decided")),
+        # a "don't" plan whose verify had no arm to compare (only the baselines reach the
+        # program) and held: there is no figure to be within 1 % of, and none is needed
+        "verify_nothing_to_compare": (verdict == "dont" and v_speed is None
+                                      and (verify or {}).get("rc") == 0),
         "verify_diff": abs(v_speed - gain) if v_speed is not None and gain is not None else None,
         "verify_digest_same": same(verify),
         "apply_digest_same": (all(same(r) for r in applied) if applied else None),
@@ -645,6 +658,7 @@ def program_bars(r: dict) -> list:
     outputs = bool(r.get("deterministic")) and r.get("advise_digest_same") is True and \
         r.get("apply_digest_same") is True and all(x is not False for x in runs)
     secs = r.get("advice_s")
+    nothing = bool(r.get("verify_nothing_to_compare"))   # the verify bars do not apply
     out = [("bar_outputs", f"{p}: outputs bit-identical plain, under advise, verify and apply",
             outputs),
            ("bar_advice_s", f"{p}: a decided verdict in under {BAR_ADVICE_S:g} s of the "
@@ -652,8 +666,10 @@ def program_bars(r: dict) -> list:
             bool(r.get("decided")) and secs is not None and secs < BAR_ADVICE_S),
            ("bar_verify_within", f"{p}: verify in a fresh process within "
                                  f"{BAR_VERIFY_WITHIN:.0%} of advise's gain",
+            None if nothing else
             r.get("verify_diff") is not None and r["verify_diff"] <= BAR_VERIFY_WITHIN),
            ("bar_verify_floor", f"{p}: verify >= {BAR_VERIFY_FLOOR} x the better baseline",
+            None if nothing else
             r.get("verify_speedup") is not None and r["verify_speedup"] >= BAR_VERIFY_FLOOR),
            _overhead_bar(r, p)]
     g = r.get("grid_gain")
@@ -737,16 +753,21 @@ def findings(res) -> list:
         judged = [m for m in met.values() if m is not None]
         ident = ("bit-identical" if met["bar_outputs"] else "NOT identical") + \
             " plain, under advise, verify and apply"
+        cand = ("no arm compared (only the baselines)" if r["advise_speedup"] is None else
+                f"its best candidate {_f(r['advise_speedup'])}x "
+                f"({_f(r['advise_ci_low'])}-{_f(r['advise_ci_high'])}) against the better "
+                f"baseline")
+        checked = ("no arm to compare" if r.get("verify_speedup") is None else
+                   f"{_f(r.get('verify_speedup'))}x")
         out.append(
-            f"{p}: advise says {what}; its best candidate {_f(r['advise_speedup'])}x "
-            f"({_f(r['advise_ci_low'])}-{_f(r['advise_ci_high'])}) against the better "
-            f"baseline, {'decided' if r['decided'] else 'NOT decided'} after "
+            f"{p}: advise says {what}; {cand}, "
+            f"{'decided' if r['decided'] else 'NOT decided'} after "
             f"{_f(r.get('advice_s'), '{:.1f}')} s of traffic ({r.get('search_blocks')} search + "
             f"{r.get('confirm_blocks')} confirmation blocks over {r['arms']} arms; switch "
             f"{_f(r.get('switch_ms_median'), '{:.2f}')} ms median, "
             f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max){_watching_text(r)}; verify in a "
             f"fresh process "
-            f"{_f(r.get('verify_speedup'))}x (exit {r.get('verify_rc')}); the grid's best of "
+            f"{checked} (exit {r.get('verify_rc')}); the grid's best of "
             f"{r['grid_points']} plans {_f(r.get('grid_best'))}x ({r.get('grid_best_arm')}); "
             f"outputs {ident}; wall time under advise {_f(r.get('advise_overhead'))}x plain, "
             f"under apply {_f(r.get('apply_overhead'))}x; bars met: {sum(judged)} of {len(judged)}")

@@ -463,28 +463,33 @@ static void test_live_mix(void)
 static void test_verify_status(void)
 {
     int st = -1;
-    CHECK(l2p_live_verify_status(0, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    CHECK(l2p_live_verify_status(0, 1, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
     /* the core says helps from its point estimate, but the interval reaches below 1.01 */
-    CHECK(l2p_live_verify_status(0, 1, 1.009, 1.04, 0.01, &st) == L2P_OK &&
+    CHECK(l2p_live_verify_status(0, 1, 1, 1.009, 1.04, 0.01, &st) == L2P_OK &&
           st == L2P_VERIFY_INCONCLUSIVE);
-    CHECK(l2p_live_verify_status(0, 0, 0.97, 1.0099, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
-    CHECK(l2p_live_verify_status(0, 0, 0.97, 1.01, 0.01, &st) == L2P_OK &&
+    CHECK(l2p_live_verify_status(0, 1, 0, 0.97, 1.0099, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
+    CHECK(l2p_live_verify_status(0, 1, 0, 0.97, 1.01, 0.01, &st) == L2P_OK &&
           st == L2P_VERIFY_INCONCLUSIVE);
     /* a "don't" plan: an arm that helps now fails it, whatever its interval */
-    CHECK(l2p_live_verify_status(1, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
-    CHECK(l2p_live_verify_status(1, 0, 0.99, 1.009, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
-    CHECK(l2p_live_verify_status(1, 0, 0.99, 1.02, 0.01, &st) == L2P_OK &&
+    CHECK(l2p_live_verify_status(1, 1, 1, 1.02, 1.04, 0.01, &st) == L2P_OK && st == L2P_VERIFY_FAILS);
+    CHECK(l2p_live_verify_status(1, 1, 0, 0.99, 1.009, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    CHECK(l2p_live_verify_status(1, 1, 0, 0.99, 1.02, 0.01, &st) == L2P_OK &&
           st == L2P_VERIFY_INCONCLUSIVE);
     /* a search cut short by the program's exit leaves no interval: inconclusive, either plan */
-    CHECK(l2p_live_verify_status(0, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
-    CHECK(l2p_live_verify_status(1, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
+    CHECK(l2p_live_verify_status(0, 0, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
+    CHECK(l2p_live_verify_status(1, 0, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
+    /* a "don't" plan's search that decided with no interval compared no arm (only the
+     * baselines reach the program): nothing helps now, the plan holds; a plan that is not a
+     * baseline always has its own arm, so no interval there stays inconclusive */
+    CHECK(l2p_live_verify_status(1, 1, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    CHECK(l2p_live_verify_status(0, 1, 0, 0, 0, 0.01, &st) == L2P_OK && st == L2P_VERIFY_INCONCLUSIVE);
     /* min_gain 0: the edge is 1 itself */
-    CHECK(l2p_live_verify_status(0, 1, 1.0, 1.1, 0, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
+    CHECK(l2p_live_verify_status(0, 1, 1, 1.0, 1.1, 0, &st) == L2P_OK && st == L2P_VERIFY_HOLDS);
     st = 7;
-    CHECK(l2p_live_verify_status(0, 1, 1.02, 1.04, 1.0, &st) == L2P_ERR_VALUE && st == 7);
-    CHECK(l2p_live_verify_status(0, 1, 1.04, 1.02, 0.01, &st) == L2P_ERR_VALUE);
-    CHECK(l2p_live_verify_status(0, 1, NAN, 1.02, 0.01, &st) == L2P_ERR_VALUE);
-    CHECK(l2p_live_verify_status(0, 1, 0, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+    CHECK(l2p_live_verify_status(0, 1, 1, 1.02, 1.04, 1.0, &st) == L2P_ERR_VALUE && st == 7);
+    CHECK(l2p_live_verify_status(0, 1, 1, 1.04, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+    CHECK(l2p_live_verify_status(0, 1, 1, NAN, 1.02, 0.01, &st) == L2P_ERR_VALUE);
+    CHECK(l2p_live_verify_status(0, 1, 1, 0, 1.02, 0.01, &st) == L2P_ERR_VALUE);
 }
 
 static void test_signature_and_locate(void)
