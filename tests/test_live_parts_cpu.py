@@ -136,6 +136,33 @@ def test_pace_exploring_prices_each_arms_wall_at_the_baselines_pace():
                                                   "exploring_worst": None}
 
 
+def test_pace_compares_walls_only_where_the_baselines_rests_hold_still():
+    """The in-process figures of watching (recording cost, what watching added, exploring)
+    compare walls per unit across rests and blocks. Where the baselines' unrecorded rests
+    spread more than WALL_SPREAD_MAX from rest to rest, the program's mix moves them (the H200
+    zoo's server at 1011bb0 read recording "-36.9 %", exploring "-269 %"): none is given."""
+    def rested(arm, per_unit):
+        return Block(arm, start=0, end=1000, units=10, rest_ns=per_unit * 10, rest_units=10)
+    steady = [rested(0, 100), rested(1, 104), rested(0, 98), rested(1, 101), rested(2, 300)]
+    out = pace.Pace.comparable(steady)
+    assert out["comparable"] and out["rest_spread"] < 0.03      # arm 2's slow rests not in it
+    mixed = [rested(0, 100), rested(1, 200), rested(0, 60), rested(1, 150)]
+    out = pace.Pace.comparable(mixed)
+    assert not out["comparable"] and out["rest_spread"] > 0.3
+    # fewer than two baseline rests: all arms' rests are what there is
+    assert not pace.Pace.comparable([rested(0, 100), rested(2, 200)])["comparable"]
+    # the watching figures follow: none of the wall comparisons under the mix, the hooks kept
+    for blocks, want in ((steady, True), (mixed, False)):
+        w = _pace_owner(blocks, hook_ns=500, hook_calls=10, rest_units=10, rests_capped=0,
+                        spanning=0, install_ms=[1.0], windows_ms=[0.5])
+        got = pace.Pace(w).watching()
+        assert got["comparable"] is want
+        assert (got["record_cost"] is not None) is want
+        assert (got["added_share"] is not None) is want
+        assert (got["observing_share"] is not None) is want
+        assert got["hooks_share"] > 0
+
+
 # ---- the switcher ------------------------------------------------------------------------------
 
 class _Graph:

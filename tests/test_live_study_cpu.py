@@ -218,6 +218,19 @@ def test_a_dont_with_no_arm_to_compare_has_no_speedup_and_no_verify_bar():
     assert open_["bar_verify_within"] is False and open_["bar_verify_floor"] is False
 
 
+def test_observing_under_a_mix_is_not_judged():
+    """The pace says its wall comparisons do not hold (comparable False: a request mix moved
+    the rests' walls per unit): no observing figure, and the bar is not applicable rather
+    than met or failed."""
+    summ = summary(added=None, hooks=0.004)
+    summ["watching"]["comparable"] = False
+    r = record(advise_summary=summ)
+    assert r["observing_comparable"] is False and r["observing_share"] is None
+    assert bars_of(r)["bar_overhead"] is None
+    assert "not measurable" in dict((k, t) for k, t, _ in live.program_bars(r))["bar_overhead"]
+    assert bars_of(record(advise_summary=summary(added=None)))["bar_overhead"] is False
+
+
 def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
     r = record()
     assert r["observing_share"] == pytest.approx(0.017) and bars_of(r)["bar_overhead"]

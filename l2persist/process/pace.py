@@ -14,6 +14,7 @@ import time
 
 from .. import _core
 from .part import Part
+from .summary import WALL_SPREAD_MAX, _relative_spread
 
 # A rest's gate stays closed this long at most (a rest of the H200's server loop: ~0.3 s).
 REST_GATE_MAX_S = 10.0
@@ -236,7 +237,25 @@ class Pace(Part):
                    unrecorded_ms_per_unit=unrec / 1e6,
                    settle_units=sum(b.settle_units for b in done),
                    spanning_records=w.spanning)
+        out.update(self.comparable(rested))
+        if not out["comparable"]:
+            # every figure above but the hooks' (timed directly) compares walls per unit
+            # across rests and blocks: under a request mix they measure the mix (the H200
+            # zoo's server at 1011bb0: recording "-36.9 %" per unit, exploring "-269 %")
+            out.update(record_cost=None, added_share=None, observing_share=None,
+                       exploring_share=None, exploring_worst=None)
         return out
+
+    @staticmethod
+    def comparable(rested: list) -> dict:
+        """Whether walls per unit can be compared at all: the baselines' newest sixteen rests
+        (all arms' where the baselines have fewer than two) spread at most WALL_SPREAD_MAX,
+        as the summary's watching ratio asks of one arm's blocks. Rests are unrecorded and
+        run one arm, so what moves them from rest to rest is the program's own mix of work."""
+        base = [b for b in rested if b.arm in (0, 1)]
+        pick = (base if len(base) >= 2 else rested)[-16:]
+        spread = _relative_spread([b.rest_ns / b.rest_units for b in pick])
+        return {"rest_spread": spread, "comparable": spread <= WALL_SPREAD_MAX}
 
     @staticmethod
     def exploring(done: list, wall: float) -> dict:

@@ -202,11 +202,20 @@ def summary_text(r: dict) -> str:
                          f"{100 * w['max_overhead']:g} % bound is out of reach on this "
                          f"program without longer advice (the switches and the recorded units "
                          f"cost more than the rests can hide, beside the hooks on every call)")
-        if w.get("switch_work_ms_median") is not None:
-            lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
-                         f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
-                         f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
-                         f"the remainder")
+    elif w.get("comparable") is False:
+        lines.append(f"  pace: {100 * (w.get('recorded_share') or 0):.0f} % of the search's "
+                     f"units recorded; what watching added is not measured here: the "
+                     f"program's unrecorded wall per unit moved "
+                     f"{100 * w['rest_spread']:.0f} % from rest to rest (its mix of work), "
+                     f"more than the {100 * WALL_SPREAD_MAX:.0f} % a comparison allows; the "
+                     f"hooks took {100 * (w.get('hooks_share') or 0):.2f} % of the search's "
+                     f"wall time")
+    if w.get("switch_work_ms_median") is not None and (w.get("added_share") is not None
+                                                       or w.get("comparable") is False):
+        lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
+                     f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
+                     f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
+                     f"the remainder")
     lines += watch_cost_lines(r.get("watch_cost"))
     g = r.get("graphs", [])
     e = r.get("eager") or {}

@@ -602,6 +602,9 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # watch_added), and the two together: what observing cost the program while advising
         "hooks_share": _num(watching.get("hooks_share")),
         "observing_share": _num(watching.get("observing_share")),
+        # False where the program's mix moved its unrecorded walls per unit from rest to rest
+        # (the pace's "comparable"): observing is then not measurable in the program
+        "observing_comparable": watching.get("comparable", True),
         # what the arms tried cost the program beyond the baselines' pace (their rests' wall
         # per unit): trying plans, apart from observing; no bar (a size, wall time)
         "exploring_share": _num(watching.get("exploring_share")),
@@ -633,6 +636,11 @@ def _overhead_bar(r: dict, p: str) -> tuple:
     """Observing (the switches, the recorded blocks' excess and the hooks on every call) under
     the bar. A record stored before the hooks were measured is judged on what it has (watching
     added), and the bar says so; one stored before either was measured is not judged."""
+    if r.get("observing_comparable") is False:
+        return ("bar_overhead", f"{p}: observing under {BAR_OVERHEAD:.0%} of the program's "
+                                "wall time: not measurable in it (its mix of work moved the "
+                                "walls per unit from rest to rest more than a comparison "
+                                "allows)", None)
     if "observing_share" in r:
         v = r["observing_share"]
         return ("bar_overhead", f"{p}: observing (watching added and the hooks on every call) "
