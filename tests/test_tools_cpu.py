@@ -293,3 +293,41 @@ def test_ledger_row_names_one_gpu_and_marks_narrowed_or_failed_runs(tmp_path):
     bad = '<testsuite tests="10" skipped="1" failures="1" errors="1"/>'
     assert "| 7 (2 failed) | 1 |" in _ledger(tmp_path, bad)
     assert "no JUnit file for part live" in _ledger(tmp_path, None)
+
+
+LIVE_ZOO = ROOT / "tools" / "live-zoo"
+
+
+def _live_zoo(args, gpus, tmp_path):
+    env = dict(os.environ, GPUS=str(gpus))
+    return subprocess.run([sys.executable, str(LIVE_ZOO), "--out", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def test_live_zoo_gives_each_program_its_gpus_in_order_and_lists_the_rest():
+    """Four GPUs: the two-rank program takes two, then one each while they last; the program
+    that does not fit is named, not started."""
+    r = _live_zoo(["--dry-run", "ddp", "decode_big", "eager_implicit", "hf_generate"], 4,
+                  ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["ddp: GPU 0,1", "decode_big: GPU 2",
+                                     "eager_implicit: GPU 3",
+                                     "hf_generate: not started (no GPU left)"]
+    r = _live_zoo(["--dry-run", "decode_big", "nope"], 4, ROOT)
+    assert r.returncode == 2 and "nope" in r.stderr
+    r = _live_zoo(["--dry-run", "decode_big", "decode_big"], 4, ROOT)
+    assert r.returncode == 2 and "each once" in r.stderr
+
+
+@pytest.mark.skipif(__import__("l2persist").is_available(), reason="a GPU is here: the part "
+                    "would run the whole study")
+def test_live_zoo_runs_each_part_and_says_which_wrote_no_result(tmp_path):
+    """Without a GPU each part is started and refuses at once (the study needs one): its log
+    keeps the study's own words, the table says it wrote no result, and the exit status is 1;
+    the program past the GPUs is not started."""
+    r = _live_zoo(["decode_big", "cupy_only"], 1, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "| decode_big | 0 | 2 | no result |" in r.stdout
+    assert "| cupy_only | - | not started |" in r.stdout
+    assert "needs a CUDA GPU" in (tmp_path / "decode_big.log").read_text()
+    assert not (tmp_path / "cupy_only.log").exists()
