@@ -271,8 +271,16 @@ def test_verify_of_a_dont_plan_with_only_the_baselines_to_try_holds():
     res = _core.live_result()
     assert res["decided"] and res["winner"] == -1 and res["ci_high"] == 0, res
     doc = dict(result_doc(res), arms=ARMS[:2])
-    status, line = live.verify_outcome(doc, dont(), MIN_GAIN)
+    status, line = live.verify_outcome(doc, dont(dict(GOOD, speedup=None)), MIN_GAIN)
     assert status == 0 and line.startswith("still holds: no arm but the two baselines"), line
+    assert line.endswith("as when advised")         # the plan compared no arm either
+    # advise compared arms, verify's probe found none: said, not passed off as "as advised"
+    status, line = live.verify_outcome(doc, dont(dict(GOOD, speedup=1.004)), MIN_GAIN)
+    assert status == 0 and "run advise again" in line and "as when advised" not in line
+    # the report's verdict line gives no 0.0000x for it
+    from l2persist.process.report import verdict_line
+    said = verdict_line(dict(doc, result=dict(res, baseline_decided=1)))
+    assert "no arm but the two baselines" in said and "0.0000" not in said, said
     # the same result for a plan with an arm of its own is not a verdict on that arm
     assert live.verify_outcome(doc, GOOD, MIN_GAIN)[0] == 3
 

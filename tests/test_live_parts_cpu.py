@@ -148,9 +148,14 @@ def test_pace_compares_walls_only_where_the_baselines_rests_hold_still():
     assert out["comparable"] and out["rest_spread"] < 0.03      # arm 2's slow rests not in it
     mixed = [rested(0, 100), rested(1, 200), rested(0, 60), rested(1, 150)]
     out = pace.Pace.comparable(mixed)
-    assert not out["comparable"] and out["rest_spread"] > 0.3
-    # fewer than two baseline rests: all arms' rests are what there is
-    assert not pace.Pace.comparable([rested(0, 100), rested(2, 200)])["comparable"]
+    assert not out["comparable"] and out["rest_spread"] > 0.15
+    # limit 0 and the default 25 % apart, each steady: two arms, not a mix
+    apart = [rested(0, 100), rested(1, 125), rested(0, 101), rested(1, 124), rested(0, 99)]
+    assert pace.Pace.comparable(apart)["comparable"]
+    # fewer than two baseline rests: all arms' rests are what there is, each against its own
+    assert pace.Pace.comparable([rested(0, 100), rested(2, 200), rested(2, 202)])["comparable"]
+    assert not pace.Pace.comparable([rested(0, 100), rested(2, 200), rested(2, 120)])[
+        "comparable"]
     # the watching figures follow: none of the wall comparisons under the mix, the hooks kept
     for blocks, want in ((steady, True), (mixed, False)):
         w = _pace_owner(blocks, hook_ns=500, hook_calls=10, rest_units=10, rests_capped=0,

@@ -216,6 +216,14 @@ def test_a_dont_with_no_arm_to_compare_has_no_speedup_and_no_verify_bar():
     assert "no arm compared" in text and "0.000x" not in text
     open_ = bars_of(rec(3))
     assert open_["bar_verify_within"] is False and open_["bar_verify_floor"] is False
+    assert "no figure (no verdict)" in " ".join(live.findings(synthetic([rec(3)])))
+    # a search of many arms cut off before its verdict (ddp at 1011bb0) is not "no arm"
+    cut = summary(speedup=0.0, ci=(0.0, 0.0), decided=False, helps=False)
+    r = live.program_record("ddp", 40000, [run_(), run_()], run_(result=cut), None, [],
+                            grid(flat, cut), warmup_s=1.0)
+    text = " ".join(live.findings(synthetic([r])))
+    assert "no candidate confirmed (the search ended first)" in text and "no arm compared" \
+        not in text
 
 
 def test_observing_under_a_mix_is_not_judged():

@@ -325,9 +325,11 @@ def test_live_zoo_runs_each_part_and_says_which_wrote_no_result(tmp_path):
     """Without a GPU each part is started and refuses at once (the study needs one): its log
     keeps the study's own words, the table says it wrote no result, and the exit status is 1;
     the program past the GPUs is not started."""
+    (tmp_path / "live-study-decode_big.json").write_text('{"records": [{"bars_met": "6 of 6"}]}')
     r = _live_zoo(["decode_big", "cupy_only"], 1, tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "| decode_big | 0 | 2 | no result |" in r.stdout
     assert "| cupy_only | - | not started |" in r.stdout
     assert "needs a CUDA GPU" in (tmp_path / "decode_big.log").read_text()
     assert not (tmp_path / "cupy_only.log").exists()
+    assert not (tmp_path / "live-study-decode_big.json").exists()   # the earlier run's: gone

@@ -600,7 +600,8 @@ static PyObject *live_verify_status_impl(PyObject *m, const void *args)
 L2P_DEFINE_FN(live_verify_status_fn, verify_status_args, live_verify_status_impl,
               "live_verify_status",
               "verify's exit status from its interval (l2p_live_verify_status): 0 the plan holds "
-              "(its whole interval past 1 + min_gain), 1 it no longer helps (the whole interval "
+              "(its whole interval past 1 + min_gain; for a baseline plan: no arm helps, or "
+              "its search decided with none to compare), 1 it no longer helps (the whole interval "
               "short of it; for a baseline plan: an arm of advise's search helps now), 3 "
               "inconclusive (the interval reaches both sides, or none where the search did "
               "not decide).", "int",

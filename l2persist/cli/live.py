@@ -351,7 +351,10 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
                                       res["ci_low"], res["ci_high"], min_gain=min_gain)
     if status == 0 and baseline and not res["ci_high"]:
         return 0, ("still holds: no arm but the two baselines could be tried (no window "
-                   "reaches the program's kernels: see the notes above), as when advised")
+                   "reaches the program's kernels)"
+                   + (", as when advised" if plan.get("speedup") is None else
+                      "; advise compared arms, so the program's buffers are out of reach now: "
+                      "run advise again to see why"))
     if status == 0:
         return 0, (f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
                    if baseline else f"still holds: the plan gives {nums}")

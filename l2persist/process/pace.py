@@ -250,11 +250,17 @@ class Pace(Part):
     def comparable(rested: list) -> dict:
         """Whether walls per unit can be compared at all: the baselines' newest sixteen rests
         (all arms' where the baselines have fewer than two) spread at most WALL_SPREAD_MAX,
-        as the summary's watching ratio asks of one arm's blocks. Rests are unrecorded and
-        run one arm, so what moves them from rest to rest is the program's own mix of work."""
+        as the summary's watching ratio asks of one arm's blocks. Each rest is unrecorded and
+        runs one arm, and is set against its own arm's median (limit 0 and the default, or a
+        costly arm, may differ by more than that and are no mix), so what moves the pooled
+        figures from rest to rest is the program's own mix of work."""
         base = [b for b in rested if b.arm in (0, 1)]
         pick = (base if len(base) >= 2 else rested)[-16:]
-        spread = _relative_spread([b.rest_ns / b.rest_units for b in pick])
+        by_arm: dict[int, list] = {}
+        for b in pick:
+            by_arm.setdefault(b.arm, []).append(b.rest_ns / b.rest_units)
+        pooled = [x / statistics.median(xs) for xs in by_arm.values() for x in xs]
+        spread = _relative_spread(pooled)
         return {"rest_spread": spread, "comparable": spread <= WALL_SPREAD_MAX}
 
     @staticmethod

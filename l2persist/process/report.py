@@ -45,6 +45,10 @@ def verdict_line(r: dict) -> str:
     if not res.get("baseline_decided"):
         base = "the device default (limit 0 was within noise of it)"
     if mode == "verify":
+        if not res["ci_high"]:   # no interval: no arm compared, or the search ended first
+            what = ("no arm but the two baselines to compare" if res["decided"] else
+                    "no verdict yet")
+            return f"plan: {what}; the better baseline {base}"
         return (f"plan: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
                 f"{res['ci_low']:.4f}-{res['ci_high']:.4f}; helps: {bool(res['helps'])}")
     if res["helps"] and res["winner"] >= 0:

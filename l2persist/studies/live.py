@@ -761,12 +761,15 @@ def findings(res) -> list:
         judged = [m for m in met.values() if m is not None]
         ident = ("bit-identical" if met["bar_outputs"] else "NOT identical") + \
             " plain, under advise, verify and apply"
-        cand = ("no arm compared (only the baselines)" if r["advise_speedup"] is None else
+        cand = (("no arm compared (only the baselines)" if r["arms"] <= 2 else
+                 "no candidate confirmed (the search ended first)")
+                if r["advise_speedup"] is None else
                 f"its best candidate {_f(r['advise_speedup'])}x "
                 f"({_f(r['advise_ci_low'])}-{_f(r['advise_ci_high'])}) against the better "
                 f"baseline")
-        checked = ("no arm to compare" if r.get("verify_speedup") is None else
-                   f"{_f(r.get('verify_speedup'))}x")
+        checked = (f"{_f(r.get('verify_speedup'))}x" if r.get("verify_speedup") is not None
+                   else "no arm to compare" if r.get("verify_nothing_to_compare")
+                   else "no figure (no verdict)")
         out.append(
             f"{p}: advise says {what}; {cand}, "
             f"{'decided' if r['decided'] else 'NOT decided'} after "
