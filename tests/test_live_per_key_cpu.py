@@ -7,6 +7,7 @@ set aside); k_other runs the same under every arm. The per_key section, the summ
 CLI prints and the HTML report must say so per kernel, not only for the whole loop.
 """
 import json
+import re
 
 from l2persist.process import live
 from l2persist.process.report import per_key_lines, summary_text, write_report
@@ -70,3 +71,17 @@ def test_where_nothing_helps_per_key_shows_the_best_arm_tried_at_one(world):  # 
     for d in pk["keys"]:
         assert 0.97 < d["ratio"] < 1.03, d
     assert len(per_key_lines(s)) == 2 + 2
+
+
+def test_the_summary_says_why_watching_was_not_measured_under_a_mix(world):  # noqa: F811
+    """The pace withheld its wall comparisons (comparable False: the rests' walls per unit
+    spread with the program's mix): the text says so with the spread and the hooks' share,
+    gives no recording cost or "watching added", and keeps the switch work."""
+    _, s = _advise(world, 1.25)
+    s["watching"].update(comparable=False, rest_spread=0.37, record_cost=None,
+                         added_share=None, observing_share=None, exploring_share=None,
+                         hooks_share=0.0012, recorded_share=0.05, switch_work_ms_median=2.5)
+    text = summary_text(s)
+    assert "not measured here" in text and "moved 37 % from rest to rest" in text, text
+    assert "hooks took 0.12 %" in text and "switch work: 2.50 ms" in text
+    assert not re.search(r"watching added \d", text) and "recording cost" not in text
