@@ -337,6 +337,7 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     arm of advise's search helps now, and holds when its search decided with no arm to compare);
     this function only says it in words."""
     from .. import _core
+    from ..process.summary import compared
     res = (r or {}).get("result")
     if not res:
         return 3, "inconclusive: nothing was measured (see above)"
@@ -349,7 +350,7 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     decided = bool(res.get("decided"))
     status = _core.live_verify_status(baseline, decided, bool(res.get("helps")),
                                       res["ci_low"], res["ci_high"], min_gain=min_gain)
-    if status == 0 and baseline and not res["ci_high"]:
+    if status == 0 and baseline and not compared(res):
         return 0, ("still holds: no arm but the two baselines could be tried (no window "
                    "reaches the program's kernels)"
                    + (", as when advised" if plan.get("speedup") is None else
@@ -363,7 +364,7 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
                    f"advise again" if baseline else
                    f"no longer holds: the plan gives {nums}, below the least gain that "
                    f"counts ({need:g}x); run advise again")
-    if not res["ci_high"]:
+    if not compared(res):
         return 3, ("inconclusive: the program ended before the check reached a verdict; run it "
                    "for longer than --budget")
     return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "

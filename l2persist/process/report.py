@@ -13,7 +13,7 @@ import statistics
 from .._format import kernel_label
 from .. import _core
 from .streams import PER_THREAD
-from .summary import WALL_SPREAD_MAX
+from .summary import WALL_SPREAD_MAX, compared
 
 _MIB = 1 << 20
 #: The widest bar label (characters): kernel names are shortened to it by the core's rule.
@@ -45,7 +45,7 @@ def verdict_line(r: dict) -> str:
     if not res.get("baseline_decided"):
         base = "the device default (limit 0 was within noise of it)"
     if mode == "verify":
-        if not res["ci_high"]:   # no interval: no arm compared, or the search ended first
+        if not compared(res):   # no arm compared, or the search ended first
             what = ("no arm but the two baselines to compare" if res["decided"] else
                     "no verdict yet")
             return f"plan: {what}; the better baseline {base}"

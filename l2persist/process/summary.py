@@ -31,6 +31,13 @@ def _jsonable(x):
 WALL_SPREAD_MAX = 0.10
 
 
+def compared(res: dict) -> bool:
+    """Whether the core's search result measured an arm against a baseline: it has an interval.
+    Both ends are 0 where no arm was compared (only the two baselines reach the program) or the
+    search ended before its first comparison; that is "not measured", never a speedup of 0x."""
+    return bool(res.get("ci_high"))
+
+
 def _relative_spread(values: list) -> float:
     """Standard deviation over median: how far one arm's per-unit figures move from block to
     block (0 for fewer than two)."""
@@ -208,7 +215,7 @@ class Report(Part):
         p = w.device.properties
         # no arm was measured against a baseline (no window reaches the kernels, a search that
         # stopped before its first comparison): the C search's zeros are "not measured", not 0x
-        measured = r["speedup"] > 0
+        measured = compared(r)
         return {
             "format": PLAN_FORMAT,
             "device": {"name": p.name, "cc": list(p.compute_capability),

@@ -499,10 +499,11 @@ def _num(x):
 def _speed(res: dict) -> dict:
     """speedup, ci_low, ci_high of a core result; all None where it has no interval (both
     ends 0: no arm was compared, or the search ended first), not a speedup of 0."""
-    lo, hi = _num(res.get("ci_low")), _num(res.get("ci_high"))
-    if not lo and not hi:
+    from ..process.summary import compared
+    if not compared(res):
         return {"speedup": None, "ci_low": None, "ci_high": None}
-    return {"speedup": _num(res.get("speedup")), "ci_low": lo, "ci_high": hi}
+    return {"speedup": _num(res.get("speedup")), "ci_low": _num(res.get("ci_low")),
+            "ci_high": _num(res.get("ci_high"))}
 
 
 def _median(xs):
