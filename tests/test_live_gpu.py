@@ -47,6 +47,21 @@ def _advise(name, out, tmp_path, *extra, opts=(), env=None):
     return p, json.loads(res.read_text()), plan, report
 
 
+def _windows_landed(r):
+    """Each arm's windows on its kernels, from CUDA's launch attributes in the records of its
+    first block (where this CUPTI can say): no kernel under a window its arm did not set (the
+    baselines set none), and some windowed arm's windows seen on its kernels."""
+    wl = r["windows_landed"]
+    if not wl["checked"]:
+        assert "launch attributes" in (wl["why"] or ""), wl
+        return
+    by = {a["arm"]: a for a in wl["arms"]}
+    assert {0, 1} <= set(by) and all(a["kernels"] > 0 for a in wl["arms"]), wl
+    assert all(a["foreign"] == 0 for a in wl["arms"]), wl
+    windowed = [a for a in wl["arms"] if a["windows"]]
+    assert windowed and any(a["meant"] > 0 for a in windowed), wl
+
+
 @pytest.fixture(scope="module")
 def torch():
     return need("torch")
@@ -68,6 +83,7 @@ def test_server_advise_apply_verify(torch, tmp_path):
     assert r["result"]["search_blocks"] > 0 and r["result"]["confirm_blocks"] >= 18
     assert len(r["switch_ms"]) > 10
     assert "l2persist advise:" in p.stderr and ("helps:" in p.stderr or "don't:" in p.stderr)
+    _windows_landed(r)
     # decided and its own cost timed, the watcher took its per-call hooks off
     assert r["watch_cost"] is not None and r["calls_unhooked"] is True
     doc = json.loads(plan.read_text())

@@ -18,7 +18,8 @@ import pytest
 
 import l2persist
 from l2persist import _core, foreign
-from l2persist.process import (clock, ending, graphs, launches, live, pace, phases, recorder,
+from l2persist.process import (clock, ending, graphs, landing, launches, live, pace, phases,
+                               recorder,
                                report, search, summary, switcher, team)
 from l2persist.process.recorder import Block
 
@@ -31,7 +32,7 @@ def _ns(**kw):
 
 def _recorder_owner(**kw):
     o = _ns(blocks=[], recorded=0, spanning=0, mix_ref={7: ([1000.0], [2])}, mix_units=2,
-            key_sums={}, team=None)
+            key_sums={}, team=None, landing=_ns(read=lambda done, bounds: None))
     o.__dict__.update(kw)
     return o
 
@@ -373,14 +374,17 @@ def test_search_unit_of_work_from_the_probes_counts():
 def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
     installed = []
     monkeypatch.setattr(search, "_core", _ns(live_next=lambda: 5, activity_now=lambda: 777))
+    asked = []
     w = _ns(steps=0, blocks=[], units_now=9, replayed={1},
-            switcher=_ns(install=lambda arm: installed.append(arm)))
+            switcher=_ns(install=lambda arm: installed.append(arm)),
+            landing=_ns(before_block=lambda arm: asked.append(arm) or arm == 5))
     search.Search(w).next_block(0)
     assert installed == [5] and w.steps == 1 and w.units_now == 0 and w.replayed == set()
     (b,) = w.blocks
-    assert (b.arm, b.start) == (5, 777)
+    assert (b.arm, b.start, b.attrs) == (5, 777, True)
     search.Search(w).next_block(900, arm=2)                  # after a rest: its arm, its stamp
     assert installed == [5] and (w.blocks[-1].arm, w.blocks[-1].start) == (2, 900)
+    assert asked == [5, 2] and w.blocks[-1].attrs is False   # asked as each block began
 
 
 # ---- the eager launches ------------------------------------------------------------------------
@@ -1098,3 +1102,81 @@ def test_ending_fail_stops_a_search_but_not_a_decision(monkeypatch):
     w = _ending_owner(calls, state="done")           # decided: the decision's arm stays
     ending.Ending(w).fail("sync", ValueError("x"))
     assert w.state == "done" and w.activity and calls == ["log stop", "gate", "end tracking"]
+
+
+# ---- did the windows land ----------------------------------------------------------------------
+
+def _landing_owner(**kw):
+    o = _ns(landed_on=False, landed_why=None, landed_blocks={}, landed_seen={}, landed_table={})
+    o.__dict__.update(kw)
+    return o
+
+
+def test_landing_collects_attributes_in_each_arms_first_block_only(monkeypatch):
+    switched = []
+    monkeypatch.setattr(landing, "_core", _ns(activity_attributes=switched.append))
+    w = _landing_owner()
+    part = landing.Landing(w)
+    got = [part.before_block(a) for a in (0, 1, 3, 0, 1, 3, 5)]
+    assert got == [True, True, True, False, False, False, True]
+    assert switched == [True, False, True]            # toggled only where the want changed
+    assert w.landed_blocks == {0: 1, 1: 1, 3: 1, 5: 1} and w.landed_on is True
+
+
+def test_landing_without_the_cupti_call_says_why_and_stops_asking(monkeypatch):
+    def refuse(on):
+        raise RuntimeError("CUPTI at x cannot record launch attributes")
+    monkeypatch.setattr(landing, "_core", _ns(activity_attributes=refuse))
+    w = _landing_owner()
+    part = landing.Landing(w)
+    assert part.before_block(0) is False and part.before_block(1) is False
+    assert "cannot record launch attributes" in w.landed_why and not w.landed_blocks
+    assert part.summary() == {"checked": False, "why": w.landed_why, "arms": []}
+
+
+def test_landing_reads_checked_blocks_and_the_core_judges_each_arm(monkeypatch):
+    """Only blocks recorded with attributes are counted, per arm; the judgement is the core's
+    (live_landed), on the windows the switcher installs for the arm."""
+    win = {1: (0x1000, 4096), 2: (0x9000, 512), 64: None}
+    fake = _ns(activity_windows=lambda bounds: {
+        "windows": win, "counts": [{1: 5, 0: 2}, {}, {2: 3}, {}, {0: 4, 1: 1}, {}]},
+        live_landed=_core.live_landed)
+    monkeypatch.setattr(landing, "_core", fake)
+    arms = [{"windows": []}, {"windows": []}, {"windows": ["t1"]}]
+    placed = {0: [], 1: [], 2: [("g", [0], 0x1000, 8192, 1.0, "persisting", "streaming", 0)]}
+    w = _landing_owner(arms=arms)
+    w.switcher = _ns(placements=lambda a: placed[arms.index(a)])
+    blocks = [Block(arm=2, start=0, attrs=True), Block(arm=2, start=1, attrs=False),
+              Block(arm=1, start=2, attrs=True)]
+    part = landing.Landing(w)
+    part.read(blocks, list(range(6)))
+    # the unchecked block's window (id 2) is not counted
+    assert w.landed_seen == {2: {1: 5, 0: 2}, 1: {0: 4, 1: 1}}
+    part.read([Block(arm=0, start=3, attrs=False)], [0, 1])   # no checked block: not read
+    s = part.summary()
+    by_arm = {a["arm"]: a for a in s["arms"]}
+    assert s["checked"] and set(by_arm) == {1, 2}
+    # arm 2's window (cut to 4 KiB by the driver) on 5 of 7 kernels, nothing else
+    assert by_arm[2] == {"kernels": 7, "meant": 5, "foreign": 0, "missing": 0, "arm": 2,
+                         "blocks": 0, "windows": 1, "as_meant": True}
+    w.landed_table = {}                  # a window past the table: not the arm's
+    assert [a["foreign"] for a in part.summary()["arms"]] == [1, 5]
+    # the default baseline's kernels carried a window: not as meant
+    assert by_arm[1]["kernels"] == 5 and by_arm[1]["foreign"] == 1
+    assert by_arm[1]["as_meant"] is False
+
+
+def test_landed_lines_say_which_arms_missed_and_why_not_checked():
+    ok = {"arm": 2, "as_meant": True, "kernels": 9, "meant": 9, "foreign": 0, "missing": 0,
+          "windows": 1}
+    bad = {"arm": 1, "as_meant": False, "kernels": 5, "meant": 0, "foreign": 5, "missing": 0,
+           "windows": 0}
+    lines = report.landed_lines({"checked": True, "why": None, "arms": [ok, bad]})
+    assert lines[0].startswith("  windows landed: 1 of 2 arms as meant")
+    assert lines[1] == ("    default: 0 of 5 kernels under its windows, 5 under windows it did "
+                        "not set, 0 of its 0 windows on no kernel")
+    assert report.landed_lines({"checked": False, "why": "old CUPTI", "arms": []}) == [
+        "  windows: not checked on the kernels: old CUPTI"]
+    assert report.landed_lines(None) == []
+    html_doc = report._landed_html({"windows_landed": {"checked": True, "arms": [ok, bad]}})
+    assert html_doc.count("<tr>") == 3 and "<b>no</b>" in html_doc

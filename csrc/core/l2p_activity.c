@@ -47,6 +47,7 @@ void l2p_activity_clear(l2p_activity *a)
     if (a->lslots) memset(a->lslots, 0, L2P_ACTIVITY_KEYS * sizeof *a->lslots);
     a->n_lkeys = a->lkeys ? 1 : 0;
     a->n = 0;
+    a->n_windows = 0;
     a->dropped = 0;
 }
 
@@ -124,9 +125,21 @@ static uint32_t launch_key_id(l2p_activity *a, uint32_t name, const uint32_t sha
     }
 }
 
+/* The id of a window seen (interned; a linear scan: few distinct windows, see the header). */
+static uint32_t window_id(l2p_activity *a, const l2p_window_seen *w)
+{
+    if (!w || !w->bytes) return 0;
+    for (size_t i = 0; i < a->n_windows; i++)
+        if (a->windows[i].base == w->base && a->windows[i].bytes == w->bytes)
+            return (uint32_t)i + 1;
+    if (a->n_windows == L2P_ACTIVITY_WINDOWS - 1) return L2P_ACTIVITY_WINDOWS;
+    a->windows[a->n_windows++] = *w;
+    return (uint32_t)a->n_windows;
+}
+
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
                       uint32_t stream, const void *key, const char *name,
-                      const uint32_t shape[6])
+                      const uint32_t shape[6], const l2p_window_seen *window)
 {
     if (device != a->device) return;
     pthread_mutex_lock(&a->lock);
@@ -147,6 +160,7 @@ void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t
     r->stream = stream;
     r->name = key ? name_id(a, key, name) : L2P_ACTIVITY_OTHER;
     r->key = r->name == L2P_ACTIVITY_OTHER ? 0 : launch_key_id(a, r->name, shape);
+    r->window = window_id(a, window);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -198,6 +212,24 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
     return L2P_OK;
 }
 
+l2p_status l2p_activity_block_windows(const l2p_activity *a, const uint64_t *bounds,
+                                      size_t n_bounds, uint64_t *counts)
+{
+    if (n_bounds < 2) return l2p_fail(L2P_ERR_VALUE, "bounds: need at least 2, got %zu", n_bounds);
+    for (size_t i = 1; i < n_bounds; i++)
+        if (bounds[i] <= bounds[i - 1])
+            return l2p_fail(L2P_ERR_VALUE, "bounds: not increasing at %zu", i);
+    const size_t cols = L2P_ACTIVITY_WINDOWS + 1;
+    memset(counts, 0, (n_bounds - 1) * cols * sizeof *counts);
+    for (size_t i = 0; i < a->n; i++) {
+        const l2p_kernel_record *r = &a->recs[i];
+        long b = block_of(bounds, n_bounds, r->start);
+        if (b < 0 || r->end > bounds[b + 1]) continue;
+        counts[(size_t)b * cols + (r->window <= L2P_ACTIVITY_WINDOWS ? r->window : 0)]++;
+    }
+    return L2P_OK;
+}
+
 size_t l2p_activity_trim(l2p_activity *a, uint64_t before)
 {
     size_t kept = 0;
@@ -216,6 +248,7 @@ typedef CUptiResult (*kind_fn)(CUpti_ActivityKind);
 typedef CUptiResult (*flush_fn)(uint32_t);
 typedef CUptiResult (*next_fn)(uint8_t *, size_t, CUpti_Activity **);
 typedef CUptiResult (*stamp_fn)(uint64_t *);
+typedef CUptiResult (*attrs_fn)(uint8_t);
 
 static struct {
     register_fn reg;
@@ -223,6 +256,7 @@ static struct {
     flush_fn flush_all;
     next_fn next;
     stamp_fn stamp;
+    attrs_fn attributes; /* NULL: this CUPTI cannot put launch attributes in a record */
 } cupti;
 
 static l2p_activity process_log;
@@ -230,6 +264,7 @@ static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end 
 static int registered;      /* the buffer callbacks are CUPTI's for the process's life */
 static int recording;       /* CONCURRENT_KERNEL is enabled now */
 static int graph_records;   /* GRAPH_TRACE is enabled now (l2p_activity_graphs) */
+static int attributes;      /* launch attributes are collected now (l2p_activity_attributes) */
 
 #define BUFFER_BYTES ((size_t)4 << 20)
 
@@ -253,7 +288,8 @@ static void add_graph_record(const CUpti_ActivityGraphTrace2 *g)
     if (!process_log.active || (!g->start && !g->end)) return;
     snprintf(name, sizeof name, "graph:%u", (unsigned)g->graphId);
     const void *key = (const void *)(((uintptr_t)1 << 63) | ((uintptr_t)g->graphId << 4));
-    l2p_activity_add(&process_log, g->deviceId, g->start, g->end, g->streamId, key, name, NULL);
+    l2p_activity_add(&process_log, g->deviceId, g->start, g->end, g->streamId, key, name, NULL,
+                     NULL);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
@@ -278,8 +314,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
         const uint32_t shape[6] = {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ,
                                    (uint32_t)k->blockX, (uint32_t)k->blockY,
                                    (uint32_t)k->blockZ};
+        /* The window pointer sits at one offset in every kernel record from version 6 on, and
+         * a CUPTI that has cuptiActivityEnableLaunchAttributes writes version 10 or later; the
+         * pointer is CUPTI's, valid while the buffer is ours (read here, copied). NULL: not
+         * collected, or the kernel ran under no window. */
+        l2p_window_seen seen = {0, 0};
+        if (cupti.attributes && k->pAccessPolicyWindow) {
+            seen.base = (uint64_t)(uintptr_t)k->pAccessPolicyWindow->base_ptr;
+            seen.bytes = (uint64_t)k->pAccessPolicyWindow->num_bytes;
+        }
         l2p_activity_add(&process_log, k->deviceId, k->start, k->end, k->streamId, k->name,
-                         k->name, shape);
+                         k->name, shape, &seen);
     }
     free(buffer);
 }
@@ -297,6 +342,7 @@ static l2p_status resolve(void)
     cupti.flush_all = (flush_fn)dlsym(lib, "cuptiActivityFlushAll");
     cupti.next = (next_fn)dlsym(lib, "cuptiActivityGetNextRecord");
     cupti.stamp = (stamp_fn)dlsym(lib, "cuptiGetTimestamp");
+    cupti.attributes = (attrs_fn)dlsym(lib, "cuptiActivityEnableLaunchAttributes");
     if (!cupti.reg || !cupti.enable || !cupti.disable || !cupti.flush_all || !cupti.next ||
         !cupti.stamp) {
         cupti.reg = NULL;
@@ -366,6 +412,8 @@ void l2p_activity_end(void)
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         (void)set_recording(0);
         recording = 0; /* what failed to disable is CUPTI's to drop at exit */
+        if (attributes) (void)cupti.attributes(0);
+        attributes = 0;
         /* Graph records stay on: whether turning them off while graphs made under them live
          * is safe was not measured (turning them on beside older graphs crashed); their
          * records are dropped from here on (add_graph_record). */
@@ -390,6 +438,25 @@ l2p_status l2p_activity_graphs(int on)
     l2p_status st = process_log.active
                         ? set_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", &graph_records, on)
                         : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    pthread_mutex_unlock(&process_lock);
+    return st;
+}
+
+l2p_status l2p_activity_attributes(int on)
+{
+    pthread_mutex_lock(&process_lock);
+    l2p_status st = L2P_OK;
+    if (!process_log.active) st = l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    else if (!cupti.attributes)
+        st = l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI at %s cannot record launch attributes "
+                      "(no cuptiActivityEnableLaunchAttributes: CUDA 12.x's or newer needed)",
+                      l2p_cupti_path() ? l2p_cupti_path() : "?");
+    else if (attributes != !!on) {
+        CUptiResult rc = cupti.attributes((uint8_t)!!on);
+        if (rc != CUPTI_SUCCESS)
+            st = l2p_cupti_fail(rc, "cuptiActivityEnableLaunchAttributes", NULL);
+        else attributes = !!on;
+    }
     pthread_mutex_unlock(&process_lock);
     return st;
 }

@@ -55,11 +55,23 @@ typedef struct {
     uint32_t shape[6];       /* grid x, y, z, block x, y, z */
 } l2p_launch_key;
 
+/* Windows seen on kernels (CUPTI's launch attributes, l2p_activity_attributes): the distinct
+ * (base, bytes) pairs are kept in a small table, a record keeps its pair's id (1 + its index;
+ * 0: no window, or launch attributes not collected for it). Pairs past the table share the last
+ * id, L2P_ACTIVITY_WINDOWS, "another window". The watcher installs at most a few windows per
+ * arm and some tens of arms, so 63 distinct pairs outlast a search. */
+#define L2P_ACTIVITY_WINDOWS 64
+
+typedef struct {
+    uint64_t base, bytes;    /* the access policy window's base_ptr and num_bytes */
+} l2p_window_seen;
+
 typedef struct {
     uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
     uint32_t name;           /* index into the log's names */
     uint32_t stream;         /* CUPTI's stream id */
     uint32_t key;            /* index into the log's launch keys */
+    uint32_t window;         /* 0: none seen; else 1 + index into the log's windows */
 } l2p_kernel_record;
 
 typedef struct {
@@ -73,6 +85,8 @@ typedef struct {
     l2p_launch_key *lkeys;   /* launch key id -> its name and shape */
     uint32_t *lslots;        /* open addressing over launch keys: key id + 1 (0: empty) */
     size_t n_lkeys;          /* launch keys kept (id 0: "other", past the table's 3/4) */
+    l2p_window_seen windows[L2P_ACTIVITY_WINDOWS - 1]; /* id k + 1 -> windows[k] */
+    size_t n_windows;
     size_t dropped;          /* records CUPTI dropped, or that did not fit in host memory */
     uint32_t device;         /* only this device's kernels are kept */
     int active;              /* collecting: the kinds are enabled */
@@ -107,6 +121,12 @@ l2p_status l2p_activity_record(int on);
  * (their records are dropped once not collecting): turning them off beside graphs made under
  * them was not measured. L2P_ERR_STATE when not collecting. */
 l2p_status l2p_activity_graphs(int on);
+/* Collect each kernel's launch attributes (1) or not (0) while collecting
+ * (cuptiActivityEnableLaunchAttributes): a record then carries the access policy window its
+ * kernel ran under, the way to see that a plan arm's windows are on the kernels it meant
+ * (issue 50 item 2). L2P_ERR_NOT_SUPPORTED where the process's CUPTI predates the call (its
+ * records then lack the field); L2P_ERR_STATE when not collecting. Off at begin and at end. */
+l2p_status l2p_activity_attributes(int on);
 /* Deliver every record CUPTI holds (flush), so that records of work that ran are in the log. */
 l2p_status l2p_activity_flush(void);
 /* Stop collecting (flush, disable); idempotent. The log keeps its records. */
@@ -129,7 +149,14 @@ void l2p_activity_free(l2p_activity *a);
  * another device is ignored; one that cannot be stored counts in dropped. Takes the lock. */
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
                       uint32_t stream, const void *key, const char *name,
-                      const uint32_t shape[6]);
+                      const uint32_t shape[6], const l2p_window_seen *window);
+
+/* Per block (cut as l2p_activity_blocks cuts), the records counted per window id: counts is
+ * (n_bounds - 1) x (L2P_ACTIVITY_WINDOWS + 1), row = block, column = window id (0: none).
+ * Records that span their block's end are left out, as l2p_activity_blocks leaves them. The
+ * caller holds the lock; the ids name a->windows. */
+l2p_status l2p_activity_block_windows(const l2p_activity *a, const uint64_t *bounds,
+                                      size_t n_bounds, uint64_t *counts);
 
 /* Sum the records into blocks cut at bounds[0] < bounds[1] < ... < bounds[n_bounds-1]: block
  * b holds the kernels with bounds[b] <= start < bounds[b+1] (n_bounds - 1 blocks; kernels

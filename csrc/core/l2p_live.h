@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "l2p_activity.h" /* l2p_window_seen */
 #include "l2p_error.h"
 
 #ifdef __cplusplus
@@ -178,6 +179,25 @@ size_t l2p_live_arms(const l2p_live_target *t, size_t n, size_t granule, size_t 
 l2p_status l2p_live_mix(const double *ref_ns, const double *ref_n, size_t n_keys,
                         double ref_units, const double *key_ns, const double *key_n,
                         size_t n_blocks, double *out, double *share);
+
+/* ---- did the windows land ----
+ * Whether a plan arm's windows were on the kernels while it was installed, from CUPTI's launch
+ * attributes (l2p_activity_attributes): the windows the arm meant (meant, n_meant: base and
+ * bytes as the switcher asked) against the windows the records carried in the arm's checked
+ * blocks (seen[i] on counts[i] kernels; bare kernels carried none). A seen window is the arm's
+ * when its base is a meant one's and its bytes at most that one's (the driver may cut a window
+ * to the device's largest). kernels: all the records; meant: those under one of the arm's
+ * windows; foreign: those under a window the arm did not mean (another arm's left behind, or
+ * the program's own); missing: meant windows no kernel carried. A baseline arm means none, so
+ * any window is foreign there. L2P_ERR_VALUE for a NULL array with a count, or more than
+ * L2P_ACTIVITY_WINDOWS meant. */
+typedef struct {
+    uint64_t kernels, meant, foreign;
+    size_t missing;
+} l2p_landed;
+l2p_status l2p_live_landed(const l2p_window_seen *meant, size_t n_meant,
+                           const l2p_window_seen *seen, const uint64_t *counts, size_t n_seen,
+                           uint64_t bare, l2p_landed *out);
 
 /* ---- verify's answer ----
  * verify's exit status from the watcher's interval of the plan's speedup over the better

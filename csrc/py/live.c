@@ -349,6 +349,177 @@ L2P_DEFINE_FN(activity_graphs_fn, recording_args, activity_graphs_impl, "activit
               L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "graph-level records"));
 
+static PyObject *activity_attributes_impl(PyObject *m, const void *args)
+{
+    return switch_records(m, l2p_activity_attributes, ((const recording_args *)args)->on);
+}
+L2P_DEFINE_FN(activity_attributes_fn, recording_args, activity_attributes_impl,
+              "activity_attributes",
+              "Collect each kernel record's launch attributes (its access policy window) or not, "
+              "while collecting (l2p_activity_attributes): the records then show which window "
+              "each kernel ran under (activity_windows), where this CUPTI can "
+              "cannot (NotSupportedError); ValueError when not collecting.", "None",
+              L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
+                        .doc = "collect launch attributes"));
+
+/* {id: count} of one block's row (ids with a count only). */
+static PyObject *window_row(const uint64_t *row)
+{
+    PyObject *d = PyDict_New();
+    for (size_t id = 0; d && id <= L2P_ACTIVITY_WINDOWS; id++) {
+        if (!row[id]) continue;
+        PyObject *k = PyLong_FromSize_t(id), *v = PyLong_FromUnsignedLongLong(row[id]);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
+/* {id: (base, bytes)} of the log's windows; the last id ("another window") maps to None. */
+static PyObject *window_table(const l2p_activity *log)
+{
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i <= log->n_windows; i++) {
+        size_t id = i < log->n_windows ? i + 1 : L2P_ACTIVITY_WINDOWS;
+        PyObject *k = PyLong_FromSize_t(id);
+        PyObject *v = i < log->n_windows
+                          ? Py_BuildValue("(KK)", (unsigned long long)log->windows[i].base,
+                                          (unsigned long long)log->windows[i].bytes)
+                          : Py_NewRef(Py_None);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
+static PyObject *activity_windows_impl(PyObject *m, const void *args)
+{
+    const blocks_args *a = args;
+    uint64_t *bounds = NULL;
+    Py_ssize_t n = 0;
+    if (u64_list(a->bounds, "bounds", &bounds, &n) < 0) return NULL;
+    PyObject *res = NULL;
+    if (n < 2) {
+        PyErr_Format(PyExc_ValueError, "bounds: expected at least 2 stamps, got %zd", n);
+        goto out;
+    }
+    const size_t nb = (size_t)n - 1, cols = L2P_ACTIVITY_WINDOWS + 1;
+    uint64_t *counts = PyMem_Calloc(nb * cols, sizeof *counts);
+    if (!counts) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    l2p_activity *log = l2p_activity_log();
+    l2p_activity_lock(log);
+    l2p_status st = l2p_activity_block_windows(log, bounds, (size_t)n, counts);
+    PyObject *table = st == L2P_OK ? window_table(log) : NULL;
+    l2p_activity_unlock(log);
+    PyObject *rows = table ? PyList_New((Py_ssize_t)nb) : NULL;
+    for (size_t b = 0; rows && b < nb; b++) {
+        PyObject *r = window_row(counts + b * cols);
+        if (!r) Py_CLEAR(rows);
+        else PyList_SET_ITEM(rows, (Py_ssize_t)b, r);
+    }
+    if (st != L2P_OK) raise_core(m);
+    else if (rows) res = Py_BuildValue("{sOsO}", "windows", table, "counts", rows);
+    Py_XDECREF(table);
+    Py_XDECREF(rows);
+    PyMem_Free(counts);
+out:
+    PyMem_Free(bounds);
+    return res;
+}
+L2P_DEFINE_FN(activity_windows_fn, blocks_args, activity_windows_impl, "activity_windows",
+              "The windows the log's kernels ran under, per block cut as activity_blocks cuts: "
+              "{'windows': {id: (base, bytes), or None for windows past the table}, 'counts': "
+              "[{id: kernels} per block]} (id 0: no window seen, or launch attributes not "
+              "collected then: activity_attributes).", "dict",
+              L2P_PARAM(blocks_args, bounds, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
+
+/* A sequence of (base, bytes[, count]) as windows (and counts where want_count). */
+static int window_list(PyObject *obj, const char *what, int want_count, l2p_window_seen **w,
+                       uint64_t **counts, Py_ssize_t *n)
+{
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (!seq) return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *w = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof **w);
+    *counts = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof **counts);
+    int rc = *w && *counts ? 0 : -1;
+    if (rc < 0) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; rc == 0 && i < *n; i++) {
+        unsigned long long base = 0, bytes = 0, c = 0;
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 + want_count ||
+            !PyArg_ParseTuple(t, want_count ? "KKK" : "KK", &base, &bytes, &c)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s[%zd]: expected a tuple (base, bytes%s) of ints "
+                         "in [0, 2^64 - 1]", what, i, want_count ? ", count" : "");
+            rc = -1;
+            break;
+        }
+        (*w)[i].base = base;
+        (*w)[i].bytes = bytes;
+        (*counts)[i] = c;
+    }
+    Py_DECREF(seq);
+    if (rc < 0) {
+        PyMem_Free(*w);
+        PyMem_Free(*counts);
+        *w = NULL;
+        *counts = NULL;
+    }
+    return rc;
+}
+
+typedef struct {
+    PyObject *meant, *seen;
+    long long bare;
+} landed_args;
+
+static PyObject *live_landed_impl(PyObject *m, const void *args)
+{
+    const landed_args *a = args;
+    l2p_window_seen *meant = NULL, *seen = NULL;
+    uint64_t *unused = NULL, *counts = NULL;
+    Py_ssize_t n_meant = 0, n_seen = 0;
+    PyObject *res = NULL;
+    if (window_list(a->meant, "meant", 0, &meant, &unused, &n_meant) < 0 ||
+        window_list(a->seen, "seen", 1, &seen, &counts, &n_seen) < 0)
+        goto out;
+    l2p_landed r;
+    if (l2p_live_landed(meant, (size_t)n_meant, seen, counts, (size_t)n_seen,
+                        (uint64_t)a->bare, &r) != L2P_OK)
+        raise_core(m);
+    else
+        res = Py_BuildValue("{sKsKsKsn}", "kernels", (unsigned long long)r.kernels, "meant",
+                            (unsigned long long)r.meant, "foreign",
+                            (unsigned long long)r.foreign, "missing", (Py_ssize_t)r.missing);
+out:
+    PyMem_Free(meant);
+    PyMem_Free(unused);
+    PyMem_Free(seen);
+    PyMem_Free(counts);
+    return res;
+}
+L2P_DEFINE_FN(live_landed_fn, landed_args, live_landed_impl, "live_landed",
+              "Whether an arm's windows landed on its kernels (l2p_live_landed): the windows it "
+              "meant against those its blocks' records carried. {'kernels': records, 'meant': "
+              "those under a window the arm meant, 'foreign': those under one it did not, "
+              "'missing': meant windows no kernel carried}.", "dict",
+              L2P_PARAM(landed_args, meant, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[tuple[int, int]]",
+                        .doc = "(base, bytes) of each window the arm installed"),
+              L2P_PARAM(landed_args, seen, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "Sequence[tuple[int, int, int]]",
+                        .doc = "(base, bytes, kernels) of each window the records carried"),
+              L2P_PARAM(landed_args, bare, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
+                        .hi = LLONG_MAX, .what = "kernels",
+                        .doc = "kernels that carried no window"));
+
 /* ---- the live search ---- */
 
 typedef struct {
@@ -1347,4 +1518,4 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &activity_graphs_fn, &context_active_fn, &driver_initialised_fn,
-    &live_ranges_fn, NULL};
+    &live_ranges_fn, &activity_attributes_fn, &activity_windows_fn, &live_landed_fn, NULL};

@@ -35,6 +35,7 @@ from .clock import SwitchGate, _capturing, _driver_loaded  # noqa: F401
 from .ending import Ending
 from .graphs import Graphs, GraphSeen  # noqa: F401
 from .launches import APPLY_LOG_S, APPLY_TRIES, APPLY_WARMUP_S, Launches  # noqa: F401
+from .landing import Landing  # noqa: F401
 from .pace import REST_GATE_MAX_S, REST_PAIRS, Pace  # noqa: F401
 from .phases import Phases
 from .recorder import Block, Recorder, _increasing, _NoRecords  # noqa: F401
@@ -194,6 +195,11 @@ class Watcher:
         self.apply_log = None                      # apply: {"t0", "tries"} while matching
         self._stream_plan: dict = {}               # apply: handle -> (key, window) matched
         self.streams_restored = None               # each stream's own window back (at exit)
+        self.landed_on = False                     # launch attributes collected now
+        self.landed_why = None                     # why they are not (an older CUPTI)
+        self.landed_blocks: dict = {}              # arm -> blocks recorded with them
+        self.landed_seen: dict = {}                # arm -> {window id: kernels}
+        self.landed_table: dict = {}               # window id -> (base, bytes) or None
         # the parts (what changes together): the graphs it knows, the phases, the search's
         # blocks, the eager launch log, records to samples, rests between blocks, installing
         # arms, what comes out, and what is put back at the end
@@ -206,6 +212,7 @@ class Watcher:
         self.recorder = Recorder(self)
         self.pace = Pace(self)
         self.switcher = Switcher(self)
+        self.landing = Landing(self)
         self.report = Report(self)
         self.ending = Ending(self)
 

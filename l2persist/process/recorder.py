@@ -28,6 +28,7 @@ class Block:
     settle_units: int = 0
     share: float | None = None     # the probe's GPU time in launch keys seen in the block
     sample: float | None = None    # what the search was given: ms per unit at the probe's mix
+    attrs: bool = False            # its records carry launch attributes (landing.py)
 
 
 class _NoRecords(RuntimeError):
@@ -84,6 +85,7 @@ class Recorder(Part):
         bounds = _increasing(bounds)
         res = _core.activity_blocks(bounds)
         w.spanning += res.get("spanning", 0)
+        w.landing.read(done, bounds)
         if not w.mix_ref:
             raise _NoRecords("the probe recorded no kernel of the program")
         # each block priced at the probe's mix: the blocks' own mixes do not enter the sample

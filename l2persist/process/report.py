@@ -135,6 +135,47 @@ def watch_cost_lines(wc: dict | None) -> list[str]:
             f"the same fixed work in fresh processes with and without advise"]
 
 
+def _arm_name(i: int) -> str:
+    return "limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"
+
+
+def landed_lines(wl: dict | None, most: int = 4) -> list[str]:
+    """The summary's words on whether each arm's windows were on its kernels (its
+    ``windows_landed``; nothing where it has none)."""
+    if not wl:
+        return []
+    if not wl.get("checked"):
+        return [f"  windows: not checked on the kernels: {wl['why']}"] if wl.get("why") else []
+    arms = wl["arms"]
+    off = [a for a in arms if not a["as_meant"]]
+    lines = [f"  windows landed: {len(arms) - len(off)} of {len(arms)} arms as meant (each "
+             f"arm's first block, from CUDA's launch attributes in the kernels' records)"]
+    for a in off[:most]:
+        lines.append(f"    {_arm_name(a['arm'])}: {a['meant']} of {a['kernels']} kernels under "
+                     f"its windows, {a['foreign']} under windows it did not set, "
+                     f"{a['missing']} of its {a['windows']} windows on no kernel")
+    if len(off) > most:
+        lines.append(f"    and {len(off) - most} more arms (the report lists them)")
+    return lines
+
+
+def _landed_html(r: dict) -> str:
+    wl = r.get("windows_landed") or {}
+    if not wl.get("checked"):
+        why = wl.get("why")
+        return f"<h2>Windows on the kernels</h2><p>Not checked: {html.escape(why)}</p>" \
+            if why else ""
+    rows = "".join(
+        f"<tr><td>{_arm_name(a['arm'])}</td><td>{a['windows']}</td><td>{a['kernels']}</td>"
+        f"<td>{a['meant']}</td><td>{a['foreign']}</td><td>{a['missing']}</td>"
+        f"<td>{'yes' if a['as_meant'] else '<b>no</b>'}</td></tr>" for a in wl["arms"])
+    return ("<h2>Windows on the kernels</h2><p>From CUDA's launch attributes in the records of "
+            "each arm's first block: the kernels under the arm's windows, under windows it did "
+            "not set, and its windows that no kernel carried.</p><table><tr><th>arm</th>"
+            "<th>windows set</th><th>kernels</th><th>under its windows</th><th>under others"
+            "</th><th>windows on no kernel</th><th>as meant</th></tr>" + rows + "</table>\n")
+
+
 def _gpu_per_unit(d: dict) -> list:
     """An arm's GPU time per unit, block by block: at the program's mix (the search's samples)
     where the document has them, else each block's own GPU time over its units."""
@@ -221,6 +262,7 @@ def summary_text(r: dict) -> str:
                      f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
                      f"the remainder")
     lines += watch_cost_lines(r.get("watch_cost"))
+    lines += landed_lines(r.get("windows_landed"))
     g = r.get("graphs", [])
     e = r.get("eager") or {}
     lines.append(f"  graphs: {len(g)} captured, eager launch groups: "
@@ -373,7 +415,7 @@ the interquartile range.</p>
 {_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
 {_per_key_html(r)}<h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
 <th>dropped after stage</th></tr>{arm_rows}</table>
-<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
+{_landed_html(r)}<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>
 <h2>Not windowed, and why</h2><ul><li>Eager kernels are windowed through their streams only
 where the stream is known to live (the legacy default stream or PyTorch's pool); those on

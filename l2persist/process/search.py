@@ -293,7 +293,7 @@ class Search(Part):
             arm = _core.live_next()
             w.switcher.install(arm)
             stamp = _core.activity_now()
-        w.blocks.append(Block(arm, stamp))
+        w.blocks.append(Block(arm, stamp, attrs=w.landing.before_block(arm)))
         w.units_now = 0
         w.replayed = set()
 
@@ -315,7 +315,8 @@ class Search(Part):
                     "t0": None, "since": time.perf_counter(), "calls": 0} \
             if w.unit and w.unit[0] != "tick" else None
         w.decision_s = time.perf_counter() - w.t0
-        _core.activity_end()
+        _core.activity_end()    # launch attributes off with the records
+        w.landed_on = False
         w.activity = False      # nothing records now: no replay needs a flag (a lookup each)
         if w._after is None:    # else the timing's synchronizations still ask the count
             w.gate.end_tracking()

@@ -118,6 +118,8 @@ class Report(Part):
             "blocks": len(w.blocks),
             # the search's pace and what watching added to the program's wall time in it
             "watching": w.pace.watching(),
+            # whether each arm's windows were on its kernels (CUPTI's launch attributes)
+            "windows_landed": w.landing.summary(),
             # the final arm's wall per unit recorded (its blocks) over unrecorded (after)
             "watch_cost": self.watch_cost(per_arm),
             "arm_sequence": [b.arm for b in w.blocks],

@@ -148,6 +148,18 @@ CALIBRATE_ITERS = {name: p.calibrate for name, p in ZOO.items()}
 MIN_ITERS = 200
 
 
+def _landed(wl) -> dict | None:
+    """The arms checked and those as meant, from advise's ``windows_landed`` (None: not
+    checked, with why)."""
+    if not wl or not wl.get("checked"):
+        return {"checked": False, "why": (wl or {}).get("why")} if wl else None
+    arms = wl.get("arms") or []
+    return {"checked": True, "arms": len(arms),
+            "as_meant": sum(1 for a in arms if a.get("as_meant")),
+            "off": [{k: a.get(k) for k in ("arm", "kernels", "meant", "foreign", "missing")}
+                    for a in arms if not a.get("as_meant")]}
+
+
 def missing_for(program: str, device_index: int = 0, device_count=None) -> str | None:
     """Why ``program`` cannot run here (a module it imports is not installed, fewer GPUs than
     its ranks from ``device_index`` on), or None. ``device_count``: a callable (l2persist's
@@ -611,6 +623,8 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "exploring_share": _num(watching.get("exploring_share")),
         "record_cost": _num(watching.get("record_cost")),
         "recorded_share": _num(watching.get("recorded_share")),
+        # whether each arm's windows were on its kernels (launch attributes; None: not checked)
+        "windows_landed": _landed(summ.get("windows_landed")),
         "verify_rc": (verify or {}).get("rc"), "verify_speedup": v_speed,
         "verify_ci_low": v["ci_low"], "verify_ci_high": v["ci_high"],
         "verify_decided": bool(vres.get("decided")),

@@ -3,6 +3,7 @@
  * it (next, then samples when it says NEED); the candidate arms built from targets; records
  * cut into blocks by their start stamps. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "l2p_activity.h"
@@ -337,13 +338,13 @@ static void test_activity_blocks(void)
     l2p_activity a;
     CHECK(l2p_activity_init(&a, 1) == L2P_OK);
     static const char k1[] = "kernel_one", k2[] = "kernel_two";
-    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, NULL);  /* before the first bound: no block */
-    l2p_activity_add(&a, 1, 200, 230, 7, k1, k1, NULL);  /* block 0 */
-    l2p_activity_add(&a, 1, 250, 255, 9, k2, k2, NULL);  /* block 0 */
-    l2p_activity_add(&a, 0, 260, 900, 9, k2, k2, NULL);  /* another device: ignored */
-    l2p_activity_add(&a, 1, 300, 340, 7, k2, k2, NULL);  /* block 1 (start on the bound) */
-    l2p_activity_add(&a, 1, 399, 450, 7, k1, k1, NULL);  /* block 1: by start, ends past the bound */
-    l2p_activity_add(&a, 1, 400, 401, 7, k1, k1, NULL);  /* on the last bound: no block */
+    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, NULL, NULL);  /* before the first bound: no block */
+    l2p_activity_add(&a, 1, 200, 230, 7, k1, k1, NULL, NULL);  /* block 0 */
+    l2p_activity_add(&a, 1, 250, 255, 9, k2, k2, NULL, NULL);  /* block 0 */
+    l2p_activity_add(&a, 0, 260, 900, 9, k2, k2, NULL, NULL);  /* another device: ignored */
+    l2p_activity_add(&a, 1, 300, 340, 7, k2, k2, NULL, NULL);  /* block 1 (start on the bound) */
+    l2p_activity_add(&a, 1, 399, 450, 7, k1, k1, NULL, NULL);  /* block 1: by start, ends past the bound */
+    l2p_activity_add(&a, 1, 400, 401, 7, k1, k1, NULL, NULL);  /* on the last bound: no block */
     CHECK(a.n == 6);
     CHECK(a.n_names == 3);
     CHECK(strcmp(a.names[a.recs[1].name], "kernel_one") == 0);
@@ -369,7 +370,7 @@ static void test_activity_blocks(void)
     CHECK(a.n_names == 3);                              /* the names stay */
     l2p_activity_clear(&a);
     CHECK(a.n == 0 && a.n_names == 1);
-    l2p_activity_add(&a, 1, 5, 4, 7, k2, k2, NULL); /* end before start: a zero duration */
+    l2p_activity_add(&a, 1, 5, 4, 7, k2, k2, NULL, NULL); /* end before start: a zero duration */
     CHECK(a.recs[0].end == a.recs[0].start && a.recs[0].name == 1);
     /* names cut as a scan cuts them (L2P_KERNEL_NAME_MAX - 1): two kernels that agree that
      * far share one id, and the kept name equals a scan's */
@@ -377,12 +378,12 @@ static void test_activity_blocks(void)
     memset(long1, 'x', sizeof long1 - 1);
     memcpy(long2, long1, sizeof long2);
     long2[500] = 'y';
-    l2p_activity_add(&a, 1, 10, 20, 7, long1, long1, NULL);
-    l2p_activity_add(&a, 1, 20, 25, 7, long2, long2, NULL);
+    l2p_activity_add(&a, 1, 10, 20, 7, long1, long1, NULL, NULL);
+    l2p_activity_add(&a, 1, 20, 25, 7, long2, long2, NULL, NULL);
     CHECK(a.n_names == 3 && a.recs[1].name == 2 && a.recs[2].name == 2);
     CHECK(strlen(a.names[2]) == L2P_KERNEL_NAME_MAX - 1);
     CHECK(strncmp(a.names[2], long1, L2P_KERNEL_NAME_MAX - 1) == 0);
-    l2p_activity_add(&a, 1, 30, 35, 7, k1, k1, NULL); /* a short name: whole */
+    l2p_activity_add(&a, 1, 30, 35, 7, k1, k1, NULL, NULL); /* a short name: whole */
     CHECK(a.n_names == 4 && strcmp(a.names[3], "kernel_one") == 0);
     CHECK(a.n_keys == 4); /* k2, long1, long2, k1: the table counts keys, not names */
     l2p_activity_clear(&a);
@@ -392,7 +393,7 @@ static void test_activity_blocks(void)
     static char many[L2P_ACTIVITY_NAMES];
     size_t kept = 0;
     for (size_t i = 0; i < L2P_ACTIVITY_NAMES; i++) {
-        l2p_activity_add(&a, 1, 40, 41, 7, &many[i], long1, NULL);
+        l2p_activity_add(&a, 1, 40, 41, 7, &many[i], long1, NULL, NULL);
         kept += a.recs[a.n - 1].name == 1;
     }
     CHECK(kept == L2P_ACTIVITY_NAMES * 3 / 4 && a.n_names == 2 && a.n_keys == kept);
@@ -408,10 +409,10 @@ static void test_activity_launch_keys(void)
     CHECK(l2p_activity_init(&a, 1) == L2P_OK);
     static const char k1[] = "gemv";
     const uint32_t b1[6] = {1, 1, 1, 128, 1, 1}, b8[6] = {8, 1, 1, 128, 1, 1};
-    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, b1); /* block 0: batch 1, 10 ns */
-    l2p_activity_add(&a, 1, 120, 150, 7, k1, k1, b8); /* block 0: batch 8, 30 ns */
-    l2p_activity_add(&a, 1, 200, 212, 7, k1, k1, b1); /* block 1: batch 1, 12 ns */
-    l2p_activity_add(&a, 1, 220, 232, 7, k1, k1, b1); /* block 1: batch 1, 12 ns */
+    l2p_activity_add(&a, 1, 100, 110, 7, k1, k1, b1, NULL); /* block 0: batch 1, 10 ns */
+    l2p_activity_add(&a, 1, 120, 150, 7, k1, k1, b8, NULL); /* block 0: batch 8, 30 ns */
+    l2p_activity_add(&a, 1, 200, 212, 7, k1, k1, b1, NULL); /* block 1: batch 1, 12 ns */
+    l2p_activity_add(&a, 1, 220, 232, 7, k1, k1, b1, NULL); /* block 1: batch 1, 12 ns */
     CHECK(a.n_names == 2 && a.n_lkeys == 3);           /* one name, two shapes (+ "other") */
     CHECK(a.recs[0].key == 1 && a.recs[1].key == 2 && a.recs[2].key == 1);
     CHECK(a.lkeys[2].shape[0] == 8 && a.lkeys[2].name == a.recs[0].name);
@@ -427,7 +428,7 @@ static void test_activity_launch_keys(void)
     size_t kept = 0;
     for (uint32_t i = 0; i < L2P_ACTIVITY_KEYS; i++) {
         const uint32_t sh[6] = {i + 1, 1, 1, 32, 1, 1};
-        l2p_activity_add(&a, 1, 40, 41, 7, k1, k1, sh);
+        l2p_activity_add(&a, 1, 40, 41, 7, k1, k1, sh, NULL);
         kept += a.recs[a.n - 1].key != 0;
     }
     CHECK(kept == L2P_ACTIVITY_KEYS * 3 / 4 - 1);
@@ -638,6 +639,66 @@ static void test_plan_window_check(void)
     CHECK(l2p_live_prop_name(3) == NULL);
 }
 
+/* Windows seen on kernels: interned by (base, bytes), counted per block, past the table one
+ * "another window" id; then whether an arm's windows landed. */
+static void test_activity_windows(void)
+{
+    l2p_activity a;
+    CHECK(l2p_activity_init(&a, 1) == L2P_OK);
+    static const char k1[] = "kernel_one";
+    const l2p_window_seen w1 = {0x1000, 4096}, w2 = {0x9000, 512}, none = {0x5000, 0};
+    l2p_activity_add(&a, 1, 200, 210, 7, k1, k1, NULL, &w1);   /* block 0 */
+    l2p_activity_add(&a, 1, 220, 230, 7, k1, k1, NULL, &w1);   /* block 0 */
+    l2p_activity_add(&a, 1, 240, 250, 7, k1, k1, NULL, NULL);  /* block 0: no window */
+    l2p_activity_add(&a, 1, 260, 270, 7, k1, k1, NULL, &none); /* block 0: zero bytes = none */
+    l2p_activity_add(&a, 1, 300, 310, 7, k1, k1, NULL, &w2);   /* block 1 */
+    l2p_activity_add(&a, 1, 390, 450, 7, k1, k1, NULL, &w2);   /* spans block 1's end: out */
+    CHECK(a.n_windows == 2);
+    CHECK(a.recs[0].window == 1 && a.recs[2].window == 0 && a.recs[3].window == 0);
+    CHECK(a.recs[4].window == 2 && a.windows[1].base == 0x9000 && a.windows[1].bytes == 512);
+    const uint64_t bounds[3] = {200, 300, 400};
+    const size_t cols = L2P_ACTIVITY_WINDOWS + 1;
+    uint64_t *counts = calloc(2 * cols, sizeof *counts);
+    CHECK(l2p_activity_block_windows(&a, bounds, 3, counts) == L2P_OK);
+    CHECK(counts[0] == 2 && counts[1] == 2 && counts[2] == 0);
+    CHECK(counts[cols + 0] == 0 && counts[cols + 1] == 0 && counts[cols + 2] == 1);
+    const uint64_t bad[3] = {200, 200, 400};
+    CHECK(l2p_activity_block_windows(&a, bad, 3, counts) == L2P_ERR_VALUE);
+    /* past the table: one shared id */
+    for (uint64_t i = 0; i < L2P_ACTIVITY_WINDOWS + 5; i++) {
+        const l2p_window_seen w = {0x100000 + i * 0x1000, 64};
+        l2p_activity_add(&a, 1, 500, 501, 7, k1, k1, NULL, &w);
+    }
+    CHECK(a.n_windows == L2P_ACTIVITY_WINDOWS - 1);
+    CHECK(a.recs[a.n - 1].window == L2P_ACTIVITY_WINDOWS);
+    l2p_activity_clear(&a);
+    CHECK(a.n_windows == 0);
+    free(counts);
+    l2p_activity_free(&a);
+
+    /* landed: the arm's window on 5 kernels (one cut shorter by the driver), 2 bare */
+    const l2p_window_seen meant[2] = {{0x1000, 8192}, {0x9000, 512}};
+    const l2p_window_seen seen[3] = {{0x1000, 8192}, {0x1000, 4096}, {0x7000, 64}};
+    uint64_t n[3] = {3, 2, 0};
+    l2p_landed out;
+    CHECK(l2p_live_landed(meant, 2, seen, n, 3, 2, &out) == L2P_OK);
+    CHECK(out.kernels == 7 && out.meant == 5 && out.foreign == 0 && out.missing == 1);
+    n[2] = 4; /* a window the arm did not mean, on 4 kernels */
+    CHECK(l2p_live_landed(meant, 2, seen, n, 3, 2, &out) == L2P_OK);
+    CHECK(out.kernels == 11 && out.meant == 5 && out.foreign == 4 && out.missing == 1);
+    /* a bigger window than meant at the same base is not the arm's */
+    const l2p_window_seen big = {0x9000, 1024};
+    const uint64_t one = 1;
+    CHECK(l2p_live_landed(meant, 2, &big, &one, 1, 0, &out) == L2P_OK);
+    CHECK(out.foreign == 1 && out.missing == 2);
+    /* a baseline means none: every window is foreign */
+    CHECK(l2p_live_landed(NULL, 0, seen, n, 3, 0, &out) == L2P_OK);
+    CHECK(out.kernels == 9 && out.foreign == 9 && out.meant == 0 && out.missing == 0);
+    CHECK(l2p_live_landed(NULL, 1, seen, n, 3, 0, &out) == L2P_ERR_VALUE);
+    CHECK(l2p_live_landed(meant, L2P_ACTIVITY_WINDOWS + 1, seen, n, 3, 0, &out) ==
+          L2P_ERR_VALUE);
+}
+
 int main(void)
 {
     test_signature_and_locate();
@@ -652,6 +713,7 @@ int main(void)
     test_arms();
     test_rest_units();
     test_activity_blocks();
+    test_activity_windows();
     test_activity_launch_keys();
     test_live_mix();
     test_verify_status();

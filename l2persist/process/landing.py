@@ -1,0 +1,79 @@
+"""Whether each arm's windows landed on the kernels it meant (issue 50 item 2): CUPTI's launch
+attributes put the access policy window a kernel ran under in its record
+(``_core.activity_attributes``), collected in each arm's first :data:`CHECK_BLOCKS` blocks
+only (what collecting them costs a launch was not measured apart from the records' own cost,
+so the search's other blocks go without). The core judges an arm's blocks
+(``_core.live_landed``): kernels under a window the arm meant, under one it did not (another
+arm's left behind, or the program's own), and meant windows no kernel carried.
+
+One :class:`Landing` per :class:`~l2persist.process.live.Watcher`; its counts are the owner's
+(``landed_seen``, ``landed_blocks``, ``landed_table``, ``landed_why``).
+"""
+from __future__ import annotations
+
+from .. import _core
+from .part import Part
+
+#: Blocks per arm recorded with launch attributes: the first of each arm (every arm has one in
+#: the search's first round; verify's plan and baselines in the confirmation's first).
+CHECK_BLOCKS = 1
+
+
+class Landing(Part):
+    """Launch attributes on for each arm's first blocks; what its windows were on."""
+
+    def before_block(self, arm: int) -> bool:
+        """Called as a block begins under ``arm`` (no kernel of it launched yet): attributes
+        on for an arm not yet checked, off otherwise; True when this block collects them."""
+        w = self.w
+        want = w.landed_why is None and w.landed_blocks.get(arm, 0) < CHECK_BLOCKS
+        if want != w.landed_on:
+            try:
+                _core.activity_attributes(want)
+                w.landed_on = want
+            except Exception as e:      # an older CUPTI: said once, the search goes on
+                w.landed_why = f"launch attributes not collected ({e})"
+                w.landed_on = want = False
+        if want:
+            w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
+        return want
+
+    def read(self, done: list, bounds: list):
+        """The windows the checked blocks among ``done`` (bounds as the recorder cut them:
+        two per block) ran under, added to their arms' counts."""
+        w = self.w
+        ks = [k for k, b in enumerate(done) if getattr(b, "attrs", False)]
+        if not ks:
+            return
+        res = _core.activity_windows(bounds)
+        w.landed_table.update(res["windows"])
+        for k in ks:
+            seen = w.landed_seen.setdefault(done[k].arm, {})
+            for wid, n in res["counts"][2 * k].items():
+                seen[wid] = seen.get(wid, 0) + n
+
+    def meant(self, arm: int) -> list:
+        """(base, bytes) of each window the arm installs (the switcher's placements)."""
+        a = self.w.arms[arm]
+        return sorted({(base, nbytes)
+                       for _g, _n, base, nbytes, *_ in self.w.switcher.placements(a)})
+
+    def summary(self) -> dict:
+        """Per checked arm, the core's judgement; ``checked`` False with ``why`` where no
+        attributes were collected."""
+        w = self.w
+        out = {"checked": bool(w.landed_seen), "why": w.landed_why, "arms": []}
+        for arm in sorted(w.landed_seen):
+            seen_ids = w.landed_seen[arm]
+            seen = []
+            for wid, n in seen_ids.items():
+                if wid == 0:
+                    continue
+                bw = w.landed_table.get(wid)
+                seen.append((bw[0], bw[1], n) if bw else (0, 0, n))  # past the table: foreign
+            meant = self.meant(arm)
+            j = _core.live_landed(meant, seen, seen_ids.get(0, 0))
+            j.update(arm=arm, blocks=w.landed_blocks.get(arm, 0), windows=len(meant),
+                     as_meant=j["foreign"] == 0 and j["missing"] == 0)
+            out["arms"].append(j)
+        return out
