@@ -90,8 +90,8 @@ def test_recorder_refuses_a_block_without_records_and_a_probe_without_kernels(mo
 
 def _pace_owner(blocks, **kw):
     o = _ns(blocks=blocks, units_per_block=4, switch_work_ms=[2.0, 4.0, 3.0], hook_marks=[],
-            hook_ns=0, hook_calls=0, search_t0=0.0, o=_ns(max_overhead=0.01), rest_s=None,
-            rests_capped=0)
+            hook_ns=0, hook_calls=0, search_t0=0.0, o=_ns(max_overhead=0.01, budget_s=0),
+            rest_s=None, rests_capped=0, rest_ratios=[])
     o.__dict__.update(kw)
     return o
 
@@ -118,10 +118,33 @@ def test_pace_rest_length_from_the_newest_rest_then_block_pairs(monkeypatch):
         [(4000 + 1000 * k) / (4 + k) for k in (1, 2, 3)]) / 1e9)
     assert kw["max_overhead"] == 0.01 and kw["cycle"] == 4 and kw["hooks_share"] is None
     assert w.rests_capped == 1
+    assert kw["max_rest_ratio"] is None and w.rest_ratios == []   # no budget: the default
     # fewer than REST_PAIRS pairs: nothing known yet, one block's worth recorded
     asked.clear()
     pace.Pace(_pace_owner(blocks[:3])).rest_length()
     assert asked[0][:4] == (4, pytest.approx(3e-3), None, None)
+
+
+def test_pace_caps_the_rests_at_what_the_budgets_time_left_allows(monkeypatch):
+    """With a budget, the rests' cap is the core's live_rest_ratio of the time left and the
+    search's blocks left, handed to live_rest_units (and kept for the summary)."""
+    asked = []
+
+    def rest_ratio(time_left, blocks_left, units, **kw):
+        asked.append(("ratio", time_left, blocks_left, units, kw))
+        return 37
+    monkeypatch.setattr(pace, "_core", _ns(
+        live_rest_units=lambda *a, **kw: asked.append(("units", kw)) or (5, False),
+        live_rest_ratio=rest_ratio, live_blocks_left=lambda: 44,
+        live_defaults=lambda: {"max_overhead": 0.01, "max_rest_ratio": 20}))
+    blocks = [Block(0, start=0, end=4000, units=4, rest_ns=4000, rest_units=4) for _ in range(3)]
+    w = _pace_owner(blocks, o=_ns(max_overhead=0.01, budget_s=55.0),
+                    search_t0=time.perf_counter() - 10)
+    assert pace.Pace(w).rest_length() == 5
+    (_, left, blocks_left, units, kw), (_, ukw) = asked
+    assert 44.0 < left <= 45.0 and blocks_left == 44 and units == 4
+    assert kw["rest_s"] == pytest.approx(1e-6) and kw["switch_s"] == pytest.approx(3e-3)
+    assert ukw["max_rest_ratio"] == 37 and w.rest_ratios == [37]
 
 
 def test_pace_exploring_prices_each_arms_wall_at_the_baselines_pace():

@@ -15,7 +15,15 @@ enum { SEARCH = 0, CONFIRM = 1, DONE = 2 };
 void l2p_live_options_default(l2p_live_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->stage_rounds = 3;
+    /* Two rounds in the first stage, one in each later one: an arm's search samples add up
+     * over the stages (halve ranks by the median of all of them), so a later stage's round
+     * is the third, fourth... sample of the arms still in it. Three rounds a stage took 105
+     * search blocks of 16 arms; at the pace's cap each block costs the program its switch and
+     * its recording (observing 1.9-2.9 % on the H200 zoo at 1011bb0: eager records cost 33-50
+     * % per recorded unit, a 225-node decode graph's switch 9.1 ms), so halving the blocks
+     * halves what observing costs before a decision. 2 + 1: 51 blocks of 16 arms. */
+    o->stage_rounds = 2;
+    o->next_stage_rounds = 1;
     o->confirm_rounds = 6;
     o->max_confirm_rounds = 40;
     o->min_gain = 0.01;
@@ -39,6 +47,9 @@ static l2p_status check_options(const l2p_live_options *o, size_t n_arms)
                         "default, the plan), got %zu", n_arms);
     if (o->stage_rounds < 1 || o->stage_rounds > 8)
         return l2p_fail(L2P_ERR_VALUE, "stage_rounds: expected 1 to 8, got %zu", o->stage_rounds);
+    if (o->next_stage_rounds < 1 || o->next_stage_rounds > 8)
+        return l2p_fail(L2P_ERR_VALUE, "next_stage_rounds: expected 1 to 8, got %zu",
+                        o->next_stage_rounds);
     if (o->confirm_rounds < 2 || o->confirm_rounds > 32)
         return l2p_fail(L2P_ERR_VALUE, "confirm_rounds: expected 2 to 32, got %zu",
                         o->confirm_rounds);
@@ -233,7 +244,7 @@ static l2p_status end_of_rounds(l2p_live *s)
             for (size_t a = 2; a < s->n_arms; a++) s->alive[a] = (int)a == s->r.winner;
             start_phase(s, CONFIRM);
         } else {
-            s->due = s->round + s->o.stage_rounds;
+            s->due = s->round + s->o.next_stage_rounds;
             plan_round(s);
         }
         return L2P_OK;
@@ -370,6 +381,40 @@ size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_
         return cap;
     }
     return (size_t)ceil(need);
+}
+
+size_t l2p_live_rest_ratio(double time_left_s, size_t blocks_left, double switch_s,
+                           double rest_s, double block_s, size_t units, size_t max_rest_ratio)
+{
+    if (!(time_left_s > 0) || !blocks_left || !units || !(isfinite(rest_s) && rest_s > 0) ||
+        !(isfinite(block_s) && block_s > 0) || !(isfinite(switch_s) && switch_s >= 0))
+        return max_rest_ratio;
+    double cycle = L2P_LIVE_BUDGET_SHARE * time_left_s / (double)blocks_left;
+    double r = (cycle - switch_s - (double)units * block_s) / (rest_s * (double)units);
+    if (!(r > (double)max_rest_ratio)) return max_rest_ratio;
+    return r >= L2P_LIVE_MAX_REST_RATIO ? L2P_LIVE_MAX_REST_RATIO : (size_t)r;
+}
+
+/* Rounds of `n` arms from the current one on, to round `due`: the current round's arms not
+ * issued yet, then whole rounds. */
+static size_t rounds_left(const l2p_live *s, size_t n)
+{
+    size_t left = s->round_closed ? 0 : s->n_order - s->at;
+    size_t whole = s->round_closed ? s->round : s->round + 1; /* rounds counted after this */
+    return left + (s->due > whole ? s->due - whole : 0) * n;
+}
+
+size_t l2p_live_blocks_left(const l2p_live *s)
+{
+    if (s->phase == DONE) return 0;
+    size_t c = live_candidates(s);
+    if (s->phase == CONFIRM) return rounds_left(s, s->r.winner >= 0 ? 3 : 2);
+    size_t left = rounds_left(s, 2 + c);
+    while (c > 1) {
+        c = (c + 1) / 2; /* halve keeps the better half, rounded up */
+        if (c > 1) left += s->o.next_stage_rounds * (2 + c);
+    }
+    return left + s->o.confirm_rounds * (c ? 3 : 2);
 }
 
 /* The `tries` highest-ranked targets (weight > 0, bytes > 0), best first; ties keep the

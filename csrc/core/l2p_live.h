@@ -6,7 +6,8 @@
  * search which arm the next block runs under, and later gives it each block's GPU time per
  * unit of work (l2p_activity_blocks). The search is a state machine over those samples:
  *
- *   1. search: stages of `stage_rounds` rounds; a round runs every live arm for one block, in
+ *   1. search: stages of rounds (`stage_rounds` in the first, `next_stage_rounds` in each
+ *      later one; an arm's samples add up over the stages); a round runs every live arm for one block, in
  *      an order rotated by one each round and reversed every other round (a drift of the
  *      program over the run falls on all arms alike). After each stage the worse half of the
  *      candidates (by median speedup over the better baseline's median) is dropped
@@ -68,7 +69,8 @@ typedef struct {
 } l2p_live_arm;
 
 typedef struct {
-    size_t stage_rounds;        /* rounds per halving stage (3) */
+    size_t stage_rounds;        /* rounds of the first halving stage (2) */
+    size_t next_stage_rounds;   /* rounds of each later stage (1) */
     size_t confirm_rounds;      /* the confirmation's first rounds (6) */
     size_t max_confirm_rounds;  /* rounds at most while undecided (40) */
     double min_gain;            /* (0.01) */
@@ -149,6 +151,23 @@ l2p_status l2p_live_finish(l2p_live *s);
 size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_t units,
                            double max_overhead, double hooks_share, size_t max_rest_ratio,
                            size_t cycle, int *capped);
+
+/* The rests' cap, in blocks' worth, that the time left allows: where the budget leaves room
+ * (time_left_s over the search's blocks_left, a share L2P_LIVE_BUDGET_SHARE of it, the rest
+ * kept for confirmation rounds past the first), the rests may run longer than max_rest_ratio
+ * blocks' worth (up to L2P_LIVE_MAX_REST_RATIO), so that the max_overhead bound is met where
+ * the program's switches and recording cost more than max_rest_ratio blocks' worth of rest can
+ * hide: a 225-node graph's switch took 9.1 ms, eager records cost 33-50 % per recorded unit
+ * (H200 zoo at 1011bb0), and at 20 blocks' worth observing cost 1.9-2.9 %. Never less than
+ * max_rest_ratio (a tight budget keeps the old pace); max_rest_ratio itself where a time is
+ * not known (not finite and positive) or nothing is left. Times as l2p_live_rest_units'. */
+#define L2P_LIVE_BUDGET_SHARE 0.75
+size_t l2p_live_rest_ratio(double time_left_s, size_t blocks_left, double switch_s,
+                           double rest_s, double block_s, size_t units, size_t max_rest_ratio);
+/* The blocks the search issues at least before it is done, from where it is: the current
+ * round's left, its phase's due rounds, the later halving stages (next_stage_rounds each), and
+ * the confirmation's first confirm_rounds (more while undecided are not counted). */
+size_t l2p_live_blocks_left(const l2p_live *s);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then
  * per set-aside level (a quarter, half and all of persisting_max, on the granule) a

@@ -525,7 +525,8 @@ L2P_DEFINE_FN(live_landed_fn, landed_args, live_landed_impl, "live_landed",
 typedef struct {
     long long n_arms;
     int confirm_only;
-    l2p_opt min_gain, confidence, stage_rounds, confirm_rounds, max_confirm_rounds, seed;
+    l2p_opt min_gain, confidence, stage_rounds, next_stage_rounds, confirm_rounds,
+        max_confirm_rounds, seed;
     l2p_opt target_halfwidth;
 } live_begin_args;
 
@@ -538,6 +539,7 @@ static PyObject *live_begin_impl(PyObject *m, const void *args)
     if (a->min_gain.given) o.min_gain = a->min_gain.f;
     if (a->confidence.given) o.confidence = a->confidence.f;
     if (a->stage_rounds.given) o.stage_rounds = (size_t)a->stage_rounds.i;
+    if (a->next_stage_rounds.given) o.next_stage_rounds = (size_t)a->next_stage_rounds.i;
     if (a->confirm_rounds.given) o.confirm_rounds = (size_t)a->confirm_rounds.i;
     if (a->max_confirm_rounds.given) o.max_confirm_rounds = (size_t)a->max_confirm_rounds.i;
     if (a->seed.given) o.seed = (unsigned long long)a->seed.i;
@@ -567,7 +569,7 @@ L2P_DEFINE_FN(live_begin_fn, live_begin_args, live_begin_impl, "live_begin",
               L2P_PARAM(live_begin_args, confidence, L2P_P_FLOAT, .flags = L2P_P_NONE,
                         .flo = 0.51, .fhi = 0.999, .doc = "of the intervals"),
               L2P_PARAM(live_begin_args, stage_rounds, L2P_P_INT, .flags = L2P_P_NONE, .lo = 1,
-                        .hi = 8, .what = "rounds", .doc = "rounds per halving stage"),
+                        .hi = 8, .what = "rounds", .doc = "rounds of the first halving stage"),
               L2P_PARAM(live_begin_args, confirm_rounds, L2P_P_INT, .flags = L2P_P_NONE,
                         .lo = 2, .hi = 32, .what = "rounds",
                         .doc = "the confirmation's first rounds"),
@@ -579,7 +581,10 @@ L2P_DEFINE_FN(live_begin_fn, live_begin_args, live_begin_impl, "live_begin",
               L2P_PARAM(live_begin_args, target_halfwidth, L2P_P_FLOAT, .flags = L2P_P_NONE,
                         .flo = 0.0, .fhi = 0.5, .doc = "confirm until the speedup's interval "
                         "is within +-this (relative; 0: off; verify: live_defaults()"
-                        "['verify_halfwidth'])"));
+                        "['verify_halfwidth'])"),
+              L2P_PARAM(live_begin_args, next_stage_rounds, L2P_P_INT, .flags = L2P_P_KWONLY,
+                        .lo = 1, .hi = 8, .what = "rounds",
+                        .doc = "rounds of each later stage (an arm's samples add up)"));
 
 static PyObject *live_defaults_impl(PyObject *m, const void *args)
 {
@@ -587,8 +592,9 @@ static PyObject *live_defaults_impl(PyObject *m, const void *args)
     (void)args;
     l2p_live_options o;
     l2p_live_options_default(&o);
-    return Py_BuildValue("{sdsdsnsnsnsdsnsd}", "min_gain", o.min_gain, "confidence",
+    return Py_BuildValue("{sdsdsnsnsnsnsdsnsd}", "min_gain", o.min_gain, "confidence",
                          o.confidence, "stage_rounds", (Py_ssize_t)o.stage_rounds,
+                         "next_stage_rounds", (Py_ssize_t)o.next_stage_rounds,
                          "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
                          (Py_ssize_t)o.max_confirm_rounds, "max_overhead", o.max_overhead,
                          "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio,
@@ -867,6 +873,56 @@ static PyObject *live_result_impl(PyObject *m, const void *args)
 }
 L2P_DEFINE_FN(live_result_fn, l2p_no_args, live_result_impl, "live_result",
               "The search's state and result so far.", "dict", L2P_NO_PARAMS);
+
+static PyObject *live_blocks_left_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    if (have_search() < 0) return NULL;
+    return PyLong_FromSize_t(l2p_live_blocks_left(search));
+}
+L2P_DEFINE_FN(live_blocks_left_fn, l2p_no_args, live_blocks_left_impl, "live_blocks_left",
+              "The blocks the search issues at least before it is done, from where it is "
+              "(l2p_live_blocks_left: confirmation rounds past the first are not counted).",
+              "int", L2P_NO_PARAMS);
+
+typedef struct {
+    double time_left_s;
+    long long blocks_left, units;
+    l2p_opt switch_s, rest_s, block_s, max_rest_ratio;
+} rest_ratio_args;
+
+static PyObject *live_rest_ratio_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    const rest_ratio_args *a = args;
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    if (a->max_rest_ratio.given) o.max_rest_ratio = (size_t)a->max_rest_ratio.i;
+    return PyLong_FromSize_t(l2p_live_rest_ratio(
+        a->time_left_s, (size_t)a->blocks_left, opt_time(a->switch_s), opt_time(a->rest_s),
+        opt_time(a->block_s), (size_t)a->units, o.max_rest_ratio));
+}
+L2P_DEFINE_FN(live_rest_ratio_fn, rest_ratio_args, live_rest_ratio_impl, "live_rest_ratio",
+              "The rests' cap in blocks' worth that the time left allows (l2p_live_rest_ratio): "
+              "at least max_rest_ratio, more where the budget leaves room, at most "
+              "L2P_LIVE_MAX_REST_RATIO; give it to live_rest_units as its max_rest_ratio.", "int",
+              L2P_PARAM(rest_ratio_args, time_left_s, L2P_P_FLOAT, .flags = L2P_P_REQUIRED,
+                        .flo = -1e9, .fhi = 1e9, .doc = "the budget's seconds left"),
+              L2P_PARAM(rest_ratio_args, blocks_left, L2P_P_INT, .flags = L2P_P_REQUIRED,
+                        .lo = 0, .hi = LLONG_MAX, .what = "blocks",
+                        .doc = "live_blocks_left()"),
+              L2P_PARAM(rest_ratio_args, units, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 1,
+                        .hi = 1 << 30, .what = "units", .doc = "a block's units"),
+              L2P_PARAM(rest_ratio_args, switch_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "a switch's wall time"),
+              L2P_PARAM(rest_ratio_args, rest_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "wall time per unit, unrecorded"),
+              L2P_PARAM(rest_ratio_args, block_s, L2P_P_FLOAT, .flags = L2P_P_NONE,
+                        .doc = "wall time per unit, recorded"),
+              L2P_PARAM(rest_ratio_args, max_rest_ratio, L2P_P_INT, .flags = L2P_P_NONE,
+                        .lo = 0, .hi = L2P_LIVE_MAX_REST_RATIO, .what = "blocks",
+                        .doc = "the floor (None: the core's default)"));
 
 /* ---- candidate arms ---- */
 
@@ -1518,4 +1574,4 @@ const l2p_fn *const l2p_live_fns[] = {
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &activity_graphs_fn, &context_active_fn, &driver_initialised_fn,
-    &live_ranges_fn, &activity_attributes_fn, &activity_windows_fn, &live_landed_fn, NULL};
+    &live_ranges_fn, &activity_attributes_fn, &activity_windows_fn, &live_landed_fn, &live_blocks_left_fn, &live_rest_ratio_fn, NULL};

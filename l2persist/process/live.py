@@ -195,6 +195,7 @@ class Watcher:
         self.apply_log = None                      # apply: {"t0", "tries"} while matching
         self._stream_plan: dict = {}               # apply: handle -> (key, window) matched
         self.streams_restored = None               # each stream's own window back (at exit)
+        self.rest_ratios: list = []                # the rests' caps (blocks' worth) used
         self.landed_on = False                     # launch attributes collected now
         self.landed_why = None                     # why they are not (an older CUPTI)
         self.landed_blocks: dict = {}              # arm -> blocks recorded with them

@@ -60,8 +60,17 @@ class Pace(Part):
         t0, ns0 = marks[0] if len(marks) > 1 else (w.search_t0, 0)
         hooks = (w.hook_ns - ns0) / 1e9 / (now - t0) if w.hook_calls and now > t0 \
             else None
+        # the cap: twenty blocks' worth, more where the budget's time left allows (the core's
+        # l2p_live_rest_ratio), so that the bound is met wherever the budget leaves room
+        ratio = None
+        if w.o.budget_s and w.search_t0:
+            ratio = _core.live_rest_ratio(w.o.budget_s - (now - w.search_t0),
+                                          _core.live_blocks_left(), recorded,
+                                          switch_s=switch_s, rest_s=rest_s, block_s=block_s)
+            w.rest_ratios.append(ratio)
         units, capped = _core.live_rest_units(recorded, switch_s, rest_s, block_s,
                                               max_overhead=w.o.max_overhead,
+                                              max_rest_ratio=ratio,
                                               cycle=len(w.blocks),
                                               hooks_share=min(hooks, 1.0) if hooks else None)
         # the bound needed more than the cap: the summary says so rather than let it read as met
@@ -196,7 +205,8 @@ class Pace(Part):
                                 else _core.live_defaults()["max_overhead"]),
                "rest_units": w.rest_units, "rests": len(rested),
                "rests_capped": w.rests_capped,
-               "max_rest_ratio": _core.live_defaults()["max_rest_ratio"],
+               "max_rest_ratio": (statistics.median(w.rest_ratios[-16:]) if w.rest_ratios
+                                  else _core.live_defaults()["max_rest_ratio"]),
                "recorded_units": sum(b.units for b in done),
                "switch_work_ms_median": (statistics.median(w.switch_work_ms)
                                          if w.switch_work_ms else None),

@@ -243,10 +243,11 @@ def summary_text(r: dict) -> str:
                          f"call hooks off but for their last block's worth (counted, timed)")
         if w.get("rests_capped") and w["rests_capped"] * 2 >= (w.get("rests") or 0):
             lines.append(f"  pace: {w['rests_capped']} of {w['rests']} rests at the cap "
-                         f"({w['max_rest_ratio']} blocks' worth): the "
-                         f"{100 * w['max_overhead']:g} % bound is out of reach on this "
-                         f"program without longer advice (the switches and the recorded units "
-                         f"cost more than the rests can hide, beside the hooks on every call)")
+                         f"({w['max_rest_ratio']:g} blocks' worth, what the --budget's time "
+                         f"left allowed): the {100 * w['max_overhead']:g} % bound is out of "
+                         f"reach on this program within the budget (the switches and the "
+                         f"recorded units cost more than the rests can hide, beside the hooks "
+                         f"on every call); a longer --budget lets the rests hide more")
     elif w.get("comparable") is False:
         lines.append(f"  pace: {100 * (w.get('recorded_share') or 0):.0f} % of the search's "
                      f"units recorded; what watching added is not measured here: the "

@@ -183,6 +183,7 @@ def missing_for(program: str, device_index: int = 0, device_count=None) -> str |
                     f"{device_index}: {n} GPU(s) here")
     return None
 
+
 BAR_VERIFY_WITHIN = 0.01   # |verify's speedup - advise's gain|
 BAR_VERIFY_FLOOR = 0.99    # verify's speedup against the better baseline
 BAR_GRID = 0.95            # the plan re-measured reaches 95 % of the grid's best gain ...

@@ -94,7 +94,8 @@ static void test_confirmation_runs_fresh_blocks(void)
     l2p_live s;
     CHECK(l2p_live_init(&s, 4, &o) == L2P_OK);
     size_t blocks = drive(&s, truth, 0.005, 7);
-    CHECK(s.r.search_blocks == 3 * 4); /* one stage of 3 rounds, 4 arms: 2 candidates -> 1 */
+    /* one stage, 4 arms: 2 candidates -> 1 */
+    CHECK(s.r.search_blocks == o.stage_rounds * 4);
     CHECK(s.r.confirm_blocks >= 3 * o.confirm_rounds);
     CHECK(blocks == s.r.search_blocks + s.r.confirm_blocks);
     CHECK(s.r.winner == 2 && s.r.helps);
@@ -201,6 +202,7 @@ static void test_rotation(void)
 {
     l2p_live_options o;
     l2p_live_options_default(&o);
+    o.stage_rounds = 3;
     l2p_live s;
     CHECK(l2p_live_init(&s, 5, &o) == L2P_OK);
     int first[3];
@@ -215,6 +217,79 @@ static void test_rotation(void)
     }
     CHECK(first[0] != first[1] && first[1] != first[2]);
     CHECK(l2p_live_next(&s) == L2P_LIVE_NEED);
+}
+
+/* The first stage's rounds, then next_stage_rounds a stage: the samples add up, so a later
+ * stage's round is one more sample of each arm still in; the halving ranks by all of them. */
+static void test_later_stages_add_a_round(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    CHECK(o.stage_rounds == 2 && o.next_stage_rounds == 1);
+    double truth[6] = {1.0, 1.0, 0.99, 0.97, 0.93, 1.01};
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 6, &o) == L2P_OK);
+    drive(&s, truth, 0.002, 3);
+    /* 6 arms x 2 rounds, then 2 baselines + 2 candidates x 1 round */
+    CHECK(s.r.search_blocks == 6 * 2 + 4 * 1);
+    CHECK(s.r.winner == 4 && s.r.helps);
+    CHECK(s.r.stage_dropped[5] == 1 && s.r.stage_dropped[2] == 1);
+    CHECK(s.r.stage_dropped[3] == 2 && s.r.stage_dropped[4] == 0);
+    o.next_stage_rounds = 3;
+    CHECK(l2p_live_init(&s, 6, &o) == L2P_OK);
+    drive(&s, truth, 0.002, 3);
+    CHECK(s.r.search_blocks == 6 * 2 + 4 * 3);
+    o.next_stage_rounds = 0;
+    CHECK(l2p_live_init(&s, 6, &o) == L2P_ERR_VALUE);
+    o.next_stage_rounds = 9;
+    CHECK(l2p_live_init(&s, 6, &o) == L2P_ERR_VALUE);
+}
+
+/* The blocks left count down to 0 as the search issues them, whatever the samples say. */
+static void test_blocks_left(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    l2p_live s;
+    /* 16 arms: 2 x 16, then 1 x (2 + 7), 1 x (2 + 4), 1 x (2 + 2); confirm 6 x 3 */
+    CHECK(l2p_live_init(&s, 16, &o) == L2P_OK);
+    CHECK(l2p_live_blocks_left(&s) == 32 + 9 + 6 + 4 + 18);
+    double truth[16];
+    for (int i = 0; i < 16; i++) truth[i] = 1.0 - 0.004 * i;
+    /* drive block by block, checking the count falls by one per block issued */
+    size_t issued = 0, before = l2p_live_blocks_left(&s);
+    uint64_t rng = 5;
+    for (;;) {
+        int arm = l2p_live_next(&s);
+        if (arm == L2P_LIVE_DONE) break;
+        if (arm == L2P_LIVE_NEED) {
+            while (s.pend_head < s.n_pending) {
+                int a = s.pending[s.pend_head];
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                CHECK(l2p_live_record(&s, truth[a] * (1 + 1e-4 * (double)(rng >> 60))) ==
+                      L2P_OK);
+            }
+            continue;
+        }
+        issued++;
+        size_t now = l2p_live_blocks_left(&s);
+        /* confirmation rounds past the first six are not counted ahead: then it stays 0 */
+        CHECK(now == before - 1 || (before == 0 && now == 0) || s.phase == 1);
+        before = now;
+    }
+    CHECK(issued >= 32 + 9 + 6 + 4 + 18);
+    CHECK(l2p_live_blocks_left(&s) == 0);
+    /* the cap the budget allows: 30 s over 60 blocks at 0.75 -> 0.375 s a cycle; a block of
+     * 100 units at 0.2 ms recorded, 0.1 ms rested, a 5 ms switch: (0.375 - 0.005 - 0.02) /
+     * (1e-4 * 100) = 35 blocks' worth */
+    CHECK(l2p_live_rest_ratio(30, 60, 5e-3, 1e-4, 2e-4, 100, 20) == 35);
+    CHECK(l2p_live_rest_ratio(3, 60, 5e-3, 1e-4, 2e-4, 100, 20) == 20);  /* tight: the floor */
+    CHECK(l2p_live_rest_ratio(3000, 60, 5e-3, 1e-4, 2e-4, 100, 20) == L2P_LIVE_MAX_REST_RATIO);
+    CHECK(l2p_live_rest_ratio(30, 0, 5e-3, 1e-4, 2e-4, 100, 20) == 20);
+    CHECK(l2p_live_rest_ratio(-1, 60, 5e-3, 1e-4, 2e-4, 100, 20) == 20);
+    CHECK(l2p_live_rest_ratio(30, 60, NAN, 1e-4, 2e-4, 100, 20) == 20);
+    CHECK(l2p_live_rest_ratio(30, 60, 5e-3, 0, 2e-4, 100, 20) == 20);
+    CHECK(l2p_live_rest_ratio(30, 60, 5e-3, 1e-4, INFINITY, 100, 20) == 20);
 }
 
 static void test_options(void)
@@ -709,6 +784,8 @@ int main(void)
     test_verify_measures_to_a_width();
     test_finish_early();
     test_rotation();
+    test_later_stages_add_a_round();
+    test_blocks_left();
     test_options();
     test_arms();
     test_rest_units();
