@@ -226,6 +226,22 @@ def test_a_dont_with_no_arm_to_compare_has_no_speedup_and_no_verify_bar():
         not in text
 
 
+def test_a_grid_of_the_baselines_alone_is_not_judged():
+    """cupy_only and jax_program on the H200 at cbba7ed: no window reaches their kernels, so
+    the plan space is the two baselines and the grid's verify runs have nothing to compare
+    (no speedup). The grid bar does not apply there; a grid with no figure where advise had
+    arms still fails it."""
+    none = summary(speedup=0.0, ci=(0.0, 0.0), helps=False, n_arms=2, medians=[1.0, 0.99])
+    r = record(advise_summary=none, grid_speeds=(1.0, 1.0))
+    r["grid_gain"] = None                       # as verify of a baseline plan gives none
+    assert r["arms"] == 2
+    bar = dict((k, (t, met)) for k, t, met in live.program_bars(r))["bar_grid"]
+    assert bar[1] is None and "only the baselines" in bar[0]
+    armed = record()
+    armed["grid_gain"] = None
+    assert bars_of(armed)["bar_grid"] is False
+
+
 def test_observing_under_a_mix_is_not_judged():
     """The pace says its wall comparisons do not hold (comparable False: a request mix moved
     the rests' walls per unit): no observing figure, and the bar is not applicable rather

@@ -113,11 +113,13 @@ l2p_status l2p_activity_record(int on);
  * first node's start to its last node's end, logged as a kernel named "graph:<CUPTI's graph
  * id>" (launch shape zero); graphs launched while these are on give no record per node
  * (CUPTI's answer to the per-node cost: an 8-kernel graph's replay +1.3 us against +3.7-10.6
- * us per-node, H200). Not used by the watcher: turning them on while an executable graph made
- * without them exists crashed the next launch of that graph (above). Here for
- * tools/investigations/graph-records, which measures whether turning them on before the
- * program makes any graph is safe and what each way of timing a 250-node graph costs (issue
- * 50 item 2). Once on they stay on until the process ends, l2p_activity_end included
+ * us per-node, H200). Only the watcher's experimental --graph-records turns them on (before
+ * the program's first capture): turning them on while an executable graph made without them
+ * exists crashed the next launch of that graph (above, and again at cbba7ed). On a 250-node
+ * graph replayed at 212 us (H200, cbba7ed, tools/investigations/graph-records): a record per
+ * node +110.9 us a replay, these +22.2 us, CUDA events around the replay +5.7 us; turned on
+ * before the graph existed, or before the process's first CUDA work, they ran. Once on they
+ * stay on until the process ends, l2p_activity_end included
  * (their records are dropped once not collecting): turning them off beside graphs made under
  * them was not measured. L2P_ERR_STATE when not collecting. */
 l2p_status l2p_activity_graphs(int on);

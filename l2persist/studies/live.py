@@ -697,7 +697,13 @@ def program_bars(r: dict) -> list:
             r.get("verify_speedup") is not None and r["verify_speedup"] >= BAR_VERIFY_FLOOR),
            _overhead_bar(r, p)]
     g = r.get("grid_gain")
-    if g is None:
+    if g is None and r.get("arms") == 2:
+        # no window reaches the program's kernels: the plan space is the two baselines, whose
+        # grid runs (verify of each) have nothing to compare (cupy_only and jax_program on the
+        # H200 at cbba7ed); advise's own confirmation chose between them
+        out.append(("bar_grid", f"{p}: only the baselines reach the program (no plan to grid)",
+                    None))
+    elif g is None:
         out.append(("bar_grid", f"{p}: the offline grid was measured", False))
     elif g >= BAR_GRID_PAYS:
         out.append(("bar_grid", f"{p}: advice >= {BAR_GRID:.0%} of the grid's best gain "
