@@ -832,10 +832,19 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             eager=["setup's launches"], unknown_streams={9: 0.5}, switch_ms=[5.0],
             switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], hook_ns=7, hook_calls=3,
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
-            state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5})
+            state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5},
+            rest_ratios=[30], landed_on=True, landed_why=None, landed_blocks={2: 1},
+            landed_seen={2: {1: 5}}, landed_table={1: (0x1000, 64)})
     w._resume = lambda: calls.append("resume")
+    w.landing = landing.Landing(w)
+    monkeypatch.setattr(landing, "_core", _ns(
+        activity_attributes=lambda on: calls.append(("attributes", on))))
     search.Search(w).restart("graphs came", "graphs")
-    assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms"]
+    assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms",
+                     ("attributes", False)]
+    # the windows seen were the abandoned arms' (arm indices name new arms now)
+    assert (w.landed_on, w.landed_blocks, w.landed_seen, w.landed_table) == (False, {}, {}, {})
+    assert w.rest_ratios == []
     assert w.search_t0 is None and w.ungraphed is None        # the new search's, later
     assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1}
     # what the abandoned probe said of its kernels is dropped: not the program advised now
@@ -1184,6 +1193,8 @@ def test_landing_reads_checked_blocks_and_the_core_judges_each_arm(monkeypatch):
                          "blocks": 0, "windows": 1, "as_meant": True}
     w.landed_table = {}                  # a window past the table: not the arm's
     assert [a["foreign"] for a in part.summary()["arms"]] == [1, 5]
+    w.arms = arms[:2]                    # arms made again, fewer: the old counts are no arm's
+    assert [a["arm"] for a in part.summary()["arms"]] == [1]
     # the default baseline's kernels carried a window: not as meant
     assert by_arm[1]["kernels"] == 5 and by_arm[1]["foreign"] == 1
     assert by_arm[1]["as_meant"] is False

@@ -408,13 +408,21 @@ size_t l2p_live_blocks_left(const l2p_live *s)
 {
     if (s->phase == DONE) return 0;
     size_t c = live_candidates(s);
-    if (s->phase == CONFIRM) return rounds_left(s, s->r.winner >= 0 ? 3 : 2);
+    /* a confirmation measured to a width (verify) runs to max_confirm_rounds as often as not:
+     * counting only its first rounds would spend the budget's room on them */
+    if (s->phase == CONFIRM) {
+        size_t n = s->r.winner >= 0 ? 3 : 2, left = rounds_left(s, n);
+        if (wants_width(s) && s->o.max_confirm_rounds > s->due)
+            left += (s->o.max_confirm_rounds - s->due) * n;
+        return left;
+    }
     size_t left = rounds_left(s, 2 + c);
     while (c > 1) {
         c = (c + 1) / 2; /* halve keeps the better half, rounded up */
         if (c > 1) left += s->o.next_stage_rounds * (2 + c);
     }
-    return left + s->o.confirm_rounds * (c ? 3 : 2);
+    size_t confirm = s->o.target_halfwidth > 0 ? s->o.max_confirm_rounds : s->o.confirm_rounds;
+    return left + confirm * (c ? 3 : 2);
 }
 
 /* The `tries` highest-ranked targets (weight > 0, bytes > 0), best first; ties keep the

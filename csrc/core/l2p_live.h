@@ -166,7 +166,8 @@ size_t l2p_live_rest_ratio(double time_left_s, size_t blocks_left, double switch
                            double rest_s, double block_s, size_t units, size_t max_rest_ratio);
 /* The blocks the search issues at least before it is done, from where it is: the current
  * round's left, its phase's due rounds, the later halving stages (next_stage_rounds each), and
- * the confirmation's first confirm_rounds (more while undecided are not counted). */
+ * the confirmation's first confirm_rounds (more while undecided are not counted; a
+ * confirmation measured to a width, verify's, counts to max_confirm_rounds). */
 size_t l2p_live_blocks_left(const l2p_live *s);
 
 /* The candidate arms for these targets: [0] limit 0 and [1] the default (no windows), then

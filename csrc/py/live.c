@@ -358,7 +358,7 @@ L2P_DEFINE_FN(activity_attributes_fn, recording_args, activity_attributes_impl,
               "Collect each kernel record's launch attributes (its access policy window) or not, "
               "while collecting (l2p_activity_attributes): the records then show which window "
               "each kernel ran under (activity_windows), where this CUPTI can "
-              "cannot (NotSupportedError); ValueError when not collecting.", "None",
+              "(NotSupportedError where it cannot); ValueError when not collecting.", "None",
               L2P_PARAM(recording_args, on, L2P_P_BOOL, .flags = L2P_P_REQUIRED,
                         .doc = "collect launch attributes"));
 
@@ -451,10 +451,18 @@ static int window_list(PyObject *obj, const char *what, int want_count, l2p_wind
     int rc = *w && *counts ? 0 : -1;
     if (rc < 0) PyErr_NoMemory();
     for (Py_ssize_t i = 0; rc == 0 && i < *n; i++) {
-        unsigned long long base = 0, bytes = 0, c = 0;
+        unsigned long long v[3] = {0, 0, 0};
         PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 + want_count ||
-            !PyArg_ParseTuple(t, want_count ? "KKK" : "KK", &base, &bytes, &c)) {
+        int ok = PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 2 + want_count;
+        /* range-checked (PyArg's "K" would wrap a negative count) */
+        for (Py_ssize_t j = 0; ok && j < 2 + want_count; j++) {
+            v[j] = PyLong_Check(PyTuple_GET_ITEM(t, j))
+                       ? PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, j))
+                       : (unsigned long long)-1;
+            ok = !PyErr_Occurred() && PyLong_Check(PyTuple_GET_ITEM(t, j));
+        }
+        unsigned long long base = v[0], bytes = v[1], c = v[2];
+        if (!ok) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "%s[%zd]: expected a tuple (base, bytes%s) of ints "
                          "in [0, 2^64 - 1]", what, i, want_count ? ", count" : "");
@@ -582,7 +590,7 @@ L2P_DEFINE_FN(live_begin_fn, live_begin_args, live_begin_impl, "live_begin",
                         .flo = 0.0, .fhi = 0.5, .doc = "confirm until the speedup's interval "
                         "is within +-this (relative; 0: off; verify: live_defaults()"
                         "['verify_halfwidth'])"),
-              L2P_PARAM(live_begin_args, next_stage_rounds, L2P_P_INT, .flags = L2P_P_KWONLY,
+              L2P_PARAM(live_begin_args, next_stage_rounds, L2P_P_INT, .flags = L2P_P_NONE,
                         .lo = 1, .hi = 8, .what = "rounds",
                         .doc = "rounds of each later stage (an arm's samples add up)"));
 

@@ -116,7 +116,8 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--budget", type=_positive(1, 86400), default=d.budget_s,
                        metavar="SECONDS",
                        help=f"seconds of the program's traffic for {what} (default "
-                            f"{d.budget_s:g})")
+                            f"{d.budget_s:g}); where it leaves room, the unrecorded rests run "
+                            f"longer to keep observing under --max-overhead")
         p.add_argument("--warmup", type=_positive(0, 3600), default=d.warmup_s,
                        metavar="SECONDS",
                        help=f"seconds watched before the first switch of {what} (captures "

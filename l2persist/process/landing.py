@@ -38,6 +38,17 @@ class Landing(Part):
             w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
         return want
 
+    def forget(self):
+        """The search begins again (Search.restart): attributes off, nothing checked yet."""
+        w = self.w
+        if w.landed_on:
+            try:
+                _core.activity_attributes(False)
+            except Exception:          # not collecting now: they went off with the records
+                pass
+            w.landed_on = False
+        w.landed_blocks, w.landed_seen, w.landed_table = {}, {}, {}
+
     def read(self, done: list, bounds: list):
         """The windows the checked blocks among ``done`` (bounds as the recorder cut them:
         two per block) ran under, added to their arms' counts."""
@@ -63,7 +74,7 @@ class Landing(Part):
         attributes were collected."""
         w = self.w
         out = {"checked": bool(w.landed_seen), "why": w.landed_why, "arms": []}
-        for arm in sorted(w.landed_seen):
+        for arm in sorted(a for a in w.landed_seen if a < len(w.arms)):
             seen_ids = w.landed_seen[arm]
             seen = []
             for wid, n in seen_ids.items():

@@ -279,6 +279,12 @@ static void test_blocks_left(void)
     }
     CHECK(issued >= 32 + 9 + 6 + 4 + 18);
     CHECK(l2p_live_blocks_left(&s) == 0);
+    /* verify: a confirmation to a width counts to its cap of rounds, three arms a round */
+    o.confirm_only = 1;
+    o.target_halfwidth = 0.01;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    CHECK(l2p_live_blocks_left(&s) == o.max_confirm_rounds * 3);
+    CHECK(l2p_live_next(&s) >= 0 && l2p_live_blocks_left(&s) == o.max_confirm_rounds * 3 - 1);
     /* the cap the budget allows: 30 s over 60 blocks at 0.75 -> 0.375 s a cycle; a block of
      * 100 units at 0.2 ms recorded, 0.1 ms rested, a 5 ms switch: (0.375 - 0.005 - 0.02) /
      * (1e-4 * 100) = 35 blocks' worth */
