@@ -254,6 +254,46 @@ def test_switcher_sets_only_the_windows_that_change():
     assert changed[-1] == ([(None, [1])], True)
 
 
+def _install_owner(placebo):
+    dev = _ns(persisting_l2_limit=3 << 20)
+    g = _Graph({0: [1, 3]})
+    hot = switcher.Target(0x1000, 4096, 3.0, places=[(g, 0)])
+    arms = [{"set_aside": 0, "windows": []}, {"set_aside": None, "windows": []},
+            {"set_aside": 1 << 20, "windows": [(0, 0.25, "persisting", "streaming")]},
+            {"set_aside": 2 << 20, "windows": [(0, 0.5, "persisting", "streaming")]}]
+    return _ns(arms=arms, targets=[hot], device=dev, default_limit=3 << 20,
+               o=_ns(placebo=placebo), stream_windows=None), g
+
+
+@pytest.mark.parametrize("placebo", [False, True])
+def test_switcher_placebo_installs_each_arms_windows_with_no_effect(monkeypatch, placebo):
+    """advise --placebo: the same windows on the same nodes, arm by arm (so the switches do the
+    same work), but with normal hit and miss properties, and the device's default set-aside:
+    the program runs as under no plan while observing costs what it does."""
+    made, set_windows = [], []
+    monkeypatch.setattr(switcher, "_window", lambda *key: made.append(key) or key)
+    monkeypatch.setattr(switcher, "_core", _ns(reset_persisting_l2=lambda dev: None))
+    w, g = _install_owner(placebo)
+    s = switcher.Switcher(w)
+    monkeypatch.setattr(s, "windowed_graphs", lambda: [g])
+    monkeypatch.setattr(s, "set_graph_windows",
+                        lambda graph, want, fresh: set_windows.append(dict(want)))
+    limits = []
+    for arm in (2, 3, 0):
+        s.install(arm)
+        limits.append(w.device.persisting_l2_limit)
+    props = {(k[2], k[3], k[4]) for k in made}
+    if placebo:
+        assert limits == [3 << 20] * 3                       # the default, always
+        assert props == {(0.25, "normal", "normal"), (0.5, "normal", "normal")}
+    else:
+        assert limits == [1 << 20, 2 << 20, 0]
+        assert props == {(0.25, "persisting", "streaming"), (0.5, "persisting", "streaming")}
+    # the same nodes windowed, and the arms' windows differ (a switch changes them)
+    assert [sorted(d) for d in set_windows] == [[1, 3], [1, 3], []]
+    assert set_windows[0][1][0] != set_windows[1][1][0]
+
+
 # ---- the report --------------------------------------------------------------------------------
 
 def test_report_per_key_from_the_arms_key_sums(monkeypatch):
@@ -1214,3 +1254,23 @@ def test_landed_lines_say_which_arms_missed_and_why_not_checked():
     assert report.landed_lines(None) == []
     html_doc = report._landed_html({"windows_landed": {"checked": True, "arms": [ok, bad]}})
     assert html_doc.count("<tr>") == 3 and "<b>no</b>" in html_doc
+
+
+def test_placebo_is_advises_alone_reaches_the_watcher_and_writes_no_plan(monkeypatch, tmp_path,
+                                                                         capsys):
+    import l2persist.cli.live as cli_live
+    args = cli_live._parser("advise", False, True).parse_args(["--placebo"])
+    env = cli_live._env(args, "advise", str(tmp_path / "r.json"))
+    assert env["L2PERSIST_PLACEBO"] == "1" and live.Options.from_env(env).placebo is True
+    plain = cli_live._parser("advise", False, True).parse_args([])
+    assert "L2PERSIST_PLACEBO" not in cli_live._env(plain, "advise", "r") or \
+        os.environ.get("L2PERSIST_PLACEBO")
+    with pytest.raises(SystemExit):            # verify measures a plan: no placebo there
+        cli_live._parser("verify", True, True).parse_args(["plan.json", "--placebo"])
+    out = tmp_path / "plan.json"
+    args = cli_live._parser("advise", False, True).parse_args(["--placebo", "--out", str(out)])
+    monkeypatch.setattr(cli_live, "_parse", lambda argv, cmd: (args, ["prog"], None))
+    doc = {"result": {"decided": 1, "helps": 0}, "placebo": True, "plan": None}
+    monkeypatch.setattr(cli_live, "_watch", lambda a, command, mode: (0, doc))
+    assert cli_live.advise_main(["--placebo", "--", "prog"]) == 0
+    assert not out.exists() and "no plan written" in capsys.readouterr().err

@@ -85,3 +85,30 @@ def test_the_summary_says_why_watching_was_not_measured_under_a_mix(world):  # n
     assert "not measured here" in text and "moved 37 % from rest to rest" in text, text
     assert "hooks took 0.12 %" in text and "switch work: 2.50 ms" in text
     assert not re.search(r"watching added \d", text) and "recording cost" not in text
+
+
+def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_path):  # noqa: F811
+    """advise --placebo in the world where a window on the table with 8 MiB set aside makes
+    k_gather 1.25x faster: the arms' windows still go on the graph's nodes (normal hit and miss
+    properties), the set-aside stays the default (4 MiB), so no arm helps and no plan is
+    written; the summary says it was a placebo."""
+    world.gain = 1.25
+    w = live.Watcher(live.Options(mode="advise", warmup_s=0.01, block_units=4, budget_s=30.0,
+                                  placebo=True))
+    seen = []
+    real = type(world).kernel_ns
+
+    def spy(self, graph, node, name):
+        win = self.windows.get(node)
+        if win is not None:
+            seen.append((win.hit_prop, win.miss_prop, self.limit))
+        return real(self, graph, node, name)
+    world.kernel_ns = spy.__get__(world)
+    run_program(world, w)
+    assert w.state == "done", w.notes
+    s = json.loads(json.dumps(w.summary(), default=live._jsonable))
+    assert s["placebo"] is True and s["plan"] is None
+    assert not s["result"]["helps"], s["result"]
+    assert seen and {(hp, mp) for hp, mp, _ in seen} == {("normal", "normal")}
+    assert {lim for _, _, lim in seen} == {4 * 1024 * 1024}
+    assert summary_text(s).splitlines()[1].startswith("  placebo: every arm ran as no plan")

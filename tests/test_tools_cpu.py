@@ -333,3 +333,37 @@ def test_live_zoo_runs_each_part_and_says_which_wrote_no_result(tmp_path):
     assert "needs a CUDA GPU" in (tmp_path / "decode_big.log").read_text()
     assert not (tmp_path / "cupy_only.log").exists()
     assert not (tmp_path / "live-study-decode_big.json").exists()   # the earlier run's: gone
+
+
+def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp_path):
+    """tools/investigations/zoo-advise --placebo (no GPU: its runs faked): the loop times come
+    from the programs' own `loop:` lines, plain and placebo alternate, and observing is the
+    loops' ratio over the share of the placebo loop the search took."""
+    import importlib.machinery
+    import importlib.util
+    import json as _json
+    import types
+    loader = importlib.machinery.SourceFileLoader("zoo_advise", str(INVESTIGATIONS / "zoo-advise"))
+    spec = importlib.util.spec_from_loader("zoo_advise", loader)
+    za = importlib.util.module_from_spec(spec)
+    loader.exec_module(za)
+    assert za.loop_s("x\nloop: 10 iterations in 2.5000 s\n") == 2.5 and za.loop_s("") is None
+    calls = []
+
+    def fake_run(cmd, timeout):
+        placebo = "--placebo" in cmd
+        calls.append("placebo" if placebo else "plain")
+        out = cmd[cmd.index("--iters") - 1]
+        with open(out, "w") as f:
+            _json.dump({"digest": 1}, f)
+        if placebo:
+            with open(cmd[cmd.index("--json") + 1], "w") as f:
+                _json.dump({"decision_s": 30.0, "watching": {"observing_share": 0.012}}, f)
+        secs = 61.2 if placebo else 60.0
+        return types.SimpleNamespace(returncode=0, stderr=f"loop: 9 iterations in {secs} s\n"), 1
+    monkeypatch.setattr(za, "run", fake_run)
+    r = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
+    assert calls == ["plain", "placebo", "plain", "placebo"]
+    assert r["same"] and r["loop_ratio"] == pytest.approx(1.02)
+    assert r["search_share_of_loop"] == pytest.approx(30 / 61.2)
+    assert r["observing_mixproof"] == pytest.approx(0.02 * 61.2 / 30)

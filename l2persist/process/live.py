@@ -65,6 +65,8 @@ class Options:
                                # counts the program's calls: tools/investigations/search-cost)
     graph_records: bool = False    # experimental: a record per graph replay, not per node
                                    # (process/graphs.py, Graphs.graph_records_first)
+    placebo: bool = False          # advise --placebo: arms installed with no effect (what
+                                   # observing costs, timed against a plain run)
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
@@ -87,6 +89,7 @@ class Options:
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
+        o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
         o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0

@@ -206,6 +206,10 @@ def summary_text(r: dict) -> str:
     lines = [f"l2persist {r['mode']}: {r['device'].get('name', '?')}, unit of work: one "
              f"{unit_text}, {r['units_per_block']} per block",
              "  " + verdict_line(r)]
+    if r.get("placebo"):
+        lines.insert(1, "  placebo: every arm ran as no plan (normal hit and miss properties, "
+                        "the default set-aside); the verdict below compares arms that differ "
+                        "in nothing, and no plan is written")
     per = r.get("per_arm", {})
     for key, label in (("0", "limit 0"), ("1", "default")):
         d = per.get(key) or per.get(int(key))

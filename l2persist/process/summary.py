@@ -154,7 +154,10 @@ class Report(Part):
             # from the first watched call to the decision (warm-up and probe included)
             "decision_s": getattr(w, "decision_s", None),
             "search_s": (time.perf_counter() - w.search_t0) if w.search_t0 else 0.0,
-            "plan": self.make_plan() if w.o.mode == "advise" and w.result else None,
+            # advise --placebo: every arm ran as no plan; no plan to write
+            "placebo": bool(getattr(w.o, "placebo", False)),
+            "plan": (self.make_plan() if w.o.mode == "advise" and w.result
+                     and not getattr(w.o, "placebo", False) else None),
         }
 
     def per_key(self) -> dict | None:

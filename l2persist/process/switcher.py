@@ -129,7 +129,11 @@ class Switcher(Part):
         since its executable was made needs nothing: its executable stays fresh."""
         w = self.w
         a = w.arms[arm]
-        limit = w.default_limit if a["set_aside"] is None else a["set_aside"]
+        # advise --placebo: the default set-aside, and each window with normal hit and miss
+        # properties (no line persists or streams), its hit ratio kept so that arms still
+        # differ and switching changes the same nodes as it would
+        placebo = getattr(w.o, "placebo", False)
+        limit = w.default_limit if a["set_aside"] is None or placebo else a["set_aside"]
         if w.device.persisting_l2_limit != limit:
             w.device.persisting_l2_limit = limit
         _core.reset_persisting_l2(w.device)   # an arm starts on clean lines
@@ -137,6 +141,8 @@ class Switcher(Part):
         want: dict[int, dict] = {}
         on_streams: dict[int, tuple] = {}
         for g, nodes, base, nbytes, hit, hp, mp, _rec in self.placements(a):
+            if placebo:
+                hp = mp = "normal"
             key = (base, nbytes, hit, hp, mp)
             if g.eager:            # one per stream (placements)
                 on_streams[g.stream] = (key, _window(*key))
