@@ -422,7 +422,7 @@ size_t l2p_live_blocks_left(const l2p_live *s)
         if (c > 1) left += s->o.next_stage_rounds * (2 + c);
     }
     size_t confirm = s->o.target_halfwidth > 0 ? s->o.max_confirm_rounds : s->o.confirm_rounds;
-    return left + confirm * (c ? 3 : 2);
+    return left + confirm * 3; /* a search leaves one candidate: it and the two baselines */
 }
 
 /* The `tries` highest-ranked targets (weight > 0, bytes > 0), best first; ties keep the

@@ -279,6 +279,10 @@ static void test_blocks_left(void)
     }
     CHECK(issued >= 32 + 9 + 6 + 4 + 18);
     CHECK(l2p_live_blocks_left(&s) == 0);
+    /* only the two baselines: the confirmation alone, two arms a round */
+    l2p_live_options_default(&o);
+    CHECK(l2p_live_init(&s, 2, &o) == L2P_OK);
+    CHECK(l2p_live_blocks_left(&s) == o.confirm_rounds * 2);
     /* verify: a confirmation to a width counts to its cap of rounds, three arms a round */
     o.confirm_only = 1;
     o.target_halfwidth = 0.01;
