@@ -202,18 +202,25 @@ static PyObject *float_list(const double *v, size_t n)
     return list;
 }
 
+/* The blocks' bounds as n >= 2 stamps (PyMem_Free *out); -1 with a ValueError otherwise. */
+static int block_bounds(PyObject *obj, uint64_t **out, Py_ssize_t *n)
+{
+    if (u64_list(obj, "bounds", out, n) < 0) return -1;
+    if (*n >= 2) return 0;
+    PyErr_Format(PyExc_ValueError, "bounds: expected at least 2 stamps, got %zd", *n);
+    PyMem_Free(*out);
+    *out = NULL;
+    return -1;
+}
+
 static PyObject *activity_blocks_impl(PyObject *m, const void *args)
 {
     const blocks_args *a = args;
     uint64_t *bounds = NULL;
     Py_ssize_t n = 0;
-    if (u64_list(a->bounds, "bounds", &bounds, &n) < 0) return NULL;
+    if (block_bounds(a->bounds, &bounds, &n) < 0) return NULL;
     l2p_activity *log = l2p_activity_log();
     PyObject *res = NULL;
-    if (n < 2) {
-        PyErr_Format(PyExc_ValueError, "bounds: expected at least 2 stamps, got %zd", n);
-        goto out;
-    }
     l2p_activity_lock(log);
     size_t nb = (size_t)n - 1, names = log->n_names, keys = log->n_lkeys;
     double *gpu = PyMem_Calloc(nb, sizeof *gpu);
@@ -243,7 +250,6 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
     PyMem_Free(by);
     PyMem_Free(kns);
     PyMem_Free(kn);
-out:
     PyMem_Free(bounds);
     return res;
 }
@@ -399,12 +405,8 @@ static PyObject *activity_windows_impl(PyObject *m, const void *args)
     const blocks_args *a = args;
     uint64_t *bounds = NULL;
     Py_ssize_t n = 0;
-    if (u64_list(a->bounds, "bounds", &bounds, &n) < 0) return NULL;
+    if (block_bounds(a->bounds, &bounds, &n) < 0) return NULL;
     PyObject *res = NULL;
-    if (n < 2) {
-        PyErr_Format(PyExc_ValueError, "bounds: expected at least 2 stamps, got %zd", n);
-        goto out;
-    }
     const size_t nb = (size_t)n - 1, cols = L2P_ACTIVITY_WINDOWS + 1;
     uint64_t *counts = PyMem_Calloc(nb * cols, sizeof *counts);
     if (!counts) {
