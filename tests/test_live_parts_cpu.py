@@ -616,9 +616,13 @@ def test_graphs_nested_captures_hold_the_stream_windows_and_the_log_until_the_la
     hooks = []
     w = _graphs_owner(calls, state="search", paused=True,
                       resting={"unhooked": True}, rest_hooks=(None, lambda: hooks.append(1)))
+    w.pace = pace.Pace(w)
+    held = []
+    w.clock = _ns(hold=held.append)
     g = graphs.Graphs(w)
     g.capture_begin()
     assert w.resting == {"unhooked": True, "recorded": True, "tail_due": True} and hooks == [1]
+    assert held == [0]                     # the clock's hold over: the tail is counted now
     g.capture_failed()
     assert "log begin" not in calls
 

@@ -84,9 +84,7 @@ def _start_clock(w) -> None:
     starts here and touches nothing of CUDA's until the program has loaded CUDA's driver
     (SwitchGate.armed in process/clock.py: then it starts counting captures)."""
     from . import clock
-    if w.o.world > 1 or not clock.tracking():
-        return
-    w.clock = clock.Clock(w.tick).start()
+    clock.start(w)
 
 
 #: Programs that only start the program's ranks (they inherit the bootstrap too): they are

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from .. import _core
 from .part import Part
@@ -40,14 +41,19 @@ def tracking() -> bool:
 
 class Clock:
     """A daemon thread calling ``tick()`` every ``period_s`` until stopped; ``tick`` returns
-    False once nothing more is wanted of the clock (decided, stopped), which ends it."""
+    False once nothing more is wanted of the clock (decided, stopped), which ends it.
+    :meth:`hold` skips the ticks of a stretch in which none can do anything (a rest whose
+    hooks' gate is closed: pace.rest_unhooked)."""
 
     def __init__(self, tick, period_s: float = PERIOD_S):
         self._tick = tick
         self.period_s = period_s
         self._stop = threading.Event()
+        self._nudge = threading.Event()    # a hold ended early, or stop
+        self._hold_until = 0.0             # time.monotonic(): no tick before it
         self.thread = None
         self.ticks = 0
+        self.held_s = 0.0                  # the holds' time, summed
         self.error = None             # what ended it, if a tick raised
 
     def start(self) -> "Clock":
@@ -58,7 +64,14 @@ class Clock:
         return self
 
     def _run(self):
-        while not self._stop.wait(self.period_s):
+        while not self._stop.is_set():
+            wait = max(self.period_s, self._hold_until - time.monotonic())
+            self._nudge.wait(wait)
+            self._nudge.clear()
+            if self._stop.is_set():
+                return
+            if time.monotonic() < self._hold_until:
+                continue               # a hold set while it waited: wait again
             self.ticks += 1
             try:
                 if self._tick() is False:
@@ -67,12 +80,59 @@ class Clock:
                 self.error = e
                 return
 
+    def hold(self, seconds: float):
+        """No tick for ``seconds`` from now (0: the hold under way ends and a tick comes now).
+        Each wake-up of this thread takes the GIL from the program's."""
+        if not self.running:
+            return                 # stopped (quiet): nothing to hold, no time counted
+        now = time.monotonic()
+        if seconds > 0:
+            self.held_s += seconds
+            self._hold_until = now + seconds
+        else:
+            if self._hold_until > now:
+                self.held_s -= self._hold_until - now
+            self._hold_until = 0.0
+            self._nudge.set()
+
     def stop(self, join: bool = True):
         """Idempotent; waits for a tick in progress unless called from the clock's thread."""
         self._stop.set()
+        self._nudge.set()
         t = self.thread
         if join and t is not None and t is not threading.current_thread():
             t.join(timeout=5.0)
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and not self._stop.is_set()
+
+
+def start(w, again: bool = False) -> None:
+    """The watcher's clock started where it may run: advise and verify, alone (ranks switch
+    together at their shared calls), with a core that counts captures. ``again``: where a
+    search begins again (its warm-up and probe may need the ticks), the clock that
+    :func:`quiet` stopped starts again; a watcher that never had one (the simulator's, whose
+    ticks are driven by hand) gets none."""
+    had = getattr(w, "clock", None)
+    if again:
+        if had is not None and not had.running:
+            w.clock = Clock(w.tick, had.period_s).start()
+            w.clock.ticks = had.ticks
+        return
+    if had is None and w.o.world <= 1 and w.o.mode in ("advise", "verify") and tracking():
+        w.clock = Clock(w.tick).start()
+
+
+def quiet(w) -> None:
+    """The search's unit is one of the program's own calls (a mark, a replay, a sync): every
+    switch point is the program's from here, and a tick would only cost the program's thread
+    the GIL 200 times a second. The clock's thread stops (without waiting: a tick in progress
+    cannot take the watcher's lock, which the caller holds); a search that begins again
+    starts it again (:func:`start`)."""
+    w.clock_quiet = True
+    if getattr(w, "clock", None) is not None:
+        w.clock.stop(join=False)
 
 
 def _driver_loaded() -> bool:

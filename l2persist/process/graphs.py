@@ -114,8 +114,7 @@ class Graphs(Part):
             if w.resting is not None and w.paused:
                 w.resting["recorded"] = True       # no longer an unrecorded rest
                 if w.resting.get("unhooked") and "tail_t0" not in w.resting:
-                    w.resting["tail_due"] = True      # the gate open: counted from here on
-                    w.rest_hooks[1]()
+                    w.pace.open_gate(w.resting)       # counted from here on
             w._resume()
 
     def graph_records_first(self):

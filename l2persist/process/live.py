@@ -114,6 +114,7 @@ class Watcher:
         self.captures = 0                          # captures open now
         self.points = {"replay": 0, "sync": 0, "mark": 0, "tick": 0}
         self.clock = None                          # clock.Clock: switch points of its own
+        self.clock_quiet = False                   # stopped once the unit was the program's
         self.verify_base = None                    # verify: the baseline the plan is, if one
         self._switch_held = None                   # the thread holding the core's switch lock
         self.tracking_ended = False                # end_tracking: the core's count no longer asked

@@ -110,6 +110,8 @@ class Pace(Part):
         t.daemon = True     # a program that ends mid-rest is not kept waiting for it
         w.rest_timer = t
         t.start()
+        if getattr(w, "clock", None) is not None:
+            w.clock.hold(off_s)    # its ticks are not counted while the gate is closed
 
     def rehook_rest(self, r: dict):
         """On the timer's thread: the gate open; nothing else (the tail begins on the
@@ -117,8 +119,17 @@ class Pace(Part):
         w = self.w
         with w.lock:
             if w.resting is r and w.state == "search":
-                r["tail_due"] = True
-                w.rest_hooks[1]()
+                self.open_gate(r)
+
+    def open_gate(self, r: dict):
+        """Under the lock: an unhooked rest's gate open again, its counted tail due (the
+        timer's end, or a capture beginning mid-rest), and the clock's hold over (the tail
+        may begin at its next tick: now)."""
+        w = self.w
+        r["tail_due"] = True
+        w.rest_hooks[1]()
+        if getattr(w, "clock", None) is not None:
+            w.clock.hold(0)
 
     def begin_tail(self, r: dict) -> bool:
         """An unhooked rest's counted tail begins at this call, once the timer has opened the

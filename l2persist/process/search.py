@@ -13,6 +13,7 @@ import time
 
 from .. import _core
 from .._format import kernel_label
+from . import clock as _clock
 from .part import Part
 from .recorder import Block
 
@@ -74,6 +75,8 @@ class Search(Part):
         by_name = probe.get("by_name", {})
         elapsed = max(1e-6, time.perf_counter() - w.probe_t)
         w.unit = self.choose_unit(elapsed)
+        if w.unit != ("tick",):
+            _clock.quiet(w)        # the program's own calls are every switch point now
         units = w.probe_counts.get(w.unit, 0)
         # the reference the blocks are priced at: each launch key's launches in the probe
         # (the program's own mix, under the device's default) per unit of work (l2p_live_mix)
@@ -153,6 +156,8 @@ class Search(Part):
         if w.rest_timer is not None:
             w.rest_timer.cancel()
             w.rest_timer = None
+            if getattr(w, "clock", None) is not None:
+                w.clock.hold(0)    # no rest holds its ticks back now
         if w.resting is not None:
             if w.resting.get("unhooked") and w.rest_hooks is not None:
                 w.rest_hooks[1]()     # the per-call hooks' gate open again
@@ -184,6 +189,7 @@ class Search(Part):
         w.search_t0, w.ungraphed = None, None    # the new search's, when it begins
         w.state = "warmup"
         w.t0 = time.perf_counter()
+        _clock.start(w, again=True)   # the new warm-up and probe may need its ticks again
 
     def note_ungraphed(self):
         """Say how much of the warm-up's GPU time ran in kernels no window reaches: in no

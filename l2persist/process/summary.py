@@ -149,6 +149,11 @@ class Report(Part):
                       "streams_left_alone": sorted(w.unknown_streams),
                       "restored": w.streams_restored},
             "notes": w.notes,
+            # the watcher's clock: its ticks, the seconds its holds skipped (unhooked rests),
+            # and whether it stopped once the program's own calls were the unit (clock.quiet)
+            "clock": {"ticks": w.clock.ticks if w.clock is not None else 0,
+                      "held_s": w.clock.held_s if w.clock is not None else 0.0,
+                      "quiet": bool(getattr(w, "clock_quiet", False))},
             # how replays were timed: a record per graph replay (--graph-records) or per node
             "graph_records": bool(getattr(w, "graph_records", False)),
             # from the first watched call to the decision (warm-up and probe included)
