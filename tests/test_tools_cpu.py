@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -367,3 +368,67 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert r["same"] and r["loop_ratio"] == pytest.approx(1.02)
     assert r["search_share_of_loop"] == pytest.approx(30 / 61.2)
     assert r["observing_mixproof"] == pytest.approx(0.02 * 61.2 / 30)
+    assert r["plain_spread"] == 0.0 and r["separated"] is True
+    # a noisy machine: a plain run as long as the placebo's is no separation
+    plain_secs = iter([60.0, 61.5])
+
+    def noisy_run(cmd, timeout):
+        p, n = fake_run(cmd, timeout)
+        if "--placebo" not in cmd:
+            p.stderr = f"loop: 9 iterations in {next(plain_secs)} s\n"
+        return p, n
+    monkeypatch.setattr(za, "run", noisy_run)
+    r = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
+    assert r["plain_spread"] == pytest.approx(1.5 / 60.75) and r["separated"] is False
+
+
+def _load_tool(path, name):
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):
+    """tools/investigations/observing-parts (no GPU: its runs faked): every mode runs once a
+    round in the order given, the loops come from the programs' `loop:` lines, each mode's
+    median is set against plain's, and a failed run counts as no loop."""
+    op = _load_tool(INVESTIGATIONS / "observing-parts", "observing_parts")
+    secs = {"plain": iter([10.0, 10.4]), "clock": iter([11.0, 11.2]), "placebo": iter([0, 13.0])}
+    seen = []
+
+    def fake_run(cmd, timeout):
+        mode = "placebo" if "--placebo" in cmd else cmd[cmd.index("--child") + 1]
+        seen.append(mode)
+        s = next(secs[mode])
+        return types.SimpleNamespace(returncode=0 if s else 1,
+                                     stderr=f"loop: 5 iterations in {s} s\n" if s else "boom")
+    monkeypatch.setattr(op, "run", fake_run)
+    r = op.measure("eager_implicit", 5, ["plain", "clock", "placebo"], 2, str(tmp_path / "o"))
+    assert seen == ["plain", "clock", "placebo"] * 2
+    assert r["loop_s"]["placebo"] == [None, 13.0]
+    assert r["ratio_to_plain"]["clock"] == pytest.approx(11.1 / 10.2)
+    assert r["ratio_to_plain"]["placebo"] == pytest.approx(13.0 / 10.2)
+    assert r["plain_spread"] == pytest.approx(0.4 / 10.2)
+    # the placebo runs the CLI; the other modes run this tool's child around the program
+    cmd = op.command("placebo", "eager_implicit", 5, "o.json")
+    assert cmd[1:5] == ["-m", "l2persist", "advise", "--placebo"] and "--iters" in cmd
+    assert op.command("clock", "eager_implicit", 5, "o.json")[2:4] == ["--child", "clock"]
+
+
+def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
+    """The child sets its mode's part up (here the clock thread: no GPU needed) and runs the
+    program as __main__ with the program's own arguments; an unknown mode is refused."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, threading\n"
+                    "print('args', sys.argv[1:], 'threads', threading.active_count())\n")
+    tool = str(INVESTIGATIONS / "observing-parts")
+    p = subprocess.run([sys.executable, tool, "--child", "clock", "--", str(prog), "a", "--b"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "args ['a', '--b'] threads 2" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, tool, "--child", "nope", "--", str(prog)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "no mode 'nope'" in p.stderr

@@ -232,7 +232,10 @@ def summary_text(r: dict) -> str:
             lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "
                          f"program in the watcher, {100 * w['hooks_share']:.2f} % of the "
                          f"search's wall time (rests and blocks alike, the counting thread's "
-                         f"calls); observing in all {100 * w['observing_share']:.2f} %"
+                         f"calls); observing as the watcher sees it "
+                         f"{100 * w['observing_share']:.2f} % (not CUPTI attached, the hooks' "
+                         f"outer frames or its threads: advise --placebo, timed against a "
+                         f"plain run of the same work, measures those)"
                          + ("; the hooks came off once decided" if r.get("calls_unhooked")
                             else ""))
         if w.get("exploring_share") is not None:
