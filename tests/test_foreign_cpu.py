@@ -513,15 +513,10 @@ def test_launchlog_diag_reads_exit_codes_and_names_its_rows(tmp_path, monkeypatc
     and from an "ok" line wherever it is (the log's counts on stderr follow it); a pytest run
     that skipped a test is not ok; a row that fails is kept with its exit code and log, one past
     the budget is not started, and one past its timeout is killed with its children."""
-    import importlib.machinery
-    import importlib.util
     import signal
     import time
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / "investigations" / "launchlog-diag"
-    loader = importlib.machinery.SourceFileLoader("launchlog_diag_tool", str(path))
-    diag = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(diag)
+    import tool_script
+    diag = tool_script.load("tools/investigations/launchlog-diag")
     assert diag.verdict(-signal.SIGSEGV, "") == "CRASH SIGSEGV"
     assert diag.verdict(128 + signal.SIGSEGV, "") == "CRASH SIGSEGV"
     assert diag.verdict(-signal.SIGABRT, "") == "CRASH SIGABRT"

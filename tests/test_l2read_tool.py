@@ -3,23 +3,15 @@ kernels are given the same passes (l2_read's default resolved once, through l2_r
 and the bar counts launches from --bar-passes up."""
 
 import argparse
-import importlib.machinery
-import importlib.util
-import pathlib
 import types
 
 import numpy as np
 import pytest
 
-TOOL = pathlib.Path(__file__).resolve().parent.parent / "tools" / "investigations" / "l2read-vs-original"
-
 
 def _tool():
-    loader = importlib.machinery.SourceFileLoader("l2read_vs_original", str(TOOL))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    import tool_script
+    return tool_script.load("tools/investigations/l2read-vs-original")
 
 
 # A stand-in with the original's declaration and nested braces (not its code).

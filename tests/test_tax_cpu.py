@@ -570,16 +570,8 @@ def test_companion_rows_from_a_sweep_give_back_its_constants(tmp_path):
 
 def _tool(name):
     """tools/investigations/<name> (a script without .py) as a module."""
-    import importlib.machinery
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "tools" / "investigations" / name
-    module = name.replace("-", "_") + "_tool"
-    loader = importlib.machinery.SourceFileLoader(module, str(path))
-    spec = importlib.util.spec_from_loader(module, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    import tool_script
+    return tool_script.load(f"tools/investigations/{name}")
 
 
 def test_tax_fit_writes_rows_the_core_reads_back(tmp_path, capsys):

@@ -11,6 +11,8 @@ import types
 
 import pytest
 
+import tool_script
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GPU_CHECK = ROOT / "tools" / "gpu-check"
 INVESTIGATIONS = ROOT / "tools" / "investigations"
@@ -340,14 +342,8 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     """tools/investigations/zoo-advise --placebo (no GPU: its runs faked): the loop times come
     from the programs' own `loop:` lines, plain and placebo alternate, and observing is the
     loops' ratio over the share of the placebo loop the search took."""
-    import importlib.machinery
-    import importlib.util
     import json as _json
-    import types
-    loader = importlib.machinery.SourceFileLoader("zoo_advise", str(INVESTIGATIONS / "zoo-advise"))
-    spec = importlib.util.spec_from_loader("zoo_advise", loader)
-    za = importlib.util.module_from_spec(spec)
-    loader.exec_module(za)
+    za = tool_script.load("tools/investigations/zoo-advise")
     assert za.loop_s("x\nloop: 10 iterations in 2.5000 s\n") == 2.5 and za.loop_s("") is None
     calls = []
 
@@ -382,21 +378,11 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert r["plain_spread"] == pytest.approx(1.5 / 60.75) and r["separated"] is False
 
 
-def _load_tool(path, name):
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader(name, str(path))
-    spec = importlib.util.spec_from_loader(name, loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
 def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):
     """tools/investigations/observing-parts (no GPU: its runs faked): every mode runs once a
     round in the order given, the loops come from the programs' `loop:` lines, each mode's
     median is set against plain's, and a failed run counts as no loop."""
-    op = _load_tool(INVESTIGATIONS / "observing-parts", "observing_parts")
+    op = tool_script.load("tools/investigations/observing-parts")
     secs = {"plain": iter([10.0, 10.4]), "clock": iter([11.0, 11.2]), "placebo": iter([0, 13.0])}
     seen = []
 
