@@ -136,7 +136,14 @@ def test_paced_advice_rests_with_the_hooks_off_and_changes_no_result(torch, tmp_
     w = r["watching"]
     assert w["rests"] > 0 and w["rests_unhooked"] > 0, w
     assert w["hooks_share"] is not None and w["hook_us_per_call"] > 0, w
-    assert w["observing_share"] >= w["added_share"], w
+    if w["comparable"]:
+        assert w["observing_share"] >= w["added_share"], w
+    else:
+        # the baselines' unrecorded rests spread past the rule (a noisy host: the H200 at
+        # dd74413 read so on this program): the walls-per-unit figures are withheld, not made up
+        from l2persist.process.summary import WALL_SPREAD_MAX
+        assert w["rest_spread"] > WALL_SPREAD_MAX, w
+        assert w["observing_share"] is None and w["added_share"] is None, w
     assert r["result"]["done"], r["notes"]
     assert r["calls_unhooked"] is True, r["notes"]
 
