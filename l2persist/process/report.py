@@ -69,6 +69,22 @@ def verdict_line(r: dict) -> str:
     return f"don't: {why}{best}; keep {base}"
 
 
+#: Below this share of the wall time busy, a gain on GPU time is said to be a bound on the wall's.
+BUSY_SAID = 0.9
+
+
+def busy_lines(r: dict) -> list[str]:
+    """Where the verdict helps and the GPU was busy under BUSY_SAID of the program's wall
+    time: what the gain on GPU time can take off the wall at most."""
+    b = r.get("gpu_busy") or {}
+    gain = b.get("wall_gain_at_most")
+    if gain is None or b.get("share") is None or b["share"] >= BUSY_SAID:
+        return []
+    return [f"  wall: the GPU was busy {100 * b['share']:.0f} % of the program's wall time: "
+            f"the gain on GPU time shortens the wall by {100 * (1 - 1 / gain):.1f} % at most, "
+            f"and by nothing where the host is what the program waits on"]
+
+
 #: The summary text's per-launch-shape table shows this many keys (the HTML all the summary has).
 PER_KEY_TEXT = 5
 
@@ -210,6 +226,7 @@ def summary_text(r: dict) -> str:
         lines.insert(1, "  placebo: every arm ran as no plan (normal hit and miss properties, "
                         "the default set-aside); the verdict below compares arms that differ "
                         "in nothing, and no plan is written")
+    lines += busy_lines(r)
     per = r.get("per_arm", {})
     for key, label in (("0", "limit 0"), ("1", "default")):
         d = per.get(key) or per.get(int(key))
@@ -411,6 +428,7 @@ svg{{display:block;margin:1.2em 0}}h2{{margin-top:1.4em}}code{{white-space:nowra
 </head><body>
 <h1>l2persist {r['mode']}: {html.escape(str(r['device'].get('name', '?')))}</h1>
 <p id="verdict"><b>{html.escape(verdict_line(r))}</b></p>
+{''.join(f'<p id="wall">{html.escape(x.strip())}</p>' for x in busy_lines(r))}
 <p>Unit of work: {html.escape(' '.join(map(str, r.get('unit') or [])))}; {r['units_per_block']}
 units per block; {res['search_blocks']} search and {res['confirm_blocks']} confirmation blocks in
 {r.get('search_s', 0):.1f} s. Switching an arm took {_med(sw):.2f} ms (median),

@@ -66,6 +66,27 @@ class Report(Part):
                 "ratio": recorded / after["wall_ms_per_unit"],
                 "spread": spread, "comparable": spread <= WALL_SPREAD_MAX}
 
+    @staticmethod
+    def gpu_busy(per_arm: dict, result: dict | None) -> dict:
+        """How much of the program's wall time its GPU is busy, under the device default (limit
+        0 where the default has no blocks): the blocks' own GPU time per unit (kernel time,
+        summed) over the unrecorded rests' wall per unit (the recorded blocks' where it ran no
+        rests), at most 1. Advice is judged on GPU time; a program whose host is what it waits
+        on gains less wall time than GPU time: `wall_gain_at_most` is the wall's speedup if all
+        the GPU time saved came off the wall (1 / (1 - share x (1 - 1/speedup))), for a verdict
+        that helps. None where no baseline has blocks."""
+        d = per_arm.get(1) or per_arm.get(0)
+        if not d or not d["gpu_ms_per_unit"]:
+            return {"share": None, "wall_gain_at_most": None}
+        wall = d["rest_wall_ms_per_unit"] or d["wall_ms_per_unit"]
+        gpu, w = statistics.median(d["gpu_ms_per_unit"]), statistics.median(wall)
+        share = min(1.0, gpu / w) if w > 0 else None
+        gain = None
+        res = result or {}
+        if share is not None and res.get("helps") and res.get("speedup", 0) > 1:
+            gain = 1.0 / (1.0 - share * (1.0 - 1.0 / res["speedup"]))
+        return {"share": share, "wall_gain_at_most": gain}
+
     def summary(self) -> dict:
         """The result document the CLI reads: verdict, arms, blocks, notes."""
         w = self.w
@@ -114,6 +135,9 @@ class Report(Part):
                           "baseline" if getattr(w, "verify_base", None) is not None
                           else "plan"),
             "arms": arms_out, "per_arm": per_arm, "per_key": self.per_key(),
+            # the GPU's share of the program's wall time, and what a gain on GPU time can
+            # take off the wall at most
+            "gpu_busy": self.gpu_busy(per_arm, w.result),
             "switch_ms": w.switch_ms, "switch_work_ms": w.switch_work_ms,
             "blocks": len(w.blocks),
             # the search's pace and what watching added to the program's wall time in it

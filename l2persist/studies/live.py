@@ -622,6 +622,10 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # what the arms tried cost the program beyond the baselines' pace (their rests' wall
         # per unit): trying plans, apart from observing; no bar (a size, wall time)
         "exploring_share": _num(watching.get("exploring_share")),
+        # the GPU's share of the program's wall time under the default, and the most a gain
+        # on GPU time can take off the wall (advice is judged on GPU time; no bar)
+        "gpu_busy_share": _num((summ.get("gpu_busy") or {}).get("share")),
+        "wall_gain_at_most": _num((summ.get("gpu_busy") or {}).get("wall_gain_at_most")),
         "record_cost": _num(watching.get("record_cost")),
         "recorded_share": _num(watching.get("recorded_share")),
         # whether each arm's windows were on its kernels (launch attributes; None: not checked)
