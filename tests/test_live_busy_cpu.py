@@ -52,3 +52,17 @@ def test_an_advised_program_carries_its_busy_share(world):  # noqa: F811
     assert 1.0 < b["wall_gain_at_most"] <= w.result["speedup"] + 1e-9, (b, w.result)
     text = report.summary_text(s)
     assert ("wall: the GPU was busy" in text) == (b["share"] < report.BUSY_SAID)
+
+
+def test_no_wall_bound_where_verify_of_a_dont_plan_found_an_arm_that_helps():
+    doc = dict(_doc(0.26, 1.0147), verify_of="baseline")
+    assert report.busy_lines(doc) == []             # "helps" there: the plan no longer holds
+    assert report.busy_lines(dict(doc, verify_of="plan")) != []
+
+
+def test_a_document_read_back_from_json_gives_the_same_share():
+    import json
+    per = {0: _arm([0.9], [1.0]), 1: _arm([1.0, 1.1, 1.2], [4.0, 4.2, 4.4])}
+    back = json.loads(json.dumps(per))              # string keys
+    res = {"helps": 1, "speedup": 1.059}
+    assert Report.gpu_busy(back, res) == Report.gpu_busy(per, res)

@@ -105,7 +105,9 @@ class Clock:
 
     @property
     def running(self) -> bool:
-        return self.thread is not None and not self._stop.is_set()
+        """Started, not stopped, and its thread not ended by a tick (False, or a raise)."""
+        return (self.thread is not None and not self._stop.is_set()
+                and self.thread.is_alive())
 
 
 def start(w, again: bool = False) -> None:
@@ -117,8 +119,10 @@ def start(w, again: bool = False) -> None:
     had = getattr(w, "clock", None)
     if again:
         if had is not None and not had.running:
-            w.clock = Clock(w.tick, had.period_s).start()
-            w.clock.ticks = had.ticks
+            c = Clock(w.tick, had.period_s)
+            c.ticks, c.held_s = had.ticks, had.held_s      # the summary's, over the restarts
+            w.clock = c.start()
+            w.clock_quiet = False
         return
     if had is None and w.o.world <= 1 and w.o.mode in ("advise", "verify") and tracking():
         w.clock = Clock(w.tick).start()
@@ -130,9 +134,9 @@ def quiet(w) -> None:
     the GIL 200 times a second. The clock's thread stops (without waiting: a tick in progress
     cannot take the watcher's lock, which the caller holds); a search that begins again
     starts it again (:func:`start`)."""
-    w.clock_quiet = True
     if getattr(w, "clock", None) is not None:
         w.clock.stop(join=False)
+        w.clock_quiet = True       # the summary's: a clock that ran went quiet
 
 
 def _driver_loaded() -> bool:

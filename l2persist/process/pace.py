@@ -124,7 +124,7 @@ class Pace(Part):
     def open_gate(self, r: dict):
         """Under the lock: an unhooked rest's gate open again, its counted tail due (the
         timer's end, or a capture beginning mid-rest), and the clock's hold over (the tail
-        may begin at its next tick: now)."""
+        may begin at its next tick that finds the lock free: within a period)."""
         w = self.w
         r["tail_due"] = True
         w.rest_hooks[1]()

@@ -76,6 +76,8 @@ BUSY_SAID = 0.9
 def busy_lines(r: dict) -> list[str]:
     """Where the verdict helps and the GPU was busy under BUSY_SAID of the program's wall
     time: what the gain on GPU time can take off the wall at most."""
+    if r.get("verify_of") == "baseline":
+        return []                  # there "helps" means the "don't" plan no longer holds
     b = r.get("gpu_busy") or {}
     gain = b.get("wall_gain_at_most")
     if gain is None or b.get("share") is None or b["share"] >= BUSY_SAID:

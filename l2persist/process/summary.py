@@ -75,7 +75,8 @@ class Report(Part):
         on gains less wall time than GPU time: `wall_gain_at_most` is the wall's speedup if all
         the GPU time saved came off the wall (1 / (1 - share x (1 - 1/speedup))), for a verdict
         that helps. None where no baseline has blocks."""
-        d = per_arm.get(1) or per_arm.get(0)
+        # int keys in the live summary; a document read back from JSON has strings
+        d = per_arm.get(1) or per_arm.get("1") or per_arm.get(0) or per_arm.get("0")
         if not d or not d["gpu_ms_per_unit"]:
             return {"share": None, "wall_gain_at_most": None}
         wall = d["rest_wall_ms_per_unit"] or d["wall_ms_per_unit"]
