@@ -561,6 +561,87 @@ def test_gate_takes_the_switch_lock_once_where_no_capture_is_open(monkeypatch):
     assert not g.capture_open()                              # PyTorch's check only from here
 
 
+def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler(monkeypatch):
+    """end_tracking(release=True) (decided and timed, or stopped mid-run) asks the core to let
+    CUPTI go, once, and only with the records ended; the exit's end_tracking() does not ask (no
+    program call would come for it); the program's own profiler on keeps CUPTI, unasked."""
+    import sys
+    import types
+    calls = []
+    monkeypatch.setattr(clock, "_core", _ns(
+        switch_leave=lambda: None, capture_watch_end=lambda: calls.append("end"),
+        cupti_release=lambda: calls.append("release") or ("releasing", None)))
+
+    def gate(**kw):
+        w = _ns(**{"tracking_ended": False, "_switch_held": None, "clock_tracking": True,
+                   "activity": False, "cupti_release": None, **kw})
+        return w, clock.SwitchGate(w)
+
+    w, g = gate()
+    g.end_tracking()                                         # at exit: the count off only
+    assert calls == ["end"] and w.cupti_release is None
+    g.end_tracking(release=True)                             # decided later: asked now
+    g.end_tracking(release=True)
+    assert calls == ["end", "release"] and w.cupti_release == ("releasing", None)
+    calls.clear()
+    w, g = gate(activity=True)                               # records still on: not asked
+    g.end_tracking(release=True)
+    assert calls == ["end"] and w.cupti_release is None
+    calls.clear()
+    w, g = gate()
+    profiler = [True]
+    fake = types.SimpleNamespace(autograd=types.SimpleNamespace(
+        _profiler_enabled=lambda: profiler[0]))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    g.end_tracking(release=True)
+    assert "release" not in calls
+    assert w.cupti_release == ("held", "the program's profiler is on")
+    w, g = gate()
+    profiler[0] = False
+    monkeypatch.setattr(clock, "_core", _ns(
+        switch_leave=lambda: None, capture_watch_end=lambda: None,
+        cupti_release=lambda: (_ for _ in ()).throw(RuntimeError("no CUPTI here"))))
+    g.end_tracking(release=True)                             # the core's refusal is kept
+    assert w.cupti_release == ("held", "no CUPTI here")
+
+
+def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
+    state, calls = ["releasing"], []
+    monkeypatch.setattr(clock, "_core", _ns(cupti_state=lambda: state[0],
+                                            cupti_reclaim=lambda: calls.append("reclaim")))
+    w = _ns(cupti_release=("releasing", None))
+    g = clock.SwitchGate(w)
+    state[0] = "released"                  # a call carried it out: nothing to withdraw
+    g.withdraw_release()
+    assert calls == [] and w.cupti_release == ("releasing", None)
+    state[0] = "releasing"
+    g.withdraw_release()
+    assert calls == ["reclaim"] and w.cupti_release[0] == "withdrawn"
+    g.withdraw_release()                   # once
+    w.cupti_release = ("held", "capture tracking")
+    g.withdraw_release()
+    assert calls == ["reclaim"]
+
+
+def test_summary_says_whether_cupti_was_asked_to_go_and_where_it_is_now(monkeypatch):
+    monkeypatch.setattr(summary, "_core", _ns(cupti_state=lambda: "released"))
+    assert summary.Report(_ns(cupti_release=None)).cupti() == {
+        "asked": False, "state": None, "why_held": None, "now": None}
+    assert summary.Report(_ns(cupti_release=("releasing", None))).cupti() == {
+        "asked": True, "state": "releasing", "why_held": None, "now": "released"}
+    held = summary.Report(_ns(cupti_release=("held", "capture tracking"))).cupti()
+    assert held["state"] == "held" and held["why_held"] == "capture tracking"
+
+
+def test_apply_lets_cupti_go_once_its_launch_log_is_over():
+    calls = []
+    w = _ns(apply_log={}, logging=False,
+            gate=_ns(release=lambda: None, release_cupti=lambda: calls.append("release")),
+            _unhook=lambda: calls.append("unhook"))
+    launches.Launches(w).apply_over()
+    assert calls == ["unhook", "release"] and w.apply_log["over"]
+
+
 # ---- the ranks (process/team.py) ---------------------------------------------------------------
 
 def test_ranks_wait_for_the_store_then_give_up_alone(monkeypatch):
@@ -1067,7 +1148,8 @@ def _ending_owner(calls, **kw):
             team=None, team_gave_up=False, _after={"calls": 1}, paused=True, activity=True)
     o.launches = _ns(stop=lambda: calls.append("log stop"))
     o.gate = _ns(capture_open=lambda: calls.append("gate") or False,
-                 end_tracking=lambda: calls.append("end tracking"))
+                 end_tracking=lambda release=False: calls.append("end tracking"),
+                 withdraw_release=lambda: calls.append("withdraw"))
     o.report = _ns(write_result=lambda: calls.append("write"))
     o.recorder = _ns(record_pending=lambda alone=False: calls.append(("record", alone)))
     o.__dict__.update(kw)
@@ -1138,7 +1220,7 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     assert w.ended_in == "search"                    # the words say what was under way
     assert w.notes == ["the program ended before the search decided"]
     assert calls == ["timer", "clock", ("record", True), "log stop", "gate", "log stop",
-                     "end tracking", "activity end", "write", "leave", "peers"]
+                     "end tracking", "activity end", "withdraw", "write", "leave", "peers"]
     # the last block holds no record of the probe's work: finished with the blocks before it
 
     def no_records(alone=False):

@@ -65,6 +65,11 @@ def check_program(name, tmp_path):
         f"{name}: the program's results changed under advise: {adv['stderr']}"
     assert adv["rc"] == 0, f"{name}: advise exited {adv['rc']}: {adv['stderr']}"
     assert os.path.exists(plan), adv["stderr"]
+    # once the watcher let CUPTI go (decided and timed), the program's next CUDA call's exit
+    # detached it: by the program's exit it has made many
+    c = (adv["result"] or {}).get("cupti") or {}
+    if c.get("asked") and c.get("state") not in ("held", "withdrawn"):
+        assert c.get("now") == "released", f"{name}: CUPTI asked to go, still attached: {c}"
 
 
 def _keep(name, runs, plan):

@@ -261,7 +261,8 @@ static struct {
 
 static l2p_activity process_log;
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end */
-static int registered;      /* the buffer callbacks are CUPTI's for the process's life */
+static int registered;      /* the buffer callbacks are CUPTI's until it is finalized: */
+static unsigned registered_in; /* registered in this generation (l2p_cupti_generation) */
 static int recording;       /* CONCURRENT_KERNEL is enabled now */
 static int graph_records;   /* GRAPH_TRACE is enabled now (l2p_activity_graphs) */
 static int attributes;      /* launch attributes are collected now (l2p_activity_attributes) */
@@ -333,6 +334,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 static l2p_status resolve(void)
 {
     void *lib = NULL;
+    l2p_cupti_reclaim(); /* every use of ours comes here first: CUPTI attaches again */
     l2p_status st = l2p_cupti_library(&lib);
     if (st != L2P_OK) return st;
     if (cupti.reg) return L2P_OK;
@@ -385,12 +387,14 @@ l2p_status l2p_activity_begin(int device)
     process_log.device = (uint32_t)device;
     pthread_mutex_unlock(&process_log.lock);
     CUptiResult rc = CUPTI_SUCCESS;
-    if (!registered) rc = cupti.reg(buffer_requested, buffer_completed);
+    if (!registered || registered_in != l2p_cupti_generation())
+        rc = cupti.reg(buffer_requested, buffer_completed);
     if (rc != CUPTI_SUCCESS) {
         st = l2p_cupti_fail(rc, "cuptiActivityRegisterCallbacks", NULL);
         goto out;
     }
     registered = 1;
+    registered_in = l2p_cupti_generation();
     if ((st = set_recording(1)) != L2P_OK) goto out;
     process_log.active = 1;
 out:
@@ -401,6 +405,7 @@ out:
 l2p_status l2p_activity_flush(void)
 {
     if (!cupti.flush_all) return l2p_fail(L2P_ERR_STATE, "activity: never started");
+    l2p_cupti_reclaim();
     CUptiResult rc = cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     return rc == CUPTI_SUCCESS ? L2P_OK : l2p_cupti_fail(rc, "cuptiActivityFlushAll", NULL);
 }
@@ -457,6 +462,21 @@ l2p_status l2p_activity_attributes(int on)
             st = l2p_cupti_fail(rc, "cuptiActivityEnableLaunchAttributes", NULL);
         else attributes = !!on;
     }
+    pthread_mutex_unlock(&process_lock);
+    return st;
+}
+
+l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why)
+{
+    l2p_status st = L2P_OK;
+    /* held throughout: a begin on another thread waits (it reclaims after, as any use does) */
+    pthread_mutex_lock(&process_lock);
+    *state = L2P_CUPTI_HELD;
+    if (process_log.active) *why = "the activity records";
+    /* turned on while no executable graph existed: whether graphs made under them survive
+     * CUPTI's detaching was not measured */
+    else if (graph_records) *why = "CUPTI's graph records";
+    else st = l2p_cupti_release(state, why);
     pthread_mutex_unlock(&process_lock);
     return st;
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "l2p_cupti.h"
 #include "l2p_error.h"
 #include "l2p_graphscan.h" /* L2P_KERNEL_NAME_MAX: one cut for every kernel name */
 
@@ -135,6 +136,12 @@ l2p_status l2p_activity_flush(void);
 void l2p_activity_end(void);
 /* CUPTI's clock, the one the records' stamps use (ns). */
 l2p_status l2p_activity_now(uint64_t *ns);
+/* Let CUPTI go from the process (l2p_cupti_release) where nothing of ours needs it: not while
+ * the records are collecting or CUPTI's graph records are on, nor while a client of its
+ * subscriber (the launch log, capture tracking) is attached; *why says which. The caller makes
+ * no CUPTI call of ours after it unless it means CUPTI to attach again (any begin, flush or
+ * timestamp does). */
+l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why);
 /* The process's log, for reading its records under its lock (l2p_activity_lock). */
 l2p_activity *l2p_activity_log(void);
 void l2p_activity_lock(l2p_activity *a);

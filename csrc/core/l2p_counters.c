@@ -108,7 +108,8 @@ static struct {
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded;          /* 1 when every entry point resolved */
-static int initialized;     /* cuptiProfilerInitialize done */
+static int initialized;     /* cuptiProfilerInitialize done, */
+static unsigned initialized_in; /* in this generation of CUPTI (l2p_cupti_generation) */
 static char load_error[sizeof l2p_last_error()->message];
 
 static void load(void)
@@ -191,9 +192,11 @@ static l2p_status current_context(int device, CUcontext *ctx)
 static l2p_status global_init(void)
 {
     CUpti_Profiler_Initialize_Params p = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-    if (initialized) return L2P_OK;
+    l2p_cupti_reclaim(); /* the live watcher may have let CUPTI go: it attaches again */
+    if (initialized && initialized_in == l2p_cupti_generation()) return L2P_OK;
     CUPTI_TRY(cuptiProfilerInitialize, &p);
     initialized = 1;
+    initialized_in = l2p_cupti_generation();
     return L2P_OK;
 }
 

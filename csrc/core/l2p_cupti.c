@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,13 +141,15 @@ typedef CUptiResult (*unsubscribe_fn)(CUpti_SubscriberHandle);
 typedef CUptiResult (*enable_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                  CUpti_CallbackId);
 typedef CUptiResult (*finalize_fn)(void);
+typedef CUptiResult (*domain_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
 
 typedef struct {
     subscribe_fn subscribe;
     subscribe_v2_fn subscribe_v2; /* NULL before CUPTI 12.8: it names the other subscriber */
     unsubscribe_fn unsubscribe;
     enable_fn enable;
-    finalize_fn finalize; /* L2P_CUPTI_FINALIZE only */
+    finalize_fn finalize; /* L2P_CUPTI_FINALIZE and the release */
+    domain_fn enable_domain; /* the release's subscriber takes whole domains */
 } callback_calls;
 
 static pthread_mutex_t sub_lock = PTHREAD_MUTEX_INITIALIZER; /* attach and detach */
@@ -156,10 +159,36 @@ static size_t n_attached;                                    /* under sub_lock *
 static l2p_cupti_client *_Atomic clients[L2P_CUPTI_MAX_CLIENTS];
 static _Thread_local int in_callback; /* a driver call made by a handler itself */
 
+/* The release (l2p_cupti.h): L2P_CUPTI_HELD, RELEASING, RUNNING (a thread is inside
+ * cuptiFinalize), RELEASED. Moved from RELEASING only by compare-and-swap: to RUNNING by the
+ * first call's exit, back to HELD by a reclaim; whichever comes first wins. */
+enum { RELEASE_RUNNING = 3 };
+static _Atomic int release_state = L2P_CUPTI_HELD;
+static _Atomic unsigned generation;
+static finalize_fn release_finalize; /* set before RELEASING is stored */
+
+/* At a call's exit, on the program's thread that made it: detach. The subscriber goes with
+ * CUPTI; whoever reclaims next forgets it (the lock is not taken here: a thread holding it may
+ * be waiting inside CUPTI for this callback). */
+static void release_at_exit(CUpti_CallbackDomain domain, const void *data)
+{
+    int expect = L2P_CUPTI_RELEASING;
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+    if (((const CUpti_CallbackData *)data)->callbackSite != CUPTI_API_EXIT) return;
+    if (!atomic_compare_exchange_strong(&release_state, &expect, RELEASE_RUNNING)) return;
+    (void)release_finalize();
+    atomic_fetch_add(&generation, 1);
+    atomic_store(&release_state, L2P_CUPTI_RELEASED);
+}
+
 static void CUPTIAPI dispatch(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void *data)
 {
     (void)userdata;
+    if (atomic_load(&release_state) != L2P_CUPTI_HELD) { /* no client is attached */
+        release_at_exit(domain, data);
+        return;
+    }
     if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
     in_callback = 1;
     for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++) {
@@ -179,6 +208,7 @@ static l2p_status callback_api(const callback_calls **out)
     c.unsubscribe = (unsubscribe_fn)dlsym(lib, "cuptiUnsubscribe");
     c.enable = (enable_fn)dlsym(lib, "cuptiEnableCallback");
     c.finalize = (finalize_fn)dlsym(lib, "cuptiFinalize");
+    c.enable_domain = (domain_fn)dlsym(lib, "cuptiEnableDomain");
     if (!c.subscribe || !c.unsubscribe || !c.enable)
         return l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI lacks its callback API (cuptiSubscribe, "
                         "cuptiEnableCallback)");
@@ -238,7 +268,101 @@ static void unsubscribe_if_last(const callback_calls *c, unsigned flags)
     subscriber = NULL;
     /* NVIDIA advises cuptiFinalize from an API exit callback, where no other thread is inside
      * CUPTI: a diagnostic only, and it undoes the counters' profiler initialisation. */
-    if ((flags & L2P_CUPTI_FINALIZE) && c->finalize) (void)c->finalize();
+    if ((flags & L2P_CUPTI_FINALIZE) && c->finalize) {
+        (void)c->finalize();
+        atomic_fetch_add(&generation, 1);
+    }
+}
+
+/* ---- the release ---- */
+
+/* Under sub_lock. */
+static void reclaim_locked(const callback_calls *c)
+{
+    int expect = L2P_CUPTI_RELEASING;
+    if (atomic_compare_exchange_strong(&release_state, &expect, L2P_CUPTI_HELD)) {
+        /* withdrawn before any call's exit: the release's subscriber goes (no client holds
+         * it: a release is asked only with none attached, and attaching reclaims first) */
+        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+        (void)c->unsubscribe(subscriber);
+        subscriber = NULL;
+        return;
+    }
+    while (atomic_load(&release_state) == RELEASE_RUNNING) sched_yield();
+    if (atomic_load(&release_state) == L2P_CUPTI_RELEASED) {
+        subscriber = NULL; /* went with CUPTI */
+        atomic_store(&release_state, L2P_CUPTI_HELD);
+    }
+}
+
+void l2p_cupti_reclaim(void)
+{
+    const callback_calls *c;
+    if (atomic_load(&release_state) == L2P_CUPTI_HELD) return;
+    if (callback_api(&c) != L2P_OK) { /* never loaded: nothing was released */
+        l2p_clear_error();
+        return;
+    }
+    pthread_mutex_lock(&sub_lock);
+    reclaim_locked(c);
+    pthread_mutex_unlock(&sub_lock);
+}
+
+l2p_cupti_hold l2p_cupti_hold_state(void)
+{
+    int s = atomic_load(&release_state);
+    return s == RELEASE_RUNNING ? L2P_CUPTI_RELEASING : (l2p_cupti_hold)s;
+}
+
+unsigned l2p_cupti_generation(void) { return atomic_load(&generation); }
+
+/* Under sub_lock, nothing attached and held: the release's subscriber, on every driver and
+ * runtime call. NULL, or what kept CUPTI held. */
+static const char *request_locked(const callback_calls *c)
+{
+    if (!c->finalize || !c->enable_domain) return "this CUPTI lacks cuptiFinalize";
+    static _Thread_local char refused[sizeof ((l2p_error *)0)->message];
+    if (subscribe(c) != L2P_OK) { /* another tool holds it, or no device to attach to */
+        snprintf(refused, sizeof refused, "%s", l2p_last_error()->message);
+        l2p_clear_error();
+        return refused;
+    }
+    release_finalize = c->finalize;
+    atomic_store(&release_state, L2P_CUPTI_RELEASING); /* before a callback can come */
+    if (c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
+        c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+        reclaim_locked(c); /* or the first exit already finalized: released either way */
+        if (atomic_load(&release_state) == L2P_CUPTI_HELD)
+            return "CUPTI refused its callback domains";
+    }
+    return NULL;
+}
+
+l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why)
+{
+    const callback_calls *c;
+    *why = NULL;
+    *state = l2p_cupti_hold_state();
+    if (*state != L2P_CUPTI_HELD) return L2P_OK;
+    pthread_once(&load_once, load);
+    if (!library) {            /* not loaded here just to be let go */
+        *why = "CUPTI was never loaded";
+        return L2P_OK;
+    }
+    L2P_TRY(callback_api(&c));
+    pthread_mutex_lock(&sub_lock);
+    if (n_attached) {
+        for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS && !*why; i++) {
+            l2p_cupti_client *cl = atomic_load(&clients[i]);
+            if (cl) *why = cl->name;
+        }
+    } else {
+        *why = request_locked(c);
+    }
+    pthread_mutex_unlock(&sub_lock);
+    *state = *why ? L2P_CUPTI_HELD : l2p_cupti_hold_state();
+    return L2P_OK;
 }
 
 static size_t free_slot(void)
@@ -274,6 +398,7 @@ l2p_status l2p_cupti_attach(l2p_cupti_client *client, unsigned flags)
                         client->n_cbids, L2P_CUPTI_MAX_CBIDS);
     L2P_TRY(callback_api(&c));
     pthread_mutex_lock(&sub_lock);
+    reclaim_locked(c);
     l2p_status st = L2P_OK;
     if (client->attached)
         st = l2p_fail(L2P_ERR_STATE, "%s: already attached to CUPTI's subscriber",

@@ -70,6 +70,36 @@ l2p_status l2p_cupti_attach(l2p_cupti_client *client, unsigned flags);
  * Idempotent. */
 void l2p_cupti_detach(l2p_cupti_client *client, unsigned flags);
 
+/* ---- letting CUPTI go ----
+ * CUPTI attached to a process costs every launch for as long as it stays, recording or not,
+ * subscribed or not: an 8-kernel graph's replay +0.25-0.3 us from 9.6 us in every attached
+ * state (records paused or ended, capture callbacks on or gone), and nothing once
+ * cuptiFinalize ran (H200, scratch probe of 2026-11-28, three processes). Only cuptiFinalize
+ * detaches it, and NVIDIA advises calling it at a CUDA call's exit callsite, where no other
+ * thread of the process is inside CUPTI. So a release is a request: a subscriber is made that
+ * takes every driver and runtime call, and the first call's exit, on whichever program thread
+ * makes it, finalizes; the request returns at once. Any later CUPTI use of ours reclaims first
+ * (a pending release is withdrawn; a finalize in progress is waited for), and CUPTI attaches
+ * again lazily, as its documentation says, under a new generation. */
+
+typedef enum {
+    L2P_CUPTI_HELD = 0,      /* attached (or never loaded) */
+    L2P_CUPTI_RELEASING = 1, /* finalize waits for a CUDA call's exit */
+    L2P_CUPTI_RELEASED = 2,  /* finalized: detached until something of ours uses it again */
+} l2p_cupti_hold;
+
+/* Request the release. *state: the state after the call; where it is L2P_CUPTI_HELD, *why
+ * says what keeps it (a client attached, never loaded, another subscriber, a CUPTI without
+ * cuptiFinalize). Callers above (l2p_activity_release_cupti) first check their own users. */
+l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why);
+l2p_cupti_hold l2p_cupti_hold_state(void);
+/* Before any CUPTI call of ours after a release may have been asked: withdraw a pending one,
+ * wait out a finalize in progress; after it, the state is held again. */
+void l2p_cupti_reclaim(void);
+/* How many times CUPTI was finalized in this process: what was set up in CUPTI under an older
+ * generation (activity callbacks, the profiler's initialisation) must be set up again. */
+unsigned l2p_cupti_generation(void);
+
 #ifdef __cplusplus
 }
 #endif

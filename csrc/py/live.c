@@ -128,6 +128,56 @@ static PyObject *activity_now_impl(PyObject *m, const void *args)
 L2P_DEFINE_FN(activity_now_fn, l2p_no_args, activity_now_impl, "activity_now",
               "CUPTI's clock (ns), the one the records' stamps use.", "int", L2P_NO_PARAMS);
 
+static const char *hold_word(l2p_cupti_hold h)
+{
+    return h == L2P_CUPTI_RELEASED ? "released" : h == L2P_CUPTI_RELEASING ? "releasing" : "held";
+}
+
+static PyObject *cupti_release_impl(PyObject *m, const void *args)
+{
+    (void)args;
+    l2p_cupti_hold state = L2P_CUPTI_HELD;
+    const char *why = NULL;
+    l2p_status st;
+    Py_BEGIN_ALLOW_THREADS /* may wait for a finalize in flight, or a begin on another thread */
+    st = l2p_activity_release_cupti(&state, &why);
+    Py_END_ALLOW_THREADS
+    if (st != L2P_OK) return raise_core(m);
+    return Py_BuildValue("(sz)", hold_word(state), why);
+}
+L2P_DEFINE_FN(cupti_release_fn, l2p_no_args, cupti_release_impl, "cupti_release",
+              "Let CUPTI go from the process where nothing of l2persist needs it any more "
+              "(attached, it costs every launch): the first CUDA call's exit on any thread "
+              "detaches it (cuptiFinalize). Returns (state, why): 'releasing' or 'released', "
+              "or 'held' with what keeps it (the records collecting, the launch log or capture "
+              "tracking attached, another subscriber, never loaded). Any later CUPTI use of "
+              "l2persist's (activity_begin, activity_now, the counters) attaches it again.",
+              "tuple[str, str | None]", L2P_NO_PARAMS);
+
+static PyObject *cupti_state_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    return PyUnicode_FromString(hold_word(l2p_cupti_hold_state()));
+}
+L2P_DEFINE_FN(cupti_state_fn, l2p_no_args, cupti_state_impl, "cupti_state",
+              "'held', 'releasing' (cupti_release asked; no CUDA call has ended since) or "
+              "'released'.", "str", L2P_NO_PARAMS);
+
+static PyObject *cupti_reclaim_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    Py_BEGIN_ALLOW_THREADS /* waits out a finalize in flight */
+    l2p_cupti_reclaim();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+L2P_DEFINE_FN(cupti_reclaim_fn, l2p_no_args, cupti_reclaim_impl, "cupti_reclaim",
+              "Withdraw a release no CUDA call has carried out yet (the program is ending: "
+              "CUPTI is not finalized inside its exit), or forget one that was; the state is "
+              "'held' after. Idempotent.", "None", L2P_NO_PARAMS);
+
 typedef struct {
     PyObject *bounds;
 } blocks_args;
@@ -1581,6 +1631,7 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
+    &cupti_release_fn, &cupti_state_fn, &cupti_reclaim_fn,
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &activity_graphs_fn, &context_active_fn, &driver_initialised_fn,

@@ -193,7 +193,7 @@ class SwitchGate(Part):
             w._switch_held = None
             _core.switch_leave()
 
-    def end_tracking(self):
+    def end_tracking(self, release: bool = False):
         """The capture count's CUPTI callbacks off once nothing switches any more (decided,
         stopped, at exit): the process's one subscriber is free again for a profiler the
         program starts later. Outside the switch lock, as the launch log's calls; from here
@@ -201,6 +201,8 @@ class SwitchGate(Part):
         w = self.w
         self.release()
         if w.tracking_ended:
+            if release and not w.activity:
+                self.release_cupti()
             return
         w.tracking_ended = True
         if w.clock_tracking:
@@ -208,6 +210,45 @@ class SwitchGate(Part):
                 _core.capture_watch_end()
             except Exception:
                 pass
+        if release and not w.activity:   # decided and timed, or stopped mid-run (not at
+            self.release_cupti()           # exit: the program makes no call for it there)
+
+    def release_cupti(self):
+        """CUPTI detached from the program once nothing of the watcher's needs it (advise and
+        verify decided and timed; apply's launch log done): attached it costs every launch for
+        the rest of the program's life, recording or not (an 8-kernel graph's replay +0.25-0.3
+        us of 9.6, H200; the core's l2p_cupti.h). The core refuses where anything of ours still
+        holds it; here, where the program's own profiler is on (detaching would end its
+        session). After this the watcher makes no CUPTI call. Once."""
+        w = self.w
+        if w.cupti_release is not None:
+            return
+        torch = sys.modules.get("torch")
+        try:
+            on = bool(torch is not None and torch.autograd._profiler_enabled())
+        except Exception:
+            on = False
+        if on:
+            w.cupti_release = ("held", "the program's profiler is on")
+            return
+        try:
+            w.cupti_release = tuple(_core.cupti_release())
+        except Exception as e:
+            w.cupti_release = ("held", str(e))
+
+    def withdraw_release(self):
+        """At exit: a release no CUDA call has carried out yet is withdrawn (CUPTI is not
+        finalized from inside the program's exit, whose teardown calls would carry it out)."""
+        w = self.w
+        if w.cupti_release is None or w.cupti_release[0] != "releasing":
+            return
+        try:
+            if _core.cupti_state() == "releasing":
+                _core.cupti_reclaim()
+                w.cupti_release = ("withdrawn", "the program ended before a CUDA call let "
+                                                "CUPTI go")
+        except Exception:
+            pass
 
     def armed(self) -> bool:
         """Whether the clock may act: the program has loaded CUDA's driver itself (asked

@@ -41,7 +41,7 @@ class Ending(Part):
                     _core.activity_end()
                 except Exception:
                     pass
-            w.gate.end_tracking()
+            w.gate.end_tracking(release=True)   # the program runs on: without CUPTI
             if w.team is not None:
                 w.team.leave()
 
@@ -87,6 +87,7 @@ class Ending(Part):
                 _core.activity_end()
             except Exception:
                 pass
+            w.gate.withdraw_release()
             if w.o.mode != "apply":
                 w.report.write_result()
             if w.team is not None:

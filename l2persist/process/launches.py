@@ -107,6 +107,7 @@ class Launches(Part):
         w.apply_log["over"] = True
         self.stop()
         w._unhook()
+        w.gate.release_cupti()     # apply's last CUPTI use: the program runs on without it
 
     def from_log(self):
         """The probe's eager launches: those on streams known to live become places for

@@ -118,6 +118,7 @@ class Watcher:
         self.verify_base = None                    # verify: the baseline the plan is, if one
         self._switch_held = None                   # the thread holding the core's switch lock
         self.tracking_ended = False                # end_tracking: the core's count no longer asked
+        self.cupti_release = None                  # (state, why) of SwitchGate.release_cupti
         self._clock_lost: float | bool = False     # when graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)

@@ -179,6 +179,10 @@ class Report(Part):
             "clock": {"ticks": w.clock.ticks if w.clock is not None else 0,
                       "held_s": w.clock.held_s if w.clock is not None else 0.0,
                       "quiet": bool(getattr(w, "clock_quiet", False))},
+            # CUPTI let go once the watcher was done with it (clock.SwitchGate.release_cupti):
+            # asked (its state then, and what kept it held) and now (released once a CUDA call
+            # ended after the asking)
+            "cupti": self.cupti(),
             # how replays were timed: a record per graph replay (--graph-records) or per node
             "graph_records": bool(getattr(w, "graph_records", False)),
             # from the first watched call to the decision (warm-up and probe included)
@@ -189,6 +193,16 @@ class Report(Part):
             "plan": (self.make_plan() if w.o.mode == "advise" and w.result
                      and not getattr(w.o, "placebo", False) else None),
         }
+
+    def cupti(self) -> dict:
+        w = self.w
+        asked = getattr(w, "cupti_release", None)
+        try:
+            now = _core.cupti_state() if asked is not None else None
+        except Exception:
+            now = None
+        return {"asked": asked is not None, "state": asked[0] if asked else None,
+                "why_held": asked[1] if asked else None, "now": now}
 
     def per_key(self) -> dict | None:
         """Each launch key's GPU time per launch under the final arm and the better baseline
