@@ -568,9 +568,12 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     import sys
     import types
     calls = []
+    begun = [0]
     monkeypatch.setattr(clock, "_core", _ns(
         switch_leave=lambda: None, capture_watch_end=lambda: calls.append("end"),
+        _capture_counts=lambda: {"begun": begun[0]},
         cupti_release=lambda: calls.append("release") or ("releasing", None)))
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
 
     def gate(**kw):
         w = _ns(**{"tracking_ended": False, "_switch_held": None, "clock_tracking": True,
@@ -588,6 +591,21 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     g.end_tracking(release=True)
     assert calls == ["end"] and w.cupti_release is None
     calls.clear()
+    # CUDA graphs made while CUPTI was attached fail once it goes: seen by PyTorch's hooks, by
+    # the core's count of any library's captures, or XLA loaded; untracked: not known
+    for kw, core_begun, mod in (({"captures_begun": 1}, 0, None), ({}, 2, None),
+                                ({}, 0, "jax"), ({"clock_tracking": None}, 0, None)):
+        begun[0] = core_begun
+        if mod:
+            monkeypatch.setitem(sys.modules, mod, types.ModuleType(mod))
+        w, g = gate(**kw)
+        g.end_tracking(release=True)
+        assert "release" not in calls and w.cupti_release[0] == "held", (kw, core_begun, mod)
+        assert "graph" in w.cupti_release[1], w.cupti_release
+        if mod:
+            monkeypatch.delitem(sys.modules, mod)
+    begun[0] = 0
+    calls.clear()
     w, g = gate()
     profiler = [True]
     fake = types.SimpleNamespace(autograd=types.SimpleNamespace(
@@ -600,6 +618,7 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     profiler[0] = False
     monkeypatch.setattr(clock, "_core", _ns(
         switch_leave=lambda: None, capture_watch_end=lambda: None,
+        _capture_counts=lambda: {"begun": 0},
         cupti_release=lambda: (_ for _ in ()).throw(RuntimeError("no CUPTI here"))))
     g.end_tracking(release=True)                             # the core's refusal is kept
     assert w.cupti_release == ("held", "no CUPTI here")

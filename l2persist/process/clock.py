@@ -228,13 +228,37 @@ class SwitchGate(Part):
             on = bool(torch is not None and torch.autograd._profiler_enabled())
         except Exception:
             on = False
-        if on:
-            w.cupti_release = ("held", "the program's profiler is on")
+        why = "the program's profiler is on" if on else self.graphs_under_cupti()
+        if why:
+            w.cupti_release = ("held", why)
             return
         try:
             w.cupti_release = tuple(_core.cupti_release())
         except Exception as e:
             w.cupti_release = ("held", str(e))
+
+    def graphs_under_cupti(self):
+        """Why CUPTI must stay, where the program may hold CUDA graphs made while it was
+        attached: replays of such graphs failed once it was finalized ("unspecified launch
+        failure" in all four graph programs of the zoo, H200 at 161093c), where graphs made
+        before CUPTI attached replayed as before (tools/investigations/cupti-states). Known
+        from PyTorch's hooks, the core's count of every capture begun (capture tracking) and
+        XLA's own graphs; without tracking another library's captures are not known, so
+        nothing is let go (apply, which runs no clock)."""
+        w = self.w
+        from .phases import _makes_own_graphs
+        begun = 0
+        if w.clock_tracking:
+            try:
+                begun = _core._capture_counts().get("begun", 0)
+            except Exception:
+                return "captures could not be counted"
+        if getattr(w, "captures_begun", 0) or begun or _makes_own_graphs():
+            return ("the program made CUDA graphs while CUPTI was attached (their replays fail "
+                    "once it is let go)")
+        if not w.clock_tracking:
+            return "captures were not tracked (a graph made under CUPTI would fail without it)"
+        return None
 
     def withdraw_release(self):
         """At exit: a release no CUDA call has carried out yet is withdrawn (CUPTI is not
