@@ -571,9 +571,12 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     begun = [0]
     monkeypatch.setattr(clock, "_core", _ns(
         switch_leave=lambda: None, capture_watch_end=lambda: calls.append("end"),
-        _capture_counts=lambda: {"begun": begun[0]},
+        _capture_counts=lambda: {"begun": begun[0], "unmatched": unmatched[0]},
         cupti_release=lambda: calls.append("release") or ("releasing", None)))
     monkeypatch.delitem(sys.modules, "jax", raising=False)
+    unmatched = [0]
+    exits = []
+    monkeypatch.setattr(clock.atexit, "register", lambda fn: exits.append(fn))
 
     def gate(**kw):
         w = _ns(**{"tracking_ended": False, "_switch_held": None, "clock_tracking": True,
@@ -586,6 +589,8 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     g.end_tracking(release=True)                             # decided later: asked now
     g.end_tracking(release=True)
     assert calls == ["end", "release"] and w.cupti_release == ("releasing", None)
+    # withdrawn first at exit, before the program's own exit handlers' CUDA calls
+    assert exits == [g.withdraw_release]
     calls.clear()
     w, g = gate(activity=True)                               # records still on: not asked
     g.end_tracking(release=True)
@@ -594,8 +599,9 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     # CUDA graphs made while CUPTI was attached fail once it goes: seen by PyTorch's hooks, by
     # the core's count of any library's captures, or XLA loaded; untracked: not known
     for kw, core_begun, mod in (({"captures_begun": 1}, 0, None), ({}, 2, None),
-                                ({}, 0, "jax"), ({"clock_tracking": None}, 0, None)):
-        begun[0] = core_begun
+                                ({}, -1, None), ({}, 0, "jax"),
+                                ({"clock_tracking": None}, 0, None)):
+        begun[0], unmatched[0] = max(core_begun, 0), int(core_begun < 0)
         if mod:
             monkeypatch.setitem(sys.modules, mod, types.ModuleType(mod))
         w, g = gate(**kw)
@@ -604,7 +610,7 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
         assert "graph" in w.cupti_release[1], w.cupti_release
         if mod:
             monkeypatch.delitem(sys.modules, mod)
-    begun[0] = 0
+    begun[0] = unmatched[0] = 0
     calls.clear()
     w, g = gate()
     profiler = [True]
@@ -614,6 +620,14 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     g.end_tracking(release=True)
     assert "release" not in calls
     assert w.cupti_release == ("held", "the program's profiler is on")
+    # torch.profiler's process-wide flag, where this thread's autograd profiler says off
+    profiler[0] = False
+    monkeypatch.setitem(sys.modules, "torch.autograd.profiler",
+                        types.SimpleNamespace(_is_profiler_enabled=True))
+    w, g = gate()
+    g.end_tracking(release=True)
+    assert "release" not in calls and w.cupti_release[1] == "the program's profiler is on"
+    monkeypatch.delitem(sys.modules, "torch.autograd.profiler")
     w, g = gate()
     profiler[0] = False
     monkeypatch.setattr(clock, "_core", _ns(
@@ -1238,8 +1252,8 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     assert w.state == "done" and w.result == {"verdict": "finished"}
     assert w.ended_in == "search"                    # the words say what was under way
     assert w.notes == ["the program ended before the search decided"]
-    assert calls == ["timer", "clock", ("record", True), "log stop", "gate", "log stop",
-                     "end tracking", "activity end", "withdraw", "write", "leave", "peers"]
+    assert calls == ["timer", "clock", ("record", True), "withdraw", "log stop", "gate",
+                     "log stop", "end tracking", "activity end", "write", "leave", "peers"]
     # the last block holds no record of the probe's work: finished with the blocks before it
 
     def no_records(alone=False):

@@ -9,6 +9,7 @@
 
 #include <cupti_activity.h>
 
+#include "l2p_counters.h"
 #include "l2p_cupti.h"
 
 /* ---- pure parts ---- */
@@ -376,6 +377,9 @@ l2p_status l2p_activity_begin(int device)
     l2p_status st = resolve();
     if (st != L2P_OK) return st;
     pthread_mutex_lock(&process_lock);
+    /* again under the lock, which a release holds throughout: one asked between resolve's
+     * reclaim and here is withdrawn before the records start */
+    l2p_cupti_reclaim();
     if (!process_log.keys && (st = l2p_activity_init(&process_log, (uint32_t)device)) != L2P_OK)
         goto out;
     if (process_log.active) {
@@ -469,13 +473,14 @@ l2p_status l2p_activity_attributes(int on)
 l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why)
 {
     l2p_status st = L2P_OK;
-    /* held throughout: a begin on another thread waits (it reclaims after, as any use does) */
+    /* held throughout: a begin on another thread waits, then reclaims under this lock */
     pthread_mutex_lock(&process_lock);
     *state = L2P_CUPTI_HELD;
     if (process_log.active) *why = "the activity records";
     /* turned on while no executable graph existed: whether graphs made under them survive
      * CUPTI's detaching was not measured */
     else if (graph_records) *why = "CUPTI's graph records";
+    else if (l2p_counters_session_open()) *why = "a counter session";
     else st = l2p_cupti_release(state, why);
     pthread_mutex_unlock(&process_lock);
     return st;

@@ -168,6 +168,14 @@ struct l2p_profiler {
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_profiler *active_session;
 
+int l2p_counters_session_open(void)
+{
+    pthread_mutex_lock(&session_lock);
+    int open = active_session != NULL;
+    pthread_mutex_unlock(&session_lock);
+    return open;
+}
+
 /* The device's primary context. Called with the device entered (l2p_profiler_open); entered
  * again here through the one pair, which then switches nothing. */
 static l2p_status context_of_current(int device, CUcontext *ctx)

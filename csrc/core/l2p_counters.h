@@ -57,6 +57,10 @@ void l2p_profiler_close(l2p_profiler *p);
 l2p_status l2p_counters_base_metrics(int device, void (*each)(const char *name, void *ctx),
                                      void *ctx);
 
+/* Whether a counter session is open in the process (CUPTI must stay: l2p_activity.h's
+ * release). */
+int l2p_counters_session_open(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,9 +69,12 @@ static void *open_cupti(void)
     return h;
 }
 
+static _Atomic int load_tried; /* load ran (read without loading: the release) */
+
 static void load(void)
 {
     struct link_map *map = NULL;
+
     library = open_cupti();
     if (!library)
         snprintf(load_error, sizeof load_error,
@@ -80,6 +83,7 @@ static void load(void)
                  dlerror());
     else if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name)
         snprintf(loaded_path, sizeof loaded_path, "%s", map->l_name);
+    atomic_store(&load_tried, 1);
 }
 
 l2p_status l2p_cupti_library(void **handle)
@@ -166,15 +170,28 @@ enum { RELEASE_RUNNING = 3 };
 static _Atomic int release_state = L2P_CUPTI_HELD;
 static _Atomic unsigned generation;
 static finalize_fn release_finalize; /* set before RELEASING is stored */
+/* This thread's depth in the calls seen since the release's subscriber came: the runtime's
+ * calls make driver calls inside them, and an inner call's exit is no place to finalize (the
+ * outer call is still inside CUDA). A thread already inside a call when the domains came sees
+ * an exit before any entry: never outermost, so it waits for a whole call. */
+static _Thread_local int release_depth;
+static _Thread_local unsigned release_depth_of; /* the request the depth counts in */
+static _Atomic unsigned release_serial;         /* one more at each request */
 
-/* At a call's exit, on the program's thread that made it: detach. The subscriber goes with
- * CUPTI; whoever reclaims next forgets it (the lock is not taken here: a thread holding it may
- * be waiting inside CUPTI for this callback). */
+/* At the exit of an outermost call, on the program's thread that made it: detach. The
+ * subscriber goes with CUPTI; whoever reclaims next forgets it (the lock is not taken here: a
+ * thread holding it may be waiting inside CUPTI for this callback). */
 static void release_at_exit(CUpti_CallbackDomain domain, const void *data)
 {
     int expect = L2P_CUPTI_RELEASING;
+    unsigned serial = atomic_load(&release_serial);
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
-    if (((const CUpti_CallbackData *)data)->callbackSite != CUPTI_API_EXIT) return;
+    if (release_depth_of != serial) release_depth = 0, release_depth_of = serial;
+    if (((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_ENTER) {
+        release_depth++;
+        return;
+    }
+    if (release_depth <= 0 || --release_depth > 0) return; /* inner, or entered unseen */
     if (!atomic_compare_exchange_strong(&release_state, &expect, RELEASE_RUNNING)) return;
     (void)release_finalize();
     atomic_fetch_add(&generation, 1);
@@ -329,13 +346,18 @@ static const char *request_locked(const callback_calls *c)
         return refused;
     }
     release_finalize = c->finalize;
-    atomic_store(&release_state, L2P_CUPTI_RELEASING); /* before a callback can come */
+    atomic_fetch_add(&release_serial, 1);
+    /* The domains on while still held (the dispatcher does nothing then: no client), and the
+     * state moved only after: no program thread can finalize while this one is inside CUPTI. */
     if (c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
         c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
-        reclaim_locked(c); /* or the first exit already finalized: released either way */
-        if (atomic_load(&release_state) == L2P_CUPTI_HELD)
-            return "CUPTI refused its callback domains";
+        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+        (void)c->unsubscribe(subscriber);
+        subscriber = NULL;
+        return "CUPTI refused its callback domains";
     }
+    atomic_store(&release_state, L2P_CUPTI_RELEASING);
     return NULL;
 }
 
@@ -345,8 +367,7 @@ l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why)
     *why = NULL;
     *state = l2p_cupti_hold_state();
     if (*state != L2P_CUPTI_HELD) return L2P_OK;
-    pthread_once(&load_once, load);
-    if (!library) {            /* not loaded here just to be let go */
+    if (!atomic_load(&load_tried) || !library) { /* not loaded here just to be let go */
         *why = "CUPTI was never loaded";
         return L2P_OK;
     }

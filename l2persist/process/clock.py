@@ -21,6 +21,7 @@ calls (process/team.py), never from a clock.
 """
 from __future__ import annotations
 
+import atexit
 import sys
 import threading
 import time
@@ -146,6 +147,21 @@ def _driver_loaded() -> bool:
     return _core.driver_initialised()
 
 
+def _profiler_on() -> bool:
+    """Whether the program's PyTorch profiler is on: its process-wide flag (torch.profiler and
+    torch.autograd.profiler set it), and the calling thread's autograd profiler (thread-local:
+    the clock's thread may not see the program's)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        prof = sys.modules.get("torch.autograd.profiler")
+        return bool(getattr(prof, "_is_profiler_enabled", False)
+                    or torch.autograd._profiler_enabled())
+    except Exception:
+        return True       # not known: CUPTI stays
+
+
 def _capturing() -> bool:
     torch = sys.modules.get("torch")
     try:
@@ -223,12 +239,7 @@ class SwitchGate(Part):
         w = self.w
         if w.cupti_release is not None:
             return
-        torch = sys.modules.get("torch")
-        try:
-            on = bool(torch is not None and torch.autograd._profiler_enabled())
-        except Exception:
-            on = False
-        why = "the program's profiler is on" if on else self.graphs_under_cupti()
+        why = "the program's profiler is on" if _profiler_on() else self.graphs_under_cupti()
         if why:
             w.cupti_release = ("held", why)
             return
@@ -236,6 +247,10 @@ class SwitchGate(Part):
             w.cupti_release = tuple(_core.cupti_release())
         except Exception as e:
             w.cupti_release = ("held", str(e))
+        if w.cupti_release[0] == "releasing":
+            # first of Python's exit handlers (they run last-registered first): the program's
+            # own (PyTorch's) make CUDA calls that would carry the release out inside its exit
+            atexit.register(self.withdraw_release)
 
     def graphs_under_cupti(self):
         """Why CUPTI must stay, where the program may hold CUDA graphs made while it was
@@ -250,7 +265,9 @@ class SwitchGate(Part):
         begun = 0
         if w.clock_tracking:
             try:
-                begun = _core._capture_counts().get("begun", 0)
+                counts = _core._capture_counts()
+                # unmatched: begun before tracking, ended under it
+                begun = counts.get("begun", 0) + counts.get("unmatched", 0)
             except Exception:
                 return "captures could not be counted"
         if getattr(w, "captures_begun", 0) or begun or _makes_own_graphs():

@@ -76,6 +76,9 @@ class Ending(Part):
             # put back inside the switch lock where no capture is open (a capture that begins
             # meanwhile waits); with one open, put back anyway: the process is ending. The
             # launch log first: its CUPTI calls are made outside the lock
+            # a release still waiting for a CUDA call is withdrawn before the restore's calls
+            # would carry it out inside the program's exit
+            w.gate.withdraw_release()
             w.launches.stop()
             try:
                 w.gate.capture_open()
@@ -87,7 +90,6 @@ class Ending(Part):
                 _core.activity_end()
             except Exception:
                 pass
-            w.gate.withdraw_release()
             if w.o.mode != "apply":
                 w.report.write_result()
             if w.team is not None:

@@ -328,7 +328,7 @@ class Search(Part):
         w.landed_on = False
         w.activity = False      # nothing records now: no replay needs a flag (a lookup each)
         if w._after is None:    # else the timing's synchronizations still ask the count
-            w.gate.end_tracking(release=True)
+            w.gate.end_tracking(release=not w.o.exit_after)
         w.report.write_result()
         if w.o.exit_after:
             raise SystemExit(0)
@@ -346,7 +346,7 @@ class Search(Part):
             w._after = None
             w.notes.append("the wall time after the decision was not timed: the unit of "
                            "work did not come often enough")
-            w.gate.end_tracking(release=True)
+            w.gate.end_tracking(release=not w.o.exit_after)
             return
         if not w.phases.is_unit(kind, seen):
             return
@@ -366,7 +366,7 @@ class Search(Part):
             w.after_decision = {"units": a["units"],
                                 "wall_ms_per_unit": (now - a["t0"]) / a["units"] * 1e3}
             w._after = None
-            w.gate.end_tracking(release=True)
+            w.gate.end_tracking(release=not w.o.exit_after)
 
     @property
     def warm_stamp(self):
