@@ -173,7 +173,8 @@ static finalize_fn release_finalize; /* set before RELEASING is stored */
 /* This thread's depth in the calls seen since the release's subscriber came: the runtime's
  * calls make driver calls inside them, and an inner call's exit is no place to finalize (the
  * outer call is still inside CUDA). A thread already inside a call when the domains came sees
- * an exit before any entry: never outermost, so it waits for a whole call. */
+ * an exit before any entry, which is never taken as outermost; but a driver call made inside
+ * such a call (its entry seen) is: that case is not told apart. */
 static _Thread_local int release_depth;
 static _Thread_local unsigned release_depth_of; /* the request the depth counts in */
 static _Atomic unsigned release_serial;         /* one more at each request */
