@@ -666,15 +666,6 @@ def test_summary_says_whether_cupti_was_asked_to_go_and_where_it_is_now(monkeypa
     assert held["state"] == "held" and held["why_held"] == "capture tracking"
 
 
-def test_apply_lets_cupti_go_once_its_launch_log_is_over():
-    calls = []
-    w = _ns(apply_log={}, logging=False,
-            gate=_ns(release=lambda: None, release_cupti=lambda: calls.append("release")),
-            _unhook=lambda: calls.append("unhook"))
-    launches.Launches(w).apply_over()
-    assert calls == ["unhook", "release"] and w.apply_log["over"]
-
-
 # ---- the ranks (process/team.py) ---------------------------------------------------------------
 
 def test_ranks_wait_for_the_store_then_give_up_alone(monkeypatch):

@@ -231,7 +231,7 @@ class SwitchGate(Part):
 
     def release_cupti(self):
         """CUPTI detached from the program once nothing of the watcher's needs it (advise and
-        verify decided and timed; apply's launch log done): attached it costs every launch for
+        verify decided and timed, or stopped mid-run): attached it costs every launch for
         the rest of the program's life, recording or not (an 8-kernel graph's replay +0.25-0.3
         us of 9.6, H200; the core's l2p_cupti.h). The core refuses where anything of ours still
         holds it; here, where the program's own profiler is on (detaching would end its

@@ -107,7 +107,8 @@ class Launches(Part):
         w.apply_log["over"] = True
         self.stop()
         w._unhook()
-        w.gate.release_cupti()     # apply's last CUPTI use: the program runs on without it
+        # CUPTI stays attached after the log: apply runs no clock, so captures are not tracked
+        # and a graph made under CUPTI would fail once it went (clock.SwitchGate.release_cupti)
 
     def from_log(self):
         """The probe's eager launches: those on streams known to live become places for
