@@ -32,7 +32,8 @@ def _ns(**kw):
 
 def _recorder_owner(**kw):
     o = _ns(blocks=[], recorded=0, spanning=0, mix_ref={7: ([1000.0], [2])}, mix_units=2,
-            key_sums={}, team=None, landing=_ns(read=lambda done, bounds: None))
+            key_sums={}, team=None, landing=_ns(read=lambda done, bounds: None),
+            timing="nodes", replay_events=_ns(harvest=lambda: None))
     o.__dict__.update(kw)
     return o
 
@@ -40,7 +41,7 @@ def _recorder_owner(**kw):
 def _fake_blocks_core(calls):
     """activity_blocks over two blocks: key 7 ran twice in each, key 9 once in the second;
     live_mix prices each bound's stretch at 0.5 ms and shares of 1.0."""
-    def activity_blocks(bounds):
+    def activity_blocks(bounds, timing="nodes"):
         calls.append(("blocks", list(bounds)))
         return {"gpu_ns": [1000, 0, 1400],
                 "by_name": {"k": [1000, 0, 1000], "j": [0, 0, 400]},
@@ -438,9 +439,11 @@ def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
     installed = []
     monkeypatch.setattr(search, "_core", _ns(live_next=lambda: 5, activity_now=lambda: 777))
     asked = []
+    records = []
     w = _ns(steps=0, blocks=[], units_now=9, replayed={1},
             switcher=_ns(install=lambda arm: installed.append(arm)),
-            landing=_ns(before_block=lambda arm: asked.append(arm) or arm == 5))
+            landing=_ns(before_block=lambda arm: asked.append(arm) or arm == 5),
+            records_in_block=records.append)
     search.Search(w).next_block(0)
     assert installed == [5] and w.steps == 1 and w.units_now == 0 and w.replayed == set()
     (b,) = w.blocks
@@ -448,6 +451,108 @@ def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
     search.Search(w).next_block(900, arm=2)                  # after a rest: its arm, its stamp
     assert installed == [5] and (w.blocks[-1].arm, w.blocks[-1].start) == (2, 900)
     assert asked == [5, 2] and w.blocks[-1].attrs is False   # asked as each block began
+    assert records == [True, False]        # each block's records follow its landing check
+
+
+# ---- the replays' events (advise --replay-events) ------------------------------------------------
+
+def _events_core(graph_nodes, replays=3, eager_ns=0.0, replay_ns=3000.0):
+    """activity_blocks over the probe: `replays` replays of graph k2-aa timed by events
+    (`replay_ns` in all), `eager_ns` of an eager kernel, and `graph_nodes` nodes' records left
+    out under timing="events"; under "nodes" the nodes' own records instead."""
+    asked = []
+
+    def activity_blocks(bounds, timing="nodes"):
+        asked.append(timing)
+        if timing == "events":
+            return {"gpu_ns": [replay_ns + eager_ns],
+                    "by_name": {"replay:k2-aa": [replay_ns], "eager": [eager_ns]},
+                    "by_key": {1: ([replay_ns], [replays]), 2: ([eager_ns], [1])},
+                    "graph_nodes": [graph_nodes]}
+        return {"gpu_ns": [4000.0 + eager_ns], "by_name": {"node": [4000.0]},
+                "by_key": {3: ([4000.0], [graph_nodes])}, "graph_nodes": [0]}
+    keys = [("", (0, 0, 0), (0, 0, 0)), ("replay:k2-aa", (0, 0, 0), (0, 0, 0)),
+            ("eager", (1, 1, 1), (32, 1, 1))]
+    return _ns(activity_blocks=activity_blocks, activity_keys=lambda: keys), asked
+
+
+def _events_owner():
+    g = _ns(signature="k2-aa", names=["a", "b"])
+    return _ns(o=_ns(replay_events=True), team=None, timing="nodes", timing_why=None,
+               records_off=False, eager_share=None, known=_ns(all_graphs=lambda: [g]))
+
+
+def test_replay_events_time_the_graphs_where_they_cover_every_node(monkeypatch):
+    fake, asked = _events_core(graph_nodes=6)         # 3 replays x 2 kernel nodes
+    monkeypatch.setattr(recorder, "_core", fake)
+    w = _events_owner()
+    ev = recorder.ReplayEvents(w)
+    ev.on = True
+    probe = ev.decide([1, 2])
+    assert asked == ["events"] and w.timing == "events" and w.timing_why is None
+    assert probe["by_key"][1] == ([3000.0], [3])     # the blocks are priced per replay
+    assert w.records_off is True and w.eager_share == 0.0
+
+
+def test_replay_events_keep_the_records_on_beside_eager_work(monkeypatch):
+    fake, _ = _events_core(graph_nodes=6, eager_ns=300.0)   # eager: 300 of 3300 ns, 9 %
+    monkeypatch.setattr(recorder, "_core", fake)
+    w = _events_owner()
+    ev = recorder.ReplayEvents(w)
+    ev.on = True
+    ev.decide([1, 2])
+    assert w.timing == "events" and w.records_off is False
+    assert w.eager_share == pytest.approx(300 / 3300)
+
+
+@pytest.mark.parametrize("nodes", [0, 5, 9])
+def test_replay_events_give_way_to_the_nodes_where_some_graph_was_not_timed(monkeypatch, nodes):
+    # 0: a CUPTI that does not mark graph nodes; 5 or 9 of 6: graphs outside the hooked replays
+    fake, asked = _events_core(graph_nodes=nodes)
+    monkeypatch.setattr(recorder, "_core", fake)
+    from l2persist.process import bootstrap
+    monkeypatch.setattr(bootstrap, "_replay_timer", "set")
+    w = _events_owner()
+    ev = recorder.ReplayEvents(w)
+    ev.on = True
+    probe = ev.decide([1, 2])
+    assert asked == ["events", "nodes"] and w.timing == "nodes" and not w.records_off
+    assert "graph-node kernels" in w.timing_why and probe["by_key"] == {3: ([4000.0], [nodes])}
+    assert ev.on is False and bootstrap._replay_timer is None     # the events stop
+
+
+def test_replay_events_time_only_while_recording_and_only_known_graphs(monkeypatch):
+    begun = []
+    monkeypatch.setattr(recorder, "_core", _ns(
+        replay_label=lambda text: 4 if text == "replay:k2-aa" else 9,
+        replay_begin=lambda stream, label: begun.append((stream, label)) or 11))
+    graph = types.SimpleNamespace()
+    seen = _ns(signature="k2-aa", ref=lambda: graph)
+    w = _ns(paused=False, activity=True, graphs={id(graph): seen})
+    ev = recorder.ReplayEvents(w)
+    ev.raw_stream = lambda: 0x77
+    assert ev.begin(graph) == (11, 0x77) and begun == [(0x77, 4)]
+    assert ev.labels == {"k2-aa": 4}
+    assert ev.begin(types.SimpleNamespace()) is None            # a graph not seen
+    w.paused = True
+    assert ev.begin(graph) is None and len(begun) == 1          # a rest: nothing timed
+
+
+def test_records_follow_each_block_only_where_they_stay_off(monkeypatch):
+    switched = []
+    monkeypatch.setattr(live, "_core", _ns(activity_record=switched.append))
+    w = live.Watcher(live.Options())
+    w.activity, w.paused = True, True
+    w.records_off = True
+    w._resume()
+    assert switched == [] and w.paused is False      # the events resume, not the records
+    w.records_in_block(True)
+    w.records_in_block(False)
+    assert switched == [True, False]                 # a landing block records, others do not
+    w.records_off, w.paused = False, True
+    w._resume()
+    w.records_in_block(False)                        # not records_off: the block leaves them
+    assert switched == [True, False, True]
 
 
 # ---- the eager launches ------------------------------------------------------------------------
@@ -844,7 +949,7 @@ def test_graphs_remembered_by_identity_and_signature_dropped_ones_kept_aside(mon
 
 
 def test_graphs_flag_a_replay_recorded_only_while_records_are_on():
-    w = _graphs_owner([], activity=True, paused=True)
+    w = _graphs_owner([], activity=True, paused=True, timing="events")
     g = graphs.Graphs(w)
 
     class ProgramGraph:
@@ -855,6 +960,9 @@ def test_graphs_flag_a_replay_recorded_only_while_records_are_on():
     g.flag_recorded("replay", pg)                    # paused (the warm-up): not recorded
     assert not seen.recorded_exec
     w.paused = False
+    g.flag_recorded("replay", pg)                    # events time the graphs: no short
+    assert not seen.recorded_exec                    # nodes' records to avoid
+    w.timing = "nodes"
     g.flag_recorded("sync", pg)                      # not a replay
     assert not seen.recorded_exec
     g.flag_recorded("replay", pg, seen=None)         # looked up already: not one it knows
@@ -947,7 +1055,9 @@ def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
             probe_counts={("tick",): 40},
             o=_ns(block_s=0.02, block_units=0, mode="advise", warmup_s=2.0, budget_s=60.0),
             launches=_ns(take=lambda: calls.append("take") or [],
-                         begin=lambda: calls.append("log")))
+                         begin=lambda: calls.append("log")),
+            replay_events=_ns(harvest=lambda: None, start=lambda: None,
+                              decide=lambda span: search._core.activity_blocks(span)))
     w._resume = lambda: calls.append("resume")
     s = search.Search(w)
     s.begin()
@@ -983,14 +1093,17 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5},
             rest_ratios=[30], landed_on=True, landed_why=None, landed_blocks={2: 1},
-            landed_seen={2: {1: 5}}, landed_table={1: (0x1000, 64)})
+            landed_seen={2: {1: 5}}, landed_table={1: (0x1000, 64)},
+            replay_events=_ns(stop=lambda: calls.append("events off")), timing="events",
+            records_off=True, activity=False, paused=True)
     w._resume = lambda: calls.append("resume")
     w.landing = landing.Landing(w)
     monkeypatch.setattr(landing, "_core", _ns(
         activity_attributes=lambda on: calls.append(("attributes", on))))
     search.Search(w).restart("graphs came", "graphs")
-    assert calls == ["timer off", "gate open", "resume", ("install", 1), "forget arms",
-                     ("attributes", False)]
+    assert calls == ["timer off", "gate open", "events off", "resume", ("install", 1),
+                     "forget arms", ("attributes", False)]
+    assert (w.timing, w.records_off) == ("nodes", False)   # the next probe decides again
     # the windows seen were the abandoned arms' (arm indices name new arms now)
     assert (w.landed_on, w.landed_blocks, w.landed_seen, w.landed_table) == (False, {}, {}, {})
     assert w.rest_ratios == []

@@ -182,7 +182,7 @@ class World:
             d /= self.eager_gain
         return d
 
-    def blocks(self, bounds):
+    def blocks(self, bounds, timing="nodes"):
         """As l2p_activity_blocks: by start; a record ending past its block's end is counted
         in spanning, not summed. by_key: per record key (a graph's node, an eager launch
         shape) with any launch summed in the range, its ns and its launches per block."""

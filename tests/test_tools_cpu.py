@@ -359,7 +359,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
         secs = 61.2 if placebo else 60.0
         return types.SimpleNamespace(returncode=0, stderr=f"loop: 9 iterations in {secs} s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
-    r = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
+    (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
     assert calls == ["plain", "placebo", "plain", "placebo"]
     assert r["same"] and r["loop_ratio"] == pytest.approx(1.02)
     assert r["search_share_of_loop"] == pytest.approx(30 / 61.2)
@@ -374,8 +374,22 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
             p.stderr = f"loop: 9 iterations in {next(plain_secs)} s\n"
         return p, n
     monkeypatch.setattr(za, "run", noisy_run)
-    r = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
+    (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
     assert r["plain_spread"] == pytest.approx(1.5 / 60.75) and r["separated"] is False
+    # variants: each round a plain run, then a placebo per variant with its flags; one row each
+    flagged = []
+
+    def variant_run(cmd, timeout):
+        if "--placebo" in cmd:
+            flagged.append("--replay-events" in cmd)
+        return fake_run(cmd, timeout)
+    monkeypatch.setattr(za, "run", variant_run)
+    calls.clear()
+    rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=2,
+                      variants=[("placebo", ()), ("events", ("--replay-events",))])
+    assert calls == ["plain", "placebo", "placebo"] * 2 and flagged == [False, True] * 2
+    assert [x["variant"] for x in rows] == ["placebo", "events"]
+    assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
 
 
 def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):

@@ -38,7 +38,9 @@ def _run(name, iters, tmp_path, tag, env, cli=None, timeout=900):
     return live.run_program(name, iters, str(tmp_path), tag, env, timeout, cli)
 
 
-def check_program(name, tmp_path):
+def check_program(name, tmp_path, flags=()):
+    """The check; ``flags``: more of advise's options (``--replay-events``). Returns advise's
+    result document."""
     _skip_unless_runnable(name)
     ranks = live.ranks_of(name)
     env = live._env(0, ranks)
@@ -59,7 +61,7 @@ def check_program(name, tmp_path):
     assert ref["digest"] != a["digest"], f"{name}: the digest does not depend on the work"
     plan = os.path.join(str(tmp_path), "plan.json")
     adv = _run(name, iters, tmp_path, "advise", env,
-               ["advise", *live._device_opts(ranks), *FAST, "--out", plan])
+               ["advise", *live._device_opts(ranks), *FAST, *flags, "--out", plan])
     _keep(name, {"plain_a": a, "plain_b": b, "plain_long": ref, "advise": adv}, plan)
     assert adv["digest"] == ref["digest"], \
         f"{name}: the program's results changed under advise: {adv['stderr']}"
@@ -70,6 +72,7 @@ def check_program(name, tmp_path):
     c = (adv["result"] or {}).get("cupti") or {}
     if c.get("asked") and c.get("state") not in ("held", "withdrawn"):
         assert c.get("now") == "released", f"{name}: CUPTI asked to go, still attached: {c}"
+    return adv["result"] or {}
 
 
 def _keep(name, runs, plan):

@@ -138,9 +138,10 @@ static uint32_t window_id(l2p_activity *a, const l2p_window_seen *w)
     return (uint32_t)a->n_windows;
 }
 
-void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
-                      uint32_t stream, const void *key, const char *name,
-                      const uint32_t shape[6], const l2p_window_seen *window)
+void l2p_activity_add_from(l2p_activity *a, l2p_record_origin origin, uint32_t device,
+                           uint64_t start, uint64_t end, uint32_t stream, const void *key,
+                           const char *name, const uint32_t shape[6],
+                           const l2p_window_seen *window)
 {
     if (device != a->device) return;
     pthread_mutex_lock(&a->lock);
@@ -162,7 +163,16 @@ void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t
     r->name = key ? name_id(a, key, name) : L2P_ACTIVITY_OTHER;
     r->key = r->name == L2P_ACTIVITY_OTHER ? 0 : launch_key_id(a, r->name, shape);
     r->window = window_id(a, window);
+    r->origin = (uint32_t)origin;
     pthread_mutex_unlock(&a->lock);
+}
+
+void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
+                      uint32_t stream, const void *key, const char *name,
+                      const uint32_t shape[6], const l2p_window_seen *window)
+{
+    l2p_activity_add_from(a, L2P_RECORD_EAGER, device, start, end, stream, key, name, shape,
+                          window);
 }
 
 /* The block of stamp t: the b with bounds[b] <= t < bounds[b+1], or -1 (binary search). */
@@ -178,10 +188,18 @@ static long block_of(const uint64_t *bounds, size_t n_bounds, uint64_t t)
     return (long)lo;
 }
 
+/* Whether a record of this origin is summed under this timing source. */
+static int timed_by(uint32_t origin, l2p_timing_source timing)
+{
+    if (origin == L2P_RECORD_NODE) return timing == L2P_TIMING_NODES;
+    if (origin == L2P_RECORD_REPLAY) return timing == L2P_TIMING_EVENTS;
+    return 1;
+}
+
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
-                               double *gpu_ns, double *by_name, size_t n_names,
-                               double *key_ns, double *key_n, size_t n_keys,
-                               size_t *spanning)
+                               l2p_timing_source timing, double *gpu_ns, double *by_name,
+                               size_t n_names, double *key_ns, double *key_n, size_t n_keys,
+                               double *graph_nodes, size_t *spanning)
 {
     if (n_bounds < 2) return l2p_fail(L2P_ERR_VALUE, "bounds: need at least 2, got %zu", n_bounds);
     for (size_t i = 1; i < n_bounds; i++)
@@ -192,12 +210,17 @@ l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, si
     if (by_name) memset(by_name, 0, n_names * nb * sizeof *by_name);
     if (key_ns) memset(key_ns, 0, n_keys * nb * sizeof *key_ns);
     if (key_n) memset(key_n, 0, n_keys * nb * sizeof *key_n);
+    if (graph_nodes) memset(graph_nodes, 0, nb * sizeof *graph_nodes);
     if (spanning) *spanning = 0;
     for (size_t i = 0; i < a->n; i++) {
         const l2p_kernel_record *r = &a->recs[i];
         long b = block_of(bounds, n_bounds, r->start);
         if (b < 0) continue;
-        if (spanning && r->end > bounds[b + 1]) {
+        if (!timed_by(r->origin, timing)) {
+            if (graph_nodes && r->origin == L2P_RECORD_NODE) graph_nodes[b] += 1;
+            continue;
+        }
+        if (spanning && r->origin != L2P_RECORD_REPLAY && r->end > bounds[b + 1]) {
             (*spanning)++;
             continue;
         }
@@ -225,7 +248,7 @@ l2p_status l2p_activity_block_windows(const l2p_activity *a, const uint64_t *bou
     for (size_t i = 0; i < a->n; i++) {
         const l2p_kernel_record *r = &a->recs[i];
         long b = block_of(bounds, n_bounds, r->start);
-        if (b < 0 || r->end > bounds[b + 1]) continue;
+        if (b < 0 || r->origin == L2P_RECORD_REPLAY || r->end > bounds[b + 1]) continue;
         counts[(size_t)b * cols + (r->window <= L2P_ACTIVITY_WINDOWS ? r->window : 0)]++;
     }
     return L2P_OK;
@@ -325,8 +348,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
             seen.base = (uint64_t)(uintptr_t)k->pAccessPolicyWindow->base_ptr;
             seen.bytes = (uint64_t)k->pAccessPolicyWindow->num_bytes;
         }
-        l2p_activity_add(&process_log, k->deviceId, k->start, k->end, k->streamId, k->name,
-                         k->name, shape, &seen);
+        /* graphId sits at one offset from version 5 on, before the window pointer: read where
+         * the window's offset is trusted (a CUPTI of CUDA 12 or newer); elsewhere every kernel
+         * counts as eager, and the watcher does not time graphs by events (l2p_replays.h) */
+        l2p_record_origin origin =
+            cupti.attributes && k->graphId ? L2P_RECORD_NODE : L2P_RECORD_EAGER;
+        l2p_activity_add_from(&process_log, origin, k->deviceId, k->start, k->end, k->streamId,
+                              k->name, k->name, shape, &seen);
     }
     free(buffer);
 }
@@ -495,5 +523,15 @@ l2p_status l2p_activity_now(uint64_t *ns)
 }
 
 l2p_activity *l2p_activity_log(void) { return &process_log; }
+
+void l2p_activity_add_replay(const char *label, uint64_t start, uint64_t ns)
+{
+    /* a tag bit no user-space pointer has (as add_graph_record's): a label never shares a
+     * name slot with a kernel's name pointer */
+    const void *key = (const void *)((uintptr_t)label | ((uintptr_t)1 << 62));
+    if (!process_log.active) return;
+    l2p_activity_add_from(&process_log, L2P_RECORD_REPLAY, process_log.device, start,
+                          start + ns, 0, key, label, NULL, NULL);
+}
 void l2p_activity_lock(l2p_activity *a) { pthread_mutex_lock(&a->lock); }
 void l2p_activity_unlock(l2p_activity *a) { pthread_mutex_unlock(&a->lock); }

@@ -67,12 +67,28 @@ typedef struct {
     uint64_t base, bytes;    /* the access policy window's base_ptr and num_bytes */
 } l2p_window_seen;
 
+/* Where a record came from. Why apart: a record per graph node costs a 250-node graph's replay
+ * +110.9 us against +5.7 us for CUDA events around the replay (H200, cbba7ed,
+ * tools/investigations/graph-records), so the watcher may time the graphs it hooks by events
+ * (l2p_replays.h) and must then not count their nodes' records twice. */
+typedef enum {
+    L2P_RECORD_EAGER = 0,  /* a kernel launched on its own (CUPTI) */
+    L2P_RECORD_NODE = 1,   /* a kernel node of a graph launch (CUPTI's graphId is set) */
+    L2P_RECORD_REPLAY = 2, /* a whole graph replay timed by events (l2p_replays.h) */
+} l2p_record_origin;
+
+/* What l2p_activity_blocks sums for graphs: their nodes' records (the replays' events left
+ * out), or the replays' events (the nodes' records left out, counted apart). */
+typedef enum { L2P_TIMING_NODES = 0, L2P_TIMING_EVENTS = 1 } l2p_timing_source;
+
 typedef struct {
-    uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock) */
+    uint64_t start, end;     /* the GPU's stamps, ns (the l2p_activity_now clock); a replay's
+                              * start is the host's stamp just before its first event */
     uint32_t name;           /* index into the log's names */
-    uint32_t stream;         /* CUPTI's stream id */
+    uint32_t stream;         /* CUPTI's stream id (0 for a replay) */
     uint32_t key;            /* index into the log's launch keys */
     uint32_t window;         /* 0: none seen; else 1 + index into the log's windows */
+    uint32_t origin;         /* l2p_record_origin */
 } l2p_kernel_record;
 
 typedef struct {
@@ -159,6 +175,15 @@ void l2p_activity_free(l2p_activity *a);
 void l2p_activity_add(l2p_activity *a, uint32_t device, uint64_t start, uint64_t end,
                       uint32_t stream, const void *key, const char *name,
                       const uint32_t shape[6], const l2p_window_seen *window);
+/* The same with the record's origin (l2p_activity_add's records are L2P_RECORD_EAGER). */
+void l2p_activity_add_from(l2p_activity *a, l2p_record_origin origin, uint32_t device,
+                           uint64_t start, uint64_t end, uint32_t stream, const void *key,
+                           const char *name, const uint32_t shape[6],
+                           const l2p_window_seen *window);
+/* A graph replay timed by events into the process's log (while collecting; ignored
+ * otherwise): named `label` (kept alive by the caller for the process: its pointer is the name
+ * key), from `start` (the host's stamp before the replay's first event) for `ns`. */
+void l2p_activity_add_replay(const char *label, uint64_t start, uint64_t ns);
 
 /* Per block (cut as l2p_activity_blocks cuts), the records counted per window id: counts is
  * (n_bounds - 1) x (L2P_ACTIVITY_WINDOWS + 1), row = block, column = window id (0: none).
@@ -174,15 +199,20 @@ l2p_status l2p_activity_block_windows(const l2p_activity *a, const uint64_t *bou
  * per kernel name. Bounds not increasing: L2P_ERR_VALUE. The caller holds the lock.
  * key_ns and key_n (when not NULL): n_keys x (n_bounds - 1), row = launch key id, the same
  * sums per launch key and the launches counted.
+ * timing: which records time graphs (l2p_timing_source); graph_nodes (when not NULL, one per
+ * block): the graph nodes' records the timing left out (L2P_TIMING_EVENTS), so the caller can
+ * check that its events covered every graph launched in the block.
  * spanning (when not NULL): a record that ends past its block's end bound is not summed but
  * counted here. The watcher ends every block after a device synchronization, so such a record
  * cannot be true: CUPTI writes them for a graph launched while its kernel records were paused
  * and launched again once resumed (its start is the last launch recorded before the pause, its
- * end the new launch's: a duration as long as the pause, H200, CUPTI 13.0). */
+ * end the new launch's: a duration as long as the pause, H200, CUPTI 13.0). A replay's record
+ * is never spanning: its start is the host's stamp, before the GPU ran it.
+ * Records of a replay are left out of the window counts (l2p_activity_block_windows). */
 l2p_status l2p_activity_blocks(const l2p_activity *a, const uint64_t *bounds, size_t n_bounds,
-                               double *gpu_ns, double *by_name, size_t n_names,
-                               double *key_ns, double *key_n, size_t n_keys,
-                               size_t *spanning);
+                               l2p_timing_source timing, double *gpu_ns, double *by_name,
+                               size_t n_names, double *key_ns, double *key_n, size_t n_keys,
+                               double *graph_nodes, size_t *spanning);
 
 /* Drop the records that start before `before` (blocks already summed, rests, settles), keeping
  * the rest in order; returns how many were dropped. Why: every l2p_activity_blocks call scans

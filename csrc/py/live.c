@@ -180,7 +180,11 @@ L2P_DEFINE_FN(cupti_reclaim_fn, l2p_no_args, cupti_reclaim_impl, "cupti_reclaim"
 
 typedef struct {
     PyObject *bounds;
+    int timing; /* l2p_timing_source */
 } blocks_args;
+
+/* activity_blocks' timing choices, in l2p_timing_source's order */
+static const char *const timing_names[] = {"nodes", "events", NULL};
 
 /* The per-name rows as {name: [ns per block]}, only names with time in some block. */
 static PyObject *by_name_dict(const l2p_activity *a, const double *by, size_t nb)
@@ -277,10 +281,12 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
     double *by = PyMem_Calloc(names ? names * nb : 1, sizeof *by);
     double *kns = PyMem_Calloc(keys ? keys * nb : 1, sizeof *kns);
     double *kn = PyMem_Calloc(keys ? keys * nb : 1, sizeof *kn);
+    double *nodes = PyMem_Calloc(nb, sizeof *nodes);
     size_t spanning = 0;
-    l2p_status st = gpu && by && kns && kn
-                        ? l2p_activity_blocks(log, bounds, (size_t)n, gpu, by, names, kns, kn,
-                                              keys, &spanning)
+    l2p_status st = gpu && by && kns && kn && nodes
+                        ? l2p_activity_blocks(log, bounds, (size_t)n,
+                                              (l2p_timing_source)a->timing, gpu, by, names,
+                                              kns, kn, keys, nodes, &spanning)
                         : L2P_ERR_NO_MEMORY;
     PyObject *rows = st == L2P_OK ? by_name_dict(log, by, nb) : NULL;
     size_t dropped = log->dropped, records = log->n;
@@ -289,17 +295,20 @@ static PyObject *activity_blocks_impl(PyObject *m, const void *args)
     else if (st != L2P_OK) raise_core(m);
     PyObject *per_key = rows ? by_key_dict(keys, kns, kn, nb) : NULL;
     PyObject *totals = per_key ? float_list(gpu, nb) : NULL;
-    if (totals) res = Py_BuildValue("{sOsOsOsnsnsn}", "gpu_ns", totals, "by_name", rows,
-                                    "by_key", per_key, "records", (Py_ssize_t)records,
-                                    "dropped", (Py_ssize_t)dropped, "spanning",
-                                    (Py_ssize_t)spanning);
+    PyObject *left = totals ? float_list(nodes, nb) : NULL;
+    if (left) res = Py_BuildValue("{sOsOsOsnsnsnsO}", "gpu_ns", totals, "by_name", rows,
+                                  "by_key", per_key, "records", (Py_ssize_t)records,
+                                  "dropped", (Py_ssize_t)dropped, "spanning",
+                                  (Py_ssize_t)spanning, "graph_nodes", left);
     Py_XDECREF(totals);
+    Py_XDECREF(left);
     Py_XDECREF(rows);
     Py_XDECREF(per_key);
     PyMem_Free(gpu);
     PyMem_Free(by);
     PyMem_Free(kns);
     PyMem_Free(kn);
+    PyMem_Free(nodes);
     PyMem_Free(bounds);
     return res;
 }
@@ -309,9 +318,15 @@ L2P_DEFINE_FN(activity_blocks_fn, blocks_args, activity_blocks_impl, "activity_b
               "impossible where blocks end after a synchronization, and is counted in "
               "'spanning', not summed): {'gpu_ns': [per block], 'by_name': {kernel: [per "
               "block]}, 'by_key': {launch key id: ([ns per block], [launches per block])}, "
-              "'records': n, 'dropped': n, 'spanning': n}.", "dict",
+              "'records': n, 'dropped': n, 'spanning': n, 'graph_nodes': [graph nodes' records "
+              "left out per block]}.", "dict",
               L2P_PARAM(blocks_args, bounds, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
-                        .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"));
+                        .pytype = "Sequence[int]", .doc = "the blocks' bounds (ns, increasing)"),
+              L2P_PARAM(blocks_args, timing, L2P_P_CHOICE, .flags = L2P_P_KWONLY,
+                        .choices = timing_names, .ival = L2P_TIMING_NODES,
+                        .doc = "what times graphs: 'nodes' (their kernels' records) or "
+                        "'events' (events around each hooked replay; the nodes' records are "
+                        "counted in 'graph_nodes', not summed)"));
 
 /* Launch key id -> (name, grid, block): the log's key table, read under its lock. */
 static PyObject *activity_keys_impl(PyObject *m, const void *args)

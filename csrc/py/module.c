@@ -186,7 +186,7 @@ static int module_exec(PyObject *m)
         l2p_add_fns(m, l2p_tax_fns) < 0 || l2p_add_fns(m, l2p_tune_fns) < 0 ||
         l2p_add_fns(m, l2p_advise_fns) < 0 || l2p_add_fns(m, l2p_stream_fns) < 0 ||
         l2p_add_fns(m, l2p_live_fns) < 0 || l2p_add_fns(m, l2p_names_fns) < 0 ||
-        l2p_add_fns(m, l2p_capture_fns) < 0)
+        l2p_add_fns(m, l2p_capture_fns) < 0 || l2p_add_fns(m, l2p_replays_fns) < 0)
         return -1;
     PyObject *magic = PyLong_FromUnsignedLong(L2P_MAGIC); /* unsigned: a C long may be 32 bits */
     int rc = magic ? PyModule_AddObjectRef(m, "SINK_MAGIC", magic) : -1;

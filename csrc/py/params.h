@@ -200,6 +200,7 @@ extern const l2p_fn *const l2p_foreign_fns[];
 extern const l2p_fn *const l2p_tax_fns[];
 extern const l2p_fn *const l2p_tune_fns[];
 extern const l2p_fn *const l2p_live_fns[];
+extern const l2p_fn *const l2p_replays_fns[]; /* replays.c */
 extern const l2p_fn *const l2p_advise_fns[];
 extern const l2p_fn *const l2p_stream_fns[];
 extern const l2p_fn *const l2p_buffer_method_rows[]; /* dlpack.c */

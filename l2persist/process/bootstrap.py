@@ -40,9 +40,38 @@ def _set_calls(on: bool) -> None:
     _calls_on = on
 
 
-def _on_replay(graph, _stream) -> None:
+# The watcher's events around a replay (process/recorder.py, ReplayEvents.begin), set while
+# it times graphs by events; None otherwise (a replay then pays one global test).
+_replay_timer = None
+_replay_end = None
+
+
+def set_replay_timer(begin, end=None) -> None:
+    """``begin(graph)`` before each replay (a token or None), ``end(*token)`` after it."""
+    global _replay_timer, _replay_end
+    _replay_end = end
+    _replay_timer = begin
+
+
+def _on_replay(graph, _stream):
     if _calls_on:
         _hook("point", "replay", graph)
+        timer = _replay_timer
+        if timer is not None:      # after the point: it may have begun or ended a block
+            try:
+                return timer(graph)
+            except Exception:      # never the program's replay's failure: it goes untimed
+                return None
+    return None
+
+
+def _after_replay(token) -> None:
+    end = _replay_end
+    if end is not None:
+        try:
+            end(*token)
+        except Exception:
+            pass
 
 
 def watcher():
@@ -250,7 +279,7 @@ def _patch_torch(torch) -> None:
     if _watcher is None or (_watcher.o.mode == "apply" and not _watcher.wants_calls()):
         return              # apply without stream windows adds nothing to a call
     replay = cls.replay
-    patch_replay(cls, _on_replay, stream=False)
+    patch_replay(cls, _on_replay, stream=False, after=_after_replay)
     hooks = [Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay"),
              patch_after(torch.cuda, "synchronize", _on_sync, "torch.cuda.synchronize")]
     for klass in (torch.cuda.Stream, torch.cuda.Event):

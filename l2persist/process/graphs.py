@@ -220,7 +220,8 @@ class Graphs(Part):
         re-instantiation, one missed would let short records into a block. ``seen``: the
         graph already looked up (False: not yet)."""
         w = self.w
-        if kind == "replay" and torch_graph is not None and w.activity and not w.paused:
+        if kind == "replay" and torch_graph is not None and w.activity and not w.paused \
+                and w.timing == "nodes":       # events: the nodes' records time nothing
             if seen is False:
                 seen = self.seen(torch_graph)
             if seen is not None:

@@ -38,7 +38,7 @@ from .launches import APPLY_LOG_S, APPLY_TRIES, APPLY_WARMUP_S, Launches  # noqa
 from .landing import Landing  # noqa: F401
 from .pace import REST_GATE_MAX_S, REST_PAIRS, Pace  # noqa: F401
 from .phases import Phases
-from .recorder import Block, Recorder, _increasing, _NoRecords  # noqa: F401
+from .recorder import Block, Recorder, ReplayEvents, _increasing, _NoRecords  # noqa: F401
 from .search import (AFTER_CALLS_MAX, AFTER_S_MAX, AFTER_UNITS, UNGRAPHED_NOTE,  # noqa: F401
                      Search)
 from .summary import PER_KEY_SHOWN, PLAN_FORMAT, Report, _jsonable  # noqa: F401
@@ -65,6 +65,8 @@ class Options:
                                # counts the program's calls: tools/investigations/search-cost)
     graph_records: bool = False    # experimental: a record per graph replay, not per node
                                    # (process/graphs.py, Graphs.graph_records_first)
+    replay_events: bool = False    # experimental: hooked replays timed by CUDA events, the
+                                   # records off in blocks (process/recorder.py, ReplayEvents)
     placebo: bool = False          # advise --placebo: arms installed with no effect (what
                                    # observing costs, timed against a plain run)
     result: str | None = None      # where the child writes its result (JSON)
@@ -89,6 +91,7 @@ class Options:
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
+        o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
@@ -164,6 +167,13 @@ class Watcher:
         self.paused = False                        # kernel records paused (the warm-up)
         self.captures_begun = 0
         self.graph_records = False                 # CUPTI's graph-level records are on
+        self.timing = "nodes"                      # what times graphs: "nodes" (their
+                                                   # records) or "events" (ReplayEvents)
+        self.timing_why = None                     # why not events, where they were asked
+        self.records_off = False                   # events time the graphs and the kernel
+                                                   # records stay off in blocks (but landing's)
+        self.eager_share = None                    # eager kernels' share of the probe's GPU
+                                                   # time, where events time the graphs
         self._after = None                         # timing units after the decision
         self.after_decision = None
         self.applied_sigs: set = set()
@@ -216,6 +226,7 @@ class Watcher:
         self.search = Search(self)
         self.launches = Launches(self)
         self.recorder = Recorder(self)
+        self.replay_events = ReplayEvents(self)
         self.pace = Pace(self)
         self.switcher = Switcher(self)
         self.landing = Landing(self)
@@ -236,10 +247,19 @@ class Watcher:
 
     def _resume(self):
         """Record from here on (the warm-up's pause ends: the probe begins, or a graph is
-        being made or replayed)."""
+        being made or replayed). Where events time the graphs and the records stay off in
+        blocks (records_off), only the events resume (Search.next_block turns the records on
+        for a landing block)."""
         if self.paused:
-            _core.activity_record(True)    # on first: a caller that sees paused False records
+            if not self.records_off:
+                _core.activity_record(True)  # on first: a caller that sees paused False records
             self.paused = False
+
+    def records_in_block(self, attrs: bool):
+        """As a block begins where the records stay off in blocks: on for a landing block
+        (its windows are read from the nodes' records), off otherwise."""
+        if self.records_off and self.activity:
+            _core.activity_record(bool(attrs))
 
     def fail(self, where: str, e: BaseException) -> None:
         """A hook failed: stop switching and put back (process/ending.py)."""

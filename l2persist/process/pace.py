@@ -160,8 +160,9 @@ class Pace(Part):
         # an unhooked rest counted its units from the hooks' return only (its tail): the rate
         # per unit is the tail's, the rest's wall its whole
         counted_from = r.get("tail_t0") or r["start"]
-        need = set(w.replayed)
-        if r.get("unhooked"):
+        # (graphs timed by events need no settle: the short records are the nodes')
+        need = set(w.replayed) if w.timing == "nodes" else set()
+        if r.get("unhooked") and w.timing == "nodes":
             # graphs replayed while the gate was closed were not seen: those left stale
             # (their executable not made again) must launch again before the block too
             need |= {id(g.ref()) for g in w.graphs.values()

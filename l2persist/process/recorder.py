@@ -8,6 +8,7 @@ which the pace and the report read too.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from .. import _core
@@ -52,6 +53,7 @@ class Recorder(Part):
         team every rank gives the ranks' mean of the same blocks (``alone``: this rank's own,
         at exit, when peers may be anywhere)."""
         w = self.w
+        w.replay_events.harvest()
         _core.activity_flush()
         done = [b for b in w.blocks[w.recorded:] if b.end]
         if not done:
@@ -83,7 +85,7 @@ class Recorder(Part):
         for b in done:
             bounds += [b.start, b.end]
         bounds = _increasing(bounds)
-        res = _core.activity_blocks(bounds)
+        res = _core.activity_blocks(bounds, timing=w.timing)
         w.spanning += res.get("spanning", 0)
         w.landing.read(done, bounds)
         if not w.mix_ref:
@@ -113,3 +115,113 @@ class Recorder(Part):
                     s[0] += ns[2 * k]
                     s[1] += n[2 * k]
         return out
+
+
+#: Events time the graphs (``timing`` "events") only where the probe's graph-node records were
+#: all of hooked replays: the nodes counted against each timed replay's kernels, within this.
+NODES_COVERED = 0.02
+#: ... and the kernel records are off in the blocks (but each arm's landing block) only where
+#: eager kernels took less than this share of the probe's GPU time: theirs are then priced at
+#: the graphs' ratio in those blocks (l2p_live_mix), so their own change goes unseen.
+EAGER_SHARE_MAX = 0.02
+
+
+class ReplayEvents(Part):
+    """advise/verify --replay-events (issue 50 item 2): each hooked PyTorch replay timed by a
+    pair of CUDA events on its stream while the watcher records (the probe, settles, blocks),
+    one record per replay in the activity log (``_core.replay_*``), so that a graph's samples
+    need no record per node. The probe decides (``decide``): the events time the graphs where
+    every graph node the probe recorded belongs to a replay they timed (CUPTI's graph id tells
+    nodes from eager kernels: a CUPTI of CUDA 12 or newer), and then the kernel records stay
+    off in the blocks where eager kernels are a small share, on in each arm's landing block
+    (its windows checked on the nodes). Otherwise the nodes' records time the graphs, as
+    without the flag, and the events stop. Alone only (ranks must agree on what they sum)."""
+
+    def __init__(self, w):
+        super().__init__(w)
+        self.on = False            # events around replays now
+        self.labels: dict = {}     # signature -> replay_label id
+        self.raw_stream = None     # PyTorch's current raw stream, per device
+
+    def start(self):
+        """At the probe's start (the option on, alone, PyTorch loaded): events from here."""
+        w = self.w
+        if not w.o.replay_events or w.team is not None or self.on:
+            return
+        torch = sys.modules.get("torch")
+        get = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        if get is None:
+            w.timing_why = "PyTorch's raw current stream cannot be read here"
+            return
+        device = w.o.device
+        self.raw_stream = lambda: get(device)
+        from . import bootstrap
+        bootstrap.set_replay_timer(self.begin, _core.replay_end)
+        self.on = True
+
+    def stop(self):
+        if self.on:
+            from . import bootstrap
+            bootstrap.set_replay_timer(None)
+            self.on = False
+
+    def begin(self, graph):
+        """On the program's thread, after the point hook, before its replay: (slot, stream) for
+        the hook to end, or None (not recording now, or a graph not seen)."""
+        w = self.w
+        if w.paused or not w.activity:
+            return None
+        seen = w.graphs.get(id(graph))
+        if seen is None or seen.ref() is not graph:
+            return None
+        label = self.labels.get(seen.signature)
+        if label is None:
+            label = self.labels[seen.signature] = _core.replay_label(f"replay:{seen.signature}")
+        stream = self.raw_stream()
+        slot = _core.replay_begin(stream, label)
+        return (slot, stream) if slot >= 0 else None
+
+    def decide(self, span: list) -> dict:
+        """At the probe's end (``span``: its two stamps): the probe's records summed by the
+        timing chosen, and ``w.timing`` / ``w.records_off`` set."""
+        w = self.w
+        if not self.on:
+            return _core.activity_blocks(span)
+        ev = _core.activity_blocks(span, timing="events")
+        why = self.uncovered(ev)
+        if why is None:
+            w.timing, w.timing_why = "events", None
+            replay_ns = sum(ev["by_name"].get(n, [0])[0] for n in ev["by_name"]
+                            if n.startswith("replay:"))
+            total = ev["gpu_ns"][0]
+            eager = 1 - replay_ns / total if total > 0 else 1.0
+            w.records_off = eager < EAGER_SHARE_MAX
+            w.eager_share = eager
+            return ev
+        self.stop()
+        w.timing, w.timing_why = "nodes", why
+        return _core.activity_blocks(span)
+
+    def uncovered(self, ev: dict):
+        """Why the events cannot time the probe's graphs (None: they can): every graph-node
+        record must be a kernel of a replay the events timed."""
+        replays = {n[len("replay:"):]: 0 for n in ev["by_name"] if n.startswith("replay:")}
+        if not replays:
+            return "no replay of a graph the watcher knows was timed in the probe"
+        names = _core.activity_keys()
+        for key, (_ns, n) in ev["by_key"].items():
+            name = names[key][0] if key < len(names) else ""
+            if name.startswith("replay:"):
+                replays[name[len("replay:"):]] += n[0]
+        kernels = {g.signature: len(g.names) for g in self.w.known.all_graphs()}
+        expected = sum(n * kernels.get(sig, 0) for sig, n in replays.items())
+        seen = ev["graph_nodes"][0]
+        if not expected or abs(seen - expected) > NODES_COVERED * expected:
+            return (f"the probe recorded {seen:.0f} graph-node kernels where the timed replays "
+                    f"hold {expected:.0f} (graphs launched outside the hooked replays, or a "
+                    f"CUPTI that does not mark graph nodes)")
+        return None
+
+    def harvest(self):
+        if self.on:
+            _core.replay_harvest()

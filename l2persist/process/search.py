@@ -40,6 +40,7 @@ class Search(Part):
         w.probe_counts = {}               # (kind, signature) -> calls in the probe
         w.device.synchronize()
         w._resume()                 # kernels launched from here on are recorded
+        w.replay_events.start()     # --replay-events: and the hooked replays timed by events
         w.launches.begin()
         w._warm_ns = _core.activity_now()
         w.probe_t = time.perf_counter()
@@ -66,9 +67,11 @@ class Search(Part):
         dev = w.device
         dev.synchronize()
         now = _core.activity_now()
+        w.replay_events.harvest()
         _core.activity_flush()
         warm = self.warm_stamp
-        probe = _core.activity_blocks([warm, now]) if warm and now > warm else {}
+        # the timing (nodes' records or events) is chosen here, where --replay-events asked
+        probe = w.replay_events.decide([warm, now]) if warm and now > warm else {}
         if not probe.get("by_key") and self.may_probe_again():
             self.probe_again()
             return
@@ -162,6 +165,10 @@ class Search(Part):
             if w.resting.get("unhooked") and w.rest_hooks is not None:
                 w.rest_hooks[1]()     # the per-call hooks' gate open again
             w.resting = None
+        w.replay_events.stop()       # the next probe decides the timing again
+        w.timing, w.records_off = "nodes", False
+        if w.activity and not w.paused:
+            _core.activity_record(True)  # a block may have left them off (records_off)
         w._resume()                  # records on: graphs exist, the warm-up does not pause
         w.switcher.install(1)
         w.switcher.forget_arms()     # the graphs the new arms window are found again
@@ -303,6 +310,7 @@ class Search(Part):
             w.switcher.install(arm)
             stamp = _core.activity_now()
         w.blocks.append(Block(arm, stamp, attrs=w.landing.before_block(arm)))
+        w.records_in_block(w.blocks[-1].attrs)
         w.units_now = 0
         w.replayed = set()
 
@@ -324,6 +332,7 @@ class Search(Part):
                     "t0": None, "since": time.perf_counter(), "calls": 0} \
             if w.unit and w.unit[0] != "tick" else None
         w.decision_s = time.perf_counter() - w.t0
+        w.replay_events.stop()
         _core.activity_end()    # launch attributes off with the records
         w.landed_on = False
         w.activity = False      # nothing records now: no replay needs a flag (a lookup each)

@@ -185,6 +185,10 @@ class Report(Part):
             "cupti": self.cupti(),
             # how replays were timed: a record per graph replay (--graph-records) or per node
             "graph_records": bool(getattr(w, "graph_records", False)),
+            # --replay-events: what timed the graphs ("nodes": their kernels' records;
+            # "events": events around each hooked replay), why not events where asked, whether
+            # the records stayed off in the blocks, and the events' counts
+            "timing": self.timing(),
             # from the first watched call to the decision (warm-up and probe included)
             "decision_s": getattr(w, "decision_s", None),
             "search_s": (time.perf_counter() - w.search_t0) if w.search_t0 else 0.0,
@@ -193,6 +197,19 @@ class Report(Part):
             "plan": (self.make_plan() if w.o.mode == "advise" and w.result
                      and not getattr(w.o, "placebo", False) else None),
         }
+
+    def timing(self) -> dict:
+        w = self.w
+        out = {"asked": bool(getattr(w.o, "replay_events", False)),
+               "source": getattr(w, "timing", "nodes"), "why": getattr(w, "timing_why", None),
+               "records_off": bool(getattr(w, "records_off", False)),
+               "eager_share": getattr(w, "eager_share", None), "replays": None}
+        if out["asked"]:
+            try:
+                out["replays"] = _core.replay_counts()
+            except Exception:       # a stand-in core (the CPU tests' fakes)
+                pass
+        return out
 
     def cupti(self) -> dict:
         w = self.w

@@ -138,16 +138,27 @@ def patch_keep_graph(cls) -> Callable[[], None]:
     return undo
 
 
-def patch_replay(cls, on_replay: Callable[[Any, Any], None],
-                 stream: bool = True) -> Callable[[], None]:
+def patch_replay(cls, on_replay: Callable[[Any, Any], Any],
+                 stream: bool = True,
+                 after: Callable[[Any], None] | None = None) -> Callable[[], None]:
     """Call ``on_replay(graph, stream)`` before every ``cls.replay`` (``torch.cuda.CUDAGraph``),
     with PyTorch's current stream, where ``replay`` launches the graph (``stream=False``: None,
     for a hook that needs no stream: asking PyTorch for it makes a Stream object per replay);
-    returns the undo."""
+    with ``after``, whatever ``on_replay`` returned, unless None, is given to ``after`` once the
+    replay has returned or raised (the watcher's events around a replay). Returns the undo."""
     torch = sys.modules["torch"]
     original = cls.replay
 
-    if stream:
+    if after is not None:
+        def replay(self, *a, **k):
+            token = on_replay(self, torch.cuda.current_stream() if stream else None)
+            if token is None:
+                return original(self, *a, **k)
+            try:
+                return original(self, *a, **k)
+            finally:
+                after(token)
+    elif stream:
         def replay(self, *a, **k):
             on_replay(self, torch.cuda.current_stream())
             return original(self, *a, **k)

@@ -418,6 +418,43 @@ static void test_arms(void)
     CHECK(l2p_live_arms(t, 0, gran, max, l2, 3, a, L2P_LIVE_MAX_ARMS) == 2);
 }
 
+/* Graphs timed by their nodes' records or by events around each replay (l2p_replays.h): each
+ * timing sums its own records and the eager kernels, never both for one graph; the nodes left
+ * out are counted; a replay is never "spanning" (its start is the host's stamp) and carries no
+ * window. */
+static void test_activity_timing(void)
+{
+    l2p_activity a;
+    CHECK(l2p_activity_init(&a, 1) == L2P_OK);
+    static const char ek[] = "eager_kernel", nk[] = "node_kernel", rl[] = "replay:g1";
+    const l2p_window_seen w1 = {0x1000, 4096};
+    l2p_activity_add(&a, 1, 200, 210, 7, ek, ek, NULL, NULL);                   /* block 0 */
+    l2p_activity_add_from(&a, L2P_RECORD_NODE, 1, 220, 250, 7, nk, nk, NULL, &w1); /* block 0 */
+    l2p_activity_add_from(&a, L2P_RECORD_NODE, 1, 250, 270, 7, nk, nk, NULL, &w1); /* block 0 */
+    l2p_activity_add_from(&a, L2P_RECORD_REPLAY, 1, 215, 275, 0, rl, rl, NULL, NULL); /* 0 */
+    /* a replay whose events end past the block's bound: its start says where it belongs */
+    l2p_activity_add_from(&a, L2P_RECORD_REPLAY, 1, 390, 450, 0, rl, rl, NULL, NULL); /* 1 */
+    uint64_t bounds[3] = {200, 300, 400};
+    double gpu[2], kns[4 * 2], kn[4 * 2], nodes[2];
+    size_t spanning = 9;
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_NODES, gpu, NULL, 0, kns, kn, 4, nodes,
+                              &spanning) == L2P_OK);
+    CHECK(gpu[0] == 10 + 30 + 20 && gpu[1] == 0 && spanning == 0);
+    CHECK(nodes[0] == 0 && nodes[1] == 0);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_EVENTS, gpu, NULL, 0, kns, kn, 4, nodes,
+                              &spanning) == L2P_OK);
+    CHECK(gpu[0] == 10 + 60 && gpu[1] == 60 && spanning == 0);
+    CHECK(nodes[0] == 2 && nodes[1] == 0);
+    uint32_t rkey = a.recs[3].key;
+    CHECK(rkey != a.recs[1].key && kn[rkey * 2 + 0] == 1 && kns[rkey * 2 + 1] == 60);
+    CHECK(strcmp(a.names[a.recs[3].name], "replay:g1") == 0);
+    /* the window counts see the nodes, never a replay (it would read as a kernel under none) */
+    uint64_t counts[2 * (L2P_ACTIVITY_WINDOWS + 1)];
+    CHECK(l2p_activity_block_windows(&a, bounds, 3, counts) == L2P_OK);
+    CHECK(counts[0] == 1 && counts[1] == 2 && counts[L2P_ACTIVITY_WINDOWS + 1] == 0);
+    l2p_activity_free(&a);
+}
+
 static void test_activity_blocks(void)
 {
     l2p_activity a;
@@ -435,21 +472,26 @@ static void test_activity_blocks(void)
     CHECK(strcmp(a.names[a.recs[1].name], "kernel_one") == 0);
     uint64_t bounds[3] = {200, 300, 400};
     double gpu[2], by[3 * 2];
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, NULL) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_NODES, gpu, by, 3, NULL, NULL, 0, NULL,
+                              NULL) == L2P_OK);
     CHECK(gpu[0] == 35 && gpu[1] == 91);
     CHECK(by[1 * 2 + 0] == 30 && by[2 * 2 + 0] == 5 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
     CHECK(by[0] == 0 && by[1] == 0);
     uint64_t bad[3] = {200, 200, 400};
-    CHECK(l2p_activity_blocks(&a, bad, 3, gpu, NULL, 0, NULL, NULL, 0, NULL) == L2P_ERR_VALUE);
-    CHECK(l2p_activity_blocks(&a, bounds, 1, gpu, NULL, 0, NULL, NULL, 0, NULL) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bad, 3, L2P_TIMING_NODES, gpu, NULL, 0, NULL, NULL, 0, NULL,
+                              NULL) == L2P_ERR_VALUE);
+    CHECK(l2p_activity_blocks(&a, bounds, 1, L2P_TIMING_NODES, gpu, NULL, 0, NULL, NULL, 0, NULL,
+                              NULL) == L2P_ERR_VALUE);
     /* strict: the record that ends past its block's end is not summed, but counted */
     size_t spanning = 99;
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, &spanning) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_NODES, gpu, by, 3, NULL, NULL, 0, NULL,
+                              &spanning) == L2P_OK);
     CHECK(spanning == 1 && gpu[0] == 35 && gpu[1] == 40 && by[1 * 2 + 1] == 0);
     /* trim: block 0 summed, its records (and the one before it) go; block 1's sums stay */
     CHECK(l2p_activity_trim(&a, 300) == 3);
     CHECK(a.n == 3 && a.recs[0].start == 300 && a.recs[1].start == 399 && a.recs[2].start == 400);
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, by, 3, NULL, NULL, 0, NULL) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_NODES, gpu, by, 3, NULL, NULL, 0, NULL,
+                              NULL) == L2P_OK);
     CHECK(gpu[0] == 0 && gpu[1] == 91 && by[1 * 2 + 1] == 51 && by[2 * 2 + 1] == 40);
     CHECK(l2p_activity_trim(&a, 300) == 0 && a.n == 3); /* nothing older is left */
     CHECK(a.n_names == 3);                              /* the names stay */
@@ -503,7 +545,8 @@ static void test_activity_launch_keys(void)
     CHECK(a.lkeys[2].shape[0] == 8 && a.lkeys[2].name == a.recs[0].name);
     uint64_t bounds[3] = {100, 200, 300};
     double gpu[2], kns[3 * 2], kn[3 * 2];
-    CHECK(l2p_activity_blocks(&a, bounds, 3, gpu, NULL, 0, kns, kn, 3, NULL) == L2P_OK);
+    CHECK(l2p_activity_blocks(&a, bounds, 3, L2P_TIMING_NODES, gpu, NULL, 0, kns, kn, 3, NULL,
+                              NULL) == L2P_OK);
     CHECK(kns[1 * 2 + 0] == 10 && kn[1 * 2 + 0] == 1 && kns[1 * 2 + 1] == 24 && kn[1 * 2 + 1] == 2);
     CHECK(kns[2 * 2 + 0] == 30 && kn[2 * 2 + 0] == 1 && kn[2 * 2 + 1] == 0);
     CHECK(kn[0] == 0 && kn[1] == 0);
@@ -800,6 +843,7 @@ int main(void)
     test_arms();
     test_rest_units();
     test_activity_blocks();
+    test_activity_timing();
     test_activity_windows();
     test_activity_launch_keys();
     test_live_mix();

@@ -1,0 +1,165 @@
+/* Graph replays timed by CUDA events (see l2p_replays.h). */
+#include "l2p_replays.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l2p_activity.h"
+
+enum { SLOT_FREE = 0, SLOT_BEGUN, SLOT_ENDED };
+
+typedef struct {
+    cudaEvent_t first, second; /* made on first use, kept for the process */
+    uint64_t stamp;            /* CUPTI's clock on the host, before `first` was recorded */
+    int label;
+    int state;                 /* SLOT_* */
+} replay_slot;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* program threads replay at once */
+static replay_slot slots[L2P_REPLAYS_SLOTS];
+static size_t n_made;     /* slots [0, n_made) have their events */
+static int free_list[L2P_REPLAYS_SLOTS];
+static size_t n_free;     /* free_list[0, n_free): made slots that are free */
+static char *labels[L2P_REPLAYS_LABELS];
+static int n_labels;
+static l2p_replays_counts counts;
+
+/* A copy of s (C11 has no strdup), or NULL. */
+static char *copy_of(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *c = malloc(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+int l2p_replays_label(const char *label)
+{
+    if (!label) return -1;
+    pthread_mutex_lock(&lock);
+    int id = -1;
+    for (int i = 0; i < n_labels; i++)
+        if (!strcmp(labels[i], label)) {
+            id = i;
+            break;
+        }
+    if (id < 0 && n_labels < L2P_REPLAYS_LABELS && (labels[n_labels] = copy_of(label)))
+        id = n_labels++;
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+/* A free slot with its events made, or -1 (the pool is full or an event could not be made:
+ * *failed says which). The caller holds the lock. */
+static int take_slot(int *failed)
+{
+    *failed = 0;
+    if (n_free) return free_list[--n_free];
+    if (n_made == L2P_REPLAYS_SLOTS) return -1;
+    replay_slot *s = &slots[n_made];
+    if (cudaEventCreate(&s->first) != cudaSuccess) {
+        *failed = 1;
+        return -1;
+    }
+    if (cudaEventCreate(&s->second) != cudaSuccess) {
+        (void)cudaEventDestroy(s->first); /* never recorded: no capture can hold it */
+        *failed = 1;
+        return -1;
+    }
+    return (int)n_made++;
+}
+
+static void give_back(int i)
+{
+    slots[i].state = SLOT_FREE;
+    free_list[n_free++] = i;
+}
+
+l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
+{
+    *slot = -1;
+    pthread_mutex_lock(&lock);
+    int known = label >= 0 && label < n_labels;
+    pthread_mutex_unlock(&lock);
+    if (!known)
+        return l2p_fail(L2P_ERR_VALUE, "label: expected an id from l2p_replays_label, got %d",
+                        label);
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaError_t rc = cudaStreamIsCapturing(stream, &cap);
+    pthread_mutex_lock(&lock);
+    if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+        /* capturing: an event here would join the program's graph */
+        if (rc != cudaSuccess) counts.failed++;
+        else counts.skipped++;
+        pthread_mutex_unlock(&lock);
+        return L2P_OK;
+    }
+    int failed = 0, i = take_slot(&failed);
+    if (i < 0) {
+        if (failed) counts.failed++;
+        else counts.skipped++;
+        pthread_mutex_unlock(&lock);
+        return L2P_OK;
+    }
+    replay_slot *s = &slots[i];
+    if (l2p_activity_now(&s->stamp) != L2P_OK ||
+        cudaEventRecord(s->first, stream) != cudaSuccess) {
+        give_back(i);
+        counts.failed++;
+    } else {
+        s->label = label;
+        s->state = SLOT_BEGUN;
+        counts.pending++;
+        *slot = i;
+    }
+    pthread_mutex_unlock(&lock);
+    return L2P_OK;
+}
+
+void l2p_replays_end(int slot, cudaStream_t stream)
+{
+    if (slot < 0 || (size_t)slot >= n_made) return;
+    pthread_mutex_lock(&lock);
+    replay_slot *s = &slots[slot];
+    if (s->state == SLOT_BEGUN) {
+        if (cudaEventRecord(s->second, stream) == cudaSuccess) s->state = SLOT_ENDED;
+        else {
+            give_back(slot);
+            counts.pending--;
+            counts.failed++;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void l2p_replays_harvest(size_t *added)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_made; i++) {
+        replay_slot *s = &slots[i];
+        if (s->state != SLOT_ENDED) continue;
+        cudaError_t q = cudaEventQuery(s->second);
+        if (q == cudaErrorNotReady) continue;
+        float ms = 0;
+        if (q == cudaSuccess && cudaEventElapsedTime(&ms, s->first, s->second) == cudaSuccess &&
+            ms >= 0) {
+            l2p_activity_add_replay(labels[s->label], s->stamp, (uint64_t)((double)ms * 1e6));
+            counts.timed++;
+            n++;
+        } else
+            counts.failed++;
+        counts.pending--;
+        give_back((int)i);
+    }
+    pthread_mutex_unlock(&lock);
+    if (added) *added = n;
+}
+
+void l2p_replays_counts_get(l2p_replays_counts *out)
+{
+    pthread_mutex_lock(&lock);
+    *out = counts;
+    pthread_mutex_unlock(&lock);
+}

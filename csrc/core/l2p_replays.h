@@ -1,0 +1,65 @@
+/* Graph replays timed by CUDA events: one event pair around each replay the watcher hooks
+ * (PyTorch's CUDAGraph.replay), on the stream it launches on, harvested into the process's
+ * activity log as one record per replay (L2P_RECORD_REPLAY).
+ *
+ * Why: CUPTI's record per kernel node costs a 250-node graph's replay +110.9 us of its 212 us,
+ * CUPTI's graph-level records +22.2 us, events around the replay +5.7 us (H200, cbba7ed,
+ * tools/investigations/graph-records). The live search compares a graph's time per replay
+ * (its launch key); events give exactly that, and no CUPTI record is needed for it.
+ *
+ * What it never does: record an event on a stream that is capturing (the event would become a
+ * node of the program's graph), or fail the program's replay. A replay that cannot be timed
+ * (capturing, the pool full, an event call failed) is counted, not raised. The events are made
+ * once and reused for the process (destroying them could race a capture elsewhere: the
+ * capture rules in DESIGN.md); at most L2P_REPLAYS_SLOTS pairs are pending at once.
+ *
+ * Stamps: a record starts at CUPTI's clock (l2p_activity_now) read on the host just before the
+ * first event is recorded, so the GPU ran the replay after it, and ends `elapsed` later; the
+ * watcher ends a block only after a device synchronization, so the replay's record belongs to
+ * the block its host call was made in. */
+#ifndef L2P_REPLAYS_H
+#define L2P_REPLAYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "l2p_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pairs pending (begun, not yet harvested) at most: a block of a few hundred replays between
+ * harvests, and a probe of a few thousand, fit with room to spare. */
+#define L2P_REPLAYS_SLOTS 16384
+/* Distinct labels (graph signatures) kept for the process. */
+#define L2P_REPLAYS_LABELS 1024
+
+typedef struct {
+    uint64_t timed;    /* replays harvested into the log */
+    uint64_t skipped;  /* not timed: the stream was capturing, or the pool was full */
+    uint64_t failed;   /* an event call failed (the replay went on untimed) */
+    uint64_t pending;  /* begun or ended, not yet harvested */
+} l2p_replays_counts;
+
+/* The id of `label` (interned for the process; the same text gives the same id), or -1 when
+ * the table is full or memory ran out. */
+int l2p_replays_label(const char *label);
+/* Before a replay on `stream`: record its first event. *slot: the pair to end, or -1 when the
+ * replay is not timed (counted: skipped or failed). Returns L2P_ERR_VALUE for a bad label
+ * only; CUDA's refusals are counted, never returned (the program's replay must go on). */
+l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot);
+/* After the replay: its second event on the same stream. A slot of -1 is ignored. */
+void l2p_replays_end(int slot, cudaStream_t stream);
+/* Every ended pair whose second event completed goes into the activity log (one replay record
+ * each); pairs still running stay. *added: how many went in this call. A pair of a search
+ * since abandoned lands before the new search's first block, and no block sums it. */
+void l2p_replays_harvest(size_t *added);
+void l2p_replays_counts_get(l2p_replays_counts *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,23 @@
+"""advise --replay-events on a GPU (issue 50 item 2): the zoo's 225-node decode graphs timed by
+CUDA events around each replay, as a plain program run as a subprocess (tests/zoo_check.py's
+check: the same digest plain and under advise, advise exit 0), and what the summary says the
+events did: they timed the graphs (every graph node the probe recorded belonged to a timed
+replay), no event call failed, and, the program's eager work being small, the kernel records
+stayed off in the blocks."""
+import pytest
+
+from zoo_check import check_program
+
+pytestmark = pytest.mark.gpu
+
+
+def test_decode_graphs_timed_by_events_same_digest(tmp_path):
+    res = check_program("decode_big", tmp_path, flags=["--replay-events"])
+    t = res.get("timing") or {}
+    assert t.get("asked") is True, t
+    assert t.get("source") == "events", f"events did not time the graphs: {t}"
+    r = t.get("replays") or {}
+    assert r.get("timed", 0) > 0 and r.get("failed") == 0, r
+    assert t.get("records_off") is True and t.get("eager_share") < 0.02, t
+    # every block was given a sample (the search did not stop for want of records)
+    assert res.get("stopped") is None, res.get("stopped")
