@@ -489,8 +489,9 @@ def test_replay_events_time_the_graphs_where_they_cover_every_node(monkeypatch):
     ev = recorder.ReplayEvents(w)
     ev.on = True
     probe = ev.decide([1, 2])
-    assert asked == ["events"] and w.timing == "events" and w.timing_why is None
+    assert asked == ["events", "nodes"] and w.timing == "events" and w.timing_why is None
     assert probe["by_key"][1] == ([3000.0], [3])     # the blocks are priced per replay
+    assert probe["by_name"] == {"node": [4000.0]}   # the targets weighed by their kernels
     assert w.records_off is True and w.eager_share == 0.0
 
 

@@ -21,3 +21,7 @@ def test_decode_graphs_timed_by_events_same_digest(tmp_path):
     assert t.get("records_off") is True and t.get("eager_share") < 0.02, t
     # every block was given a sample (the search did not stop for want of records)
     assert res.get("stopped") is None, res.get("stopped")
+    # the targets are weighed by the kernels that read them, as without events (at 65b4c57
+    # they weighed nothing under events, and only the baselines were compared)
+    assert any(t["weight_ms"] > 0 for t in res.get("targets") or []), res.get("targets")
+    assert len(res.get("arms") or []) > 2, res.get("arms")

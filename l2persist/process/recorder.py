@@ -188,19 +188,24 @@ class ReplayEvents(Part):
         if not self.on:
             return _core.activity_blocks(span)
         ev = _core.activity_blocks(span, timing="events")
+        nodes = _core.activity_blocks(span)
         why = self.uncovered(ev)
         if why is None:
             w.timing, w.timing_why = "events", None
-            replay_ns = sum(ev["by_name"].get(n, [0])[0] for n in ev["by_name"]
-                            if n.startswith("replay:"))
+            replay_ns = sum(v[0] for n, v in ev["by_name"].items() if n.startswith("replay:"))
             total = ev["gpu_ns"][0]
             eager = 1 - replay_ns / total if total > 0 else 1.0
             w.records_off = eager < EAGER_SHARE_MAX
             w.eager_share = eager
+            # the blocks are priced per replay (by_key), but the targets are weighed by the
+            # kernels that read them (by_name): the nodes' own records, on in the probe (with
+            # the replays' names the probe's targets had no weight, and no arm but the
+            # baselines was tried: H200, 65b4c57)
+            ev["by_name"] = nodes["by_name"]
             return ev
         self.stop()
         w.timing, w.timing_why = "nodes", why
-        return _core.activity_blocks(span)
+        return nodes
 
     def uncovered(self, ev: dict):
         """Why the events cannot time the probe's graphs (None: they can): every graph-node
