@@ -126,6 +126,25 @@ def test_pace_rest_length_from_the_newest_rest_then_block_pairs(monkeypatch):
     assert asked[0][:4] == (4, pytest.approx(3e-3), None, None)
 
 
+@pytest.mark.parametrize("timing, waits", [("nodes", True), ("events", False)])
+def test_pace_settles_for_the_graphs_only_where_their_nodes_time_them(monkeypatch, timing,
+                                                                       waits):
+    """After a rest the block waits for the last block's graphs to launch again (CUPTI's first
+    record of a graph after a pause is wrong); where events time the graphs no node's record is
+    summed, so the block begins at once."""
+    monkeypatch.setattr(pace, "_core", _ns(activity_now=lambda: 500))
+    begun = []
+    w = _pace_owner([], timing=timing, resting={"arm": 3, "start": 100, "units": 9},
+                    units_now=0, replayed={11, 12}, graphs={}, paused=False, team=None,
+                    steps=0,
+                    device=_ns(synchronize=lambda: None), _resume=lambda: None,
+                    gate=_ns(capture_open=lambda: False),
+                    search=_ns(next_block=lambda now, arm: begun.append(arm)
+                               or w.blocks.append(Block(arm, now))))
+    pace.Pace(w).end_rest()
+    assert (w.settling is not None) is waits and begun == ([] if waits else [3])
+
+
 def test_pace_caps_the_rests_at_what_the_budgets_time_left_allows(monkeypatch):
     """With a budget, the rests' cap is the core's live_rest_ratio of the time left and the
     search's blocks left, handed to live_rest_units (and kept for the summary)."""
