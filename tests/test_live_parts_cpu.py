@@ -203,7 +203,8 @@ def test_pace_compares_walls_only_where_the_baselines_rests_hold_still():
     # the watching figures follow: none of the wall comparisons under the mix, the hooks kept
     for blocks, want in ((steady, True), (mixed, False)):
         w = _pace_owner(blocks, hook_ns=500, hook_calls=10, rest_units=10, rests_capped=0,
-                        spanning=0, install_ms=[1.0], windows_ms=[0.5])
+                        spanning=0, install_ms=[1.0], windows_ms=[0.5],
+                        ahead_ms=[], ahead_hidden=0)
         got = pace.Pace(w).watching()
         assert got["comparable"] is want
         assert (got["record_cost"] is not None) is want
@@ -312,6 +313,124 @@ def test_switcher_placebo_installs_each_arms_windows_with_no_effect(monkeypatch,
     # the same nodes windowed, and the arms' windows differ (a switch changes them)
     assert [sorted(d) for d in set_windows] == [[1, 3], [1, 3], []]
     assert set_windows[0][1][0] != set_windows[1][1][0]
+
+
+class _Renewable(_Graph):
+    """A graph whose window changes and re-instantiations are logged."""
+
+    def __init__(self, spans, log):
+        super().__init__(spans)
+        self.log, self.recorded_exec, self.renew_failed = log, False, False
+
+    def ref(self):
+        return self
+
+    def change_windows(self, changes, fresh=False):
+        if changes or fresh:               # as GraphSeen's: nothing to do otherwise
+            self.log.append(("graph", [(w if w is None else w[2], n) for w, n in changes],
+                             fresh))
+            self.recorded_exec = False     # made again
+        return True
+
+
+def test_switcher_ready_sets_the_next_arms_graph_windows_and_install_only_the_rest(monkeypatch):
+    """Before a block's synchronization only the graphs' windows change (each changed graph
+    made again once); the limit and the streams are left for install, which then finds the
+    graphs as the arm wants them and changes none of them again."""
+    log = []
+    monkeypatch.setattr(switcher, "_window", lambda *key: key)
+    monkeypatch.setattr(switcher, "_core", _ns(
+        reset_persisting_l2=lambda dev: log.append("reset")))
+    w, _ = _install_owner(False)
+    g = _Renewable({0: [1, 3]}, log)
+    w.targets[0].places = [(g, 0)]
+    w.graphs = {1: g}
+    s = switcher.Switcher(w)
+    assert s.windowed_graphs() == [g]
+    s.ready(2)
+    assert log == [("graph", [(0.25, [1, 3])], False)]
+    assert w.device.persisting_l2_limit == 3 << 20               # untouched before the sync
+    s.install(2)
+    assert log[1:] == ["reset"] and w.device.persisting_l2_limit == 1 << 20
+    # a graph replayed with records on since: ready renews it where install would (fresh)
+    log.clear()
+    g.recorded_exec = True
+    s.ready(2, fresh=True)
+    assert log == [("graph", [], True)] and not g.recorded_exec
+    s.install(2, fresh=True)
+    assert log[1:] == ["reset"]
+    # another arm than the one readied: install changes what ready did not
+    log.clear()
+    s.ready(3)
+    s.install(0)
+    assert log == [("graph", [(0.5, [1, 3])], False), "reset", ("graph", [(None, [1, 3])], False)]
+    assert w.device.persisting_l2_limit == 0
+
+
+def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, **kw):
+    """A watcher at a block's end: the core's next arm known ahead (peek) or not."""
+    def synchronize():
+        log.append("sync")
+        time.sleep(sync_s)              # the GPU still running the block's queued work
+    core = _ns(live_peek=lambda: peek, live_next=lambda: next_arm, activity_now=lambda: 50,
+               live_rest_ratio=lambda *a, **k: 10)
+    o = _ns(ready_ahead=True, budget_s=60.0, max_overhead=None)
+    for k in list(kw):
+        if hasattr(o, k):
+            setattr(o, k, kw.pop(k))
+    w = _ns(o=o, team=None, device=_ns(synchronize=synchronize), blocks=[Block(1, 10)],
+            units_now=4, search_t0=time.perf_counter(), rest_units=2,
+            ahead_ms=[], ahead_hidden=0, windows_ms=[], switch_work_ms=[], install_ms=[],
+            switch_ms=[], steps=0, replayed=set(),
+            pace=_ns(rest_length=lambda: 0, begin_rest=lambda arm, n: None),
+            switcher=_ns(windowed_graphs=lambda: ["g"],
+                         ready=lambda arm, fresh=False: log.append(("ready", arm, fresh)) or 1.5,
+                         install=lambda arm, fresh=False: log.append(("install", arm)) or 0.1),
+            landing=_ns(before_block=lambda arm: False), records_in_block=lambda attrs: None,
+            recorder=_ns(record_pending=lambda: None))
+    for k, v in kw.items():
+        setattr(w, k, v)
+    return w, core
+
+
+def test_search_end_block_readies_the_known_next_arm_before_its_synchronization(monkeypatch):
+    log = []
+    w, core = _ending_block_owner(log)
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    # the guess at `fresh` is the last cycle's: a rest came before (rest_units 2)
+    assert log == [("ready", 3, True), "sync", ("install", 3)]
+    assert w.ahead_ms == [1.5] and w.ahead_hidden == 1       # the sync waited: GPU busy
+    assert w.blocks[-1].arm == 3
+    # the GPU was idle as the sync came: readied, not hidden
+    log.clear()
+    w, core = _ending_block_owner(log, sync_s=0)
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    assert log[0] == ("ready", 3, True) and w.ahead_ms == [1.5] and w.ahead_hidden == 0
+
+
+@pytest.mark.parametrize("why", ["unknown", "off", "team", "no graphs", "over budget"])
+def test_search_end_block_readies_nothing_it_cannot_know_or_may_not(monkeypatch, why):
+    """No arm known ahead (a round or a decision due), L2PERSIST_READY_AHEAD=0, a team (ranks
+    switch together, after their gather), no graph to window, the budget spent (a decision
+    comes, not the peeked arm): the synchronization first, as before."""
+    log = []
+    kw = {"unknown": {"peek": -2}, "off": {"ready_ahead": False},
+          "team": {"team": _ns(gather=lambda d: [d])},
+          "over budget": {"search_t0": time.perf_counter() - 120}}.get(why, {})
+    w, core = _ending_block_owner(log, **kw)
+    if why == "no graphs":
+        w.switcher.windowed_graphs = lambda: []
+    if why == "over budget":
+        w.notes = []
+        w.recorder = _ns(record_pending=lambda: log.append("pending"))
+        core.live_finish = lambda: {}
+        monkeypatch.setattr(search.Search, "decide", lambda self: log.append("decide"))
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    assert log[0] == "sync" and not any(x[0] == "ready" for x in log if isinstance(x, tuple))
+    assert w.ahead_ms == [] and w.ahead_hidden == 0
 
 
 # ---- the report --------------------------------------------------------------------------------
@@ -1109,7 +1228,8 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             units_now=4, settling={"arm": 2}, replayed={5}, unit=("tick",), targets=[1],
             arms=[{}, {}, {}], probe_counts={("tick",): 9}, _first_block_due=True,
             eager=["setup's launches"], unknown_streams={9: 0.5}, switch_ms=[5.0],
-            switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], hook_ns=7, hook_calls=3,
+            switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], ahead_ms=[1.5],
+            ahead_hidden=1, hook_ns=7, hook_calls=3,
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5},
             rest_ratios=[30], landed_on=True, landed_why=None, landed_blocks={2: 1},
@@ -1139,6 +1259,7 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     assert w.eager == [] and w.unknown_streams == {}      # the next probe finds them again
     # what watching cost is the new search's alone
     assert (w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms) == ([], [], [], [])
+    assert (w.ahead_ms, w.ahead_hidden) == ([], 0)
     assert (w.hook_ns, w.hook_calls, w.hook_marks) == (0, 0, [])
     assert (w.rests_capped, w.spanning, w.rest_s, w.rest_units) == (0, 0, None, 0)
     assert not w._first_block_due

@@ -4,6 +4,8 @@ check: the same digest plain and under advise, advise exit 0), and what the summ
 events did: they timed the graphs (every graph node the probe recorded belonged to a timed
 replay), no event call failed, and, the program's eager work being small, the kernel records
 stayed off in the blocks."""
+import os
+
 import pytest
 
 from zoo_check import check_program
@@ -25,3 +27,37 @@ def test_decode_graphs_timed_by_events_same_digest(tmp_path):
     # they weighed nothing under events, and only the baselines were compared)
     assert any(t["weight_ms"] > 0 for t in res.get("targets") or []), res.get("targets")
     assert len(res.get("arms") or []) > 2, res.get("arms")
+
+
+def test_replay_events_never_join_or_break_a_capture():
+    """replay_begin on a stream that captures records nothing (an event there would join the
+    program's graph); on the legacy stream while another stream captures, the query may be
+    refused (counted, never raised) or, the capturing stream being non-blocking, answered; either
+    way the capture goes on and the graph it made computes what the same work does eagerly."""
+    import torch
+    from l2persist import _core
+    label = _core.replay_label("replay:k1-capture-test")
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    x = torch.rand(1 << 16, device="cuda", generator=gen)
+    y = torch.empty_like(x)
+    g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    before = _core.replay_counts()
+    with torch.cuda.graph(g, stream=s):
+        y.copy_(x * 2)
+        on_capture = _core.replay_begin(s.cuda_stream, label)
+        legacy = _core.replay_begin(0, label)
+        y.add_(1)
+    mid = _core.replay_counts()
+    assert on_capture == -1 and mid["skipped"] == before["skipped"] + 1, (before, mid)
+    if legacy == -1:
+        assert mid["failed"] == before["failed"] + 1, (before, mid)
+    else:
+        _core.replay_end(legacy, 0)
+    y.fill_(float("nan"))                     # poisoned: the replay must write every element
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 2 + 1)
+    torch.cuda.synchronize()
+    _core.replay_harvest()
+    after = _core.replay_counts()
+    assert after["pending"] == before["pending"], (before, after)

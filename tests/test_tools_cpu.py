@@ -347,7 +347,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert za.loop_s("x\nloop: 10 iterations in 2.5000 s\n") == 2.5 and za.loop_s("") is None
     calls = []
 
-    def fake_run(cmd, timeout):
+    def fake_run(cmd, timeout, env=None):
         placebo = "--placebo" in cmd
         calls.append("placebo" if placebo else "plain")
         out = cmd[cmd.index("--iters") - 1]
@@ -355,7 +355,9 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
             _json.dump({"digest": 1}, f)
         if placebo:
             with open(cmd[cmd.index("--json") + 1], "w") as f:
-                _json.dump({"decision_s": 30.0, "watching": {"observing_share": 0.012}}, f)
+                _json.dump({"decision_s": 30.0, "watching": {
+                    "observing_share": 0.012, "ahead": 0 if env else 40, "ahead_hidden": 36,
+                    "ahead_ms_median": 2.9, "switch_work_ms_median": 0.4}}, f)
         secs = 61.2 if placebo else 60.0
         return types.SimpleNamespace(returncode=0, stderr=f"loop: 9 iterations in {secs} s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
@@ -368,7 +370,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     # a noisy machine: a plain run as long as the placebo's is no separation
     plain_secs = iter([60.0, 61.5])
 
-    def noisy_run(cmd, timeout):
+    def noisy_run(cmd, timeout, env=None):
         p, n = fake_run(cmd, timeout)
         if "--placebo" not in cmd:
             p.stderr = f"loop: 9 iterations in {next(plain_secs)} s\n"
@@ -376,20 +378,26 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     monkeypatch.setattr(za, "run", noisy_run)
     (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
     assert r["plain_spread"] == pytest.approx(1.5 / 60.75) and r["separated"] is False
-    # variants: each round a plain run, then a placebo per variant with its flags; one row each
+    # variants: each round a plain run, then a placebo per variant with its flags and its
+    # environment; one row each
     flagged = []
 
-    def variant_run(cmd, timeout):
+    def variant_run(cmd, timeout, env=None):
         if "--placebo" in cmd:
-            flagged.append("--replay-events" in cmd)
-        return fake_run(cmd, timeout)
+            flagged.append(("--replay-events" in cmd, env))
+        return fake_run(cmd, timeout, env)
     monkeypatch.setattr(za, "run", variant_run)
     calls.clear()
+    off = {"L2PERSIST_READY_AHEAD": "0"}
     rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=2,
-                      variants=[("placebo", ()), ("events", ("--replay-events",))])
-    assert calls == ["plain", "placebo", "placebo"] * 2 and flagged == [False, True] * 2
-    assert [x["variant"] for x in rows] == ["placebo", "events"]
+                      variants=[("placebo", (), {}), ("events", ("--replay-events",), {}),
+                                ("after_sync", (), off)])
+    assert calls == ["plain", "placebo", "placebo", "placebo"] * 2
+    assert flagged == [(False, {}), (True, {}), (False, off)] * 2
+    assert [x["variant"] for x in rows] == ["placebo", "events", "after_sync"]
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
+    # each run's readying ahead, from its watcher's figures
+    assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
 
 
 def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):

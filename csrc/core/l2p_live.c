@@ -290,6 +290,14 @@ int l2p_live_next(l2p_live *s)
     }
 }
 
+int l2p_live_peek(const l2p_live *s)
+{
+    /* Only inside a round: its order is drawn when the round is planned, and the round after
+     * may be a decision that needs this block's sample. */
+    if (s->phase == DONE || s->at >= s->n_order) return L2P_LIVE_NEED;
+    return s->order[s->at];
+}
+
 l2p_status l2p_live_record(l2p_live *s, double value)
 {
     if (s->pend_head == s->n_pending)

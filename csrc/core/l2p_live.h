@@ -124,6 +124,10 @@ void l2p_live_options_default(l2p_live_options *o);
 l2p_status l2p_live_init(l2p_live *s, size_t n_arms, const l2p_live_options *o);
 /* The arm of the next block, L2P_LIVE_NEED, or L2P_LIVE_DONE. */
 int l2p_live_next(l2p_live *s);
+/* The arm l2p_live_next would return now without asking for samples or planning a round (the
+ * rest of the round issued), or L2P_LIVE_NEED where that is not known yet; changes nothing.
+ * The watcher readies that arm's graphs before a block's synchronization (switcher.py). */
+int l2p_live_peek(const l2p_live *s);
 /* The oldest pending block's sample (GPU time per unit of work, > 0 and finite). */
 l2p_status l2p_live_record(l2p_live *s, double value);
 /* Stop now (the budget ran out): the verdict from the confirmation's samples so far; a search

@@ -76,6 +76,14 @@ static void give_back(int i)
     free_list[n_free++] = i;
 }
 
+/* A refused call leaves its error as the runtime's last error; the package's own later launch
+ * checks (cudaGetLastError) must not read it as theirs. The program's runtime is another
+ * instance (cudart is linked statically here), so its checks never see it either way. */
+static void forget_error(void)
+{
+    (void)cudaGetLastError();
+}
+
 l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
 {
     *slot = -1;
@@ -89,16 +97,23 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
     cudaError_t rc = cudaStreamIsCapturing(stream, &cap);
     pthread_mutex_lock(&lock);
     if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
-        /* capturing: an event here would join the program's graph */
-        if (rc != cudaSuccess) counts.failed++;
-        else counts.skipped++;
+        /* capturing: an event here would join the program's graph; on the legacy stream while
+         * another thread captures the query itself is refused (that capture goes on) */
+        if (rc != cudaSuccess) {
+            counts.failed++;
+            forget_error();
+        } else
+            counts.skipped++;
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
     int failed = 0, i = take_slot(&failed);
     if (i < 0) {
-        if (failed) counts.failed++;
-        else counts.skipped++;
+        if (failed) {
+            counts.failed++;
+            forget_error();
+        } else
+            counts.skipped++;
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
@@ -107,6 +122,7 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
         cudaEventRecord(s->first, stream) != cudaSuccess) {
         give_back(i);
         counts.failed++;
+        forget_error();
     } else {
         s->label = label;
         s->state = SLOT_BEGUN;
@@ -128,6 +144,7 @@ void l2p_replays_end(int slot, cudaStream_t stream)
             give_back(slot);
             counts.pending--;
             counts.failed++;
+            forget_error();
         }
     }
     pthread_mutex_unlock(&lock);
@@ -148,8 +165,10 @@ void l2p_replays_harvest(size_t *added)
             l2p_activity_add_replay(labels[s->label], s->stamp, (uint64_t)((double)ms * 1e6));
             counts.timed++;
             n++;
-        } else
+        } else {
             counts.failed++;
+            forget_error();
+        }
         counts.pending--;
         give_back((int)i);
     }

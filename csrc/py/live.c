@@ -890,6 +890,17 @@ L2P_DEFINE_FN(live_next_fn, l2p_no_args, live_next_impl, "live_next",
               "The arm of the next block; -2: record the pending blocks' samples first; -1: "
               "done.", "int", L2P_NO_PARAMS);
 
+static PyObject *live_peek_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    if (have_search() < 0) return NULL;
+    return PyLong_FromLong(l2p_live_peek(search));
+}
+L2P_DEFINE_FN(live_peek_fn, l2p_no_args, live_peek_impl, "live_peek",
+              "The arm live_next would return now, without taking it; -2 where that is not "
+              "known yet (a round or a decision is due).", "int", L2P_NO_PARAMS);
+
 typedef struct {
     double value;
 } record_args;
@@ -1647,7 +1658,7 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
     &cupti_release_fn, &cupti_state_fn, &cupti_reclaim_fn,
-    &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_record_fn, &live_finish_fn,
+    &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_peek_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,
     &live_plan_check_fn, &live_plan_format_fn, &live_rest_units_fn, &live_mix_fn, &live_verify_status_fn, &activity_graphs_fn, &context_active_fn, &driver_initialised_fn,
     &live_ranges_fn, &activity_attributes_fn, &activity_windows_fn, &live_landed_fn, &live_blocks_left_fn, &live_rest_ratio_fn, NULL};

@@ -67,6 +67,9 @@ class Options:
                                    # (process/graphs.py, Graphs.graph_records_first)
     replay_events: bool = False    # experimental: hooked replays timed by CUDA events, the
                                    # records off in blocks (process/recorder.py, ReplayEvents)
+    ready_ahead: bool = True       # the next arm's graphs readied before a block's
+                                   # synchronization (Switcher.ready); L2PERSIST_READY_AHEAD=0
+                                   # after it, as before (tools/investigations/zoo-advise)
     placebo: bool = False          # advise --placebo: arms installed with no effect (what
                                    # observing costs, timed against a plain run)
     result: str | None = None      # where the child writes its result (JSON)
@@ -93,6 +96,7 @@ class Options:
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
         o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
+        o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
         o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0
@@ -150,6 +154,10 @@ class Watcher:
                                                    # synchronization: bookkeeping and install)
         self.install_ms: list[float] = []          # of which the install (limit, reset, windows)
         self.windows_ms: list[float] = []          # of which the windows (every install's)
+        self.ahead_ms: list[float] = []            # before the synchronization: the next
+                                                   # arm's graphs readied (Switcher.ready)
+        self.ahead_hidden = 0                      # of those, readied while the GPU was still
+                                                   # busy (the synchronization waited after)
         self.resting = None                        # the rest under way (records paused)
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block

@@ -226,6 +226,8 @@ class Pace(Part):
                                      if w.install_ms else None),
                "windows_ms_median": (statistics.median(w.windows_ms)
                                      if w.windows_ms else None),
+               "ahead_ms_median": (statistics.median(w.ahead_ms) if w.ahead_ms else None),
+               "ahead": len(w.ahead_ms), "ahead_hidden": w.ahead_hidden,
                "record_cost": None, "added_share": None, "hooks_share": None,
                "observing_share": None, "exploring_share": None, "exploring_worst": None}
         # an unhooked rest counted only its tail: its units estimated at the tail's rate

@@ -288,6 +288,10 @@ def summary_text(r: dict) -> str:
                      f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
                      f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
                      f"the remainder")
+    if w.get("ahead"):
+        lines.append(f"  graphs readied before {w['ahead']} block ends' synchronization: "
+                     f"{w.get('ahead_ms_median') or 0:.2f} ms median, {w.get('ahead_hidden', 0)} "
+                     f"of them while the GPU still ran the block's work")
     lines += watch_cost_lines(r.get("watch_cost"))
     lines += landed_lines(r.get("windows_landed"))
     g = r.get("graphs", [])

@@ -27,6 +27,10 @@ AFTER_S_MAX = 120.0
 #: advise notes the share of the warm-up's GPU time in kernels no captured graph holds from this
 #: share on (their buffers get no window: see Search.note_ungraphed).
 UNGRAPHED_NOTE = 0.05
+#: A block's synchronization that waits this long at least after the next arm's graphs were
+#: readied found the GPU still busy: the readying hid behind the block's queued work (a
+#: synchronization of an idle device returns in tens of microseconds).
+AHEAD_HIDDEN_MS = 0.1
 
 
 class Search(Part):
@@ -187,6 +191,7 @@ class Search(Part):
         w.unit, w.targets, w.arms, w.probe_counts = None, [], [], {}
         w.eager, w.unknown_streams = [], {}
         w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms = [], [], [], []
+        w.ahead_ms, w.ahead_hidden = [], 0
         w.hook_ns, w.hook_calls, w.hook_marks = 0, 0, []
         w.rests_capped, w.spanning, w.rest_s, w.rest_units = 0, 0, None, 0
         w.rest_ratios = []
@@ -264,9 +269,14 @@ class Search(Part):
     def end_block(self):
         w = self.w
         t_switch = time.perf_counter()
+        ahead = self.ready_ahead()
+        t_sync = time.perf_counter()
         w.device.synchronize()           # nothing launched under this arm runs after now
         end = _core.activity_now()
         t_synced = time.perf_counter()      # from here, the switch's own work
+        if ahead is not None:
+            w.ahead_ms.append(ahead)
+            w.ahead_hidden += (t_synced - t_sync) * 1e3 >= AHEAD_HIDDEN_MS
         b = w.blocks[-1]
         b.end, b.units = end, w.units_now
         over = bool(w.o.budget_s) and time.perf_counter() - w.search_t0 > w.o.budget_s
@@ -301,6 +311,22 @@ class Search(Part):
             w.pace.begin_rest(arm, rest)
         else:
             self.next_block(_core.activity_now(), arm)
+
+    def ready_ahead(self) -> float | None:
+        """Before the block's synchronization: the next arm's graphs readied
+        (Switcher.ready) where the core already knows that arm (inside a round), alone (ranks
+        switch together after their gather) and within the budget; the ms it took, or None.
+        Its cost reaches the program only where the GPU's queue ran dry before it ended: it
+        then lengthens the block's wall, which the pace counts as watching's."""
+        w = self.w
+        if not w.o.ready_ahead or w.team is not None or not w.switcher.windowed_graphs():
+            return None
+        if w.o.budget_s and time.perf_counter() - w.search_t0 > w.o.budget_s:
+            return None
+        arm = _core.live_peek()
+        if arm < 0:
+            return None
+        return w.switcher.ready(arm, fresh=w.rest_units > 0)
 
     def next_block(self, stamp, arm=None):
         w = self.w

@@ -184,6 +184,44 @@ static void test_verify_measures_to_a_width(void)
     CHECK(s.r.done && s.r.decided && s.r.helps && halfwidth(&s.r) > 0.0005);
 }
 
+/* l2p_live_peek: inside a round it names the arm the next call takes, and it takes nothing
+ * (asked twice it says the same); where a round or a decision is due it says NEED. */
+static void test_peek(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    double truth[6] = {1.0, 1.01, 0.96, 1.0, 1.02, 0.99};
+    l2p_live s;
+    CHECK(l2p_live_init(&s, 6, &o) == L2P_OK);
+    CHECK(l2p_live_peek(&s) == s.order[0]); /* init plans the first round */
+    int queue[L2P_LIVE_MAX_ARMS * 8];
+    size_t nq = 0, known = 0, blocks = 0;
+    unsigned long long rng = 5;
+    for (int guard = 0; guard < 100000; guard++) {
+        int ahead = l2p_live_peek(&s);
+        CHECK(l2p_live_peek(&s) == ahead);
+        int arm = l2p_live_next(&s);
+        if (ahead != L2P_LIVE_NEED) {
+            CHECK(arm == ahead);
+            known++;
+        }
+        if (arm == L2P_LIVE_DONE) break;
+        if (arm == L2P_LIVE_NEED) {
+            CHECK(ahead == L2P_LIVE_NEED);
+            for (size_t i = 0; i < nq; i++)
+                CHECK(l2p_live_record(&s, truth[queue[i]] * (1 + 0.01 * (2 * uniform(&rng) - 1)))
+                      == L2P_OK);
+            nq = 0;
+            continue;
+        }
+        queue[nq++] = arm;
+        blocks++;
+    }
+    CHECK(s.r.done && s.r.winner == 2);
+    CHECK(l2p_live_peek(&s) == L2P_LIVE_NEED);
+    CHECK(known >= blocks / 2); /* all but each round's first block are known ahead */
+}
+
 static void test_finish_early(void)
 {
     l2p_live_options o;
@@ -835,6 +873,7 @@ int main(void)
     test_confirmation_runs_fresh_blocks();
     test_more_rounds_while_undecided();
     test_verify_measures_to_a_width();
+    test_peek();
     test_finish_early();
     test_rotation();
     test_later_stages_add_a_round();
