@@ -19,7 +19,7 @@ import pytest
 import l2persist
 from l2persist import _core, foreign
 from l2persist.process import (clock, ending, graphs, landing, launches, live, pace, phases,
-                               recorder,
+                               probe, recorder,
                                report, search, summary, switcher, team)
 from l2persist.process.recorder import Block
 
@@ -559,7 +559,7 @@ def test_report_plan_says_not_measured_where_no_arm_was_compared(monkeypatch):
 
 def test_search_unit_of_work_from_the_probes_counts():
     w = _ns(o=_ns(block_s=0.02), probe_counts={})
-    s = search.Search(w)
+    s = probe.Probe(w)
     w.probe_counts = {("replay", "a"): 30, ("replay", "b"): 90, ("sync",): 200}
     assert s.choose_unit(1.0) == ("replay", "b")             # the busiest graph's replay
     w.probe_counts[("mark",)] = 10
@@ -1130,7 +1130,8 @@ def _phases_owner(calls, **kw):
     def begin():
         calls.append("search")
         o.state, o.unit = "search", ("replay", "a")
-    o.search = _ns(begin_probe=begin_probe, begin=begin, end_block=lambda: calls.append("end"),
+    o.probe = _ns(begin_probe=begin_probe, begin=begin)
+    o.search = _ns(end_block=lambda: calls.append("end"),
                    decide=lambda: calls.append("decide"),
                    count_after=lambda kind, seen: calls.append(("after", kind)))
     o.__dict__.update(kw)
@@ -1184,11 +1185,11 @@ def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
     with nothing to price it at. The probe begins again, the launch log with it."""
     calls = []
     blocks = {"by_key": {}, "by_name": {}}
-    monkeypatch.setattr(search, "_core", _ns(
+    monkeypatch.setattr(probe, "_core", _ns(
         activity_now=lambda: 2000, activity_flush=lambda: None,
         activity_blocks=lambda b: calls.append(("blocks", tuple(b))) or blocks,
         activity_record=lambda on: calls.append(("record", on))))
-    now = search.time.perf_counter()
+    now = probe.time.perf_counter()
     w = _ns(device=_ns(synchronize=lambda: calls.append("sync")), _warm_ns=1000,
             probe_t=now, state="probe", empty_probes=0, paused=False, team=None, t0=now,
             probe_counts={("tick",): 40},
@@ -1196,9 +1197,9 @@ def test_search_begins_the_probe_again_where_it_recorded_no_kernel(monkeypatch):
             launches=_ns(take=lambda: calls.append("take") or [],
                          begin=lambda: calls.append("log")),
             replay_events=_ns(harvest=lambda: None, start=lambda: None,
-                              decide=lambda span: search._core.activity_blocks(span)))
+                              decide=lambda span: probe._core.activity_blocks(span)))
     w._resume = lambda: calls.append("resume")
-    s = search.Search(w)
+    s = probe.Probe(w)
     s.begin()
     assert w.state == "probe" and w.empty_probes == 1 and w.probe_counts == {}
     assert calls == ["sync", ("blocks", (1000, 2000)), "take", "sync", "resume", "log"]

@@ -1144,11 +1144,11 @@ def test_the_ungraphed_share_is_a_lower_bound(world):
     live_g, dropped = types.SimpleNamespace(names=["k_a"]), types.SimpleNamespace(names=["k_b"])
     w.graphs, w.graphs_gone = {1: live_g}, [dropped]
     w.kernel_ns_warmup = {"k_a": 30.0, "k_b": 20.0, "k_eager": 25.0, "(other kernels)": 25.0}
-    w.search.note_ungraphed()
+    w.probe.note_ungraphed()
     assert w.ungraphed == {"share": 0.25, "heaviest": ["k_eager"]}
     assert any("at least 25 %" in n and "k_eager" in n for n in w.notes), w.notes
     w.notes, w.kernel_ns_warmup = [], {}
-    w.search.note_ungraphed()
+    w.probe.note_ungraphed()
     assert w.ungraphed["share"] is None and not w.notes     # no records: nothing said
 
 

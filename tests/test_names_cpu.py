@@ -14,7 +14,7 @@ import pytest
 
 from l2persist import _core
 from l2persist._format import kernel_label, node_label
-from l2persist.process.search import Search
+from l2persist.process.probe import Probe
 from l2persist.process import report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def _watcher(kernel_ns):
 
 def test_the_summary_names_kernels_demangled_and_short():
     w = _watcher({FILL: 3e6, GATHER: 1e6})
-    Search(w).note_ungraphed()
+    Probe(w).note_ungraphed()
     assert w.ungraphed["heaviest"] == [FILL, GATHER]          # keys stay as the driver gave
     (note,) = w.notes
     assert f"the heaviest: {FILL_SHORT}, at::native::vectorized_gather_kernel<16, long>)" \

@@ -293,14 +293,14 @@ def _follower(counts_of_rank1, facts1=(1, 2, 3)):
 
 def test_a_rank_without_the_leaders_unit_makes_every_rank_go_alone():
     w, peer = _follower({("replay", "g2"): 5})
-    w.search.follow_leader()
+    w.probe.follow_leader()
     assert w.team is None and peer.left
     assert any("never made the leader's unit of work" in n for n in w.notes)
     w, peer = _follower({("replay", "g1"): 5}, facts1=(1, 2, 4))
-    w.search.follow_leader()
+    w.probe.follow_leader()
     assert w.team is None and any("another GPU" in n for n in w.notes)
     w, peer = _follower({("replay", "g1"): 5})
-    w.search.follow_leader()
+    w.probe.follow_leader()
     assert w.team is not None and w.units_per_block == 7      # the leader's, adopted
 
 

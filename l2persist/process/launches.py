@@ -12,7 +12,7 @@ import time
 from .. import _core
 from . import streams as _streams
 from .part import Part
-from .search import UNGRAPHED_NOTE
+from .probe import UNGRAPHED_NOTE
 
 #: apply logs launches this long a try, this many tries at most, to match its stream windows.
 APPLY_LOG_S = 0.5

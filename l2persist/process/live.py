@@ -11,8 +11,9 @@ activity records (``_core.activity_*``); the search and its verdict are the C co
 tick, exit) and the watcher's one state. The rest is in parts, each a class of its own module
 over that state (process/part.py): the graphs it knows (process/graphs.py: captures, each
 graph scanned and named), the phases (process/phases.py: idle, warm-up, probe, search, done),
-the switch gate (process/clock.py: capture tracking and the switch lock), the search driver
-(process/search.py: the probe, the blocks, the decision), the eager launches
+the switch gate (process/clock.py: capture tracking and the switch lock), the probe
+(process/probe.py: the unit of work, the targets, the arms), the search driver
+(process/search.py: the blocks, the decision), the eager launches
 (process/launches.py), the recorder (process/recorder.py: records to samples), the pace
 (process/pace.py: rests and settles), the switcher (process/switcher.py: targets and
 installing arms), the report (process/summary.py: the result and the plan) and the ending
@@ -39,8 +40,8 @@ from .landing import Landing  # noqa: F401
 from .pace import REST_GATE_MAX_S, REST_PAIRS, Pace  # noqa: F401
 from .phases import Phases
 from .recorder import Block, Recorder, ReplayEvents, _increasing, _NoRecords  # noqa: F401
-from .search import (AFTER_CALLS_MAX, AFTER_S_MAX, AFTER_UNITS, UNGRAPHED_NOTE,  # noqa: F401
-                     Search)
+from .probe import UNGRAPHED_NOTE, Probe  # noqa: F401
+from .search import AFTER_CALLS_MAX, AFTER_S_MAX, AFTER_UNITS, Search  # noqa: F401
 from .summary import PER_KEY_SHOWN, PLAN_FORMAT, Report, _jsonable  # noqa: F401
 from .switcher import Switcher, Target, _window  # noqa: F401
 from . import team as _team
@@ -162,7 +163,7 @@ class Watcher:
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block
         self.spanning = 0                          # impossible records dropped (see Pace.end_rest)
-        self.mix_ref: dict = {}                    # the probe's by_key (Search.begin)
+        self.mix_ref: dict = {}                    # the probe's by_key (Probe.begin)
         self.key_sums: dict = {}                   # arm -> launch key -> [ns, launches] of
                                                    # its blocks given to the search
         self.rest_units = 0                        # the length of the latest rest
@@ -231,6 +232,7 @@ class Watcher:
         self.phases = Phases(self)
         self.gate = SwitchGate(self)
         self.ranks = _team.Ranks(self)
+        self.probe = Probe(self)
         self.search = Search(self)
         self.launches = Launches(self)
         self.recorder = Recorder(self)

@@ -73,9 +73,9 @@ class Phases(Part):
         if w.state in ("warmup", "probe"):
             if self.phase_over(None, kind):
                 if w.state == "warmup":
-                    w.search.begin_probe()
+                    w.probe.begin_probe()
                 else:
-                    w.search.begin()
+                    w.probe.begin()
 
     def search_point(self, kind, torch_graph, seen):
         w = self.w
