@@ -400,6 +400,42 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
 
 
+def test_instantiate_in_flight_tells_a_wait_from_none():
+    """tools/investigations/instantiate-in-flight (its rounds made up): the verdict comes from
+    whether the re-instantiations behind a busy GPU returned with the GPU still busy; the
+    medians are per case."""
+    t = tool_script.load("tools/investigations/instantiate-in-flight")
+
+    def rows(behind_ms, behind_busy):
+        out = []
+        for r in range(3):
+            out += [{"round": r, "case": "idle", "instantiate_ms": 1.5 + r / 10,
+                     "gpu_busy_after": False},
+                    {"round": r, "case": "behind", "instantiate_ms": behind_ms,
+                     "gpu_busy_after": behind_busy[r]},
+                    {"round": r, "case": "busy-other", "instantiate_ms": 1.7,
+                     "gpu_busy_after": True}]
+        return out
+    waited = t.summary(rows(20.3, [False, False, True]))
+    assert waited["waited"] is True
+    assert waited["idle"]["instantiate_ms_median"] == pytest.approx(1.6)
+    assert waited["behind"]["busy_after_share"] == pytest.approx(1 / 3)
+    assert waited["busy-other"]["busy_after_share"] == 1.0
+    assert t.summary(rows(1.6, [True, True, False]))["waited"] is False
+
+
+def test_instantiate_in_flight_without_a_gpu_exits_2(capsys):
+    try:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is here: the tool would measure (it runs in the GPU calls)")
+    except ImportError:
+        pass
+    t = tool_script.load("tools/investigations/instantiate-in-flight")
+    assert t.main(["--rounds", "1"]) == 2
+    assert "needs PyTorch with a GPU" in capsys.readouterr().out
+
+
 def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):
     """tools/investigations/observing-parts (no GPU: its runs faked): every mode runs once a
     round in the order given, the loops come from the programs' `loop:` lines, each mode's
