@@ -473,3 +473,18 @@ def test_the_after_decision_timing_gives_up_when_the_unit_stops_coming(monkeypat
     w.point("sync")
     assert w._after is None and undone == [1]
     assert any("not timed" in n for n in w.notes)
+
+
+def test_a_watched_call_from_another_thread_is_noted(monkeypatch):
+    """The switcher readies no graph ahead of a block's end once another thread has made
+    watched calls (Search.ready_ahead): the watcher notes the first such call."""
+    import threading
+    w = Watcher(Options(mode="advise"))
+    monkeypatch.setattr(w.phases, "point", lambda kind, graph, seen: None)
+    w.point("sync")
+    w.point("sync")
+    assert w.other_threads is False
+    t = threading.Thread(target=w.point, args=("sync",))
+    t.start()
+    t.join()
+    assert w.other_threads is True

@@ -347,9 +347,10 @@ def test_switcher_ready_sets_the_next_arms_graph_windows_and_install_only_the_re
     w.graphs = {1: g}
     s = switcher.Switcher(w)
     assert s.windowed_graphs() == [g]
-    s.ready(2)
+    assert s.ready(2) is not None
     assert log == [("graph", [(0.25, [1, 3])], False)]
     assert w.device.persisting_l2_limit == 3 << 20               # untouched before the sync
+    assert s.ready(2) is None and len(log) == 1        # nothing to change: nothing readied
     s.install(2)
     assert log[1:] == ["reset"] and w.device.persisting_l2_limit == 1 << 20
     # a graph replayed with records on since: ready renews it where install would (fresh)
@@ -378,7 +379,8 @@ def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, **kw):
     for k in list(kw):
         if hasattr(o, k):
             setattr(o, k, kw.pop(k))
-    w = _ns(o=o, team=None, device=_ns(synchronize=synchronize), blocks=[Block(1, 10)],
+    w = _ns(o=o, team=None, other_threads=False, device=_ns(synchronize=synchronize),
+            blocks=[Block(1, 10)],
             units_now=4, search_t0=time.perf_counter(), rest_units=2,
             ahead_ms=[], ahead_hidden=0, windows_ms=[], switch_work_ms=[], install_ms=[],
             switch_ms=[], steps=0, replayed=set(),
@@ -402,26 +404,33 @@ def test_search_end_block_readies_the_known_next_arm_before_its_synchronization(
     assert log == [("ready", 3, True), "sync", ("install", 3)]
     assert w.ahead_ms == [1.5] and w.ahead_hidden == 1       # the sync waited: GPU busy
     assert w.blocks[-1].arm == 3
-    # the GPU was idle as the sync came: readied, not hidden
+    # the GPU was idle as the sync came: readied, not hidden (the bar raised so that no pause
+    # of this host's can read as a busy GPU)
     log.clear()
     w, core = _ending_block_owner(log, sync_s=0)
     monkeypatch.setattr(search, "_core", core)
+    monkeypatch.setattr(search, "AHEAD_HIDDEN_MS", 1e3)
     search.Search(w).end_block()
     assert log[0] == ("ready", 3, True) and w.ahead_ms == [1.5] and w.ahead_hidden == 0
 
 
-@pytest.mark.parametrize("why", ["unknown", "off", "team", "no graphs", "over budget"])
+@pytest.mark.parametrize("why", ["unknown", "off", "team", "other thread", "no graphs",
+                                 "over budget", "nothing changes"])
 def test_search_end_block_readies_nothing_it_cannot_know_or_may_not(monkeypatch, why):
     """No arm known ahead (a round or a decision due), L2PERSIST_READY_AHEAD=0, a team (ranks
-    switch together, after their gather), no graph to window, the budget spent (a decision
-    comes, not the peeked arm): the synchronization first, as before."""
+    switch together, after their gather), watched calls from another thread (its replays go on
+    meanwhile), no graph to window, the budget spent (a decision comes, not the peeked arm):
+    the synchronization first, as before. Where the switcher changed no graph, nothing is
+    counted as readied."""
     log = []
     kw = {"unknown": {"peek": -2}, "off": {"ready_ahead": False},
-          "team": {"team": _ns(gather=lambda d: [d])},
+          "team": {"team": _ns(gather=lambda d: [d])}, "other thread": {"other_threads": True},
           "over budget": {"search_t0": time.perf_counter() - 120}}.get(why, {})
     w, core = _ending_block_owner(log, **kw)
     if why == "no graphs":
         w.switcher.windowed_graphs = lambda: []
+    if why == "nothing changes":       # asked, but no graph changed: not counted as readied
+        w.switcher.ready = lambda arm, fresh=False: log.append("asked") or None
     if why == "over budget":
         w.notes = []
         w.recorder = _ns(record_pending=lambda: log.append("pending"))
@@ -429,7 +438,8 @@ def test_search_end_block_readies_nothing_it_cannot_know_or_may_not(monkeypatch,
         monkeypatch.setattr(search.Search, "decide", lambda self: log.append("decide"))
     monkeypatch.setattr(search, "_core", core)
     search.Search(w).end_block()
-    assert log[0] == "sync" and not any(x[0] == "ready" for x in log if isinstance(x, tuple))
+    assert log[0] == ("asked" if why == "nothing changes" else "sync")
+    assert not any(x[0] == "ready" for x in log if isinstance(x, tuple))
     assert w.ahead_ms == [] and w.ahead_hidden == 0
 
 

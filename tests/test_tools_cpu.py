@@ -406,7 +406,7 @@ def test_instantiate_in_flight_tells_a_wait_from_none():
     medians are per case."""
     t = tool_script.load("tools/investigations/instantiate-in-flight")
 
-    def rows(behind_ms, behind_busy):
+    def rows(behind_ms, behind_busy, control_busy=True):
         out = []
         for r in range(3):
             out += [{"round": r, "case": "idle", "instantiate_ms": 1.5 + r / 10,
@@ -414,7 +414,7 @@ def test_instantiate_in_flight_tells_a_wait_from_none():
                     {"round": r, "case": "behind", "instantiate_ms": behind_ms,
                      "gpu_busy_after": behind_busy[r]},
                     {"round": r, "case": "busy-other", "instantiate_ms": 1.7,
-                     "gpu_busy_after": True}]
+                     "gpu_busy_after": control_busy}]
         return out
     waited = t.summary(rows(20.3, [False, False, True]))
     assert waited["waited"] is True
@@ -422,6 +422,8 @@ def test_instantiate_in_flight_tells_a_wait_from_none():
     assert waited["behind"]["busy_after_share"] == pytest.approx(1 / 3)
     assert waited["busy-other"]["busy_after_share"] == 1.0
     assert t.summary(rows(1.6, [True, True, False]))["waited"] is False
+    # the control idle too (the sleep too short): no verdict either way
+    assert t.summary(rows(20.3, [False, False, False], control_busy=False))["waited"] is None
 
 
 def test_instantiate_in_flight_without_a_gpu_exits_2(capsys):

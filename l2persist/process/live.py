@@ -157,6 +157,7 @@ class Watcher:
         self.windows_ms: list[float] = []          # of which the windows (every install's)
         self.ahead_ms: list[float] = []            # before the synchronization: the next
                                                    # arm's graphs readied (Switcher.ready)
+        self.other_threads = False                 # watched calls came from another thread too
         self.ahead_hidden = 0                      # of those, readied while the GPU was still
                                                    # busy (the synchronization waited after)
         self.resting = None                        # the rest under way (records paused)
@@ -284,6 +285,8 @@ class Watcher:
         me = threading.get_ident()
         if self.thread is None:
             self.thread = me
+        elif me != self.thread:
+            self.other_threads = True   # no graph is readied ahead from here (Search)
         if self.team is not None and me != self.thread:
             self.known.flag_recorded(kind, torch_graph)
             return

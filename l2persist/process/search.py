@@ -134,11 +134,15 @@ class Search(Part):
     def ready_ahead(self) -> float | None:
         """Before the block's synchronization: the next arm's graphs readied
         (Switcher.ready) where the core already knows that arm (inside a round), alone (ranks
-        switch together after their gather) and within the budget; the ms it took, or None.
+        switch together after their gather), where no other thread has made watched calls
+        (its replays go on while this one switches: they would launch the next arm's
+        executables inside this block) and within the budget; the ms it took, or None where
+        nothing was readied.
         Its cost reaches the program only where the GPU's queue ran dry before it ended: it
         then lengthens the block's wall, which the pace counts as watching's."""
         w = self.w
-        if not w.o.ready_ahead or w.team is not None or not w.switcher.windowed_graphs():
+        if not w.o.ready_ahead or w.team is not None or w.other_threads or \
+                not w.switcher.windowed_graphs():
             return None
         if w.o.budget_s and time.perf_counter() - w.search_t0 > w.o.budget_s:
             return None

@@ -146,15 +146,20 @@ class Switcher(Part):
             self.note_unrenewable()
         return (time.perf_counter() - t_windows) * 1e3
 
-    def _set_graphs(self, want: dict, fresh: bool):
+    def _set_graphs(self, want: dict, fresh: bool) -> int:
+        """The graphs' windows as ``want`` says, and with ``fresh`` the recorded ones renewed;
+        returns how many graphs were instantiated again (or asked to be)."""
         windowed = self.windowed_graphs()
+        made = 0
         for g in windowed:
-            self.set_graph_windows(g, want.get(id(g), {}), fresh and g.recorded_exec)
+            made += self.set_graph_windows(g, want.get(id(g), {}), fresh and g.recorded_exec)
         if fresh:
             done = {id(g) for g in windowed}
             for g in self.w.graphs.values():
                 if id(g) not in done and g.recorded_exec and g.ref() is not None:
                     g.change_windows([], fresh=True)
+                    made += 1
+        return made
 
     def _wants(self, a: dict, placebo: bool) -> tuple:
         """The arm's windows: {id(graph): {node: (key, window)}} and {stream: (key, window)}."""
@@ -173,20 +178,23 @@ class Switcher(Part):
                 d[n] = kw
         return want, on_streams
 
-    def ready(self, arm: int, fresh: bool = False) -> float:
+    def ready(self, arm: int, fresh: bool = False) -> float | None:
         """Before a block's synchronization, while the GPU still runs the block's queued work:
         the arm's windows set on its graphs' nodes and each graph that changes instantiated
-        again (and, with ``fresh``, those install would renew). The executable replaced is
-        freed by the driver once its launches complete, and nothing launches it again before
-        the block ends: the program's thread is here. install then finds these graphs as the
-        arm wants them, and after the synchronization, with the GPU idle, only the limit and
-        the streams' windows are left (a switch on the H200's decode_big at d067c58: 3.4 ms
-        median, 3.2 ms of it two graphs instantiated again after the synchronization).
-        Returns the ms it took."""
+        again (and, with ``fresh``, those install would renew: the caller guesses it from the
+        last cycle, so a cycle that rests no more renews them for nothing, but correctly).
+        The executable replaced is freed by the driver once its launches complete, and
+        nothing launches it again before the block ends: the program's thread is here (the
+        caller readies nothing once another thread has made watched calls). install then
+        finds these graphs as the arm wants them, and after the synchronization, with the GPU
+        idle, only the limit and the streams' windows are left (a switch on the H200's
+        decode_big at d067c58: 3.4 ms median, 3.2 ms of it two graphs instantiated again
+        after the synchronization). Returns the ms it took, or None where no graph changed."""
         w = self.w
         t0 = time.perf_counter()
         want, _ = self._wants(w.arms[arm], getattr(w.o, "placebo", False))
-        self._set_graphs(want, fresh)
+        if not self._set_graphs(want, fresh):
+            return None
         return (time.perf_counter() - t0) * 1e3
 
     def note_unrenewable(self):
@@ -244,10 +252,10 @@ class Switcher(Part):
             self._all_windowed = list(gs.values())
         return self._all_windowed
 
-    def set_graph_windows(self, g, want: dict, fresh: bool = False):
+    def set_graph_windows(self, g, want: dict, fresh: bool = False) -> bool:
         """Each node gets the window the arm wants on it, or none: one call per distinct window
         that changes (a node that keeps its window is not touched), one re-instantiation per
-        graph. A graph the program dropped is left alone."""
+        graph. A graph the program dropped is left alone. True where it asked for one."""
         had = getattr(g, "_windowed", {})       # node -> the window's key
         keys = {n: kw[0] for n, kw in want.items()}
         changes = []
@@ -260,6 +268,7 @@ class Switcher(Part):
                 changes.append((w, nodes))
         if g.change_windows(changes, fresh):
             g._windowed = keys
+        return bool(changes) or fresh
 
     def apply_plan_windows(self, seen, install: bool):
         """The plan's windows for this graph (or eager launch group), located in it; set
