@@ -298,7 +298,7 @@ def test_switcher_placebo_installs_each_arms_windows_with_no_effect(monkeypatch,
     s = switcher.Switcher(w)
     monkeypatch.setattr(s, "windowed_graphs", lambda: [g])
     monkeypatch.setattr(s, "set_graph_windows",
-                        lambda graph, want, fresh: set_windows.append(dict(want)))
+                        lambda graph, want, fresh: set_windows.append(dict(want)) or True)
     limits = []
     for arm in (2, 3, 0):
         s.install(arm)
