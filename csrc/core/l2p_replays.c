@@ -84,6 +84,17 @@ static void forget_error(void)
     (void)cudaGetLastError();
 }
 
+/* A replay left untimed (under the lock): where a CUDA call refused, counted failed and its
+ * error forgotten; for want of a slot, or on a capturing stream, skipped. */
+static void count_untimed(int failed)
+{
+    if (failed) {
+        counts.failed++;
+        forget_error();
+    } else
+        counts.skipped++;
+}
+
 l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
 {
     *slot = -1;
@@ -99,21 +110,13 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
     if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
         /* capturing: an event here would join the program's graph; on the legacy stream while
          * another thread captures the query itself is refused (that capture goes on) */
-        if (rc != cudaSuccess) {
-            counts.failed++;
-            forget_error();
-        } else
-            counts.skipped++;
+        count_untimed(rc != cudaSuccess);
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
     int failed = 0, i = take_slot(&failed);
     if (i < 0) {
-        if (failed) {
-            counts.failed++;
-            forget_error();
-        } else
-            counts.skipped++;
+        count_untimed(failed);
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
@@ -121,8 +124,7 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
     if (l2p_activity_now(&s->stamp) != L2P_OK ||
         cudaEventRecord(s->first, stream) != cudaSuccess) {
         give_back(i);
-        counts.failed++;
-        forget_error();
+        count_untimed(1);
     } else {
         s->label = label;
         s->state = SLOT_BEGUN;
@@ -143,8 +145,7 @@ void l2p_replays_end(int slot, cudaStream_t stream)
         else {
             give_back(slot);
             counts.pending--;
-            counts.failed++;
-            forget_error();
+            count_untimed(1);
         }
     }
     pthread_mutex_unlock(&lock);
@@ -165,10 +166,8 @@ void l2p_replays_harvest(size_t *added)
             l2p_activity_add_replay(labels[s->label], s->stamp, (uint64_t)((double)ms * 1e6));
             counts.timed++;
             n++;
-        } else {
-            counts.failed++;
-            forget_error();
-        }
+        } else
+            count_untimed(1);
         counts.pending--;
         give_back((int)i);
     }
