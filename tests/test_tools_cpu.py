@@ -33,7 +33,7 @@ def test_every_test_file_is_in_exactly_one_part():
         for f in files.split():
             assert f not in listed, f"{f} in {listed[f]} and {name}"
             listed[f] = name
-    assert set(listed.values()) == {"core", "live", "live-programs", "studies", "zoo-graphs", "zoo-libs", "notebooks"}
+    assert set(listed.values()) == {"core", "live", "live-programs", "studies", "zoo-graphs", "zoo-torch", "zoo-libs", "notebooks"}
     here = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
     assert set(listed) == here
 
@@ -78,7 +78,7 @@ def test_an_unknown_part_is_refused_by_name(tmp_path):
                        env={"PATH": "/usr/bin:/bin", "PART": "everything",
                             "OUT": str(tmp_path / "o")})
     assert r.returncode == 2
-    assert "no part named 'everything'" in r.stderr and "core live live-programs studies zoo-graphs zoo-libs notebooks" in r.stderr
+    assert "no part named 'everything'" in r.stderr and "core live live-programs studies zoo-graphs zoo-torch zoo-libs notebooks" in r.stderr
     assert not (tmp_path / "o").exists()
 
 
@@ -133,7 +133,7 @@ def test_only_parts_picks_some_parts_in_its_order_and_names_a_wrong_one():
     assert r.returncode == 2 and "names a part twice" in r.stderr
 
 
-@pytest.mark.parametrize("gpus", [7, 8, 15])
+@pytest.mark.parametrize("gpus", [8, 9, 15])
 def test_part_all_gives_each_part_gpus_of_its_own(gpus):
     """PART=all with a GPU per part (the whole suite in one call): a lane per part, each on GPUs
     of its own, as many each as the machine has for all of them."""
@@ -214,10 +214,10 @@ def _run_all(tmp_path, gpus, **env):
 
 @NO_GPU_HERE
 def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path):
-    """Eight GPUs, seven parts: each part runs at once on a GPU of its own, queries that GPU
+    """One GPU more than parts: each part runs at once on a GPU of its own, queries that GPU
     once, and the logs of all come back in one archive with a row each."""
-    r, rows, asked, names = _run_all(tmp_path, 8)
     parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    r, rows, asked, names = _run_all(tmp_path, len(parts) + 1)
     assert list(rows) == parts, r.stdout
     assert all(res == "passed" for _, res in rows.values()), r.stdout + r.stderr
     assert r.returncode == 0, r.stdout + r.stderr
@@ -384,17 +384,17 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 
     def variant_run(cmd, timeout, env=None):
         if "--placebo" in cmd:
-            flagged.append(("--replay-events" in cmd, env))
+            flagged.append(("--no-replay-events" in cmd, env))
         return fake_run(cmd, timeout, env)
     monkeypatch.setattr(za, "run", variant_run)
     calls.clear()
     off = {"L2PERSIST_READY_AHEAD": "0"}
     rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=2,
-                      variants=[("placebo", (), {}), ("events", ("--replay-events",), {}),
+                      variants=[("placebo", (), {}), ("nodes", ("--no-replay-events",), {}),
                                 ("after_sync", (), off)])
     assert calls == ["plain", "placebo", "placebo", "placebo"] * 2
     assert flagged == [(False, {}), (True, {}), (False, off)] * 2
-    assert [x["variant"] for x in rows] == ["placebo", "events", "after_sync"]
+    assert [x["variant"] for x in rows] == ["placebo", "nodes", "after_sync"]
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
     # each run's readying ahead, from its watcher's figures
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0

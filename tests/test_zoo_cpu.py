@@ -284,10 +284,11 @@ def test_run_leaves_out_what_cannot_run_with_the_reason(monkeypatch):
             "installed") in ctx.skipped
 
 
-def test_the_gpu_halves_of_the_zoo_are_the_whole_zoo_once():
+def test_the_gpu_parts_of_the_zoo_are_the_whole_zoo_once():
     from test_zoo_graphs_gpu import GRAPHS
     from test_zoo_libs_gpu import LIBS
-    assert sorted(GRAPHS + LIBS) == sorted(live.ZOO_SHAPES)
+    from test_zoo_torch_gpu import TORCH
+    assert sorted(GRAPHS + TORCH + LIBS) == sorted(live.ZOO_SHAPES)
 
 
 @pytest.mark.parametrize("notebook", ["1", ""])

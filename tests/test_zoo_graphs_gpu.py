@@ -1,12 +1,14 @@
-"""The zoo on a GPU, first half: the PyTorch programs that replay CUDA graphs or run eager
-work on a pool stream (the check: tests/zoo_check.py)."""
+"""The zoo on a GPU, first part: the PyTorch programs that replay CUDA graphs they captured
+themselves (the check: tests/zoo_check.py). The part zoo-torch has PyTorch's other shapes;
+the three files were two until zoo-graphs came within 5 s of its call's deadline (H200,
+de7579c: 475 s of pytest)."""
 import pytest
 
 from zoo_check import check_program
 
 pytestmark = pytest.mark.gpu
 
-GRAPHS = ("server_mix", "decode_big", "compile_graphs", "eager_implicit", "train_fused")
+GRAPHS = ("server_mix", "decode_big", "train_fused")
 
 
 @pytest.mark.parametrize("name", GRAPHS)
