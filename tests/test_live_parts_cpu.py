@@ -368,7 +368,7 @@ def test_switcher_ready_sets_the_next_arms_graph_windows_and_install_only_the_re
     assert w.device.persisting_l2_limit == 0
 
 
-def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, **kw):
+def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, ready_s=0.0, **kw):
     """A watcher at a block's end: the core's next arm known ahead (peek) or not."""
     def synchronize():
         log.append("sync")
@@ -386,7 +386,8 @@ def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, **kw):
             switch_ms=[], steps=0, replayed=set(),
             pace=_ns(rest_length=lambda: 0, begin_rest=lambda arm, n: None),
             switcher=_ns(windowed_graphs=lambda: ["g"],
-                         ready=lambda arm, fresh=False: log.append(("ready", arm, fresh)) or 1.5,
+                         ready=lambda arm, fresh=False: log.append(("ready", arm, fresh))
+                         or time.sleep(ready_s) or 1.5,
                          install=lambda arm, fresh=False: log.append(("install", arm)) or 0.1),
             landing=_ns(before_block=lambda arm: False), records_in_block=lambda attrs: None,
             recorder=_ns(record_pending=lambda: None))
@@ -412,6 +413,23 @@ def test_search_end_block_readies_the_known_next_arm_before_its_synchronization(
     monkeypatch.setattr(search, "AHEAD_HIDDEN_MS", 1e3)
     search.Search(w).end_block()
     assert log[0] == ("ready", 3, True) and w.ahead_ms == [1.5] and w.ahead_hidden == 0
+
+
+@pytest.mark.parametrize("readied", [True, False])
+def test_a_switch_counts_its_readying_as_its_work_but_not_the_synchronization(monkeypatch,
+                                                                               readied):
+    """The pace sizes the rests by a switch's own work: the readying ahead is part of it (the
+    program's host time, 4.3-5.4 ms a switch of decode_big, H200 de7579c), the wait for the
+    block's queued GPU work is not."""
+    log = []
+    w, core = _ending_block_owner(log, sync_s=0.08, ready_s=0.05,
+                                  **({} if readied else {"ready_ahead": False}))
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    (work,) = w.switch_work_ms
+    assert work < 80                                  # the synchronization's wait: not work
+    assert (work >= 50) is readied                    # the readying: work where it ran
+    assert w.switch_ms[0] >= work + 80
 
 
 @pytest.mark.parametrize("why", ["unknown", "off", "team", "other thread", "no graphs",
@@ -685,6 +703,35 @@ def test_replay_events_time_only_while_recording_and_only_known_graphs(monkeypat
     assert ev.begin(types.SimpleNamespace()) is None            # a graph not seen
     w.paused = True
     assert ev.begin(graph) is None and len(begun) == 1          # a rest: nothing timed
+
+
+@pytest.mark.parametrize("cmd, argv, want", [
+    ("advise", [], "1"), ("advise", ["--replay-events"], "1"),
+    ("advise", ["--no-replay-events"], "0"), ("verify", ["plan.json"], "1"),
+    ("verify", ["plan.json", "--no-replay-events"], "0")])
+def test_replay_events_are_on_unless_asked_off(monkeypatch, cmd, argv, want):
+    """advise and verify time the graphs by events by default (2026-11-29); the flag's
+    negation reaches the watcher, also over an environment that says the opposite."""
+    import l2persist.cli.live as cli_live
+    monkeypatch.setenv("L2PERSIST_REPLAY_EVENTS", "0" if want == "1" else "1")
+    args = cli_live._parser(cmd, cmd == "verify", True).parse_args(argv)
+    env = cli_live._env(args, cmd, "r.json")
+    assert env["L2PERSIST_REPLAY_EVENTS"] == want
+    assert live.Options.from_env(env).replay_events is (want == "1")
+    assert live.Options.from_env({}).replay_events is True and live.Options().replay_events
+
+
+def test_replay_events_do_not_start_without_pytorch(monkeypatch):
+    """A program that never loaded PyTorch (CuPy, Triton, JAX) has no hooked replay: the
+    events stay off and the summary says why, with nothing patched."""
+    from l2persist.process import bootstrap
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(bootstrap, "set_replay_timer",
+                        lambda *a: pytest.fail("the replay timer was set"))
+    w = _ns(o=_ns(replay_events=True, device=0), team=None, timing_why=None)
+    ev = recorder.ReplayEvents(w)
+    ev.start()
+    assert ev.on is False and w.timing_why == "PyTorch is not loaded: no hooked replay to time"
 
 
 def test_records_follow_each_block_only_where_they_stay_off(monkeypatch):

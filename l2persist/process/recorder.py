@@ -149,6 +149,9 @@ class ReplayEvents(Part):
         if not w.o.replay_events or w.team is not None or self.on:
             return
         torch = sys.modules.get("torch")
+        if torch is None:        # no PyTorch replay to time (a CuPy, Triton or JAX program)
+            w.timing_why = "PyTorch is not loaded: no hooked replay to time"
+            return
         get = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
         if get is None:
             w.timing_why = "PyTorch's raw current stream cannot be read here"
