@@ -124,8 +124,7 @@ class Search(Part):
         # the readying ahead: what a switch costs the program beyond the synchronization's
         # wait (the pace sizes the rests by it; from de7579c to 2026-11-29 the readying, 4.3
         # to 5.4 ms of decode_big's switches, was left out, so the rests were sized short)
-        readied_s = t_sync - t_switch if ahead is not None else 0.0
-        w.switch_work_ms.append((done - t_synced + readied_s) * 1e3)
+        w.switch_work_ms.append((done - t_synced + t_sync - t_switch) * 1e3)
         w.install_ms.append((done - t_install) * 1e3)
         w.switch_ms.append((done - t_switch) * 1e3)
         w.rest_units = rest
