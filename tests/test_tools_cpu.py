@@ -384,17 +384,17 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 
     def variant_run(cmd, timeout, env=None):
         if "--placebo" in cmd:
-            flagged.append(("--no-replay-events" in cmd, env))
+            flagged.append(("--replay-events" in cmd, env))
         return fake_run(cmd, timeout, env)
     monkeypatch.setattr(za, "run", variant_run)
     calls.clear()
     off = {"L2PERSIST_READY_AHEAD": "0"}
     rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=2,
-                      variants=[("placebo", (), {}), ("nodes", ("--no-replay-events",), {}),
+                      variants=[("placebo", (), {}), ("events", ("--replay-events",), {}),
                                 ("after_sync", (), off)])
     assert calls == ["plain", "placebo", "placebo", "placebo"] * 2
     assert flagged == [(False, {}), (True, {}), (False, off)] * 2
-    assert [x["variant"] for x in rows] == ["placebo", "nodes", "after_sync"]
+    assert [x["variant"] for x in rows] == ["placebo", "events", "after_sync"]
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
     # each run's readying ahead, from its watcher's figures
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0

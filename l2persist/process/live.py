@@ -66,10 +66,8 @@ class Options:
                                # counts the program's calls: tools/investigations/search-cost)
     graph_records: bool = False    # experimental: a record per graph replay, not per node
                                    # (process/graphs.py, Graphs.graph_records_first)
-    replay_events: bool = True     # hooked replays timed by CUDA events where they cover the
-                                   # graphs, the records off in blocks (process/recorder.py,
-                                   # ReplayEvents); L2PERSIST_REPLAY_EVENTS=0 / advise
-                                   # --no-replay-events: the nodes' records, as before 2026-11-29
+    replay_events: bool = False    # experimental: hooked replays timed by CUDA events, the
+                                   # records off in blocks (process/recorder.py, ReplayEvents)
     ready_ahead: bool = True       # the next arm's graphs readied before a block's
                                    # synchronization (Switcher.ready); L2PERSIST_READY_AHEAD=0
                                    # after it, as before (tools/investigations/zoo-advise)
@@ -97,7 +95,7 @@ class Options:
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
-        o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "1") != "0"
+        o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
