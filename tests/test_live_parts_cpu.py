@@ -609,15 +609,104 @@ def test_search_next_block_installs_the_cores_next_arm(monkeypatch):
     w = _ns(steps=0, blocks=[], units_now=9, replayed={1},
             switcher=_ns(install=lambda arm: installed.append(arm)),
             landing=_ns(before_block=lambda arm: asked.append(arm) or arm == 5),
-            records_in_block=records.append)
+            records_in_block=records.append, records_off=False)
     search.Search(w).next_block(0)
     assert installed == [5] and w.steps == 1 and w.units_now == 0 and w.replayed == set()
     (b,) = w.blocks
-    assert (b.arm, b.start, b.attrs) == (5, 777, True)
+    assert (b.arm, b.start, b.attrs, b.counted) == (5, 777, True, True)
     search.Search(w).next_block(900, arm=2)                  # after a rest: its arm, its stamp
     assert installed == [5] and (w.blocks[-1].arm, w.blocks[-1].start) == (2, 900)
     assert asked == [5, 2] and w.blocks[-1].attrs is False   # asked as each block began
     assert records == [True, False]        # each block's records follow its landing check
+
+
+def _issuing_owner(records_off, log):
+    """A watcher whose landing check wants each arm's first block; the core issues arm 5."""
+    checked = set()
+
+    def before_block(arm):
+        first = arm not in checked
+        checked.add(arm)
+        return first
+    w = _ns(steps=0, blocks=[], units_now=0, replayed=set(), records_off=records_off,
+            switcher=_ns(install=lambda arm: log.append(("install", arm))),
+            landing=_ns(before_block=before_block),
+            records_in_block=lambda on: log.append(("records", on)),
+            device=_ns(synchronize=lambda: log.append("sync")))
+    core = _ns(live_next=lambda: log.append("next") or 5, activity_now=lambda: 100 + len(log))
+    return w, core
+
+
+def test_a_landing_block_is_not_given_to_the_search_where_the_records_are_off(monkeypatch):
+    """Events time the graphs and the records are off in the blocks: an arm's landing block
+    (records on) would read its records' own GPU time inside the event pairs (6.6-36 % slower,
+    H200 94f3501), so it is not issued by the search: the arm's issued block follows it at
+    once, with no switch, the GPU drained between them, and the records off."""
+    log = []
+    w, core = _issuing_owner(True, log)
+    monkeypatch.setattr(search, "_core", core)
+    s = search.Search(w)
+    s.next_block(0)
+    land = w.blocks[-1]
+    assert land.arm == 5 and land.attrs and not land.counted
+    assert log == ["next", ("install", 5), ("records", True)]
+    w.units_now = 7
+    s.end_block()                                 # the landing block ends: no switch
+    assert log[3:] == ["sync", ("records", False)]
+    assert (land.units, land.end) == (7, w.blocks[-1].start) and land.end > 0
+    issued = w.blocks[-1]
+    assert issued.arm == 5 and issued.counted and not issued.attrs and w.units_now == 0
+    # the records on in every block (the nodes time the graphs): the landing block counts
+    log.clear()
+    w, core = _issuing_owner(False, log)
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).next_block(0)
+    assert w.blocks[-1].attrs and w.blocks[-1].counted
+
+
+def test_recorder_gives_no_sample_of_a_landing_block_the_search_never_issued(monkeypatch):
+    calls = []
+    monkeypatch.setattr(recorder, "_core", _fake_blocks_core(calls))
+    read = []
+    land = Block(arm=3, start=100, end=200, units=2, attrs=True, counted=False)
+    issued = Block(arm=3, start=200, end=300, units=2)
+    w = _recorder_owner(blocks=[land, issued],
+                        landing=_ns(read=lambda done, bounds: read.append(list(done))))
+    recorder.Recorder(w).record_pending()
+    assert [c for c in calls if c[0] == "record"] == [("record", 0.5)]   # the issued one only
+    assert w.recorded == 2                   # both read: the next call starts past them
+    assert read == [[land, issued]]          # the landing block's windows are still read
+    assert w.key_sums == {3: {7: [1000.0, 2], 9: [400.0, 1]}}   # the issued block's keys only
+
+
+def test_summary_per_arm_leaves_out_a_landing_block_the_search_never_issued():
+    land = Block(arm=3, start=0, end=4000, units=4, attrs=True, counted=False)
+    issued = Block(arm=3, start=4000, end=6000, units=4)
+    land.sample, issued.sample = 9.0, 0.5
+    land.share = issued.share = 1.0
+    w = _ns(blocks=[land, issued, Block(arm=4, start=6000)], recorded=2)
+    per = summary.Report(w).per_arm()
+    assert list(per) == [3] and per[3]["samples"] == [0.5]
+    assert per[3]["wall_ms_per_unit"] == [pytest.approx(0.0005)]
+    land.counted = True
+    assert summary.Report(w).per_arm()[3]["samples"] == [9.0, 0.5]
+
+
+def test_pace_pairs_no_rest_with_a_landing_block_the_search_never_issued(monkeypatch):
+    """The rest before an arm's first block precedes its landing block, whose records are on
+    where they are off in the others: not a rest-then-block pair of the pace's."""
+    asked = []
+    monkeypatch.setattr(pace, "_core", _ns(live_rest_units=lambda recorded, switch_s, rest_s,
+                                           block_s, **kw: asked.append(rest_s) or (0, False)))
+    blocks = [Block(0, start=0, end=4000, units=4, rest_ns=4000 * k, rest_units=4)
+              for k in (1, 2, 3)]
+    land = Block(1, start=0, end=90000, units=4, rest_ns=90000, rest_units=4, attrs=True,
+                 counted=False)
+    pace.Pace(_pace_owner(blocks + [land])).rest_length()
+    assert asked == [pytest.approx(2e-6)]          # the three issued blocks' median only
+    land.counted = True                            # (counted, it would move the median)
+    pace.Pace(_pace_owner(blocks + [land])).rest_length()
+    assert asked[1] == pytest.approx(2.5e-6)
 
 
 # ---- the replays' events (advise --replay-events) ------------------------------------------------

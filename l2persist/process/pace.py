@@ -38,7 +38,7 @@ class Pace(Part):
         for b in reversed(w.blocks):
             if len(pairs) == 16:
                 break
-            if b.end and b.units and b.rest_units:
+            if b.end and b.units and b.rest_units and b.counted:
                 pairs.append(b)
         rest_s = block_s = None
         recorded = w.units_per_block      # a cycle's recorded units: its block and settle

@@ -30,6 +30,8 @@ class Block:
     share: float | None = None     # the probe's GPU time in launch keys seen in the block
     sample: float | None = None    # what the search was given: ms per unit at the probe's mix
     attrs: bool = False            # its records carry launch attributes (landing.py)
+    counted: bool = True           # given to the search; False: a landing block where the
+                                   # records are off in the others (Search.next_block)
 
 
 class _NoRecords(RuntimeError):
@@ -72,7 +74,8 @@ class Recorder(Part):
         elif why:
             raise _NoRecords(why)
         for v in samples:
-            _core.live_record(v)
+            if v is not None:         # None: a landing block the search never issued
+                _core.live_record(v)
             w.recorded += 1
         # the summed blocks' records are read no more: each activity_blocks call scans the
         # whole log, which would otherwise grow with the program's run
@@ -106,8 +109,10 @@ class Recorder(Part):
                 # a made-up sample.
                 raise _NoRecords(f"a block of {b.units} units had no kernel records of the "
                                  f"work seen in the probe")
-            out.append(priced[2 * k])
+            out.append(priced[2 * k] if b.counted else None)
         for k, b in enumerate(done):         # each arm's launch keys (summary's per_key)
+            if not b.counted:
+                continue
             sums = w.key_sums.setdefault(b.arm, {})
             for key, (ns, n) in res["by_key"].items():
                 if n[2 * k]:

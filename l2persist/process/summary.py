@@ -88,16 +88,13 @@ class Report(Part):
             gain = 1.0 / (1.0 - share * (1.0 - 1.0 / res["speedup"]))
         return {"share": share, "wall_gain_at_most": gain}
 
-    def summary(self) -> dict:
-        """The result document the CLI reads: verdict, arms, blocks, notes."""
+    def per_arm(self) -> dict:
+        """Per arm, its issued blocks' samples and figures (a landing block the search never
+        issued is left out: Search.next_block)."""
         w = self.w
-        dev = w.device
-        arms_out = []
-        for i, a in enumerate(w.arms):
-            arms_out.append({"set_aside": a["set_aside"], "windows": self.window_docs(a)})
         per_arm = {}
         for b in w.blocks[:w.recorded]:
-            if not b.units:
+            if not b.units or not getattr(b, "counted", True):   # a landing block not issued
                 continue
             d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
                                           "rest_wall_ms_per_unit": [], "kernels": {},
@@ -116,6 +113,16 @@ class Report(Part):
             n = len(d["gpu_ms_per_unit"])
             d["kernels"] = {k: v / n for k, v in d["kernels"].items()}
             d["wall_spread"] = _relative_spread(d["wall_ms_per_unit"])
+        return per_arm
+
+    def summary(self) -> dict:
+        """The result document the CLI reads: verdict, arms, blocks, notes."""
+        w = self.w
+        dev = w.device
+        arms_out = []
+        for i, a in enumerate(w.arms):
+            arms_out.append({"set_aside": a["set_aside"], "windows": self.window_docs(a)})
+        per_arm = self.per_arm()
         meta = {}
         if dev is not None:
             p = dev.properties
