@@ -416,20 +416,23 @@ def test_search_end_block_readies_the_known_next_arm_before_its_synchronization(
 
 
 @pytest.mark.parametrize("readied", [True, False])
-def test_a_switch_counts_its_readying_as_its_work_but_not_the_synchronization(monkeypatch,
-                                                                               readied):
-    """The pace sizes the rests by a switch's own work: the readying ahead is part of it (the
-    program's host time, 4.3-5.4 ms a switch of decode_big, H200 de7579c), the wait for the
-    block's queued GPU work is not."""
+def test_a_switch_counts_as_its_work_only_what_follows_the_synchronization(monkeypatch,
+                                                                          readied):
+    """The pace sizes the rests by a switch's own work past the synchronization; the readying
+    ahead comes before it and so is in the block's wall, whose end is stamped after both
+    (counted in the work too at 94f3501, it was counted twice)."""
     log = []
     w, core = _ending_block_owner(log, sync_s=0.08, ready_s=0.05,
                                   **({} if readied else {"ready_ahead": False}))
+    stamps = iter(range(1000, 2000))
+    core.activity_now = lambda: next(stamps)
     monkeypatch.setattr(search, "_core", core)
+    t0 = time.perf_counter()
     search.Search(w).end_block()
     (work,) = w.switch_work_ms
-    assert work < 80                                  # the synchronization's wait: not work
-    assert (work >= 50) is readied                    # the readying: work where it ran
-    assert w.switch_ms[0] >= work + 80
+    assert work < 50                                  # neither the readying nor the wait
+    assert w.switch_ms[0] >= 80 + (50 if readied else 0)
+    assert (time.perf_counter() - t0) * 1e3 >= w.switch_ms[0]
 
 
 @pytest.mark.parametrize("why", ["unknown", "off", "team", "other thread", "no graphs",
@@ -656,6 +659,24 @@ def test_a_landing_block_is_not_given_to_the_search_where_the_records_are_off(mo
     assert (land.units, land.end) == (7, w.blocks[-1].start) and land.end > 0
     issued = w.blocks[-1]
     assert issued.arm == 5 and issued.counted and not issued.attrs and w.units_now == 0
+    # the rest before the landing block and the landing block itself (as its settle) are the
+    # issued block's: the pace pairs that rest with it
+    log.clear()
+    w, core = _issuing_owner(True, log)
+    monkeypatch.setattr(search, "_core", core)
+    s = search.Search(w)
+    s.next_block(0)
+    land = w.blocks[-1]
+    land.rest_ns, land.rest_units, land.rest_wall_ns, land.rest_unhooked = 800, 8, 900, True
+    land.settle_ns, land.settle_units = 30, 1
+    w.units_now = 4
+    s.end_block()
+    issued = w.blocks[-1]
+    assert (issued.rest_ns, issued.rest_units, issued.rest_wall_ns, issued.rest_unhooked) == \
+        (800, 8, 900, True)
+    assert (land.rest_ns, land.rest_units, land.rest_wall_ns, land.rest_unhooked) == \
+        (0, 0, 0, False)
+    assert issued.settle_ns == 30 + land.end - land.start and issued.settle_units == 1 + 4
     # the records on in every block (the nodes time the graphs): the landing block counts
     log.clear()
     w, core = _issuing_owner(False, log)
@@ -1657,6 +1678,21 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     ending.Ending(w).finish()
     assert w.blocks == [ran] and short.units == 3 and w.state == "done"
     assert "write" not in calls                      # apply writes no result
+    # blocks that ended before it, not yet given (the core asks at a round's end): given now
+    calls.clear()
+    given = []
+
+    def but_the_last(alone=False):
+        if short in w.blocks:
+            raise recorder._NoRecords("no record")
+        given.extend(w.blocks[w.recorded:])
+        w.recorded = len(w.blocks)
+    early = Block(arm=3, start=200, end=250, units=4)
+    w = _ending_owner(calls, blocks=[ran, early, short], recorded=0, units_now=3,
+                      o=_ns(mode="apply"))
+    w.recorder.record_pending = but_the_last
+    ending.Ending(w).finish()
+    assert given == [ran, early] and w.blocks == [ran, early] and w.recorded == 2
     # a watcher already decided is only put back
     calls.clear()
     w = _ending_owner(calls, state="done")

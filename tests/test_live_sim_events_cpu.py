@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from l2persist.process import bootstrap, live
+from l2persist.process import bootstrap, live, pace
 from test_live_sim_cpu import ProgramGraph, _watcher, world  # noqa: F401  (world: a fixture)
 
 #: How much longer an event-timed replay reads while the kernel records are on
@@ -128,6 +128,10 @@ def test_events_with_the_records_off_judge_each_arm_without_its_landing_block(ev
     # noise: a landing block's would read INFLATION more
     issued = [b for b in w.blocks[:w.recorded] if b.counted]
     assert len(issued) == r["search_blocks"] + r["confirm_blocks"], r
+    # the rest before a landing block pairs with the arm's issued block, so the pace learns the
+    # rests' length in the first round (every arm's first block is a landing block there)
+    pairs = [k for k, b in enumerate(w.blocks) if b.counted and b.rest_units]
+    assert len(pairs) >= pace.REST_PAIRS and pairs[pace.REST_PAIRS - 1] < 2 * len(w.arms), pairs
     for arm, d in w.summary()["per_arm"].items():
         s = d["samples"]
         assert max(s) / min(s) < 1 + INFLATION / 2, (arm, s)

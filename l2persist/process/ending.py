@@ -65,8 +65,13 @@ class Ending(Part):
                             w.recorder.record_pending(alone=True)
                         except _NoRecords:
                             # the last block, begun just before the exit, holds no record of
-                            # the work the probe saw: finish with the blocks before it
-                            del w.blocks[w.recorded:]
+                            # the work the probe saw: finish with the blocks before it (given
+                            # now: the core asks for a round's samples only at its end)
+                            w.blocks.pop()
+                            try:
+                                w.recorder.record_pending(alone=True)
+                            except _NoRecords:
+                                del w.blocks[w.recorded:]
                         w.result = _core.live_finish()
                     w.notes.append("the program ended before the search decided")
                     w.ended_in = w.state       # the words for what was under way

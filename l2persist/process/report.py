@@ -286,8 +286,8 @@ def summary_text(r: dict) -> str:
                                                        or w.get("comparable") is False):
         lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
                      f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
-                     f"{w.get('windows_ms_median') or 0:.2f} ms), the readying ahead and the "
-                     f"search's bookkeeping the remainder")
+                     f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
+                     f"the remainder")
     if w.get("ahead"):
         lines.append(f"  graphs readied before {w['ahead']} block ends' synchronization: "
                      f"{w.get('ahead_ms_median') or 0:.2f} ms median, {w.get('ahead_hidden', 0)} "

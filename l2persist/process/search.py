@@ -123,11 +123,12 @@ class Search(Part):
         t_install = time.perf_counter()
         w.windows_ms.append(w.switcher.install(arm, fresh=rest > 0))
         done = time.perf_counter()
-        # the search's bookkeeping (records flushed and cut, a team's gathers), the install and
-        # the readying ahead: what a switch costs the program beyond the synchronization's
-        # wait (the pace sizes the rests by it; from de7579c to 2026-11-29 the readying, 4.3
-        # to 5.4 ms of decode_big's switches, was left out, so the rests were sized short)
-        w.switch_work_ms.append((done - t_synced + t_sync - t_switch) * 1e3)
+        # the search's bookkeeping (records flushed and cut, a team's gathers) and the install:
+        # what a switch costs the program beyond the synchronization's wait. The readying ahead
+        # is not in it: it comes before the synchronization, so the block's wall (its end is
+        # stamped after both) carries it already (counted here too at 94f3501, it was counted
+        # twice: a review's find)
+        w.switch_work_ms.append((done - t_synced) * 1e3)
         w.install_ms.append((done - t_install) * 1e3)
         w.switch_ms.append((done - t_switch) * 1e3)
         w.rest_units = rest
@@ -183,6 +184,14 @@ class Search(Part):
         w.device.synchronize()
         b.end, b.units = _core.activity_now(), w.units_now
         self.next_block(b.end, b.arm)
+        # the rest before the landing block is the issued block's rest, and the landing block
+        # its settle (recorded, uncounted): the pace's rest-then-block pair is the issued block's
+        issued = w.blocks[-1]
+        for k in ("rest_ns", "rest_units", "rest_wall_ns", "rest_unhooked"):
+            setattr(issued, k, getattr(b, k))
+            setattr(b, k, type(getattr(b, k))())
+        issued.settle_ns = b.settle_ns + b.end - b.start
+        issued.settle_units = b.settle_units + b.units
 
     def decide(self):
         w = self.w
