@@ -187,9 +187,10 @@ class Search(Part):
         # the rest before the landing block is the issued block's rest, and the landing block
         # its settle (recorded, uncounted): the pace's rest-then-block pair is the issued block's
         issued = w.blocks[-1]
-        for k in ("rest_ns", "rest_units", "rest_wall_ns", "rest_unhooked"):
-            setattr(issued, k, getattr(b, k))
-            setattr(b, k, type(getattr(b, k))())
+        issued.rest_ns, issued.rest_units = b.rest_ns, b.rest_units
+        issued.rest_wall_ns, issued.rest_unhooked = b.rest_wall_ns, b.rest_unhooked
+        b.rest_ns = b.rest_units = b.rest_wall_ns = 0
+        b.rest_unhooked = False
         issued.settle_ns = b.settle_ns + b.end - b.start
         issued.settle_units = b.settle_units + b.units
 
