@@ -54,6 +54,10 @@ void l2p_device_leave(int previous);
 l2p_status l2p_device_get_properties(int index, l2p_device_props *out);
 /* The SM count alone (cheap: one attribute, cached); kernels size their grids from it. */
 l2p_status l2p_device_sm_count(int index, int *out);
+/* access_policy_max_window_size and the compute capability alone, for calls made often (a
+ * window per switch, a kernel's launch check): l2p_device_get_properties costs ~0.7 ms. */
+l2p_status l2p_device_max_window(int index, size_t *out);
+l2p_status l2p_device_cc(int index, int *major, int *minor);
 
 /* The persisting-L2 set-aside (cudaLimitPersistingL2CacheSize); under MPS the server's (see
  * l2p_device_aside_info). */

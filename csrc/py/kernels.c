@@ -373,11 +373,11 @@ enum { BULK_READ_ARGS(ARG_ID) };
 
 static int bulk_read_check(l2p_call *c)
 {
-    l2p_device_props p;
+    int major = 0, minor = 0;
     l2p_buf_desc src = desc_of(L2P_BUF(c, ARG_bulk_read_src));
-    if (l2p_call_core(c, l2p_device_get_properties(c->device, &p)) < 0) return -1;
-    return l2p_call_core(c, l2p_launch_check_bulk_read(&src, L2P_INT(c, ARG_bulk_read_chunk), p.cc_major,
-                                                       p.cc_minor));
+    if (l2p_call_core(c, l2p_device_cc(c->device, &major, &minor)) < 0) return -1;
+    return l2p_call_core(c, l2p_launch_check_bulk_read(&src, L2P_INT(c, ARG_bulk_read_chunk), major,
+                                                       minor));
 }
 
 static cudaError_t bulk_read_launch(l2p_call *c)

@@ -28,7 +28,7 @@ typedef struct {
 static PyObject *win_new_impl(PyObject *type, const void *args)
 {
     const win_new_args *a = args;
-    l2p_device_props p;
+    size_t max_window = 0;
     l2p_window w;
     l2p_state *st = l2p_state_from_type((PyTypeObject *)type);
     /* the window's own values first: converting a foreign target asks the driver */
@@ -37,11 +37,11 @@ static PyObject *win_new_impl(PyObject *type, const void *args)
     PyObject *buf = l2p_buffer_as_buffer(st, a->target, "target");
     if (!buf) return NULL;
     l2p_BufferObject *b = (l2p_BufferObject *)buf;
-    if (l2p_device_get_properties(b->device, &p) != L2P_OK ||
+    if (l2p_device_max_window(b->device, &max_window) != L2P_OK ||
         l2p_policy_make_window((uintptr_t)b->ptr, b->nbytes, a->offset,
                                a->num_bytes.given ? a->num_bytes.i : -1, a->hit_ratio,
-                               (int)a->hit_prop, (int)a->miss_prop,
-                               p.access_policy_max_window_size, a->clamp, &w) != L2P_OK) {
+                               (int)a->hit_prop, (int)a->miss_prop, max_window, a->clamp,
+                               &w) != L2P_OK) {
         Py_DECREF(buf);
         return l2p_py_raise(st);
     }
@@ -304,15 +304,14 @@ static PyObject *plan_windows_impl(PyObject *m, const void *args)
     const plan_windows_args *a = args;
     PyObject *result = NULL;
     l2p_state *st = l2p_state_from_module(m);
-    l2p_device_props props;
+    size_t max_window = 0;
     size_t set_aside = (size_t)a->set_aside.i;
     plan p = {0};
     if (!a->set_aside.given && l2p_device_get_persisting_limit(a->device, &set_aside) != L2P_OK)
         return l2p_py_raise(st);
-    if (l2p_device_get_properties(a->device, &props) != L2P_OK) return l2p_py_raise(st);
+    if (l2p_device_max_window(a->device, &max_window) != L2P_OK) return l2p_py_raise(st);
     if (plan_parse(st, a->targets, &p) == 0) {
-        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, set_aside,
-                                    props.access_policy_max_window_size, p.num_bytes,
+        if (l2p_policy_plan_windows(p.n, p.bytes, p.weights, set_aside, max_window, p.num_bytes,
                                     p.ratios) != L2P_OK)
             l2p_py_raise(st);
         else
