@@ -19,6 +19,10 @@ from test_live_sim_cpu import ProgramGraph, _watcher, world  # noqa: F401  (worl
 #: How much longer an event-timed replay reads while the kernel records are on
 #: (decode_big's landing blocks at 94f3501: 6.6-8.7 %).
 INFLATION = 0.08
+#: A replay launched with the GPU idle: its pair holds the host's launch too, 0 to this many
+#: times the replay's own GPU time (server_mix's later blocks 9.7 % apart by events, 94f3501),
+#: and l2p_replays logs it under "host:" + its label.
+HOST_LAUNCH = 4.0
 
 
 @pytest.fixture
@@ -27,7 +31,8 @@ def events(world, monkeypatch):  # noqa: F811
     PyTorch whose raw current stream can be read (the events' stream)."""
     core = live._core
     labels, slots = {}, {}
-    world.timed = 0
+    world.timed = world.host = world.ended = 0
+    world.host_every = 0           # every n-th replay finds the GPU idle (0: none)
 
     def replay_label(text):
         return labels.setdefault(text, len(labels))
@@ -45,9 +50,15 @@ def events(world, monkeypatch):  # noqa: F811
         if world.recording:
             d *= 1 + INFLATION             # the records' own GPU time inside the pair
         text = next(t for t, i in labels.items() if i == label)
+        world.ended += 1
+        if world.host_every and world.ended % world.host_every == 0:
+            d *= 1 + HOST_LAUNCH * ((world.ended * 7919) % 1000) / 1000
+            text = "host:" + text
+            world.host += 1
+        else:
+            world.timed += 1
         world.records.append((t0, t0 + int(d), text, ("replay", text)))
         world.last_end = max(world.last_end, t0 + int(d))   # a synchronization waits for it
-        world.timed += 1
 
     node = (lambda r: isinstance(r[3][0], int))       # a graph node's record: (id(graph), n)
     summed = world.blocks
@@ -75,8 +86,9 @@ def events(world, monkeypatch):  # noqa: F811
     world.attrs = False
     for name, fn in {"replay_label": replay_label, "replay_begin": replay_begin,
                      "replay_end": replay_end, "replay_harvest": lambda: 0,
-                     "replay_counts": lambda: {"timed": world.timed, "skipped": 0,
-                                               "failed": 0, "pending": len(slots)},
+                     "replay_counts": lambda: {"timed": world.timed, "host": world.host,
+                                               "skipped": 0, "failed": 0,
+                                               "pending": len(slots)},
                      "activity_blocks": blocks,
                      "activity_attributes": lambda on: setattr(world, "attrs", on),
                      "activity_windows": lambda bounds: {
@@ -142,3 +154,44 @@ def test_events_with_the_records_off_judge_each_arm_without_its_landing_block(ev
         if k + 1 < len(w.blocks):
             nxt = w.blocks[k + 1]
             assert nxt.arm == w.blocks[k].arm and nxt.counted and not nxt.attrs
+
+
+def test_replays_launched_with_the_gpu_idle_are_counted_not_priced(events):
+    """A third of the replays find the GPU idle at their pair's first event (l2p_replays logs
+    them as "host:replay:..."; their pairs read the host's launch too, up to HOST_LAUNCH times
+    the replay). The events still time the graphs (their nodes are covered by the timed and
+    the host replays together), the mix counts every replay, and no host pair is priced: each
+    arm's samples agree as closely as without them, and the gain is found."""
+    events.gain, events.host_every = 1.25, 3
+    w = _watcher(replay_events=True)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert (w.timing, w.records_off) == ("events", True), w.timing_why
+    assert events.host > 0 and events.timed > events.host
+    r = w.result
+    assert r["helps"] and 1.10 < r["speedup"] < 1.25, r
+    names = [live._core.activity_keys()[k][0] for k in w.mix_ref]
+    assert names and not any(n.startswith("host:") for n in names), names
+    replay = [k for k, n in zip(w.mix_ref, names) if n.startswith("replay:")]
+    assert len(replay) == 1
+    # the timed key stands for every replay of its graph in the probe (the unit here): its
+    # launches scaled up from the timed two thirds
+    ns, n = w.mix_ref[replay[0]]
+    assert w.unit[0] == "replay" and ns[0] > 0
+    assert n[0] == pytest.approx(w.mix_units, rel=0.01), (n, w.mix_units)
+    for arm, d in w.summary()["per_arm"].items():
+        s = d["samples"]
+        assert max(s) / min(s) < 1 + INFLATION / 2, (arm, s)
+    for sums in w.key_sums.values():
+        assert not any(live._core.activity_keys()[k][0].startswith("host:") for k in sums)
+
+
+def test_events_are_not_used_where_most_replays_find_the_gpu_idle(events):
+    """Every replay launched with the GPU idle: the pairs would time the host's launch, so the
+    nodes' records time the graphs (the summary's timing says why), and the search decides."""
+    events.gain, events.host_every = 1.25, 1
+    w = _watcher(replay_events=True)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert w.timing == "nodes" and "idle" in w.timing_why, w.timing_why
+    assert w.result["helps"], w.result

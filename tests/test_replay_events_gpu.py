@@ -61,3 +61,40 @@ def test_replay_events_never_join_or_break_a_capture():
     _core.replay_harvest()
     after = _core.replay_counts()
     assert after["pending"] == before["pending"], (before, after)
+
+
+def test_a_pair_is_kept_only_where_its_replay_was_queued_behind_work():
+    """l2p_replays_end asks whether the GPU had reached the pair's first event once the replay
+    was launched: a replay queued behind a 5 ms sleep is timed under its label; one whose first
+    event the GPU reached before the launch returned (the host slow to launch: a 2 ms pause
+    between the pair's start and the replay) is logged under "host:" + the label, since its pair
+    holds the host's time. Each counted as such, five times each."""
+    import time
+
+    import torch
+    from l2persist import _core
+    label = _core.replay_label("replay:k1-queued-test")
+    x = torch.rand(1 << 16, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.graph(g, stream=s):
+        x.mul_(1.0001)
+    torch.cuda.synchronize()
+    stream = torch.cuda.current_stream().cuda_stream
+    before = _core.replay_counts()
+    for queued in (True, False) * 5:
+        torch.cuda.synchronize()
+        if queued:
+            torch.cuda._sleep(5_000_000)            # ~2-5 ms of GPU time ahead of the pair
+        slot = _core.replay_begin(stream, label)
+        assert slot >= 0
+        if not queued:
+            time.sleep(0.002)                       # the GPU reaches the first event meanwhile
+        g.replay()
+        _core.replay_end(slot, stream)
+    torch.cuda.synchronize()
+    _core.replay_harvest()
+    after = _core.replay_counts()
+    assert after["timed"] - before["timed"] == 5, (before, after)
+    assert after["host"] - before["host"] == 5, (before, after)
+    assert after["failed"] == before["failed"] and after["pending"] == before["pending"]

@@ -99,12 +99,15 @@ static PyObject *replay_counts_impl(PyObject *m, const void *args)
     (void)args;
     l2p_replays_counts c;
     l2p_replays_counts_get(&c);
-    return Py_BuildValue("{sKsKsKsK}", "timed", (unsigned long long)c.timed, "skipped",
-                         (unsigned long long)c.skipped, "failed", (unsigned long long)c.failed,
-                         "pending", (unsigned long long)c.pending);
+    return Py_BuildValue("{sKsKsKsKsK}", "timed", (unsigned long long)c.timed, "host",
+                         (unsigned long long)c.host, "skipped", (unsigned long long)c.skipped,
+                         "failed", (unsigned long long)c.failed, "pending",
+                         (unsigned long long)c.pending);
 }
 L2P_DEFINE_FN(replay_counts_fn, l2p_no_args, replay_counts_impl, "replay_counts",
-              "Replays timed, skipped (capturing, pool full), failed (an event call) and "
+              "Replays timed (queued behind earlier GPU work when launched), host (the GPU idle "
+              "at the pair's start, so the pair may time the launch too: logged under "
+              "'host:' + label), skipped (capturing, pool full), failed (an event call) and "
               "pending, over the process.", "dict", L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_replays_fns[] = {&replay_label_fn, &replay_begin_fn, &replay_end_fn,

@@ -110,12 +110,15 @@ class Recorder(Part):
                 raise _NoRecords(f"a block of {b.units} units had no kernel records of the "
                                  f"work seen in the probe")
             out.append(priced[2 * k] if b.counted else None)
+        # a replay whose pair may time the host's launch is priced nowhere (not in mix_ref)
+        host = {k for k, (_s, h) in ReplayEvents.replay_keys(res["by_key"]).items() if h} \
+            if w.timing == "events" else set()
         for k, b in enumerate(done):         # each arm's launch keys (summary's per_key)
             if not b.counted:
                 continue
             sums = w.key_sums.setdefault(b.arm, {})
             for key, (ns, n) in res["by_key"].items():
-                if n[2 * k]:
+                if n[2 * k] and key not in host:
                     s = sums.setdefault(key, [0.0, 0])
                     s[0] += ns[2 * k]
                     s[1] += n[2 * k]
@@ -125,6 +128,11 @@ class Recorder(Part):
 #: Events time the graphs (``timing`` "events") only where the probe's graph-node records were
 #: all of hooked replays: the nodes counted against each timed replay's kernels, within this.
 NODES_COVERED = 0.02
+#: ... and where at most this share of the probe's replays found the GPU idle at their pair's
+#: first event (those pairs may time the host's launch: l2p_replays, not priced)
+HOST_SHARE_MAX = 0.5
+#: the name prefix of such a replay's records (L2P_REPLAYS_HOST)
+HOST_PREFIX = "host:"
 #: ... and the kernel records are off in the blocks (but each arm's landing block) only where
 #: eager kernels took less than this share of the probe's GPU time: theirs are then priced at
 #: the graphs' ratio in those blocks (l2p_live_mix), so their own change goes unseen.
@@ -139,8 +147,12 @@ class ReplayEvents(Part):
     every graph node the probe recorded belongs to a replay they timed (CUPTI's graph id tells
     nodes from eager kernels: a CUPTI of CUDA 12 or newer), and then the kernel records stay
     off in the blocks where eager kernels are a small share, on in each arm's landing block
-    (its windows checked on the nodes). Otherwise the nodes' records time the graphs, as
-    without the flag, and the events stop. Alone only (ranks must agree on what they sum)."""
+    (its windows checked on the nodes). A replay whose GPU was idle at its pair's first event
+    (the pair may time the host's launch too) is logged as "host:replay:...": counted in the
+    mix and the coverage, never priced; where more than :data:`HOST_SHARE_MAX` of the probe's
+    replays were such, or every replay of a graph, the events do not time the graphs.
+    Otherwise the nodes' records time the graphs, as without the flag, and the events stop.
+    Alone only (ranks must agree on what they sum)."""
 
     def __init__(self, w):
         super().__init__(w)
@@ -200,7 +212,7 @@ class ReplayEvents(Part):
         why = self.uncovered(ev)
         if why is None:
             w.timing, w.timing_why = "events", None
-            replay_ns = sum(v[0] for n, v in ev["by_name"].items() if n.startswith("replay:"))
+            replay_ns = self.without_host_pairs(ev)
             total = ev["gpu_ns"][0]
             eager = 1 - replay_ns / total if total > 0 else 1.0
             w.records_off = eager < EAGER_SHARE_MAX
@@ -215,17 +227,61 @@ class ReplayEvents(Part):
         w.timing, w.timing_why = "nodes", why
         return nodes
 
+    @staticmethod
+    def replay_keys(by_key: dict) -> dict:
+        """key -> (signature, host) for each replay record's launch key in ``by_key``: host where
+        the GPU was idle at its pair's first event (l2p_replays: named "host:replay:...", the
+        pair may time the host's launch of the graph too)."""
+        names = _core.activity_keys()
+        out = {}
+        for key in by_key:
+            name = names[key][0] if key < len(names) else ""
+            host = name.startswith(HOST_PREFIX)
+            if host:
+                name = name[len(HOST_PREFIX):]
+            if name.startswith("replay:"):
+                out[key] = (name[len("replay:"):], host)
+        return out
+
+    def without_host_pairs(self, ev: dict) -> float:
+        """The probe's sums (``ev``) as the blocks are priced at: the host-timed replays' keys
+        taken out, each signature's timed key standing for all its replays (its launches and
+        GPU time scaled by all / timed: the program's whole mix, l2p_live_mix), ``gpu_ns``
+        adjusted likewise. Returns the replays' GPU time so counted."""
+        keys = self.replay_keys(ev["by_key"])
+        launches: dict = {}
+        for key, (sig, _host) in keys.items():
+            launches[sig] = launches.get(sig, 0) + ev["by_key"][key][1][0]
+        replay_ns = 0.0
+        for key, (sig, host) in keys.items():
+            ns, n = ev["by_key"].pop(key) if host else ev["by_key"][key]
+            if host:
+                ev["gpu_ns"][0] -= ns[0]
+                continue
+            f = launches[sig] / n[0] if n[0] else 1.0
+            ev["by_key"][key] = ([x * f for x in ns], [x * f for x in n])
+            ev["gpu_ns"][0] += ns[0] * (f - 1)
+            replay_ns += ns[0] * f
+        return replay_ns
+
     def uncovered(self, ev: dict):
         """Why the events cannot time the probe's graphs (None: they can): every graph-node
-        record must be a kernel of a replay the events timed."""
-        replays = {n[len("replay:"):]: 0 for n in ev["by_name"] if n.startswith("replay:")}
+        record must be a kernel of a replay the events timed or counted, and at most
+        :data:`HOST_SHARE_MAX` of the replays may have found the GPU idle."""
+        replays: dict = {}
+        timed: dict = {}
+        for key, (sig, is_host) in self.replay_keys(ev["by_key"]).items():
+            n = ev["by_key"][key][1][0]
+            replays[sig] = replays.get(sig, 0) + n
+            timed[sig] = timed.get(sig, 0) + (0 if is_host else n)
         if not replays:
             return "no replay of a graph the watcher knows was timed in the probe"
-        names = _core.activity_keys()
-        for key, (_ns, n) in ev["by_key"].items():
-            name = names[key][0] if key < len(names) else ""
-            if name.startswith("replay:"):
-                replays[name[len("replay:"):]] += n[0]
+        every, host = sum(replays.values()), sum(replays.values()) - sum(timed.values())
+        untimed = sorted(sig for sig, n in timed.items() if not n)
+        if host > HOST_SHARE_MAX * every or untimed:
+            return (f"the GPU was idle when {host:.0f} of {every:.0f} replays were launched"
+                    + (f" (every replay of {', '.join(untimed)})" if untimed else "")
+                    + ": their event pairs would time the host's launch too")
         kernels = {g.signature: len(g.names) for g in self.w.known.all_graphs()}
         expected = sum(n * kernels.get(sig, 0) for sig, n in replays.items())
         seen = ev["graph_nodes"][0]
