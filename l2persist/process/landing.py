@@ -6,6 +6,11 @@ so the search's other blocks go without). The core judges an arm's blocks
 (``_core.live_landed``): kernels under a window the arm meant, under one it did not (another
 arm's left behind, or the program's own), and meant windows no kernel carried.
 
+The attributes say what each launch was given, not what the hardware applied: a window put on
+PyTorch's executable by ``cudaGraphExecUpdate`` shows in every kernel's attributes and leaves
+the GPU's time unchanged (H200, 88474ae, tools/investigations/exec-update). The switcher sets
+windows by a new instantiation, which does take effect, so the check holds for its windows.
+
 One :class:`Landing` per :class:`~l2persist.process.live.Watcher`; its counts are the owner's
 (``landed_seen``, ``landed_blocks``, ``landed_table``, ``landed_why``).
 """
