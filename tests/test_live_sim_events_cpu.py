@@ -33,6 +33,7 @@ def events(world, monkeypatch):  # noqa: F811
     labels, slots = {}, {}
     world.timed = world.host = world.ended = 0
     world.host_every = 0           # every n-th replay finds the GPU idle (0: none)
+    world.timed_every = 0          # ... or all but every n-th (0: as host_every says)
 
     def replay_label(text):
         return labels.setdefault(text, len(labels))
@@ -51,7 +52,8 @@ def events(world, monkeypatch):  # noqa: F811
             d *= 1 + INFLATION             # the records' own GPU time inside the pair
         text = next(t for t, i in labels.items() if i == label)
         world.ended += 1
-        if world.host_every and world.ended % world.host_every == 0:
+        if (world.host_every and world.ended % world.host_every == 0) or \
+                (world.timed_every and world.ended % world.timed_every):
             d *= 1 + HOST_LAUNCH * ((world.ended * 7919) % 1000) / 1000
             text = "host:" + text
             world.host += 1
@@ -184,12 +186,19 @@ def test_replays_launched_with_the_gpu_idle_are_counted_not_priced(events):
         assert max(s) / min(s) < 1 + INFLATION / 2, (arm, s)
     for sums in w.key_sums.values():
         assert not any(live._core.activity_keys()[k][0].startswith("host:") for k in sums)
+    # nor in a block's kernels or GPU time (the summary's and the report's per-arm figures)
+    done = [b for b in w.blocks if b.by_name]
+    assert done and not any(n.startswith("host:") for b in done for n in b.by_name)
+    assert all(b.gpu_ns == pytest.approx(sum(b.by_name.values())) for b in done)
 
 
-def test_events_are_not_used_where_most_replays_find_the_gpu_idle(events):
-    """Every replay launched with the GPU idle: the pairs would time the host's launch, so the
-    nodes' records time the graphs (the summary's timing says why), and the search decides."""
-    events.gain, events.host_every = 1.25, 1
+@pytest.mark.parametrize("every", [("host_every", 1), ("timed_every", 3)])
+def test_events_are_not_used_where_most_replays_find_the_gpu_idle(events, every):
+    """Every replay launched with the GPU idle, or two in three (the graph timed by the third):
+    the pairs would time the host's launch, so the nodes' records time the graphs (the
+    summary's timing says why), and the search decides."""
+    events.gain = 1.25
+    setattr(events, *every)
     w = _watcher(replay_events=True)
     run_timed_program(events, w)
     assert w.state == "done", w.notes

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "l2p_activity.h"
+#include "l2p_release.h"
 
 enum { SLOT_FREE = 0, SLOT_BEGUN, SLOT_ENDED };
 
@@ -156,15 +157,22 @@ void l2p_replays_end(int slot, cudaStream_t stream)
     pthread_mutex_lock(&lock);
     replay_slot *s = &slots[slot];
     if (s->state == SLOT_BEGUN) {
-        /* Queued: the replay is wholly launched and the GPU has not reached the pair's first
-         * event, so the pair times the GPU's run of it alone. Otherwise the GPU was idle at
-         * the first event, and the pair may time the host's launch of the graph as well
-         * (server_mix, its GPU busy 48 %: blocks 9.7 % apart by events, H200 94f3501). */
-        cudaError_t q = cudaEventQuery(s->first);
-        s->queued = q == cudaErrorNotReady;
-        if (q != cudaSuccess && q != cudaErrorNotReady) forget_error();
-        if (cudaEventRecord(s->second, stream) == cudaSuccess) s->state = SLOT_ENDED;
-        else {
+        cudaError_t q = cudaErrorUnknown;
+        if (cudaEventRecord(s->second, stream) == cudaSuccess) {
+            /* Queued: the whole pair is enqueued (the second event too) and the GPU has not
+             * reached the first, so the pair times the GPU's run of the replay alone.
+             * Otherwise the GPU reached the first event before the launch was done, and the
+             * pair may time the host's launch of the graph as well (server_mix, its GPU busy
+             * 48 %: blocks 9.7 % apart by events, H200 94f3501). Relaxed: in global mode an
+             * event query here would invalidate a capture another thread has open. */
+            int mode = l2p_capture_relax();
+            q = cudaEventQuery(s->first);
+            l2p_capture_restore(mode);
+        }
+        if (q == cudaSuccess || q == cudaErrorNotReady) {
+            s->queued = q == cudaErrorNotReady;
+            s->state = SLOT_ENDED;
+        } else { /* the record or the query refused: the pair goes untimed, counted failed */
             give_back(slot);
             counts.pending--;
             count_untimed(1);

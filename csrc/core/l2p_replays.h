@@ -56,7 +56,11 @@ int l2p_replays_label(const char *label);
  * replay is not timed (counted: skipped or failed). Returns L2P_ERR_VALUE for a bad label
  * only; CUDA's refusals are counted, never returned (the program's replay must go on). */
 l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot);
-/* After the replay: its second event on the same stream. A slot of -1 is ignored. */
+/* After the replay: its second event on the same stream, then whether the GPU has reached the
+ * first yet (asked with the thread's capture mode relaxed): if not, the pair times the GPU's
+ * run alone and is logged under its label; if so, under the label's L2P_REPLAYS_HOST twin.
+ * A refused record or query leaves the replay untimed (counted failed). A slot of -1 is
+ * ignored. */
 void l2p_replays_end(int slot, cudaStream_t stream);
 /* Every ended pair whose second event completed goes into the activity log (one replay record
  * each), named by its label where the replay was queued behind earlier work when launched,

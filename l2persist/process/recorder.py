@@ -96,13 +96,23 @@ class Recorder(Part):
         # each block priced at the probe's mix: the blocks' own mixes do not enter the sample
         priced, shares = _core.live_mix(w.mix_ref, res["by_key"], len(bounds) - 1,
                                         w.mix_units)
+        # a replay whose pair may time the host's launch is priced nowhere (not in mix_ref),
+        # nor counted in a block's GPU time
+        host = {k for k, (_s, h) in ReplayEvents.replay_keys(res["by_key"]).items() if h} \
+            if w.timing == "events" else set()
         out = []
         for k, b in enumerate(done):
-            ns = res["gpu_ns"][2 * k]
+            untimed = sum(res["by_key"][key][0][2 * k] for key in host)
+            ns = res["gpu_ns"][2 * k] - untimed
             b.gpu_ns = ns
-            b.by_name = {name: row[2 * k] for name, row in res["by_name"].items() if row[2 * k]}
+            b.by_name = {name: row[2 * k] for name, row in res["by_name"].items()
+                         if row[2 * k] and not name.startswith(HOST_PREFIX)}
             b.share, b.sample = shares[2 * k], priced[2 * k]
             if not (ns > 0 and priced[2 * k] > 0):
+                if untimed:
+                    raise _NoRecords(f"every replay of a block of {b.units} units was launched "
+                                     f"with the GPU idle, so events could time none of them "
+                                     f"(run without --replay-events)")
                 # No kernel the probe saw ran in a whole block: the records are not arriving
                 # (another tool took CUPTI's activity buffers) or the program's work changed
                 # wholly, so nothing can be judged; stop searching rather than feed the search
@@ -110,9 +120,6 @@ class Recorder(Part):
                 raise _NoRecords(f"a block of {b.units} units had no kernel records of the "
                                  f"work seen in the probe")
             out.append(priced[2 * k] if b.counted else None)
-        # a replay whose pair may time the host's launch is priced nowhere (not in mix_ref)
-        host = {k for k, (_s, h) in ReplayEvents.replay_keys(res["by_key"]).items() if h} \
-            if w.timing == "events" else set()
         for k, b in enumerate(done):         # each arm's launch keys (summary's per_key)
             if not b.counted:
                 continue
@@ -128,8 +135,8 @@ class Recorder(Part):
 #: Events time the graphs (``timing`` "events") only where the probe's graph-node records were
 #: all of hooked replays: the nodes counted against each timed replay's kernels, within this.
 NODES_COVERED = 0.02
-#: ... and where at most this share of the probe's replays found the GPU idle at their pair's
-#: first event (those pairs may time the host's launch: l2p_replays, not priced)
+#: ... and where at most this share of the probe's replays found the GPU past their pair's
+#: first event once launched (those pairs may time the host's launch: l2p_replays, not priced)
 HOST_SHARE_MAX = 0.5
 #: the name prefix of such a replay's records (L2P_REPLAYS_HOST)
 HOST_PREFIX = "host:"
@@ -147,10 +154,11 @@ class ReplayEvents(Part):
     every graph node the probe recorded belongs to a replay they timed (CUPTI's graph id tells
     nodes from eager kernels: a CUPTI of CUDA 12 or newer), and then the kernel records stay
     off in the blocks where eager kernels are a small share, on in each arm's landing block
-    (its windows checked on the nodes). A replay whose GPU was idle at its pair's first event
-    (the pair may time the host's launch too) is logged as "host:replay:...": counted in the
-    mix and the coverage, never priced; where more than :data:`HOST_SHARE_MAX` of the probe's
-    replays were such, or every replay of a graph, the events do not time the graphs.
+    (its windows checked on the nodes). A replay whose pair's first event the GPU had reached
+    once the pair was enqueued (the pair may time the host's launch too) is logged as
+    "host:replay:...": counted in the mix and the coverage, never priced nor counted in a
+    block's GPU time; where more than :data:`HOST_SHARE_MAX` of the probe's replays were such,
+    or every replay of a graph, the events do not time the graphs.
     Otherwise the nodes' records time the graphs, as without the flag, and the events stop.
     Alone only (ranks must agree on what they sum)."""
 
