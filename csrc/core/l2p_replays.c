@@ -16,7 +16,7 @@ typedef struct {
     uint64_t stamp;            /* CUPTI's clock on the host, before `first` was recorded */
     int label;
     int state;                 /* SLOT_* */
-    int queued;                /* the GPU had not reached `first` when the launch returned */
+    int queued;                /* the GPU had not reached `first` once `second` was enqueued */
 } replay_slot;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* program threads replay at once */

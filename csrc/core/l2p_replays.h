@@ -34,16 +34,17 @@ extern "C" {
 /* Pairs pending (begun, not yet harvested) at most: a block of a few hundred replays between
  * harvests, and a probe of a few thousand, fit with room to spare. */
 #define L2P_REPLAYS_SLOTS 16384
-/* The prefix of a label's twin: the name of a replay whose GPU was idle at its pair's first
- * event (the pair may time the host's launch too: l2p_replays_end). */
+/* The prefix of a label's twin: the name of a replay whose pair's first event the GPU had
+ * reached before the pair was wholly enqueued (it may time the host's launch too:
+ * l2p_replays_end). */
 #define L2P_REPLAYS_HOST "host:"
 /* Distinct labels (graph signatures) kept for the process. */
 #define L2P_REPLAYS_LABELS 1024
 
 typedef struct {
     uint64_t timed;    /* replays harvested into the log, queued behind earlier GPU work */
-    uint64_t host;     /* harvested under the label's L2P_REPLAYS_HOST twin: the GPU was idle at
-                        * the pair's first event, so the pair may hold the host's launch */
+    uint64_t host;     /* harvested under the label's L2P_REPLAYS_HOST twin: the GPU had reached
+                        * the first event early, so the pair may hold the host's launch */
     uint64_t skipped;  /* not timed: the stream was capturing, or the pool was full */
     uint64_t failed;   /* an event call failed (the replay went on untimed) */
     uint64_t pending;  /* begun or ended, not yet harvested */
@@ -64,8 +65,9 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot);
 void l2p_replays_end(int slot, cudaStream_t stream);
 /* Every ended pair whose second event completed goes into the activity log (one replay record
  * each), named by its label where the replay was queued behind earlier work when launched,
- * else by the label's L2P_REPLAYS_HOST twin; pairs still running stay. *added: how many went in this call. A pair of a search
- * since abandoned lands before the new search's first block, and no block sums it. */
+ * else by the label's L2P_REPLAYS_HOST twin; pairs still running stay. *added: how many went
+ * in this call. A pair of a search since abandoned lands before the new search's first block,
+ * and no block sums it. */
 void l2p_replays_harvest(size_t *added);
 void l2p_replays_counts_get(l2p_replays_counts *out);
 

@@ -154,10 +154,12 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
                             "events on its stream (+5.7 us a replay of a 250-node graph, "
                             "H200), and keep the kernel records off in the blocks where the "
                             "probe saw little eager work; where events cannot cover the "
-                            "graphs, the nodes' records time them as without it (the "
-                            "summary's timing says which). Not the default: on the zoo's "
-                            "graph programs its intervals came out 1.7 to 7 times wider than "
-                            "the nodes' records' (H200, 94f3501)")
+                            "graphs, or most replays find the GPU idle (their pairs would "
+                            "time the launch too), the nodes' records time them as without it "
+                            "(the summary's timing says which). Not the default: its "
+                            "intervals came out as narrow as the nodes' records' on the "
+                            "request-mix server but 3.9 times wider on 250-node decode graphs "
+                            "(H200, a0a4b97, one run each)")
         p.add_argument("--report", default=None, metavar="PATH",
                        help=f"write an HTML report of {what} here")
         p.add_argument("--json", default=None, metavar="PATH",
