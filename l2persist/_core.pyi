@@ -20,6 +20,7 @@ CUDART_VERSION: int
 KERNELS: tuple[str, ...]
 LOAD_FLAVOURS: tuple[str, ...]
 PLAN_FORMAT: str
+REPLAY_HOST_PREFIX: str
 SINK_MAGIC: int
 STORE_FLAVOURS: tuple[str, ...]
 

@@ -10,6 +10,7 @@
 #include "l2p_kernels.h"
 #include "l2p_memory.h"
 #include "l2p_release.h"
+#include "l2p_replays.h"
 
 int l2p_add_exceptions(PyObject *m, l2p_state *st);
 extern const l2p_fn *const l2p_names_fns[]; /* names.c: kernel names for people */
@@ -192,6 +193,8 @@ static int module_exec(PyObject *m)
     int rc = magic ? PyModule_AddObjectRef(m, "SINK_MAGIC", magic) : -1;
     Py_XDECREF(magic);
     if (rc < 0) return -1;
+    /* the name prefix of a replay whose event pair may hold the host's launch (l2p_replays.h) */
+    if (PyModule_AddStringConstant(m, "REPLAY_HOST_PREFIX", L2P_REPLAYS_HOST) < 0) return -1;
     return PyModule_AddIntConstant(m, "CUDART_VERSION", CUDART_VERSION);
 }
 

@@ -138,8 +138,8 @@ NODES_COVERED = 0.02
 #: ... and where at most this share of the probe's replays found the GPU past their pair's
 #: first event once launched (those pairs may time the host's launch: l2p_replays, not priced)
 HOST_SHARE_MAX = 0.5
-#: the name prefix of such a replay's records (L2P_REPLAYS_HOST)
-HOST_PREFIX = "host:"
+#: the name prefix of such a replay's records (the core's L2P_REPLAYS_HOST)
+HOST_PREFIX = _core.REPLAY_HOST_PREFIX
 #: ... and the kernel records are off in the blocks (but each arm's landing block) only where
 #: eager kernels took less than this share of the probe's GPU time: theirs are then priced at
 #: the graphs' ratio in those blocks (l2p_live_mix), so their own change goes unseen.
