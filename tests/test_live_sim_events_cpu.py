@@ -204,3 +204,18 @@ def test_events_are_not_used_where_most_replays_find_the_gpu_idle(events, every)
     assert w.state == "done", w.notes
     assert w.timing == "nodes" and "idle" in w.timing_why, w.timing_why
     assert w.result["helps"], w.result
+
+
+def test_a_kernel_named_host_keeps_its_time_in_the_blocks(world, monkeypatch):  # noqa: F811
+    """Only the events' "host:replay:" records are left out of a block's kernels: a kernel of
+    the program's own whose name begins "host::" (a C++ namespace) keeps its place and its
+    time, with the nodes' records timing the graph."""
+    import test_live_sim_cpu as sim
+    from test_live_sim_cpu import run_program
+    kernels = [sim.KERNELS[0], (1, "host::k_other", *sim.KERNELS[1][2:])]
+    monkeypatch.setattr(sim, "KERNELS", kernels)
+    w = _watcher()
+    run_program(world, w)
+    assert w.state == "done" and w.timing == "nodes", w.notes
+    done = [b for b in w.blocks if b.by_name]
+    assert done and all(b.by_name.get("host::k_other", 0) > 0 for b in done)

@@ -106,7 +106,7 @@ class Recorder(Part):
             ns = res["gpu_ns"][2 * k] - untimed
             b.gpu_ns = ns
             b.by_name = {name: row[2 * k] for name, row in res["by_name"].items()
-                         if row[2 * k] and not name.startswith(HOST_PREFIX)}
+                         if row[2 * k] and not (host and name.startswith(HOST_REPLAY))}
             b.share, b.sample = shares[2 * k], priced[2 * k]
             if not (ns > 0 and priced[2 * k] > 0):
                 if untimed:
@@ -140,6 +140,7 @@ NODES_COVERED = 0.02
 HOST_SHARE_MAX = 0.5
 #: the name prefix of such a replay's records (the core's L2P_REPLAYS_HOST)
 HOST_PREFIX = _core.REPLAY_HOST_PREFIX
+HOST_REPLAY = HOST_PREFIX + "replay:"   # (a kernel's own name may begin "host::")
 #: ... and the kernel records are off in the blocks (but each arm's landing block) only where
 #: eager kernels took less than this share of the probe's GPU time: theirs are then priced at
 #: the graphs' ratio in those blocks (l2p_live_mix), so their own change goes unseen.
