@@ -49,7 +49,8 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
             "unit": ["replay", SIG], "units_per_block": upb,
             "per_arm": {"0": {"gpu_ms_per_unit": [0.1] * 10, "wall_ms_per_unit": [per_unit] * 10},
                         "1": {"gpu_ms_per_unit": [0.1] * 10, "wall_ms_per_unit": [per_unit] * 10}},
-            "switch_ms": [0.5, 0.6, 0.7, 3.0], "blocks": 20, "arms": arms,
+            "switch_ms": [0.5, 0.6, 0.7, 3.0], "switch_work_ms": [0.2, 0.3, 0.1, 0.4],
+            "blocks": 20, "arms": arms,
             "graphs": [{"signature": SIG, "kernels": 9, "replays": 9000}],
             "result": {"done": 1, "decided": int(decided), "winner": winner if helps else -1,
                        "helps": int(helps), "baseline": baseline, "speedup": speedup,
@@ -125,6 +126,7 @@ def test_record_from_outputs():
     assert r["vs_grid"] == pytest.approx(1.048 / 1.05)
     assert r["grid_best_arm"] == live.describe_arm(arms_doc()[3])
     assert r["switch_ms_median"] == pytest.approx(0.65) and r["switch_ms_max"] == 3.0
+    assert r["switch_work_ms_median"] == pytest.approx(0.25)
     assert r["switches"] == 4 and r["arms"] == 6 and r["graphs"] == 1 and r["unit"] == "replay"
     assert r["advise_overhead"] == pytest.approx(1.05)
     assert r["apply_overhead"] == pytest.approx(1.005)
@@ -337,6 +339,7 @@ def test_findings_tables_and_plots(tmp_path):
     res = synthetic(recs)
     assert len(res.notes) == 2 and res.notes[0].startswith("server: advise says helps")
     assert "bars met: 6 of 6" in res.notes[0] and "bars met: 5 of 6" in res.notes[1]
+    assert "switch 0.65 ms median, 3.00 ms max; its own work 0.25 ms median" in res.notes[0]
     assert "watching added 1.20% to the wall time while searching (20% of its units " \
            "recorded, recording +5.0% per unit)" in res.notes[0]
     t = live.bar_table(res)

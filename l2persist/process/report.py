@@ -38,6 +38,23 @@ def _med(v):
     return statistics.median(v) if v else float("nan")
 
 
+def switch_said(r: dict, capital: bool = False) -> str:
+    """A switch's time, and apart from it its own work: from the block's end to the next arm
+    installed, a switch waits for the GPU to finish the block's queued work first (a
+    synchronization the program's own next one would have made), so the whole is mostly that
+    wait on a program that keeps its queue full (decode_big, H200 a0a4b97: 10.6 ms median, its
+    own work 0.48 ms); the work after it, with the GPU idle, is what the switch costs. The
+    graphs readied before the synchronization are said apart (the "graphs readied" line)."""
+    sw = r.get("switch_ms") or []
+    work = r.get("switch_work_ms") or []
+    said = (f"{'S' if capital else 's'}witching {_med(sw):.2f} ms median, "
+            f"{max(sw) if sw else float('nan'):.2f} ms max")
+    if work:
+        said += (f" (its own work {_med(work):.2f} ms median, {max(work):.2f} ms max; the "
+                 f"rest is the GPU finishing the block's queued work)")
+    return said
+
+
 def verdict_line(r: dict) -> str:
     res = r["result"]
     mode = r["mode"]
@@ -235,10 +252,8 @@ def summary_text(r: dict) -> str:
         if d:
             lines.append(_arm_line(label, d))
     lines += per_key_lines(r)
-    sw = r.get("switch_ms") or []
     lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
-                 f"in {r.get('search_s', 0):.1f} s; switching {_med(sw):.2f} ms median, "
-                 f"{max(sw) if sw else float('nan'):.2f} ms max")
+                 f"in {r.get('search_s', 0):.1f} s; {switch_said(r)}")
     w = r.get("watching") or {}
     if w.get("added_share") is not None:
         lines.append(f"  pace: {100 * w['recorded_share']:.0f} % of the search's units "
@@ -423,7 +438,6 @@ def write_report(r: dict, path: str) -> None:
     graphs = "".join(f"<tr><td><code>{g['signature']}</code></td><td>{g['kernels']}</td>"
                      f"<td>{g['replays']}</td></tr>" for g in r.get("graphs", []))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.get("notes", [])) or "<li>none</li>"
-    sw = r.get("switch_ms") or []
     gated = r.get("calls_unhooked") or (r.get("watching") or {}).get("rests_unhooked")
     replays_head = "replays seen (with the call hooks on)" if gated else "replays"
     doc = f"""<!DOCTYPE html>
@@ -437,8 +451,7 @@ svg{{display:block;margin:1.2em 0}}h2{{margin-top:1.4em}}code{{white-space:nowra
 {''.join(f'<p id="wall">{html.escape(x.strip())}</p>' for x in busy_lines(r))}
 <p>Unit of work: {html.escape(' '.join(map(str, r.get('unit') or [])))}; {r['units_per_block']}
 units per block; {res['search_blocks']} search and {res['confirm_blocks']} confirmation blocks in
-{r.get('search_s', 0):.1f} s. Switching an arm took {_med(sw):.2f} ms (median),
-{max(sw) if sw else float('nan'):.2f} ms at most. GPU time is the sum of the program's kernel
+{r.get('search_s', 0):.1f} s. {html.escape(switch_said(r, capital=True))}. GPU time is the sum of the program's kernel
 durations from CUDA's activity records; the bars show each arm's median over its blocks with
 the interquartile range.</p>
 {_bars_svg(rows, bars_title, 'ms')}

@@ -572,6 +572,9 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
     v = _speed(vres)
     v_speed = v["speedup"]
     switch = [x for x in summ.get("switch_ms") or [] if x is not None]
+    # the switch's own work, after the synchronization's wait for the block's queued work
+    # (process/report.switch_said): the figure the switching bar is about
+    work = [x for x in summ.get("switch_work_ms") or [] if x is not None]
     plain_wall = _median([r.get("wall_s") for r in plain])
     plain_rate = _median([rate_of(r) for r in plain])
     apply_wall = _median([r.get("wall_s") for r in applied])
@@ -601,6 +604,7 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "arms": len(summ.get("arms") or []), "graphs": len(summ.get("graphs") or []),
         "switches": len(switch), "switch_ms_median": _median(switch),
         "switch_ms_max": max(switch) if switch else None,
+        "switch_work_ms_median": _median(work),
         "advise_digest_same": same(advise), "advise_wall_s": (advise or {}).get("wall_s"),
         "advise_rate": rate_of(advise),
         "advise_overhead": _ratio((advise or {}).get("wall_s"), plain_wall),
@@ -742,7 +746,8 @@ def bars(res) -> list:
 
 COLUMNS = [("program", "program"), ("iters", "iters"), ("verdict", "verdict"),
            ("plan", "plan"), ("advise_speedup", "advise"), ("advice_s", "advice s"),
-           ("switch_ms_median", "switch ms"), ("watch_added", "watching added"),
+           ("switch_ms_median", "switch ms"), ("switch_work_ms_median", "its own work ms"),
+           ("watch_added", "watching added"),
            ("observing_share", "observing (+ hooks)"), ("exploring_share", "arms' cost"),
            ("verify_speedup", "verify"),
            ("verify_rc", "verify rc"), ("grid_points", "grid plans"),
@@ -753,6 +758,12 @@ COLUMNS = [("program", "program"), ("iters", "iters"), ("verdict", "verdict"),
 
 def _f(x, fmt="{:.3f}"):
     return "-" if x is None else fmt.format(x)
+
+
+def _switch_work_text(r: dict) -> str:
+    w = r.get("switch_work_ms_median")
+    return "" if w is None else f"; its own work {_f(w, '{:.2f}')} ms median, the rest the " \
+        "GPU finishing the block's queued work"
 
 
 def _watching_text(r: dict) -> str:
@@ -802,7 +813,8 @@ def findings(res) -> list:
             f"{_f(r.get('advice_s'), '{:.1f}')} s of traffic ({r.get('search_blocks')} search + "
             f"{r.get('confirm_blocks')} confirmation blocks over {r['arms']} arms; switch "
             f"{_f(r.get('switch_ms_median'), '{:.2f}')} ms median, "
-            f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max){_watching_text(r)}; verify in a "
+            f"{_f(r.get('switch_ms_max'), '{:.2f}')} ms max{_switch_work_text(r)})"
+            f"{_watching_text(r)}; verify in a "
             f"fresh process "
             f"{checked} (exit {r.get('verify_rc')}); the grid's best of "
             f"{r['grid_points']} plans {_f(r.get('grid_best'))}x ({r.get('grid_best_arm')}); "
