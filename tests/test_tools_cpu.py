@@ -465,6 +465,28 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     assert op.command("clock", "eager_implicit", 5, "o.json")[2:4] == ["--child", "clock"]
 
 
+def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(monkeypatch):
+    """The *_late modes begin their part at the program's first CUDAGraph.replay (after a
+    program that captures first made its graphs): once, before that replay, and the class's
+    own replay is back from then on (a fake torch: no GPU)."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    calls = []
+
+    class Graph:
+        def replay(self, n):
+            calls.append(("replay", n))
+            return n
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(CUDAGraph=Graph))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    own = Graph.replay
+    op._at_first_replay(lambda: calls.append("part"))
+    assert Graph.replay is not own
+    g = Graph()
+    assert g.replay(1) == 1 and g.replay(2) == 2
+    assert calls == ["part", ("replay", 1), ("replay", 2)]
+    assert Graph.replay is own
+
+
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
     """The child sets its mode's part up (here the clock thread: no GPU needed) and runs the
     program as __main__ with the program's own arguments; an unknown mode is refused."""
