@@ -339,7 +339,8 @@ def test_findings_tables_and_plots(tmp_path):
     res = synthetic(recs)
     assert len(res.notes) == 2 and res.notes[0].startswith("server: advise says helps")
     assert "bars met: 6 of 6" in res.notes[0] and "bars met: 5 of 6" in res.notes[1]
-    assert "switch 0.65 ms median, 3.00 ms max; its own work 0.25 ms median" in res.notes[0]
+    assert "switch 0.65 ms median, 3.00 ms max; its own work after the synchronization 0.25 " \
+           "ms median (before it: the readying ahead" in res.notes[0]
     assert "watching added 1.20% to the wall time while searching (20% of its units " \
            "recorded, recording +5.0% per unit)" in res.notes[0]
     t = live.bar_table(res)

@@ -465,10 +465,12 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     assert op.command("clock", "eager_implicit", 5, "o.json")[2:4] == ["--child", "clock"]
 
 
-def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(monkeypatch):
+def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(monkeypatch,
+                                                                               capsys):
     """The *_late modes begin their part at the program's first CUDAGraph.replay (after a
     program that captures first made its graphs): once, before that replay, and the class's
-    own replay is back from then on (a fake torch: no GPU)."""
+    own replay is back from then on (a fake torch: no GPU). The set-up falls inside the
+    program's loop: it is timed and printed, and the loop is read less it."""
     op = tool_script.load("tools/investigations/observing-parts")
     calls = []
 
@@ -485,6 +487,12 @@ def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(m
     assert g.replay(1) == 1 and g.replay(2) == 2
     assert calls == ["part", ("replay", 1), ("replay", 2)]
     assert Graph.replay is own
+    err = capsys.readouterr().err
+    assert len(re.findall(r"^late setup: [0-9.]+ s$", err, re.M)) == 1, err
+    assert op.loop_s("late setup: 0.250000 s\nloop: 5 iterations in 6.5 s\n") == \
+        pytest.approx(6.25)
+    assert op.loop_s("loop: 5 iterations in 6.5 s\n") == pytest.approx(6.5)
+    assert op.loop_s("boom") is None
 
 
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):

@@ -39,20 +39,28 @@ def _med(v):
 
 
 def switch_said(r: dict, capital: bool = False) -> str:
-    """A switch's time, and apart from it its own work: from the block's end to the next arm
-    installed, a switch waits for the GPU to finish the block's queued work first (a
-    synchronization the program's own next one would have made), so the whole is mostly that
-    wait on a program that keeps its queue full (decode_big, H200 a0a4b97: 10.6 ms median, its
-    own work 0.48 ms); the work after it, with the GPU idle, is what the switch costs. The
-    graphs readied before the synchronization are said apart (the "graphs readied" line)."""
+    """A switch's time, and apart from it its own work. A switch is timed from the block's end
+    to the next arm installed: first the next arm's graphs readied where the core knows that
+    arm (Search.ready_ahead), then a synchronization that waits for the GPU to finish the
+    block's queued work (which the program's own next one would have waited for too), then
+    its own work with the GPU idle. On a program that keeps its queue full the whole is mostly
+    the wait (decode_big, H200 a0a4b97: 10.6 ms median, its own work 0.48 ms); where the queue
+    is short the readying is paid with the GPU idle too (server_mix: 2.8 ms readied, 2 of 48
+    while the GPU still ran the block), so the readying is said with its count."""
     sw = r.get("switch_ms") or []
     work = r.get("switch_work_ms") or []
     said = (f"{'S' if capital else 's'}witching {_med(sw):.2f} ms median, "
             f"{max(sw) if sw else float('nan'):.2f} ms max")
-    if work:
-        said += (f" (its own work {_med(work):.2f} ms median, {max(work):.2f} ms max; the "
-                 f"rest is the GPU finishing the block's queued work)")
-    return said
+    if not work:
+        return said
+    w = r.get("watching") or {}
+    said += (f" (its own work after the synchronization {_med(work):.2f} ms median, "
+             f"{max(work):.2f} ms max; before it, the wait for the block's queued work")
+    if w.get("ahead"):
+        said += (f" and, at {w['ahead']} switches, the next arm's graphs readied "
+                 f"({w.get('ahead_ms_median') or 0:.2f} ms median, "
+                 f"{w.get('ahead_hidden', 0)} of them while the GPU still ran the block)")
+    return said + ")"
 
 
 def verdict_line(r: dict) -> str:

@@ -572,8 +572,8 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
     v = _speed(vres)
     v_speed = v["speedup"]
     switch = [x for x in summ.get("switch_ms") or [] if x is not None]
-    # the switch's own work, after the synchronization's wait for the block's queued work
-    # (process/report.switch_said): the figure the switching bar is about
+    # the switch's own work after the synchronization (process/report.switch_said): a
+    # switch's time less the next arm's graphs readied and the wait for the block's queue
     work = [x for x in summ.get("switch_work_ms") or [] if x is not None]
     plain_wall = _median([r.get("wall_s") for r in plain])
     plain_rate = _median([rate_of(r) for r in plain])
@@ -762,8 +762,9 @@ def _f(x, fmt="{:.3f}"):
 
 def _switch_work_text(r: dict) -> str:
     w = r.get("switch_work_ms_median")
-    return "" if w is None else f"; its own work {_f(w, '{:.2f}')} ms median, the rest the " \
-        "GPU finishing the block's queued work"
+    return "" if w is None else f"; its own work after the synchronization " \
+        f"{_f(w, '{:.2f}')} ms median (before it: the readying ahead and the wait for the " \
+        "block's queued work)"
 
 
 def _watching_text(r: dict) -> str:
