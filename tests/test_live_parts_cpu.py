@@ -925,8 +925,9 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
     monkeypatch.setattr(launches, "_core", _ns(
         _launch_log_begin=lambda dev: calls.append(("begin", dev)),
         _launch_log_take=lambda out, discard=False: calls.append(("take", discard))))
-    w = _ns(o=_ns(device=3), logging=False, notes=[],
-            gate=_ns(release=lambda: calls.append("release")))
+    w = _ns(o=_ns(device=3, mode="advise"), logging=False, notes=[], clock_tracking=None,
+            gate=_ns(release=lambda: calls.append("release"),
+                     begin_tracking=lambda without: calls.append("track")))
     part = launches.Launches(w)
     assert part.begin() and w.logging
     part.stop()
@@ -934,6 +935,15 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
     assert calls == ["release", ("begin", 3), "release", ("take", True)]
     part.stop()                                              # not logging: nothing asked
     assert len(calls) == 4
+    # apply (no clock): captures counted from before the log attaches CUPTI, once
+    calls.clear()
+    w.o.mode = "apply"
+    assert part.begin()
+    assert calls == ["release", "track", ("begin", 3)]
+    part.stop()
+    w.clock_tracking = True
+    calls.clear()
+    assert part.begin() and calls == ["release", ("begin", 3)]
 
 
 # ---- PyTorch's hooks (process/torch.py, for the bootstrap and window_captures alike) -----------

@@ -600,12 +600,11 @@ def test_an_eager_kernel_gets_a_stream_window_the_world_rewards(world, tmp_path)
     assert world.stream_win[0] is None
 
 
-@pytest.mark.host_timed
-def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_path,
-                                                                     monkeypatch):
-    """apply with a stream window in its plan: the program's calls are watched only until a
-    logged launch matched it; the window is then set on that launch's stream (no capture open),
-    the log is off and the call hooks come off; restore puts the stream's window back."""
+def _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0):
+    """advise on the eager program, then apply of its plan in a fresh watcher (the defaults:
+    apply waits APPLY_WARMUP_S), the core's capture tracking and CUPTI's release faked:
+    ``begun`` captures counted. Returns the apply watcher, the faked calls, the plan, apply's
+    start and its unhookings."""
     import json
     world.eager_gain = 1.25
     w = _watcher()
@@ -615,16 +614,34 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     world.stream_win.clear()
+    calls, unhooked = [], []
+    core = live._core
+    monkeypatch.setattr(core, "capture_watch_begin",
+                        lambda device=None: calls.append(("track", world.logging)))
+    monkeypatch.setattr(core, "capture_watch_end", lambda: calls.append("untrack"))
+    monkeypatch.setattr(core, "_capture_counts", lambda: {"begun": begun, "unmatched": 0})
+    monkeypatch.setattr(core, "cupti_release",
+                        lambda: calls.append("release") or ("releasing", None))
     monkeypatch.setattr(launches, "APPLY_LOG_S", 0.005)
-    a = live.Watcher(live.Options(mode="apply"))     # the defaults: apply waits APPLY_WARMUP_S
+    a = live.Watcher(live.Options(mode="apply"))
     t0 = time.perf_counter()
     a.load_plan(str(path))
     assert a.wants_calls()
-    unhooked = []
     a.unhook_calls = lambda: unhooked.append(True) or []
     a.device = l2persist.Device(0)
     _eager_program(world, a, calls=2_000_000)
-    assert a.apply_log.get("over") and unhooked == [True], a.notes
+    assert a.apply_log.get("over"), a.notes
+    return a, calls, plan, t0, unhooked
+
+
+@pytest.mark.host_timed
+def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_path,
+                                                                     monkeypatch):
+    """apply with a stream window in its plan: the program's calls are watched only until a
+    logged launch matched it; the window is then set on that launch's stream (no capture open),
+    the log is off and the call hooks come off; restore puts the stream's window back."""
+    a, _calls, plan, t0, unhooked = _apply_with_a_stream_window(world, tmp_path, monkeypatch)
+    assert unhooked == [True], a.notes
     # matched within a short program's life: not after advise's 2 s warm-up
     assert time.perf_counter() - t0 < live.APPLY_WARMUP_S + 1.0
     assert not world.logging
@@ -634,6 +651,34 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
         a.plan_doc["windows"][0]["_applied"] == 1
     a.restore()
     assert world.stream_win[0] is None
+
+
+@pytest.mark.host_timed
+def test_apply_lets_cupti_go_once_its_stream_windows_matched(world, tmp_path, monkeypatch):
+    """apply's launch log attaches CUPTI, which costs each launch for the program's life.
+    Captures are counted from before the log (tracking begun while not logging yet); once
+    the windows matched, tracking ends and CUPTI is let go where no capture began, as advise
+    does once decided (clock.SwitchGate.release_cupti); apply's report says so."""
+    from l2persist.process import bootstrap
+    a, calls, *_ = _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0)
+    assert calls[0] == ("track", False), calls
+    assert calls[-2:] == ["untrack", "release"], calls
+    assert a.cupti_release == ("releasing", None)
+    assert "CUPTI let go once the stream windows matched" in bootstrap.apply_report(a)
+    a.restore()
+
+
+@pytest.mark.host_timed
+def test_apply_keeps_cupti_where_a_capture_began_while_it_was_attached(world, tmp_path,
+                                                                        monkeypatch):
+    """A capture counted while the log ran: its graph would fail once CUPTI went (161093c),
+    so CUPTI stays, and apply's report says why."""
+    from l2persist.process import bootstrap
+    a, calls, *_ = _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=1)
+    assert "untrack" in calls and "release" not in calls, calls
+    assert a.cupti_release[0] == "held" and "graph" in a.cupti_release[1], a.cupti_release
+    assert "CUPTI stays attached after the launch log" in bootstrap.apply_report(a)
+    a.restore()
 
 
 @pytest.mark.parametrize("stream,said", [(0x5EED, "stream(s) the program made itself"),

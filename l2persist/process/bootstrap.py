@@ -207,7 +207,23 @@ def apply_report(w) -> str:
                      ", ".join(e["graph"] for e in missed[:5]))
     if getattr(w, "restored", None) is not None:
         lines.append(f"  set-aside put back to {w.restored} bytes, as the program found it")
+    lines += _cupti_lines(getattr(w, "cupti_release", None))
     return "\n".join(lines)
+
+
+def _cupti_lines(asked) -> list:
+    """Whether CUPTI, attached for the launch log, was let go once the stream windows
+    matched (launches.Launches.apply_over); nothing where the log never ran."""
+    if asked is None:
+        return []
+    state, why = asked
+    if state == "held":
+        return [f"  CUPTI stays attached after the launch log ({why}): it costs each launch "
+                f"a little for the rest of the program"]
+    if state == "withdrawn":
+        return [f"  CUPTI stayed attached: {why}"]
+    return ["  CUPTI let go once the stream windows matched (no capture began while it was "
+            "attached)"]
 
 
 def _chain_sigterm():

@@ -291,6 +291,19 @@ class SwitchGate(Part):
         except Exception:
             pass
 
+    def begin_tracking(self, without: str) -> bool:
+        """The core's capture count on (CUDA's callbacks: every capture begun from here, by
+        whoever); where CUPTI refuses (another subscriber, a profiler; no CUPTI), a note
+        saying so and ``without``, what the watcher does instead."""
+        w = self.w
+        try:
+            _core.capture_watch_begin(w.o.device)
+            w.clock_tracking = True
+        except Exception as e:
+            w.clock_tracking = False
+            w.notes.append(f"captures are not tracked here ({e}): {without}")
+        return w.clock_tracking
+
     def armed(self) -> bool:
         """Whether the clock may act: the program has loaded CUDA's driver itself (asked
         without loading it: a CUDA call of ours before the program's would read
@@ -303,13 +316,7 @@ class SwitchGate(Part):
         if w.clock_tracking is None:
             if not _driver_loaded():
                 return False
-            try:
-                _core.capture_watch_begin(w.o.device)
-                w.clock_tracking = True
-            except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
-                w.clock_tracking = False
-                w.notes.append(f"captures are not tracked here ({e}): the watcher switches "
-                               f"only at the program's own calls")
+            self.begin_tracking("the watcher switches only at the program's own calls")
         if not w.clock_tracking:
             return False
         return w.state != "idle" or self.context_made()

@@ -33,12 +33,22 @@ class Launches(Part):
         callback for that lock. Whatever this call switches after it asks again."""
         w = self.w
         w.gate.release()
+        if w.o.mode == "apply" and w.clock_tracking is None:
+            self.track_captures()
         try:
             _core._launch_log_begin(w.o.device)
             w.logging = True
         except Exception as e:     # another CUPTI subscriber (a profiler), no CUPTI
             w.notes.append(f"eager launches not logged (no stream windows): {e}")
         return w.logging
+
+    def track_captures(self):
+        """apply runs no clock, so nothing counts captures for it; its launch log attaches
+        CUPTI. Captures are counted from just before (the core's capture tracking), so that
+        once the stream windows matched CUPTI can be let go where no capture began while it
+        was attached (SwitchGate.graphs_under_cupti: replays of graphs made under CUPTI fail
+        once it is finalized). Attached it costs every launch for the program's life."""
+        self.w.gate.begin_tracking("CUPTI stays attached after the launch log")
 
     def take(self) -> list:
         """Stop the log; the recurring eager launches it saw, grouped (streams.launch_groups)."""
@@ -107,8 +117,11 @@ class Launches(Part):
         w.apply_log["over"] = True
         self.stop()
         w._unhook()
-        # CUPTI stays attached after the log: apply runs no clock, so captures are not tracked
-        # and a graph made under CUPTI would fail once it went (clock.SwitchGate.release_cupti)
+        # CUPTI let go where no capture began while it was attached (track_captures); kept
+        # where one did, where captures were not counted, or under the program's profiler
+        # (clock.SwitchGate.release_cupti)
+        if w.clock_tracking is not None:
+            w.gate.end_tracking(release=True)
 
     def from_log(self):
         """The probe's eager launches: those on streams known to live become places for
