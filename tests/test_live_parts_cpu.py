@@ -861,6 +861,22 @@ def test_replay_events_only_where_asked(monkeypatch, cmd, argv, want):
     assert live.Options.from_env({}).replay_events is False and not live.Options().replay_events
 
 
+@pytest.mark.parametrize("argv, want", [(["plan.json"], None),
+                                         (["plan.json", "--release-cupti"], "1")])
+def test_apply_release_cupti_only_where_asked(monkeypatch, argv, want):
+    """apply keeps CUPTI after its launch log unless --release-cupti asks (experimental: not
+    yet run on a GPU); advise and verify have no such flag (they let it go once decided)."""
+    import l2persist.cli.live as cli_live
+    monkeypatch.delenv("L2PERSIST_APPLY_RELEASE", raising=False)
+    args = cli_live._parser("apply", True, False).parse_args(argv)
+    env = cli_live._env(args, "apply", "r.json")
+    assert env.get("L2PERSIST_APPLY_RELEASE") == want
+    assert live.Options.from_env(env).apply_release is (want == "1")
+    assert not live.Options().apply_release
+    with pytest.raises(SystemExit):
+        cli_live._parser("advise", False, True).parse_args(["--release-cupti"])
+
+
 def test_replay_events_do_not_start_without_pytorch(monkeypatch):
     """A program that never loaded PyTorch (CuPy, Triton, JAX) has no hooked replay: the
     events stay off and the summary says why, with nothing patched."""
@@ -925,7 +941,8 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
     monkeypatch.setattr(launches, "_core", _ns(
         _launch_log_begin=lambda dev: calls.append(("begin", dev)),
         _launch_log_take=lambda out, discard=False: calls.append(("take", discard))))
-    w = _ns(o=_ns(device=3, mode="advise"), logging=False, notes=[], clock_tracking=None,
+    w = _ns(o=_ns(device=3, mode="advise", apply_release=True), logging=False, notes=[],
+            clock_tracking=None,
             gate=_ns(release=lambda: calls.append("release"),
                      begin_tracking=lambda without: calls.append("track")))
     part = launches.Launches(w)
@@ -935,9 +952,15 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
     assert calls == ["release", ("begin", 3), "release", ("take", True)]
     part.stop()                                              # not logging: nothing asked
     assert len(calls) == 4
-    # apply (no clock): captures counted from before the log attaches CUPTI, once
+    # apply (no clock): captures counted from before the log attaches CUPTI, once, where
+    # --release-cupti asked for it (experimental)
     calls.clear()
     w.o.mode = "apply"
+    w.o.apply_release = False
+    assert part.begin() and calls == ["release", ("begin", 3)]
+    part.stop()
+    calls.clear()
+    w.o.apply_release = True
     assert part.begin()
     assert calls == ["release", "track", ("begin", 3)]
     part.stop()

@@ -600,10 +600,10 @@ def test_an_eager_kernel_gets_a_stream_window_the_world_rewards(world, tmp_path)
     assert world.stream_win[0] is None
 
 
-def _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0):
+def _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0, release=True):
     """advise on the eager program, then apply of its plan in a fresh watcher (the defaults:
     apply waits APPLY_WARMUP_S), the core's capture tracking and CUPTI's release faked:
-    ``begun`` captures counted. Returns the apply watcher, the faked calls, the plan, apply's
+    ``begun`` captures counted; ``release``: apply --release-cupti. Returns the apply watcher, the faked calls, the plan, apply's
     start and its unhookings."""
     import json
     world.eager_gain = 1.25
@@ -623,7 +623,7 @@ def _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0):
     monkeypatch.setattr(core, "cupti_release",
                         lambda: calls.append("release") or ("releasing", None))
     monkeypatch.setattr(launches, "APPLY_LOG_S", 0.005)
-    a = live.Watcher(live.Options(mode="apply"))
+    a = live.Watcher(live.Options(mode="apply", apply_release=release))
     t0 = time.perf_counter()
     a.load_plan(str(path))
     assert a.wants_calls()
@@ -640,8 +640,11 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
     """apply with a stream window in its plan: the program's calls are watched only until a
     logged launch matched it; the window is then set on that launch's stream (no capture open),
     the log is off and the call hooks come off; restore puts the stream's window back."""
-    a, _calls, plan, t0, unhooked = _apply_with_a_stream_window(world, tmp_path, monkeypatch)
+    a, calls, plan, t0, unhooked = _apply_with_a_stream_window(world, tmp_path, monkeypatch,
+                                                                release=False)
     assert unhooked == [True], a.notes
+    # without --release-cupti (experimental) apply counts no captures and keeps CUPTI
+    assert calls == [] and a.cupti_release is None, calls
     # matched within a short program's life: not after advise's 2 s warm-up
     assert time.perf_counter() - t0 < live.APPLY_WARMUP_S + 1.0
     assert not world.logging
@@ -656,9 +659,10 @@ def test_apply_sets_a_plans_stream_window_once_matched_then_unhooks(world, tmp_p
 @pytest.mark.host_timed
 def test_apply_lets_cupti_go_once_its_stream_windows_matched(world, tmp_path, monkeypatch):
     """apply's launch log attaches CUPTI, which costs each launch for the program's life.
-    Captures are counted from before the log (tracking begun while not logging yet); once
-    the windows matched, tracking ends and CUPTI is let go where no capture began, as advise
-    does once decided (clock.SwitchGate.release_cupti); apply's report says so."""
+    With --release-cupti (experimental) captures are counted from before the log (tracking
+    begun while not logging yet); once the windows matched, tracking ends and CUPTI is let go
+    where no capture began, as advise does once decided (clock.SwitchGate.release_cupti);
+    apply's report says so."""
     from l2persist.process import bootstrap
     a, calls, *_ = _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0)
     assert calls[0] == ("track", False), calls

@@ -178,6 +178,13 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--exit-after", action="store_true",
                        help="end the program once decided (else it runs on under the better "
                             "baseline)")
+    if prog == "apply":
+        p.add_argument("--release-cupti", action="store_true",
+                       help="experimental: where the plan has stream windows, count captures "
+                            "from before the launch log that matches them attaches CUPTI, "
+                            "and let CUPTI go once they matched where none began (attached, "
+                            "it costs every launch for the program's life); not yet run on "
+                            "a GPU, so not the default")
     return p
 
 
@@ -265,6 +272,8 @@ def _env(args, mode: str, result: str) -> dict:
         env["L2PERSIST_REPLAY_EVENTS"] = "1"
     if getattr(args, "placebo", False):
         env["L2PERSIST_PLACEBO"] = "1"
+    if getattr(args, "release_cupti", False):
+        env["L2PERSIST_APPLY_RELEASE"] = "1"
     return env
 
 

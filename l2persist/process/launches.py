@@ -33,7 +33,8 @@ class Launches(Part):
         callback for that lock. Whatever this call switches after it asks again."""
         w = self.w
         w.gate.release()
-        if w.o.mode == "apply" and w.clock_tracking is None:
+        if w.o.mode == "apply" and w.o.apply_release and \
+                w.clock_tracking is None:
             self.track_captures()
         try:
             _core._launch_log_begin(w.o.device)
@@ -43,11 +44,13 @@ class Launches(Part):
         return w.logging
 
     def track_captures(self):
-        """apply runs no clock, so nothing counts captures for it; its launch log attaches
-        CUPTI. Captures are counted from just before (the core's capture tracking), so that
-        once the stream windows matched CUPTI can be let go where no capture began while it
-        was attached (SwitchGate.graphs_under_cupti: replays of graphs made under CUPTI fail
-        once it is finalized). Attached it costs every launch for the program's life."""
+        """apply --release-cupti (experimental: not yet run on a GPU). apply runs no clock, so
+        nothing counts captures for it; its launch log attaches CUPTI. Captures are counted
+        from just before (the core's capture tracking), so that once the stream windows
+        matched CUPTI can be let go where no capture began while it was attached
+        (SwitchGate.graphs_under_cupti: replays of graphs made under CUPTI fail once it is
+        finalized). Attached it costs every launch for the program's life; without the flag
+        it stays, as before."""
         self.w.gate.begin_tracking("CUPTI stays attached after the launch log")
 
     def take(self) -> list:
@@ -117,9 +120,10 @@ class Launches(Part):
         w.apply_log["over"] = True
         self.stop()
         w._unhook()
-        # CUPTI let go where no capture began while it was attached (track_captures); kept
-        # where one did, where captures were not counted, or under the program's profiler
-        # (clock.SwitchGate.release_cupti)
+        # --release-cupti: CUPTI let go where no capture began while it was attached
+        # (track_captures); kept where one did, where captures were not counted, or under the
+        # program's profiler (clock.SwitchGate.release_cupti). Without it CUPTI stays, as
+        # before: apply counts no captures then
         if w.clock_tracking is not None:
             w.gate.end_tracking(release=True)
 

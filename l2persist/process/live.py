@@ -73,6 +73,8 @@ class Options:
                                    # after it, as before (tools/investigations/zoo-advise)
     placebo: bool = False          # advise --placebo: arms installed with no effect (what
                                    # observing costs, timed against a plain run)
+    apply_release: bool = False    # apply --release-cupti (experimental): CUPTI let go once
+                                   # the stream windows matched (process/launches.py)
     result: str | None = None      # where the child writes its result (JSON)
     plan: str | None = None        # verify / apply: the plan document
     device: int = 0
@@ -97,6 +99,7 @@ class Options:
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
         o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
+        o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
         o.world = int(env.get("WORLD_SIZE", "1") or 1)
