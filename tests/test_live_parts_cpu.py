@@ -942,7 +942,7 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
         _launch_log_begin=lambda dev: calls.append(("begin", dev)),
         _launch_log_take=lambda out, discard=False: calls.append(("take", discard))))
     w = _ns(o=_ns(device=3, mode="advise", apply_release=True), logging=False, notes=[],
-            clock_tracking=None,
+            clock_tracking=None, tracking_ended=False, cupti_release=None,
             gate=_ns(release=lambda: calls.append("release"),
                      begin_tracking=lambda without: calls.append("track")))
     part = launches.Launches(w)
@@ -967,6 +967,15 @@ def test_launches_log_is_taken_outside_the_switch_lock(monkeypatch):
     w.clock_tracking = True
     calls.clear()
     assert part.begin() and calls == ["release", ("begin", 3)]
+    part.stop()
+    # stopped (a failure ended tracking) or let go already: tracking never begins again
+    for stopped in ({"tracking_ended": True}, {"cupti_release": ("releasing", None)}):
+        w.clock_tracking, w.tracking_ended, w.cupti_release = None, False, None
+        w.__dict__.update(stopped)
+        calls.clear()
+        part.begin()
+        assert "track" not in calls, stopped
+        part.stop()
 
 
 # ---- PyTorch's hooks (process/torch.py, for the bootstrap and window_captures alike) -----------
@@ -1654,7 +1663,8 @@ def _ending_owner(calls, **kw):
     o = _ns(lock=threading.RLock(), rest_timer=None, clock=None, state="search", blocks=[],
             recorded=0, units_now=0, notes=[], result=None, stream_windows=None, device=None,
             limit_before=None, restored=None, streams_restored=None, o=_ns(mode="advise"),
-            team=None, team_gave_up=False, _after={"calls": 1}, paused=True, activity=True)
+            team=None, team_gave_up=False, _after={"calls": 1}, paused=True, activity=True,
+            apply_log=None, _unhook=lambda: calls.append("unhook"))
     o.launches = _ns(stop=lambda: calls.append("log stop"))
     o.gate = _ns(capture_open=lambda: calls.append("gate") or False,
                  end_tracking=lambda release=False: calls.append("end tracking"),
@@ -1784,6 +1794,15 @@ def test_ending_fail_stops_a_search_but_not_a_decision(monkeypatch):
     w = _ending_owner(calls, state="done")           # decided: the decision's arm stays
     ending.Ending(w).fail("sync", ValueError("x"))
     assert w.state == "done" and w.activity and calls == ["log stop", "gate", "end tracking"]
+    # apply while matching its stream windows: it stops matching too (else the next call
+    # would begin its launch log again, attaching CUPTI anew), and its hooks come off
+    calls.clear()
+    w = _ending_owner(calls, state="applied", o=_ns(mode="apply"), apply_log={"tries": 1})
+    ending.Ending(w).fail("sync", ValueError("x"))
+    assert w.apply_log["over"] and calls == ["log stop", "gate", "end tracking", "unhook"]
+    calls.clear()
+    ending.Ending(w).fail("sync", ValueError("again"))      # over already: not unhooked again
+    assert "unhook" not in calls
 
 
 # ---- did the windows land ----------------------------------------------------------------------

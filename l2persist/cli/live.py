@@ -182,9 +182,9 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--release-cupti", action="store_true",
                        help="experimental: where the plan has stream windows, count captures "
                             "from before the launch log that matches them attaches CUPTI, "
-                            "and let CUPTI go once they matched where none began (attached, "
-                            "it costs every launch for the program's life); not yet run on "
-                            "a GPU, so not the default")
+                            "and let CUPTI go after it where the program made no CUDA graph "
+                            "(attached, it costs every launch for the program's life); not "
+                            "yet run on a GPU, so not the default")
     return p
 
 

@@ -212,18 +212,23 @@ def apply_report(w) -> str:
 
 
 def _cupti_lines(asked) -> list:
-    """Whether CUPTI, attached for the launch log, was let go once the stream windows
-    matched (launches.Launches.apply_over); nothing where the log never ran."""
+    """apply --release-cupti: whether CUPTI, attached for the launch log, was let go after it
+    (launches.Launches.apply_over), as the core says now; nothing where none was asked."""
     if asked is None:
         return []
     state, why = asked
     if state == "held":
         return [f"  CUPTI stays attached after the launch log ({why}): it costs each launch "
                 f"a little for the rest of the program"]
-    if state == "withdrawn":
-        return [f"  CUPTI stayed attached: {why}"]
-    return ["  CUPTI let go once the stream windows matched (no capture began while it was "
-            "attached)"]
+    try:
+        from .. import _core
+        now = _core.cupti_state()
+    except Exception:
+        now = None
+    if state == "withdrawn" or now == "held":
+        return [f"  CUPTI stayed attached: {why or 'attached again after it was let go'}"]
+    return [f"  CUPTI let go after the launch log (no capture counted while it was attached; "
+            f"now {now or '?'})"]
 
 
 def _chain_sigterm():

@@ -42,6 +42,11 @@ class Ending(Part):
                 except Exception:
                     pass
             w.gate.end_tracking(release=True)   # the program runs on: without CUPTI
+            if w.apply_log is not None and not w.apply_log.get("over"):
+                # apply stops matching its stream windows too: a later call would begin its
+                # launch log again (CUPTI attached anew, a pending release withdrawn)
+                w.apply_log["over"] = True
+                w._unhook()
             if w.team is not None:
                 w.team.leave()
 

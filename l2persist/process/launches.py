@@ -47,11 +47,14 @@ class Launches(Part):
         """apply --release-cupti (experimental: not yet run on a GPU). apply runs no clock, so
         nothing counts captures for it; its launch log attaches CUPTI. Captures are counted
         from just before (the core's capture tracking), so that once the stream windows
-        matched CUPTI can be let go where no capture began while it was attached
+        matched CUPTI can be let go where the program made no CUDA graph
         (SwitchGate.graphs_under_cupti: replays of graphs made under CUPTI fail once it is
         finalized). Attached it costs every launch for the program's life; without the flag
         it stays, as before."""
-        self.w.gate.begin_tracking("CUPTI stays attached after the launch log")
+        w = self.w
+        if w.tracking_ended or w.cupti_release is not None:
+            return             # stopped (a failure) or let go already: never attached again
+        w.gate.begin_tracking("CUPTI stays attached after the launch log")
 
     def take(self) -> list:
         """Stop the log; the recurring eager launches it saw, grouped (streams.launch_groups)."""
@@ -120,8 +123,8 @@ class Launches(Part):
         w.apply_log["over"] = True
         self.stop()
         w._unhook()
-        # --release-cupti: CUPTI let go where no capture began while it was attached
-        # (track_captures); kept where one did, where captures were not counted, or under the
+        # --release-cupti: CUPTI let go where the program made no CUDA graph
+        # (track_captures); kept where it did, where captures were not counted, or under the
         # program's profiler (clock.SwitchGate.release_cupti). Without it CUPTI stays, as
         # before: apply counts no captures then
         if w.clock_tracking is not None:
