@@ -191,6 +191,16 @@ def test_eager_program_on_its_own_stream(torch, tmp_path):
     assert json.loads((tmp_path / "applied.json").read_text()) == plain
     if any(w.get("stream") for w in doc["windows"]):
         assert "stream window(s) set" in a.stderr and "found no graph" not in a.stderr, a.stderr
+        # apply --release-cupti (experimental): CUPTI let go after the launch log (this
+        # program makes no graph), its results unchanged
+        r = _run(["-m", "l2persist", "apply", "--release-cupti", str(plan), "--",
+                  sys.executable, *_program("eager_stream.py", tmp_path / "released.json",
+                                            "--iters", "20000")])
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads((tmp_path / "released.json").read_text()) == plain
+        assert "stream window(s) set" in r.stderr, r.stderr
+        assert "CUPTI let go after the launch log" in r.stderr and \
+            "now released" in r.stderr, r.stderr
     v = _run(["-m", "l2persist", "verify", str(plan), *FAST, "--", sys.executable,
               *_program("eager_stream.py", tmp_path / "verified.json", "--iters", "20000")])
     assert_verdict(v)
