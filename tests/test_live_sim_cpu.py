@@ -670,8 +670,8 @@ def test_apply_lets_cupti_go_once_its_stream_windows_matched(world, tmp_path, mo
     assert calls[0] == ("track", False), calls
     assert calls[-2:] == ["untrack", "release"], calls
     assert a.cupti_release == ("releasing", None)
-    assert "CUPTI let go after the launch log (no capture counted while it was attached; " \
-           "now releasing)" in bootstrap.apply_report(a)
+    assert "CUPTI let go after the launch log (the program made no CUDA graph; now " \
+           "releasing)" in bootstrap.apply_report(a)
     # attached again since (a reclaim): the report says what the core says now
     monkeypatch.setattr(live._core, "cupti_state", lambda: "held")
     assert "CUPTI stayed attached: attached again" in bootstrap.apply_report(a)

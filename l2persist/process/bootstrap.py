@@ -227,7 +227,7 @@ def _cupti_lines(asked) -> list:
         now = None
     if state == "withdrawn" or now == "held":
         return [f"  CUPTI stayed attached: {why or 'attached again after it was let go'}"]
-    return [f"  CUPTI let go after the launch log (no capture counted while it was attached; "
+    return [f"  CUPTI let go after the launch log (the program made no CUDA graph; "
             f"now {now or '?'})"]
 
 
