@@ -73,6 +73,63 @@ _CASES = {
         step("begun", ok=work(16), kernels=kernels_recorded())
         _core.activity_end()
     """),
+    # capture tracking handed over with the request: let go where no capture was counted
+    "handover": textwrap.dedent("""
+        _core.capture_watch_begin(0)
+        ok = work(4)
+        step("handed", ok=ok, release=_core.cupti_release(hand_captures=True))
+        step("after calls", ok=work(8), counts=_core._capture_counts())
+    """),
+    # a capture counted while tracking: held, and the graph made under CUPTI replays right
+    "handover_captured": textwrap.dedent("""
+        _core.capture_watch_begin(0)
+        y = torch.full_like(ta, float("nan"))
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y.copy_(ta)                                 # warm-up outside the capture
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            y.copy_(ta)
+            y.mul_(0.5).add_(tb)
+        step("handed", release=_core.cupti_release(hand_captures=True))
+        y.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        ok = bool(np.allclose(y.cpu().numpy(), a * np.float32(0.5) + b, rtol=1e-5, atol=1e-5))
+        step("replayed", ok=ok and work(4), counts=_core._capture_counts())
+    """),
+    # the race: another thread begins a capture as the request is made. Whichever comes first
+    # (counted, so held; begun after the request, so withdrawn; or begun after a finalize
+    # another call carried out), the graph replays right: none is made under a CUPTI that
+    # is finalized after
+    "handover_race": textwrap.dedent("""
+        import threading
+        _core.capture_watch_begin(0)
+        y = torch.full_like(ta, float("nan"))
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y.copy_(ta)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        go = threading.Event()
+        def capture():
+            go.wait()
+            with torch.cuda.graph(g):
+                y.copy_(ta)
+                y.mul_(0.5).add_(tb)
+        t = threading.Thread(target=capture)
+        t.start()
+        go.set()
+        release = _core.cupti_release(hand_captures=True)   # no CUDA call of ours here
+        t.join()
+        y.fill_(float("nan"))
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        ok = bool(np.allclose(y.cpu().numpy(), a * np.float32(0.5) + b, rtol=1e-5, atol=1e-5))
+        step("raced", release=release, ok=ok and work(4), counts=_core._capture_counts())
+    """),
 }
 
 
@@ -104,3 +161,37 @@ def test_a_release_withdrawn_before_any_call_leaves_the_records_working():
     assert s["begun"]["state"] == "held"
     assert s["begun"]["kernels"] > 0
     assert s["begun"]["ok"]
+
+
+def test_capture_tracking_handed_over_lets_cupti_go_where_no_capture_was_counted():
+    s = _run("handover")
+    assert s["handed"]["release"] == ["releasing", None], s
+    assert s["after calls"]["state"] == "released", s
+    assert s["after calls"]["counts"]["begun"] == 0
+    assert all(v.get("ok", True) for v in s.values()), s
+
+
+def test_a_capture_counted_before_the_handover_keeps_cupti_and_its_graph_replays():
+    s = _run("handover_captured")
+    state, why = s["handed"]["release"]
+    assert state == "held" and "graph" in why, s
+    assert s["replayed"]["state"] == "held" and s["replayed"]["ok"], s
+    assert s["replayed"]["counts"]["begun"] >= 1
+
+
+def test_a_capture_racing_the_handover_never_loses_its_graph():
+    """Four fresh processes, each a thread beginning a capture as the request is made: the
+    graph replays right whichever came first, and what the core says matches it."""
+    seen = []
+    for _ in range(4):
+        r = _run("handover_race")["raced"]
+        assert r["ok"], r
+        asked, why = r["release"]
+        c = r["counts"]
+        if asked == "held":                      # counted first
+            assert "graph" in why and c["begun"] >= 1, r
+        else:                                    # asked first: withdrawn by the begin, or let
+            assert asked in ("releasing", "released"), r   # go before the capture began
+            assert r["state"] in ("withdrawn", "released"), r
+        seen.append(r["state"])
+    print("handover race outcomes:", seen)

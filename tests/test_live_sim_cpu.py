@@ -619,10 +619,16 @@ def _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0, release=T
     monkeypatch.setattr(core, "capture_watch_begin",
                         lambda device=None: calls.append(("track", world.logging)))
     monkeypatch.setattr(core, "capture_watch_end", lambda: calls.append("untrack"))
-    monkeypatch.setattr(core, "_capture_counts", lambda: {"begun": begun, "unmatched": 0})
     state = ["held"]
-    monkeypatch.setattr(core, "cupti_release", lambda: calls.append("release") or
-                        state.__setitem__(0, "releasing") or ("releasing", None))
+
+    def cupti_release(hand_captures=False):
+        # the core's rule with the count handed over: held where any capture was counted
+        calls.append(("release", hand_captures))
+        if hand_captures and begun:
+            return ("held", "the program made CUDA graphs while CUPTI was attached")
+        state[0] = "releasing"
+        return ("releasing", None)
+    monkeypatch.setattr(core, "cupti_release", cupti_release)
     monkeypatch.setattr(core, "cupti_state", lambda: state[0])
     monkeypatch.setattr(launches, "APPLY_LOG_S", 0.005)
     a = live.Watcher(live.Options(mode="apply", apply_release=release))
@@ -668,13 +674,17 @@ def test_apply_lets_cupti_go_once_its_stream_windows_matched(world, tmp_path, mo
     from l2persist.process import bootstrap
     a, calls, *_ = _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=0)
     assert calls[0] == ("track", False), calls
-    assert calls[-2:] == ["untrack", "release"], calls
+    assert calls[-2:] == [("release", True), "untrack"], calls
     assert a.cupti_release == ("releasing", None)
     assert "CUPTI let go after the launch log (the program made no CUDA graph; now " \
            "releasing)" in bootstrap.apply_report(a)
     # attached again since (a reclaim): the report says what the core says now
     monkeypatch.setattr(live._core, "cupti_state", lambda: "held")
     assert "CUPTI stayed attached: attached again" in bootstrap.apply_report(a)
+    # a capture began before any call's exit carried the release out: the core withdrew it
+    monkeypatch.setattr(live._core, "cupti_state", lambda: "withdrawn")
+    assert "CUPTI stayed attached: a capture began as it was being let go" in \
+        bootstrap.apply_report(a)
     a.restore()
 
 
@@ -685,7 +695,7 @@ def test_apply_keeps_cupti_where_a_capture_began_while_it_was_attached(world, tm
     so CUPTI stays, and apply's report says why."""
     from l2persist.process import bootstrap
     a, calls, *_ = _apply_with_a_stream_window(world, tmp_path, monkeypatch, begun=1)
-    assert "untrack" in calls and "release" not in calls, calls
+    assert calls[-2:] == [("release", True), "untrack"], calls
     assert a.cupti_release[0] == "held" and "graph" in a.cupti_release[1], a.cupti_release
     assert "CUPTI stays attached after the launch log" in bootstrap.apply_report(a)
     a.restore()

@@ -498,7 +498,8 @@ l2p_status l2p_activity_attributes(int on)
     return st;
 }
 
-l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why)
+l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why,
+                                      const l2p_cupti_handover *handover)
 {
     l2p_status st = L2P_OK;
     /* held throughout: a begin on another thread waits, then reclaims under this lock */
@@ -509,7 +510,7 @@ l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why)
      * CUPTI's detaching was not measured */
     else if (graph_records) *why = "CUPTI's graph records";
     else if (l2p_counters_session_open()) *why = "a counter session";
-    else st = l2p_cupti_release(state, why);
+    else st = l2p_cupti_release(state, why, handover);
     pthread_mutex_unlock(&process_lock);
     return st;
 }

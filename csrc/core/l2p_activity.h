@@ -154,10 +154,12 @@ void l2p_activity_end(void);
 l2p_status l2p_activity_now(uint64_t *ns);
 /* Let CUPTI go from the process (l2p_cupti_release) where nothing of ours needs it: not while
  * the records are collecting or CUPTI's graph records are on, nor while a client of its
- * subscriber (the launch log, capture tracking) is attached; *why says which. The caller makes
- * no CUPTI call of ours after it unless it means CUPTI to attach again (any begin, flush or
- * timestamp does). */
-l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why);
+ * subscriber (the launch log, capture tracking) is attached, except the handover's client
+ * (capture tracking handed over in the same step: l2p_capture_handover; may be NULL); *why
+ * says which. The caller makes no CUPTI call of ours after it unless it means CUPTI to attach
+ * again (any begin, flush or timestamp does). */
+l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why,
+                                      const l2p_cupti_handover *handover);
 /* The process's log, for reading its records under its lock (l2p_activity_lock). */
 l2p_activity *l2p_activity_log(void);
 void l2p_activity_lock(l2p_activity *a);

@@ -22,6 +22,7 @@ static long n_pending;     /* begins waiting for a switch to end: about to be op
 static int switching;      /* a switch is inside (between enter and leave) */
 static pthread_t switcher; /* its thread, while switching */
 static l2p_capture_counts counts;
+static int release_asked;  /* the count was handed to a release of CUPTI */
 
 /* A begin at its entry: wait out another thread's switch, then count the capture open. The
  * switching thread's own begin does not wait (it would wait for itself); no switch makes one. */
@@ -36,6 +37,9 @@ static void begin_entered(void)
     }
     n_open++;
     counts.begun++;
+    /* came in while CUPTI was held, and reached here after the release took the count over:
+     * the release is withdrawn (no finalize runs while this callback is inside) */
+    if (release_asked && l2p_cupti_withdraw()) counts.withdrew++;
     pthread_mutex_unlock(&lock);
 }
 
@@ -152,7 +156,7 @@ void l2p_capture_handle(const l2p_capture_event *e, uint64_t *carry)
 
 typedef CUresult (*stream_is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
 static stream_is_capturing_fn stream_is_capturing; /* resolved before the subscription */
-static atomic_int watching;
+static atomic_int watching; /* 0 off, 1 on, 2 handed to a release (the handler still acts) */
 
 _Static_assert(sizeof(cuStreamEndCapture_params) == sizeof(cuStreamEndCapture_ptsz_params) &&
                offsetof(cuStreamEndCapture_params, hStream) ==
@@ -194,15 +198,41 @@ static const unsigned capture_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz};
-static l2p_cupti_client client = {"capture tracking", on_callback, capture_ids,
-                                  sizeof capture_ids / sizeof capture_ids[0], 6, 0, 0};
+static int vetoes(unsigned cbid) { return l2p_capture_call_of(cbid) == L2P_CAPTURE_BEGIN; }
 
-int l2p_capture_watching(void) { return atomic_load(&watching); }
+static l2p_cupti_client client = {"capture tracking", on_callback, capture_ids,
+                                  sizeof capture_ids / sizeof capture_ids[0], 6, 0, 0, vetoes};
+
+int l2p_capture_watching(void) { return atomic_load(&watching) == 1; }
+
+/* The handover's decision, under the subscriber's lock and then this lock (the order every
+ * path here keeps): no CUPTI call is made under this lock. */
+static const char *commit_release(void (*store)(void))
+{
+    const char *why = NULL;
+    pthread_mutex_lock(&lock);
+    if (atomic_load(&watching) != 1) why = "captures were not tracked";
+    else if (counts.begun || counts.unmatched || n_open || n_pending)
+        why = "the program made CUDA graphs while CUPTI was attached";
+    else {
+        store();
+        release_asked = 1;
+        atomic_store(&watching, 2);
+    }
+    pthread_mutex_unlock(&lock);
+    return why;
+}
+
+const l2p_cupti_handover *l2p_capture_handover(void)
+{
+    static const l2p_cupti_handover handover = {&client, commit_release};
+    return &handover;
+}
 
 l2p_status l2p_capture_watch_begin(int device)
 {
     void *fn;
-    if (atomic_load(&watching))
+    if (atomic_load(&watching) == 1)
         return l2p_fail(L2P_ERR_STATE, "capture tracking: already on in this process "
                         "(capture_watch_end first)");
     L2P_TRY(l2p_device_check(device));
@@ -210,6 +240,7 @@ l2p_status l2p_capture_watch_begin(int device)
     stream_is_capturing = (stream_is_capturing_fn)fn;
     pthread_mutex_lock(&lock);
     n_open = 0; /* captures open before now are not known (their ends: counts.unmatched) */
+    release_asked = 0; /* a handed count's release is withdrawn by the attach below */
     pthread_mutex_unlock(&lock);
     atomic_store(&watching, 1); /* before the callbacks go on: none is missed */
     l2p_status st = l2p_cupti_attach(&client, 0);
@@ -219,6 +250,7 @@ l2p_status l2p_capture_watch_begin(int device)
 
 void l2p_capture_watch_end(void)
 {
-    atomic_store(&watching, 0);
-    l2p_cupti_detach(&client, 0);
+    int on = 1;
+    /* a count handed to a release stays with it: its handler may still be reached */
+    if (atomic_compare_exchange_strong(&watching, &on, 0)) l2p_cupti_detach(&client, 0);
 }

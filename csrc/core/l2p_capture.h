@@ -70,6 +70,7 @@
 
 #include <stdint.h>
 
+#include "l2p_cupti.h"
 #include "l2p_error.h"
 
 #ifdef __cplusplus
@@ -81,8 +82,19 @@ extern "C" {
  * while tracking already; L2P_ERR_NOT_SUPPORTED without CUPTI or where another tool holds
  * CUPTI's subscriber. */
 l2p_status l2p_capture_watch_begin(int device);
-/* Stop tracking (the callbacks go off; the count stays as it was); idempotent. */
+/* Stop tracking (the callbacks go off; the count stays as it was); idempotent. A count handed
+ * to a release (below) stays with it. */
 void l2p_capture_watch_end(void);
+/* Tracking handed to a release of CUPTI (l2p_activity_release_cupti, l2p_cupti.h), the race
+ * it closes: with tracking ended first and the release asked after, a capture begun between
+ * the two is seen by neither, and its graph, made under CUPTI, fails once CUPTI is finalized.
+ * Handed over, the check and the request are one step under the count's lock: the release is
+ * refused where any capture was counted (begun, ended unmatched, open or waiting: "the program
+ * made CUDA graphs while CUPTI was attached"), or where tracking is not on. Else tracking ends
+ * with the request, and a capture begun before the finalize withdraws it (its begin's entry:
+ * on the release's subscriber, or here where the callback came in just before), and CUPTI
+ * stays: no finalize runs while such a callback is inside (l2p_cupti.c). */
+const l2p_cupti_handover *l2p_capture_handover(void);
 /* 1 while tracking. */
 int l2p_capture_watching(void);
 /* Captures counted open now. */
@@ -134,6 +146,7 @@ typedef struct {
     unsigned long waited;    /* begins that waited for a switch */
     unsigned long refused;   /* switch enters that found a capture open or pending */
     unsigned long switches;  /* switches entered */
+    unsigned long withdrew;  /* begins that withdrew a release the count was handed to */
 } l2p_capture_counts;
 void l2p_capture_counts_get(l2p_capture_counts *out);
 

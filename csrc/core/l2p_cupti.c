@@ -163,13 +163,20 @@ static size_t n_attached;                                    /* under sub_lock *
 static l2p_cupti_client *_Atomic clients[L2P_CUPTI_MAX_CLIENTS];
 static _Thread_local int in_callback; /* a driver call made by a handler itself */
 
-/* The release (l2p_cupti.h): L2P_CUPTI_HELD, RELEASING, RUNNING (a thread is inside
- * cuptiFinalize), RELEASED. Moved from RELEASING only by compare-and-swap: to RUNNING by the
- * first call's exit, back to HELD by a reclaim; whichever comes first wins. */
-enum { RELEASE_RUNNING = 3 };
-static _Atomic int release_state = L2P_CUPTI_HELD;
+/* The release (l2p_cupti.h): L2P_CUPTI_HELD, RELEASING, WITHDRAWN, RUNNING (a thread is inside
+ * cuptiFinalize), RELEASED; in the low three bits of one word whose upper bits count the
+ * threads inside a client's handler. Both in one word so that the finalize's move (RELEASING
+ * with no handler running, to RUNNING) and a handler's way in (only while HELD) are each one
+ * compare-and-swap: a handler that began while held (a capture begin on its way to the
+ * handed client) is never finalized under, and withdraws the release before it leaves. The
+ * state moves from RELEASING only by compare-and-swap: to RUNNING by the first outermost
+ * call's exit, to WITHDRAWN by a vetoing call, back to HELD by a reclaim. */
+enum { RELEASE_RUNNING = L2P_CUPTI_FINALIZING, STATE_BITS = 7, IN_HANDLER = 8 };
+static _Atomic long release_word = L2P_CUPTI_HELD;
 static _Atomic unsigned generation;
-static finalize_fn release_finalize; /* set before RELEASING is stored */
+static finalize_fn release_finalize;       /* set before RELEASING is stored */
+static int (*release_veto)(unsigned cbid); /* likewise: the handed client's vetoes, or NULL */
+static l2p_cupti_client *handed;           /* under sub_lock: detached, still in its slot */
 /* This thread's depth in the calls seen since the release's subscriber came: the runtime's
  * calls make driver calls inside them, and an inner call's exit is no place to finalize (the
  * outer call is still inside CUDA). A thread already inside a call when the domains came sees
@@ -179,41 +186,75 @@ static _Thread_local int release_depth;
 static _Thread_local unsigned release_depth_of; /* the request the depth counts in */
 static _Atomic unsigned release_serial;         /* one more at each request */
 
+static int release_state(void) { return (int)(atomic_load(&release_word) & STATE_BITS); }
+
+/* from -> to, the handlers' count kept; 0 where the state was not `from`. */
+static int move_state(int from, int to)
+{
+    long w = atomic_load(&release_word);
+    while ((w & STATE_BITS) == from)
+        if (atomic_compare_exchange_weak(&release_word, &w, (w & ~(long)STATE_BITS) | to))
+            return 1;
+    return 0;
+}
+
+/* A handler's way in: only while held. */
+static int handlers_enter(void)
+{
+    long w = atomic_load(&release_word);
+    while ((w & STATE_BITS) == L2P_CUPTI_HELD)
+        if (atomic_compare_exchange_weak(&release_word, &w, w + IN_HANDLER)) return 1;
+    return 0;
+}
+
+int l2p_cupti_withdraw(void) { return move_state(L2P_CUPTI_RELEASING, L2P_CUPTI_WITHDRAWN); }
+
 /* At the exit of an outermost call, on the program's thread that made it: detach. The
  * subscriber goes with CUPTI; whoever reclaims next forgets it (the lock is not taken here: a
- * thread holding it may be waiting inside CUPTI for this callback). */
-static void release_at_exit(CUpti_CallbackDomain domain, const void *data)
+ * thread holding it may be waiting inside CUPTI for this callback). A vetoing call's entry
+ * withdraws instead. A call that reaches this while RUNNING (a finalize on another thread
+ * that found no handler inside) is not held back: nothing here can wait inside a callback for
+ * a finalize that may itself wait for the callbacks. */
+static void release_at_exit(CUpti_CallbackDomain domain, unsigned cbid, const void *data)
 {
-    int expect = L2P_CUPTI_RELEASING;
+    long expect = L2P_CUPTI_RELEASING; /* and no handler inside */
     unsigned serial = atomic_load(&release_serial);
+    int enter = ((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_ENTER;
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+    if (enter && domain == CUPTI_CB_DOMAIN_DRIVER_API && release_veto && release_veto(cbid)) {
+        (void)l2p_cupti_withdraw();
+        return;
+    }
     if (release_depth_of != serial) release_depth = 0, release_depth_of = serial;
-    if (((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_ENTER) {
+    if (enter) {
         release_depth++;
         return;
     }
     if (release_depth <= 0 || --release_depth > 0) return; /* inner, or entered unseen */
-    if (!atomic_compare_exchange_strong(&release_state, &expect, RELEASE_RUNNING)) return;
+    if (!atomic_compare_exchange_strong(&release_word, &expect, RELEASE_RUNNING)) return;
     (void)release_finalize();
     atomic_fetch_add(&generation, 1);
-    atomic_store(&release_state, L2P_CUPTI_RELEASED);
+    atomic_store(&release_word, L2P_CUPTI_RELEASED);
 }
 
 static void CUPTIAPI dispatch(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void *data)
 {
     (void)userdata;
-    if (atomic_load(&release_state) != L2P_CUPTI_HELD) { /* no client is attached */
-        release_at_exit(domain, data);
+    if (in_callback) return; /* a driver call made by a handler itself */
+    if (!handlers_enter()) { /* a release asked: no client is attached (one may be handed) */
+        release_at_exit(domain, (unsigned)cbid, data);
         return;
     }
-    if (in_callback || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-    in_callback = 1;
-    for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++) {
-        l2p_cupti_client *c = atomic_load(&clients[i]);
-        if (c) c->handler((unsigned)cbid, data);
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        in_callback = 1;
+        for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++) {
+            l2p_cupti_client *c = atomic_load(&clients[i]);
+            if (c) c->handler((unsigned)cbid, data);
+        }
+        in_callback = 0;
     }
-    in_callback = 0;
+    atomic_fetch_sub(&release_word, IN_HANDLER);
 }
 
 static l2p_status callback_api(const callback_calls **out)
@@ -294,30 +335,55 @@ static void unsubscribe_if_last(const callback_calls *c, unsigned flags)
 
 /* ---- the release ---- */
 
+/* Under sub_lock: the handed client's slot emptied (no callback can reach it any more: the
+ * subscriber is gone or going). */
+static void forget_handed(void)
+{
+    for (size_t i = 0; handed && i < L2P_CUPTI_MAX_CLIENTS; i++)
+        if (atomic_load(&clients[i]) == handed) atomic_store(&clients[i], NULL);
+    handed = NULL;
+    release_veto = NULL;
+}
+
+/* Under sub_lock: the request's subscriber goes (no client holds it: a release is asked with
+ * none attached but the handed one, and attaching reclaims first). */
+static void drop_request(const callback_calls *c)
+{
+    (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    forget_handed();
+    (void)c->unsubscribe(subscriber);
+    subscriber = NULL;
+}
+
 /* Under sub_lock. */
 static void reclaim_locked(const callback_calls *c)
 {
-    int expect = L2P_CUPTI_RELEASING;
-    if (atomic_compare_exchange_strong(&release_state, &expect, L2P_CUPTI_HELD)) {
-        /* withdrawn before any call's exit: the release's subscriber goes (no client holds
-         * it: a release is asked only with none attached, and attaching reclaims first) */
-        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
-        (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
-        (void)c->unsubscribe(subscriber);
-        subscriber = NULL;
+    for (;;) {
+        /* withdrawn before any call's exit, or by a vetoing call */
+        if (move_state(L2P_CUPTI_RELEASING, L2P_CUPTI_HELD) ||
+            move_state(L2P_CUPTI_WITHDRAWN, L2P_CUPTI_HELD)) {
+            drop_request(c);
+            return;
+        }
+        int s = release_state();
+        if (s == RELEASE_RUNNING) {
+            sched_yield();
+            continue;
+        }
+        if (s == L2P_CUPTI_RELEASED) {
+            subscriber = NULL; /* went with CUPTI */
+            forget_handed();
+            move_state(L2P_CUPTI_RELEASED, L2P_CUPTI_HELD);
+        }
         return;
-    }
-    while (atomic_load(&release_state) == RELEASE_RUNNING) sched_yield();
-    if (atomic_load(&release_state) == L2P_CUPTI_RELEASED) {
-        subscriber = NULL; /* went with CUPTI */
-        atomic_store(&release_state, L2P_CUPTI_HELD);
     }
 }
 
 void l2p_cupti_reclaim(void)
 {
     const callback_calls *c;
-    if (atomic_load(&release_state) == L2P_CUPTI_HELD) return;
+    if (release_state() == L2P_CUPTI_HELD) return;
     if (callback_api(&c) != L2P_OK) { /* never loaded: nothing was released */
         l2p_clear_error();
         return;
@@ -327,42 +393,55 @@ void l2p_cupti_reclaim(void)
     pthread_mutex_unlock(&sub_lock);
 }
 
-l2p_cupti_hold l2p_cupti_hold_state(void)
-{
-    int s = atomic_load(&release_state);
-    return s == RELEASE_RUNNING ? L2P_CUPTI_RELEASING : (l2p_cupti_hold)s;
-}
+l2p_cupti_hold l2p_cupti_hold_state(void) { return (l2p_cupti_hold)release_state(); }
 
 unsigned l2p_cupti_generation(void) { return atomic_load(&generation); }
 
-/* Under sub_lock, nothing attached and held: the release's subscriber, on every driver and
- * runtime call. NULL, or what kept CUPTI held. */
-static const char *request_locked(const callback_calls *c)
+static void store_releasing(void) { (void)move_state(L2P_CUPTI_HELD, L2P_CUPTI_RELEASING); }
+
+/* Under sub_lock, nothing attached but the handover's client: the release's subscriber, on
+ * every driver and runtime call. NULL, or what kept CUPTI held. */
+static const char *request_locked(const callback_calls *c, const l2p_cupti_handover *h)
 {
     if (!c->finalize || !c->enable_domain) return "this CUPTI lacks cuptiFinalize";
     static _Thread_local char refused[sizeof ((l2p_error *)0)->message];
-    if (subscribe(c) != L2P_OK) { /* another tool holds it, or no device to attach to */
+    if (!subscriber && subscribe(c) != L2P_OK) { /* another tool holds it, or no device */
         snprintf(refused, sizeof refused, "%s", l2p_last_error()->message);
         l2p_clear_error();
         return refused;
     }
     release_finalize = c->finalize;
+    release_veto = h ? h->client->vetoes : NULL;
     atomic_fetch_add(&release_serial, 1);
-    /* The domains on while still held (the dispatcher does nothing then: no client), and the
-     * state moved only after: no program thread can finalize while this one is inside CUPTI. */
+    /* The domains on while still held (the dispatcher gives the calls to the clients then),
+     * and the state moved only after: no program thread can finalize while this one is inside
+     * CUPTI. */
+    const char *why = NULL;
     if (c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
-        c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+        c->enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS)
+        why = "CUPTI refused its callback domains";
+    else if (!h) store_releasing();
+    else why = h->commit(store_releasing); /* the client decides, under its own lock */
+    if (why) { /* still held: the domains off again; a handover's client ends with them */
+        release_veto = NULL;
         (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
         (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
-        (void)c->unsubscribe(subscriber);
-        subscriber = NULL;
-        return "CUPTI refused its callback domains";
+        if (!n_attached) {
+            (void)c->unsubscribe(subscriber);
+            subscriber = NULL;
+        }
+        return why;
     }
-    atomic_store(&release_state, L2P_CUPTI_RELEASING);
+    if (h && h->client->attached) { /* detached, its slot kept (l2p_cupti_handover) */
+        h->client->attached = 0;
+        n_attached--;
+        handed = h->client;
+    }
     return NULL;
 }
 
-l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why)
+l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why,
+                             const l2p_cupti_handover *handover)
 {
     const callback_calls *c;
     *why = NULL;
@@ -374,14 +453,11 @@ l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why)
     }
     L2P_TRY(callback_api(&c));
     pthread_mutex_lock(&sub_lock);
-    if (n_attached) {
-        for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS && !*why; i++) {
-            l2p_cupti_client *cl = atomic_load(&clients[i]);
-            if (cl) *why = cl->name;
-        }
-    } else {
-        *why = request_locked(c);
+    for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS && !*why; i++) {
+        l2p_cupti_client *cl = atomic_load(&clients[i]);
+        if (cl && cl->attached && !(handover && cl == handover->client)) *why = cl->name;
     }
+    if (!*why) *why = request_locked(c, handover);
     pthread_mutex_unlock(&sub_lock);
     *state = *why ? L2P_CUPTI_HELD : l2p_cupti_hold_state();
     return L2P_OK;

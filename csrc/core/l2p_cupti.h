@@ -54,6 +54,10 @@ typedef struct {
                                  * unknown to an older CUPTI (the one a process maps) */
     unsigned long enabled;      /* bit i: cbids[i] is enabled (attach sets it) */
     int attached;               /* between attach and detach */
+    /* Where the client is handed over to a release (l2p_cupti_handover): whether a call's
+     * entry withdraws that release (a capture begin: a graph made under CUPTI fails once it
+     * is finalized). NULL: none does. */
+    int (*vetoes)(unsigned cbid);
 } l2p_cupti_client;
 
 enum {
@@ -86,15 +90,37 @@ typedef enum {
     L2P_CUPTI_HELD = 0,      /* attached (or never loaded) */
     L2P_CUPTI_RELEASING = 1, /* finalize waits for a CUDA call's exit */
     L2P_CUPTI_RELEASED = 2,  /* finalized: detached until something of ours uses it again */
+    L2P_CUPTI_WITHDRAWN = 3, /* a vetoing call came first: attached, the request's subscriber
+                              * still on every call until a reclaim */
+    L2P_CUPTI_FINALIZING = 4, /* a call's exit is inside cuptiFinalize (said "releasing") */
 } l2p_cupti_hold;
+
+/* A client handed over to a release in one step (the race it closes: capture tracking ended,
+ * then a capture begun, then the finalize; that capture's graph would fail). Under the
+ * subscriber's lock, with the request's domains already on: commit(store) decides, under the
+ * client's own lock, whether nothing the client watched for happened, and only then calls
+ * store(), which moves the state to RELEASING (no CUPTI call: the client's lock may be
+ * awaited inside a callback). It returns NULL, or what keeps CUPTI (store not called). Once
+ * handed, the client is detached, but its handler stays reachable for a callback that began
+ * while the state was still held, and its vetoes() ids withdraw the release at their entry. */
+typedef struct {
+    l2p_cupti_client *client;
+    const char *(*commit)(void (*store)(void));
+} l2p_cupti_handover;
 
 /* Request the release. *state: the state after the call; where it is L2P_CUPTI_HELD, *why
  * says what keeps it (a client attached, never loaded, another subscriber, a CUPTI without
- * cuptiFinalize). Callers above (l2p_activity_release_cupti) first check their own users. */
-l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why);
+ * cuptiFinalize, the handover's refusal). `handover` may be NULL; else its client may be the
+ * one attached. Callers above (l2p_activity_release_cupti) first check their own users. */
+l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why,
+                             const l2p_cupti_handover *handover);
+/* Withdraw a pending release (RELEASING to WITHDRAWN): a handed client's handler saw what
+ * forbids it. 1 where it was withdrawn here. */
+int l2p_cupti_withdraw(void);
 l2p_cupti_hold l2p_cupti_hold_state(void);
-/* Before any CUPTI call of ours after a release may have been asked: withdraw a pending one,
- * wait out a finalize in progress; after it, the state is held again. */
+/* Before any CUPTI call of ours after a release may have been asked: withdraw a pending one
+ * (and a withdrawn one's subscriber goes), wait out a finalize in progress; after it, the
+ * state is held again. */
 void l2p_cupti_reclaim(void);
 /* How many times CUPTI was finalized in this process: what was set up in CUPTI under an older
  * generation (activity callbacks, the profiler's initialisation) must be set up again. */

@@ -90,16 +90,17 @@ static PyObject *counts_impl(PyObject *m, const void *args)
     (void)m;
     (void)args;
     l2p_capture_counts_get(&c);
-    return Py_BuildValue("{sksksksksksksk}", "begun", c.begun, "failed", c.failed, "ended",
+    return Py_BuildValue("{sksksksksksksksk}", "begun", c.begun, "failed", c.failed, "ended",
                          c.ended, "unmatched", c.unmatched, "waited", c.waited, "refused",
-                         c.refused, "switches", c.switches);
+                         c.refused, "switches", c.switches, "withdrew", c.withdrew);
 }
 L2P_DEFINE_FN(counts_fn, l2p_no_args, counts_impl, "_capture_counts",
               "What capture tracking and the switch lock saw since the process started "
               "(diagnostics): begun (begins counted, failed ones included), failed, ended "
               "(ends that closed a capture), unmatched (of those, captures begun before "
               "tracking), waited (begins that waited for a switch), refused (switch_enter "
-              "calls that found a capture open or about to begin), switches (entered).",
+              "calls that found a capture open or about to begin), switches (entered), withdrew "
+              "(begins that withdrew a release of CUPTI the count was handed to).",
               "dict[str, int]", L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_capture_fns[] = {&watch_begin_fn, &watch_end_fn, &captures_open_fn,

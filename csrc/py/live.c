@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "l2p_activity.h"
+#include "l2p_capture.h"
 #include "l2p_device.h"
 #include "l2p_live.h"
 #include "l2p_plan.h"
@@ -130,29 +131,41 @@ L2P_DEFINE_FN(activity_now_fn, l2p_no_args, activity_now_impl, "activity_now",
 
 static const char *hold_word(l2p_cupti_hold h)
 {
-    return h == L2P_CUPTI_RELEASED ? "released" : h == L2P_CUPTI_RELEASING ? "releasing" : "held";
+    return h == L2P_CUPTI_RELEASED ? "released"
+           : h == L2P_CUPTI_RELEASING || h == L2P_CUPTI_FINALIZING ? "releasing"
+           : h == L2P_CUPTI_WITHDRAWN ? "withdrawn" : "held";
 }
+
+typedef struct {
+    int hand_captures;
+} cupti_release_args;
 
 static PyObject *cupti_release_impl(PyObject *m, const void *args)
 {
-    (void)args;
     l2p_cupti_hold state = L2P_CUPTI_HELD;
     const char *why = NULL;
+    const l2p_cupti_handover *h =
+        ((const cupti_release_args *)args)->hand_captures ? l2p_capture_handover() : NULL;
     l2p_status st;
     Py_BEGIN_ALLOW_THREADS /* may wait for a finalize in flight, or a begin on another thread */
-    st = l2p_activity_release_cupti(&state, &why);
+    st = l2p_activity_release_cupti(&state, &why, h);
     Py_END_ALLOW_THREADS
     if (st != L2P_OK) return raise_core(m);
     return Py_BuildValue("(sz)", hold_word(state), why);
 }
-L2P_DEFINE_FN(cupti_release_fn, l2p_no_args, cupti_release_impl, "cupti_release",
+L2P_DEFINE_FN(cupti_release_fn, cupti_release_args, cupti_release_impl, "cupti_release",
               "Let CUPTI go from the process where nothing of l2persist needs it any more "
               "(attached, it costs every launch): the first CUDA call's exit on any thread "
               "detaches it (cuptiFinalize). Returns (state, why): 'releasing' or 'released', "
               "or 'held' with what keeps it (the records collecting, the launch log or capture "
               "tracking attached, another subscriber, never loaded). Any later CUPTI use of "
               "l2persist's (activity_begin, activity_now, the counters) attaches it again.",
-              "tuple[str, str | None]", L2P_NO_PARAMS);
+              "tuple[str, str | None]",
+              L2P_PARAM(cupti_release_args, hand_captures, L2P_P_BOOL, .flags = L2P_P_KWONLY,
+                        .ival = 0, .doc = "capture tracking handed over in the same step: "
+                        "held where any capture was counted, else its count ends with the "
+                        "request, and a capture begun before the finalize withdraws it "
+                        "('withdrawn': CUPTI stays; l2p_capture.h)"));
 
 static PyObject *cupti_state_impl(PyObject *m, const void *args)
 {
@@ -161,7 +174,8 @@ static PyObject *cupti_state_impl(PyObject *m, const void *args)
     return PyUnicode_FromString(hold_word(l2p_cupti_hold_state()));
 }
 L2P_DEFINE_FN(cupti_state_fn, l2p_no_args, cupti_state_impl, "cupti_state",
-              "'held', 'releasing' (cupti_release asked; no CUDA call has ended since) or "
+              "'held', 'releasing' (cupti_release asked; no CUDA call has ended since), "
+              "'withdrawn' (a capture began first: attached until cupti_reclaim) or "
               "'released'.", "str", L2P_NO_PARAMS);
 
 static PyObject *cupti_reclaim_impl(PyObject *m, const void *args)

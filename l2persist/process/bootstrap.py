@@ -225,7 +225,9 @@ def _cupti_lines(asked) -> list:
         now = _core.cupti_state()
     except Exception:
         now = None
-    if state == "withdrawn" or now == "held":
+    if now == "withdrawn":
+        why = "a capture began as it was being let go"
+    if state == "withdrawn" or now in ("held", "withdrawn"):
         return [f"  CUPTI stayed attached: {why or 'attached again after it was let go'}"]
     return [f"  CUPTI let go after the launch log (the program made no CUDA graph; "
             f"now {now or '?'})"]

@@ -213,29 +213,36 @@ class SwitchGate(Part):
         """The capture count's CUPTI callbacks off once nothing switches any more (decided,
         stopped, at exit): the process's one subscriber is free again for a profiler the
         program starts later. Outside the switch lock, as the launch log's calls; from here
-        capture_open asks PyTorch only (a count that stopped may stay high for good)."""
+        capture_open asks PyTorch only (a count that stopped may stay high for good). With
+        ``release``, CUPTI is let go where it may be, the count handed over in the same step
+        (release_cupti); once the count has ended without it, a capture since is not known,
+        so CUPTI stays."""
         w = self.w
         self.release()
         if w.tracking_ended:
-            if release and not w.activity:
-                self.release_cupti()
+            if release and not w.activity and w.cupti_release is None:
+                w.cupti_release = ("held", "captures were no longer tracked (a graph made "
+                                           "since would fail without CUPTI)")
             return
         w.tracking_ended = True
-        if w.clock_tracking:
+        if release and not w.activity:   # decided and timed, or stopped mid-run (not at
+            self.release_cupti()         # exit: the program makes no call for it there)
+        if w.clock_tracking:             # a count handed to the release stays with it
             try:
                 _core.capture_watch_end()
             except Exception:
                 pass
-        if release and not w.activity:   # decided and timed, or stopped mid-run (not at
-            self.release_cupti()           # exit: the program makes no call for it there)
 
     def release_cupti(self):
         """CUPTI detached from the program once nothing of the watcher's needs it (advise and
         verify decided and timed, or stopped mid-run): attached it costs every launch for
         the rest of the program's life, recording or not (an 8-kernel graph's replay +0.25-0.3
         us of 9.6, H200; the core's l2p_cupti.h). The core refuses where anything of ours still
-        holds it; here, where the program's own profiler is on (detaching would end its
-        session). After this the watcher makes no CUPTI call. Once."""
+        holds it, and where its capture count saw any capture: the count is handed over with
+        the request in one step (l2p_capture.h), so a capture begun in between cannot slip
+        past both, and one begun before the finalize withdraws the release. Here: where the
+        program's own profiler is on (detaching would end its session). After this the
+        watcher makes no CUPTI call. Once."""
         w = self.w
         if w.cupti_release is not None:
             return
@@ -244,7 +251,7 @@ class SwitchGate(Part):
             w.cupti_release = ("held", why)
             return
         try:
-            w.cupti_release = tuple(_core.cupti_release())
+            w.cupti_release = tuple(_core.cupti_release(hand_captures=True))
         except Exception as e:
             w.cupti_release = ("held", str(e))
         if w.cupti_release[0] == "releasing":
@@ -253,24 +260,18 @@ class SwitchGate(Part):
             atexit.register(self.withdraw_release)
 
     def graphs_under_cupti(self):
-        """Why CUPTI must stay, where the program may hold CUDA graphs made while it was
-        attached: replays of such graphs failed once it was finalized ("unspecified launch
-        failure" in all four graph programs of the zoo, H200 at 161093c), where graphs made
-        before CUPTI attached replayed as before (tools/investigations/cupti-states). Known
-        from PyTorch's hooks, the core's count of every capture begun (capture tracking) and
-        XLA's own graphs; without tracking another library's captures are not known, so
-        nothing is let go (apply, which runs no clock)."""
+        """Why CUPTI must stay, as far as Python knows, where the program may hold CUDA graphs
+        made while it was attached: replays of such graphs failed once it was finalized
+        ("unspecified launch failure" in all four graph programs of the zoo, H200 at 161093c),
+        where graphs made before CUPTI attached replayed as before
+        (tools/investigations/cupti-states). Known here from PyTorch's hooks and XLA's own
+        graphs; the core's count of every capture begun (capture tracking) is read by the
+        core itself, in the same step as the request (release_cupti). Without tracking
+        another library's captures are not known, so nothing is let go (apply, which runs no
+        clock, unless --release-cupti)."""
         w = self.w
         from .phases import _makes_own_graphs
-        begun = 0
-        if w.clock_tracking:
-            try:
-                counts = _core._capture_counts()
-                # unmatched: begun before tracking, ended under it
-                begun = counts.get("begun", 0) + counts.get("unmatched", 0)
-            except Exception:
-                return "captures could not be counted"
-        if getattr(w, "captures_begun", 0) or begun or _makes_own_graphs():
+        if getattr(w, "captures_begun", 0) or _makes_own_graphs():
             return ("the program made CUDA graphs while CUPTI was attached (their replays fail "
                     "once it is let go)")
         if not w.clock_tracking:
@@ -279,15 +280,18 @@ class SwitchGate(Part):
 
     def withdraw_release(self):
         """At exit: a release no CUDA call has carried out yet is withdrawn (CUPTI is not
-        finalized from inside the program's exit, whose teardown calls would carry it out)."""
+        finalized from inside the program's exit, whose teardown calls would carry it out);
+        one a capture withdrew has its subscriber, still on every call, taken off."""
         w = self.w
         if w.cupti_release is None or w.cupti_release[0] != "releasing":
             return
         try:
-            if _core.cupti_state() == "releasing":
+            now = _core.cupti_state()
+            if now in ("releasing", "withdrawn"):
                 _core.cupti_reclaim()
                 w.cupti_release = ("withdrawn", "the program ended before a CUDA call let "
-                                                "CUPTI go")
+                                                "CUPTI go" if now == "releasing" else
+                                   "a capture began as CUPTI was being let go")
         except Exception:
             pass
 
