@@ -83,14 +83,17 @@ def test_the_summary_says_why_watching_was_not_measured_under_a_mix(world):  # n
                          hooks_share=0.0012, recorded_share=0.05, switch_work_ms_median=2.5)
     text = summary_text(s)
     assert "not measured here" in text and "moved 37 % from rest to rest" in text, text
-    assert "hooks took 0.12 %" in text and "switch work: 2.50 ms" in text
+    assert "hooks took 0.12 %" in text and "a switch's own work of 2.50 ms median: " in text
     assert not re.search(r"watching added \d", text) and "recording cost" not in text
-    # the simulator's graphs were readied ahead; its synchronization never waits: none hidden
-    assert re.search(r"graphs readied before \d+ block ends' synchronization: [\d.]+ ms "
-                     r"median, 0 of them while the GPU", text), text
+    # the simulator's graphs were readied ahead; its synchronization never waits: none hidden.
+    # Said once, on the blocks line, as the switch's own work's median is
+    assert re.search(r"the next arm's graphs readied \([\d.]+ ms median, 0 of them while the "
+                     r"GPU", text), text
     s["watching"].update(ahead=40, ahead_hidden=36, ahead_ms_median=2.94)
-    assert ("graphs readied before 40 block ends' synchronization: 2.94 ms median, 36 of them "
-            "while the GPU still ran the block's work") in summary_text(s)
+    text = summary_text(s)
+    assert ("at 40 switches, the next arm's graphs readied (2.94 ms median, 36 of them while "
+            "the GPU still ran the block)") in text, text
+    assert text.count("graphs readied") == 1 and text.count("its own work after") == 1, text
 
 
 def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_path):  # noqa: F811

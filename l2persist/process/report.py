@@ -307,14 +307,11 @@ def summary_text(r: dict) -> str:
                      f"wall time")
     if w.get("switch_work_ms_median") is not None and (w.get("added_share") is not None
                                                        or w.get("comparable") is False):
-        lines.append(f"  switch work: {w['switch_work_ms_median']:.2f} ms median: install "
-                     f"{w.get('install_ms_median') or 0:.2f} ms (of which windows "
+        # the whole and the readying ahead are said once, on the blocks line (switch_said)
+        lines.append(f"  a switch's own work of {w['switch_work_ms_median']:.2f} ms median: "
+                     f"install {w.get('install_ms_median') or 0:.2f} ms (of which windows "
                      f"{w.get('windows_ms_median') or 0:.2f} ms), the search's bookkeeping "
                      f"the remainder")
-    if w.get("ahead"):
-        lines.append(f"  graphs readied before {w['ahead']} block ends' synchronization: "
-                     f"{w.get('ahead_ms_median') or 0:.2f} ms median, {w.get('ahead_hidden', 0)} "
-                     f"of them while the GPU still ran the block's work")
     lines += watch_cost_lines(r.get("watch_cost"))
     lines += landed_lines(r.get("windows_landed"))
     g = r.get("graphs", [])
