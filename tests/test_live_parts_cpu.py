@@ -1146,6 +1146,13 @@ def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
     g.withdraw_release()
     assert calls == ["reclaim", "reclaim"]
     assert w.cupti_release == ("withdrawn", "a capture began as CUPTI was being let go")
+    # asked in the core, not yet recorded here (a signal came between): withdrawn all the same
+    w.cupti_release, state[0] = None, "releasing"
+    g.withdraw_release()
+    assert calls == ["reclaim"] * 3 and w.cupti_release[0] == "withdrawn"
+    w.cupti_release, state[0] = None, "held"            # nothing asked: nothing done
+    g.withdraw_release()
+    assert calls == ["reclaim"] * 3 and w.cupti_release is None
 
 
 def test_summary_says_whether_cupti_was_asked_to_go_and_where_it_is_now(monkeypatch):

@@ -281,9 +281,11 @@ class SwitchGate(Part):
     def withdraw_release(self):
         """At exit: a release no CUDA call has carried out yet is withdrawn (CUPTI is not
         finalized from inside the program's exit, whose teardown calls would carry it out);
-        one a capture withdrew has its subscriber, still on every call, taken off."""
+        one a capture withdrew has its subscriber, still on every call, taken off. The core is
+        asked even where no answer was recorded here: a signal (SIGTERM's restore) can come
+        between the core's request and its record."""
         w = self.w
-        if w.cupti_release is None or w.cupti_release[0] != "releasing":
+        if w.cupti_release is not None and w.cupti_release[0] != "releasing":
             return
         try:
             now = _core.cupti_state()
