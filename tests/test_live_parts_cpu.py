@@ -1124,6 +1124,44 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     assert w.cupti_release == ("held", "no CUPTI here") and calls[-1] == "end"
 
 
+def test_gate_settles_a_release_a_capture_withdrew_soon_not_only_at_exit(monkeypatch):
+    """The request's subscriber stays on every call after a capture withdrew it: the timer
+    the request started takes it off (the core's reclaim), once, and leaves a pending or a
+    carried-out release alone."""
+    state, calls, timers = ["releasing"], [], []
+    monkeypatch.setattr(clock, "_core", _ns(
+        cupti_state=lambda: state[0], cupti_reclaim=lambda: calls.append("reclaim"),
+        cupti_release=lambda **kw: ("releasing", None), capture_watch_end=lambda: None,
+        switch_leave=lambda: None))
+    monkeypatch.setattr(clock.atexit, "register", lambda fn: None)
+
+    class Timer:
+        def __init__(self, delay, fn):
+            timers.append((delay, fn))
+            self.daemon = False
+
+        def start(self):
+            assert self.daemon            # never keeps the program from exiting
+    monkeypatch.setattr(clock.threading, "Timer", Timer)
+    w = _ns(tracking_ended=False, _switch_held=None, clock_tracking=True, activity=False,
+            cupti_release=None)
+    g = clock.SwitchGate(w)
+    monkeypatch.setattr(g, "graphs_under_cupti", lambda: None)
+    g.end_tracking(release=True)
+    assert [t[1] for t in timers] == [g.settle_release] and timers[0][0] == clock.SETTLE_S
+    g.settle_release()                    # still pending: left alone
+    assert calls == [] and w.cupti_release == ("releasing", None)
+    state[0] = "withdrawn"
+    g.settle_release()
+    assert calls == ["reclaim"]
+    assert w.cupti_release == ("withdrawn", "a capture began as CUPTI was being let go")
+    g.settle_release()                    # once
+    assert calls == ["reclaim"]
+    w.cupti_release, state[0] = ("releasing", None), "released"
+    g.settle_release()                    # carried out: nothing to take off
+    assert calls == ["reclaim"]
+
+
 def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
     state, calls = ["releasing"], []
     monkeypatch.setattr(clock, "_core", _ns(cupti_state=lambda: state[0],

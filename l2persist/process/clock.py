@@ -29,6 +29,8 @@ import time
 from .. import _core
 from .part import Part
 
+SETTLE_S = 0.5   # after a release's request: a capture's withdrawal is settled then
+
 #: How often the clock ticks: a quarter of a 20 ms block (blocks end at the first tick past
 #: their length, so a block runs at most a period long).
 PERIOD_S = 0.005
@@ -258,6 +260,11 @@ class SwitchGate(Part):
             # first of Python's exit handlers (they run last-registered first): the program's
             # own (PyTorch's) make CUDA calls that would carry the release out inside its exit
             atexit.register(self.withdraw_release)
+            # a capture that withdrew the request leaves its subscriber on every call: taken
+            # off soon, not only at exit
+            t = threading.Timer(SETTLE_S, self.settle_release)
+            t.daemon = True
+            t.start()
 
     def graphs_under_cupti(self):
         """Why CUPTI must stay, as far as Python knows, where the program may hold CUDA graphs
@@ -277,6 +284,18 @@ class SwitchGate(Part):
         if not w.clock_tracking:
             return "captures were not tracked (a graph made under CUPTI would fail without it)"
         return None
+
+    def settle_release(self):
+        """Shortly after the request: where a capture withdrew it, the request's subscriber
+        (every driver and runtime call goes through it) is taken off; CUPTI stays attached,
+        as where it was held. A request still pending, or carried out, is left alone."""
+        w = self.w
+        try:
+            if w.cupti_release[0] == "releasing" and _core.cupti_state() == "withdrawn":
+                _core.cupti_reclaim()
+                w.cupti_release = ("withdrawn", "a capture began as CUPTI was being let go")
+        except Exception:
+            pass
 
     def withdraw_release(self):
         """At exit: a release no CUDA call has carried out yet is withdrawn (CUPTI is not
