@@ -1126,46 +1126,73 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
 
 def test_gate_settles_a_release_a_capture_withdrew_soon_not_only_at_exit(monkeypatch):
     """The request's subscriber stays on every call after a capture withdrew it: the timer
-    the request started takes it off (the core's reclaim), once, and leaves a pending or a
-    carried-out release alone."""
-    state, calls, timers = ["releasing"], [], []
+    the request started takes it off (the core's reclaim), once; while the request is still
+    pending it looks again, the waits doubling to a cap; one carried out is left alone. A
+    request the core answered "withdrawn" at once gets the timer and the exit hook too."""
+    state, calls, timers, exits = ["releasing"], [], [], []
+    answer = [("releasing", None)]
     monkeypatch.setattr(clock, "_core", _ns(
-        cupti_state=lambda: state[0], cupti_reclaim=lambda: calls.append("reclaim"),
-        cupti_release=lambda **kw: ("releasing", None), capture_watch_end=lambda: None,
+        cupti_state=lambda: state[0],
+        cupti_reclaim=lambda: calls.append("reclaim") or state[0],
+        cupti_release=lambda **kw: answer[0], capture_watch_end=lambda: None,
         switch_leave=lambda: None))
-    monkeypatch.setattr(clock.atexit, "register", lambda fn: None)
+    monkeypatch.setattr(clock.atexit, "register", lambda fn: exits.append(fn))
 
     class Timer:
-        def __init__(self, delay, fn):
-            timers.append((delay, fn))
+        def __init__(self, delay, fn, kwargs=None):
+            timers.append((delay, fn, kwargs))
             self.daemon = False
 
         def start(self):
             assert self.daemon            # never keeps the program from exiting
     monkeypatch.setattr(clock.threading, "Timer", Timer)
-    w = _ns(tracking_ended=False, _switch_held=None, clock_tracking=True, activity=False,
-            cupti_release=None)
-    g = clock.SwitchGate(w)
-    monkeypatch.setattr(g, "graphs_under_cupti", lambda: None)
+
+    def gate():
+        w = _ns(tracking_ended=False, _switch_held=None, clock_tracking=True, activity=False,
+                cupti_release=None)
+        g = clock.SwitchGate(w)
+        monkeypatch.setattr(g, "graphs_under_cupti", lambda: None)
+        return w, g
+    w, g = gate()
     g.end_tracking(release=True)
-    assert [t[1] for t in timers] == [g.settle_release] and timers[0][0] == clock.SETTLE_S
-    g.settle_release()                    # still pending: left alone
+    assert [(t[0], t[1]) for t in timers] == [(clock.SETTLE_S, g.settle_release)]
+    assert exits == [g.withdraw_release]
+    g.settle_release(delay=clock.SETTLE_S)     # still pending: looked at again, later
     assert calls == [] and w.cupti_release == ("releasing", None)
+    assert timers[-1][0] == 2 * clock.SETTLE_S and timers[-1][2] == {"delay": 2 * clock.SETTLE_S}
+    g.settle_release(delay=clock.SETTLE_MAX_S)
+    assert timers[-1][0] == clock.SETTLE_MAX_S  # capped
+    n = len(timers)
     state[0] = "withdrawn"
     g.settle_release()
-    assert calls == ["reclaim"]
+    assert calls == ["reclaim"] and len(timers) == n
     assert w.cupti_release == ("withdrawn", "a capture began as CUPTI was being let go")
-    g.settle_release()                    # once
-    assert calls == ["reclaim"]
+    state[0] = "held"                         # taken back
+    g.settle_release()                        # once
+    assert calls == ["reclaim"] and len(timers) == n
     w.cupti_release, state[0] = ("releasing", None), "released"
-    g.settle_release()                    # carried out: nothing to take off
-    assert calls == ["reclaim"]
+    g.settle_release()                        # carried out: nothing to take off
+    assert calls == ["reclaim"] and len(timers) == n
+    # withdrawn before the request's answer was read: the same timer and exit hook
+    timers.clear(), exits.clear()
+    answer[0], state[0] = ("withdrawn", None), "withdrawn"
+    w, g = gate()
+    g.end_tracking(release=True)
+    assert timers and exits == [g.withdraw_release]
+    g.settle_release()
+    assert calls[-1] == "reclaim" and w.cupti_release[0] == "withdrawn"
 
 
 def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
     state, calls = ["releasing"], []
+    found = [None]                         # what the reclaim finds: the state, unless set
+
+    def reclaim():                         # as the core: held after, the state found returned
+        calls.append("reclaim")
+        was, state[0] = found[0] or state[0], "held"
+        return was
     monkeypatch.setattr(clock, "_core", _ns(cupti_state=lambda: state[0],
-                                            cupti_reclaim=lambda: calls.append("reclaim")))
+                                            cupti_reclaim=reclaim))
     w = _ns(cupti_release=("releasing", None))
     g = clock.SwitchGate(w)
     state[0] = "released"                  # a call carried it out: nothing to withdraw
@@ -1175,9 +1202,9 @@ def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
     g.withdraw_release()
     assert calls == ["reclaim"] and w.cupti_release[0] == "withdrawn"
     assert "ended before" in w.cupti_release[1]
-    g.withdraw_release()                   # once
-    w.cupti_release = ("held", "capture tracking")
-    g.withdraw_release()
+    g.withdraw_release()                   # once: held since
+    w.cupti_release, state[0] = ("held", "capture tracking"), "releasing"
+    g.withdraw_release()                   # never asked here: nothing done
     assert calls == ["reclaim"]
     # a capture withdrew it in the core: its subscriber (on every call) is taken off at exit
     w.cupti_release, state[0] = ("releasing", None), "withdrawn"
@@ -1191,6 +1218,10 @@ def test_gate_withdraws_at_exit_only_a_release_no_call_carried_out(monkeypatch):
     w.cupti_release, state[0] = None, "held"            # nothing asked: nothing done
     g.withdraw_release()
     assert calls == ["reclaim"] * 3 and w.cupti_release is None
+    # a finalize landed between the state read and the reclaim: carried out, not withdrawn
+    w.cupti_release, state[0], found[0] = ("releasing", None), "releasing", "released"
+    g.withdraw_release()
+    assert calls == ["reclaim"] * 4 and w.cupti_release == ("releasing", None)
 
 
 def test_summary_says_whether_cupti_was_asked_to_go_and_where_it_is_now(monkeypatch):

@@ -210,14 +210,16 @@ int l2p_capture_watching(void) { return atomic_load(&watching) == 1; }
 static const char *commit_release(void (*store)(void))
 {
     const char *why = NULL;
+    int on = 1;
     pthread_mutex_lock(&lock);
-    if (atomic_load(&watching) != 1) why = "captures were not tracked";
-    else if (counts.begun || counts.unmatched || n_open || n_pending)
+    if (counts.begun || counts.unmatched || n_open || n_pending)
         why = "the program made CUDA graphs while CUPTI was attached";
+    /* handed in one move: an end of tracking racing this finds it handed, never half */
+    else if (!atomic_compare_exchange_strong(&watching, &on, 2))
+        why = "captures were not tracked";
     else {
         store();
         release_asked = 1;
-        atomic_store(&watching, 2);
     }
     pthread_mutex_unlock(&lock);
     return why;
@@ -229,23 +231,41 @@ const l2p_cupti_handover *l2p_capture_handover(void)
     return &handover;
 }
 
-l2p_status l2p_capture_watch_begin(int device)
+/* The count on and the client attached, the stream query resolved (or NULL: states unread). */
+static l2p_status watch_attach(void)
 {
-    void *fn;
     if (atomic_load(&watching) == 1)
         return l2p_fail(L2P_ERR_STATE, "capture tracking: already on in this process "
                         "(capture_watch_end first)");
-    L2P_TRY(l2p_device_check(device));
-    L2P_TRY(l2p_driver_symbol("cuStreamIsCapturing", &fn));
-    stream_is_capturing = (stream_is_capturing_fn)fn;
     pthread_mutex_lock(&lock);
     n_open = 0; /* captures open before now are not known (their ends: counts.unmatched) */
-    release_asked = 0; /* a handed count's release is withdrawn by the attach below */
     pthread_mutex_unlock(&lock);
     atomic_store(&watching, 1); /* before the callbacks go on: none is missed */
     l2p_status st = l2p_cupti_attach(&client, 0);
-    if (st != L2P_OK) atomic_store(&watching, 0);
-    return st;
+    if (st != L2P_OK) {
+        atomic_store(&watching, 0);
+        return st;
+    }
+    pthread_mutex_lock(&lock);
+    release_asked = 0; /* a request the count was handed to: the attach reclaimed it */
+    pthread_mutex_unlock(&lock);
+    return L2P_OK;
+}
+
+l2p_status l2p_capture_watch_begin(int device)
+{
+    void *fn;
+    if (atomic_load(&watching) == 1) return watch_attach(); /* its refusal */
+    L2P_TRY(l2p_device_check(device));
+    L2P_TRY(l2p_driver_symbol("cuStreamIsCapturing", &fn));
+    stream_is_capturing = (stream_is_capturing_fn)fn;
+    return watch_attach();
+}
+
+l2p_status l2p_capture_watch_begin_nodevice(void)
+{
+    stream_is_capturing = NULL;
+    return watch_attach();
 }
 
 void l2p_capture_watch_end(void)

@@ -82,6 +82,9 @@ extern "C" {
  * while tracking already; L2P_ERR_NOT_SUPPORTED without CUPTI or where another tool holds
  * CUPTI's subscriber. */
 l2p_status l2p_capture_watch_begin(int device);
+/* The same without a device, the stream states left unread (an end's result decides): for the
+ * C tests on a stand-in libcupti (tests/c/test_cupti_release.c). */
+l2p_status l2p_capture_watch_begin_nodevice(void);
 /* Stop tracking (the callbacks go off; the count stays as it was); idempotent. A count handed
  * to a release (below) stays with it. */
 void l2p_capture_watch_end(void);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <stdatomic.h>
 
@@ -174,8 +175,14 @@ static _Thread_local int in_callback; /* a driver call made by a handler itself 
 enum { RELEASE_RUNNING = L2P_CUPTI_FINALIZING, STATE_BITS = 7, IN_HANDLER = 8 };
 static _Atomic long release_word = L2P_CUPTI_HELD;
 static _Atomic unsigned generation;
-static finalize_fn release_finalize;       /* set before RELEASING is stored */
-static int (*release_veto)(unsigned cbid); /* likewise: the handed client's vetoes, or NULL */
+typedef int (*veto_fn)(unsigned cbid);
+static _Atomic(finalize_fn) release_finalize; /* set before RELEASING is stored */
+static _Atomic(veto_fn) release_veto;         /* likewise: the handed client's vetoes, or NULL */
+/* Vetoing calls that reached a request (withdrawn by them, or found withdrawn already: their
+ * captures were made under CUPTI, never counted by the client), and those that met a finalize
+ * under way and outwaited VETO_WAIT_NS. */
+static atomic_ulong vetoes_seen, vetoes_late;
+#define VETO_WAIT_NS 50000000L
 static l2p_cupti_client *handed;           /* under sub_lock: detached, still in its slot */
 /* This thread's depth in the calls seen since the release's subscriber came: the runtime's
  * calls make driver calls inside them, and an inner call's exit is no place to finalize (the
@@ -209,20 +216,51 @@ static int handlers_enter(void)
 
 int l2p_cupti_withdraw(void) { return move_state(L2P_CUPTI_RELEASING, L2P_CUPTI_WITHDRAWN); }
 
+void l2p_cupti_vetoes(unsigned long *seen, unsigned long *late)
+{
+    *seen = atomic_load(&vetoes_seen);
+    *late = atomic_load(&vetoes_late);
+}
+
+static long since_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* A vetoing call's entry: the release withdrawn. Where a finalize is already under way (another
+ * thread's exit found no handler inside), the call waits for it to end, so that its capture
+ * begins with CUPTI gone; a while at most, since a finalize that waited for the callbacks in
+ * flight would wait for this one: one that outwaits it goes on, counted. */
+static void veto(void)
+{
+    struct timespec t0;
+    atomic_fetch_add(&vetoes_seen, 1);
+    if (l2p_cupti_withdraw() || release_state() != RELEASE_RUNNING) return;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (release_state() == RELEASE_RUNNING) {
+        if (since_ns(&t0) > VETO_WAIT_NS) {
+            atomic_fetch_add(&vetoes_late, 1);
+            return;
+        }
+        sched_yield();
+    }
+}
+
 /* At the exit of an outermost call, on the program's thread that made it: detach. The
  * subscriber goes with CUPTI; whoever reclaims next forgets it (the lock is not taken here: a
  * thread holding it may be waiting inside CUPTI for this callback). A vetoing call's entry
- * withdraws instead. A call that reaches this while RUNNING (a finalize on another thread
- * that found no handler inside) is not held back: nothing here can wait inside a callback for
- * a finalize that may itself wait for the callbacks. */
+ * withdraws instead (veto). */
 static void release_at_exit(CUpti_CallbackDomain domain, unsigned cbid, const void *data)
 {
     long expect = L2P_CUPTI_RELEASING; /* and no handler inside */
     unsigned serial = atomic_load(&release_serial);
     int enter = ((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_ENTER;
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
-    if (enter && domain == CUPTI_CB_DOMAIN_DRIVER_API && release_veto && release_veto(cbid)) {
-        (void)l2p_cupti_withdraw();
+    veto_fn vetoes = atomic_load(&release_veto);
+    if (enter && domain == CUPTI_CB_DOMAIN_DRIVER_API && vetoes && vetoes(cbid)) {
+        veto();
         return;
     }
     if (release_depth_of != serial) release_depth = 0, release_depth_of = serial;
@@ -232,7 +270,7 @@ static void release_at_exit(CUpti_CallbackDomain domain, unsigned cbid, const vo
     }
     if (release_depth <= 0 || --release_depth > 0) return; /* inner, or entered unseen */
     if (!atomic_compare_exchange_strong(&release_word, &expect, RELEASE_RUNNING)) return;
-    (void)release_finalize();
+    (void)atomic_load(&release_finalize)();
     atomic_fetch_add(&generation, 1);
     atomic_store(&release_word, L2P_CUPTI_RELEASED);
 }
@@ -320,6 +358,14 @@ static l2p_status enable_ids(const callback_calls *c, l2p_cupti_client *client)
     return L2P_OK;
 }
 
+/* The client's enabled ids on again (after a domain was turned off). */
+static void reenable_ids(const callback_calls *c, l2p_cupti_client *client)
+{
+    for (size_t i = 0; i < client->n_cbids; i++)
+        if (client->enabled & (1ul << i))
+            (void)c->enable(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, client->cbids[i]);
+}
+
 static void unsubscribe_if_last(const callback_calls *c, unsigned flags)
 {
     if (n_attached || !subscriber) return;
@@ -342,7 +388,7 @@ static void forget_handed(void)
     for (size_t i = 0; handed && i < L2P_CUPTI_MAX_CLIENTS; i++)
         if (atomic_load(&clients[i]) == handed) atomic_store(&clients[i], NULL);
     handed = NULL;
-    release_veto = NULL;
+    atomic_store(&release_veto, NULL);
 }
 
 /* Under sub_lock: the request's subscriber goes (no client holds it: a release is asked with
@@ -356,15 +402,17 @@ static void drop_request(const callback_calls *c)
     subscriber = NULL;
 }
 
-/* Under sub_lock. */
-static void reclaim_locked(const callback_calls *c)
+/* Under sub_lock; the state it found: RELEASING or WITHDRAWN (taken back), RELEASED (carried
+ * out, finalized) or HELD. */
+static l2p_cupti_hold reclaim_locked(const callback_calls *c)
 {
     for (;;) {
         /* withdrawn before any call's exit, or by a vetoing call */
+        l2p_cupti_hold found = L2P_CUPTI_RELEASING;
         if (move_state(L2P_CUPTI_RELEASING, L2P_CUPTI_HELD) ||
-            move_state(L2P_CUPTI_WITHDRAWN, L2P_CUPTI_HELD)) {
+            (found = L2P_CUPTI_WITHDRAWN, move_state(L2P_CUPTI_WITHDRAWN, L2P_CUPTI_HELD))) {
             drop_request(c);
-            return;
+            return found;
         }
         int s = release_state();
         if (s == RELEASE_RUNNING) {
@@ -376,21 +424,22 @@ static void reclaim_locked(const callback_calls *c)
             forget_handed();
             move_state(L2P_CUPTI_RELEASED, L2P_CUPTI_HELD);
         }
-        return;
+        return (l2p_cupti_hold)s;
     }
 }
 
-void l2p_cupti_reclaim(void)
+l2p_cupti_hold l2p_cupti_reclaim(void)
 {
     const callback_calls *c;
-    if (release_state() == L2P_CUPTI_HELD) return;
+    if (release_state() == L2P_CUPTI_HELD) return L2P_CUPTI_HELD;
     if (callback_api(&c) != L2P_OK) { /* never loaded: nothing was released */
         l2p_clear_error();
-        return;
+        return L2P_CUPTI_HELD;
     }
     pthread_mutex_lock(&sub_lock);
-    reclaim_locked(c);
+    l2p_cupti_hold found = reclaim_locked(c);
     pthread_mutex_unlock(&sub_lock);
+    return found;
 }
 
 l2p_cupti_hold l2p_cupti_hold_state(void) { return (l2p_cupti_hold)release_state(); }
@@ -404,14 +453,19 @@ static void store_releasing(void) { (void)move_state(L2P_CUPTI_HELD, L2P_CUPTI_R
 static const char *request_locked(const callback_calls *c, const l2p_cupti_handover *h)
 {
     if (!c->finalize || !c->enable_domain) return "this CUPTI lacks cuptiFinalize";
+    if (release_state() != L2P_CUPTI_HELD) return "a release was asked already";
+    /* sticky: a capture begun under an earlier request was never counted by its client, and
+     * CUPTI was not finalized under it */
+    if (h && atomic_load(&vetoes_seen))
+        return "a capture began while an earlier release was pending";
     static _Thread_local char refused[sizeof ((l2p_error *)0)->message];
     if (!subscriber && subscribe(c) != L2P_OK) { /* another tool holds it, or no device */
         snprintf(refused, sizeof refused, "%s", l2p_last_error()->message);
         l2p_clear_error();
         return refused;
     }
-    release_finalize = c->finalize;
-    release_veto = h ? h->client->vetoes : NULL;
+    atomic_store(&release_finalize, (finalize_fn)c->finalize);
+    atomic_store(&release_veto, h ? (veto_fn)h->client->vetoes : NULL);
     atomic_fetch_add(&release_serial, 1);
     /* The domains on while still held (the dispatcher gives the calls to the clients then),
      * and the state moved only after: no program thread can finalize while this one is inside
@@ -422,13 +476,18 @@ static const char *request_locked(const callback_calls *c, const l2p_cupti_hando
         why = "CUPTI refused its callback domains";
     else if (!h) store_releasing();
     else why = h->commit(store_releasing); /* the client decides, under its own lock */
-    if (why) { /* still held: the domains off again; a handover's client ends with them */
-        release_veto = NULL;
+    if (why) { /* still held: the domains off again */
+        atomic_store(&release_veto, NULL);
         (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
         (void)c->enable_domain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
         if (!n_attached) {
             (void)c->unsubscribe(subscriber);
             subscriber = NULL;
+        } else { /* a domain off turns its ids off too: the attached clients' back on */
+            for (size_t i = 0; i < L2P_CUPTI_MAX_CLIENTS; i++) {
+                l2p_cupti_client *cl = atomic_load(&clients[i]);
+                if (cl && cl->attached) reenable_ids(c, cl);
+            }
         }
         return why;
     }
@@ -496,7 +555,7 @@ l2p_status l2p_cupti_attach(l2p_cupti_client *client, unsigned flags)
                         client->n_cbids, L2P_CUPTI_MAX_CBIDS);
     L2P_TRY(callback_api(&c));
     pthread_mutex_lock(&sub_lock);
-    reclaim_locked(c);
+    (void)reclaim_locked(c);
     l2p_status st = L2P_OK;
     if (client->attached)
         st = l2p_fail(L2P_ERR_STATE, "%s: already attached to CUPTI's subscriber",

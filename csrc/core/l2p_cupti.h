@@ -117,11 +117,16 @@ l2p_status l2p_cupti_release(l2p_cupti_hold *state, const char **why,
 /* Withdraw a pending release (RELEASING to WITHDRAWN): a handed client's handler saw what
  * forbids it. 1 where it was withdrawn here. */
 int l2p_cupti_withdraw(void);
+/* Vetoing calls that reached a request (seen; once any has, a later request with a handover is
+ * refused: its capture was made under CUPTI and never counted), and those that met a finalize
+ * already under way and went on after waiting 50 ms for it (late: their captures may have begun
+ * under a CUPTI being finalized). */
+void l2p_cupti_vetoes(unsigned long *seen, unsigned long *late);
 l2p_cupti_hold l2p_cupti_hold_state(void);
 /* Before any CUPTI call of ours after a release may have been asked: withdraw a pending one
  * (and a withdrawn one's subscriber goes), wait out a finalize in progress; after it, the
  * state is held again. */
-void l2p_cupti_reclaim(void);
+l2p_cupti_hold l2p_cupti_reclaim(void); /* the state found: what the reclaim did */
 /* How many times CUPTI was finalized in this process: what was set up in CUPTI under an older
  * generation (activity callbacks, the profiler's initialisation) must be set up again. */
 unsigned l2p_cupti_generation(void);

@@ -87,12 +87,15 @@ L2P_DEFINE_FN(switch_leave_fn, l2p_no_args, switch_leave_impl, "switch_leave",
 static PyObject *counts_impl(PyObject *m, const void *args)
 {
     l2p_capture_counts c;
+    unsigned long vetoed, late;
     (void)m;
     (void)args;
     l2p_capture_counts_get(&c);
-    return Py_BuildValue("{sksksksksksksksk}", "begun", c.begun, "failed", c.failed, "ended",
-                         c.ended, "unmatched", c.unmatched, "waited", c.waited, "refused",
-                         c.refused, "switches", c.switches, "withdrew", c.withdrew);
+    l2p_cupti_vetoes(&vetoed, &late);
+    return Py_BuildValue("{sksksksksksksksksksk}", "begun", c.begun, "failed", c.failed,
+                         "ended", c.ended, "unmatched", c.unmatched, "waited", c.waited,
+                         "refused", c.refused, "switches", c.switches, "withdrew", c.withdrew,
+                         "vetoed", vetoed, "vetoed_late", late);
 }
 L2P_DEFINE_FN(counts_fn, l2p_no_args, counts_impl, "_capture_counts",
               "What capture tracking and the switch lock saw since the process started "
@@ -100,7 +103,10 @@ L2P_DEFINE_FN(counts_fn, l2p_no_args, counts_impl, "_capture_counts",
               "(ends that closed a capture), unmatched (of those, captures begun before "
               "tracking), waited (begins that waited for a switch), refused (switch_enter "
               "calls that found a capture open or about to begin), switches (entered), withdrew "
-              "(begins that withdrew a release of CUPTI the count was handed to).",
+              "(begins that withdrew a release of CUPTI the count was handed to, from the count's "
+              "side), vetoed (begins that reached a pending or withdrawn release on its own "
+              "subscriber), vetoed_late (of those, begins that met a finalize under way and "
+              "went on after 50 ms).",
               "dict[str, int]", L2P_NO_PARAMS);
 
 const l2p_fn *const l2p_capture_fns[] = {&watch_begin_fn, &watch_end_fn, &captures_open_fn,

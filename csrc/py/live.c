@@ -180,17 +180,20 @@ L2P_DEFINE_FN(cupti_state_fn, l2p_no_args, cupti_state_impl, "cupti_state",
 
 static PyObject *cupti_reclaim_impl(PyObject *m, const void *args)
 {
+    l2p_cupti_hold found;
     (void)m;
     (void)args;
     Py_BEGIN_ALLOW_THREADS /* waits out a finalize in flight */
-    l2p_cupti_reclaim();
+    found = l2p_cupti_reclaim();
     Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return PyUnicode_FromString(hold_word(found));
 }
 L2P_DEFINE_FN(cupti_reclaim_fn, l2p_no_args, cupti_reclaim_impl, "cupti_reclaim",
               "Withdraw a release no CUDA call has carried out yet (the program is ending: "
-              "CUPTI is not finalized inside its exit), or forget one that was; the state is "
-              "'held' after. Idempotent.", "None", L2P_NO_PARAMS);
+              "CUPTI is not finalized inside its exit), take off one a capture withdrew, or "
+              "forget one that was carried out; the state is 'held' after. Returns the state "
+              "it found: 'releasing' or 'withdrawn' (taken back), 'released' or 'held'. "
+              "Idempotent.", "str", L2P_NO_PARAMS);
 
 typedef struct {
     PyObject *bounds;

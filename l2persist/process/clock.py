@@ -29,7 +29,8 @@ import time
 from .. import _core
 from .part import Part
 
-SETTLE_S = 0.5   # after a release's request: a capture's withdrawal is settled then
+SETTLE_S = 0.5       # after a release's request: a capture's withdrawal is settled then,
+SETTLE_MAX_S = 8.0   # and looked for again while it is pending, the waits doubling to this
 
 #: How often the clock ticks: a quarter of a 20 ms block (blocks end at the first tick past
 #: their length, so a block runs at most a period long).
@@ -256,15 +257,18 @@ class SwitchGate(Part):
             w.cupti_release = tuple(_core.cupti_release(hand_captures=True))
         except Exception as e:
             w.cupti_release = ("held", str(e))
-        if w.cupti_release[0] == "releasing":
+        if w.cupti_release[0] in ("releasing", "withdrawn"):
             # first of Python's exit handlers (they run last-registered first): the program's
             # own (PyTorch's) make CUDA calls that would carry the release out inside its exit
             atexit.register(self.withdraw_release)
             # a capture that withdrew the request leaves its subscriber on every call: taken
             # off soon, not only at exit
-            t = threading.Timer(SETTLE_S, self.settle_release)
-            t.daemon = True
-            t.start()
+            self._settle_later(SETTLE_S)
+
+    def _settle_later(self, delay: float):
+        t = threading.Timer(delay, self.settle_release, kwargs={"delay": delay})
+        t.daemon = True
+        t.start()
 
     def graphs_under_cupti(self):
         """Why CUPTI must stay, as far as Python knows, where the program may hold CUDA graphs
@@ -285,15 +289,20 @@ class SwitchGate(Part):
             return "captures were not tracked (a graph made under CUPTI would fail without it)"
         return None
 
-    def settle_release(self):
-        """Shortly after the request: where a capture withdrew it, the request's subscriber
-        (every driver and runtime call goes through it) is taken off; CUPTI stays attached,
-        as where it was held. A request still pending, or carried out, is left alone."""
+    def settle_release(self, delay: float = SETTLE_S):
+        """After the request: where a capture withdrew it, the request's subscriber (every
+        driver and runtime call goes through it) is taken off; CUPTI stays attached, as where
+        it was held. While no CUDA call has carried it out yet (the program in host work), it
+        looks again later, the waits doubling to SETTLE_MAX_S; one carried out is left alone."""
         w = self.w
         try:
-            if w.cupti_release[0] == "releasing" and _core.cupti_state() == "withdrawn":
-                _core.cupti_reclaim()
-                w.cupti_release = ("withdrawn", "a capture began as CUPTI was being let go")
+            if w.cupti_release[0] not in ("releasing", "withdrawn"):
+                return
+            now = _core.cupti_state()
+            if now == "releasing":
+                self._settle_later(min(2 * delay, SETTLE_MAX_S))
+            elif now == "withdrawn":
+                self._take_back()
         except Exception:
             pass
 
@@ -304,17 +313,22 @@ class SwitchGate(Part):
         asked even where no answer was recorded here: a signal (SIGTERM's restore) can come
         between the core's request and its record."""
         w = self.w
-        if w.cupti_release is not None and w.cupti_release[0] != "releasing":
+        if w.cupti_release is not None and w.cupti_release[0] not in ("releasing", "withdrawn"):
             return
         try:
-            now = _core.cupti_state()
-            if now in ("releasing", "withdrawn"):
-                _core.cupti_reclaim()
-                w.cupti_release = ("withdrawn", "the program ended before a CUDA call let "
-                                                "CUPTI go" if now == "releasing" else
-                                   "a capture began as CUPTI was being let go")
+            if _core.cupti_state() in ("releasing", "withdrawn"):
+                self._take_back()
         except Exception:
             pass
+
+    def _take_back(self):
+        """The core's reclaim, recorded by what it found (a finalize may land just before)."""
+        found = _core.cupti_reclaim()
+        if found == "releasing":
+            self.w.cupti_release = ("withdrawn", "the program ended before a CUDA call let "
+                                                 "CUPTI go")
+        elif found == "withdrawn":
+            self.w.cupti_release = ("withdrawn", "a capture began as CUPTI was being let go")
 
     def begin_tracking(self, without: str) -> bool:
         """The core's capture count on (CUDA's callbacks: every capture begun from here, by

@@ -1,9 +1,12 @@
 /* CUPTI's release with a client handed over (l2p_cupti.h: l2p_cupti_handover), on a stand-in
  * libcupti (fake/fake_cupti.c) that plays CUDA calls' entries and exits on the test's threads:
- * the request refused by the client's rule; carried out at an outermost call's exit; withdrawn
- * by a vetoing call's entry; never finalized while a handler that came in while CUPTI was held
- * is inside, which then withdraws it; a withdrawn request's subscriber taken off by a reclaim;
- * and threads beginning "captures" against rounds of handovers. No GPU. */
+ * the request refused by the client's rule, the client still hearing its ids after; carried
+ * out at an outermost call's exit; withdrawn by a vetoing call's entry, and every later
+ * request with a handover refused; never finalized while a handler that came in while CUPTI
+ * was held is inside, which then withdraws it; a withdrawn request's subscriber taken off by a
+ * reclaim; and capture tracking's own handover (l2p_capture.c, no device) raced by threads
+ * beginning captures as the request is made. Each case runs in a process of its own (CUPTI's
+ * state is the process's). No GPU. */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
@@ -14,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "l2p_capture.h"
 #include "l2p_cupti.h"
 #include "l2p_test.h"
 
@@ -26,6 +32,8 @@ enum { DRIVER = CUPTI_CB_DOMAIN_DRIVER_API, ENTER = CUPTI_API_ENTER, EXIT = CUPT
 
 static void (*call)(int, unsigned, int);
 static int (*finalized)(void), (*unsubscribed)(void), (*subscribed)(void), (*domain_on)(int);
+static void (*watch)(int);
+static int (*finalize_saw)(void);
 
 /* ---- a client shaped as capture tracking: a begin counted under its lock ---- */
 
@@ -109,6 +117,9 @@ static void test_refused_where_the_client_saw_a_capture(void)
     CHECK(state == L2P_CUPTI_HELD && why && strstr(why, "capture"));
     CHECK(!domain_on(CUPTI_CB_DOMAIN_RUNTIME_API)); /* the request's domains off again */
     CHECK(client.attached && subscribed());
+    int was = begun;
+    outer_call(BEGIN_ID); /* the client's own ids back on: it still hears its begins */
+    CHECK(begun == was + 1);
     /* without a handover the attached client itself keeps CUPTI */
     why = NULL;
     CHECK(l2p_cupti_release(&state, &why, NULL) == L2P_OK);
@@ -144,6 +155,12 @@ static void test_a_vetoing_entry_withdraws(void)
     CHECK(finalized() == before && subscribed()); /* attached, the request still on */
     round_end();                                  /* the reclaim takes it off */
     CHECK(!domain_on(DRIVER));
+    unsigned long seen, late;
+    l2p_cupti_vetoes(&seen, &late);
+    CHECK(seen == 1 && late == 0);
+    /* that capture was made under CUPTI and never counted: no later handover lets it go */
+    CHECK(round_begin(&why) == L2P_CUPTI_HELD && why && strstr(why, "earlier release"));
+    round_end();
 }
 
 static void *begin_once(void *arg)
@@ -182,23 +199,15 @@ static void test_no_finalize_while_a_held_handler_is_inside(void)
     round_end();
 }
 
-/* ---- threads beginning captures against rounds of handovers ---- */
+/* ---- capture tracking's own handover, raced ---- */
 
-static atomic_int stop, violations, round_no, begins_done;
-
-/* A begin that started after the request (its ticket taken before its entry, the request's
- * right after the state moved) must not leave its entry with the release still pending: it
- * withdrew it, or met a finalize another thread's exit had already begun (not held back:
- * l2p_cupti.c's release_at_exit). */
-static void begin_capture(void)
-{
-    long b = atomic_fetch_add(&ticket, 1) + 1;
-    call(DRIVER, BEGIN_ID, ENTER);
-    l2p_cupti_hold s = l2p_cupti_hold_state();
-    long r = atomic_load(&request_ticket);
-    if (r && b > r && s == L2P_CUPTI_RELEASING) atomic_fetch_add(&violations, 1);
-    call(DRIVER, BEGIN_ID, EXIT);
-}
+/* In a process of its own: capture tracking on (no device), a capturer thread that begins one
+ * capture a random while after its start or after the request's, a caller thread making calls with gaps, and the
+ * request made with the count handed over. The oracle is the stand-in's: how many begins had
+ * left their entry when cuptiFinalize began. A finalized round must have none (a begin before
+ * the request was counted, and refused it; one after withdrew it, or waited out the finalize
+ * already under way). Writes: the request's state, the end state, the begins at finalize. */
+static atomic_int go, stop_calls;
 
 static void spin(unsigned n)
 {
@@ -206,74 +215,100 @@ static void spin(unsigned n)
     }
 }
 
-/* Callers make CUDA calls with gaps (an exit may carry a release out); capturers begin one
- * capture a round, a random while after the round is armed, which is just before the
- * request: some before it, some between it and the first exit, some after the finalize. */
-static void *caller(void *arg)
+static void *race_caller(void *arg)
 {
     unsigned seed = (unsigned)(size_t)arg;
-    while (!atomic_load(&stop)) {
+    while (!atomic_load(&stop_calls)) {
         outer_call(OTHER_ID);
         spin(rand_r(&seed) % 4000);
     }
     return NULL;
 }
 
-static void *capturer(void *arg)
+static void *race_capturer(void *arg)
 {
     unsigned seed = (unsigned)(size_t)arg;
-    int done = 0;
-    while (!atomic_load(&stop)) {
-        int r = atomic_load(&round_no);
-        if (r == done) {
-            sched_yield();
-            continue;
-        }
-        done = r;
-        spin(rand_r(&seed) % 20000);
-        begin_capture();
-        atomic_fetch_add(&begins_done, 1);
-    }
+    if (rand_r(&seed) % 2) /* half from the start (often before the request), half from it */
+        while (!atomic_load(&go)) sched_yield();
+    spin(rand_r(&seed) % 20000);
+    outer_call(BEGIN_ID);
     return NULL;
+}
+
+static void race_round(int fd, unsigned seed)
+{
+    pthread_t caller, capturer;
+    l2p_cupti_hold state = L2P_CUPTI_HELD;
+    const char *why = NULL;
+    int out[3];
+    watch(BEGIN_ID);
+    if (l2p_capture_watch_begin_nodevice() != L2P_OK) _exit(3);
+    pthread_create(&caller, NULL, race_caller, (void *)(size_t)seed);
+    pthread_create(&capturer, NULL, race_capturer, (void *)(size_t)(seed * 7 + 1));
+    spin(rand_r(&seed) % 60000);
+    atomic_store(&go, 1);
+    if (l2p_cupti_release(&state, &why, l2p_capture_handover()) != L2P_OK) _exit(4);
+    if (why) l2p_capture_watch_end();
+    pthread_join(capturer, NULL);
+    for (int n = 0; n < 100000 && (l2p_cupti_hold_state() == L2P_CUPTI_RELEASING ||
+                                   l2p_cupti_hold_state() == L2P_CUPTI_FINALIZING); n++)
+        sched_yield();
+    atomic_store(&stop_calls, 1);
+    pthread_join(caller, NULL);
+    out[0] = (int)state;
+    out[1] = (int)l2p_cupti_hold_state();
+    out[2] = finalize_saw();
+    if (write(fd, out, sizeof out) != (ssize_t)sizeof out) _exit(5);
+    _exit(0);
 }
 
 static void test_race(void)
 {
-    enum { CALLERS = 2, CAPTURERS = 2, ROUNDS = 2000 };
-    pthread_t t[CALLERS + CAPTURERS];
-    int released = 0, withdrawn = 0, refused = 0;
-    atomic_store(&stop, 0);
-    for (int i = 0; i < CALLERS + CAPTURERS; i++)
-        pthread_create(&t[i], NULL, i < CALLERS ? caller : capturer, (void *)(size_t)(i + 1));
-    for (int r = 1; r <= ROUNDS; r++) {
-        const char *why = NULL;
-        l2p_cupti_hold state = L2P_CUPTI_HELD;
-        atomic_store(&request_ticket, 0);
-        atomic_store(&begins_done, 0);
-        pthread_mutex_lock(&rule_lock);
-        begun = asked = 0;
-        pthread_mutex_unlock(&rule_lock);
-        CHECK(l2p_cupti_attach(&client, 0) == L2P_OK);
-        atomic_store(&round_no, r); /* armed: the capturers are on their way */
-        CHECK(l2p_cupti_release(&state, &why, &handover) == L2P_OK);
-        while (atomic_load(&begins_done) < CAPTURERS) sched_yield();
-        for (int n = 0; n < 100000 && (l2p_cupti_hold_state() == L2P_CUPTI_RELEASING ||
-                                       l2p_cupti_hold_state() == L2P_CUPTI_FINALIZING); n++)
-            sched_yield();
-        l2p_cupti_hold end = l2p_cupti_hold_state();
-        refused += state == L2P_CUPTI_HELD;
-        released += state != L2P_CUPTI_HELD && end == L2P_CUPTI_RELEASED;
-        withdrawn += state != L2P_CUPTI_HELD && end == L2P_CUPTI_WITHDRAWN;
-        atomic_store(&request_ticket, 0);
-        round_end();
+    enum { ROUNDS = 1000 };
+    int released = 0, withdrawn = 0, refused = 0, lost = 0, bad = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        int fd[2], out[3] = {-1, -1, -1}, status = 0;
+        if (pipe(fd) != 0) break;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fd[0]);
+            race_round(fd[1], (unsigned)r + 1);
+        }
+        close(fd[1]);
+        ssize_t got = read(fd[0], out, sizeof out);
+        close(fd[0]);
+        waitpid(pid, &status, 0);
+        if (got != (ssize_t)sizeof out || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            bad++;
+            continue;
+        }
+        if (out[0] == L2P_CUPTI_HELD) refused++;
+        released += out[0] != L2P_CUPTI_HELD && out[1] == L2P_CUPTI_RELEASED;
+        withdrawn += out[0] != L2P_CUPTI_HELD && out[1] == L2P_CUPTI_WITHDRAWN;
+        lost += out[2] > 0; /* finalized after a begin had left its entry */
     }
-    atomic_store(&stop, 1);
-    for (int i = 0; i < CALLERS + CAPTURERS; i++) pthread_join(t[i], NULL);
-    printf("release race: %d rounds: %d released, %d withdrawn, %d refused; %d begins past "
-           "a pending release\n", ROUNDS, released, withdrawn, refused,
-           atomic_load(&violations));
-    CHECK(atomic_load(&violations) == 0);
-    CHECK(released + withdrawn > 0); /* the request was made in some rounds, and raced */
+    printf("release race (capture tracking's handover, a process a round): %d rounds: %d let "
+           "go, %d withdrawn, %d refused, %d rounds failed; %d finalized after a begin\n",
+           ROUNDS, released, withdrawn, refused, bad, lost);
+    CHECK(bad == 0);
+    CHECK(lost == 0);
+    CHECK(released > 0 && withdrawn + refused > 0); /* the ways out were taken */
+}
+
+/* Each case in a process of its own; its checks counted there. */
+static void run_alone(void (*test)(void), const char *name)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        test();
+        printf("  %s: %d passed, %d failed\n", name, l2p_test_passed, l2p_test_failed);
+        fflush(stdout);
+        _exit(l2p_test_failed ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 int main(void)
@@ -292,10 +327,12 @@ int main(void)
     unsubscribed = (int (*)(void))dlsym(lib, "fake_cupti_unsubscribed");
     subscribed = (int (*)(void))dlsym(lib, "fake_cupti_subscribed");
     domain_on = (int (*)(int))dlsym(lib, "fake_cupti_domain_on");
-    test_refused_where_the_client_saw_a_capture();
-    test_released_at_an_outermost_exit();
-    test_a_vetoing_entry_withdraws();
-    test_no_finalize_while_a_held_handler_is_inside();
+    watch = (void (*)(int))dlsym(lib, "fake_cupti_watch");
+    finalize_saw = (int (*)(void))dlsym(lib, "fake_cupti_finalize_saw");
+    run_alone(test_refused_where_the_client_saw_a_capture, "refused");
+    run_alone(test_released_at_an_outermost_exit, "released");
+    run_alone(test_a_vetoing_entry_withdraws, "vetoed");
+    run_alone(test_no_finalize_while_a_held_handler_is_inside, "a handler inside");
     test_race();
     printf("test_cupti_release: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed ? 1 : 0;

@@ -12,6 +12,11 @@ static void *userdata;
 static atomic_int domain_on[CUPTI_CB_DOMAIN_SIZE];
 static atomic_int id_on[CUPTI_DRIVER_TRACE_CBID_SIZE];
 static atomic_int finalized, unsubscribed;
+/* The test's oracle: entries of the watched id (a capture begin) whose callback has returned,
+ * and how many had when cuptiFinalize ended (-1: not finalized). The finalize takes a while
+ * (about 0.2 ms of spinning), as a real one does, so that a call meeting it under way is seen. */
+static int watched = -1;
+static atomic_int watched_returned, finalize_saw = -1;
 
 static void clear(void)
 {
@@ -60,9 +65,12 @@ CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpti_Callb
 
 CUptiResult cuptiFinalize(void)
 {
+    for (volatile long i = 0; i < 200000; i++) {
+    }
     atomic_store(&callback, NULL);
     clear();
     atomic_fetch_add(&finalized, 1);
+    atomic_store(&finalize_saw, atomic_load(&watched_returned));
     return CUPTI_SUCCESS;
 }
 
@@ -86,7 +94,12 @@ void fake_cupti_call(int domain, unsigned cbid, int site)
     data.callbackSite = (CUpti_ApiCallbackSite)site;
     data.functionName = "fake";
     fn(userdata, (CUpti_CallbackDomain)domain, cbid, &data);
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && (int)cbid == watched && site == CUPTI_API_ENTER)
+        atomic_fetch_add(&watched_returned, 1);
 }
+
+void fake_cupti_watch(int cbid) { watched = cbid; }
+int fake_cupti_finalize_saw(void) { return atomic_load(&finalize_saw); }
 
 int fake_cupti_finalized(void) { return atomic_load(&finalized); }
 int fake_cupti_unsubscribed(void) { return atomic_load(&unsubscribed); }
