@@ -33,7 +33,7 @@ enum { DRIVER = CUPTI_CB_DOMAIN_DRIVER_API, ENTER = CUPTI_API_ENTER, EXIT = CUPT
 static void (*call)(int, unsigned, int);
 static int (*finalized)(void), (*unsubscribed)(void), (*subscribed)(void), (*domain_on)(int);
 static void (*watch)(int);
-static int (*finalize_saw)(void);
+static int (*finalize_saw)(void), (*runtime_on)(void);
 
 /* ---- a client shaped as capture tracking: a begin counted under its lock ---- */
 
@@ -202,7 +202,9 @@ static void test_no_finalize_while_a_held_handler_is_inside(void)
 /* ---- capture tracking's own handover, raced ---- */
 
 /* In a process of its own: capture tracking on (no device), a capturer thread that begins one
- * capture a random while after its start or after the request's, a caller thread making calls with gaps, and the
+ * capture a random while after its start, after the request's, or just as the request's
+ * domains come on (a begin entering its handler while CUPTI is still held, as the client
+ * decides), a caller thread making calls with gaps, and the
  * request made with the count handed over. The oracle is the stand-in's: how many begins had
  * left their entry when cuptiFinalize began. A finalized round must have none (a begin before
  * the request was counted, and refused it; one after withdrew it, or waited out the finalize
@@ -228,9 +230,19 @@ static void *race_caller(void *arg)
 static void *race_capturer(void *arg)
 {
     unsigned seed = (unsigned)(size_t)arg;
-    if (rand_r(&seed) % 2) /* half from the start (often before the request), half from it */
+    switch (rand_r(&seed) % 3) {
+    case 0: /* at the request's last step before the client decides: the narrow windows */
+        while (!runtime_on()) {
+        }
+        spin(rand_r(&seed) % 200);
+        break;
+    case 1: /* from the request's start */
         while (!atomic_load(&go)) sched_yield();
-    spin(rand_r(&seed) % 20000);
+        spin(rand_r(&seed) % 20000);
+        break;
+    default: /* from the thread's start: often before the request */
+        spin(rand_r(&seed) % 20000);
+    }
     outer_call(BEGIN_ID);
     return NULL;
 }
@@ -328,6 +340,7 @@ int main(void)
     subscribed = (int (*)(void))dlsym(lib, "fake_cupti_subscribed");
     domain_on = (int (*)(int))dlsym(lib, "fake_cupti_domain_on");
     watch = (void (*)(int))dlsym(lib, "fake_cupti_watch");
+    runtime_on = (int (*)(void))dlsym(lib, "fake_cupti_runtime_on");
     finalize_saw = (int (*)(void))dlsym(lib, "fake_cupti_finalize_saw");
     run_alone(test_refused_where_the_client_saw_a_capture, "refused");
     run_alone(test_released_at_an_outermost_exit, "released");

@@ -17,6 +17,8 @@ static atomic_int finalized, unsubscribed;
  * (about 0.2 ms of spinning), as a real one does, so that a call meeting it under way is seen. */
 static int watched = -1;
 static atomic_int watched_returned, finalize_saw = -1;
+static atomic_int runtime_on; /* times the runtime domain was turned on: a request's last step
+                               * before its client decides */
 
 static void clear(void)
 {
@@ -58,6 +60,7 @@ CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle h, CUpti_Callb
     if (h != (CUpti_SubscriberHandle)&callback || d >= CUPTI_CB_DOMAIN_SIZE)
         return CUPTI_ERROR_INVALID_PARAMETER;
     atomic_store(&domain_on[d], (int)on);
+    if (on && d == CUPTI_CB_DOMAIN_RUNTIME_API) atomic_fetch_add(&runtime_on, 1);
     if (!on && d == CUPTI_CB_DOMAIN_DRIVER_API) /* as CUPTI: the domain's ids go off too */
         for (int i = 0; i < CUPTI_DRIVER_TRACE_CBID_SIZE; i++) atomic_store(&id_on[i], 0);
     return CUPTI_SUCCESS;
@@ -99,6 +102,7 @@ void fake_cupti_call(int domain, unsigned cbid, int site)
 }
 
 void fake_cupti_watch(int cbid) { watched = cbid; }
+int fake_cupti_runtime_on(void) { return atomic_load(&runtime_on); }
 int fake_cupti_finalize_saw(void) { return atomic_load(&finalize_saw); }
 
 int fake_cupti_finalized(void) { return atomic_load(&finalized); }
