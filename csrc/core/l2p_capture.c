@@ -231,12 +231,17 @@ const l2p_cupti_handover *l2p_capture_handover(void)
     return &handover;
 }
 
+static l2p_status refuse_if_on(void)
+{
+    return atomic_load(&watching) == 1
+               ? l2p_fail(L2P_ERR_STATE, "capture tracking: already on in this process "
+                          "(capture_watch_end first)")
+               : L2P_OK;
+}
+
 /* The count on and the client attached, the stream query resolved (or NULL: states unread). */
 static l2p_status watch_attach(void)
 {
-    if (atomic_load(&watching) == 1)
-        return l2p_fail(L2P_ERR_STATE, "capture tracking: already on in this process "
-                        "(capture_watch_end first)");
     pthread_mutex_lock(&lock);
     n_open = 0; /* captures open before now are not known (their ends: counts.unmatched) */
     pthread_mutex_unlock(&lock);
@@ -255,7 +260,7 @@ static l2p_status watch_attach(void)
 l2p_status l2p_capture_watch_begin(int device)
 {
     void *fn;
-    if (atomic_load(&watching) == 1) return watch_attach(); /* its refusal */
+    L2P_TRY(refuse_if_on());
     L2P_TRY(l2p_device_check(device));
     L2P_TRY(l2p_driver_symbol("cuStreamIsCapturing", &fn));
     stream_is_capturing = (stream_is_capturing_fn)fn;
@@ -264,6 +269,7 @@ l2p_status l2p_capture_watch_begin(int device)
 
 l2p_status l2p_capture_watch_begin_nodevice(void)
 {
+    L2P_TRY(refuse_if_on()); /* before the query is touched: the tracking on keeps its own */
     stream_is_capturing = NULL;
     return watch_attach();
 }

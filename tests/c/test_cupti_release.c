@@ -304,7 +304,7 @@ static void test_race(void)
            ROUNDS, released, withdrawn, refused, bad, lost);
     CHECK(bad == 0);
     CHECK(lost == 0);
-    CHECK(released > 0 && withdrawn + refused > 0); /* the ways out were taken */
+    CHECK(released > 0); /* raced and let go (the other ways out: the cases above) */
 }
 
 /* Each case in a process of its own; its checks counted there. */
