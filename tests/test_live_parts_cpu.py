@@ -1124,6 +1124,59 @@ def test_gate_lets_cupti_go_once_when_decided_never_at_exit_nor_under_a_profiler
     assert w.cupti_release == ("held", "no CUPTI here") and calls[-1] == "end"
 
 
+def test_gate_never_switches_where_cuda_python_begins_captures_holding_the_gil(monkeypatch):
+    """cuda-python before 12.9.1 calls its capture begin with the GIL held: such a begin during
+    a switch waits for the switch, which needs the GIL to end. Where it is loaded, the gate
+    says a capture is open (no switch at all) and notes why once; from 12.9.1 (and 13.x), or
+    without it, the switch lock is asked as before."""
+    import sys
+    import types
+    from importlib import metadata
+    entered = []
+    monkeypatch.setattr(clock, "_core", _ns(switch_enter=lambda: entered.append(1) or True,
+                                            switch_leave=lambda: None))
+    for name in clock._CUDA_PYTHON:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    versions = {}
+
+    def version(dist):
+        if dist not in versions:
+            raise metadata.PackageNotFoundError(dist)
+        return versions[dist]
+    monkeypatch.setattr(metadata, "version", version)
+
+    def gate():
+        monkeypatch.setattr(clock, "_gil_verdict", [])
+        w = _ns(captures=0, notes=[], tracking_ended=False, _switch_held=None)
+        return w, clock.SwitchGate(w)
+    w, g = gate()
+    assert g.capture_open() is False and entered == [1]          # not loaded: asked
+    g.release()
+    for mod, dist, v, holds in (("cuda.bindings", "cuda-bindings", "12.8.0", True),
+                                ("cuda.cudart", "cuda-python", "11.8.7", True),
+                                ("cuda.bindings", "cuda-bindings", None, True),
+                                ("cuda.bindings", "cuda-bindings", "12.9.1", False),
+                                ("cuda.bindings", "cuda-bindings", "13.0.0rc1", False)):
+        versions.clear()
+        if v:
+            versions[dist] = v
+        monkeypatch.setitem(sys.modules, mod, types.ModuleType(mod))
+        entered.clear()
+        w, g = gate()
+        assert g.capture_open() is holds, (mod, v)
+        assert bool(entered) is not holds
+        g.release()
+        if holds:
+            assert len(w.notes) == 1 and "hold the GIL" in w.notes[0] and "12.9.1" in w.notes[0]
+            g.capture_open()
+            assert len(w.notes) == 1                                  # said once
+        else:
+            assert w.notes == []
+        monkeypatch.delitem(sys.modules, mod)
+    assert clock._version_tuple("12.9.1.post2") == (12, 9, 1)
+    assert clock._version_tuple("13.0.0rc1") == (13, 0, 0)
+
+
 def test_gate_settles_a_release_a_capture_withdrew_soon_not_only_at_exit(monkeypatch):
     """The request's subscriber stays on every call after a capture withdrew it: the timer
     the request started takes it off (the core's reclaim), once; while the request is still

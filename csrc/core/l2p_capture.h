@@ -58,9 +58,12 @@
  *     releases the GIL in its CUDA calls and needs it back to reach l2p_switch_leave; a thread
  *     that called BeginCapture while holding the GIL would wait for the switch while the
  *     switch waits for the GIL. PyTorch (capture_begin: gil_scoped_release) and CuPy
- *     (streamBeginCapture: nogil) release the GIL first, as do ctypes' CDLL and XLA's own
- *     threads; a C extension that begins a capture with the GIL held does not, and a switcher
- *     that must be safe against it switches in one C call with the GIL released throughout.
+ *     (streamBeginCapture: nogil) release the GIL first, as do ctypes' CDLL, cuda-python's
+ *     bindings since 12.9.1 and 13.0.0, and XLA (its captures run in C++ with the GIL let go);
+ *     read in their sources, 2026-11-29. cuda-python before 12.9.1 holds it: where that is
+ *     loaded the live watcher never switches (process/clock.py, _capture_holds_gil). Another C
+ *     extension that begins a capture with the GIL held is not known; a switcher safe against
+ *     it would switch in one C call with the GIL released throughout.
  *
  * The pure parts (counting, the lock protocol, the end rule) run without CUPTI or a GPU:
  * l2p_capture_handle is the callback's handler with the stream's state read by the caller, so

@@ -173,6 +173,56 @@ def _capturing() -> bool:
         return False
 
 
+# Modules of cuda-python (cuda-bindings, and the legacy cuda.cudart / cuda.cuda): before 12.9.1
+# (13.0.0 on the 13.x line) its capture begin is called with the GIL held.
+_CUDA_PYTHON = ("cuda.bindings", "cuda.cudart", "cuda.cuda")
+_GIL_RELEASED_FROM = (12, 9, 1)
+_gil_verdict: list = []        # once known: [None] or [why]
+
+
+def _version_tuple(text: str) -> tuple:
+    """"12.9.1" -> (12, 9, 1); each part's leading digits ("0rc1" -> 0), up to a part without."""
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _capture_holds_gil() -> str | None:
+    """Why a switch may never run here, or None: a library loaded in the process begins its
+    captures with the GIL held, cuda-python older than 12.9.1 (its bindings release the GIL
+    since 12.9.1 and 13.0.0; PyTorch, CuPy and XLA release it before their capture begins:
+    read in their sources, 2026-11-29). Such a begin, arriving during a switch, waits for the
+    switch while holding the GIL the switch needs to end (l2p_capture.h): a deadlock. Asked
+    before each switch; the version read once, when the module is first seen."""
+    if _gil_verdict:
+        return _gil_verdict[0]
+    if not any(name in sys.modules for name in _CUDA_PYTHON):
+        return None
+    from importlib import metadata
+    version = None
+    for dist in ("cuda-bindings", "cuda-python"):
+        try:
+            version = metadata.version(dist)
+            break
+        except Exception:
+            continue
+    held = version is None or _version_tuple(version) < _GIL_RELEASED_FROM
+    _gil_verdict.append(
+        f"the program loaded cuda-python {version or '(version not known)'}, whose capture "
+        f"begins hold the GIL (released since 12.9.1): a capture begun during a switch would "
+        f"deadlock, so the watcher does not switch; upgrade cuda-python (cuda-bindings) to "
+        f"12.9.1 or later" if held else None)
+    return _gil_verdict[0]
+
+
 class SwitchGate(Part):
     """The watcher's part that says whether it may switch now: whether a capture is open
     anywhere in the process (PyTorch's through its hooks, any other from the core's count),
@@ -189,6 +239,11 @@ class SwitchGate(Part):
         w = self.w
         if w.captures or _capturing():
             return True
+        why = _capture_holds_gil()
+        if why:
+            if why not in w.notes:
+                w.notes.append(why)
+            return True            # never a switch: as if a capture stayed open
         if w.tracking_ended:
             return False
         me = threading.get_ident()
