@@ -33,9 +33,33 @@ def test_every_test_file_is_in_exactly_one_part():
         for f in files.split():
             assert f not in listed, f"{f} in {listed[f]} and {name}"
             listed[f] = name
-    assert set(listed.values()) == {"core", "live", "live-programs", "studies", "zoo-graphs", "zoo-torch", "zoo-libs", "notebooks"}
+    assert set(listed.values()) == {"core", "live", "live-programs", "studies", "zoo-graphs",
+                                    "zoo-torch", "zoo-libs", "notebooks", "cpu"}
     here = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
     assert set(listed) == here
+
+
+# A test file that asks whether a GPU is here takes a GPU branch on the GPU machine: it may not
+# be in the part cpu, which runs with the GPU hidden (that branch would never run on a GPU).
+GPU_BRANCH = re.compile(r"is_available\(\)|device_count\(\)")
+
+
+def test_the_part_cpu_holds_no_file_with_a_gpu_branch():
+    cpu = next(line.split(":", 1)[1].split() for line in _parts().stdout.splitlines()
+               if line.startswith("cpu:"))
+    assert len(cpu) >= 20
+    branching = []
+    for f in cpu:
+        text = (ROOT / "tests" / f"{f}.py").read_text()
+        # a stand-in's is_available (a fake module's lambda) is no GPU branch
+        text = re.sub(r"is_available=lambda[^,)]*", "", text)
+        text = re.sub(r'"device_count", lambda', "", text)
+        text = "\n".join(line for line in text.splitlines()
+                         if not line.startswith("GPU_BRANCH = "))      # this very rule
+        if GPU_BRANCH.search(text):
+            branching.append(f)
+    # this file's one branch skips where torch sees a GPU: hidden, it takes the CI path
+    assert branching == ["test_tools_cpu"], branching
 
 
 def _planted(tmp_path):
@@ -140,8 +164,9 @@ def test_part_all_gives_each_part_gpus_of_its_own(gpus):
     r = _share(gpus)
     assert r.returncode == 0, r.stderr
     lanes, queue = _lanes(r)
-    parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    parts = _gpu_parts()
     assert queue == parts and len(lanes) == len(parts)
+    assert "cpu-lane cpu" in r.stdout.splitlines()
     devs = [d for lane in lanes for d in lane]
     assert devs == list(range(gpus))                  # every GPU in one lane, none shared
     sizes = [len(lane) for lane in lanes]             # the spare GPUs go to the first lanes
@@ -162,7 +187,25 @@ def test_fewer_gpus_than_parts_make_a_lane_per_gpu_and_queue_the_parts(gpus):
     assert r.returncode == 0, r.stderr
     lanes, queue = _lanes(r)
     assert lanes == [[i] for i in range(gpus)]
-    assert queue == [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    assert queue == _gpu_parts()
+
+
+def _gpu_parts():
+    return [line.split(":", 1)[0] for line in _parts().stdout.splitlines()
+            if not line.startswith("cpu:")]
+
+
+def test_the_part_cpu_takes_a_lane_of_its_own_beside_the_gpu_lanes():
+    """The part cpu never queues on a GPU lane: one GPU and ONLY_PARTS="cpu core" give one GPU
+    lane for core and the cpu lane; "cpu" alone gives no GPU lane."""
+    r = _share(1, ONLY_PARTS="cpu core")
+    assert r.returncode == 0, r.stderr
+    assert _lanes(r) == ([[0]], ["core"]) and "cpu-lane cpu" in r.stdout.splitlines()
+    r = _share(1, ONLY_PARTS="cpu")
+    assert r.returncode == 0, r.stderr
+    assert _lanes(r) == ([], []) and "cpu-lane cpu" in r.stdout.splitlines()
+    r = _share(2, ONLY_PARTS="core live")
+    assert "cpu-lane" not in r.stdout
 
 
 def test_part_all_refuses_a_machine_without_gpus():
@@ -170,10 +213,13 @@ def test_part_all_refuses_a_machine_without_gpus():
     assert r.returncode == 2 and "needs a GPU" in r.stderr and "0 GPU(s)" in r.stderr
 
 
+# nvidia-smi, not the library: in gpu-check's part cpu the GPU is hidden from this process, and
+# the stand-in parts (CUDA_VISIBLE_DEVICES=0...) would open contexts on the GPU the real parts
+# are using
 NO_GPU_HERE = pytest.mark.skipif(
-    __import__("l2persist").is_available(),
-    reason="a GPU is here: the stand-in parts would open contexts on GPUs that the real parts "
-           "(PART=all) are using")
+    shutil.which("nvidia-smi") is not None,
+    reason="a GPU is here (nvidia-smi): the stand-in parts would open contexts on GPUs that the "
+           "real parts (PART=all) are using")
 
 
 def _run_all(tmp_path, gpus, **env):
@@ -216,15 +262,18 @@ def _run_all(tmp_path, gpus, **env):
 def test_part_all_runs_every_part_on_its_own_gpu_and_packs_one_archive(tmp_path):
     """One GPU more than parts: each part runs at once on a GPU of its own, queries that GPU
     once, and the logs of all come back in one archive with a row each."""
-    parts = [line.split(":", 1)[0] for line in _parts().stdout.splitlines()]
+    parts = _gpu_parts()
     r, rows, asked, names = _run_all(tmp_path, len(parts) + 1)
-    assert list(rows) == parts, r.stdout
+    assert list(rows) == parts + ["cpu"], r.stdout
     assert all(res == "passed" for _, res in rows.values()), r.stdout + r.stderr
     assert r.returncode == 0, r.stdout + r.stderr
-    # lane i runs part i: the first part gets the spare GPU (0,1), the others one each
-    assert [g for g, _ in rows.values()] == ["0,1"] + [str(i + 1) for i in range(1, len(parts))]
-    assert sorted(asked) == sorted(g.split(",")[0] for g, _ in rows.values())   # its first GPU
-    for p in parts:
+    # lane i runs part i: the first part gets the spare GPU (0,1), the others one each; the
+    # part cpu none (its nvidia-smi asks about no GPU of its own)
+    gpus = [g for p, (g, _) in rows.items() if p != "cpu"]
+    assert gpus == ["0,1"] + [str(i + 1) for i in range(1, len(parts))]
+    assert rows["cpu"][0] == "none"
+    assert sorted(asked) == sorted(g.split(",")[0] for g in gpus)   # its first GPU
+    for p in parts + ["cpu"]:
         assert f"parts/{p}/work/logs/junit_1.xml" in names and f"parts/{p}.out" in names
     assert not any("pytest-tmp" in n for n in names)
 
@@ -322,8 +371,7 @@ def test_live_zoo_gives_each_program_its_gpus_in_order_and_lists_the_rest():
     assert r.returncode == 2 and "each once" in r.stderr
 
 
-@pytest.mark.skipif(__import__("l2persist").is_available(), reason="a GPU is here: the part "
-                    "would run the whole study")
+@NO_GPU_HERE      # the part would run the whole study on the GPU it names, hidden or not
 def test_live_zoo_runs_each_part_and_says_which_wrote_no_result(tmp_path):
     """Without a GPU each part is started and refuses at once (the study needs one): its log
     keeps the study's own words, the table says it wrote no result, and the exit status is 1;
