@@ -645,3 +645,91 @@ def test_pytorch_launches_after_the_launch_log_still_work():
     r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True,
                        text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-3000:])
+
+
+# A kernel from a module loaded at run time (PTX for sm_90, `nvcc -ptx -arch=compute_90`), the
+# name's NAME and the added 1.0 per launch.
+_UNLOADED_PTX = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry l2p_unloaded_NAME(.param .u64 p0, .param .u32 p1)
+{
+    .reg .pred %p<2>;
+    .reg .f32 %f<3>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [p0];
+    ld.param.u32 %r2, [p1];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %tid.x;
+    mad.lo.s32 %r1, %r3, %r4, %r5;
+    setp.ge.s32 %p1, %r1, %r2;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.s32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    add.f32 %f2, %f1, 0f3F800000;
+    st.global.f32 [%rd4], %f2;
+DONE:
+    ret;
+}
+"""
+
+_UNLOADED_SCRIPT = r'''
+import ctypes, json, sys
+from l2persist import _core
+ptx, rounds = sys.argv[1], int(sys.argv[2])
+cu = ctypes.CDLL("libcuda.so.1")
+def ok(r, what):
+    if r != 0:
+        raise SystemExit(f"{what}: CUresult {r}")
+ok(cu.cuInit(0), "cuInit")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+ok(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+ok(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+n = 4096
+x = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(x), ctypes.c_size_t(n * 4)), "cuMemAlloc")
+ok(cu.cuMemsetD32_v2(x, 0, ctypes.c_size_t(n)), "cuMemsetD32")    # each launch adds 1.0
+def work():
+    """As XLA's autotuning does: load a module, launch its kernel, unload it; many times."""
+    for k in range(rounds):
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        name = f"l2p_unloaded_{k}".encode()
+        ok(cu.cuModuleLoadData(ctypes.byref(mod), ptx.replace("NAME", str(k)).encode()), "load")
+        ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name), "cuModuleGetFunction")
+        a0, a1 = ctypes.c_uint64(x.value), ctypes.c_int(n)
+        params = (ctypes.c_void_p * 2)(ctypes.addressof(a0), ctypes.addressof(a1))
+        ok(cu.cuLaunchKernel(fn, n // 256, 1, 1, 256, 1, 1, 0, None, params, None), "launch")
+        ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        ok(cu.cuModuleUnload(mod), "cuModuleUnload")
+kernels, records, uses = _core._launch_log(work, [(x.value, n * 4)], None)
+host = (ctypes.c_float * n)()
+ok(cu.cuMemcpyDtoH_v2(host, x, ctypes.c_size_t(n * 4)), "cuMemcpyDtoH")
+print(json.dumps({"names": [k[1] for k in kernels], "params": [k[5] for k in kernels],
+                  "found": [any(u[0] == i and x.value in u[1:] for u in uses)
+                            for i in range(len(kernels))],
+                  "x": x.value, "values": sorted(set(host))}))
+'''
+
+
+def test_the_launch_log_keeps_launches_whose_module_was_unloaded(tmp_path):
+    """XLA's autotuning loads a module, launches its kernel and unloads it, many times, while a
+    jitted step compiles: with the launch log on, the log read each function after its module
+    was gone and crashed the program (jax_program under advise, H200, 7e4cbd1: SIGSEGV in
+    _launch_log_take). Each launch now keeps its name and layout from its own call: every one of
+    forty launches of forty unloaded modules is named right and has its buffer found, in a
+    process of its own (a crash is a failure here, not the end of the suite)."""
+    rounds = 40
+    r = subprocess.run([sys.executable, "-c", _UNLOADED_SCRIPT, _UNLOADED_PTX, str(rounds)],
+                       capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONFAULTHANDLER": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert got["names"] == [f"l2p_unloaded_{k}" for k in range(rounds)], got["names"]
+    assert got["params"] == [2] * rounds
+    assert all(got["found"]), got
+    assert got["values"] == [float(rounds)]                 # every launch ran, once

@@ -174,15 +174,29 @@ static size_t count_params(const driver_calls *d, CUfunction f)
     return i;
 }
 
+static void name_of(const driver_calls *d, void *func, char *out)
+{
+    const char *name = NULL;
+    out[0] = '\0';
+    if (func && d->func_name && d->func_name(&name, (CUfunction)func) == CUDA_SUCCESS && name) {
+        strncpy(out, name, L2P_KERNEL_NAME_MAX - 1);
+        out[L2P_KERNEL_NAME_MAX - 1] = '\0';
+    }
+}
+
+void l2p_function_name(void *func, char *out)
+{
+    const driver_calls *d;
+    out[0] = '\0';
+    if (driver(&d) == L2P_OK) name_of(d, func, out);
+}
+
 l2p_status l2p_function_describe(void *func, l2p_kernel_info *out)
 {
     const driver_calls *d;
-    const char *name = NULL;
     L2P_TRY(driver(&d));
     out->func = func;
-    out->name[0] = '\0';
-    if (func && d->func_name && d->func_name(&name, (CUfunction)func) == CUDA_SUCCESS && name)
-        strncpy(out->name, name, L2P_KERNEL_NAME_MAX - 1);
+    name_of(d, func, out->name);
     out->num_params = count_params(d, (CUfunction)func);
     return L2P_OK;
 }
@@ -274,6 +288,18 @@ l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *k
         else if (args && l2p_param_in_args(off, size, args_size)) bytes = args + off;
         if (bytes) L2P_TRY(scan_param(d, s, kernel, (unsigned)i, bytes, off, size));
     }
+    return L2P_OK;
+}
+
+l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_span *spans,
+                              size_t n, const unsigned char *args, size_t args_size)
+{
+    const driver_calls *d;
+    L2P_TRY(driver(&d));
+    for (size_t i = 0; args && i < n; i++)
+        if (l2p_param_in_args(spans[i].offset, spans[i].size, args_size))
+            L2P_TRY(scan_param(d, s, kernel, (unsigned)i, args + spans[i].offset,
+                               spans[i].offset, spans[i].size));
     return L2P_OK;
 }
 

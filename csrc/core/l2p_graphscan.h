@@ -40,6 +40,11 @@ typedef struct {
     size_t num_params;       /* 0 when cuFuncGetParamInfo is missing (driver < 12.4) */
 } l2p_kernel_info;
 
+/* One parameter's place in the argument buffer (cuFuncGetParamInfo). */
+typedef struct {
+    size_t offset, size;
+} l2p_param_span;
+
 typedef struct {
     size_t kernel;           /* index into the scan's kernels */
     unsigned param;          /* the parameter */
@@ -68,6 +73,9 @@ void l2p_graph_scan_free(l2p_graph_scan *s);
 
 /* A function's name and parameter count into out (func, name, num_params; the rest untouched). */
 l2p_status l2p_function_describe(void *func, l2p_kernel_info *out);
+/* Its (mangled) name into out (L2P_KERNEL_NAME_MAX bytes, cut there), "" when the driver cannot
+ * say; no error recorded (the launch log calls it inside CUPTI's callbacks, as the two below). */
+void l2p_function_name(void *func, char *out);
 /* These two record no error (the launch log calls them inside CUPTI's callbacks, on the
  * caller's thread); discovery must be supported (l2p_discovery_supported) first, which
  * resolves their driver entry points, so they call the driver only, never the runtime. */
@@ -84,6 +92,11 @@ void *l2p_kernel_function(void *kernel);
  * device's context current. */
 l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
                                 const unsigned char *args, size_t args_size);
+/* The same over `args` (the `extra` form's layout) by spans read earlier, while the function was
+ * known to be loaded (the launch log's, at the launch): no driver call on the function, which
+ * its module's unload may have freed since (XLA's autotuning loads and unloads modules). */
+l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_span *spans,
+                              size_t n, const unsigned char *args, size_t args_size);
 
 /* ---- pure parts (C-tested without a GPU) ---- */
 

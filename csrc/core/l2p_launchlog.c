@@ -23,17 +23,25 @@ l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launc
     log->max_launches = max_launches;
     log->max_args = max_args;
     log->launches = (l2p_launch *)calloc(max_launches ? max_launches : 1, sizeof *log->launches);
-    log->fns = (l2p_launch_fn *)calloc(L2P_LAUNCH_LOG_FNS, sizeof *log->fns);
-    if (!log->launches || !log->fns) {
-        free(log->launches);
-        free(log->fns);
-        memset(log, 0, sizeof *log);
+    if (!log->launches)
         return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory for a log of %zu launches",
                         max_launches);
-    }
-    log->fns_cap = L2P_LAUNCH_LOG_FNS;
     pthread_mutex_init(&log->lock, NULL);
     return L2P_OK;
+}
+
+/* Room for n more items of `size` bytes in a pool that grows by doubling from `first` items;
+ * 0 where host memory runs out (the pool as it was). */
+static int reserve(void **pool, size_t *cap, size_t used, size_t n, size_t size, size_t first)
+{
+    if (used + n <= *cap) return 1;
+    size_t c = *cap ? *cap : first;
+    while (c < used + n) c *= 2;
+    void *grown = realloc(*pool, c * size);
+    if (!grown) return 0;
+    *pool = grown;
+    *cap = c;
+    return 1;
 }
 
 /* Room for n more argument bytes: the buffer grows by doubling, up to the cap. */
@@ -69,16 +77,40 @@ static void copy_params(unsigned char *dst, size_t size, void *const *kernel_par
         if (kernel_params[i]) memcpy(dst + spans[i].offset, kernel_params[i], spans[i].size);
 }
 
+/* Under log->lock: room for a launch of `size` argument bytes, n spans and a name of name_len
+ * bytes (its '\0' included). */
+static int room_for(l2p_launch_log *log, size_t size, size_t n, size_t name_len)
+{
+    return log->n_launches < log->max_launches && reserve_args(log, size) &&
+           reserve((void **)&log->spans, &log->spans_cap, log->n_spans, n, sizeof *log->spans,
+                   256) &&
+           reserve((void **)&log->names, &log->names_cap, log->n_names, name_len, 1, 16 * 1024);
+}
+
+/* Under log->lock, with room: the launch's layout and name into the pools. */
+static void keep_resolution(l2p_launch_log *log, l2p_launch *l, const l2p_param_span *spans,
+                            size_t n, const char *name, size_t name_len)
+{
+    l->spans_at = log->n_spans, l->n_params = n;
+    if (n) memcpy(log->spans + log->n_spans, spans, n * sizeof *spans);
+    log->n_spans += n;
+    l->name_at = log->n_names;
+    memcpy(log->names + log->n_names, name, name_len);
+    log->n_names += name_len;
+}
+
 void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
-                        const l2p_param_span *spans, size_t n_params)
+                        const l2p_param_span *spans, size_t n_params, const char *name)
 {
     size_t extra_size = 0;
     const unsigned char *extra = a->kernel_params ? NULL : l2p_extra_buffer(a->extra, &extra_size);
     size_t size = a->kernel_params ? args_size_of(spans, n_params) : extra ? extra_size : 0;
     /* A kernel without parameters may pass neither form; one with parameters must. */
     int readable = a->kernel_params || extra || n_params == 0;
+    if (!name) name = "";
+    size_t name_len = strlen(name) + 1;
     pthread_mutex_lock(&log->lock);
-    if (!readable || log->n_launches == log->max_launches || !reserve_args(log, size)) {
+    if (!readable || !room_for(log, size, n_params, name_len)) {
         log->dropped++;
     } else {
         l2p_launch *l = &log->launches[log->n_launches++];
@@ -94,54 +126,9 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
         else if (size)
             memcpy(log->args + log->n_args, extra, size);
         log->n_args += size;
+        keep_resolution(log, l, spans, n_params, name, name_len);
     }
     pthread_mutex_unlock(&log->lock);
-}
-
-/* The slot of handle in the table: its own, or the empty one (handle NULL) where it would go. */
-static size_t fn_slot(const l2p_launch_log *log, const void *handle)
-{
-    uint64_t h = (uint64_t)(uintptr_t)handle * 0x9e3779b97f4a7c15ull;
-    size_t mask = log->fns_cap - 1, i = (size_t)(h >> 32) & mask;
-    while (log->fns[i].handle && log->fns[i].handle != handle) i = (i + 1) & mask;
-    return i;
-}
-
-const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle)
-{
-    if (!log->fns_cap || !handle) return NULL;
-    const l2p_launch_fn *f = &log->fns[fn_slot(log, handle)];
-    return f->handle ? f : NULL;
-}
-
-/* Room for n more spans: the pool grows by doubling. */
-static int reserve_spans(l2p_launch_log *log, size_t n)
-{
-    if (log->n_spans + n <= log->spans_cap) return 1;
-    size_t cap = log->spans_cap ? log->spans_cap : 256;
-    while (cap < log->n_spans + n) cap *= 2;
-    l2p_param_span *grown = (l2p_param_span *)realloc(log->spans, cap * sizeof *grown);
-    if (!grown) return 0;
-    log->spans = grown;
-    log->spans_cap = cap;
-    return 1;
-}
-
-const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
-                                             const l2p_param_span *spans, size_t n)
-{
-    /* a NULL handle marks an empty slot; a table 3/4 full keeps its probes short */
-    if (!log->fns_cap || !handle || 4 * (log->n_fns + 1) > 3 * log->fns_cap) return NULL;
-    size_t i = fn_slot(log, handle);
-    if (log->fns[i].handle) return &log->fns[i]; /* kept already */
-    if (n && !reserve_spans(log, n)) return NULL;
-    l2p_launch_fn *f = &log->fns[i];
-    f->handle = handle, f->func = func;
-    f->spans_at = log->n_spans, f->n_params = n;
-    if (n) memcpy(log->spans + log->n_spans, spans, n * sizeof *spans);
-    log->n_spans += n;
-    log->n_fns++;
-    return f;
 }
 
 /* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
@@ -300,25 +287,18 @@ static void count_dropped(l2p_launch_log *log)
     pthread_mutex_unlock(&log->lock);
 }
 
-/* Log a launch whose a->func is the handle given to the driver: its resolution is the log's
- * when kept, else made now (and kept where there is room). */
+/* Log a launch whose a->func is the handle given to the driver: resolved here, inside the
+ * launch call, where its module is surely loaded (never from a table kept across launches: an
+ * unloaded function's handle can come back as another's). */
 static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
 {
     enum { MAX_PARAMS = 512 }; /* 8 KiB of spans on the caller's stack */
     l2p_param_span spans[MAX_PARAMS];
-    const l2p_launch_fn *kept = l2p_launch_log_recall(log, a->func);
-    if (!kept) {
-        size_t n;
-        void *f = function_of(a->func, spans, MAX_PARAMS, &n);
-        kept = l2p_launch_log_remember(log, a->func, f, spans, n);
-        if (!kept) { /* no room to keep it: this launch only */
-            a->func = f;
-            l2p_launch_log_add(log, a, spans, n);
-            return;
-        }
-    }
-    a->func = kept->func;
-    l2p_launch_log_add(log, a, log->spans + kept->spans_at, kept->n_params);
+    char name[L2P_KERNEL_NAME_MAX];
+    size_t n;
+    a->func = function_of(a->func, spans, MAX_PARAMS, &n);
+    l2p_function_name(a->func, name);
+    l2p_launch_log_add(log, a, spans, n, name);
 }
 
 /* A driver launch, read at its API entry: its kernelParams, extra and config point at the
@@ -437,8 +417,8 @@ static void print_counts(const l2p_launch_log *log)
 {
     const char *path = l2p_cupti_path();
     fprintf(stderr, "l2persist launch log %lu: driver launches seen %zu; into a capture %zu; "
-            "logged %zu, dropped %zu; kernels resolved %zu; CUPTI %s\n", log->session,
-            log->seen, log->captured, log->n_launches, log->dropped, log->n_fns, path ? path : "?");
+            "logged %zu, dropped %zu; CUPTI %s\n", log->session, log->seen, log->captured,
+            log->n_launches, log->dropped, path ? path : "?");
 }
 
 void l2p_launch_log_end(l2p_launch_log *log)
@@ -452,17 +432,20 @@ void l2p_launch_log_end(l2p_launch_log *log)
 
 /* ---- the scan ---- */
 
+/* From what the launch call gave and the log copied: no driver call on l->func (see the header). */
 static l2p_status scan_launch(const l2p_launch_log *log, size_t k, l2p_graph_scan *out)
 {
     const l2p_launch *l = &log->launches[k];
     l2p_kernel_info *info = &out->kernels[k];
-    L2P_TRY(l2p_function_describe(l->func, info));
+    info->func = l->func;
+    snprintf(info->name, sizeof info->name, "%s", log->names + l->name_at);
+    info->num_params = l->n_params;
     memcpy(info->grid, l->grid, sizeof info->grid);
     memcpy(info->block, l->block, sizeof info->block);
     info->shared_mem = l->shared_mem;
     out->n_kernels = k + 1;
-    return l2p_scan_kernel_args(out, k, NULL, log->args ? log->args + l->args_at : NULL,
-                                l->args_size);
+    return l2p_scan_span_args(out, k, log->spans + l->spans_at, l->n_params,
+                              log->args ? log->args + l->args_at : NULL, l->args_size);
 }
 
 l2p_status l2p_launch_log_scan(const l2p_launch_log *log, l2p_graph_scan *out)
@@ -492,7 +475,7 @@ void l2p_launch_log_free(l2p_launch_log *log)
     pthread_mutex_destroy(&log->lock);
     free(log->launches);
     free(log->args);
-    free(log->fns);
     free(log->spans);
+    free(log->names);
     memset(log, 0, sizeof *log);
 }

@@ -24,7 +24,13 @@
  * parameter layout comes from cuFuncGetParamInfo, a CUkernel's CUfunction from
  * cuKernelGetFunction, both through driver entry points resolved before the subscription: a
  * callback calls no runtime, opens or closes no library, and allocates nothing but the log's
- * own buffers. Each handle is resolved once per log (l2p_launch_log_recall / _remember).
+ * own buffers. Each launch is resolved at its own call, and its function's name and parameter
+ * layout are copied into the log there: a handle is valid only while its module is loaded, and
+ * programs unload modules while the log is on (XLA's autotuning, compiling a jitted step, loads
+ * candidates, launches them and unloads them; the scan of such a launch asked the driver about
+ * a freed function and crashed the program: jax_program under advise, H200, 7e4cbd1). So the
+ * scan never calls the driver on a logged function, and no resolution is kept across launches
+ * (an unloaded function's handle can come back as another function's).
  *
  * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). The subscriber is
  * the process's one, shared with capture tracking (l2p_capture.h): the log enables the launch
@@ -59,18 +65,17 @@ extern "C" {
 /* Default caps: a training step launches hundreds of kernels; a log this long holds several. */
 #define L2P_LAUNCH_LOG_MAX_LAUNCHES 4096
 #define L2P_LAUNCH_LOG_MAX_BYTES ((size_t)16 << 20) /* argument bytes of all launches */
-/* Distinct kernels resolved and kept per log (a table of this many slots, 3/4 used at most);
- * past that, each launch of a new kernel is looked up on its own. */
-#define L2P_LAUNCH_LOG_FNS 4096
 
 /* One logged launch. */
 typedef struct {
-    void *func;              /* its CUfunction */
+    void *func;              /* its CUfunction: an identity only, never called on after */
     void *stream;            /* the CUstream / cudaStream_t it was queued on, as given */
     unsigned grid[3], block[3];
     unsigned shared_mem;     /* dynamic shared memory, bytes */
     size_t args_at;          /* its argument bytes: log->args[args_at, args_at + args_size), */
     size_t args_size;        /* every parameter at its offset (the `extra` form's layout) */
+    size_t spans_at, n_params; /* its parameter layout, read at the launch: log->spans[...] */
+    size_t name_at;          /* its name, read at the launch: log->names + name_at */
 } l2p_launch;
 
 /* A launch as the callback sees it, before its bytes are copied. */
@@ -81,19 +86,6 @@ typedef struct {
     void *const *extra;         /* the `extra` form (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE) */
 } l2p_launch_args;
 
-/* One parameter's place in the argument buffer (cuFuncGetParamInfo). */
-typedef struct {
-    size_t offset, size;
-} l2p_param_span;
-
-/* What one handle given to the driver (a CUfunction or a CUkernel) resolved to: kept for the
- * log, so a kernel is looked up once. */
-typedef struct {
-    const void *handle;      /* NULL: an empty slot */
-    void *func;              /* its CUfunction */
-    size_t spans_at, n_params; /* its parameter layout: log->spans[spans_at, +n_params) */
-} l2p_launch_fn;
-
 typedef struct {
     int device;              /* only launches in this device's contexts are logged */
     l2p_launch *launches;
@@ -103,10 +95,10 @@ typedef struct {
     size_t dropped;          /* launches not logged: past a cap, or their function unknown */
     size_t seen;             /* driver launches the callbacks saw (the diagnostic's count) */
     size_t captured;         /* of those, launches into a capturing stream: not logged */
-    l2p_launch_fn *fns;      /* resolved handles: open addressing, fns_cap a power of two */
-    size_t n_fns, fns_cap;
-    l2p_param_span *spans;   /* their parameter layouts */
+    l2p_param_span *spans;   /* the launches' parameter layouts */
     size_t n_spans, spans_cap;
+    char *names;             /* the launches' names, each ending in '\0' */
+    size_t n_names, names_cap; /* bytes used, allocated */
     unsigned diag;           /* L2P_LAUNCH_LOG_DIAG's switches, read at begin */
     int attached;            /* a client of CUPTI's one subscriber while logging (l2p_cupti.h) */
     unsigned long session;   /* which logging run this is in the process (the diagnostic's) */
@@ -134,19 +126,13 @@ int l2p_launch_log_read(unsigned cbid, const void *params, l2p_launch_args *a);
 /* An empty log with these caps (no CUPTI). */
 l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launches,
                                size_t max_args);
-/* The resolution of handle this log keeps, or NULL. */
-const l2p_launch_fn *l2p_launch_log_recall(const l2p_launch_log *log, const void *handle);
-/* Keep handle -> func with its n parameter spans (the first kept stays); NULL for a NULL
- * handle or where the log has no room left (the table holds fns_cap * 3 / 4, or host memory
- * ran out): the caller then uses what it resolved for this launch only. Not thread-safe (the
- * callbacks hold one lock). */
-const l2p_launch_fn *l2p_launch_log_remember(l2p_launch_log *log, const void *handle, void *func,
-                                             const l2p_param_span *spans, size_t n);
-/* Copy one launch into the log: from kernel_params, parameter i's span.size bytes at
- * span.offset; from `extra`, its whole buffer (n_params unused). Past either cap, or with
- * neither form, the launch is counted in log->dropped instead. Thread-safe. */
+/* Copy one launch into the log, a->func its CUfunction, spans its parameter layout and name its
+ * name (NULL: ""), all three kept with the launch: the arguments from kernel_params, parameter
+ * i's span.size bytes at span.offset, or from `extra`, its whole buffer. Past either cap, with
+ * neither form, or where host memory runs out, the launch is counted in log->dropped instead.
+ * Thread-safe. */
 void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
-                        const l2p_param_span *spans, size_t n_params);
+                        const l2p_param_span *spans, size_t n_params, const char *name);
 
 #ifdef __cplusplus
 }

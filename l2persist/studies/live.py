@@ -339,7 +339,7 @@ def run_program(prog: str, iters: int, work: str, tag: str, env: dict, timeout: 
     return {"rc": rc, "wall_s": wall, "iters": iters,
             "loop_s": float(loops[-1][1]) if loops else None,
             "digest": read_digest(prog, out), "result": _read_json(res) if cli else None,
-            "stderr": err[-2000:]}
+            "stderr": err[-6000:]}      # room for a crash's traceback (PYTHONFAULTHANDLER)
 
 
 def ranks_of(prog: str) -> int:

@@ -43,7 +43,7 @@ static void test_kernel_params(void)
     void *params[3] = {&n, &x, &s};
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
     l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
-    l2p_launch_log_add(&log, &a, spans, 3);
+    l2p_launch_log_add(&log, &a, spans, 3, "k");
     n = -1, x = 0; /* the caller's memory changes after the launch: the log has its own copy */
     CHECK(log.n_launches == 1 && log.dropped == 0);
     const l2p_launch *l = &log.launches[0];
@@ -82,9 +82,9 @@ static void test_extra_buffer(void)
                      CU_LAUNCH_PARAM_END};
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
     l2p_launch_args a = launch_of((void *)0xf01, NULL, extra);
-    l2p_launch_log_add(&log, &a, spans, 3);
+    l2p_launch_log_add(&log, &a, spans, 3, "k");
     a = launch_of((void *)0xf01, NULL, extra);       /* a second launch follows the first */
-    l2p_launch_log_add(&log, &a, NULL, 0);           /* the extra form needs no spans */
+    l2p_launch_log_add(&log, &a, NULL, 0, NULL);           /* the extra form needs no spans */
     CHECK(log.n_launches == 2 && log.dropped == 0);
     CHECK(log.launches[0].args_size == 32 && log.launches[1].args_at == 32);
     CHECK(memcmp(log.args + 32, buf, sizeof buf) == 0 && log.n_args == 64);
@@ -94,14 +94,14 @@ static void test_extra_buffer(void)
     size_t odd_size = 0;
     CHECK(l2p_extra_buffer(odd, &odd_size) == NULL);
     a = launch_of((void *)0xf02, NULL, odd);
-    l2p_launch_log_add(&log, &a, spans, 3);
+    l2p_launch_log_add(&log, &a, spans, 3, "k");
     CHECK(log.n_launches == 2 && log.dropped == 1);
 
     /* neither form: dropped when the kernel has parameters, logged (no bytes) when not */
     a = launch_of((void *)0xf03, NULL, NULL);
-    l2p_launch_log_add(&log, &a, spans, 3);
+    l2p_launch_log_add(&log, &a, spans, 3, "k");
     CHECK(log.n_launches == 2 && log.dropped == 2);
-    l2p_launch_log_add(&log, &a, NULL, 0);
+    l2p_launch_log_add(&log, &a, NULL, 0, NULL);
     CHECK(log.n_launches == 3 && log.launches[2].args_size == 0 && log.n_args == 64);
     l2p_launch_log_free(&log);
 }
@@ -117,57 +117,66 @@ static void test_caps(void)
     CHECK(l2p_launch_log_init(&log, 3, 2, 80) == L2P_OK);
     CHECK(log.device == 3);
     l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
-    for (int i = 0; i < 5; i++) l2p_launch_log_add(&log, &a, spans, 3);
+    for (int i = 0; i < 5; i++) l2p_launch_log_add(&log, &a, spans, 3, "k");
     CHECK(log.n_launches == 2 && log.dropped == 3 && log.n_args == 64);
     l2p_launch_log_free(&log);
 
     /* the byte cap alone: room for two launches' bytes, slots for ten */
     CHECK(l2p_launch_log_init(&log, 0, 10, 70) == L2P_OK);
-    for (int i = 0; i < 4; i++) l2p_launch_log_add(&log, &a, spans, 3);
+    for (int i = 0; i < 4; i++) l2p_launch_log_add(&log, &a, spans, 3, "k");
     CHECK(log.n_launches == 2 && log.dropped == 2 && log.n_args == 64 && log.args_cap <= 70);
     l2p_launch_log_free(&log);
 }
 
-/* Resolutions kept per log: each handle once, with its own spans; an unresolvable handle is
- * kept as such (func NULL); a NULL handle is never kept; a table 3/4 full keeps no more, and
- * what it kept stays right. */
+/* Each launch keeps the resolution made at its own call: its layout and name. A handle that
+ * comes back as another function (its module unloaded, another loaded) keeps each launch's
+ * own, and the scan reads only those (never the driver on a handle). A NULL name is kept as "";
+ * a name the pools cannot hold drops the launch, counted. */
 static void test_resolutions(void)
 {
     l2p_launch_log log;
+    int n = 1;
+    uint64_t x = A;
+    struct { uint64_t p; int k; } s = {A, 0};
+    void *params[3] = {&n, &x, &s};
     const l2p_param_span other[2] = {{0, 8}, {8, 4}};
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
-    CHECK(log.fns_cap == L2P_LAUNCH_LOG_FNS);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == NULL);
-    const l2p_launch_fn *f = l2p_launch_log_remember(&log, (void *)0x10, (void *)0xf00, spans, 3);
-    CHECK(f && f->func == (void *)0xf00 && f->n_params == 3);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x10) == f);
-    const l2p_launch_fn *g = l2p_launch_log_remember(&log, (void *)0x18, (void *)0xf01, other, 2);
-    CHECK(g && g != f && g->func == (void *)0xf01 && g->spans_at == 3);
-    CHECK(l2p_launch_log_remember(&log, (void *)0x20, NULL, NULL, 0)->func == NULL);
-    CHECK(l2p_launch_log_recall(&log, (void *)0x20) != NULL);
-    /* remembering again keeps the first resolution */
-    CHECK(l2p_launch_log_remember(&log, (void *)0x10, (void *)0xbad, other, 2) == f &&
-          f->func == (void *)0xf00);
-    CHECK(l2p_launch_log_remember(&log, NULL, (void *)0xf02, spans, 3) == NULL);
-    CHECK(l2p_launch_log_recall(&log, NULL) == NULL && log.n_fns == 3);
-    f = l2p_launch_log_recall(&log, (void *)0x10);
-    CHECK(memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
-    CHECK(memcmp(log.spans + g->spans_at, other, sizeof other) == 0);
-    size_t kept = log.n_fns, refused = 0;
-    for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8)
-        if (!l2p_launch_log_remember(&log, (void *)h, (void *)(h + 1), spans, 1)) refused++;
-    CHECK(log.n_fns == L2P_LAUNCH_LOG_FNS * 3 / 4 && refused == L2P_LAUNCH_LOG_FNS - (log.n_fns - kept));
-    size_t found = 0, wrong = 0;
-    for (uintptr_t h = 0x1000; h < 0x1000 + 8 * L2P_LAUNCH_LOG_FNS; h += 8) {
-        const l2p_launch_fn *k = l2p_launch_log_recall(&log, (void *)h);
-        found += k != NULL;
-        wrong += k && k->func != (void *)(h + 1);
-    }
-    CHECK(found == log.n_fns - kept && wrong == 0);
-    f = l2p_launch_log_recall(&log, (void *)0x10);
-    CHECK(f && f->func == (void *)0xf00 && memcmp(log.spans + f->spans_at, spans, sizeof spans) == 0);
+    l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
+    l2p_launch_log_add(&log, &a, spans, 3, "first_kernel");
+    a = launch_of((void *)0xf00, params, NULL);       /* the same handle, another function */
+    l2p_launch_log_add(&log, &a, other, 2, "second_kernel");
+    a = launch_of((void *)0xf01, params, NULL);
+    l2p_launch_log_add(&log, &a, spans, 3, NULL);
+    CHECK(log.n_launches == 3 && log.dropped == 0);
+    const l2p_launch *l = log.launches;
+    CHECK(l[0].n_params == 3 && memcmp(log.spans + l[0].spans_at, spans, sizeof spans) == 0);
+    CHECK(l[1].n_params == 2 && memcmp(log.spans + l[1].spans_at, other, sizeof other) == 0);
+    CHECK(strcmp(log.names + l[0].name_at, "first_kernel") == 0);
+    CHECK(strcmp(log.names + l[1].name_at, "second_kernel") == 0);
+    CHECK(strcmp(log.names + l[2].name_at, "") == 0 && l[2].n_params == 3);
+    /* the second launch's bytes were laid out by its own layout: 12 bytes, not the first's 32 */
+    CHECK(l[0].args_size == 32 && l[1].args_size == 12);
+    /* the pools grow past their first size: many launches, each name its own */
     l2p_launch_log_free(&log);
-    CHECK(log.fns == NULL && log.spans == NULL);
+    CHECK(l2p_launch_log_init(&log, 0, 4096, 1 << 20) == L2P_OK);
+    char name[L2P_KERNEL_NAME_MAX];
+    memset(name, 'k', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (int i = 0; i < 300; i++) {
+        name[0] = (char)('A' + i % 26);
+        a = launch_of((void *)(uintptr_t)(0x1000 + i), params, NULL);
+        l2p_launch_log_add(&log, &a, spans, 3, name);
+    }
+    CHECK(log.n_launches == 300 && log.n_spans == 900 && log.n_names == 300 * sizeof name);
+    size_t wrong = 0;
+    for (int i = 0; i < 300; i++) {
+        const char *got = log.names + log.launches[i].name_at;
+        wrong += got[0] != (char)('A' + i % 26) || strlen(got) != sizeof name - 1 ||
+                 memcmp(log.spans + log.launches[i].spans_at, spans, sizeof spans) != 0;
+    }
+    CHECK(wrong == 0);
+    l2p_launch_log_free(&log);
+    CHECK(log.spans == NULL && log.names == NULL);
 }
 
 /* The parameter structs read: shape, function, stream and argument forms, for the plain and
