@@ -81,7 +81,8 @@ static void copy_params(unsigned char *dst, size_t size, void *const *kernel_par
  * bytes (its '\0' included). */
 static int room_for(l2p_launch_log *log, size_t size, size_t n, size_t name_len)
 {
-    return log->n_launches < log->max_launches && reserve_args(log, size) &&
+    return log->n_launches < log->max_launches && n <= L2P_LAUNCH_LOG_MAX_SPANS - log->n_spans &&
+           reserve_args(log, size) &&
            reserve((void **)&log->spans, &log->spans_cap, log->n_spans, n, sizeof *log->spans,
                    256) &&
            reserve((void **)&log->names, &log->names_cap, log->n_names, name_len, 1, 16 * 1024);
@@ -298,6 +299,10 @@ static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
     size_t n;
     a->func = function_of(a->func, spans, MAX_PARAMS, &n);
     l2p_function_name(a->func, name);
+    if (n == 0 && !name[0]) { /* neither parameters nor a name: not a function the driver knows */
+        count_dropped(log);
+        return;
+    }
     l2p_launch_log_add(log, a, spans, n, name);
 }
 
@@ -444,7 +449,7 @@ static l2p_status scan_launch(const l2p_launch_log *log, size_t k, l2p_graph_sca
     memcpy(info->block, l->block, sizeof info->block);
     info->shared_mem = l->shared_mem;
     out->n_kernels = k + 1;
-    return l2p_scan_span_args(out, k, log->spans + l->spans_at, l->n_params,
+    return l2p_scan_span_args(out, k, l->n_params ? log->spans + l->spans_at : NULL, l->n_params,
                               log->args ? log->args + l->args_at : NULL, l->args_size);
 }
 

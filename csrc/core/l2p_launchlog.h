@@ -5,7 +5,7 @@
  * launches themselves while the work runs for real: CUPTI's callback API calls us inside each
  * kernel launch call, where the function, the stream, the launch shape and the argument bytes
  * are still the caller's, and we copy them into host memory the log owns. Afterwards
- * l2p_launch_log_scan runs graphscan's argument scan (l2p_scan_kernel_args) over the copies and
+ * l2p_launch_log_scan runs graphscan's argument scan (l2p_scan_span_args) over the copies and
  * fills the same l2p_graph_scan, so l2p_buffers_build and everything after it is shared.
  *
  * Which launches: the driver's cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
@@ -21,8 +21,8 @@
  * When: at the driver call's entry. Its kernelParams, extra and config point at the caller's
  * memory until the call returns, and the log copies the bytes there. The handle the driver is
  * given is a CUfunction or a CUkernel (a library kernel, which CUDA 13's runtime may pass); its
- * parameter layout comes from cuFuncGetParamInfo, a CUkernel's CUfunction from
- * cuKernelGetFunction, both through driver entry points resolved before the subscription: a
+ * parameter layout comes from cuFuncGetParamInfo, its name from cuFuncGetName, a CUkernel's
+ * CUfunction from cuKernelGetFunction, all through driver entry points resolved before the subscription: a
  * callback calls no runtime, opens or closes no library, and allocates nothing but the log's
  * own buffers. Each launch is resolved at its own call, and its function's name and parameter
  * layout are copied into the log there: a handle is valid only while its module is loaded, and
@@ -65,6 +65,7 @@ extern "C" {
 /* Default caps: a training step launches hundreds of kernels; a log this long holds several. */
 #define L2P_LAUNCH_LOG_MAX_LAUNCHES 4096
 #define L2P_LAUNCH_LOG_MAX_BYTES ((size_t)16 << 20) /* argument bytes of all launches */
+#define L2P_LAUNCH_LOG_MAX_SPANS ((size_t)1 << 18)  /* their parameters (16 bytes each: 4 MiB) */
 
 /* One logged launch. */
 typedef struct {

@@ -126,6 +126,19 @@ static void test_caps(void)
     for (int i = 0; i < 4; i++) l2p_launch_log_add(&log, &a, spans, 3, "k");
     CHECK(log.n_launches == 2 && log.dropped == 2 && log.n_args == 64 && log.args_cap <= 70);
     l2p_launch_log_free(&log);
+
+    /* the layouts' cap: a launch whose parameters would pass it is dropped, one that reaches
+     * it exactly is kept (empty spans at offset 0: no argument bytes) */
+    static l2p_param_span many[L2P_LAUNCH_LOG_MAX_SPANS];
+    static void *none[L2P_LAUNCH_LOG_MAX_SPANS];
+    CHECK(l2p_launch_log_init(&log, 0, 4, 4096) == L2P_OK);
+    a = launch_of((void *)0xf00, none, NULL);
+    l2p_launch_log_add(&log, &a, many, 1, "k");
+    l2p_launch_log_add(&log, &a, many, L2P_LAUNCH_LOG_MAX_SPANS, "k");
+    CHECK(log.n_launches == 1 && log.dropped == 1 && log.n_spans == 1);
+    l2p_launch_log_add(&log, &a, many, L2P_LAUNCH_LOG_MAX_SPANS - 1, "k");
+    CHECK(log.n_launches == 2 && log.dropped == 1 && log.n_spans == L2P_LAUNCH_LOG_MAX_SPANS);
+    l2p_launch_log_free(&log);
 }
 
 /* Each launch keeps the resolution made at its own call: its layout and name. A handle that
@@ -140,10 +153,11 @@ static void test_resolutions(void)
     struct { uint64_t p; int k; } s = {A, 0};
     void *params[3] = {&n, &x, &s};
     const l2p_param_span other[2] = {{0, 8}, {8, 4}};
+    void *other_params[2] = {&x, &n};               /* (uint64_t, int): other's layout */
     CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
     l2p_launch_args a = launch_of((void *)0xf00, params, NULL);
     l2p_launch_log_add(&log, &a, spans, 3, "first_kernel");
-    a = launch_of((void *)0xf00, params, NULL);       /* the same handle, another function */
+    a = launch_of((void *)0xf00, other_params, NULL); /* the same handle, another function */
     l2p_launch_log_add(&log, &a, other, 2, "second_kernel");
     a = launch_of((void *)0xf01, params, NULL);
     l2p_launch_log_add(&log, &a, spans, 3, NULL);
