@@ -76,27 +76,46 @@ static uint32_t kept_name(const l2p_activity *a, const char *cut)
     return 0;
 }
 
+/* The id of name (cut), interned where new; L2P_ACTIVITY_OTHER when the names are full. */
+static uint32_t intern_name(l2p_activity *a, const char *name)
+{
+    char *copy = strndup(name ? name : "?", L2P_KERNEL_NAME_MAX - 1);
+    if (!copy) return L2P_ACTIVITY_OTHER;
+    uint32_t id = kept_name(a, copy);
+    if (id) free(copy);
+    else if (a->n_names >= L2P_ACTIVITY_NAMES * 3 / 4) {
+        free(copy);
+        id = L2P_ACTIVITY_OTHER;
+    } else {
+        id = (uint32_t)a->n_names++;
+        a->names[id] = copy;
+    }
+    return id;
+}
+
 /* The name id of key (interned on first sight); L2P_ACTIVITY_OTHER when the table is full.
- * Keyed by CUPTI's pointer: every record of one kernel shares it, so a lookup costs no
- * string compare. Two kernels whose names agree up to the cut share an id, as their scans'
- * names would. */
+ * Keyed by CUPTI's pointer: every record of one kernel shares it, so a lookup costs one short
+ * compare and no hashing of the text. A pointer is one kernel's only while its module is
+ * loaded: one unloaded (XLA's autotuning loads, launches and unloads modules), the address can
+ * come back as another kernel's name, so a key whose text changed is the new text's from then
+ * on. Two kernels whose names agree up to the cut share an id, as their scans' names would. */
 static uint32_t name_id(l2p_activity *a, const void *key, const char *name)
 {
     size_t mask = L2P_ACTIVITY_NAMES - 1;
     size_t h = (size_t)(((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull) & mask;
     for (;; h = (h + 1) & mask) {
-        if (a->keys[h] == key) return a->ids[h];
+        if (a->keys[h] == key) {
+            uint32_t id = a->ids[h]; /* OTHER: re-keyed once the names were full; stays so */
+            if (id == L2P_ACTIVITY_OTHER ||
+                strncmp(name ? name : "?", a->names[id], L2P_KERNEL_NAME_MAX - 1) == 0)
+                return id;
+            return a->ids[h] = intern_name(a, name); /* the address is another kernel's now */
+        }
         if (!a->keys[h]) break;
     }
     if (a->n_keys >= L2P_ACTIVITY_NAMES * 3 / 4) return L2P_ACTIVITY_OTHER;
-    char *copy = strndup(name ? name : "?", L2P_KERNEL_NAME_MAX - 1);
-    if (!copy) return L2P_ACTIVITY_OTHER;
-    uint32_t id = kept_name(a, copy);
-    if (id) free(copy);
-    else {
-        id = (uint32_t)a->n_names++;
-        a->names[id] = copy;
-    }
+    uint32_t id = intern_name(a, name);
+    if (id == L2P_ACTIVITY_OTHER) return id;
     a->keys[h] = key;
     a->ids[h] = id;
     a->n_keys++;

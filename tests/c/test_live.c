@@ -493,6 +493,32 @@ static void test_activity_timing(void)
     l2p_activity_free(&a);
 }
 
+/* A kernel name's address comes back as another kernel's (its module unloaded, another loaded
+ * at the same place): the records after the change go to the new name, those before keep the
+ * old one, and a name seen before under another address keeps its id. */
+static void test_activity_reused_name_address(void)
+{
+    l2p_activity a;
+    CHECK(l2p_activity_init(&a, 1) == L2P_OK);
+    static char buf[64];
+    static const char other[] = "candidate_b";
+    strcpy(buf, "candidate_a");
+    l2p_activity_add(&a, 1, 100, 110, 7, buf, buf, NULL, NULL);
+    l2p_activity_add(&a, 1, 120, 130, 7, buf, buf, NULL, NULL);
+    strcpy(buf, "candidate_b"); /* the same address, another kernel */
+    l2p_activity_add(&a, 1, 140, 150, 7, buf, buf, NULL, NULL);
+    l2p_activity_add(&a, 1, 160, 170, 7, other, other, NULL, NULL);
+    strcpy(buf, "candidate_a"); /* and back */
+    l2p_activity_add(&a, 1, 180, 190, 7, buf, buf, NULL, NULL);
+    CHECK(a.n == 5);
+    CHECK(strcmp(a.names[a.recs[0].name], "candidate_a") == 0 && a.recs[1].name == a.recs[0].name);
+    CHECK(strcmp(a.names[a.recs[2].name], "candidate_b") == 0 && a.recs[2].name != a.recs[0].name);
+    CHECK(a.recs[3].name == a.recs[2].name && a.recs[4].name == a.recs[0].name);
+    CHECK(a.recs[2].key != a.recs[0].key && a.recs[3].key == a.recs[2].key);
+    CHECK(a.n_names == 3); /* "(other kernels)" and the two */
+    l2p_activity_free(&a);
+}
+
 static void test_activity_blocks(void)
 {
     l2p_activity a;
@@ -883,6 +909,7 @@ int main(void)
     test_rest_units();
     test_activity_blocks();
     test_activity_timing();
+    test_activity_reused_name_address();
     test_activity_windows();
     test_activity_launch_keys();
     test_live_mix();
