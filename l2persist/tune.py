@@ -605,6 +605,12 @@ def timed_stream(fn, stream, dev, *, given: bool):
     ran = work.launch_streams()
     if ran and stream_key(_handle(stream)) not in ran:
         here = _handle(stream)
+        if ran[0] in work.gone:
+            raise ValueError(
+                f"stream: fn's kernels ran on stream {ran[0]:#x} ({work.kernels_on(ran[0])}), "
+                f"which fn destroyed before it returned (a stream made per call): nothing can "
+                f"time or window a stream that no longer exists. Launch fn's kernels on a "
+                f"stream that outlives fn and pass it as stream=")
         if given or handles or len(ran) > 1:
             where = "; ".join(f"{h:#x} ({work.kernels_on(h)})" for h in ran)
             raise ValueError(

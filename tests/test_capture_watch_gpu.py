@@ -92,7 +92,7 @@ _TORCH = _PRELUDE + textwrap.dedent("""
     race(capture_once, stream, x, 150)
     torch.cuda.synchronize()
     # the launch log shares the one subscriber: both work while tracking is on
-    kernels, _, _ = _core._launch_log(lambda: x.add_(1), [], None)
+    kernels, _, _, _ = _core._launch_log(lambda: x.add_(1), [], None)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, stream=s):
         y = x * 3

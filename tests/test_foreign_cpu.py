@@ -213,7 +213,7 @@ def test_discover_falls_back_to_the_launch_log(monkeypatch):
                    (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2, EAGER)]
         records = [(A, 4096, -1), (B, 1 << 20, -1)]
         uses = [(0, 0, 0, A, 0), (0, 1, 8, B, 1), (1, 0, 0, B + 64, 1)]
-        return kernels, records, uses
+        return kernels, records, uses, []
     monkeypatch.setattr(_core, "_launch_log", launch_log)
     found = foreign.discover(lambda: calls.append(1))
     assert len(calls) == 2                                # the first run, and the logged one
@@ -241,7 +241,7 @@ def test_discovered_names_stay_when_the_addresses_move(monkeypatch):
             fn()
             return ([(0, "k" * 50, (1, 1, 1), (32, 1, 1), 0, 2, EAGER)],
                     [(a, 4096, -1), (b, 8192, -1)],
-                    [(0, 0, 0, a, 0), (0, 1, 0, b, 1), (0, 1, 16, a + 64, 0)])
+                    [(0, 0, 0, a, 0), (0, 1, 0, b, 1), (0, 1, 16, a + 64, 0)], [])
         monkeypatch.setattr(_core, "_launch_log", launch_log)
         names.append([c.name for c in foreign.discover(lambda: None)])
     assert names[0] == names[1] == ["k" * 39 + "…@0.p1", "k" * 39 + "…@0.p0"]
@@ -286,7 +286,7 @@ def test_discovery_error_names_both_reasons(monkeypatch):
 def test_launch_log_without_launches_or_with_fn_failing(monkeypatch):
     _not_capturable(monkeypatch)
     monkeypatch.setattr(_core, "_launch_log",
-                        lambda fn, offers, device: (fn(), ([], [], []))[1])
+                        lambda fn, offers, device: (fn(), ([], [], [], []))[1])
     with pytest.raises(foreign.DiscoveryError, match="fn launched no kernel"):
         foreign.discover(lambda: None)
     runs = []
@@ -349,7 +349,7 @@ def _captures_nothing(monkeypatch, unreadable, logged_streams):
                    (1, "reduce", (1, 1, 1), (32, 1, 1), 0, 2, second)]
         records = [(A, 1 << 20, -1), (B, 4096, -1)]
         uses = [(0, 0, 0, A, 0), (1, 0, 0, A, 0), (1, 1, 0, B, 1)]
-        return kernels, records, uses
+        return kernels, records, uses, []
     monkeypatch.setattr(_core, "_launch_log", launch_log)
     return capture, eager
 
@@ -392,6 +392,25 @@ def test_launches_on_the_eager_stream_keep_its_object(monkeypatch):
     assert (streams(1).handle, streams(1).device, streams(2).device) == (1, 3, 3)
     assert streams(OWN).device == 3
     assert [D.stream_key(h) for h in (0, 1, 2, OWN)] == [0, 0, 2, OWN]
+
+
+def test_buffers_on_a_stream_fn_destroyed_are_left_out(monkeypatch):
+    """fn launched a kernel on a stream it made and destroyed before returning (the log saw
+    the destroy): that stream's handle is never wrapped (it may be another stream's by now).
+    A buffer read there and on a live stream is windowed on the live one; a buffer read only
+    there is left out with a warning that names it and the stream. LaunchStreams gives None for a gone handle, even asked twice."""
+    _captures_nothing(monkeypatch, False, [EAGER, OWN])     # A on both, B on OWN only
+    kept = _core._launch_log
+    monkeypatch.setattr(_core, "_launch_log",
+                        lambda fn, offers, device: (*kept(fn, offers, device)[:3], [OWN]))
+    with pytest.warns(RuntimeWarning, match=r"discover: 1 buffer\(s\) \(reduce@1.p1\) "
+                      r"are read only by kernels fn launched on stream 0x6000, which fn "
+                      r"destroyed before it returned") as said:
+        found = foreign.discover(lambda: None)
+    assert "pass it as stream=" in str(said[0].message)
+    assert [(c.name, c.carrier.handle) for c in found] == [("histogram@0.p0", EAGER)]
+    streams = D.LaunchStreams(device=0, gone=[OWN])
+    assert streams(OWN) is None and streams(OWN) is None and streams(EAGER).handle == EAGER
 
 
 def test_an_empty_capture_and_no_log_names_both(monkeypatch):

@@ -601,7 +601,7 @@ def test_the_launch_log_leaves_out_launches_into_a_capture(rng):
             K.scale_shift(b, 3.0, 0.5, stream=s)
             s.synchronize()
 
-        kernels, records, uses = _core._launch_log(fn, [(a.ptr, a.nbytes), (b.ptr, b.nbytes)],
+        kernels, records, uses, _ = _core._launch_log(fn, [(a.ptr, a.nbytes), (b.ptr, b.nbytes)],
                                                    None)
         assert [k[-1] for k in kernels] == [s.handle], kernels
         assert {records[u[4]][2] for u in uses} == {1}, (records, uses)   # b's offer only
@@ -706,7 +706,7 @@ def work():
         ok(cu.cuLaunchKernel(fn, n // 256, 1, 1, 256, 1, 1, 0, None, params, None), "launch")
         ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
         ok(cu.cuModuleUnload(mod), "cuModuleUnload")
-kernels, records, uses = _core._launch_log(work, [(x.value, n * 4)], None)
+kernels, records, uses, _ = _core._launch_log(work, [(x.value, n * 4)], None)
 host = (ctypes.c_float * n)()
 ok(cu.cuMemcpyDtoH_v2(host, x, ctypes.c_size_t(n * 4)), "cuMemcpyDtoH")
 print(json.dumps({"names": [k[1] for k in kernels], "params": [k[5] for k in kernels],

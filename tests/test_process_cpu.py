@@ -242,12 +242,12 @@ def test_work_streams_from_the_launch_log_and_the_replays(monkeypatch):
         run()
         return ([(0, "k" * 60, (1, 1, 1), (32, 1, 1), 0, 1, 1),
                  (1, "b", (1, 1, 1), (1, 1, 1), 0, 1, 0x9000),
-                 (2, "c", (1, 1, 1), (1, 1, 1), 0, 1, 0)], [], [])
+                 (2, "c", (1, 1, 1), (1, 1, 1), 0, 1, 0)], [], [], [0x9000])
     monkeypatch.setattr(_core, "_launch_log", launch_log)
     w = D.work_streams(fn, None)
     assert runs == [1] and w.log_error is None
     assert [s.cuda_stream for s in w.replays] == [0xABC0]
-    assert w.launch_streams() == [0, 0x9000]
+    assert w.launch_streams() == [0, 0x9000] and w.gone == {0x9000}   # fn destroyed it
     assert w.kernels_on(0) == "k" * 39 + "…, c" and w.kernels_on(0x9000) == "b"
 
 
@@ -272,7 +272,7 @@ def test_work_streams_without_a_log(monkeypatch):
 
     def log(run, offers, device):
         run()
-        return [], [], []
+        return [], [], [], []
     monkeypatch.setattr(_core, "_launch_log", log)
 
     def fails():

@@ -111,6 +111,36 @@ def test_discovery_and_timing_agree_on_the_stream(device, rng):
     w.check()
 
 
+def test_a_stream_fn_made_and_destroyed_is_never_used_after(device, rng):
+    """fn makes a CuPy stream per call, launches axpy on it and returns, freeing the stream
+    (cudaStreamDestroy, through CuPy's runtime). The launch log sees the destroy: its handle is
+    among the log's gone streams; discover leaves the buffers out with a warning instead of
+    wrapping a destroyed stream, and the timing refuses it, naming the kernel; nothing is
+    queued on it after fn. fn's results are NumPy's (every call ran)."""
+    cp = pytest.importorskip("cupy")
+    w = _axpy_on_its_own_stream(rng, n=1 << 18)
+    n = w.x.size
+    kernel = cp.RawKernel(AXPY, "axpy")
+    handles = []
+
+    def step():
+        s = cp.cuda.Stream(non_blocking=True)
+        handles.append(s.ptr)
+        kernel(((n + 255) // 256,), (256,), (np.float32(2.0), w.x, w.y, np.int32(n)), stream=s)
+        w.runs.append(1)                 # s is freed as step returns: its work still runs
+    kernels, _, _, gone = _core._launch_log(step, [], None)
+    assert [k[-1] for k in kernels] == [handles[-1]] and gone == [handles[-1]], (kernels, gone)
+    kept, _, _, none = _core._launch_log(w.step, [], None)      # a stream that lives on
+    assert [k[-1] for k in kept] == [w.own.ptr] and none == []
+    with pytest.warns(RuntimeWarning, match=r"which fn destroyed before it returned"):
+        assert D.discover(step, candidates={"x": w.x, "y": w.y}) == []
+    with pytest.raises(ValueError, match=r"ran on stream 0x[0-9a-f]+ \(axpy\), which fn "
+                                         r"destroyed before it returned"):
+        timed_stream(step, None, device, given=False)
+    cp.cuda.runtime.deviceSynchronize()
+    w.check()
+
+
 # ---- timing refuses a stream the work does not run on ---------------------------------------
 
 def _histogram(torch, rng, n_bins=1 << 20, n=1 << 22):

@@ -655,16 +655,16 @@ class _Wrapped:
         self.handle = wrap.__cuda_stream__()[1]
 
 
-def _launches_on(monkeypatch, streams, names=None):
-    """fn's kernel launches, as the launch log reports them, went to `streams` (one a launch);
-    PyTorch is not imported."""
+def _launches_on(monkeypatch, streams, names=None, gone=()):
+    """fn's kernel launches, as the launch log reports them, went to `streams` (one a launch),
+    and fn destroyed the streams in `gone` after launching on them; PyTorch is not imported."""
     names = names or [f"kernel{i}" for i in range(len(streams))]
 
     def launch_log(fn, offers, device):
         fn()
         kernels = [(i, n, (1, 1, 1), (32, 1, 1), 0, 1, h)
                    for i, (n, h) in enumerate(zip(names, streams))]
-        return kernels, [], []
+        return kernels, [], [], list(gone)
     monkeypatch.setattr(_core, "_launch_log", launch_log)
     monkeypatch.setattr(_core, "Stream", _Wrapped)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
@@ -704,6 +704,27 @@ def test_timed_stream_times_eager_work_where_it_ran(monkeypatch):
     assert _timed(lambda: None, mine, given=True) is mine
     _launches_on(monkeypatch, [1, 1])                 # CU_STREAM_LEGACY: the legacy stream
     assert _timed(lambda: None, None, given=True) is None
+
+
+def test_timed_stream_refuses_a_stream_fn_destroyed(monkeypatch):
+    """fn made a stream, launched on it and destroyed it before returning (CuPy frees its
+    Stream as fn returns): its handle must never be used again (the next call's stream may
+    come back at the same address), so nothing is wrapped and the error says what to do,
+    given stream= or not. A stream destroyed and made again at that handle before its last
+    launch is a live one: timed as before."""
+    wrapped = []
+    _launches_on(monkeypatch, [OTHER], ["axpy"], gone=[OTHER])
+    monkeypatch.setattr(_core, "Stream", lambda **kw: wrapped.append(kw))
+    for stream, given in ((None, False), (types.SimpleNamespace(handle=MINE), True)):
+        with pytest.raises(ValueError) as e:
+            _timed(lambda: None, stream, given=given)
+        text = str(e.value)
+        assert text.startswith("stream: fn's kernels ran on stream 0x9000 (axpy), which fn "
+                               "destroyed before it returned")
+        assert "pass it as stream=" in text
+    assert wrapped == []
+    _launches_on(monkeypatch, [OTHER], gone=[])
+    assert _timed(lambda: None, None, given=False).handle == OTHER
 
 
 def test_timed_stream_with_work_on_several_streams(monkeypatch):

@@ -132,6 +132,14 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
     pthread_mutex_unlock(&log->lock);
 }
 
+void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream)
+{
+    pthread_mutex_lock(&log->lock);
+    for (size_t k = 0; k < log->n_launches; k++)
+        if (log->launches[k].stream == stream) log->launches[k].stream_gone = 1;
+    pthread_mutex_unlock(&log->lock);
+}
+
 /* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
 
 /* Each _ptsz form (per-thread default stream) takes the same arguments as its plain form;
@@ -306,12 +314,31 @@ static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
     l2p_launch_log_add(log, a, spans, n, name);
 }
 
+/* cuStreamDestroy's exit, where the stream is gone (not where the driver refused the call):
+ * the launches logged on it are marked. 1 for a destroy callback, 0 for any other. Both
+ * forms take one CUstream. */
+_Static_assert(sizeof(cuStreamDestroy_params) == sizeof(cuStreamDestroy_v2_params),
+               "cuStreamDestroy differs");
+static int on_stream_destroy(l2p_launch_log *log, CUpti_CallbackId cbid,
+                             const CUpti_CallbackData *cb)
+{
+    if (cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy &&
+        cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2)
+        return 0;
+    const CUresult *rc = (const CUresult *)cb->functionReturnValue;
+    if (cb->callbackSite == CUPTI_API_EXIT && rc && *rc == CUDA_SUCCESS)
+        l2p_launch_log_stream_destroyed(
+            log, ((const cuStreamDestroy_v2_params *)cb->functionParams)->hStream);
+    return 1;
+}
+
 /* A driver launch, read at its API entry: its kernelParams, extra and config point at the
  * caller's memory until the call returns, and the log copies the bytes now. (A launch the
  * driver then refuses is logged too: fn asked for it.) */
 static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
+    if (on_stream_destroy(log, cbid, cb)) return;
     if (cb->callbackSite != CUPTI_API_ENTER || !l2p_launch_log_read(cbid, cb->functionParams, &a))
         return;
     log->seen++;
@@ -378,16 +405,18 @@ static l2p_status driver_calls(void)
     return L2P_OK;
 }
 
-static const unsigned driver_launches[] = {
+/* The launches first (each required), then the stream destroys (wanted: a CUPTI that lacks
+ * one leaves those launches unmarked). */
+static const unsigned driver_calls_logged[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
-enum { N_LAUNCH_CBIDS = sizeof driver_launches / sizeof driver_launches[0] };
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2};
+enum { N_LAUNCH_CBIDS = 6, N_LOGGED_CBIDS = sizeof driver_calls_logged / sizeof(unsigned) };
 
-/* The launch log as a client of the one subscriber: every launch callback is required. */
-static l2p_cupti_client client = {"launch log", on_callback, driver_launches, N_LAUNCH_CBIDS,
-                                  N_LAUNCH_CBIDS, 0, 0};
+static l2p_cupti_client client = {"launch log", on_callback, driver_calls_logged,
+                                  N_LOGGED_CBIDS, N_LAUNCH_CBIDS, 0, 0};
 
 /* At the end each launch callback enabled is disabled, and the subscriber goes where no other
  * client (capture tracking) holds it (DIAG_KEEP: the callbacks stay enabled). CUPTI itself

@@ -32,6 +32,13 @@
  * scan never calls the driver on a logged function, and no resolution is kept across launches
  * (an unloaded function's handle can come back as another function's).
  *
+ * Streams: each launch keeps its stream's handle, and the log also takes cuStreamDestroy's
+ * callbacks (the runtime's cudaStreamDestroy reaches them from inside, as its launches do), so
+ * that a launch whose stream the work destroyed while the log was on says so (stream_gone):
+ * a handle is valid only until its stream is destroyed. A stream destroyed after the log ended
+ * is not seen; the callers window only streams known to live (process/streams.py) or a stream
+ * the caller holds, where they can.
+ *
  * Which CUPTI: the one already mapped in the process, if any (l2p_cupti.h). The subscriber is
  * the process's one, shared with capture tracking (l2p_capture.h): the log enables the launch
  * callbacks on it, and at the end disables them before the subscriber is removed (where capture
@@ -77,6 +84,7 @@ typedef struct {
     size_t args_size;        /* every parameter at its offset (the `extra` form's layout) */
     size_t spans_at, n_params; /* its parameter layout, read at the launch: log->spans[...] */
     size_t name_at;          /* its name, read at the launch: log->names + name_at */
+    int stream_gone;         /* its stream was destroyed after it while the log was on */
 } l2p_launch;
 
 /* A launch as the callback sees it, before its bytes are copied. */
@@ -134,6 +142,11 @@ l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launc
  * Thread-safe. */
 void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
                         const l2p_param_span *spans, size_t n_params, const char *name);
+/* `stream` was destroyed: each launch logged on it so far is marked stream_gone (a launch
+ * after this on the same handle is not: the handle came back as a new stream). Its handle must
+ * not be used again: a stream the work made and destroyed before it returned (CuPy's Stream
+ * freed as fn returns) gets no window and times nothing. Thread-safe. */
+void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream);
 
 #ifdef __cplusplus
 }

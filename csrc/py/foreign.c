@@ -306,6 +306,25 @@ static int with_streams(PyObject *kernels, PyObject *streams)
     return 0;
 }
 
+/* The streams fn destroyed after launching on them, while the log was on (a stream made per
+ * call: CuPy frees its Stream as fn returns): each handle whose last logged launch is marked
+ * stream_gone, as ints. Such a handle must never be used again. */
+static PyObject *gone_streams(const l2p_launch_log *log)
+{
+    PyObject *seen = PySet_New(NULL), *gone = PyList_New(0);
+    for (size_t k = log->n_launches; seen && gone && k-- > 0;) {
+        const l2p_launch *l = &log->launches[k];
+        PyObject *h = PyLong_FromVoidPtr(l->stream);
+        int known = h ? PySet_Contains(seen, h) : -1;
+        int ok = known == 1 || (known == 0 && PySet_Add(seen, h) == 0 &&
+                                (!l->stream_gone || PyList_Append(gone, h) == 0));
+        Py_XDECREF(h);
+        if (!ok) Py_CLEAR(gone);
+    }
+    Py_XDECREF(seen);
+    return gone;
+}
+
 /* Discovery without capture (l2p_launchlog.h): run fn for real with its kernel launches
  * logged, then scan their argument bytes as Graph._scan scans a graph's nodes. */
 typedef struct {
@@ -347,7 +366,9 @@ static PyObject *launch_log(PyObject *m, const void *args)
         return NULL;
     }
     Py_DECREF(r);
-    PyObject *scan = log_tuples(st, &log, a->offers);
+    PyObject *gone = gone_streams(&log);
+    PyObject *scan = gone ? log_tuples(st, &log, a->offers) : NULL;
+    if (!gone) l2p_launch_log_free(&log);
     if (scan && dropped &&
         PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "launch log: %zu kernel launches "
                          "were not logged (the log holds %zu launches and %zu MiB of "
@@ -355,7 +376,12 @@ static PyObject *launch_log(PyObject *m, const void *args)
                          "they use are not among those found", dropped, cap,
                          (size_t)(L2P_LAUNCH_LOG_MAX_BYTES >> 20)) < 0)
         Py_CLEAR(scan);
-    return scan;
+    PyObject *out = scan ? Py_BuildValue("(OOOO)", PyTuple_GET_ITEM(scan, 0),
+                                         PyTuple_GET_ITEM(scan, 1), PyTuple_GET_ITEM(scan, 2),
+                                         gone) : NULL;
+    Py_XDECREF(scan);
+    Py_XDECREF(gone);
+    return out;
 }
 L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
               "Run fn once for real, logging its kernel launches through CUPTI's callback API, "
@@ -363,9 +389,11 @@ L2P_DEFINE_FN(launch_log_fn, launch_log_args, launch_log, "_launch_log",
               "captured (l2persist.process.discover), in Graph._scan's (kernels, records, uses) "
               "tuples, one kernel per launch, each kernel's tuple ending with the stream the "
               "launch was queued on (its cudaStream_t as an int, 0 for the legacy default "
-              "stream).",
+              "stream); and last the streams fn destroyed after launching on them (handles "
+              "never to be used again: no window, no timing on them).",
               "tuple[list[tuple[int, str, tuple[int, int, int], tuple[int, int, int], int, "
-              "int, int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]]]",
+              "int, int]], list[tuple[int, int, int]], list[tuple[int, int, int, int, int]], "
+              "list[int]]",
               L2P_PARAM(launch_log_args, fn, L2P_P_CALLABLE, .flags = L2P_P_REQUIRED,
                         .pytype = "Callable[[], object]", .doc = "the work, called once with no "
                         "arguments"),

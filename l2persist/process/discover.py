@@ -262,10 +262,13 @@ class LaunchStreams:
     handle is the launch's (so that the window goes on the object the caller holds), else
     PyTorch's current stream where it is that one, else a wrap of the handle the launch gave
     (the driver's own word: the stream was alive when it took the launch), wrapped with
-    ``device``: a default stream's handle (0, 1, 2) names that device's stream."""
+    ``device``: a default stream's handle (0, 1, 2) names that device's stream. None for a
+    handle in ``gone``: a stream fn destroyed after launching on it (the launch log saw the
+    destroy), whose handle must never be used again (it may already be another stream's)."""
 
-    def __init__(self, known: Iterable = (), device=None):
+    def __init__(self, known: Iterable = (), device=None, gone: Iterable[int] = ()):
         self._device = device
+        self._gone = frozenset(stream_key(h) for h in gone)
         self._by: dict[int, Any] = {}
         for s in (*known, _torch.current_stream()):
             if s is not None:
@@ -274,8 +277,23 @@ class LaunchStreams:
     def __call__(self, handle: int):
         key = stream_key(handle)
         if key not in self._by:
+            if key in self._gone:
+                return None
             self._by[key] = _core.Stream(wrap=_cupy.StreamHandle(handle), device=self._device)
         return self._by[key]
+
+
+class _LazyStreams:
+    """LaunchStreams made at the first call, once the log ran and knows which streams fn
+    destroyed (graph_buffers runs the log, then asks for carriers)."""
+
+    def __init__(self, known, device, log):
+        self._args, self._log, self._streams = (known, device), log, None
+
+    def __call__(self, handle: int):
+        if self._streams is None:
+            self._streams = LaunchStreams(*self._args, gone=self._log.gone)
+        return self._streams(handle)
 
 
 # ---- discovery for the tuner --------------------------------------------------------------
@@ -330,6 +348,7 @@ class _LaunchLog:
         self.kernel_nodes: list[LaunchedKernel] = []
         self.ran = False                              # whether fn was called
         self.fn_raised: BaseException | None = None   # fn's own failure, not the log's
+        self.gone: frozenset = frozenset()            # streams fn destroyed after launching
 
     def _run(self):
         self.ran = True
@@ -340,8 +359,9 @@ class _LaunchLog:
             raise
 
     def _scan(self, offers):
-        kernels, records, uses = _core._launch_log(self._run, offers, self._device)
+        kernels, records, uses, gone = _core._launch_log(self._run, offers, self._device)
         self.kernel_nodes = [LaunchedKernel(*k) for k in kernels]   # each ends with its stream
+        self.gone = frozenset(stream_key(h) for h in gone)
         return kernels, records, uses
 
     def buffers(self, candidates=None) -> BufferTable:
@@ -426,15 +446,32 @@ def _graph_scoped(found: list[Candidate], prefix: str, named: dict) -> list[Cand
 
 def _from_graph(graph, candidates, carrier_of=None) -> list[Candidate]:
     """The graph's buffers; each windowed on its own nodes, or on ``carrier_of(record)`` (a
-    stream) when the graph is a private capture of eager work or the launch log."""
-    out = []
+    stream) when the graph is a private capture of eager work or the launch log. A buffer whose
+    carrier is None (its launches' stream is gone) is left out, said in one warning."""
+    out, left = [], []
     for r in graph.buffers(candidates):
         if not r.nodes or not r.size:
             continue
         carrier = carrier_of(r) if carrier_of is not None else NodeGroup(graph, r.nodes)
+        if carrier is None:
+            left.append(r)
+            continue
         out.append(Candidate(name=r.name, nbytes=r.size, address=r.address, nodes=r.nodes,
                              carrier=carrier, record=r, source=r.source))
+    if left:
+        _warn_gone(left)
     return out
+
+
+def _warn_gone(left) -> None:
+    streams = sorted({stream_key(k.stream) for r in left for k in r.nodes})
+    names = ", ".join(r.name for r in left[:4]) + (", ..." if len(left) > 4 else "")
+    warnings.warn(
+        f"discover: {len(left)} buffer(s) ({names}) are read only by kernels fn launched on "
+        f"stream{'s' if len(streams) > 1 else ''} {', '.join(hex(h) for h in streams)}, which "
+        f"fn destroyed before it returned (a stream made per call): a window there would go on "
+        f"a stream that no longer exists, so they are left out. Launch them on a stream that "
+        f"outlives fn and pass it as stream=", RuntimeWarning, stacklevel=3)
 
 
 EMPTY_CAPTURE = ("fn queued no kernel on the capturing stream (it launched its kernels on a "
@@ -463,7 +500,9 @@ def _from_capture(fn, stream, candidates, device):
 
 def _from_launch_log(fn, stream, candidates, device):
     """(candidates, None) from fn's logged launches, each windowed on the stream its first
-    launch went to (the launch's own word; the caller's stream= object where it is that one);
+    launch went to (the launch's own word; the caller's stream= object where it is that one),
+    passing over streams fn destroyed before it returned (a buffer read only there is left
+    out, with a warning);
     or (None, why) where no log could be made (CUPTI missing, or another tool holds its one
     subscriber) or fn launched no kernel. fn's own exceptions propagate."""
     found, why, _ran = _logged_run(fn, stream, candidates, device)
@@ -476,8 +515,9 @@ def _logged_run(fn, stream, candidates, device):
     torch_device = _torch.device_of(device) if _torch_in_use() is not None else device
     log = _LaunchLog(_torch.late_bound(fn), torch_device)
     try:
-        streams = LaunchStreams([_eager_stream(stream, device)], device)
-        found = _from_graph(log, candidates, lambda r: streams(r.nodes[0].stream))
+        streams = _LazyStreams([_eager_stream(stream, device)], device, log)
+        found = _from_graph(log, candidates, lambda r: next(
+            (s for s in map(streams, (k.stream for k in r.nodes)) if s is not None), None))
     except Exception as e:  # noqa: BLE001 - any failure of the log means: no log
         if log.fn_raised is not None:
             raise
@@ -588,6 +628,7 @@ class WorkStreams:
     replays: list
     launches: list
     log_error: Any = None
+    gone: frozenset = frozenset()   # stream_keys fn destroyed after launching on them
 
     def launch_streams(self) -> list[int]:
         """The distinct streams the launches went to (``stream_key``s), in launch order."""
@@ -619,4 +660,4 @@ def work_streams(fn: Callable[[], Any], device) -> WorkStreams:
             if not log.ran:
                 log._run()
     return WorkStreams(replays=[s for _, s in seen], launches=list(log.kernel_nodes),
-                       log_error=error)
+                       log_error=error, gone=log.gone)

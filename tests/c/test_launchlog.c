@@ -237,6 +237,30 @@ static void test_read(void)
     CHECK(l2p_launch_log_read(CUPTI_DRIVER_TRACE_CBID_cuMemcpy, params, &a) == 0);
 }
 
+/* A stream destroyed while the log is on marks the launches logged on it so far, and only
+ * those: a later launch on the same handle is a new stream's (the handle came back), and
+ * another stream's launches are untouched. */
+static void test_stream_destroyed(void)
+{
+    l2p_launch_log log;
+    CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
+    void *const none[1] = {NULL};
+    void *own = (void *)0x5000, *other = (void *)0x6000;
+    for (int k = 0; k < 4; k++) {
+        l2p_launch_args a = launch_of((void *)0xf00, none, NULL);
+        a.stream = k == 1 ? other : own;
+        l2p_launch_log_add(&log, &a, NULL, 0, "k");
+        if (k == 2) l2p_launch_log_stream_destroyed(&log, own); /* after launches 0 and 2 */
+    }
+    CHECK(log.n_launches == 4);
+    CHECK(log.launches[0].stream_gone == 1 && log.launches[2].stream_gone == 1);
+    CHECK(log.launches[1].stream_gone == 0); /* another stream */
+    CHECK(log.launches[3].stream_gone == 0); /* the handle again, after the destroy */
+    l2p_launch_log_stream_destroyed(&log, (void *)0x7000); /* no launch on it: nothing */
+    CHECK(log.launches[1].stream_gone == 0 && log.launches[3].stream_gone == 0);
+    l2p_launch_log_free(&log);
+}
+
 int main(void)
 {
     test_kernel_params();
@@ -244,6 +268,7 @@ int main(void)
     test_caps();
     test_resolutions();
     test_read();
+    test_stream_destroyed();
     printf("test_launchlog: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
