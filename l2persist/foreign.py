@@ -175,5 +175,6 @@ def launch(kernel: Any, grid: Any, block: Any, args: Iterable = (), *, stream=No
 
 # The binding (csrc/py) imports nothing from this package: a Graph's methods reach the Python
 # they need through hooks handed over here, when l2persist imports this module.
-_core._set_hooks(owner_changed=_owner_changed, graph_buffers=_graph_buffers,
+_core._set_hooks(owner_changed=_owner_changed, owner_handle=_torch.owner_handle,
+                 graph_buffers=_graph_buffers,
                  node_group=NodeGroup)

@@ -606,3 +606,30 @@ def test_eager_discovery_reads_the_calls_own_addresses_under_pytorch(monkeypatch
     monkeypatch.setattr(d, "_logged_run", logged)
     assert d.discover(lambda: runs.append(1)) == []
     assert calls == order and len(runs) == fn_runs
+
+
+def test_owner_handle_says_which_graph_a_torch_owner_holds_now():
+    """The binding asks this (its owner_handle hook) before it touches a borrowed graph: a
+    PyTorch CUDAGraph's raw graph as an int, 0 once reset() destroyed it (raw_cuda_graph()
+    raises RuntimeError there), None for an owner that cannot be asked (an int, a builder);
+    any other error of the owner's passes through."""
+    from l2persist.process import torch as T
+
+    class CUDAGraph:
+        handle = 0x1234
+
+        def raw_cuda_graph(self):
+            if self.handle is None:
+                raise RuntimeError("CUDAGraph::raw_cuda_graph called on an empty graph")
+            if self.handle == -1:
+                raise KeyError("not PyTorch's words")
+            return self.handle
+    CUDAGraph.__module__ = "torch.cuda.graphs"
+    g = CUDAGraph()
+    assert T.owner_handle(g) == 0x1234
+    g.handle = None
+    assert T.owner_handle(g) == 0
+    g.handle = -1
+    with pytest.raises(KeyError):
+        T.owner_handle(g)
+    assert T.owner_handle(0x1234) is None and T.owner_handle(object()) is None

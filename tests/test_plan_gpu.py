@@ -196,6 +196,54 @@ def test_keep_graphs_makes_default_torch_graphs_windowable(device):
         l2p.as_graph(plain)
 
 
+def test_a_graph_its_owner_reset_is_never_touched_again(device):
+    """torch.cuda.CUDAGraph.reset() destroys the graph l2persist borrowed while the owner object
+    lives on (a review at 4dc3107: its node handles were kept and used). After the reset: the
+    Graph and its KernelNodes raise ValueError (a repr still works), a Plan naming its nodes is
+    refused at install, and a plan installed before the reset restores every other carrier and
+    leaves the freed nodes alone. A graph captured again into the same owner is borrowed anew
+    and windowed; its results are NumPy's."""
+    torch = need("torch")
+    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+    G = l2p.as_graph(g)
+    by = {r.name: r for r in G.buffers({"acc": acc, "idx": idx})}
+    node = by["acc"].nodes[0]
+    cap = device.properties.persisting_l2_cache_max_size
+    limit = device.persisting_l2_limit
+    held = l2p.Plan(device, set_aside=cap)
+    held.add(G.nodes_window(by["acc"].nodes), _win(by["acc"].buffer), name="acc")
+    with l2p.Stream() as s:
+        held.add(s, _win(by["idx"].buffer), name="idx")
+        held.install()
+        assert _same(node.access_policy_window, _win(by["acc"].buffer))
+        g.reset()                                      # the owner destroys its graph
+        held.restore()                                 # no call on the freed nodes
+        assert _same(s.access_policy_window, None)     # the stream's window put back
+    assert device.persisting_l2_limit == limit
+    for read in (lambda: G.kernel_nodes, lambda: node.access_policy_window, lambda: node.name,
+                 lambda: G.buffers({"acc": acc})):
+        with pytest.raises(ValueError, match="its owner no longer holds the graph"):
+            read()
+    assert repr(node).startswith("l2persist.KernelNode(position=")
+    again = l2p.Plan(device, set_aside=cap)
+    again.add(held.entries[0]["carrier"], _win(by["acc"].buffer), name="acc")
+    with pytest.raises(ValueError, match=r"carrier: entry 0's graph .*owner no longer holds"):
+        again.install()
+    assert device.persisting_l2_limit == limit
+    with torch.cuda.graph(g):                          # captured again: a new graph
+        acc.index_add_(0, idx, vals)
+    G2 = l2p.as_graph(g)
+    acc2 = {r.name: r for r in G2.buffers({"acc": acc})}["acc"]
+    fresh = l2p.Plan(device, set_aside=cap)
+    fresh.add(G2.nodes_window(acc2.nodes), _win(acc2.buffer), name="acc")
+    with fresh:
+        _check_hist(torch, g.replay, acc, idx, vals)
+    _check_hist(torch, g.replay, acc, idx, vals)
+
+
 def _persisting(fn):
     ok, why = l2p.counters_available()
     if not ok:

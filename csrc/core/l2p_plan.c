@@ -428,6 +428,18 @@ l2p_status l2p_plan_end(l2p_plan_txn *t)
     return first;
 }
 
+void l2p_plan_txn_forget(l2p_plan_txn *t, const l2p_slot *slot)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->slots[i].kind == slot->kind && t->slots[i].handle == slot->handle) continue;
+        t->slots[kept] = t->slots[i];
+        t->found[kept] = t->found[i];
+        kept++;
+    }
+    t->n = kept;
+}
+
 void l2p_plan_txn_free(l2p_plan_txn *t)
 {
     free(t->slots);

@@ -137,6 +137,10 @@ typedef struct {
     l2p_window *found;  /* each one's window as found */
 } l2p_plan_txn;
 
+/* Take `slot` (same kind and handle) out of the transaction: nothing is put back on it at the
+ * end. For a carrier its owner destroyed while the plan was installed (a borrowed graph reset):
+ * its handle is freed. */
+void l2p_plan_txn_forget(l2p_plan_txn *t, const l2p_slot *slot);
 /* Begin on `device`: read the limit. Nothing is changed. */
 l2p_status l2p_plan_begin(l2p_plan_txn *t, int device, const l2p_plan_ops *ops);
 /* Install p within the transaction (all or nothing: a failure puts back what this call

@@ -484,8 +484,8 @@ L2P_DEFINE_FN(watch_log_take_fn, watch_take_args, watch_log_take, "_launch_log_t
  * module's `_hooks` dict (module.c makes it empty), and a method calls what it was given
  * (l2p_py_hook, used by graph.c and device.c). */
 typedef struct {
-    PyObject *owner_changed, *graph_buffers, *node_group, *set_aside_tax, *record_repr,
-        *record_html;
+    PyObject *owner_changed, *owner_handle, *graph_buffers, *node_group, *set_aside_tax,
+        *record_repr, *record_html;
 } hooks_args;
 
 static const struct {
@@ -493,6 +493,7 @@ static const struct {
     size_t offset;
 } hook_rows[] = {
     {"owner_changed", offsetof(hooks_args, owner_changed)},
+    {"owner_handle", offsetof(hooks_args, owner_handle)},
     {"graph_buffers", offsetof(hooks_args, graph_buffers)},
     {"node_group", offsetof(hooks_args, node_group)},
     {"set_aside_tax", offsetof(hooks_args, set_aside_tax)},
@@ -537,6 +538,9 @@ L2P_DEFINE_FN(set_hooks_fn, hooks_args, set_hooks_impl, "_set_hooks",
               "None",
               HOOK_PARAM(owner_changed, "Callable[[Graph], object] | None",
                          "called after a window of a borrowed graph's node changed"),
+              HOOK_PARAM(owner_handle, "Callable[[object], int | None] | None",
+                         "the raw graph a borrowed graph's owner holds now (0: none; None: "
+                         "it cannot tell)"),
               HOOK_PARAM(graph_buffers, "Callable[[Graph, object], object] | None",
                          "Graph.buffers(candidates)"),
               HOOK_PARAM(node_group, "Callable[[Graph, object], object] | None",

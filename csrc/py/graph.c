@@ -19,6 +19,32 @@ static PyObject *call_hook(PyObject *self, const char *name, PyObject *arg)
     return r;
 }
 
+/* A borrowed graph's owner can destroy the graph while its Python object lives on (PyTorch's
+ * CUDAGraph.reset(), run by a capture again too): the handles this Graph and its KernelNodes
+ * keep are then freed, and a driver call on them is undefined (a review at 4dc3107). The
+ * package's owner_handle hook says which graph the owner holds now (None: it cannot tell, as
+ * for an int or a cuda.core builder); another handle, or none, means ours is gone, for good
+ * (a later capture at the same address is another graph). */
+int l2p_py_graph_owner_holds(PyObject *graph)
+{
+    l2p_GraphObject *g = (l2p_GraphObject *)graph;
+    if (g->owner_gone) return 0;
+    if (!g->g.borrowed || !g->owner || g->owner == Py_None || !g->g.graph) return 1;
+    PyObject *fn = l2p_py_hook(Py_TYPE(g), "owner_handle");
+    if (!fn) { /* the binding without the package: nothing to ask */
+        PyErr_Clear();
+        return 1;
+    }
+    PyObject *h = PyObject_CallOneArg(fn, g->owner);
+    Py_DECREF(fn);
+    if (!h) return -1;
+    void *now = h == Py_None ? (void *)g->g.graph : PyLong_AsVoidPtr(h);
+    Py_DECREF(h);
+    if (!now && PyErr_Occurred()) return -1;
+    if (now != (void *)g->g.graph) g->owner_gone = 1;
+    return !g->owner_gone;
+}
+
 static int graph_check(l2p_GraphObject *g)
 {
     if (g->closed) {
@@ -30,8 +56,15 @@ static int graph_check(l2p_GraphObject *g)
                         "the with-block");
         return -1;
     }
-    return 0;
+    int holds = l2p_py_graph_owner_holds((PyObject *)g);
+    if (holds == 0)
+        PyErr_SetString(PyExc_ValueError, "graph: its owner no longer holds the graph this Graph "
+                        "borrowed (torch.cuda.CUDAGraph.reset(), or a capture again, destroyed "
+                        "it): borrow the owner's graph again (l2persist.as_graph)");
+    return holds == 1 ? 0 : -1;
 }
+
+int l2p_py_graph_check(PyObject *graph) { return graph_check((l2p_GraphObject *)graph); }
 
 PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *refs)
 {
@@ -44,6 +77,7 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     g->closed = 0;
     g->refs = Py_XNewRef(refs);
     g->owner = NULL;
+    g->owner_gone = 0;
     PyObject_GC_Track(g);
     return (PyObject *)g;
 }
@@ -516,8 +550,8 @@ static PyObject *node_repr(PyObject *self)
 {
     l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
     l2p_kernel_info k;
-    if (((l2p_GraphObject *)n->graph)->closed || !((l2p_GraphObject *)n->graph)->g.graph ||
-        l2p_kernel_node_describe(n->node, &k) != L2P_OK) {
+    if (node_check(n) < 0 || l2p_kernel_node_describe(n->node, &k) != L2P_OK) {
+        PyErr_Clear();
         l2p_clear_error();
         return PyUnicode_FromFormat("l2persist.KernelNode(position=%zd)", n->position);
     }

@@ -91,6 +91,7 @@ typedef struct {
     int closed;
     PyObject *refs; /* buffers and streams the captured work uses */
     PyObject *owner; /* the foreign graph object borrowed from (as_graph), or NULL */
+    int owner_gone;  /* the owner was seen holding another graph (or none): ours is freed */
 } l2p_GraphObject;
 
 typedef struct {
@@ -106,6 +107,12 @@ PyObject *l2p_py_raise(l2p_state *st);
  * binding imports nothing from the package; l2persist hands these over when it is imported.
  * A new reference, or NULL with RuntimeError naming the hook. */
 PyObject *l2p_py_hook(PyTypeObject *type, const char *name);
+/* A Graph still usable: 0; -1 with ValueError where it is closed, not yet captured, or its
+ * owner no longer holds the graph it borrowed (graph.c). */
+int l2p_py_graph_check(PyObject *graph);
+/* Whether a borrowed Graph's owner still holds the graph borrowed: 1 (or it cannot tell), 0
+ * (its handles are freed: never touch them), -1 with an error. */
+int l2p_py_graph_owner_holds(PyObject *graph);
 /* Same, returning -1, for setters and converters. */
 int l2p_py_raise_int(l2p_state *st);
 

@@ -625,6 +625,7 @@ static int tell_graphs(PyObject *plan)
     for (Py_ssize_t i = 0; r == 0 && i < PyList_GET_SIZE(p->meta); i++) {
         PyObject *g = PyDict_GetItemString(PyList_GET_ITEM(p->meta, i), "graph");
         if (!g || g == Py_None) continue;
+        if (((l2p_GraphObject *)g)->owner_gone) continue; /* nothing left to tell */
         int seen = PySet_Contains(done, g);
         if (seen == 0) r = PySet_Add(done, g) < 0 || l2p_graph_windows_changed(g) < 0 ? -1 : 0;
         else if (seen < 0) r = -1;
@@ -649,9 +650,14 @@ static int carriers_usable(l2p_state *st, l2p_PlanObject *p)
                          "copies", i, name ? name : Py_None);
             return -1;
         }
-        if (g && g != Py_None && ((l2p_GraphObject *)g)->closed) {
-            PyErr_Format(PyExc_ValueError, "carrier: entry %zd's graph (%R) is closed", i,
-                         name ? name : Py_None);
+        if (g && g != Py_None && l2p_py_graph_check(g) < 0) {
+            PyObject *t, *v, *tb;
+            PyErr_Fetch(&t, &v, &tb);
+            PyErr_Format(PyExc_ValueError, "carrier: entry %zd's graph (%R): %S", i,
+                         name ? name : Py_None, v ? v : Py_None);
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(tb);
             return -1;
         }
     }
@@ -701,11 +707,34 @@ static PyObject *plan_apply(PyObject *self, PyObject *other)
     return apply_into(p, other);
 }
 
+/* The nodes of each graph whose owner destroyed it since the install (l2p_py_graph_owner_holds)
+ * are taken out of the transaction: their handles are freed, and putting a window back on
+ * them would be a driver call on freed memory. Where the owner cannot be asked, the nodes stay. */
+static void forget_reset_graphs(l2p_PlanObject *p)
+{
+    for (Py_ssize_t a = 0; a < PyList_GET_SIZE(p->applied); a++) {
+        l2p_PlanObject *q = (l2p_PlanObject *)PyList_GET_ITEM(p->applied, a);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(q->meta); i++) {
+            PyObject *g = PyDict_GetItemString(PyList_GET_ITEM(q->meta, i), "graph");
+            int holds = g && g != Py_None ? l2p_py_graph_owner_holds(g) : 1;
+            if (holds < 0) PyErr_Clear();
+            if (holds != 0 || (size_t)i >= q->plan.n_entries) continue;
+            const l2p_plan_entry *e = &q->plan.entries[i];
+            for (size_t k = 0; k < e->n_slots; k++)
+                l2p_plan_txn_forget(&p->txn, &q->plan.slots[e->first_slot + k]);
+        }
+    }
+}
+
 static PyObject *plan_restore(PyObject *self, PyObject *noargs)
 {
     l2p_PlanObject *p = (l2p_PlanObject *)self;
     (void)noargs;
     if (!p->txn.active) Py_RETURN_NONE; /* idempotent */
+    PyObject *t0, *v0, *tb0;
+    PyErr_Fetch(&t0, &v0, &tb0); /* restore runs with an exception passing through, too */
+    forget_reset_graphs(p);
+    PyErr_Restore(t0, v0, tb0);
     l2p_status rc = l2p_plan_end(&p->txn);
     l2p_plan_txn_free(&p->txn);
     /* the graphs written are told even when a write failed: their executables are stale */
@@ -828,7 +857,13 @@ static void plan_dealloc(PyObject *self)
     l2p_PlanObject *p = (l2p_PlanObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (p->txn.active) { /* a plan dropped while installed puts back what it found */
+    if (p->txn.active && p->applied) { /* a plan dropped while installed puts back what it */
+        PyObject *t, *v, *tb;                /* found, where its carriers still exist */
+        PyErr_Fetch(&t, &v, &tb);
+        forget_reset_graphs(p);
+        PyErr_Restore(t, v, tb);
+    }
+    if (p->txn.active) {
         if (l2p_plan_end(&p->txn) != L2P_OK) l2p_clear_error();
     }
     l2p_plan_txn_free(&p->txn);

@@ -95,6 +95,18 @@ def borrow(graph: Any, device=None, *, quiet: bool = False):
     return _core._borrow_graph(handle, device_of(device), None if quiet else graph)
 
 
+def owner_handle(owner: Any) -> int | None:
+    """The raw graph a borrowed graph's owner holds now: a PyTorch CUDAGraph's (0 once
+    ``reset()`` destroyed it; ``raw_cuda_graph()`` then raises); None for any other owner
+    (nothing to ask)."""
+    if not is_torch_graph(owner):
+        return None
+    try:
+        return int(owner.raw_cuda_graph())
+    except RuntimeError:
+        return 0
+
+
 def reinstantiate(owner: Any) -> bool:
     """After a window changed on a borrowed graph's node: make the owner's next replay see it.
     PyTorch: ``instantiate()`` again (it destroys its executable and instantiates the raw graph,

@@ -414,6 +414,34 @@ static void test_saved_entries(void)
     CHECK(l2p_check_window_rule(0.5, 3, 1) == L2P_ERR_VALUE);
 }
 
+/* A carrier forgotten while installed (its owner destroyed the graph) gets no window put back
+ * at the end, and no call at all: every other slot is restored; a stream slot with the same
+ * handle as a forgotten node is another carrier and is restored. */
+static void test_forget(void)
+{
+    l2p_plan p;
+    l2p_window a, b;
+    sample_plan(&p, &a, &b);
+    fake_reset(100);
+    l2p_plan_txn t;
+    CHECK(l2p_plan_begin(&t, 0, &fake) == L2P_OK);
+    CHECK(l2p_plan_apply(&t, &p, NULL) == L2P_OK);
+    CHECK(fake_win[1][2].base_ptr == 0x9000 && fake_win[1][3].base_ptr == 0x9000);
+    size_t before = t.n;
+    l2p_slot gone = {L2P_CARRIER_NODES, H(2)}, other = {L2P_CARRIER_NODES, H(1)};
+    l2p_plan_txn_forget(&t, &gone);
+    l2p_plan_txn_forget(&t, &other); /* node 1 was never touched: nothing to forget */
+    CHECK(t.n == before - 1);
+    fake_log[0] = 0;
+    CHECK(l2p_plan_end(&t) == L2P_OK);
+    CHECK(fake_win[1][2].base_ptr == 0x9000);               /* left alone: not written */
+    CHECK(fake_win[1][3].num_bytes == 0 && fake_win[0][1].num_bytes == 0); /* restored */
+    CHECK(fake_limit == 100);
+    CHECK(strlen(fake_log) == before - 1 + 2); /* a write per slot left, lines reset, limit */
+    l2p_plan_txn_free(&t);
+    l2p_plan_free(&p);
+}
+
 int main(void)
 {
     test_alternatives_rule();
@@ -424,6 +452,7 @@ int main(void)
     test_all_or_nothing();
     test_set_aside_only_plans();
     test_saved_entries();
+    test_forget();
     printf("test_plan: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
