@@ -35,6 +35,7 @@ def test_the_binding_imports_nothing_from_the_package():
 def test_the_package_registers_every_hook_at_import():
     hooks = _core._hooks
     assert hooks == {"owner_changed": foreign._owner_changed,
+                     "owner_handle": foreign._torch.owner_handle,
                      "graph_buffers": D.graph_buffers, "node_group": D.NodeGroup,
                      "set_aside_tax": tax.set_aside_tax, "record_repr": _format.record_repr,
                      "record_html": _format.record_html}

@@ -242,7 +242,7 @@ def _run_all(tmp_path, gpus, **env):
     out = tmp_path / "out"
     env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", PART="all", SKIP_BUILD="1",
                TESTS="tests/test_names_cpu.py", OUT=str(out),
-               SKIP_CTEST="1", SKIP_SANITIZER="1", **{"DEADLINE": "450", **env})
+               SKIP_CTEST="1", SKIP_SANITIZER="1", **{"DEADLINE": "540", **env})
     r = subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, timeout=300,
                        env=env, cwd=ROOT)
     rows = {}
@@ -318,14 +318,14 @@ def test_a_part_without_time_left_is_not_started_and_fails_the_call(tmp_path):
 
 @NO_GPU_HERE
 def test_a_lane_starts_only_a_part_that_fits_the_time_left(tmp_path):
-    """One GPU, 240 s to the deadline: zoo-libs (about 380 s on an H200) is not started, and
+    """One GPU, 240 s to the deadline: zoo-libs (about 450 s on an H200) is not started, and
     the lane goes on to studies (about 95 s), which runs; the call fails (a part not run)."""
     r, rows, asked, names = _run_all(tmp_path, 1, ONLY_PARTS="zoo-libs studies", DEADLINE="240")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert rows["zoo-libs"][1].startswith("not started") and "needs 380 s" in rows["zoo-libs"][1]
+    assert rows["zoo-libs"][1].startswith("not started") and "needs 450 s" in rows["zoo-libs"][1]
     assert rows["studies"] == ("0", "passed"), r.stdout
     d = _share(1, ONLY_PARTS="zoo-libs studies cpu")
-    assert "needs zoo-libs 380 s" in d.stdout and "needs cpu 250 s" in d.stdout
+    assert "needs zoo-libs 450 s" in d.stdout and "needs cpu 250 s" in d.stdout
     assert "needs zoo-libs 7 s" in _share(1, ONLY_PARTS="zoo-libs", MIN_PART_S="7").stdout
 
 
