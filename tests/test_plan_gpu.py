@@ -215,6 +215,8 @@ def test_a_graph_its_owner_reset_is_never_touched_again(device):
     limit = device.persisting_l2_limit
     held = l2p.Plan(device, set_aside=cap)
     held.add(G.nodes_window(by["acc"].nodes), _win(by["acc"].buffer), name="acc")
+    again = l2p.Plan(device, set_aside=cap)            # made before the reset, installed after
+    again.add(G.nodes_window(by["acc"].nodes), _win(by["acc"].buffer), name="acc")
     with l2p.Stream() as s:
         held.add(s, _win(by["idx"].buffer), name="idx")
         held.install()
@@ -228,10 +230,10 @@ def test_a_graph_its_owner_reset_is_never_touched_again(device):
         with pytest.raises(ValueError, match="its owner no longer holds the graph"):
             read()
     assert repr(node).startswith("l2persist.KernelNode(position=")
-    again = l2p.Plan(device, set_aside=cap)
-    again.add(held.entries[0]["carrier"], _win(by["acc"].buffer), name="acc")
     with pytest.raises(ValueError, match=r"carrier: entry 0's graph .*owner no longer holds"):
         again.install()
+    with pytest.raises(ValueError, match="its owner no longer holds the graph"):
+        l2p.Plan(device).add(held.entries[0]["carrier"], _win(by["acc"].buffer))
     assert device.persisting_l2_limit == limit
     with torch.cuda.graph(g):                          # captured again: a new graph
         acc.index_add_(0, idx, vals)
