@@ -399,11 +399,17 @@ def test_buffers_on_a_stream_fn_destroyed_are_left_out(monkeypatch):
     the destroy): that stream's handle is never wrapped (it may be another stream's by now).
     A buffer read there and on a live stream is windowed on the live one; a buffer read only
     there is left out with a warning that names it and the stream. LaunchStreams gives None for a gone handle, even asked twice."""
-    _captures_nothing(monkeypatch, False, [EAGER, OWN])     # A on both, B on OWN only
-    kept = _core._launch_log
-    monkeypatch.setattr(_core, "_launch_log",
-                        lambda fn, offers, device: (*kept(fn, offers, device)[:3], [OWN]))
-    with pytest.warns(RuntimeWarning, match=r"discover: 1 buffer\(s\) \(reduce@1.p1\) "
+    _captures_nothing(monkeypatch, False, [OWN, OWN])
+
+    def launch_log(fn, offers, device):     # A first on OWN, then on EAGER; B on OWN only
+        fn()
+        kernels = [(0, "histogram", (80, 1, 1), (256, 1, 1), 0, 1, OWN),
+                   (1, "scale", (80, 1, 1), (256, 1, 1), 0, 1, EAGER),
+                   (2, "reduce", (1, 1, 1), (32, 1, 1), 0, 1, OWN)]
+        uses = [(0, 0, 0, A, 0), (1, 0, 0, A, 0), (2, 0, 0, B, 1)]
+        return kernels, [(A, 1 << 20, -1), (B, 4096, -1)], uses, [OWN]
+    monkeypatch.setattr(_core, "_launch_log", launch_log)
+    with pytest.warns(RuntimeWarning, match=r"discover: 1 buffer\(s\) \(reduce@2.p0\) "
                       r"are read only by kernels fn launched on stream 0x6000, which fn "
                       r"destroyed before it returned") as said:
         found = foreign.discover(lambda: None)

@@ -5,6 +5,8 @@ servers capture the default way are reached (keep_graphs, window_captures); advi
 everything and reports each workload's own tax. Outputs are checked against NumPy references
 on poisoned data."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -244,6 +246,26 @@ def test_a_graph_its_owner_reset_is_never_touched_again(device):
     with fresh:
         _check_hist(torch, g.replay, acc, idx, vals)
     _check_hist(torch, g.replay, acc, idx, vals)
+
+
+def test_a_plan_dropped_while_installed_puts_back_what_it_found(device, bufs):
+    """An installed plan holds itself (the transaction's list of applied plans), so only the
+    collector frees it; it restores in its finalizer, before the collector clears its carriers
+    (a review at d42e881: the restore ran in dealloc, after them). Dropped with its only
+    Stream inside it, and with the caller's Stream kept: the limit and the kept stream's window
+    are as found after a collection."""
+    hot, _ = bufs
+    limit = device.persisting_l2_limit
+    with l2p.Stream() as kept:
+        plan = l2p.Plan(device, set_aside=device.properties.persisting_l2_cache_max_size)
+        plan.add(kept, _win(hot), name="kept")
+        plan.add(l2p.Stream(), _win(hot), name="inside")
+        plan.install()
+        assert _same(kept.access_policy_window, _win(hot))
+        del plan
+        gc.collect()
+        assert _same(kept.access_policy_window, None)
+        assert device.persisting_l2_limit == limit
 
 
 def _persisting(fn):

@@ -321,6 +321,7 @@ static PyObject *gone_streams(const l2p_launch_log *log)
         Py_XDECREF(h);
         if (!ok) Py_CLEAR(gone);
     }
+    if (!seen) Py_CLEAR(gone);
     Py_XDECREF(seen);
     return gone;
 }
@@ -359,13 +360,14 @@ static PyObject *launch_log(PyObject *m, const void *args)
     l2p_launch_log log;
     if (l2p_launch_log_begin(a->device, &log) != L2P_OK) return l2p_py_raise(st);
     PyObject *r = PyObject_CallNoArgs(a->fn);
+    int ran = r != NULL;
+    Py_XDECREF(r); /* inside the log: a stream freed with fn's result is a destroy it sees */
     l2p_launch_log_end(&log);
     size_t dropped = log.dropped, cap = log.max_launches;
-    if (!r) {
+    if (!ran) {
         l2p_launch_log_free(&log);
         return NULL;
     }
-    Py_DECREF(r);
     PyObject *gone = gone_streams(&log);
     PyObject *scan = gone ? log_tuples(st, &log, a->offers) : NULL;
     if (!gone) l2p_launch_log_free(&log);

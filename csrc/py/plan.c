@@ -651,6 +651,7 @@ static int carriers_usable(l2p_state *st, l2p_PlanObject *p)
             return -1;
         }
         if (g && g != Py_None && l2p_py_graph_check(g) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1; /* not the graph's word */
             PyObject *t, *v, *tb;
             PyErr_Fetch(&t, &v, &tb);
             PyErr_Format(PyExc_ValueError, "carrier: entry %zd's graph (%R): %S", i,
@@ -713,16 +714,20 @@ static PyObject *plan_apply(PyObject *self, PyObject *other)
 static void forget_reset_graphs(l2p_PlanObject *p)
 {
     for (Py_ssize_t a = 0; a < PyList_GET_SIZE(p->applied); a++) {
-        l2p_PlanObject *q = (l2p_PlanObject *)PyList_GET_ITEM(p->applied, a);
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(q->meta); i++) {
+        /* the owner's hook is Python: hold what it could otherwise free */
+        l2p_PlanObject *q = (l2p_PlanObject *)Py_NewRef(PyList_GET_ITEM(p->applied, a));
+        for (Py_ssize_t i = 0; p->txn.active && q->meta && i < PyList_GET_SIZE(q->meta); i++) {
             PyObject *g = PyDict_GetItemString(PyList_GET_ITEM(q->meta, i), "graph");
+            Py_XINCREF(g);
             int holds = g && g != Py_None ? l2p_py_graph_owner_holds(g) : 1;
+            Py_XDECREF(g);
             if (holds < 0) PyErr_Clear();
             if (holds != 0 || (size_t)i >= q->plan.n_entries) continue;
             const l2p_plan_entry *e = &q->plan.entries[i];
             for (size_t k = 0; k < e->n_slots; k++)
                 l2p_plan_txn_forget(&p->txn, &q->plan.slots[e->first_slot + k]);
         }
+        Py_DECREF(q);
     }
 }
 
@@ -735,6 +740,7 @@ static PyObject *plan_restore(PyObject *self, PyObject *noargs)
     PyErr_Fetch(&t0, &v0, &tb0); /* restore runs with an exception passing through, too */
     forget_reset_graphs(p);
     PyErr_Restore(t0, v0, tb0);
+    if (!p->txn.active) Py_RETURN_NONE; /* restored meanwhile (the hook ran Python) */
     l2p_status rc = l2p_plan_end(&p->txn);
     l2p_plan_txn_free(&p->txn);
     /* the graphs written are told even when a write failed: their executables are stale */
@@ -852,18 +858,29 @@ static int plan_clear(PyObject *self)
     return 0;
 }
 
+/* A plan dropped while installed puts back what it found, here: the collector runs
+ * tp_finalize (PEP 442) before it clears anything. An installed plan is in a cycle with itself
+ * (its `applied` list holds it), so only the collector frees it, and its tp_clear empties
+ * `applied` and `meta` (the carriers: a Stream of ours is destroyed with its object) first: a
+ * restore in dealloc came after them (a review at d42e881). */
+static void plan_finalize(PyObject *self)
+{
+    if (!((l2p_PlanObject *)self)->txn.active) return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *r = plan_restore(self, NULL);
+    if (!r) PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(t, v, tb);
+}
+
 static void plan_dealloc(PyObject *self)
 {
     l2p_PlanObject *p = (l2p_PlanObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
+    if (PyObject_CallFinalizerFromDealloc(self) < 0) return; /* resurrected */
     PyObject_GC_UnTrack(self);
-    if (p->txn.active && p->applied) { /* a plan dropped while installed puts back what it */
-        PyObject *t, *v, *tb;                /* found, where its carriers still exist */
-        PyErr_Fetch(&t, &v, &tb);
-        forget_reset_graphs(p);
-        PyErr_Restore(t, v, tb);
-    }
-    if (p->txn.active) {
+    if (p->txn.active) { /* the finalizer could not restore: the core's last try */
         if (l2p_plan_end(&p->txn) != L2P_OK) l2p_clear_error();
     }
     l2p_plan_txn_free(&p->txn);
@@ -927,6 +944,7 @@ static PyType_Slot plan_slots[] = {
     {Py_tp_traverse, plan_traverse},
     {Py_tp_clear, plan_clear},
     {Py_tp_dealloc, plan_dealloc},
+    {Py_tp_finalize, plan_finalize},
     {0, NULL}};
 
 static PyType_Spec plan_spec = {"l2persist._Plan", sizeof(l2p_PlanObject), 0,

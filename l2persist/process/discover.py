@@ -543,7 +543,7 @@ def _first_run(fn, stream, candidates, device):
             _torch.late_bound(fn)()
     graphs = list({id(g): g for g, _ in seen}.values())
     for w in said:   # the log's notes speak of eager buffers: only where those are used
-        if not (graphs and str(w.message).startswith("launch log:")):
+        if not (graphs and str(w.message).startswith(("launch log:", "discover: "))):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if graphs:
         sys.modules["torch"].cuda.synchronize()

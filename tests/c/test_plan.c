@@ -423,6 +423,8 @@ static void test_forget(void)
     l2p_window a, b;
     sample_plan(&p, &a, &b);
     fake_reset(100);
+    l2p_window own = win(0x5000, 16, 1.0);
+    fake_win[1][3] = own; /* node 3 had a window: what it finds moves with it */
     l2p_plan_txn t;
     CHECK(l2p_plan_begin(&t, 0, &fake) == L2P_OK);
     CHECK(l2p_plan_apply(&t, &p, NULL) == L2P_OK);
@@ -435,7 +437,8 @@ static void test_forget(void)
     fake_log[0] = 0;
     CHECK(l2p_plan_end(&t) == L2P_OK);
     CHECK(fake_win[1][2].base_ptr == 0x9000);               /* left alone: not written */
-    CHECK(fake_win[1][3].num_bytes == 0 && fake_win[0][1].num_bytes == 0); /* restored */
+    CHECK(fake_win[1][3].base_ptr == 0x5000 && fake_win[1][3].num_bytes == 16); /* its own */
+    CHECK(fake_win[0][1].num_bytes == 0 && fake_win[1][4].num_bytes == 0);    /* restored */
     CHECK(fake_limit == 100);
     CHECK(strlen(fake_log) == before - 1 + 2); /* a write per slot left, lines reset, limit */
     l2p_plan_txn_free(&t);
