@@ -615,10 +615,14 @@ def test_eager_discovery_reads_the_calls_own_addresses_under_pytorch(monkeypatch
 
 
 def test_owner_handle_says_which_graph_a_torch_owner_holds_now():
-    """The binding asks this (its owner_handle hook) before it touches a borrowed graph: a
-    PyTorch CUDAGraph's raw graph as an int, 0 once reset() destroyed it (raw_cuda_graph()
-    raises RuntimeError there), None for an owner that cannot be asked (an int, a builder);
-    any other error of the owner's passes through."""
+    """The binding compares this token (its owner_handle hook), read at the borrow, before it
+    touches a borrowed graph: a PyTorch CUDAGraph's raw graph as an int (0 once reset()
+    destroyed it: raw_cuda_graph() raises RuntimeError there) and its count of resets, so that
+    a capture again at the old address is another token; None for an owner that cannot be
+    asked (an int, a builder); any other error of the owner's passes through. Counting wraps
+    the instance's reset only, holds the graph weakly, and is installed once."""
+    import weakref
+
     from l2persist.process import torch as T
 
     class CUDAGraph:
@@ -630,12 +634,24 @@ def test_owner_handle_says_which_graph_a_torch_owner_holds_now():
             if self.handle == -1:
                 raise KeyError("not PyTorch's words")
             return self.handle
+
+        def reset(self):
+            self.handle = None
     CUDAGraph.__module__ = "torch.cuda.graphs"
     g = CUDAGraph()
-    assert T.owner_handle(g) == 0x1234
-    g.handle = None
-    assert T.owner_handle(g) == 0
+    T.count_resets(g)
+    T.count_resets(g)                                  # once
+    assert T.owner_handle(g) == (0x1234, 0)
+    g.reset()
+    assert T.owner_handle(g) == (0, 1)
+    g.handle = 0x1234                                  # captured again at the same address
+    assert T.owner_handle(g) == (0x1234, 1) != (0x1234, 0)
     g.handle = -1
     with pytest.raises(KeyError):
         T.owner_handle(g)
     assert T.owner_handle(0x1234) is None and T.owner_handle(object()) is None
+    other = CUDAGraph()
+    assert T.owner_handle(other) == (0x1234, 0)       # never counted: the class's reset
+    ref = weakref.ref(g)
+    del g
+    assert ref() is None          # freed at once: the wrapper makes no cycle (nor needs gc)

@@ -20,29 +20,36 @@ static PyObject *call_hook(PyObject *self, const char *name, PyObject *arg)
 }
 
 /* A borrowed graph's owner can destroy the graph while its Python object lives on (PyTorch's
- * CUDAGraph.reset(), run by a capture again too): the handles this Graph and its KernelNodes
+ * CUDAGraph.reset(), before a capture again too): the handles this Graph and its KernelNodes
  * keep are then freed, and a driver call on them is undefined (a review at 4dc3107). The
- * package's owner_handle hook says which graph the owner holds now (None: it cannot tell, as
- * for an int or a cuda.core builder); another handle, or none, means ours is gone, for good
- * (a later capture at the same address is another graph). */
+ * package's owner_handle hook gives a token of the graph the owner holds (PyTorch: its raw
+ * graph and its count of resets, since a capture again can reuse the address; None: it cannot
+ * tell, as for an int or a cuda.core builder), read at the borrow and again before each use:
+ * another token means ours is gone, for good. NULL: the hook could not be asked. */
+static PyObject *owner_token(l2p_GraphObject *g)
+{
+    PyObject *fn = l2p_py_hook(Py_TYPE(g), "owner_handle");
+    if (!fn) { /* the binding without the package: nothing to ask */
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    PyObject *t = PyObject_CallOneArg(fn, g->owner);
+    Py_DECREF(fn);
+    return t;
+}
+
 int l2p_py_graph_owner_holds(PyObject *graph)
 {
     l2p_GraphObject *g = (l2p_GraphObject *)graph;
     if (g->owner_gone) return 0;
-    if (!g->g.borrowed || !g->owner || g->owner == Py_None || !g->g.graph) return 1;
-    PyObject *fn = l2p_py_hook(Py_TYPE(g), "owner_handle");
-    if (!fn) { /* the binding without the package: nothing to ask */
-        PyErr_Clear();
-        return 1;
-    }
-    PyObject *h = PyObject_CallOneArg(fn, g->owner);
-    Py_DECREF(fn);
-    if (!h) return -1;
-    void *now = h == Py_None ? (void *)g->g.graph : PyLong_AsVoidPtr(h);
-    Py_DECREF(h);
-    if (!now && PyErr_Occurred()) return -1;
-    if (now != (void *)g->g.graph) g->owner_gone = 1;
-    return !g->owner_gone;
+    if (!g->owner || !g->owner_token || g->owner_token == Py_None || !g->g.graph) return 1;
+    PyObject *now = owner_token(g);
+    if (!now) return -1;
+    int same = now == Py_None ? 1 : PyObject_RichCompareBool(now, g->owner_token, Py_EQ);
+    Py_DECREF(now);
+    if (same < 0) return -1;
+    if (!same) g->owner_gone = 1;
+    return same;
 }
 
 static int graph_check(l2p_GraphObject *g)
@@ -78,6 +85,7 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     g->refs = Py_XNewRef(refs);
     g->owner = NULL;
     g->owner_gone = 0;
+    g->owner_token = NULL;
     PyObject_GC_Track(g);
     return (PyObject *)g;
 }
@@ -91,6 +99,10 @@ PyObject *l2p_graph_borrow(l2p_state *st, cudaGraph_t graph, int device, PyObjec
     if (!g) return NULL;
     g->g.borrowed = 1;
     g->owner = Py_NewRef(owner); /* its graph lives as long as the owner object */
+    if (owner != Py_None) {
+        g->owner_token = owner_token(g);
+        if (!g->owner_token) Py_CLEAR(g);
+    }
     return (PyObject *)g;
 }
 
@@ -282,6 +294,7 @@ static PyObject *graph_close(PyObject *self, PyObject *noargs)
     g->closed = 1;
     Py_CLEAR(g->refs);
     Py_CLEAR(g->owner);
+    Py_CLEAR(g->owner_token);
     Py_RETURN_NONE;
 }
 
@@ -396,6 +409,7 @@ static int graph_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(((l2p_GraphObject *)self)->refs);
     Py_VISIT(((l2p_GraphObject *)self)->owner);
+    Py_VISIT(((l2p_GraphObject *)self)->owner_token);
     return 0;
 }
 
@@ -403,6 +417,7 @@ static int graph_clear(PyObject *self)
 {
     Py_CLEAR(((l2p_GraphObject *)self)->refs);
     Py_CLEAR(((l2p_GraphObject *)self)->owner);
+    Py_CLEAR(((l2p_GraphObject *)self)->owner_token);
     return 0;
 }
 

@@ -92,6 +92,7 @@ typedef struct {
     PyObject *refs; /* buffers and streams the captured work uses */
     PyObject *owner; /* the foreign graph object borrowed from (as_graph), or NULL */
     int owner_gone;  /* the owner was seen holding another graph (or none): ours is freed */
+    PyObject *owner_token; /* what the owner_handle hook said at the borrow, or NULL */
 } l2p_GraphObject;
 
 typedef struct {

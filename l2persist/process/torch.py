@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from typing import Any, Callable
 
 from .. import _core
@@ -92,19 +93,44 @@ def borrow(graph: Any, device=None, *, quiet: bool = False):
     except RuntimeError as e:
         raise ValueError(f"as_graph: this torch.cuda.CUDAGraph keeps no raw graph, so its nodes "
                          f"cannot be windowed after capture. {KEEP_GRAPH_HINT} ({e})") from e
+    if not quiet:
+        count_resets(graph)
     return _core._borrow_graph(handle, device_of(device), None if quiet else graph)
 
 
-def owner_handle(owner: Any) -> int | None:
-    """The raw graph a borrowed graph's owner holds now: a PyTorch CUDAGraph's (0 once
-    ``reset()`` destroyed it; ``raw_cuda_graph()`` then raises); None for any other owner
-    (nothing to ask)."""
+def count_resets(graph: Any) -> None:
+    """Count this CUDAGraph's ``reset()`` calls (its own instance's method wraps the class's;
+    the graph held weakly, so nothing keeps it alive): a reset and a capture again can give the
+    new graph the old one's address, and only the count tells them apart. An instance that
+    takes no attribute is left as it is (its resets are seen by the handle alone)."""
+    if "_l2p_resets" in getattr(graph, "__dict__", {}):
+        return
+    reset, ref = type(graph).reset, weakref.ref(graph)
+
+    def counted(*args, **kwargs):
+        g = ref()
+        if g is not None:
+            g._l2p_resets += 1
+        return reset(g, *args, **kwargs)
+    try:
+        graph._l2p_resets = 0
+        graph.reset = counted
+    except (AttributeError, TypeError):
+        pass
+
+
+def owner_handle(owner: Any) -> tuple | None:
+    """Which graph a borrowed graph's owner holds now, as a token the binding compares with
+    the one it read at the borrow: a PyTorch CUDAGraph's raw graph (0 once ``reset()``
+    destroyed it: ``raw_cuda_graph()`` then raises) and its count of resets; None for any
+    other owner (nothing to ask)."""
     if not is_torch_graph(owner):
         return None
     try:
-        return int(owner.raw_cuda_graph())
+        handle = int(owner.raw_cuda_graph())
     except RuntimeError:
-        return 0
+        handle = 0
+    return handle, getattr(owner, "_l2p_resets", 0)
 
 
 def reinstantiate(owner: Any) -> bool:
