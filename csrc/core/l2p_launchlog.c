@@ -132,10 +132,10 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
     pthread_mutex_unlock(&log->lock);
 }
 
-void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream)
+void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream, size_t before)
 {
     pthread_mutex_lock(&log->lock);
-    for (size_t k = 0; k < log->n_launches; k++)
+    for (size_t k = 0; k < log->n_launches && k < before; k++)
         if (log->launches[k].stream == stream) log->launches[k].stream_gone = 1;
     pthread_mutex_unlock(&log->lock);
 }
@@ -314,9 +314,10 @@ static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
     l2p_launch_log_add(log, a, spans, n, name);
 }
 
-/* cuStreamDestroy's exit, where the stream is gone (not where the driver refused the call):
- * the launches logged on it are marked. 1 for a destroy callback, 0 for any other. Both
- * forms take one CUstream. */
+/* cuStreamDestroy: its entry notes the log's count in the call's correlation word, and its
+ * exit, where the stream is gone (not where the driver refused the call), marks the launches
+ * logged on it before that count. 1 for a destroy callback, 0 for any other. Both forms take
+ * one CUstream. */
 _Static_assert(sizeof(cuStreamDestroy_params) == sizeof(cuStreamDestroy_v2_params),
                "cuStreamDestroy differs");
 static int on_stream_destroy(l2p_launch_log *log, CUpti_CallbackId cbid,
@@ -326,9 +327,13 @@ static int on_stream_destroy(l2p_launch_log *log, CUpti_CallbackId cbid,
         cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2)
         return 0;
     const CUresult *rc = (const CUresult *)cb->functionReturnValue;
-    if (cb->callbackSite == CUPTI_API_EXIT && rc && *rc == CUDA_SUCCESS)
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        if (cb->correlationData) *cb->correlationData = log->n_launches;
+    } else if (rc && *rc == CUDA_SUCCESS) {
+        size_t before = cb->correlationData ? (size_t)*cb->correlationData : log->n_launches;
         l2p_launch_log_stream_destroyed(
-            log, ((const cuStreamDestroy_v2_params *)cb->functionParams)->hStream);
+            log, ((const cuStreamDestroy_v2_params *)cb->functionParams)->hStream, before);
+    }
     return 1;
 }
 

@@ -142,11 +142,12 @@ l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launc
  * Thread-safe. */
 void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
                         const l2p_param_span *spans, size_t n_params, const char *name);
-/* `stream` was destroyed: each launch logged on it so far is marked stream_gone (a launch
- * after this on the same handle is not: the handle came back as a new stream). Its handle must
- * not be used again: a stream the work made and destroyed before it returned (CuPy's Stream
- * freed as fn returns) gets no window and times nothing. Thread-safe. */
-void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream);
+/* `stream` was destroyed: each of the first `before` launches logged on it is marked
+ * stream_gone (`before`: the log's count when the destroy began; a launch after that on the
+ * same handle, by another thread while the destroy ran or later, is a new stream's). Its
+ * handle must not be used again: a stream the work made and destroyed before it returned
+ * (CuPy's Stream freed as fn returns) gets no window and times nothing. Thread-safe. */
+void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream, size_t before);
 
 #ifdef __cplusplus
 }

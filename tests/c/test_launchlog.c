@@ -250,14 +250,19 @@ static void test_stream_destroyed(void)
         l2p_launch_args a = launch_of((void *)0xf00, none, NULL);
         a.stream = k == 1 ? other : own;
         l2p_launch_log_add(&log, &a, NULL, 0, "k");
-        if (k == 2) l2p_launch_log_stream_destroyed(&log, own); /* after launches 0 and 2 */
+        if (k == 2) l2p_launch_log_stream_destroyed(&log, own, 3); /* after launches 0, 2 */
     }
     CHECK(log.n_launches == 4);
     CHECK(log.launches[0].stream_gone == 1 && log.launches[2].stream_gone == 1);
     CHECK(log.launches[1].stream_gone == 0); /* another stream */
     CHECK(log.launches[3].stream_gone == 0); /* the handle again, after the destroy */
-    l2p_launch_log_stream_destroyed(&log, (void *)0x7000); /* no launch on it: nothing */
+    l2p_launch_log_stream_destroyed(&log, (void *)0x7000, 4); /* no launch on it: nothing */
     CHECK(log.launches[1].stream_gone == 0 && log.launches[3].stream_gone == 0);
+    /* a destroy that began when two launches were logged: a launch on the handle logged while
+     * it ran (another thread's new stream) is not marked */
+    for (size_t k = 0; k < log.n_launches; k++) log.launches[k].stream_gone = 0;
+    l2p_launch_log_stream_destroyed(&log, own, 2);
+    CHECK(log.launches[0].stream_gone == 1 && log.launches[2].stream_gone == 0);
     l2p_launch_log_free(&log);
 }
 
