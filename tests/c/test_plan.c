@@ -152,6 +152,7 @@ static void test_window_ops_get_the_device(void)
     CHECK(fake_devices_seen == 1 << 3); /* reads, writes and the put-back: device 3 only */
     CHECK(l2p_stream_is_default(NULL) && !l2p_stream_is_default((cudaStream_t)H(5)));
     CHECK(l2p_stream_is_default(cudaStreamLegacy) && l2p_stream_is_default(cudaStreamPerThread));
+    l2p_plan_txn_free(&t); /* ASan: the transaction's slots were left */
     l2p_plan_free(&p);
 }
 
