@@ -140,6 +140,42 @@ void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream, si
     pthread_mutex_unlock(&log->lock);
 }
 
+/* Both forms of cuStreamDestroy take one CUstream. */
+_Static_assert(sizeof(cuStreamDestroy_params) == sizeof(cuStreamDestroy_v2_params),
+               "cuStreamDestroy differs");
+int l2p_launch_log_destroy_event(l2p_launch_log *log, unsigned cbid, const void *data)
+{
+    const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+    if (cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy &&
+        cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2)
+        return 0;
+    const CUresult *rc = (const CUresult *)cb->functionReturnValue;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        if (cb->correlationData) *cb->correlationData = log->n_launches;
+    } else if (rc && *rc == CUDA_SUCCESS) { /* gone (a refused destroy left it as it was) */
+        size_t before = cb->correlationData ? (size_t)*cb->correlationData : log->n_launches;
+        l2p_launch_log_stream_destroyed(
+            log, ((const cuStreamDestroy_v2_params *)cb->functionParams)->hStream, before);
+    }
+    return 1;
+}
+
+size_t l2p_launch_log_gone(const l2p_launch_log *log, void **out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t k = log->n_launches; k-- > 0;) {
+        const l2p_launch *l = &log->launches[k];
+        if (!l->stream_gone) continue;
+        int later = 0; /* a later launch on the handle decided it already (gone ones are few) */
+        for (size_t j = k + 1; j < log->n_launches && !later; j++)
+            later = log->launches[j].stream == l->stream;
+        if (later) continue;
+        if (n < cap) out[n] = l->stream;
+        n++;
+    }
+    return n;
+}
+
 /* ---- decoding CUPTI's parameter structs into l2p_launch_args ---- */
 
 /* Each _ptsz form (per-thread default stream) takes the same arguments as its plain form;
@@ -314,36 +350,13 @@ static void log_launch(l2p_launch_log *log, l2p_launch_args *a)
     l2p_launch_log_add(log, a, spans, n, name);
 }
 
-/* cuStreamDestroy: its entry notes the log's count in the call's correlation word, and its
- * exit, where the stream is gone (not where the driver refused the call), marks the launches
- * logged on it before that count. 1 for a destroy callback, 0 for any other. Both forms take
- * one CUstream. */
-_Static_assert(sizeof(cuStreamDestroy_params) == sizeof(cuStreamDestroy_v2_params),
-               "cuStreamDestroy differs");
-static int on_stream_destroy(l2p_launch_log *log, CUpti_CallbackId cbid,
-                             const CUpti_CallbackData *cb)
-{
-    if (cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy &&
-        cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2)
-        return 0;
-    const CUresult *rc = (const CUresult *)cb->functionReturnValue;
-    if (cb->callbackSite == CUPTI_API_ENTER) {
-        if (cb->correlationData) *cb->correlationData = log->n_launches;
-    } else if (rc && *rc == CUDA_SUCCESS) {
-        size_t before = cb->correlationData ? (size_t)*cb->correlationData : log->n_launches;
-        l2p_launch_log_stream_destroyed(
-            log, ((const cuStreamDestroy_v2_params *)cb->functionParams)->hStream, before);
-    }
-    return 1;
-}
-
 /* A driver launch, read at its API entry: its kernelParams, extra and config point at the
  * caller's memory until the call returns, and the log copies the bytes now. (A launch the
  * driver then refuses is logged too: fn asked for it.) */
 static void on_driver(l2p_launch_log *log, CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 {
     l2p_launch_args a;
-    if (on_stream_destroy(log, cbid, cb)) return;
+    if (l2p_launch_log_destroy_event(log, cbid, cb)) return;
     if (cb->callbackSite != CUPTI_API_ENTER || !l2p_launch_log_read(cbid, cb->functionParams, &a))
         return;
     log->seen++;

@@ -148,6 +148,14 @@ void l2p_launch_log_add(l2p_launch_log *log, const l2p_launch_args *a,
  * handle must not be used again: a stream the work made and destroyed before it returned
  * (CuPy's Stream freed as fn returns) gets no window and times nothing. Thread-safe. */
 void l2p_launch_log_stream_destroyed(l2p_launch_log *log, const void *stream, size_t before);
+/* A CUPTI driver callback (`cb`: its CUpti_CallbackData) read for a stream destroy: at
+ * cuStreamDestroy's entry the log's count goes into the call's correlation word, at its exit
+ * with success the launches before that count are marked (l2p_launch_log_stream_destroyed).
+ * 1 for either destroy form's callback, 0 for any other (nothing done). */
+int l2p_launch_log_destroy_event(l2p_launch_log *log, unsigned cbid, const void *cb);
+/* The streams whose last logged launch is marked stream_gone (each once, latest launch
+ * first): at most `cap` into `out`; returns how many there are. */
+size_t l2p_launch_log_gone(const l2p_launch_log *log, void **out, size_t cap);
 
 #ifdef __cplusplus
 }

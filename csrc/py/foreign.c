@@ -311,18 +311,18 @@ static int with_streams(PyObject *kernels, PyObject *streams)
  * stream_gone, as ints. Such a handle must never be used again. */
 static PyObject *gone_streams(const l2p_launch_log *log)
 {
-    PyObject *seen = PySet_New(NULL), *gone = PyList_New(0);
-    for (size_t k = log->n_launches; seen && gone && k-- > 0;) {
-        const l2p_launch *l = &log->launches[k];
-        PyObject *h = PyLong_FromVoidPtr(l->stream);
-        int known = h ? PySet_Contains(seen, h) : -1;
-        int ok = known == 1 || (known == 0 && PySet_Add(seen, h) == 0 &&
-                                (!l->stream_gone || PyList_Append(gone, h) == 0));
-        Py_XDECREF(h);
-        if (!ok) Py_CLEAR(gone);
+    void *few[64];
+    size_t n = l2p_launch_log_gone(log, few, 64);
+    void **all = n <= 64 ? few : PyMem_Calloc(n, sizeof *all);
+    if (!all) return PyErr_NoMemory();
+    if (all != few) l2p_launch_log_gone(log, all, n);
+    PyObject *gone = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; gone && i < n; i++) {
+        PyObject *h = PyLong_FromVoidPtr(all[i]);
+        if (!h) Py_CLEAR(gone);
+        else PyList_SET_ITEM(gone, (Py_ssize_t)i, h);
     }
-    if (!seen) Py_CLEAR(gone);
-    Py_XDECREF(seen);
+    if (all != few) PyMem_Free(all);
     return gone;
 }
 

@@ -266,6 +266,52 @@ static void test_stream_destroyed(void)
     l2p_launch_log_free(&log);
 }
 
+/* The destroy callback as CUPTI gives it: the entry notes the log's count in the call's
+ * correlation word; the exit marks the launches before it, only where the destroy succeeded;
+ * any other callback is not taken. The gone list has each handle once, decided by its last
+ * launch. */
+static void test_destroy_events(void)
+{
+    l2p_launch_log log;
+    CHECK(l2p_launch_log_init(&log, 0, 8, 4096) == L2P_OK);
+    void *const none[1] = {NULL};
+    void *own = (void *)0x5000, *other = (void *)0x6000;
+    l2p_launch_args a = launch_of((void *)0xf00, none, NULL);
+    a.stream = own;
+    l2p_launch_log_add(&log, &a, NULL, 0, "k");
+    l2p_launch_log_add(&log, &a, NULL, 0, "k");
+    cuStreamDestroy_v2_params params = {(CUstream)own};
+    uint64_t word = 99;
+    CUresult refused = CUDA_ERROR_INVALID_HANDLE, ok = CUDA_SUCCESS;
+    CUpti_CallbackData cb;
+    memset(&cb, 0, sizeof cb);
+    cb.functionParams = &params;
+    cb.correlationData = &word;
+    cb.callbackSite = CUPTI_API_ENTER;
+    CHECK(l2p_launch_log_destroy_event(&log, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2, &cb) == 1);
+    CHECK(word == 2); /* the count when the destroy began */
+    l2p_launch_log_add(&log, &a, NULL, 0, "k"); /* another thread's new stream, same handle */
+    cb.callbackSite = CUPTI_API_EXIT;
+    cb.functionReturnValue = &refused;
+    CHECK(l2p_launch_log_destroy_event(&log, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy_v2, &cb) == 1);
+    CHECK(log.launches[0].stream_gone == 0 && log.launches[1].stream_gone == 0); /* refused */
+    cb.functionReturnValue = &ok;
+    CHECK(l2p_launch_log_destroy_event(&log, CUPTI_DRIVER_TRACE_CBID_cuStreamDestroy, &cb) == 1);
+    CHECK(log.launches[0].stream_gone == 1 && log.launches[1].stream_gone == 1);
+    CHECK(log.launches[2].stream_gone == 0);
+    CHECK(l2p_launch_log_destroy_event(&log, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb) == 0);
+    void *gone[4];
+    CHECK(l2p_launch_log_gone(&log, gone, 4) == 0); /* own's last launch is a live stream's */
+    a.stream = other;
+    l2p_launch_log_add(&log, &a, NULL, 0, "k");
+    l2p_launch_log_add(&log, &a, NULL, 0, "k");
+    l2p_launch_log_stream_destroyed(&log, other, log.n_launches);
+    l2p_launch_log_stream_destroyed(&log, own, log.n_launches);
+    CHECK(l2p_launch_log_gone(&log, gone, 4) == 2 && gone[0] == other && gone[1] == own);
+    CHECK(l2p_launch_log_gone(&log, gone, 1) == 2 && gone[0] == other); /* the count past cap */
+    l2p_launch_log_free(&log);
+}
+
 int main(void)
 {
     test_kernel_params();
@@ -274,6 +320,7 @@ int main(void)
     test_resolutions();
     test_read();
     test_stream_destroyed();
+    test_destroy_events();
     printf("test_launchlog: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed != 0;
 }
