@@ -17,7 +17,7 @@ def test_replay_labels_are_interned_for_the_process():
     (lambda: _core.replay_begin(-1, 0), "stream"),
     (lambda: _core.replay_begin(0, -1), "label"),
     (lambda: _core.replay_begin(0, 1023 + 1), "label"),
-    (lambda: _core.replay_end(16384, 0), "slot"),
+    (lambda: _core.replay_end(65536 * 16384, 0), "slot"),
 ])
 def test_replay_events_refuse_bad_arguments_by_name(call, match):
     before = _core.replay_counts()

@@ -4,7 +4,11 @@ check: the same digest plain and under advise, advise exit 0), and what the summ
 events did: they timed the graphs (every graph node the probe recorded belonged to a timed
 replay), no event call failed, and, the program's eager work being small, the kernel records
 stayed off in the blocks."""
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -147,3 +151,76 @@ def test_a_pair_ended_on_one_thread_leaves_another_threads_capture_alone():
     after = _core.replay_counts()
     assert after["failed"] == before["failed"] and after["pending"] == before["pending"]
     assert after["timed"] + after["host"] == before["timed"] + before["host"] + 1, (before, after)
+
+
+_RESET_SCRIPT = textwrap.dedent("""
+    import ctypes, json
+    import numpy as np
+    import l2persist
+    from l2persist import _core, kernels as K
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def reset():  # what cudaDeviceReset does, by any library in the process
+        dev = ctypes.c_int()
+        assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+        assert cuda.cuDevicePrimaryCtxReset_v2(dev) == 0
+
+    out = {}
+    label = _core.replay_label("replay:k1-reset-test")
+    s = l2persist.Stream()
+    done = _core.replay_begin(s.handle, label)    # one pair timed, so the pool has events
+    K.noop(stream=s)
+    _core.replay_end(done, s.handle)
+    s.synchronize()
+    _core.replay_harvest()
+    before = _core.replay_counts()
+    stale = _core.replay_begin(s.handle, label)   # pending across the reset
+    s.synchronize()
+    reset()
+    s2 = l2persist.Stream()                       # the program's stream in the new context
+    fresh = _core.replay_begin(s2.handle, label)
+    K.noop(stream=s2)
+    _core.replay_end(stale, s2.handle)            # the stale pair's end: ignored
+    _core.replay_end(fresh, s2.handle)
+    s2.synchronize()
+    _core.replay_harvest()
+    after = _core.replay_counts()
+    out["slots"] = [done, stale, fresh]
+    out["timed"] = (after["timed"] + after["host"]) - (before["timed"] + before["host"])
+    out["failed"] = after["failed"] - before["failed"]
+    out["pending"] = after["pending"]
+
+    # a counter session whose work resets the device: refused by name, CUPTI's objects of the
+    # dead context never touched, and the next session counts as it should
+    a = l2persist.zeros(4096, np.uint32)
+    o = l2persist.zeros(4096, np.uint32)
+    try:
+        l2persist.measure(reset, ["gpu_time_ns"])
+        out["measure"] = None
+    except Exception as e:
+        out["measure"] = f"{type(e).__name__}: {e}"
+    a = l2persist.zeros(4096, np.uint32)
+    o = l2persist.zeros(4096, np.uint32)
+    c = l2persist.measure(lambda: K.pattern(a, o), ["global_load_requests"])
+    out["after"] = c["global_load_requests"]
+    print(json.dumps(out))
+""")
+
+
+def test_a_device_reset_forgets_the_replay_events_and_the_counter_session():
+    """The program resets the device (cuDevicePrimaryCtxReset, what cudaDeviceReset does)
+    between replays, and inside a counter session's work (P5 of the handle review): the replay
+    events made before are forgotten, never used (the pair pending across the reset counted
+    failed, its late end ignored) and the next replay is timed on new events; the session's
+    pass is refused as "was reset" and the next session counts one load request per warp."""
+    r = subprocess.run([sys.executable, "-c", _RESET_SCRIPT], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    done, stale, fresh = out["slots"]
+    assert done >= 0 and stale >= 0 and fresh >= 0, out
+    assert fresh != stale, out                       # another generation's id
+    assert out["timed"] == 1 and out["failed"] == 1 and out["pending"] == 0, out
+    assert out["measure"] is not None and "was reset" in out["measure"], out
+    assert out["after"] == 1, out

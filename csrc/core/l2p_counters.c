@@ -16,6 +16,7 @@
 
 #include "l2p_cupti.h"
 #include "l2p_device.h"
+#include "l2p_life.h"
 
 /* ---- friendly names ---- */
 
@@ -154,6 +155,7 @@ struct l2p_profiler {
     int device;
     int per_kernel;
     CUcontext ctx;
+    l2p_life life; /* the context the session profiles: a device reset destroys it */
     CUpti_RangeProfiler_Object *rp;
     CUpti_Profiler_Host_Object *host;
     char **metrics;
@@ -348,6 +350,7 @@ static l2p_status open_session(l2p_profiler *s, const char *const *metrics, size
     const char *chip = NULL;
     L2P_TRY(copy_metrics(s, metrics, n));
     L2P_TRY(current_context(s->device, &s->ctx));
+    if (l2p_life_begin(&s->life, s->device) != L2P_OK) l2p_clear_error(); /* unknown: kept */
     L2P_TRY(global_init());
     L2P_TRY(chip_name(s->device, &chip));
     L2P_TRY(counter_availability(s));
@@ -419,8 +422,17 @@ static l2p_status set_config(l2p_profiler *s)
     return L2P_OK;
 }
 
+/* The session's context and CUPTI's range profiler object die with a device reset (by the
+ * program or any library): no CUPTI call may name them after one. */
+l2p_status l2p_profiler_alive(const l2p_profiler *s)
+{
+    return l2p_life_check(&s->life, 0, "profiler", "counter session was opened",
+                          "close it and open a new one");
+}
+
 l2p_status l2p_profiler_begin_pass(l2p_profiler *s)
 {
+    L2P_TRY(l2p_profiler_alive(s));
     if (s->in_pass) return l2p_fail(L2P_ERR_STATE, "a pass is already in flight");
     L2P_TRY(set_config(s));
     CUpti_RangeProfiler_Start_Params st = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
@@ -434,6 +446,7 @@ l2p_status l2p_profiler_push(l2p_profiler *s)
 {
     if (!s->in_pass) return l2p_fail(L2P_ERR_STATE, "no pass is in flight");
     if (s->per_kernel || s->in_range) return L2P_OK;
+    L2P_TRY(l2p_profiler_alive(s));
     CUpti_RangeProfiler_PushRange_Params pr = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
     pr.pRangeProfilerObject = s->rp;
     pr.pRangeName = "region";
@@ -446,6 +459,10 @@ l2p_status l2p_profiler_end_pass(l2p_profiler *s, int *all_done)
 {
     *all_done = 0;
     if (!s->in_pass) return l2p_fail(L2P_ERR_STATE, "no pass is in flight");
+    if (l2p_profiler_alive(s) != L2P_OK) { /* the pass died with its context: nothing to stop */
+        s->in_pass = s->in_range = 0;
+        return L2P_ERR_STATE;
+    }
     if (s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
@@ -464,6 +481,7 @@ l2p_status l2p_profiler_end_pass(l2p_profiler *s, int *all_done)
 
 l2p_status l2p_profiler_decode(l2p_profiler *s, size_t *num_ranges)
 {
+    L2P_TRY(l2p_profiler_alive(s));
     CUpti_RangeProfiler_DecodeData_Params d = {CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
     d.pRangeProfilerObject = s->rp;
     CUPTI_TRY(cuptiRangeProfilerDecodeData, &d);
@@ -503,12 +521,13 @@ l2p_status l2p_profiler_range(l2p_profiler *s, size_t i, char *name, size_t name
 void l2p_profiler_close(l2p_profiler *s)
 {
     if (!s) return;
-    if (s->in_range) {
+    if (s->rp && l2p_life_gone(&s->life)) s->rp = NULL; /* CUPTI's object died with it */
+    if (s->rp && s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerPopRange(&pp);
     }
-    if (s->in_pass) {
+    if (s->rp && s->in_pass) {
         CUpti_RangeProfiler_Stop_Params sp = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
         sp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerStop(&sp);

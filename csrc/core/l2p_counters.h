@@ -37,6 +37,10 @@ const char *l2p_counter_resolve(const char *name);
 l2p_status l2p_profiler_open(int device, const char *const *metrics, size_t n, int per_kernel,
                              size_t max_ranges, l2p_profiler **out);
 size_t l2p_profiler_passes(const l2p_profiler *p); /* passes the metrics need */
+/* L2P_OK, or L2P_ERR_STATE "profiler: device N was reset ..." once the session's context was
+ * destroyed by a device reset (l2p_life.h): every call below that names CUPTI's profiler
+ * object asks this first, and close then leaves that object alone. */
+l2p_status l2p_profiler_alive(const l2p_profiler *p);
 /* Starting a pass invalidates the L2 (measured on H200: a read right after a warming read
  * outside the pass hit 0 of 262144 sectors). Work run between begin_pass and push is not
  * counted but leaves its cache state for the region. */

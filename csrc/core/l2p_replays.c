@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "l2p_activity.h"
+#include "l2p_device.h"
 #include "l2p_release.h"
 
 enum { SLOT_FREE = 0, SLOT_BEGUN, SLOT_ENDED };
@@ -30,6 +31,12 @@ static char *labels[L2P_REPLAYS_LABELS];
 static char *host_labels[L2P_REPLAYS_LABELS];
 static int n_labels;
 static l2p_replays_counts counts;
+/* The context the pool's events were made in (l2p_life.h): a device reset destroys them, and
+ * they are then forgotten, never used nor destroyed (l2p_replays_pool_fate). */
+static l2p_life pool_life;
+/* Counts the pools forgotten: a slot id carries it, so that a pair begun before a reset is
+ * never ended on a slot of the pool made after. */
+static unsigned generation;
 
 /* A copy of s (C11 has no strdup), or NULL. */
 static char *copy_of(const char *s)
@@ -66,13 +73,57 @@ int l2p_replays_label(const char *label)
     return id;
 }
 
+l2p_replays_fate l2p_replays_pool_fate(const l2p_life *pool, size_t made,
+                                      unsigned long long now, int gone)
+{
+    if (!made || !pool->ctx || !now || now == pool->ctx) return L2P_REPLAYS_USE;
+    return gone ? L2P_REPLAYS_FORGET : L2P_REPLAYS_ELSEWHERE;
+}
+
+int l2p_replays_slot_id(unsigned gen, int index)
+{
+    return (int)(gen % L2P_REPLAYS_GENERATIONS) * L2P_REPLAYS_SLOTS + index;
+}
+
+/* The pool's events died with their context: every pair pending is counted failed, and the
+ * events are dropped without a CUDA call (their handles may name new objects by now). The
+ * caller holds the lock. */
+static void forget_pool(void)
+{
+    for (size_t i = 0; i < n_made; i++)
+        if (slots[i].state != SLOT_FREE) {
+            slots[i].state = SLOT_FREE;
+            counts.pending--;
+            counts.failed++;
+        }
+    n_made = 0;
+    n_free = 0;
+    pool_life.ctx = 0;
+    generation++;
+}
+
+/* What to do with the pool for a replay on this thread's context `now`: the device reset is
+ * asked of the pool's device only where the ids differ (rare: a reset, or a second device). */
+static l2p_replays_fate pool_fate_now(unsigned long long now)
+{
+    int gone = 0;
+    if (n_made && pool_life.ctx && now && now != pool_life.ctx) gone = l2p_life_gone(&pool_life);
+    return l2p_replays_pool_fate(&pool_life, n_made, now, gone);
+}
+
 /* A free slot with its events made, or -1 (the pool is full or an event could not be made:
- * *failed says which). The caller holds the lock. */
-static int take_slot(int *failed)
+ * *failed says which). The first events made note the context (`now`). The caller holds the
+ * lock. */
+static int take_slot(unsigned long long now, int *failed)
 {
     *failed = 0;
     if (n_free) return free_list[--n_free];
     if (n_made == L2P_REPLAYS_SLOTS) return -1;
+    if (!n_made) {
+        int device = 0;
+        pool_life.ctx = cudaGetDevice(&device) == cudaSuccess ? now : 0;
+        pool_life.device = device;
+    }
     replay_slot *s = &slots[n_made];
     if (cudaEventCreate(&s->first) != cudaSuccess) {
         *failed = 1;
@@ -122,6 +173,7 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
                         label);
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     cudaError_t rc = cudaStreamIsCapturing(stream, &cap);
+    unsigned long long now = l2p_context_id_current();
     pthread_mutex_lock(&lock);
     if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
         /* capturing: an event here would join the program's graph; on the legacy stream while
@@ -130,7 +182,9 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
-    int failed = 0, i = take_slot(&failed);
+    l2p_replays_fate fate = pool_fate_now(now);
+    if (fate == L2P_REPLAYS_FORGET) forget_pool();
+    int failed = 0, i = fate == L2P_REPLAYS_ELSEWHERE ? -1 : take_slot(now, &failed);
     if (i < 0) {
         count_untimed(failed);
         pthread_mutex_unlock(&lock);
@@ -145,18 +199,21 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
         s->label = label;
         s->state = SLOT_BEGUN;
         counts.pending++;
-        *slot = i;
+        *slot = l2p_replays_slot_id(generation, i);
     }
     pthread_mutex_unlock(&lock);
     return L2P_OK;
 }
 
-void l2p_replays_end(int slot, cudaStream_t stream)
+void l2p_replays_end(int id, cudaStream_t stream)
 {
-    if (slot < 0 || (size_t)slot >= n_made) return;
+    if (id < 0) return;
     pthread_mutex_lock(&lock);
+    int slot = id % L2P_REPLAYS_SLOTS;
     replay_slot *s = &slots[slot];
-    if (s->state == SLOT_BEGUN) {
+    /* a pair begun before its pool was forgotten is not ended on the new pool's slot */
+    if (id == l2p_replays_slot_id(generation, slot) && (size_t)slot < n_made &&
+        s->state == SLOT_BEGUN) {
         cudaError_t q = cudaErrorUnknown;
         if (cudaEventRecord(s->second, stream) == cudaSuccess) {
             /* Queued: the whole pair is enqueued (the second event too) and the GPU has not
@@ -185,6 +242,9 @@ void l2p_replays_harvest(size_t *added)
 {
     size_t n = 0;
     pthread_mutex_lock(&lock);
+    /* the watcher's thread: its context may not be the program's, so the pool's own device
+     * is asked */
+    if (n_made && l2p_life_gone(&pool_life)) forget_pool();
     for (size_t i = 0; i < n_made; i++) {
         replay_slot *s = &slots[i];
         if (s->state != SLOT_ENDED) continue;

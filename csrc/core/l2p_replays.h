@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "l2p_error.h"
+#include "l2p_life.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,9 @@ extern "C" {
  * reached before the pair was wholly enqueued (it may time the host's launch too:
  * l2p_replays_end). */
 #define L2P_REPLAYS_HOST "host:"
+/* Slot ids name the pool's generation too (l2p_replays_slot_id): ids run below
+ * L2P_REPLAYS_GENERATIONS * L2P_REPLAYS_SLOTS. */
+#define L2P_REPLAYS_GENERATIONS 65536
 /* Distinct labels (graph signatures) kept for the process. */
 #define L2P_REPLAYS_LABELS 1024
 
@@ -45,29 +49,48 @@ typedef struct {
     uint64_t timed;    /* replays harvested into the log, queued behind earlier GPU work */
     uint64_t host;     /* harvested under the label's L2P_REPLAYS_HOST twin: the GPU had reached
                         * the first event early, so the pair may hold the host's launch */
-    uint64_t skipped;  /* not timed: the stream was capturing, or the pool was full */
-    uint64_t failed;   /* an event call failed (the replay went on untimed) */
+    uint64_t skipped;  /* not timed: the stream was capturing, the pool was full, or the
+                        * replay ran in another device's context than the pool's */
+    uint64_t failed;   /* an event call failed (the replay went on untimed), or the pair was
+                        * pending when its device was reset */
     uint64_t pending;  /* begun or ended, not yet harvested */
 } l2p_replays_counts;
+
+/* A device reset (cudaDeviceReset by the program or any library) destroys the pool's events
+ * with their context. What a replay does with the pool, given the context id current on its
+ * thread (`now`, 0 unknown) and whether the pool's device was reset since its events were made
+ * (`gone`, asked only where the ids differ): use it (no events yet, or the same context, or
+ * either id unknown); forget it (reset: its pending pairs are counted failed and the events
+ * dropped without a CUDA call, then new ones made); or leave the replay untimed (counted
+ * skipped: it runs in another device's context, which the pool's events do not belong to).
+ * Pure: C-tested without a GPU. */
+typedef enum { L2P_REPLAYS_USE, L2P_REPLAYS_FORGET, L2P_REPLAYS_ELSEWHERE } l2p_replays_fate;
+l2p_replays_fate l2p_replays_pool_fate(const l2p_life *pool, size_t made,
+                                       unsigned long long now, int gone);
+/* The id a pair's slot is handed out under: its index and the pool's generation (bumped each
+ * time a pool is forgotten), so that a pair begun before a reset is never ended on a slot of
+ * the pool made after. Pure. */
+int l2p_replays_slot_id(unsigned generation, int index);
 
 /* The id of `label` (interned for the process; the same text gives the same id), or -1 when
  * the table is full or memory ran out. */
 int l2p_replays_label(const char *label);
 /* Before a replay on `stream`: record its first event. *slot: the pair to end, or -1 when the
- * replay is not timed (counted: skipped or failed). Returns L2P_ERR_VALUE for a bad label
+ * replay is not timed (counted: skipped or failed; the pool forgotten first where the device
+ * was reset: l2p_replays_pool_fate). Returns L2P_ERR_VALUE for a bad label
  * only; CUDA's refusals are counted, never returned (the program's replay must go on). */
 l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot);
 /* After the replay: its second event on the same stream, then whether the GPU has reached the
  * first yet (asked with the thread's capture mode relaxed): if not, the pair times the GPU's
  * run alone and is logged under its label; if so, under the label's L2P_REPLAYS_HOST twin.
  * A refused record or query leaves the replay untimed (counted failed). A slot of -1 is
- * ignored. */
+ * ignored, and so is one begun before its pool was forgotten. */
 void l2p_replays_end(int slot, cudaStream_t stream);
 /* Every ended pair whose second event completed goes into the activity log (one replay record
  * each), named by its label where the replay was queued behind earlier work when launched,
  * else by the label's L2P_REPLAYS_HOST twin; pairs still running stay. *added: how many went
  * in this call. A pair of a search since abandoned lands before the new search's first block,
- * and no block sums it. */
+ * and no block sums it. A pool whose device was reset is forgotten first. */
 void l2p_replays_harvest(size_t *added);
 void l2p_replays_counts_get(l2p_replays_counts *out);
 

@@ -43,6 +43,18 @@ static int synchronize(l2p_state *st, int device)
     return rc == L2P_OK ? 0 : l2p_py_raise_int(st);
 }
 
+/* After fn: its work finished. Where the wait fails because fn reset the device, the
+ * session's own refusal ("was reset") says more than the driver's code. */
+static int synchronize_pass(l2p_state *st, l2p_profiler *p, int device)
+{
+    if (synchronize(st, device) == 0) return 0;
+    if (l2p_profiler_alive(p) != L2P_OK) {
+        PyErr_Clear();
+        return l2p_py_raise_int(st);
+    }
+    return -1;
+}
+
 /* Run fn once per pass. Starting a pass invalidates the L2, so warmup runs inside the pass
  * but outside the user range: its work is not counted and its cache state reaches fn. With
  * per_kernel every launch is a range, so warmup runs before the pass instead. */
@@ -59,7 +71,7 @@ static int run_passes(l2p_state *st, l2p_profiler *p, int device, PyObject *fn, 
         if (l2p_profiler_begin_pass(p) != L2P_OK) return l2p_py_raise_int(st);
         if (!per_kernel && (call_optional(warmup) < 0 || synchronize(st, device) < 0)) return -1;
         if (l2p_profiler_push(p) != L2P_OK) return l2p_py_raise_int(st);
-        if (call_optional(fn) < 0 || synchronize(st, device) < 0) return -1;
+        if (call_optional(fn) < 0 || synchronize_pass(st, p, device) < 0) return -1;
         if (l2p_profiler_end_pass(p, &done) != L2P_OK) return l2p_py_raise_int(st);
     }
     return 0;

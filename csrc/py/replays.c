@@ -74,7 +74,7 @@ L2P_DEFINE_FN(replay_end_fn, end_args, replay_end_impl, "replay_end",
               "After the replay: its second event on the same stream (a slot of -1 is "
               "ignored).", "None",
               L2P_PARAM(end_args, slot, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = -1,
-                        .hi = L2P_REPLAYS_SLOTS - 1, .what = "slot",
+                        .hi = L2P_REPLAYS_GENERATIONS * L2P_REPLAYS_SLOTS - 1, .what = "slot",
                         .doc = "replay_begin's answer"),
               L2P_PARAM(end_args, stream, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
                         .hi = LLONG_MAX, .what = "handle", .doc = "the raw cudaStream_t"));

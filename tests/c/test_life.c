@@ -1,12 +1,14 @@
 /* The one device-reset rule (l2p_life.h): which objects are stale, the message that refuses
  * one, and that asking without a GPU reports nothing stale and leaves no error behind; the
  * handle's pin / unpin / close ordering, its releases counted through the test deleter; the one
- * usability check; and a graph's executable released by the same rule (l2p_stream.h). */
+ * usability check; a graph's executable released by the same rule (l2p_stream.h); and the
+ * replay timer's event pool forgotten after a reset (l2p_replays.h). */
 #include <string.h>
 
 #include "l2p_device.h"
 #include "l2p_error.h"
 #include "l2p_life.h"
+#include "l2p_replays.h"
 #include "l2p_stream.h"
 #include "l2p_test.h"
 
@@ -286,6 +288,50 @@ static void test_open_without_a_device(void)
     l2p_clear_error();
 }
 
+/* The replay timer's pool (l2p_replays_pool_fate): its events are used in their own context,
+ * forgotten after a reset of their device, and left alone for a replay in another device's
+ * context; nothing is decided where an id is unknown or no event was made yet. */
+static void test_replay_pool_fate(void)
+{
+    l2p_life pool = {0, 41}, unknown = {0, 0};
+    CHECK(l2p_replays_pool_fate(&pool, 4, 41, 0) == L2P_REPLAYS_USE);
+    CHECK(l2p_replays_pool_fate(&pool, 4, 42, 1) == L2P_REPLAYS_FORGET);
+    CHECK(l2p_replays_pool_fate(&pool, 4, 42, 0) == L2P_REPLAYS_ELSEWHERE);
+    CHECK(l2p_replays_pool_fate(&pool, 0, 42, 1) == L2P_REPLAYS_USE);   /* none made yet */
+    CHECK(l2p_replays_pool_fate(&pool, 4, 0, 1) == L2P_REPLAYS_USE);    /* now unknown */
+    CHECK(l2p_replays_pool_fate(&unknown, 4, 42, 1) == L2P_REPLAYS_USE); /* made unknown */
+}
+
+/* Slot ids carry the pool's generation: one id per (generation, index), every id within what
+ * replay_end accepts, and the generation wraps rather than overflowing. */
+static void test_replay_slot_ids(void)
+{
+    const int last = L2P_REPLAYS_SLOTS - 1;
+    CHECK(l2p_replays_slot_id(0, 5) == 5);
+    CHECK(l2p_replays_slot_id(1, 5) != l2p_replays_slot_id(0, 5));
+    CHECK(l2p_replays_slot_id(1, 5) % L2P_REPLAYS_SLOTS == 5);
+    CHECK(l2p_replays_slot_id(0, last) < l2p_replays_slot_id(1, 0));
+    int top = l2p_replays_slot_id(L2P_REPLAYS_GENERATIONS - 1, last);
+    CHECK(top == L2P_REPLAYS_GENERATIONS * L2P_REPLAYS_SLOTS - 1 && top > 0);
+    CHECK(l2p_replays_slot_id(L2P_REPLAYS_GENERATIONS, 5) == 5);
+}
+
+/* Without a GPU a replay goes untimed and counted, and an id never handed out is ignored. */
+static void test_replays_without_a_device(void)
+{
+    int label = l2p_replays_label("test_life"), slot = 7;
+    CHECK(label >= 0);
+    l2p_replays_counts before, after;
+    l2p_replays_counts_get(&before);
+    CHECK(l2p_replays_begin((cudaStream_t)0, label, &slot) == L2P_OK && slot == -1);
+    l2p_replays_end(l2p_replays_slot_id(3, 2), (cudaStream_t)0);
+    size_t added = 9;
+    l2p_replays_harvest(&added);
+    l2p_replays_counts_get(&after);
+    CHECK(added == 0 && after.pending == 0 && after.timed == 0);
+    CHECK(after.failed + after.skipped == before.failed + before.skipped + 1);
+}
+
 int main(void)
 {
     l2p_handle_set_deleter(count_release);
@@ -304,6 +350,9 @@ int main(void)
     test_rule();
     test_message();
     test_without_a_device();
+    test_replay_pool_fate();
+    test_replay_slot_ids();
+    test_replays_without_a_device();
     printf("test_life: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed ? 1 : 0;
 }
