@@ -248,6 +248,44 @@ def test_a_graph_its_owner_reset_is_never_touched_again(device):
     _check_hist(torch, g.replay, acc, idx, vals)
 
 
+def test_a_graph_captured_again_into_an_installed_transaction_is_put_back(device):
+    """A plan installed over a borrowed graph, the graph reset by its owner and captured again
+    (its new nodes may take the freed nodes' handles), then another plan over the new graph
+    applied into the same transaction (review of 09ef71b, finding 8): the reset graph's nodes
+    leave the transaction before the new ones are remembered, and once only, so that restore
+    puts the new node's window back to none rather than forgetting it as the old one's. The
+    limit comes back too, and the histogram is NumPy's under both plans."""
+    torch = need("torch")
+    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+    G = l2p.as_graph(g)
+    old = {r.name: r for r in G.buffers({"acc": acc})}["acc"]
+    cap = device.properties.persisting_l2_cache_max_size
+    limit = device.persisting_l2_limit
+    held = l2p.Plan(device, set_aside=cap)
+    held.add(G.nodes_window(old.nodes), _win(old.buffer), name="acc")
+    held.install()
+    try:
+        g.reset()
+        with torch.cuda.graph(g):                      # a new graph in the same owner
+            acc.index_add_(0, idx, vals)
+        G2 = l2p.as_graph(g)
+        new = {r.name: r for r in G2.buffers({"acc": acc})}["acc"]
+        assert _same(new.nodes[0].access_policy_window, None)
+        second = l2p.Plan(device, set_aside=cap)
+        second.add(G2.nodes_window(new.nodes), _win(new.buffer), name="acc")
+        held.apply(second)
+        assert _same(new.nodes[0].access_policy_window, _win(new.buffer))
+        _check_hist(torch, g.replay, acc, idx, vals)
+    finally:
+        held.restore()
+    assert _same(new.nodes[0].access_policy_window, None)
+    assert device.persisting_l2_limit == limit
+    _check_hist(torch, g.replay, acc, idx, vals)
+
+
 def test_a_plan_dropped_while_installed_puts_back_what_it_found(device, bufs):
     """An installed plan holds itself (the transaction's list of applied plans), so only the
     collector frees it; it restores in its finalizer, before the collector clears its carriers

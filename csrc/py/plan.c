@@ -20,6 +20,9 @@ typedef struct {
                         * "nodes", "graph"} (the carrier and window objects kept alive) */
     PyObject *applied; /* while installed: the plans applied (their objects kept alive, their
                         * graphs told at the restore) */
+    PyObject *forgotten; /* while installed: a list of the graphs whose nodes left the
+                          * transaction (their owner reset them), or NULL: never forgotten
+                          * twice, since a later graph's node may take a freed node's handle */
 } l2p_PlanObject;
 
 static l2p_state *plan_state(PyObject *self) { return l2p_state_from_type(Py_TYPE(self)); }
@@ -691,9 +694,64 @@ static PyObject *plan_install(PyObject *self, PyObject *noargs)
         if (l2p_plan_end(&p->txn) != L2P_OK) l2p_clear_error();
         l2p_plan_txn_free(&p->txn);
         PyList_SetSlice(p->applied, 0, PY_SSIZE_T_MAX, NULL);
+        Py_CLEAR(p->forgotten);
         PyErr_Restore(t, v, tb);
     }
     return r;
+}
+
+/* Whether graph `g`'s nodes should leave the transaction now: its owner reset it (asked
+ * through l2p_py_graph_owner_holds; where it cannot be asked, they stay), and they did not
+ * leave in an earlier pass (p->forgotten). `fresh` notes it for this pass. */
+static int to_forget(l2p_PlanObject *p, PyObject *g, PyObject *fresh)
+{
+    if (!g || g == Py_None) return 0;
+    for (Py_ssize_t i = 0; p->forgotten && i < PyList_GET_SIZE(p->forgotten); i++)
+        if (PyList_GET_ITEM(p->forgotten, i) == g) return 0; /* by identity: no __eq__ */
+    int holds = l2p_py_graph_owner_holds(g);
+    if (holds < 0) PyErr_Clear();
+    if (holds != 0) return 0;
+    if (fresh && PyList_Append(fresh, g) < 0) PyErr_Clear();
+    return 1;
+}
+
+/* The pass's graphs join p->forgotten (a failure only means a later pass forgets again). */
+static void note_forgotten(l2p_PlanObject *p, PyObject *fresh)
+{
+    if (!fresh || !PyList_GET_SIZE(fresh)) return;
+    if (!p->forgotten) {
+        p->forgotten = Py_NewRef(fresh);
+        return;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(p->forgotten);
+    if (PyList_SetSlice(p->forgotten, n, n, fresh) < 0) PyErr_Clear();
+}
+
+/* The nodes of each graph whose owner destroyed it since the install (l2p_py_graph_owner_holds)
+ * are taken out of the transaction, once: their handles are freed, and putting a window back
+ * on them would be a driver call on freed memory. Where the owner cannot be asked, the nodes
+ * stay. */
+static void forget_reset_graphs(l2p_PlanObject *p)
+{
+    PyObject *fresh = PyList_New(0);
+    if (!fresh) PyErr_Clear();
+    for (Py_ssize_t a = 0; a < PyList_GET_SIZE(p->applied); a++) {
+        /* the owner's hook is Python: hold what it could otherwise free */
+        l2p_PlanObject *q = (l2p_PlanObject *)Py_NewRef(PyList_GET_ITEM(p->applied, a));
+        for (Py_ssize_t i = 0; p->txn.active && q->meta && i < PyList_GET_SIZE(q->meta); i++) {
+            PyObject *g = PyDict_GetItemString(PyList_GET_ITEM(q->meta, i), "graph");
+            Py_XINCREF(g);
+            int forget = to_forget(p, g, fresh);
+            Py_XDECREF(g);
+            if (!forget || (size_t)i >= q->plan.n_entries) continue;
+            const l2p_plan_entry *e = &q->plan.entries[i];
+            for (size_t k = 0; k < e->n_slots; k++)
+                l2p_plan_txn_forget(&p->txn, &q->plan.slots[e->first_slot + k]);
+        }
+        Py_DECREF(q);
+    }
+    note_forgotten(p, fresh);
+    Py_XDECREF(fresh);
 }
 
 static PyObject *plan_apply(PyObject *self, PyObject *other)
@@ -705,30 +763,14 @@ static PyObject *plan_apply(PyObject *self, PyObject *other)
     if (!p->txn.active)
         return PyErr_Format(PyExc_RuntimeError, "apply: install this plan first (apply "
                             "switches an installed plan's transaction to another plan)");
+    /* Nodes of graphs reset since go first: a new node at a freed node's address would
+     * otherwise be taken for the one the transaction knows, and keep this apply's window at
+     * restore (review of 09ef71b, finding 8). */
+    forget_reset_graphs(p);
+    if (!p->txn.active)
+        return PyErr_Format(PyExc_RuntimeError, "apply: the plan was restored meanwhile (by "
+                            "a graph owner's hook); install it again");
     return apply_into(p, other);
-}
-
-/* The nodes of each graph whose owner destroyed it since the install (l2p_py_graph_owner_holds)
- * are taken out of the transaction: their handles are freed, and putting a window back on
- * them would be a driver call on freed memory. Where the owner cannot be asked, the nodes stay. */
-static void forget_reset_graphs(l2p_PlanObject *p)
-{
-    for (Py_ssize_t a = 0; a < PyList_GET_SIZE(p->applied); a++) {
-        /* the owner's hook is Python: hold what it could otherwise free */
-        l2p_PlanObject *q = (l2p_PlanObject *)Py_NewRef(PyList_GET_ITEM(p->applied, a));
-        for (Py_ssize_t i = 0; p->txn.active && q->meta && i < PyList_GET_SIZE(q->meta); i++) {
-            PyObject *g = PyDict_GetItemString(PyList_GET_ITEM(q->meta, i), "graph");
-            Py_XINCREF(g);
-            int holds = g && g != Py_None ? l2p_py_graph_owner_holds(g) : 1;
-            Py_XDECREF(g);
-            if (holds < 0) PyErr_Clear();
-            if (holds != 0 || (size_t)i >= q->plan.n_entries) continue;
-            const l2p_plan_entry *e = &q->plan.entries[i];
-            for (size_t k = 0; k < e->n_slots; k++)
-                l2p_plan_txn_forget(&p->txn, &q->plan.slots[e->first_slot + k]);
-        }
-        Py_DECREF(q);
-    }
 }
 
 static PyObject *plan_restore(PyObject *self, PyObject *noargs)
@@ -752,6 +794,7 @@ static PyObject *plan_restore(PyObject *self, PyObject *noargs)
     if (r < 0) PyErr_Clear();
     PyErr_Restore(t, v, tb);
     PyList_SetSlice(p->applied, 0, PY_SSIZE_T_MAX, NULL);
+    Py_CLEAR(p->forgotten);
     if (rc != L2P_OK) return l2p_py_raise(plan_state(self));
     Py_RETURN_NONE;
 }
@@ -847,6 +890,7 @@ static int plan_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(p->meta);
     Py_VISIT(p->applied);
+    Py_VISIT(p->forgotten);
     return 0;
 }
 
@@ -855,6 +899,7 @@ static int plan_clear(PyObject *self)
     l2p_PlanObject *p = (l2p_PlanObject *)self;
     Py_CLEAR(p->meta);
     Py_CLEAR(p->applied);
+    Py_CLEAR(p->forgotten);
     return 0;
 }
 
