@@ -198,6 +198,16 @@ def test_keep_graphs_makes_default_torch_graphs_windowable(device):
         l2p.as_graph(plain)
 
 
+def _kept_hist_graph(torch):
+    """The histogram captured into a PyTorch graph that keeps its raw graph, and the graph as
+    l2persist borrows it."""
+    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        acc.index_add_(0, idx, vals)
+    return acc, idx, vals, g, l2p.as_graph(g)
+
+
 def test_a_graph_its_owner_reset_is_never_touched_again(device):
     """torch.cuda.CUDAGraph.reset() destroys the graph l2persist borrowed while the owner object
     lives on (a review at 4dc3107: its node handles were kept and used). After the reset: the
@@ -206,11 +216,7 @@ def test_a_graph_its_owner_reset_is_never_touched_again(device):
     leaves the freed nodes alone. A graph captured again into the same owner is borrowed anew
     and windowed; its results are NumPy's."""
     torch = need("torch")
-    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
-        acc.index_add_(0, idx, vals)
-    G = l2p.as_graph(g)
+    acc, idx, vals, g, G = _kept_hist_graph(torch)
     by = {r.name: r for r in G.buffers({"acc": acc, "idx": idx})}
     node = by["acc"].nodes[0]
     cap = device.properties.persisting_l2_cache_max_size
@@ -256,11 +262,7 @@ def test_a_graph_captured_again_into_an_installed_transaction_is_put_back(device
     puts the new node's window back to none rather than forgetting it as the old one's. The
     limit comes back too, and the histogram is NumPy's under both plans."""
     torch = need("torch")
-    acc, idx, vals = _hist(torch, 1 << 20, 1 << 21)
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.graph(g):
-        acc.index_add_(0, idx, vals)
-    G = l2p.as_graph(g)
+    acc, idx, vals, g, G = _kept_hist_graph(torch)
     old = {r.name: r for r in G.buffers({"acc": acc})}["acc"]
     cap = device.properties.persisting_l2_cache_max_size
     limit = device.persisting_l2_limit
