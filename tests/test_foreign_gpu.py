@@ -677,14 +677,18 @@ DONE:
 }
 """
 
-_UNLOADED_SCRIPT = r'''
+# Both scripts' start: the PTX and the round count from argv, the driver, its checked calls.
+_CU_PROLOGUE = r'''
 import ctypes, json, sys
-from l2persist import _core
 ptx, rounds = sys.argv[1], int(sys.argv[2])
 cu = ctypes.CDLL("libcuda.so.1")
 def ok(r, what):
     if r != 0:
         raise SystemExit(f"{what}: CUresult {r}")
+'''
+
+_UNLOADED_SCRIPT = _CU_PROLOGUE + r'''
+from l2persist import _core
 ok(cu.cuInit(0), "cuInit")
 dev, ctx = ctypes.c_int(), ctypes.c_void_p()
 ok(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
@@ -733,3 +737,58 @@ def test_the_launch_log_keeps_launches_whose_module_was_unloaded(tmp_path):
     assert got["params"] == [2] * rounds
     assert all(got["found"]), got
     assert got["values"] == [float(rounds)]                 # every launch ran, once
+
+
+_UNLOADED_GRAPH_SCRIPT = _CU_PROLOGUE + r'''
+import l2persist
+s = l2persist.Stream()                    # the runtime's primary context, current from here
+n = 4096
+x = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(x), ctypes.c_size_t(n * 4)), "cuMemAlloc")
+mods, fns = [], []
+for k in range(rounds):
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    ok(cu.cuModuleLoadData(ctypes.byref(mod), ptx.replace("NAME", str(k)).encode()), "load")
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, f"l2p_unloaded_{k}".encode()), "function")
+    mods.append(mod)
+    fns.append(fn)
+a0, a1 = ctypes.c_uint64(x.value), ctypes.c_int(n)
+params = (ctypes.c_void_p * 2)(ctypes.addressof(a0), ctypes.addressof(a1))
+with s.capture() as g:
+    for k, fn in enumerate(fns):
+        grid = n // 256 // (1 + k % 2)
+        ok(cu.cuLaunchKernel(fn, grid, 1, 1, 256, 1, 1, 0, ctypes.c_void_p(s.handle), params,
+                             None), "launch")
+nodes = g.kernel_nodes                    # listed, so described, while the modules are loaded
+before = [[k.name, list(k.grid), list(k.block)] for k in nodes]
+for mod in mods:                          # as XLA, CuPy's RawModule or numba may
+    ok(cu.cuModuleUnload(mod), "cuModuleUnload")
+after = [[k.name, list(k.grid), list(k.block)] for k in nodes]
+again = [k.name for k in g.kernel_nodes]
+kernels, records, uses = g._scan([(x.value, n * 4)])
+print(json.dumps({"before": before, "after": after, "again": again,
+                  "scanned": [k[1] for k in kernels], "params": [k[5] for k in kernels],
+                  "found": [any(u[0] == i and x.value in u[1:] for u in uses)
+                            for i in range(len(kernels))]}), flush=True)
+'''
+
+
+def test_graph_nodes_are_described_once_so_an_unloaded_module_is_never_asked():
+    """A graph's kernel nodes whose modules are unloaded after the graph listed them (P3 of the
+    handle review: the names, shapes and parameter layouts were asked of each node's function
+    again at every read and scan, a driver call on a function its module's unload freed). They
+    keep what the listing described: names, grids and blocks as before the unload, a second
+    listing and a scan name each of the twelve kernels and find its buffer, in a process of
+    its own (a crash is a failure here)."""
+    rounds = 12
+    r = subprocess.run([sys.executable, "-c", _UNLOADED_GRAPH_SCRIPT, _UNLOADED_PTX,
+                        str(rounds)], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONFAULTHANDLER": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    names = [f"l2p_unloaded_{k}" for k in range(rounds)]
+    assert [b[0] for b in got["before"]] == names, got["before"]
+    assert [b[1][0] for b in got["before"]] == [16 // (1 + k % 2) for k in range(rounds)]
+    assert got["after"] == got["before"]
+    assert got["again"] == names and got["scanned"] == names, got
+    assert got["params"] == [2] * rounds and all(got["found"]), got

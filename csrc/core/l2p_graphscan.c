@@ -166,14 +166,6 @@ l2p_status l2p_discovery_supported(void)
     return L2P_OK;
 }
 
-static size_t count_params(const driver_calls *d, CUfunction f)
-{
-    size_t i = 0, off, size;
-    if (!d->param_info || !f) return 0;
-    while (i < 4096 && d->param_info(f, i, &off, &size) == CUDA_SUCCESS) i++;
-    return i;
-}
-
 static void name_of(const driver_calls *d, void *func, char *out)
 {
     const char *name = NULL;
@@ -189,16 +181,6 @@ void l2p_function_name(void *func, char *out)
     const driver_calls *d;
     out[0] = '\0';
     if (driver(&d) == L2P_OK) name_of(d, func, out);
-}
-
-l2p_status l2p_function_describe(void *func, l2p_kernel_info *out)
-{
-    const driver_calls *d;
-    L2P_TRY(driver(&d));
-    out->func = func;
-    name_of(d, func, out->name);
-    out->num_params = count_params(d, (CUfunction)func);
-    return L2P_OK;
 }
 
 int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size)
@@ -218,19 +200,78 @@ void *l2p_kernel_function(void *kernel)
     return (void *)f;
 }
 
-l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out)
+/* Room for one more span in k (grown by doubling). */
+static l2p_status span_room(l2p_graph_kernels *k, size_t used, size_t *cap)
 {
-    const driver_calls *d;
+    if (used < *cap) return L2P_OK;
+    size_t c = *cap ? 2 * *cap : 64;
+    l2p_param_span *n = (l2p_param_span *)realloc(k->spans, c * sizeof *n);
+    if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing kernel nodes");
+    k->spans = n;
+    *cap = c;
+    return L2P_OK;
+}
+
+/* Node i of k: its name, launch shape and parameter spans, appended at *used. */
+static l2p_status describe_node(const driver_calls *d, l2p_graph_kernels *k, size_t i,
+                                size_t *used, size_t *cap)
+{
     CUDA_KERNEL_NODE_PARAMS p;
-    memset(out, 0, sizeof *out);
-    L2P_TRY(driver(&d));
-    L2P_TRY(node_params(d, node, &p));
-    L2P_TRY(l2p_function_describe((void *)p.func, out));
-    out->node = node;
+    l2p_kernel_info *out = &k->kernels[i];
+    L2P_TRY(node_params(d, k->nodes[i], &p));
+    out->node = k->nodes[i];
+    out->func = (void *)p.func;
+    name_of(d, out->func, out->name);
     out->grid[0] = p.gridDimX, out->grid[1] = p.gridDimY, out->grid[2] = p.gridDimZ;
     out->block[0] = p.blockDimX, out->block[1] = p.blockDimY, out->block[2] = p.blockDimZ;
     out->shared_mem = p.sharedMemBytes;
+    k->first_span[i] = *used;
+    size_t off, size;
+    for (size_t j = 0; d->param_info && p.func && j < 4096 &&
+                       d->param_info(p.func, j, &off, &size) == CUDA_SUCCESS;
+         j++) {
+        L2P_TRY(span_room(k, *used, cap));
+        k->spans[(*used)++] = (l2p_param_span){off, size};
+        out->num_params = j + 1;
+    }
     return L2P_OK;
+}
+
+static l2p_status take_described(const driver_calls *d, cudaGraph_t graph, l2p_graph_kernels *k)
+{
+    size_t n = 0, used = 0, cap = 0;
+    L2P_TRY(l2p_graph_list_kernels(graph, NULL, &n));
+    k->nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *k->nodes);
+    k->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *k->kernels);
+    k->first_span = (size_t *)calloc(n ? n : 1, sizeof *k->first_span);
+    if (!k->nodes || !k->kernels || !k->first_span)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing %zu nodes", n);
+    L2P_TRY(l2p_graph_list_kernels(graph, k->nodes, &n));
+    k->n = n;
+    for (size_t i = 0; i < n; i++) L2P_TRY(describe_node(d, k, i, &used, &cap));
+    return L2P_OK;
+}
+
+l2p_status l2p_graph_kernels_take(int device, cudaGraph_t graph, l2p_graph_kernels *out)
+{
+    const driver_calls *d;
+    int prev;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(driver(&d));
+    L2P_TRY(l2p_device_enter(device, &prev)); /* a library kernel's function is per context */
+    l2p_status st = take_described(d, graph, out);
+    l2p_device_leave(prev);
+    if (st != L2P_OK) l2p_graph_kernels_free(out);
+    return st;
+}
+
+void l2p_graph_kernels_free(l2p_graph_kernels *k)
+{
+    free(k->nodes);
+    free(k->kernels);
+    free(k->spans);
+    free(k->first_span);
+    memset(k, 0, sizeof *k);
 }
 
 static l2p_status push_use(l2p_graph_scan *s, const l2p_buffer_use *u)
@@ -274,15 +315,14 @@ int l2p_param_in_args(size_t offset, size_t size, size_t args_size)
     return size <= args_size && offset <= args_size - size;
 }
 
-l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
-                                const unsigned char *args, size_t args_size)
+l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_span *spans,
+                              size_t n, void *const *kernel_params, const unsigned char *args,
+                              size_t args_size)
 {
     const driver_calls *d;
-    const l2p_kernel_info *k = &s->kernels[kernel];
     L2P_TRY(driver(&d));
-    for (size_t i = 0; i < k->num_params; i++) {
-        size_t off = 0, size = 0;
-        if (d->param_info((CUfunction)k->func, i, &off, &size) != CUDA_SUCCESS) break;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = spans[i].offset, size = spans[i].size;
         const unsigned char *bytes = NULL;
         if (kernel_params) bytes = (const unsigned char *)kernel_params[i];
         else if (args && l2p_param_in_args(off, size, args_size)) bytes = args + off;
@@ -291,50 +331,52 @@ l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *k
     return L2P_OK;
 }
 
-l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_span *spans,
-                              size_t n, const unsigned char *args, size_t args_size)
-{
-    const driver_calls *d;
-    L2P_TRY(driver(&d));
-    for (size_t i = 0; args && i < n; i++)
-        if (l2p_param_in_args(spans[i].offset, spans[i].size, args_size))
-            L2P_TRY(scan_param(d, s, kernel, (unsigned)i, args + spans[i].offset,
-                               spans[i].offset, spans[i].size));
-    return L2P_OK;
-}
-
-static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, size_t kernel)
+/* One described node's arguments, read from the node now (never from its function). */
+static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, const l2p_graph_kernels *k,
+                            size_t i)
 {
     CUDA_KERNEL_NODE_PARAMS p;
     size_t extra_size = 0;
-    L2P_TRY(node_params(d, s->kernels[kernel].node, &p));
+    memset(&p, 0, sizeof p);
+    CUresult rc = d->get_params((CUgraphNode)k->nodes[i], &p);
+    if (rc != CUDA_SUCCESS)
+        return l2p_fail(L2P_ERR_CUDA, "cuGraphKernelNodeGetParams failed (CUresult %d)", (int)rc);
     const unsigned char *buf = p.kernelParams ? NULL : l2p_extra_buffer(p.extra, &extra_size);
-    return l2p_scan_kernel_args(s, kernel, p.kernelParams, buf, extra_size);
+    return l2p_scan_span_args(s, i, k->spans + k->first_span[i], k->kernels[i].num_params,
+                              p.kernelParams, buf, extra_size);
 }
 
-l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out)
+l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out)
 {
     const driver_calls *d;
-    size_t n = 0;
     int prev;
     memset(out, 0, sizeof *out);
     L2P_TRY(driver(&d));
     L2P_TRY(l2p_discovery_supported());
-    L2P_TRY(l2p_graph_list_kernels(graph, NULL, &n));
-    L2P_TRY(l2p_device_enter(device, &prev)); /* the pointer queries need its context */
-    cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *nodes);
-    out->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *out->kernels);
-    l2p_status st = !nodes || !out->kernels
-                        ? l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning %zu nodes", n)
-                        : l2p_graph_list_kernels(graph, nodes, &n);
-    for (size_t k = 0; st == L2P_OK && k < n; k++) {
-        st = l2p_kernel_node_describe(nodes[k], &out->kernels[k]);
-        out->n_kernels = k + 1;
-        if (st == L2P_OK) st = scan_node(d, out, k);
+    out->kernels = (l2p_kernel_info *)calloc(k->n ? k->n : 1, sizeof *out->kernels);
+    if (!out->kernels)
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning %zu nodes", k->n);
+    if (k->n) memcpy(out->kernels, k->kernels, k->n * sizeof *out->kernels);
+    out->n_kernels = k->n;
+    l2p_status st = l2p_device_enter(device, &prev); /* the pointer queries need its context */
+    if (st != L2P_OK) {
+        l2p_graph_scan_free(out);
+        return st;
     }
+    for (size_t i = 0; st == L2P_OK && i < k->n; i++) st = scan_node(d, out, k, i);
     l2p_device_leave(prev);
-    free(nodes);
     if (st != L2P_OK) l2p_graph_scan_free(out);
+    return st;
+}
+
+l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out)
+{
+    l2p_graph_kernels k;
+    memset(out, 0, sizeof *out);
+    L2P_TRY(l2p_discovery_supported());
+    L2P_TRY(l2p_graph_kernels_take(device, graph, &k));
+    l2p_status st = l2p_graph_kernels_scan(device, &k, out);
+    l2p_graph_kernels_free(&k);
     return st;
 }
 

@@ -8,7 +8,7 @@
  * buffers of PyTorch's index_add_ and index_select in a torch.cuda.CUDAGraph.
  *
  * Eager work that cannot be captured is read from its launches instead (l2p_launchlog.h), which
- * fills the same l2p_graph_scan through the same argument scan (l2p_scan_kernel_args).
+ * fills the same l2p_graph_scan through the same argument scan (l2p_scan_span_args).
  *
  * An allocation may hold several tensors (a caching allocator's segment), so the allocation is
  * only a fallback name: offered tensors [ptr, ptr + nbytes) are matched against the words
@@ -62,17 +62,33 @@ typedef struct {
     size_t uses_cap;         /* uses allocated */
 } l2p_graph_scan;
 
+/* A graph's kernel nodes described once, by the call that lists them: name, launch shape and
+ * parameter spans. Later uses (a KernelNode's name, a tune run's labels at its end, a second
+ * scan) read this copy and never call cuFuncGet* on a node's function again: its module may
+ * have been unloaded since (XLA's executables, a CuPy RawModule, numba's finalized kernels),
+ * and the driver does not say that a graph node keeps its module loaded (the launch log's
+ * rule, 590e8ab, for graph nodes). */
+typedef struct {
+    cudaGraphNode_t *nodes;  /* the kernel nodes, in the graph's order (child graphs included) */
+    l2p_kernel_info *kernels; /* per node */
+    l2p_param_span *spans;   /* every node's parameters, node after node */
+    size_t *first_span;      /* per node: where its kernels[k].num_params spans begin */
+    size_t n;
+} l2p_graph_kernels;
+
 /* Whether discovery can read parameters here (L2P_OK), or why not: it needs
  * cuFuncGetParamInfo (driver 12.4). */
 l2p_status l2p_discovery_supported(void);
-/* Describe one kernel node (no parameter scan): name, launch shape, parameter count. */
-l2p_status l2p_kernel_node_describe(cudaGraphNode_t node, l2p_kernel_info *out);
-/* Scan every kernel node of `graph` on `device`; free with l2p_graph_scan_free. */
+/* List and describe every kernel node of `graph` on `device` (its context entered: a library
+ * kernel's function is per context); free with l2p_graph_kernels_free. */
+l2p_status l2p_graph_kernels_take(int device, cudaGraph_t graph, l2p_graph_kernels *out);
+void l2p_graph_kernels_free(l2p_graph_kernels *k);
+/* Scan the described nodes' arguments (read from each node now: its parameters, never its
+ * function) on `device`; free with l2p_graph_scan_free. */
+l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out);
+/* Both, for a graph scanned once as it is made (the watcher's remember). */
 l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out);
 void l2p_graph_scan_free(l2p_graph_scan *s);
-
-/* A function's name and parameter count into out (func, name, num_params; the rest untouched). */
-l2p_status l2p_function_describe(void *func, l2p_kernel_info *out);
 /* Its (mangled) name into out (L2P_KERNEL_NAME_MAX bytes, cut there), "" when the driver cannot
  * say; no error recorded (the launch log calls it inside CUPTI's callbacks, as the two below). */
 void l2p_function_name(void *func, char *out);
@@ -85,18 +101,16 @@ int l2p_function_param(void *func, size_t i, size_t *offset, size_t *size);
 /* The CUfunction of a CUkernel (a library kernel; CUDA 13's cudaKernel_t) in the current
  * context, or NULL. */
 void *l2p_kernel_function(void *kernel);
-/* Append to s->uses every word of kernel `kernel`'s arguments (s->kernels[kernel]: func and
- * num_params set) that the driver knows as device memory. The arguments are kernel_params (one
- * pointer per parameter) or, where that is NULL, `args`: every parameter at its offset (the
- * `extra` form's buffer); a parameter past args_size is skipped. The pointer queries need the
- * device's context current. */
-l2p_status l2p_scan_kernel_args(l2p_graph_scan *s, size_t kernel, void *const *kernel_params,
-                                const unsigned char *args, size_t args_size);
-/* The same over `args` (the `extra` form's layout) by spans read earlier, while the function was
- * known to be loaded (the launch log's, at the launch): no driver call on the function, which
- * its module's unload may have freed since (XLA's autotuning loads and unloads modules). */
+/* Append to s->uses every word of kernel `kernel`'s arguments that the driver knows as device
+ * memory, by spans read earlier, while the function was known to be loaded (the launch log's at
+ * the launch, a graph's when its nodes were described): no driver call on the function, which
+ * its module's unload may have freed since (XLA's autotuning loads and unloads modules). The
+ * arguments are kernel_params (one pointer per parameter) or, where that is NULL, `args`: every
+ * parameter at its offset (the `extra` form's buffer); a parameter past args_size is skipped.
+ * The pointer queries need the device's context current. */
 l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_span *spans,
-                              size_t n, const unsigned char *args, size_t args_size);
+                              size_t n, void *const *kernel_params, const unsigned char *args,
+                              size_t args_size);
 
 /* ---- pure parts (C-tested without a GPU) ---- */
 

@@ -497,7 +497,7 @@ static l2p_status scan_launch(const l2p_launch_log *log, size_t k, l2p_graph_sca
     info->shared_mem = l->shared_mem;
     out->n_kernels = k + 1;
     return l2p_scan_span_args(out, k, l->n_params ? log->spans + l->spans_at : NULL, l->n_params,
-                              log->args ? log->args + l->args_at : NULL, l->args_size);
+                              NULL, log->args ? log->args + l->args_at : NULL, l->args_size);
 }
 
 l2p_status l2p_launch_log_scan(const l2p_launch_log *log, l2p_graph_scan *out)

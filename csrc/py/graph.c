@@ -86,6 +86,8 @@ PyObject *l2p_graph_new(l2p_state *st, cudaGraph_t graph, int device, PyObject *
     g->owner = NULL;
     g->owner_gone = 0;
     g->owner_token = NULL;
+    memset(&g->kernels, 0, sizeof g->kernels);
+    g->described = 0;
     PyObject_GC_Track(g);
     return (PyObject *)g;
 }
@@ -130,27 +132,33 @@ static PyObject *node_new(l2p_state *st, PyObject *graph, cudaGraphNode_t node, 
     return (PyObject *)n;
 }
 
+/* The graph's kernel nodes described once (l2p_graph_kernels: name, shape, parameter spans),
+ * by the first call that lists them; every later use reads the copy, never the functions
+ * again (a module may be unloaded meanwhile). NULL with the error raised. */
+static const l2p_graph_kernels *graph_described(l2p_GraphObject *g)
+{
+    if (graph_check(g) < 0) return NULL;
+    if (!g->described) {
+        if (l2p_graph_kernels_take(g->g.life.device, g->g.graph, &g->kernels) != L2P_OK) {
+            l2p_py_raise(graph_state((PyObject *)g));
+            return NULL;
+        }
+        g->described = 1;
+    }
+    return &g->kernels;
+}
+
 static PyObject *graph_kernel_nodes(PyObject *self, void *c)
 {
-    l2p_GraphObject *g = (l2p_GraphObject *)self;
-    size_t n = 0;
     (void)c;
-    if (graph_check(g) < 0) return NULL;
-    if (l2p_graph_kernel_nodes(&g->g, NULL, &n) != L2P_OK) return l2p_py_raise(graph_state(self));
-    cudaGraphNode_t *nodes = PyMem_Calloc(n + 1, sizeof *nodes);
-    if (!nodes) return PyErr_NoMemory();
-    PyObject *list = NULL;
-    if (l2p_graph_kernel_nodes(&g->g, nodes, &n) != L2P_OK) {
-        l2p_py_raise(graph_state(self));
-    } else {
-        list = PyList_New((Py_ssize_t)n);
-        for (size_t i = 0; list && i < n; i++) {
-            PyObject *o = node_new(graph_state(self), self, nodes[i], (Py_ssize_t)i);
-            if (!o) Py_CLEAR(list);
-            else PyList_SET_ITEM(list, (Py_ssize_t)i, o);
-        }
+    const l2p_graph_kernels *k = graph_described((l2p_GraphObject *)self);
+    if (!k) return NULL;
+    PyObject *list = PyList_New((Py_ssize_t)k->n);
+    for (size_t i = 0; list && i < k->n; i++) {
+        PyObject *o = node_new(graph_state(self), self, k->nodes[i], (Py_ssize_t)i);
+        if (!o) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, (Py_ssize_t)i, o);
     }
-    PyMem_Free(nodes);
     return list;
 }
 
@@ -346,8 +354,9 @@ static PyObject *graph_scan(PyObject *self, PyObject *offers)
 {
     l2p_GraphObject *g = (l2p_GraphObject *)self;
     l2p_graph_scan sc;
-    if (graph_check(g) < 0) return NULL;
-    if (l2p_graph_scan_run(g->g.life.device, g->g.graph, &sc) != L2P_OK)
+    const l2p_graph_kernels *k = graph_described(g);
+    if (!k) return NULL;
+    if (l2p_graph_kernels_scan(g->g.life.device, k, &sc) != L2P_OK)
         return l2p_py_raise(graph_state(self));
     return l2p_py_scan_tuples(graph_state(self), &sc, offers);
 }
@@ -426,6 +435,7 @@ static void graph_dealloc(PyObject *self)
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     l2p_graph_destroy(&((l2p_GraphObject *)self)->g);
+    l2p_graph_kernels_free(&((l2p_GraphObject *)self)->kernels);
     graph_clear(self);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -519,11 +529,20 @@ static PyObject *node_get_position(PyObject *self, void *c)
     return PyLong_FromSsize_t(((l2p_KernelNodeObject *)self)->position);
 }
 
+/* The node as its graph described it when listed (graph_described): a KernelNode is only
+ * made from that list, so its position finds it. */
 static int node_describe(PyObject *self, l2p_kernel_info *k)
 {
     l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
     if (node_check(n) < 0) return -1;
-    if (l2p_kernel_node_describe(n->node, k) != L2P_OK) return l2p_py_raise_int(graph_state(self));
+    const l2p_graph_kernels *d = graph_described((l2p_GraphObject *)n->graph);
+    if (!d) return -1;
+    if (n->position < 0 || (size_t)n->position >= d->n || d->nodes[n->position] != n->node) {
+        PyErr_Format(PyExc_RuntimeError, "KernelNode at position %zd is not its graph's "
+                     "(%zu kernel nodes listed)", n->position, d->n);
+        return -1;
+    }
+    *k = d->kernels[n->position];
     return 0;
 }
 
@@ -565,7 +584,7 @@ static PyObject *node_repr(PyObject *self)
 {
     l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
     l2p_kernel_info k;
-    if (node_check(n) < 0 || l2p_kernel_node_describe(n->node, &k) != L2P_OK) {
+    if (node_describe(self, &k) < 0) {
         PyErr_Clear();
         l2p_clear_error();
         return PyUnicode_FromFormat("l2persist.KernelNode(position=%zd)", n->position);

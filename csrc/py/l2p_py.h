@@ -93,6 +93,8 @@ typedef struct {
     PyObject *owner; /* the foreign graph object borrowed from (as_graph), or NULL */
     int owner_gone;  /* the owner was seen holding another graph (or none): ours is freed */
     PyObject *owner_token; /* what the owner_handle hook said at the borrow, or NULL */
+    l2p_graph_kernels kernels; /* its kernel nodes, described at the first listing (graph.c) */
+    int described;             /* `kernels` was taken */
 } l2p_GraphObject;
 
 typedef struct {
