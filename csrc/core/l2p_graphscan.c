@@ -200,23 +200,68 @@ void *l2p_kernel_function(void *kernel)
     return (void *)f;
 }
 
-/* Room for one more span in k (grown by doubling). */
-static l2p_status span_room(l2p_graph_kernels *k, size_t used, size_t *cap)
+/* Room for `need` elements of `size` bytes in *buf (grown by doubling). */
+static l2p_status room(void **buf, size_t *cap, size_t need, size_t size)
 {
-    if (used < *cap) return L2P_OK;
-    size_t c = *cap ? 2 * *cap : 64;
-    l2p_param_span *n = (l2p_param_span *)realloc(k->spans, c * sizeof *n);
+    if (need <= *cap) return L2P_OK;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *n = realloc(*buf, c * size);
     if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing kernel nodes");
-    k->spans = n;
+    *buf = n;
     *cap = c;
     return L2P_OK;
 }
 
-/* Node i of k: its name, launch shape and parameter spans, appended at *used. */
+typedef struct {
+    size_t spans, spans_cap, args, args_cap; /* used and allocated, in elements */
+} described_sizes;
+
+/* Node i's parameter spans (cuFuncGetParamInfo), appended; returns the end of the last. */
+static l2p_status take_spans(const driver_calls *d, l2p_graph_kernels *k, size_t i,
+                             CUfunction f, described_sizes *z, size_t *end)
+{
+    size_t off, size;
+    *end = 0;
+    k->first_span[i] = z->spans;
+    for (size_t j = 0; d->param_info && f && j < 4096 &&
+                       d->param_info(f, j, &off, &size) == CUDA_SUCCESS;
+         j++) {
+        L2P_TRY(room((void **)&k->spans, &z->spans_cap, z->spans + 1, sizeof *k->spans));
+        k->spans[z->spans++] = (l2p_param_span){off, size};
+        k->kernels[i].num_params = j + 1;
+        if (off + size > *end) *end = off + size;
+    }
+    return L2P_OK;
+}
+
+/* Node i's argument bytes, copied in the `extra` form's layout (each parameter at its offset,
+ * `end` bytes): a node's parameters cannot be read once its function's module is unloaded
+ * (cuGraphKernelNodeGetParams crashed there, H200 6dc4703), and l2persist never changes them. */
+static l2p_status take_args(l2p_graph_kernels *k, size_t i, const CUDA_KERNEL_NODE_PARAMS *p,
+                            described_sizes *z, size_t end)
+{
+    size_t extra_size = 0;
+    const unsigned char *extra = p->kernelParams ? NULL : l2p_extra_buffer(p->extra, &extra_size);
+    L2P_TRY(room((void **)&k->args, &z->args_cap, z->args + end, 1));
+    unsigned char *dst = k->args + z->args;
+    memset(dst, 0, end);
+    const l2p_param_span *sp = k->spans + k->first_span[i];
+    for (size_t j = 0; p->kernelParams && j < k->kernels[i].num_params; j++)
+        memcpy(dst + sp[j].offset, p->kernelParams[j], sp[j].size);
+    if (extra) memcpy(dst, extra, extra_size < end ? extra_size : end);
+    k->args_at[i] = z->args;
+    k->args_size[i] = p->kernelParams ? end : (extra ? (extra_size < end ? extra_size : end) : 0);
+    z->args += end;
+    return L2P_OK;
+}
+
+/* Node i of k: its name, launch shape, parameter spans and argument bytes. */
 static l2p_status describe_node(const driver_calls *d, l2p_graph_kernels *k, size_t i,
-                                size_t *used, size_t *cap)
+                                described_sizes *z)
 {
     CUDA_KERNEL_NODE_PARAMS p;
+    size_t end = 0;
     l2p_kernel_info *out = &k->kernels[i];
     L2P_TRY(node_params(d, k->nodes[i], &p));
     out->node = k->nodes[i];
@@ -225,30 +270,26 @@ static l2p_status describe_node(const driver_calls *d, l2p_graph_kernels *k, siz
     out->grid[0] = p.gridDimX, out->grid[1] = p.gridDimY, out->grid[2] = p.gridDimZ;
     out->block[0] = p.blockDimX, out->block[1] = p.blockDimY, out->block[2] = p.blockDimZ;
     out->shared_mem = p.sharedMemBytes;
-    k->first_span[i] = *used;
-    size_t off, size;
-    for (size_t j = 0; d->param_info && p.func && j < 4096 &&
-                       d->param_info(p.func, j, &off, &size) == CUDA_SUCCESS;
-         j++) {
-        L2P_TRY(span_room(k, *used, cap));
-        k->spans[(*used)++] = (l2p_param_span){off, size};
-        out->num_params = j + 1;
-    }
-    return L2P_OK;
+    L2P_TRY(take_spans(d, k, i, p.func, z, &end));
+    return take_args(k, i, &p, z, end);
 }
 
 static l2p_status take_described(const driver_calls *d, cudaGraph_t graph, l2p_graph_kernels *k)
 {
-    size_t n = 0, used = 0, cap = 0;
+    size_t n = 0;
+    described_sizes z = {0, 0, 0, 0};
     L2P_TRY(l2p_graph_list_kernels(graph, NULL, &n));
-    k->nodes = (cudaGraphNode_t *)calloc(n ? n : 1, sizeof *k->nodes);
-    k->kernels = (l2p_kernel_info *)calloc(n ? n : 1, sizeof *k->kernels);
-    k->first_span = (size_t *)calloc(n ? n : 1, sizeof *k->first_span);
-    if (!k->nodes || !k->kernels || !k->first_span)
+    size_t c = n ? n : 1;
+    k->nodes = (cudaGraphNode_t *)calloc(c, sizeof *k->nodes);
+    k->kernels = (l2p_kernel_info *)calloc(c, sizeof *k->kernels);
+    k->first_span = (size_t *)calloc(c, sizeof *k->first_span);
+    k->args_at = (size_t *)calloc(c, sizeof *k->args_at);
+    k->args_size = (size_t *)calloc(c, sizeof *k->args_size);
+    if (!k->nodes || !k->kernels || !k->first_span || !k->args_at || !k->args_size)
         return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing %zu nodes", n);
     L2P_TRY(l2p_graph_list_kernels(graph, k->nodes, &n));
     k->n = n;
-    for (size_t i = 0; i < n; i++) L2P_TRY(describe_node(d, k, i, &used, &cap));
+    for (size_t i = 0; i < n; i++) L2P_TRY(describe_node(d, k, i, &z));
     return L2P_OK;
 }
 
@@ -271,6 +312,9 @@ void l2p_graph_kernels_free(l2p_graph_kernels *k)
     free(k->kernels);
     free(k->spans);
     free(k->first_span);
+    free(k->args);
+    free(k->args_at);
+    free(k->args_size);
     memset(k, 0, sizeof *k);
 }
 
@@ -331,27 +375,18 @@ l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_
     return L2P_OK;
 }
 
-/* One described node's arguments, read from the node now (never from its function). */
-static l2p_status scan_node(const driver_calls *d, l2p_graph_scan *s, const l2p_graph_kernels *k,
-                            size_t i)
+/* One described node's arguments, from the copy (no call on the node or its function). */
+static l2p_status scan_node(l2p_graph_scan *s, const l2p_graph_kernels *k, size_t i)
 {
-    CUDA_KERNEL_NODE_PARAMS p;
-    size_t extra_size = 0;
-    memset(&p, 0, sizeof p);
-    CUresult rc = d->get_params((CUgraphNode)k->nodes[i], &p);
-    if (rc != CUDA_SUCCESS)
-        return l2p_fail(L2P_ERR_CUDA, "cuGraphKernelNodeGetParams failed (CUresult %d)", (int)rc);
-    const unsigned char *buf = p.kernelParams ? NULL : l2p_extra_buffer(p.extra, &extra_size);
-    return l2p_scan_span_args(s, i, k->spans + k->first_span[i], k->kernels[i].num_params,
-                              p.kernelParams, buf, extra_size);
+    return l2p_scan_span_args(s, i, k->spans ? k->spans + k->first_span[i] : NULL,
+                              k->kernels[i].num_params, NULL,
+                              k->args ? k->args + k->args_at[i] : NULL, k->args_size[i]);
 }
 
 l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out)
 {
-    const driver_calls *d;
     int prev;
     memset(out, 0, sizeof *out);
-    L2P_TRY(driver(&d));
     L2P_TRY(l2p_discovery_supported());
     out->kernels = (l2p_kernel_info *)calloc(k->n ? k->n : 1, sizeof *out->kernels);
     if (!out->kernels)
@@ -363,7 +398,7 @@ l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_gr
         l2p_graph_scan_free(out);
         return st;
     }
-    for (size_t i = 0; st == L2P_OK && i < k->n; i++) st = scan_node(d, out, k, i);
+    for (size_t i = 0; st == L2P_OK && i < k->n; i++) st = scan_node(out, k, i);
     l2p_device_leave(prev);
     if (st != L2P_OK) l2p_graph_scan_free(out);
     return st;

@@ -62,17 +62,19 @@ typedef struct {
     size_t uses_cap;         /* uses allocated */
 } l2p_graph_scan;
 
-/* A graph's kernel nodes described once, by the call that lists them: name, launch shape and
- * parameter spans. Later uses (a KernelNode's name, a tune run's labels at its end, a second
- * scan) read this copy and never call cuFuncGet* on a node's function again: its module may
- * have been unloaded since (XLA's executables, a CuPy RawModule, numba's finalized kernels),
- * and the driver does not say that a graph node keeps its module loaded (the launch log's
- * rule, 590e8ab, for graph nodes). */
+/* A graph's kernel nodes described once, by the call that lists them: name, launch shape,
+ * parameter spans and argument bytes. Later uses (a KernelNode's name, a tune run's labels at
+ * its end, a second scan) read this copy and never ask the node or its function again: the
+ * module may have been unloaded since (XLA's executables, a CuPy RawModule, numba's finalized
+ * kernels), and then cuGraphKernelNodeGetParams itself crashes (H200, 6dc4703; the driver does
+ * not say that a node keeps its module loaded). The launch log's rule (590e8ab) for graphs. */
 typedef struct {
     cudaGraphNode_t *nodes;  /* the kernel nodes, in the graph's order (child graphs included) */
     l2p_kernel_info *kernels; /* per node */
     l2p_param_span *spans;   /* every node's parameters, node after node */
     size_t *first_span;      /* per node: where its kernels[k].num_params spans begin */
+    unsigned char *args;     /* every node's argument bytes, each parameter at its offset */
+    size_t *args_at, *args_size; /* per node: where its bytes begin, and how many */
     size_t n;
 } l2p_graph_kernels;
 
@@ -83,8 +85,8 @@ l2p_status l2p_discovery_supported(void);
  * kernel's function is per context); free with l2p_graph_kernels_free. */
 l2p_status l2p_graph_kernels_take(int device, cudaGraph_t graph, l2p_graph_kernels *out);
 void l2p_graph_kernels_free(l2p_graph_kernels *k);
-/* Scan the described nodes' arguments (read from each node now: its parameters, never its
- * function) on `device`; free with l2p_graph_scan_free. */
+/* Scan the described nodes' argument bytes (the copy: no call on a node or its function) on
+ * `device` (the pointer queries need its context); free with l2p_graph_scan_free. */
 l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out);
 /* Both, for a graph scanned once as it is made (the watcher's remember). */
 l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out);
