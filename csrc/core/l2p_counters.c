@@ -459,10 +459,7 @@ l2p_status l2p_profiler_end_pass(l2p_profiler *s, int *all_done)
 {
     *all_done = 0;
     if (!s->in_pass) return l2p_fail(L2P_ERR_STATE, "no pass is in flight");
-    if (l2p_profiler_alive(s) != L2P_OK) { /* the pass died with its context: nothing to stop */
-        s->in_pass = s->in_range = 0;
-        return L2P_ERR_STATE;
-    }
+    L2P_TRY(l2p_profiler_alive(s)); /* close() still ends the pass with CUPTI (below) */
     if (s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
@@ -521,13 +518,16 @@ l2p_status l2p_profiler_range(l2p_profiler *s, size_t i, char *name, size_t name
 void l2p_profiler_close(l2p_profiler *s)
 {
     if (!s) return;
-    if (s->rp && l2p_life_gone(&s->life)) s->rp = NULL; /* CUPTI's object died with it */
+    /* After a device reset too: CUPTI's calls on the dead context's profiler object return
+     * an error, and skipping them left CUPTI unable to open another session
+     * (cuptiProfilerGetCounterAvailability: CUPTI_ERROR_INVALID_PARAMETER, H200 e7d930d,
+     * tools/investigations/counters-after-reset). */
     if (s->rp && s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerPopRange(&pp);
     }
-    if (s->rp && s->in_pass) {
+    if (s->in_pass) {
         CUpti_RangeProfiler_Stop_Params sp = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
         sp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerStop(&sp);
