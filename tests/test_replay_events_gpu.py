@@ -192,7 +192,7 @@ _RESET_SCRIPT = textwrap.dedent("""
     out["pending"] = after["pending"]
 
     # a counter session whose work resets the device: refused by name, CUPTI's objects of the
-    # dead context never touched, and the next session counts as it should
+    # dead context never touched, and the next session refused with what works
     a = l2persist.zeros(4096, np.uint32)
     o = l2persist.zeros(4096, np.uint32)
     try:
@@ -202,8 +202,13 @@ _RESET_SCRIPT = textwrap.dedent("""
         out["measure"] = f"{type(e).__name__}: {e}"
     a = l2persist.zeros(4096, np.uint32)
     o = l2persist.zeros(4096, np.uint32)
-    c = l2persist.measure(lambda: K.pattern(a, o), ["global_load_requests"])
-    out["after"] = c["global_load_requests"]
+    try:
+        l2persist.measure(lambda: K.pattern(a, o), ["global_load_requests"])
+        out["after"] = None
+    except Exception as e:
+        out["after"] = f"{type(e).__name__}: {e}"
+    K.pattern(a, o)                               # the device is usable
+    l2persist.Device(0).synchronize()
     print(json.dumps(out))
 """)
 
@@ -213,7 +218,10 @@ def test_a_device_reset_forgets_the_replay_events_and_the_counter_session():
     between replays, and inside a counter session's work (P5 of the handle review): the replay
     events made before are forgotten, never used (the pair pending across the reset counted
     failed, its late end ignored) and the next replay is timed on new events; the session's
-    pass is refused as "was reset" and the next session counts one load request per warp."""
+    pass is refused as "was reset", CUPTI's objects of the dead context are never called (that
+    crashed, H200 1b28dc3), and the next session is refused with what works (CUPTI's Range
+    Profiler opens no other session in that process: tools/investigations/counters-after-reset),
+    the device staying usable."""
     r = subprocess.run([sys.executable, "-c", _RESET_SCRIPT], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -223,4 +231,4 @@ def test_a_device_reset_forgets_the_replay_events_and_the_counter_session():
     assert fresh != stale, out                       # another generation's id
     assert out["timed"] == 1 and out["failed"] == 1 and out["pending"] == 0, out
     assert out["measure"] is not None and "was reset" in out["measure"], out
-    assert out["after"] == 1, out
+    assert out["after"] is not None and "measure in a new process" in out["after"], out

@@ -169,6 +169,13 @@ struct l2p_profiler {
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static l2p_profiler *active_session;
+/* 1 + the device reset while a session was open, or 0. CUPTI's Range Profiler then refuses
+ * every later session of the process (cuptiProfilerGetCounterAvailability:
+ * CUPTI_ERROR_INVALID_PARAMETER, also after cuptiProfilerDeInitialize and Initialize; a reset
+ * outside a session leaves it working: H200 e7d930d, tools/investigations/counters-after-reset),
+ * and its objects of the dead context cannot be disabled (a crash), so the refusal comes first
+ * and says what works. */
+static int lost_to_reset;
 
 int l2p_counters_session_open(void)
 {
@@ -371,6 +378,14 @@ l2p_status l2p_profiler_open(int device, const char *const *metrics, size_t n, i
     L2P_TRY(l2p_counters_load());
     L2P_TRY(l2p_device_enter(device, &prev));
     pthread_mutex_lock(&session_lock);
+    if (lost_to_reset) {
+        int dev = lost_to_reset - 1;
+        pthread_mutex_unlock(&session_lock);
+        l2p_device_leave(prev);
+        return l2p_fail(L2P_ERR_STATE, "counters: device %d was reset while a counter session "
+                        "was open in this process, and CUPTI's Range Profiler opens no other "
+                        "session in it after that; measure in a new process", dev);
+    }
     if (active_session) {
         pthread_mutex_unlock(&session_lock);
         l2p_device_leave(prev);
@@ -459,7 +474,10 @@ l2p_status l2p_profiler_end_pass(l2p_profiler *s, int *all_done)
 {
     *all_done = 0;
     if (!s->in_pass) return l2p_fail(L2P_ERR_STATE, "no pass is in flight");
-    L2P_TRY(l2p_profiler_alive(s)); /* close() still ends the pass with CUPTI (below) */
+    if (l2p_profiler_alive(s) != L2P_OK) { /* the pass died with its context: nothing to stop */
+        s->in_pass = s->in_range = 0;
+        return L2P_ERR_STATE;
+    }
     if (s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
@@ -518,16 +536,21 @@ l2p_status l2p_profiler_range(l2p_profiler *s, size_t i, char *name, size_t name
 void l2p_profiler_close(l2p_profiler *s)
 {
     if (!s) return;
-    /* After a device reset too: CUPTI's calls on the dead context's profiler object return
-     * an error, and skipping them left CUPTI unable to open another session
-     * (cuptiProfilerGetCounterAvailability: CUPTI_ERROR_INVALID_PARAMETER, H200 e7d930d,
-     * tools/investigations/counters-after-reset). */
+    /* After a device reset CUPTI's calls on the dead context's profiler object crash
+     * (SIGSEGV, H200 1b28dc3), so none is made; CUPTI then cannot open another session in
+     * this process (lost_to_reset). */
+    if (s->rp && l2p_life_gone(&s->life)) {
+        s->rp = NULL;
+        pthread_mutex_lock(&session_lock);
+        lost_to_reset = s->device + 1;
+        pthread_mutex_unlock(&session_lock);
+    }
     if (s->rp && s->in_range) {
         CUpti_RangeProfiler_PopRange_Params pp = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
         pp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerPopRange(&pp);
     }
-    if (s->in_pass) {
+    if (s->rp && s->in_pass) {
         CUpti_RangeProfiler_Stop_Params sp = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
         sp.pRangeProfilerObject = s->rp;
         (void)api.cuptiRangeProfilerStop(&sp);
