@@ -316,20 +316,32 @@ static void test_replay_slot_ids(void)
     CHECK(l2p_replays_slot_id(L2P_REPLAYS_GENERATIONS, 5) == 5);
 }
 
-/* Without a GPU a replay goes untimed and counted, and an id never handed out is ignored. */
-static void test_replays_without_a_device(void)
+/* A replay on the legacy stream: without a GPU it goes untimed and counted failed; with one
+ * it is timed and harvested. Either way an id never handed out (another generation's) is
+ * ignored and nothing stays pending. */
+static void test_replays_counted(void)
 {
+    unsigned long long now = 0;
+    int gpu = l2p_device_context_id(0, &now) == L2P_OK && now != 0;
+    l2p_clear_error();
     int label = l2p_replays_label("test_life"), slot = 7;
     CHECK(label >= 0);
     l2p_replays_counts before, after;
     l2p_replays_counts_get(&before);
-    CHECK(l2p_replays_begin((cudaStream_t)0, label, &slot) == L2P_OK && slot == -1);
-    l2p_replays_end(l2p_replays_slot_id(3, 2), (cudaStream_t)0);
+    CHECK(l2p_replays_begin((cudaStream_t)0, label, &slot) == L2P_OK && (slot >= 0) == gpu);
+    l2p_replays_end(l2p_replays_slot_id(3, 2), (cudaStream_t)0); /* ignored */
+    l2p_replays_end(slot, (cudaStream_t)0);
+    if (gpu) CHECK(cudaDeviceSynchronize() == cudaSuccess);
     size_t added = 9;
     l2p_replays_harvest(&added);
     l2p_replays_counts_get(&after);
-    CHECK(added == 0 && after.pending == 0 && after.timed == 0);
-    CHECK(after.failed + after.skipped == before.failed + before.skipped + 1);
+    CHECK(added == (size_t)gpu && after.pending == 0);
+    if (gpu)
+        CHECK(after.timed + after.host == before.timed + before.host + 1 &&
+              after.failed == before.failed);
+    else
+        CHECK(after.failed + after.skipped == before.failed + before.skipped + 1 &&
+              after.timed == 0);
 }
 
 int main(void)
@@ -352,7 +364,7 @@ int main(void)
     test_without_a_device();
     test_replay_pool_fate();
     test_replay_slot_ids();
-    test_replays_without_a_device();
+    test_replays_counted();
     printf("test_life: %d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
     return l2p_test_failed ? 1 : 0;
 }
