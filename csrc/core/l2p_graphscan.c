@@ -243,6 +243,9 @@ static l2p_status take_args(l2p_graph_kernels *k, size_t i, const CUDA_KERNEL_NO
 {
     size_t extra_size = 0;
     const unsigned char *extra = p->kernelParams ? NULL : l2p_extra_buffer(p->extra, &extra_size);
+    k->args_at[i] = z->args;
+    k->args_size[i] = 0;
+    if (!end) return L2P_OK; /* no parameter (or no layout): no bytes, and k->args may be NULL */
     L2P_TRY(room((void **)&k->args, &z->args_cap, z->args + end, 1));
     unsigned char *dst = k->args + z->args;
     memset(dst, 0, end);
@@ -250,7 +253,6 @@ static l2p_status take_args(l2p_graph_kernels *k, size_t i, const CUDA_KERNEL_NO
     for (size_t j = 0; p->kernelParams && j < k->kernels[i].num_params; j++)
         memcpy(dst + sp[j].offset, p->kernelParams[j], sp[j].size);
     if (extra) memcpy(dst, extra, extra_size < end ? extra_size : end);
-    k->args_at[i] = z->args;
     k->args_size[i] = p->kernelParams ? end : (extra ? (extra_size < end ? extra_size : end) : 0);
     z->args += end;
     return L2P_OK;
@@ -378,9 +380,9 @@ l2p_status l2p_scan_span_args(l2p_graph_scan *s, size_t kernel, const l2p_param_
 /* One described node's arguments, from the copy (no call on the node or its function). */
 static l2p_status scan_node(l2p_graph_scan *s, const l2p_graph_kernels *k, size_t i)
 {
-    return l2p_scan_span_args(s, i, k->spans ? k->spans + k->first_span[i] : NULL,
-                              k->kernels[i].num_params, NULL,
-                              k->args ? k->args + k->args_at[i] : NULL, k->args_size[i]);
+    if (!k->args_size[i]) return L2P_OK; /* no bytes copied: nothing to scan */
+    return l2p_scan_span_args(s, i, k->spans + k->first_span[i], k->kernels[i].num_params, NULL,
+                              k->args + k->args_at[i], k->args_size[i]);
 }
 
 l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out)

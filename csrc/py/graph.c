@@ -132,7 +132,7 @@ static PyObject *node_new(l2p_state *st, PyObject *graph, cudaGraphNode_t node, 
     return (PyObject *)n;
 }
 
-/* The graph's kernel nodes described once (l2p_graph_kernels: name, shape, parameter spans),
+/* The graph's kernel nodes described once (l2p_graph_kernels: name, shape, parameters, bytes),
  * by the first call that lists them; every later use reads the copy, never the functions
  * again (a module may be unloaded meanwhile). NULL with the error raised. */
 static const l2p_graph_kernels *graph_described(l2p_GraphObject *g)
