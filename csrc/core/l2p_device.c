@@ -447,6 +447,79 @@ unsigned long long l2p_context_id_current(void)
     return 0;
 }
 
+/* ---- contexts by handle (the replay timer's pool: l2p_replays.c) ---- */
+
+typedef struct {
+    int (*get_current)(void **);
+    int (*get_id)(void *, unsigned long long *);
+    int (*get_device)(int *);
+    int (*state)(int, unsigned *, int *);
+    int (*retain)(void **, int);
+    int (*release)(int);
+} context_calls;
+
+static context_calls ctx_fns;
+static int ctx_fns_ok;
+static pthread_once_t ctx_fns_once = PTHREAD_ONCE_INIT;
+
+static void resolve_context_calls(void)
+{
+    void *f[6];
+    const char *names[6] = {"cuCtxGetCurrent", "cuCtxGetId", "cuCtxGetDevice",
+                            "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxRetain",
+                            "cuDevicePrimaryCtxRelease"};
+    for (int i = 0; i < 6; i++)
+        if (l2p_driver_symbol(names[i], &f[i]) != L2P_OK) {
+            l2p_clear_error();
+            return;
+        }
+    ctx_fns.get_current = (int (*)(void **))f[0];
+    ctx_fns.get_id = (int (*)(void *, unsigned long long *))f[1];
+    ctx_fns.get_device = (int (*)(int *))f[2];
+    ctx_fns.state = (int (*)(int, unsigned *, int *))f[3];
+    ctx_fns.retain = (int (*)(void **, int))f[4];
+    ctx_fns.release = (int (*)(int))f[5];
+    ctx_fns_ok = 1;
+}
+
+static const context_calls *context_fns(void)
+{
+    pthread_once(&ctx_fns_once, resolve_context_calls);
+    return ctx_fns_ok ? &ctx_fns : NULL;
+}
+
+void *l2p_context_current_handle(void)
+{
+    const context_calls *c = context_fns();
+    void *ctx = NULL;
+    if (!c || c->get_current(&ctx) != 0) return NULL;
+    return ctx;
+}
+
+unsigned long long l2p_context_id_of(void *ctx)
+{
+    const context_calls *c = context_fns();
+    unsigned long long id = 0;
+    if (!c || !ctx || c->get_id(ctx, &id) != 0) return 0;
+    return id;
+}
+
+int l2p_context_is_primary(void *ctx, int *device)
+{
+    const context_calls *c = context_fns();
+    void *primary = NULL;
+    unsigned flags = 0;
+    int dev = -1, active = 0;
+    *device = -1;
+    if (!c || !ctx || ctx != l2p_context_current_handle() || c->get_device(&dev) != 0) return 0;
+    *device = dev;
+    /* never made here: a retain of an inactive primary context would make one */
+    if (c->state(dev, &flags, &active) != 0 || !active) return 0;
+    if (c->retain(&primary, dev) != 0) return 0;
+    (void)c->release(dev);
+    return primary == ctx;
+}
+
 static l2p_status context_id_current(unsigned long long *id)
 {
     *id = l2p_context_id_current();

@@ -116,6 +116,15 @@ void l2p_driver_initialised(int *out);
  * one has another id: memory allocated before is gone, and its addresses may be handed out
  * again. */
 unsigned long long l2p_context_id_current(void);
+/* Contexts by handle, asked of the driver without making or switching any: the context
+ * current on this thread (NULL when none or unknown); a context's unique id (0 when unknown
+ * or destroyed: after a device reset the primary context's handle answers
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED, measured, and its next life has another id); and whether
+ * `ctx`, current on this thread, is its device's primary context (*device: its device, or -1;
+ * 0 where the primary context is not active: a green context, a cuCtxCreate one). */
+void *l2p_context_current_handle(void);
+unsigned long long l2p_context_id_of(void *ctx);
+int l2p_context_is_primary(void *ctx, int *device);
 /* The same for `index`'s primary context (entering the device). */
 l2p_status l2p_device_context_id(int index, unsigned long long *id);
 /* 1 when an object made in context `ctx` (nonzero) on `index` outlived a reset of the device:

@@ -290,7 +290,7 @@ static l2p_status take_described(const driver_calls *d, cudaGraph_t graph, l2p_g
     if (!k->nodes || !k->kernels || !k->first_span || !k->args_at || !k->args_size)
         return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing %zu nodes", n);
     L2P_TRY(l2p_graph_list_kernels(graph, k->nodes, &n));
-    k->n = n;
+    k->n = n < c ? n : c; /* a node added by another thread since the count is left out */
     for (size_t i = 0; i < n; i++) L2P_TRY(describe_node(d, k, i, &z));
     return L2P_OK;
 }
@@ -403,17 +403,6 @@ l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_gr
     for (size_t i = 0; st == L2P_OK && i < k->n; i++) st = scan_node(out, k, i);
     l2p_device_leave(prev);
     if (st != L2P_OK) l2p_graph_scan_free(out);
-    return st;
-}
-
-l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out)
-{
-    l2p_graph_kernels k;
-    memset(out, 0, sizeof *out);
-    L2P_TRY(l2p_discovery_supported());
-    L2P_TRY(l2p_graph_kernels_take(device, graph, &k));
-    l2p_status st = l2p_graph_kernels_scan(device, &k, out);
-    l2p_graph_kernels_free(&k);
     return st;
 }
 

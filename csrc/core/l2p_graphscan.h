@@ -67,7 +67,8 @@ typedef struct {
  * its end, a second scan) read this copy and never ask the node or its function again: the
  * module may have been unloaded since (XLA's executables, a CuPy RawModule, numba's finalized
  * kernels), and then cuGraphKernelNodeGetParams itself crashes (H200, 6dc4703; the driver does
- * not say that a node keeps its module loaded). The launch log's rule (590e8ab) for graphs. */
+ * not say that a node keeps its module loaded). The launch log's rule (590e8ab) for graphs.
+ * Reading or setting a node's window (an attribute) still asks the node. */
 typedef struct {
     cudaGraphNode_t *nodes;  /* the kernel nodes, in the graph's order (child graphs included) */
     l2p_kernel_info *kernels; /* per node */
@@ -88,8 +89,6 @@ void l2p_graph_kernels_free(l2p_graph_kernels *k);
 /* Scan the described nodes' argument bytes (the copy: no call on a node or its function) on
  * `device` (the pointer queries need its context); free with l2p_graph_scan_free. */
 l2p_status l2p_graph_kernels_scan(int device, const l2p_graph_kernels *k, l2p_graph_scan *out);
-/* Both, for a graph scanned once as it is made (the watcher's remember). */
-l2p_status l2p_graph_scan_run(int device, cudaGraph_t graph, l2p_graph_scan *out);
 void l2p_graph_scan_free(l2p_graph_scan *s);
 /* Its (mangled) name into out (L2P_KERNEL_NAME_MAX bytes, cut there), "" when the driver cannot
  * say; no error recorded (the launch log calls it inside CUPTI's callbacks, as the two below). */

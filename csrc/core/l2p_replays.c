@@ -13,7 +13,7 @@
 enum { SLOT_FREE = 0, SLOT_BEGUN, SLOT_ENDED };
 
 typedef struct {
-    cudaEvent_t first, second; /* made on first use, kept for the process */
+    cudaEvent_t first, second; /* made on first use, kept until a device reset forgets them */
     uint64_t stamp;            /* CUPTI's clock on the host, before `first` was recorded */
     int label;
     int state;                 /* SLOT_* */
@@ -31,9 +31,13 @@ static char *labels[L2P_REPLAYS_LABELS];
 static char *host_labels[L2P_REPLAYS_LABELS];
 static int n_labels;
 static l2p_replays_counts counts;
-/* The context the pool's events were made in (l2p_life.h): a device reset destroys them, and
- * they are then forgotten, never used nor destroyed (l2p_replays_pool_fate). */
-static l2p_life pool_life;
+/* The context the pool's events were made in: a device reset destroys them with the primary
+ * context, and they are then forgotten, never used nor destroyed (l2p_replays_pool_fate). */
+static struct {
+    void *ctx;              /* its handle */
+    unsigned long long id;  /* its id when the events were made (0: unknown) */
+    int primary;            /* the device's primary context: the one a device reset destroys */
+} pool;
 /* Counts the pools forgotten: a slot id carries it, so that a pair begun before a reset is
  * never ended on a slot of the pool made after. */
 static unsigned generation;
@@ -73,11 +77,12 @@ int l2p_replays_label(const char *label)
     return id;
 }
 
-l2p_replays_fate l2p_replays_pool_fate(const l2p_life *pool, size_t made,
-                                      unsigned long long now, int gone)
+l2p_replays_fate l2p_replays_pool_fate(size_t made, int primary, unsigned long long id_made,
+                                      unsigned long long id_now, int same_ctx)
 {
-    if (!made || !pool->ctx || !now || now == pool->ctx) return L2P_REPLAYS_USE;
-    return gone ? L2P_REPLAYS_FORGET : L2P_REPLAYS_ELSEWHERE;
+    if (!made) return L2P_REPLAYS_USE;
+    if (primary && id_made && id_now != id_made) return L2P_REPLAYS_FORGET;
+    return same_ctx ? L2P_REPLAYS_USE : L2P_REPLAYS_ELSEWHERE;
 }
 
 int l2p_replays_slot_id(unsigned gen, int index)
@@ -98,31 +103,43 @@ static void forget_pool(void)
         }
     n_made = 0;
     n_free = 0;
-    pool_life.ctx = 0;
+    pool.ctx = NULL;
+    pool.id = 0;
+    pool.primary = 0;
     generation++;
 }
 
-/* What to do with the pool for a replay on this thread's context `now`: the device reset is
- * asked of the pool's device only where the ids differ (rare: a reset, or a second device). */
-static l2p_replays_fate pool_fate_now(unsigned long long now)
+/* What to do with the pool for a replay in context `ctx` (NULL: the pool's own; the watcher's
+ * harvest). Asks only the pool's primary context's id (its handle outlives a reset): nothing
+ * is made, switched or entered, and a pool in a green or cuCtxCreate context is never
+ * forgotten. The caller holds the lock. */
+static l2p_replays_fate pool_fate(void *ctx)
 {
-    int gone = 0;
-    if (n_made && pool_life.ctx && now && now != pool_life.ctx) gone = l2p_life_gone(&pool_life);
-    return l2p_replays_pool_fate(&pool_life, n_made, now, gone);
+    unsigned long long now = n_made && pool.primary ? l2p_context_id_of(pool.ctx) : 0;
+    return l2p_replays_pool_fate(n_made, pool.primary, pool.id, now, !ctx || ctx == pool.ctx);
+}
+
+/* The pool forgotten where its context was reset since its events were made. */
+static void forget_if_reset(void)
+{
+    if (pool_fate(NULL) == L2P_REPLAYS_FORGET) forget_pool();
 }
 
 /* A free slot with its events made, or -1 (the pool is full or an event could not be made:
- * *failed says which). The first events made note the context (`now`). The caller holds the
- * lock. */
-static int take_slot(unsigned long long now, int *failed)
+ * *failed says which). The first events made note their context `ctx` (current on this
+ * thread). The caller holds the lock. */
+static int take_slot(void *ctx, int *failed)
 {
     *failed = 0;
     if (n_free) return free_list[--n_free];
     if (n_made == L2P_REPLAYS_SLOTS) return -1;
     if (!n_made) {
-        int device = 0;
-        pool_life.ctx = cudaGetDevice(&device) == cudaSuccess ? now : 0;
-        pool_life.device = device;
+        int device = -1;
+        pool.ctx = ctx;
+        pool.id = l2p_context_id_of(ctx);
+        int mode = l2p_capture_relax(); /* the retain it asks with: never near a capture */
+        pool.primary = l2p_context_is_primary(ctx, &device);
+        l2p_capture_restore(mode);
     }
     replay_slot *s = &slots[n_made];
     if (cudaEventCreate(&s->first) != cudaSuccess) {
@@ -173,18 +190,20 @@ l2p_status l2p_replays_begin(cudaStream_t stream, int label, int *slot)
                         label);
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     cudaError_t rc = cudaStreamIsCapturing(stream, &cap);
-    unsigned long long now = l2p_context_id_current();
+    /* asked only where no capture is open on the stream: no call of ours near a capture */
+    void *ctx = rc == cudaSuccess && cap == cudaStreamCaptureStatusNone
+                    ? l2p_context_current_handle() : NULL;
     pthread_mutex_lock(&lock);
-    if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+    if (rc != cudaSuccess || cap != cudaStreamCaptureStatusNone || !ctx) {
         /* capturing: an event here would join the program's graph; on the legacy stream while
          * another thread captures the query itself is refused (that capture goes on) */
         count_untimed(rc != cudaSuccess);
         pthread_mutex_unlock(&lock);
         return L2P_OK;
     }
-    l2p_replays_fate fate = pool_fate_now(now);
+    l2p_replays_fate fate = pool_fate(ctx);
     if (fate == L2P_REPLAYS_FORGET) forget_pool();
-    int failed = 0, i = fate == L2P_REPLAYS_ELSEWHERE ? -1 : take_slot(now, &failed);
+    int failed = 0, i = fate == L2P_REPLAYS_ELSEWHERE ? -1 : take_slot(ctx, &failed);
     if (i < 0) {
         count_untimed(failed);
         pthread_mutex_unlock(&lock);
@@ -209,6 +228,7 @@ void l2p_replays_end(int id, cudaStream_t stream)
 {
     if (id < 0) return;
     pthread_mutex_lock(&lock);
+    forget_if_reset(); /* a reset between the begin and here: the pair's events are gone */
     int slot = id % L2P_REPLAYS_SLOTS;
     replay_slot *s = &slots[slot];
     /* a pair begun before its pool was forgotten is not ended on the new pool's slot */
@@ -242,9 +262,7 @@ void l2p_replays_harvest(size_t *added)
 {
     size_t n = 0;
     pthread_mutex_lock(&lock);
-    /* the watcher's thread: its context may not be the program's, so the pool's own device
-     * is asked */
-    if (n_made && l2p_life_gone(&pool_life)) forget_pool();
+    forget_if_reset(); /* the watcher's thread: the pool's own context is asked, none made */
     for (size_t i = 0; i < n_made; i++) {
         replay_slot *s = &slots[i];
         if (s->state != SLOT_ENDED) continue;

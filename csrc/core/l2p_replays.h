@@ -11,7 +11,8 @@
  * node of the program's graph), or fail the program's replay. A replay that cannot be timed
  * (capturing, the pool full, an event call failed) is counted, not raised. The events are made
  * once and reused for the process (destroying them could race a capture elsewhere: the
- * capture rules in DESIGN.md); at most L2P_REPLAYS_SLOTS pairs are pending at once.
+ * capture rules in DESIGN.md) until a device reset forgets them (l2p_replays_pool_fate); at
+ * most L2P_REPLAYS_SLOTS pairs are pending at once.
  *
  * Stamps: a record starts at CUPTI's clock (l2p_activity_now) read on the host just before the
  * first event is recorded, so the GPU ran the replay after it, and ends `elapsed` later; the
@@ -26,7 +27,6 @@
 #include <cuda_runtime_api.h>
 
 #include "l2p_error.h"
-#include "l2p_life.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,16 +57,18 @@ typedef struct {
 } l2p_replays_counts;
 
 /* A device reset (cudaDeviceReset by the program or any library) destroys the pool's events
- * with their context. What a replay does with the pool, given the context id current on its
- * thread (`now`, 0 unknown) and whether the pool's device was reset since its events were made
- * (`gone`, asked only where the ids differ): use it (no events yet, or the same context, or
- * either id unknown); forget it (reset: its pending pairs are counted failed and the events
- * dropped without a CUDA call, then new ones made); or leave the replay untimed (counted
- * skipped: it runs in another device's context, which the pool's events do not belong to).
- * Pure: C-tested without a GPU. */
+ * with the primary context. What a replay (or an end, or a harvest) does with the pool, given
+ * whether any events were made, whether they were made in the device's primary context, that
+ * context's id then (`id_made`, 0 unknown) and now (`id_now`: asked of the same handle, which
+ * outlives a reset; 0 once destroyed), and whether the replay runs in the pool's context:
+ * forget it (the primary context's id changed: its pending pairs are counted failed and the
+ * events dropped without a CUDA call, then new ones made); leave the replay untimed (counted
+ * skipped: another context, a second device's or a green one, which the events do not belong
+ * to); or use it. A pool made in a non-primary context is never forgotten (a device reset
+ * leaves such contexts alone, and its id is not asked). Pure: C-tested without a GPU. */
 typedef enum { L2P_REPLAYS_USE, L2P_REPLAYS_FORGET, L2P_REPLAYS_ELSEWHERE } l2p_replays_fate;
-l2p_replays_fate l2p_replays_pool_fate(const l2p_life *pool, size_t made,
-                                       unsigned long long now, int gone);
+l2p_replays_fate l2p_replays_pool_fate(size_t made, int primary, unsigned long long id_made,
+                                       unsigned long long id_now, int same_ctx);
 /* The id a pair's slot is handed out under: its index and the pool's generation (bumped each
  * time a pool is forgotten), so that a pair begun before a reset is never ended on a slot of
  * the pool made after. Pure. */

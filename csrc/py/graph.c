@@ -132,12 +132,37 @@ static PyObject *node_new(l2p_state *st, PyObject *graph, cudaGraphNode_t node, 
     return (PyObject *)n;
 }
 
-/* The graph's kernel nodes described once (l2p_graph_kernels: name, shape, parameters, bytes),
- * by the first call that lists them; every later use reads the copy, never the functions
- * again (a module may be unloaded meanwhile). NULL with the error raised. */
-static const l2p_graph_kernels *graph_described(l2p_GraphObject *g)
+/* Whether the description still lists the graph's kernel nodes (the same handles in the same
+ * order): a graph that is not ours (an int handle, a cuda.core builder) may gain or lose nodes.
+ * Listing asks the graph only, never a node's function. 1 where it cannot be told. */
+static int described_current(l2p_GraphObject *g)
+{
+    size_t n = 0, want = g->kernels.n;
+    if (l2p_graph_kernel_nodes(&g->g, NULL, &n) != L2P_OK) {
+        l2p_clear_error();
+        return 1;
+    }
+    if (n != want) return 0;
+    cudaGraphNode_t *nodes = PyMem_Calloc(n + 1, sizeof *nodes);
+    if (!nodes) return 1;
+    int same = l2p_graph_kernel_nodes(&g->g, nodes, &n) != L2P_OK ||
+               (n == want && !memcmp(nodes, g->kernels.nodes, n * sizeof *nodes));
+    l2p_clear_error();
+    PyMem_Free(nodes);
+    return same;
+}
+
+/* The graph's kernel nodes described (l2p_graph_kernels: name, shape, parameters, bytes) by
+ * the first call that lists them, and again where `listing` finds their list changed; every
+ * other use reads the copy, never the functions again (a module may be unloaded meanwhile).
+ * NULL with the error raised. */
+static const l2p_graph_kernels *graph_described(l2p_GraphObject *g, int listing)
 {
     if (graph_check(g) < 0) return NULL;
+    if (g->described && listing && !described_current(g)) {
+        l2p_graph_kernels_free(&g->kernels);
+        g->described = 0;
+    }
     if (!g->described) {
         if (l2p_graph_kernels_take(g->g.life.device, g->g.graph, &g->kernels) != L2P_OK) {
             l2p_py_raise(graph_state((PyObject *)g));
@@ -151,7 +176,7 @@ static const l2p_graph_kernels *graph_described(l2p_GraphObject *g)
 static PyObject *graph_kernel_nodes(PyObject *self, void *c)
 {
     (void)c;
-    const l2p_graph_kernels *k = graph_described((l2p_GraphObject *)self);
+    const l2p_graph_kernels *k = graph_described((l2p_GraphObject *)self, 1);
     if (!k) return NULL;
     PyObject *list = PyList_New((Py_ssize_t)k->n);
     for (size_t i = 0; list && i < k->n; i++) {
@@ -354,7 +379,7 @@ static PyObject *graph_scan(PyObject *self, PyObject *offers)
 {
     l2p_GraphObject *g = (l2p_GraphObject *)self;
     l2p_graph_scan sc;
-    const l2p_graph_kernels *k = graph_described(g);
+    const l2p_graph_kernels *k = graph_described(g, 1);
     if (!k) return NULL;
     if (l2p_graph_kernels_scan(g->g.life.device, k, &sc) != L2P_OK)
         return l2p_py_raise(graph_state(self));
@@ -535,11 +560,12 @@ static int node_describe(PyObject *self, l2p_kernel_info *k)
 {
     l2p_KernelNodeObject *n = (l2p_KernelNodeObject *)self;
     if (node_check(n) < 0) return -1;
-    const l2p_graph_kernels *d = graph_described((l2p_GraphObject *)n->graph);
+    const l2p_graph_kernels *d = graph_described((l2p_GraphObject *)n->graph, 0);
     if (!d) return -1;
     if (n->position < 0 || (size_t)n->position >= d->n || d->nodes[n->position] != n->node) {
-        PyErr_Format(PyExc_RuntimeError, "KernelNode at position %zd is not its graph's "
-                     "(%zu kernel nodes listed)", n->position, d->n);
+        PyErr_Format(PyExc_ValueError, "KernelNode at position %zd is no longer its graph's "
+                     "(the graph's kernel nodes changed since it was listed; %zu now): list "
+                     "kernel_nodes again", n->position, d->n);
         return -1;
     }
     *k = d->kernels[n->position];

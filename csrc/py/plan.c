@@ -685,6 +685,7 @@ static PyObject *plan_install(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (p->txn.active)
         return PyErr_Format(PyExc_RuntimeError, "install: this plan is installed already");
+    Py_CLEAR(p->forgotten); /* a transaction's own, from its start */
     if (l2p_plan_begin(&p->txn, p->plan.device, NULL) != L2P_OK)
         return l2p_py_raise(plan_state(self));
     PyObject *r = apply_into(p, self);
@@ -718,7 +719,8 @@ static int to_forget(l2p_PlanObject *p, PyObject *g, PyObject *fresh)
 /* The pass's graphs join p->forgotten (a failure only means a later pass forgets again). */
 static void note_forgotten(l2p_PlanObject *p, PyObject *fresh)
 {
-    if (!fresh || !PyList_GET_SIZE(fresh)) return;
+    /* not after a restore the owner's hook made meanwhile: it would outlive the transaction */
+    if (!fresh || !PyList_GET_SIZE(fresh) || !p->txn.active) return;
     if (!p->forgotten) {
         p->forgotten = Py_NewRef(fresh);
         return;

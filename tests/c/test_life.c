@@ -288,18 +288,21 @@ static void test_open_without_a_device(void)
     l2p_clear_error();
 }
 
-/* The replay timer's pool (l2p_replays_pool_fate): its events are used in their own context,
- * forgotten after a reset of their device, and left alone for a replay in another device's
- * context; nothing is decided where an id is unknown or no event was made yet. */
+/* The replay timer's pool (l2p_replays_pool_fate): forgotten once the primary context it was
+ * made in has another id (or none: destroyed), whatever context the caller runs in; a replay in
+ * another context leaves it alone and goes untimed; a pool in a non-primary context, or made
+ * where the id was unknown, is never forgotten; nothing is decided before an event is made. */
 static void test_replay_pool_fate(void)
 {
-    l2p_life pool = {0, 41}, unknown = {0, 0};
-    CHECK(l2p_replays_pool_fate(&pool, 4, 41, 0) == L2P_REPLAYS_USE);
-    CHECK(l2p_replays_pool_fate(&pool, 4, 42, 1) == L2P_REPLAYS_FORGET);
-    CHECK(l2p_replays_pool_fate(&pool, 4, 42, 0) == L2P_REPLAYS_ELSEWHERE);
-    CHECK(l2p_replays_pool_fate(&pool, 0, 42, 1) == L2P_REPLAYS_USE);   /* none made yet */
-    CHECK(l2p_replays_pool_fate(&pool, 4, 0, 1) == L2P_REPLAYS_USE);    /* now unknown */
-    CHECK(l2p_replays_pool_fate(&unknown, 4, 42, 1) == L2P_REPLAYS_USE); /* made unknown */
+    CHECK(l2p_replays_pool_fate(4, 1, 41, 41, 1) == L2P_REPLAYS_USE);
+    CHECK(l2p_replays_pool_fate(4, 1, 41, 42, 1) == L2P_REPLAYS_FORGET);
+    CHECK(l2p_replays_pool_fate(4, 1, 41, 0, 1) == L2P_REPLAYS_FORGET);  /* destroyed */
+    CHECK(l2p_replays_pool_fate(4, 1, 41, 42, 0) == L2P_REPLAYS_FORGET); /* new handle too */
+    CHECK(l2p_replays_pool_fate(4, 1, 41, 41, 0) == L2P_REPLAYS_ELSEWHERE);
+    CHECK(l2p_replays_pool_fate(4, 0, 41, 0, 0) == L2P_REPLAYS_ELSEWHERE); /* green context */
+    CHECK(l2p_replays_pool_fate(4, 0, 41, 0, 1) == L2P_REPLAYS_USE);
+    CHECK(l2p_replays_pool_fate(4, 1, 0, 42, 1) == L2P_REPLAYS_USE);       /* id unknown */
+    CHECK(l2p_replays_pool_fate(0, 1, 41, 42, 0) == L2P_REPLAYS_USE);      /* none made yet */
 }
 
 /* Slot ids carry the pool's generation: one id per (generation, index), every id within what
@@ -317,8 +320,8 @@ static void test_replay_slot_ids(void)
 }
 
 /* A replay on the legacy stream: without a GPU it goes untimed and counted failed; with one
- * it is timed and harvested. Either way an id never handed out (another generation's) is
- * ignored and nothing stays pending. */
+ * it is timed and harvested, and an end with the pair's own index under another generation is
+ * ignored (the pair stays pending until its own end). Nothing stays pending. */
 static void test_replays_counted(void)
 {
     unsigned long long now = 0;
@@ -326,10 +329,18 @@ static void test_replays_counted(void)
     l2p_clear_error();
     int label = l2p_replays_label("test_life"), slot = 7;
     CHECK(label >= 0);
-    l2p_replays_counts before, after;
+    l2p_replays_counts before, mid, after;
     l2p_replays_counts_get(&before);
     CHECK(l2p_replays_begin((cudaStream_t)0, label, &slot) == L2P_OK && (slot >= 0) == gpu);
-    l2p_replays_end(l2p_replays_slot_id(3, 2), (cudaStream_t)0); /* ignored */
+    if (gpu) {
+        int index = slot % L2P_REPLAYS_SLOTS, gen = slot / L2P_REPLAYS_SLOTS;
+        l2p_replays_end(l2p_replays_slot_id((unsigned)gen + 1, index), (cudaStream_t)0);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        size_t none = 9;
+        l2p_replays_harvest(&none);
+        l2p_replays_counts_get(&mid);
+        CHECK(none == 0 && mid.pending == before.pending + 1); /* still begun, not ended */
+    }
     l2p_replays_end(slot, (cudaStream_t)0);
     if (gpu) CHECK(cudaDeviceSynchronize() == cudaSuccess);
     size_t added = 9;
