@@ -415,39 +415,7 @@ l2p_status l2p_driver_symbol_at(const char *name, int cuda_version, void **fn)
     return L2P_OK;
 }
 
-unsigned long long l2p_context_id_current(void)
-{
-    static void *volatile get_current, *volatile get_id;
-    static volatile int unavailable;
-    void *ctx = NULL;
-    unsigned long long id = 0;
-    if (unavailable) return 0;
-    if (!get_id) {
-        void *a, *b;
-        if (l2p_driver_symbol("cuCtxGetCurrent", &a) != L2P_OK ||
-            l2p_driver_symbol("cuCtxGetId", &b) != L2P_OK) {
-            unavailable = 1;
-            return 0;
-        }
-        get_current = a;
-        get_id = b;
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (((int (*)(void **))get_current)(&ctx) == 0 && ctx &&
-            ((int (*)(void *, unsigned long long *))get_id)(ctx, &id) == 0)
-            return id;
-        /* No context yet on this thread, or (measured: CUDA_ERROR_CONTEXT_IS_DESTROYED, same
-         * handle) the primary context was reset under us: let the runtime make it again, which
-         * gives it a new id. */
-        if (attempt == 0) {
-            (void)cudaFree(0);
-            (void)cudaGetLastError();
-        }
-    }
-    return 0;
-}
-
-/* ---- contexts by handle (the replay timer's pool: l2p_replays.c) ---- */
+/* ---- contexts by handle (the replay timer's pool; the reset rule's context ids) ---- */
 
 typedef struct {
     int (*get_current)(void **);
@@ -518,6 +486,23 @@ int l2p_context_is_primary(void *ctx, int *device)
     if (c->retain(&primary, dev) != 0) return 0;
     (void)c->release(dev);
     return primary == ctx;
+}
+
+unsigned long long l2p_context_id_current(void)
+{
+    if (!context_fns()) return 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        unsigned long long id = l2p_context_id_of(l2p_context_current_handle());
+        if (id) return id;
+        /* No context yet on this thread, or (measured: CUDA_ERROR_CONTEXT_IS_DESTROYED, same
+         * handle) the primary context was reset under us: let the runtime make it again, which
+         * gives it a new id. */
+        if (attempt == 0) {
+            (void)cudaFree(0);
+            (void)cudaGetLastError();
+        }
+    }
+    return 0;
 }
 
 static l2p_status context_id_current(unsigned long long *id)
