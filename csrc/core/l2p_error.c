@@ -1,7 +1,9 @@
 #include "l2p_error.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local l2p_error last_error;
@@ -76,4 +78,20 @@ l2p_status l2p_fail_cuda_msg(l2p_status status, cudaError_t code, const char *ca
     vsnprintf(last_error.message + used, sizeof last_error.message - used, fmt, ap);
     va_end(ap);
     return status;
+}
+
+int l2p_grow(void **arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap) return 1;
+    size_t c = *cap ? *cap : (first ? first : 1);
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return 0;
+        c *= 2;
+    }
+    if (size && c > SIZE_MAX / size) return 0;
+    void *grown = realloc(*arr, c * size);
+    if (!grown) return 0;
+    *arr = grown;
+    *cap = c;
+    return 1;
 }

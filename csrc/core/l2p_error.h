@@ -51,6 +51,12 @@ l2p_status l2p_fail(l2p_status status, const char *fmt, ...)
 l2p_status l2p_fail_cuda_msg(l2p_status status, cudaError_t code, const char *call,
                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Room for `need` items of `size` bytes in the host array *arr (capacity *cap items): it grows
+ * by doubling from `first` items. 1 when there is room; 0 when host memory runs out or the size
+ * would overflow (the array as it was). Records no error: the launch log calls it inside
+ * CUPTI's callbacks; callers that report one use l2p_fail. */
+int l2p_grow(void **arr, size_t *cap, size_t need, size_t size, size_t first);
+
 /* Evaluate a CUDA call; on failure record it (with the call's text) and return the status. */
 #define L2P_CUDA_TRY(expr)                                          \
     do {                                                            \

@@ -200,17 +200,11 @@ void *l2p_kernel_function(void *kernel)
     return (void *)f;
 }
 
-/* Room for `need` elements of `size` bytes in *buf (grown by doubling). */
+/* Room for `need` elements of `size` bytes in *buf (l2p_grow). */
 static l2p_status room(void **buf, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap) return L2P_OK;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *n = realloc(*buf, c * size);
-    if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing kernel nodes");
-    *buf = n;
-    *cap = c;
-    return L2P_OK;
+    if (l2p_grow(buf, cap, need, size, 64)) return L2P_OK;
+    return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory describing kernel nodes");
 }
 
 typedef struct {
@@ -322,13 +316,8 @@ void l2p_graph_kernels_free(l2p_graph_kernels *k)
 
 static l2p_status push_use(l2p_graph_scan *s, const l2p_buffer_use *u)
 {
-    if (s->n_uses == s->uses_cap) {
-        size_t c = s->uses_cap ? 2 * s->uses_cap : 64;
-        l2p_buffer_use *n = (l2p_buffer_use *)realloc(s->uses, c * sizeof *n);
-        if (!n) return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning kernel arguments");
-        s->uses = n;
-        s->uses_cap = c;
-    }
+    if (!l2p_grow((void **)&s->uses, &s->uses_cap, s->n_uses + 1, sizeof *s->uses, 64))
+        return l2p_fail(L2P_ERR_NO_MEMORY, "out of host memory scanning kernel arguments");
     s->uses[s->n_uses++] = *u;
     return L2P_OK;
 }

@@ -34,14 +34,7 @@ l2p_status l2p_launch_log_init(l2p_launch_log *log, int device, size_t max_launc
  * 0 where host memory runs out (the pool as it was). */
 static int reserve(void **pool, size_t *cap, size_t used, size_t n, size_t size, size_t first)
 {
-    if (used + n <= *cap) return 1;
-    size_t c = *cap ? *cap : first;
-    while (c < used + n) c *= 2;
-    void *grown = realloc(*pool, c * size);
-    if (!grown) return 0;
-    *pool = grown;
-    *cap = c;
-    return 1;
+    return n <= SIZE_MAX - used && l2p_grow(pool, cap, used + n, size, first);
 }
 
 /* Room for n more argument bytes: the buffer grows by doubling, up to the cap. */

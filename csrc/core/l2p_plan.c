@@ -22,17 +22,11 @@ void l2p_plan_free(l2p_plan *p)
     l2p_plan_init(p, p->device);
 }
 
-/* Grow *arr (of *cap items of `size`) to hold `need`. */
+/* Grow *arr (of *cap items of `size`) to hold `need` (l2p_grow). */
 static l2p_status grow(void **arr, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap) return L2P_OK;
-    size_t n = *cap ? *cap : 8;
-    while (n < need) n *= 2;
-    void *a = realloc(*arr, n * size);
-    if (!a) return l2p_fail(L2P_ERR_NO_MEMORY, "plan: out of host memory");
-    *arr = a;
-    *cap = n;
-    return L2P_OK;
+    if (l2p_grow(arr, cap, need, size, 8)) return L2P_OK;
+    return l2p_fail(L2P_ERR_NO_MEMORY, "plan: out of host memory");
 }
 
 l2p_status l2p_plan_copy(const l2p_plan *from, l2p_plan *to)

@@ -148,6 +148,22 @@ static void test_stats(void)
     CHECK(!l2p_stats_settled(&s, 0.6) && !l2p_stats_settled(&s, 0.0));
 }
 
+/* l2p_grow: room by doubling from the first size, the array kept where the size would
+ * overflow, nothing done where there is room already. */
+static void test_grow(void)
+{
+    int *a = NULL;
+    size_t cap = 0;
+    CHECK(l2p_grow((void **)&a, &cap, 5, sizeof *a, 4) && cap == 8 && a);
+    a[7] = 7;
+    CHECK(l2p_grow((void **)&a, &cap, 8, sizeof *a, 4) && cap == 8); /* room already */
+    CHECK(l2p_grow((void **)&a, &cap, 17, sizeof *a, 4) && cap == 32 && a[7] == 7);
+    int *kept = a;
+    CHECK(!l2p_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof *a, 4) && a == kept && cap == 32);
+    CHECK(!l2p_grow((void **)&a, &cap, SIZE_MAX, 1, 4) && a == kept && cap == 32);
+    free(a);
+}
+
 static void test_errors(void)
 {
     CHECK(l2p_fail_cuda(cudaErrorMemoryAllocation, "cudaMalloc(&p, n)") == L2P_ERR_NO_MEMORY);
@@ -363,6 +379,7 @@ int main(void)
     test_make_window();
     test_plan_windows();
     test_stats();
+    test_grow();
     test_errors();
     test_device_count();
     printf("%d passed, %d failed\n", l2p_test_passed, l2p_test_failed);
