@@ -792,3 +792,76 @@ def test_graph_nodes_are_described_once_so_an_unloaded_module_is_never_asked():
     assert got["after"] == got["before"]
     assert got["again"] == names and got["scanned"] == names, got
     assert got["params"] == [2] * rounds and all(got["found"]), got
+
+
+_RELISTED_GRAPH_SCRIPT = _CU_PROLOGUE + r'''
+import l2persist
+s = l2persist.Stream()
+n = 4096
+x = ctypes.c_uint64()
+ok(cu.cuMemAlloc_v2(ctypes.byref(x), ctypes.c_size_t(n * 4)), "cuMemAlloc")
+fns = []
+for k in range(rounds):
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    ok(cu.cuModuleLoadData(ctypes.byref(mod), ptx.replace("NAME", str(k)).encode()), "load")
+    ok(cu.cuModuleGetFunction(ctypes.byref(fn), mod, f"l2p_unloaded_{k}".encode()), "function")
+    fns.append(fn)
+a0, a1 = ctypes.c_uint64(x.value), ctypes.c_int(n)
+params = (ctypes.c_void_p * 2)(ctypes.addressof(a0), ctypes.addressof(a1))
+with s.capture() as g:
+    for fn in fns[:3]:
+        ok(cu.cuLaunchKernel(fn, n // 256, 1, 1, 256, 1, 1, 0, ctypes.c_void_p(s.handle), params,
+                             None), "launch")
+old = g.kernel_nodes
+first = [k.name for k in old]
+# The graph changed by the driver after its listing: its first kernel node destroyed, a node
+# of another kernel added (the driver's node order is the capture's: three kernel nodes only).
+count = ctypes.c_size_t(0)
+ok(cu.cuGraphGetNodes(ctypes.c_void_p(g.handle), None, ctypes.byref(count)), "cuGraphGetNodes")
+handles = (ctypes.c_void_p * count.value)()
+ok(cu.cuGraphGetNodes(ctypes.c_void_p(g.handle), handles, ctypes.byref(count)), "cuGraphGetNodes")
+ok(cu.cuGraphDestroyNode(ctypes.c_void_p(handles[0])), "cuGraphDestroyNode")
+class Params(ctypes.Structure):            # CUDA_KERNEL_NODE_PARAMS (v1)
+    _fields_ = [("func", ctypes.c_void_p)] + [(f, ctypes.c_uint) for f in (
+        "gx", "gy", "gz", "bx", "by", "bz", "shared")] + [
+        ("kernelParams", ctypes.c_void_p), ("extra", ctypes.c_void_p)]
+p = Params(fns[3], n // 512, 1, 1, 128, 1, 1, 0, ctypes.cast(params, ctypes.c_void_p), None)
+node = ctypes.c_void_p()
+ok(cu.cuGraphAddKernelNode(ctypes.byref(node), ctypes.c_void_p(g.handle), None,
+                           ctypes.c_size_t(0), ctypes.byref(p)), "cuGraphAddKernelNode")
+kept = [k.name for k in old]                # not listed again yet: the listing's copy
+new = g.kernel_nodes
+stale = []
+for k in old:
+    try:
+        stale.append(k.name)
+    except ValueError as e:
+        stale.append(str(e))
+kernels, records, uses = g._scan([(x.value, n * 4)])
+print(json.dumps({"first": first, "kept": kept, "stale": stale,
+                  "again": [[k.name, list(k.grid), list(k.block)] for k in new],
+                  "scanned": [k[1] for k in kernels],
+                  "found": [any(u[0] == i and x.value in u[1:] for u in uses)
+                            for i in range(len(kernels))]}), flush=True)
+'''
+
+
+def test_a_graph_changed_after_its_listing_is_described_again_and_its_old_nodes_refused():
+    """A graph whose kernel nodes the driver changed after l2persist listed them (finding 3 of
+    the handle review: the first listing's description was kept for good). Listing again
+    describes the graph as it now is (the added kernel's name and shape, the destroyed one
+    gone, the scan naming the new list); a KernelNode of the old list is refused by name
+    (ValueError), never read from a description that no longer holds it."""
+    r = subprocess.run([sys.executable, "-c", _RELISTED_GRAPH_SCRIPT, _UNLOADED_PTX, "4"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "PYTHONFAULTHANDLER": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = __import__("json").loads(r.stdout.strip().splitlines()[-1])
+    assert got["first"] == [f"l2p_unloaded_{k}" for k in range(3)], got
+    assert got["kept"] == got["first"], got        # read from the first listing's copy
+    assert all("no longer its graph's" in s for s in got["stale"]), got["stale"]
+    assert got["again"] == [["l2p_unloaded_1", [16, 1, 1], [256, 1, 1]],
+                            ["l2p_unloaded_2", [16, 1, 1], [256, 1, 1]],
+                            ["l2p_unloaded_3", [8, 1, 1], [128, 1, 1]]], got["again"]
+    assert got["scanned"] == ["l2p_unloaded_1", "l2p_unloaded_2", "l2p_unloaded_3"], got
+    assert all(got["found"]) and len(got["found"]) == 3, got
