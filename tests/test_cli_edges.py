@@ -74,7 +74,8 @@ def test_apply_without_a_gpu_runs_the_program_and_says_so(tmp_path):
     command, mark = marker_program(tmp_path)
     p = cli("apply", write(tmp_path, GOOD), "--", *command)
     assert p.returncode == 0 and mark.exists(), p.stderr
-    assert "plan not applied" in p.stderr and "no usable device" in p.stderr
+    assert "plan not applied: no usable CUDA device" in p.stderr, p.stderr
+    assert "the program runs without the plan" in p.stderr and "cudaGetDevice" not in p.stderr
 
 
 # ---- 2. help, usage -------------------------------------------------------------------------
@@ -117,6 +118,7 @@ def test_a_bad_number_names_its_option_once():
 @pytest.mark.parametrize("where, value, field", [
     (("set_aside",), 1e30, "set_aside"),
     (("windows", 0, "hit_ratio"), 5, "windows[0].hit_ratio"),
+    (("verdict",), "maybe", "verdict: expected one of 'helps', 'dont', got 'maybe'"),
 ])
 def test_apply_plan_alone_checks_the_plan_before_printing_exports(where, value, field,
                                                                   tmp_path):
@@ -238,6 +240,17 @@ def test_verify_outcome_maps_the_cores_result_to_the_exit_status(verdict, ratio,
     assert line.startswith({0: "still holds", 1: "no longer holds", 3: "inconclusive"}[code])
     if verdict == "dont" and code == 1:
         assert "set-aside 4.00 MiB" in line       # the arm that helps, named
+    # the summary's verdict agrees with the line, in words (no Python bool)
+    from l2persist.process.report import verdict_line
+    r = dict(result_doc(res), verify_of="baseline" if verdict == "dont" else "plan")
+    said = verdict_line(r)
+    assert "True" not in said and "False" not in said, said
+    if verdict == "dont":
+        assert said.startswith("\"don't\" plan: the best other plan tried gives"), said
+        if code in (0, 1):
+            assert said.endswith("it helps now" if code == 1 else "none helps"), said
+    elif code in (0, 1):
+        assert said.endswith(": it helps" if code == 0 else ": it does not help"), said
 
 
 def test_verify_without_a_result_is_inconclusive():
@@ -272,7 +285,7 @@ def test_verify_of_a_dont_plan_with_only_the_baselines_to_try_holds():
     assert res["decided"] and res["winner"] == -1 and res["ci_high"] == 0, res
     doc = dict(result_doc(res), arms=ARMS[:2])
     status, line = live.verify_outcome(doc, dont(dict(GOOD, speedup=None)), MIN_GAIN)
-    assert status == 0 and line.startswith("still holds: no arm but the two baselines"), line
+    assert status == 0 and line.startswith("still holds: only the two baselines"), line
     assert line.endswith("as when advised")         # the plan compared no arm either
     # advise compared arms, verify's probe found none: said, not passed off as "as advised"
     status, line = live.verify_outcome(doc, dont(dict(GOOD, speedup=1.004)), MIN_GAIN)
@@ -280,7 +293,7 @@ def test_verify_of_a_dont_plan_with_only_the_baselines_to_try_holds():
     # the report's verdict line gives no 0.0000x for it
     from l2persist.process.report import verdict_line
     said = verdict_line(dict(doc, result=dict(res, baseline_decided=1)))
-    assert "no arm but the two baselines" in said and "0.0000" not in said, said
+    assert "only the two baselines" in said and "0.0000" not in said, said
     # the same result for a plan with an arm of its own is not a verdict on that arm
     assert live.verify_outcome(doc, GOOD, MIN_GAIN)[0] == 3
 
@@ -375,10 +388,22 @@ def test_an_undecided_advise_says_why_and_what_would_decide_it():
     r = dict(result_doc(res), mode="advise")
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
     assert msg.startswith("undecided: the search used its --budget of 60 s") and \
-        "--budget" in msg and "traffic" in msg, msg
+        "a longer --budget would narrow it" in msg and "--min-gain" in msg, msg
+    assert " arm" not in msg and "block" not in msg, msg       # no internal words
     r["notes"] = ["the program ended before the search decided"]
-    assert "run the program for longer" in live._undecided(
-        r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    r["search_s"] = 0.3
+    ended = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    assert "the program ended 0.3 s into the search" in ended and \
+        "run the program for longer" in ended, ended
+    # the summary's verdict gives the same reason, not "the budget ran out"
+    from l2persist.process.report import verdict_line
+    said = verdict_line(dict(r, result=dict(res, decided=0)))
+    assert said.startswith("don't: undecided: the program ended 0.3 s into the search"), said
+    r["stopped"] = "search stopped: a block of 4 units had no kernel records"
+    assert live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN)) \
+        .startswith("undecided: search stopped: a block of 4 units")
+    assert verdict_line(dict(r, result=dict(res, decided=0))).startswith(
+        "don't: undecided: the search stopped")
 
 
 def test_apply_of_a_dont_plan_calls_no_graph_unknown():
@@ -392,10 +417,12 @@ def test_apply_of_a_dont_plan_calls_no_graph_unknown():
     assert text.startswith("l2persist apply: set-aside the default;"), text
     w.plan_doc = dict(GOOD, windows=[], set_aside=6553600)   # windows dropped, a set-aside kept
     text = bootstrap.apply_report(w)
-    assert text.startswith("l2persist apply: set-aside 6553600 bytes; a set-aside only"), text
+    assert text.startswith("l2persist apply: set-aside 6553600 bytes (6.25 MiB); a set-aside "
+                           "only"), text
     assert "don't" not in text and "does not know" not in text
-    w.plan_doc = GOOD                       # a plan with windows still names strangers
-    assert "3 graph(s) captured that the plan does not know" in bootstrap.apply_report(w)
+    w.plan_doc = GOOD                       # a plan with windows still names the others
+    assert "3 graph(s) captured that no window of the plan names, left as captured" in \
+        bootstrap.apply_report(w)
 
 
 # ---- 5. the binding's item rows ---------------------------------------------------------------

@@ -64,6 +64,9 @@ def test_cli_refusals(args, words):
     (("windows", 0, "nodes"), [1, "x"], "windows[0].nodes[1]"),
     (("windows", 0, "stream"), "pool", "windows[0].stream: expected 'launch', got 'pool'"),
     (("windows", 0, "stream"), 7, "windows[0].stream"),
+    (("verdict",), "maybe", "verdict: expected one of 'helps', 'dont', got 'maybe'"),
+    (("verdict",), "help", "verdict"),
+    (("verdict",), 1, "verdict"),
 ])
 def test_plan_document_fields_are_named(path, value, words):
     doc = copy.deepcopy(GOOD)
@@ -88,7 +91,18 @@ def test_verify_refuses_a_bad_document(tmp_path):
     assert p.returncode == 2 and "set_aside" in p.stderr and "ran" not in p.stdout
     bad.write_bytes(b"\xff\xfe\x00garbage")
     p = _cli("apply", str(bad), "--", sys.executable, "-c", "print('ran')")
-    assert p.returncode == 2 and "not a JSON plan document" in p.stderr
+    assert p.returncode == 2 and "is not UTF-8 text: not a plan document" in p.stderr
+    # truncated: where the JSON broke; empty: said so
+    bad.write_text(json.dumps(GOOD)[:40])
+    p = _cli("apply", str(bad), "--", sys.executable, "-c", "print('ran')")
+    assert p.returncode == 2 and "is not valid JSON (line 1, column " in p.stderr, p.stderr
+    assert "Error)" not in p.stderr and "ran" not in p.stdout
+    bad.write_text("  \n")
+    p = _cli("apply", str(bad), "--", sys.executable, "-c", "print('ran')")
+    assert p.returncode == 2 and "is empty: give the JSON file that advise wrote" in p.stderr
+    bad.write_text("[" * 100000)
+    p = _cli("apply", str(bad))
+    assert p.returncode == 2 and "nested too deeply" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_advise_runs_the_program_and_passes_its_status_through(tmp_path):
@@ -193,7 +207,8 @@ def test_block_bounds_made_increasing():
 
 def test_apply_report_says_what_matched_and_what_was_put_back():
     """The line apply prints at exit (normal exit, an exception, SIGTERM): graphs windowed,
-    graphs the plan does not know, plan windows that found nothing, and the set-aside put back."""
+    graphs no window of the plan names, plan windows that found nothing, the set-aside put back
+    and what the watcher noted (a graph it could not read...)."""
     from types import SimpleNamespace as NS
     doc = {"set_aside": 3 << 20, "windows": [{"graph": "k2-aa", "_applied": 1},
                                              {"graph": "k9-zz"}]}
@@ -202,12 +217,16 @@ def test_apply_report_says_what_matched_and_what_was_put_back():
               NS(signature="k4-new", windows_applied=0)]
     w = NS(plan_doc=doc, all_graphs=lambda: graphs, restored=None)
     text = bootstrap.apply_report(w)
-    assert "set-aside 3145728 bytes; 2 graph(s) windowed (2 window(s))" in text
-    assert "1 graph(s) captured that the plan does not know" in text and "k4-new" in text
+    assert "set-aside 3145728 bytes (3.00 MiB); 2 graph(s) windowed (2 window(s))" in text
+    assert "1 graph(s) captured that no window of the plan names" in text and "k4-new" in text
+    assert "note:" not in text                         # nothing noted: no note line
     assert "1 plan window(s) found no graph or launch: k9-zz" in text
     assert "put back" not in text                      # nothing restored: not said
     w.restored = 0
     assert "set-aside put back to 0 bytes, as the program found it" in bootstrap.apply_report(w)
+    w.notes = ["a captured graph could not be read: CudaError x\n  a second line", ""]
+    lines = bootstrap.apply_report(w).splitlines()
+    assert lines[-1] == "  note: a captured graph could not be read: CudaError x", lines
 
 
 def test_pausing_the_records_when_not_collecting_is_a_named_error():
@@ -488,3 +507,29 @@ def test_a_watched_call_from_another_thread_is_noted(monkeypatch):
     t.start()
     t.join()
     assert w.other_threads is True
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("L2PERSIST_DEVICE", "abc", "L2PERSIST_DEVICE='abc': expected an integer >= 0"),
+    ("L2PERSIST_DEVICE", "-2", "L2PERSIST_DEVICE='-2': expected an integer >= 0"),
+    ("L2PERSIST_BUDGET", "soon", "L2PERSIST_BUDGET='soon': expected a number"),
+    ("WORLD_SIZE", "0", "WORLD_SIZE='0': expected an integer >= 1"),
+])
+def test_a_launchers_bad_variable_is_named_and_the_program_runs_without_the_plan(
+        key, value, words, tmp_path):
+    """A launcher that sets L2PERSIST_PLAN itself (no CLI to check its values) and a variable
+    l2persist cannot read: one line naming the variable and what it takes, and the program runs
+    as written, without the plan (its output and status its own)."""
+    import l2persist.process
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD))
+    boot = os.path.join(os.path.dirname(l2persist.process.__file__), "_boot")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([boot, os.environ.get("PYTHONPATH", "")]),
+           "L2PERSIST_PLAN": str(plan), key: value}
+    env.pop("L2PERSIST_MODE", None)
+    p = subprocess.run([sys.executable, "-c", "print('ran'); raise SystemExit(7)"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 7 and p.stdout == "ran\n", (p.stdout, p.stderr)
+    assert f"l2persist: could not start, the program runs without the plan: {words}" in \
+        p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "invalid literal" not in p.stderr

@@ -1767,14 +1767,17 @@ def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_op
         p.point("replay", "g-a", a)
         assert calls[-1][0] == "restart" and "the block holds no record" in calls[-1][1]
         assert w.result is None and w.notes == []
-    p.point("replay", "g-a", a)              # a few times, then it stops
-    assert w.notes == ["search stopped: the block holds no record"]
+    p.point("replay", "g-a", a)              # a few times, then it stops, saying what to do
+    assert len(w.notes) == 1 and w.notes[0].startswith(
+        "search stopped: the block holds no record (the program's work changed"), w.notes
+    assert "run advise over the program's steady work" in w.notes[0]
     assert w.result == {"verdict": "cut"} and calls[-1] == "decide"
     # in a team the ranks would have to restart together: it stops at once
     calls.clear()
     w.notes, w.result, w.restarts, w.team = [], None, collections.Counter(), object()
     p.point("replay", "g-a", a)
-    assert calls[-1] == "decide" and w.notes == ["search stopped: the block holds no record"]
+    assert calls[-1] == "decide" and w.notes[0].startswith(
+        "search stopped: the block holds no record")
 
 
 def test_phases_unit_and_when_the_calls_are_no_longer_needed():
@@ -1925,7 +1928,8 @@ def test_ending_fail_stops_a_search_but_not_a_decision(monkeypatch):
     e = ending.Ending(w)
     e.fail("replay", RuntimeError("boom"))
     assert w.state == "off" and w._after is None and not w.paused and not w.activity
-    assert w.notes[0].startswith("replay failed, watching stopped: RuntimeError: boom")
+    assert w.notes[0].startswith("watching stopped at a graph replay: an internal error in "
+                                 "l2persist (RuntimeError: boom); the program ran on"), w.notes
     assert calls == ["log stop", "gate", "streams", "log stop", "streams", "activity end",
                      "end tracking", "leave"]
     calls.clear()

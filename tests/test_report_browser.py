@@ -378,7 +378,7 @@ def test_the_advise_report_in_chromium(browser, report, tmp_path):
     assert page["errors"] == [], page["errors"]
     lay = page["layout"]
     assert lay["title"] == "l2persist advise report"
-    assert "don't: no arm beat the better baseline" in lay["text"]
+    assert "don't: no plan tried beat the better baseline" in lay["text"]
     # the report's two plots: time by arm (11 arms in this run) and the per-kernel ratios
     labels = [s["label"] for s in lay["svgs"]]
     assert labels == ["GPU time per unit of work, by arm",

@@ -563,6 +563,11 @@ const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS] = {
                            .text = L2P_LIVE_PLAN_FORMAT},
     [L2P_LIVE_P_DEVICE] = {.name = "device.name", .kind = L2P_LIVE_F_TEXT,
                            .expect = "the GPU's name (a non-empty string)"},
+    /* absent in a hand-written plan (then read as "helps"); what advise writes otherwise.
+     * verify checks a "don't" plan by a search, so a word it does not know is refused */
+    [L2P_LIVE_P_VERDICT] = {.name = "verdict", .kind = L2P_LIVE_F_TEXT,
+                            .flags = L2P_LIVE_F_CHOICE | L2P_LIVE_F_NULL | L2P_LIVE_F_SHOW,
+                            .text = "helps|dont", .expect = "one of 'helps', 'dont'"},
     [L2P_LIVE_P_SET_ASIDE] = {.name = "set_aside", .kind = L2P_LIVE_F_INT,
                               .flags = L2P_LIVE_F_NULL | L2P_LIVE_F_SHOW, .lo = 0,
                               .hi = 1ll << 40},
@@ -602,6 +607,19 @@ void l2p_live_field_expect(const l2p_live_field *f, int item, char *out, size_t 
             snprintf(out, cap, "'%s'", f->text);
         else snprintf(out, cap, "%s", f->expect ? f->expect : "a value");
     }
+}
+
+/* Whether t is one of the '|'-separated words of `choices`, whole. */
+static int is_choice(const char *choices, const char *t)
+{
+    size_t n = strlen(t);
+    for (const char *c = choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && strncmp(c, t, n) == 0) return 1;
+        c = bar ? bar + 1 : NULL;
+    }
+    return 0;
 }
 
 /* A double as Python's repr writes it, near enough: the shortest %g that reads back. */
@@ -659,7 +677,8 @@ l2p_status l2p_live_field_check(const l2p_live_field *f, const l2p_live_value *v
     case L2P_LIVE_F_TEXT: {
         const char *t = v->null ? NULL : v->text;
         int ok = 0;
-        if (t && (f->flags & L2P_LIVE_F_EXACT)) ok = strcmp(t, f->text) == 0;
+        if (t && (f->flags & L2P_LIVE_F_CHOICE)) ok = is_choice(f->text, t);
+        else if (t && (f->flags & L2P_LIVE_F_EXACT)) ok = strcmp(t, f->text) == 0;
         else if (t && f->text) ok = strncmp(t, f->text, strlen(f->text)) == 0;
         else if (t) ok = *t != 0;
         if (ok) return L2P_OK;

@@ -335,6 +335,7 @@ enum {
     L2P_LIVE_F_EXACT = 1u, /* TEXT: the whole value is `text` */
     L2P_LIVE_F_NULL = 2u,  /* null (or absent) allowed: nothing to judge */
     L2P_LIVE_F_SHOW = 4u,  /* the message shows the value given ("..., got 2.0") */
+    L2P_LIVE_F_CHOICE = 8u, /* TEXT: the whole value is one of `text`'s words, '|' between */
 };
 
 typedef struct l2p_live_field l2p_live_field;
@@ -344,7 +345,7 @@ struct l2p_live_field {
     unsigned flags;         /* L2P_LIVE_F_* */
     long long lo, hi;       /* INT: its range; INTS: each item's */
     size_t min_items, max_items;   /* LIST, INTS */
-    const char *text;       /* TEXT: the value or its prefix */
+    const char *text;       /* TEXT: the value, its prefix or (CHOICE) the values allowed */
     const char *expect;     /* TEXT, LIST, INTS: what the message says is expected */
     const l2p_live_field *fields;  /* LIST: each item's fields (n_fields rows) */
     size_t n_fields;
@@ -361,8 +362,8 @@ typedef struct {
 } l2p_live_value;
 
 /* The document's rows (in this order) and a window's (each row's index its enum). */
-enum { L2P_LIVE_P_FORMAT, L2P_LIVE_P_DEVICE, L2P_LIVE_P_SET_ASIDE, L2P_LIVE_P_WINDOWS,
-       L2P_LIVE_P_NFIELDS };
+enum { L2P_LIVE_P_FORMAT, L2P_LIVE_P_DEVICE, L2P_LIVE_P_VERDICT, L2P_LIVE_P_SET_ASIDE,
+       L2P_LIVE_P_WINDOWS, L2P_LIVE_P_NFIELDS };
 enum { L2P_LIVE_W_GRAPH, L2P_LIVE_W_NODE, L2P_LIVE_W_PARAM, L2P_LIVE_W_OFFSET, L2P_LIVE_W_DELTA,
        L2P_LIVE_W_BYTES, L2P_LIVE_W_HIT_RATIO, L2P_LIVE_W_HIT_PROP, L2P_LIVE_W_MISS_PROP,
        L2P_LIVE_W_NODES, L2P_LIVE_W_STREAM, L2P_LIVE_W_NFIELDS };

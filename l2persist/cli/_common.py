@@ -34,9 +34,10 @@ def device_problem(device: int | None, count: int) -> str | None:
     one range check of --device (the report, `run` and `check`)."""
     if device is None or 0 <= device < max(count, 1):
         return None
-    where = (f"this machine has {count} CUDA device(s): indices 0..{count - 1}" if count else
-             "this machine has no CUDA device: only 0, the default, is taken")
-    return f"--device {device}: a GPU index in [0, device_count() - 1]; {where}"
+    if count:
+        return (f"--device {device}: expected a GPU index in [0, {count - 1}] (this machine "
+                f"has {count} CUDA device(s))")
+    return f"--device {device}: this machine has no CUDA device: only 0, the default, is taken"
 
 
 def output_problem(option: str, path: str) -> str | None:

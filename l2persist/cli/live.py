@@ -15,7 +15,7 @@ import sys
 import tempfile
 import textwrap
 
-from ._common import Parser, fail, no_device_problem, output_problem
+from ._common import Parser, device_problem, fail, no_device_problem, output_problem
 
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "process",
                     "_boot")
@@ -53,7 +53,9 @@ HELP = {
         "\"don't\" plan, to --out. Needs a usable CUDA device: without one it says so and "
         "does not start the program. The program's output passes through untouched.",
         "exit status:\n"
-        "  the program's own    a plan was written (\"helps\" or \"don't\")\n"
+        "  the program's own    a plan was written (\"helps\" or \"don't\"); or no plan "
+        "where\n"
+        "                       the program failed before a decision, or with --placebo\n"
         "  1                    no plan: the program exited 0 before a decision (the line "
         "says\n"
         "                       why and what would decide it)\n"
@@ -81,12 +83,13 @@ HELP = {
     "verify": (
         "Run a program (COMMAND, after '--') switching between a saved plan and the two "
         "baselines (limit 0, the device default) on its own work, and say whether the plan "
-        "still helps. For a \"don't\" plan: whether any arm helps now. Needs a usable CUDA "
+        "still helps. For a \"don't\" plan: whether another plan of advise's search "
+        "(another set-aside or window) helps now. Needs a usable CUDA "
         "device of the plan's GPU model: otherwise it says so and does not start the "
         "program. The program's output passes through; its exit status is reported.",
         "exit status:\n"
         "  0  the plan still holds\n"
-        "  1  it no longer helps (for a \"don't\" plan: an arm now helps)\n"
+        "  1  it no longer helps (for a \"don't\" plan: another plan now helps)\n"
         "  2  bad invocation, no usable CUDA device, or a plan from another GPU model\n"
         "     (the program is not started)\n"
         "  3  inconclusive: the 95 % interval holds both \"helps\" and \"does not help\" "
@@ -116,16 +119,18 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--budget", type=_positive(1, 86400), default=d.budget_s,
                        metavar="SECONDS",
                        help=f"seconds of the program's traffic for {what} (default "
-                            f"{d.budget_s:g}); where it leaves room, the unrecorded rests run "
-                            f"longer to keep observing under --max-overhead")
+                            f"{d.budget_s:g}); where it leaves room, the rests (stretches "
+                            f"watched but not timed, between the timed blocks) run longer to "
+                            f"keep observing under --max-overhead")
         p.add_argument("--warmup", type=_positive(0, 3600), default=d.warmup_s,
                        metavar="SECONDS",
                        help=f"seconds watched before the first switch of {what} (captures "
                             f"settle; default {d.warmup_s:g})")
         p.add_argument("--block-ms", type=_positive(1, 10000), default=d.block_s * 1e3,
                        metavar="MS",
-                       help=f"how long {what} keeps one arm (a plan or a baseline) in "
-                            f"place: a block, ms of the program's time (default "
+                       help=f"how long {what} keeps one arm (a plan tried, or a baseline: "
+                            f"limit 0 or the device's default) in place: a timed block, ms "
+                            f"of the program's time (default "
                             f"{d.block_s * 1e3:g})")
         p.add_argument("--block-units", type=_positive(1, 100000, int), default=0,
                        metavar="N",
@@ -142,8 +147,9 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--max-overhead", type=_positive(0, 50), default=pct, metavar="PCT",
                        help=f"what observing (watching and the hooks on every call) may add "
                             f"to the program's wall time while {prog} {does}, in per cent: "
-                            f"unrecorded rests between blocks keep it there (0: record back "
-                            f"to back, the fastest answer; default {pct:g})")
+                            f"rests between the timed blocks, watched but not timed, keep it "
+                            f"there (0: time back to back, the fastest answer; default "
+                            f"{pct:g})")
         p.add_argument("--graph-records", action="store_true",
                        help="experimental: time each PyTorch graph replay with one CUPTI record "
                             "per replay instead of one per kernel node (per node +110.9 us, "
@@ -152,8 +158,9 @@ def _parser(prog: str, plan: bool, search: bool) -> argparse.ArgumentParser:
         p.add_argument("--replay-events", action="store_true",
                        help="experimental: time each PyTorch graph replay with a pair of CUDA "
                             "events on its stream (+5.7 us a replay of a 250-node graph, "
-                            "H200), and keep the kernel records off in the blocks where the "
-                            "probe saw little eager work; where events cannot cover the "
+                            "H200), and keep the kernel records off in the blocks where "
+                            "l2persist's first look at the program (before any plan is tried) "
+                            "saw little eager work; where events cannot cover the "
                             "graphs, or most replays find the GPU idle (their pairs would "
                             "time the launch too), the nodes' records time them as without it "
                             "(the summary's timing says which). Not the default: its "
@@ -209,6 +216,8 @@ def _parse(argv, cmd, plan=False, search=True):
         args, extra = p.parse_known_args(opts)
     except SystemExit as e:
         return None, None, int(e.code or 0)
+    if extra and extra[0].startswith("-"):
+        return _usage_fail(cmd, f"unknown option {extra[0]} (see {_prog()} {cmd} --help)")
     if extra:       # the program given without '--' (argparse would only say "unrecognized")
         return _usage_fail(cmd, f"unrecognized arguments: {' '.join(extra)}; the program goes "
                                 f"after '--': {_prog()} {cmd} [options]"
@@ -231,6 +240,12 @@ def _parse(argv, cmd, plan=False, search=True):
             return _usage_fail(cmd, why)
     if cmd in ("advise", "verify"):
         why = no_device_problem(args.device) or (doc and _model_problem(doc, args))
+        if why:
+            return _usage_fail(cmd, f"{why}; the program was not started")
+    elif args.device is not None:   # apply: no GPU runs the program plainly; a bad index is a typo
+        from .. import _core
+        count = _core.device_count()
+        why = device_problem(args.device, count) if count else None
         if why:
             return _usage_fail(cmd, f"{why}; the program was not started")
     return args, command, None
@@ -390,16 +405,17 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     status = _core.live_verify_status(baseline, decided, bool(res.get("helps")),
                                       res["ci_low"], res["ci_high"], min_gain=min_gain)
     if status == 0 and baseline and not compared(res):
-        return 0, ("still holds: no arm but the two baselines could be tried (no window "
+        return 0, ("still holds: only the two baselines could be tried (no window "
                    "reaches the program's kernels)"
                    + (", as when advised" if plan.get("speedup") is None else
                       "; advise compared arms, so the program's buffers are out of reach now: "
                       "run advise again to see why"))
     if status == 0:
-        return 0, (f"still holds: no arm helps ({nums}; a gain counts from {need:g}x)"
+        return 0, (f"still holds: no other plan tried helps (the best: {nums}; a gain "
+                   f"counts from {need:g}x)"
                    if baseline else f"still holds: the plan gives {nums}")
     if status == 1:
-        return 1, (f"no longer holds: an arm now helps ({_winner_text(r)}: {nums}); run "
+        return 1, (f"no longer holds: another plan now helps ({_winner_text(r)}: {nums}); run "
                    f"advise again" if baseline else
                    f"no longer holds: the plan gives {nums}, below the least gain that "
                    f"counts ({need:g}x); run advise again")
@@ -414,7 +430,7 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
 def _winner_text(r: dict) -> str:
     from ..process.report import _arm_text
     w, arms = r["result"].get("winner", -1), r.get("arms") or []
-    return _arm_text(arms[w]) if 0 <= w < len(arms) else "an arm"
+    return _arm_text(arms[w]) if 0 <= w < len(arms) else "a plan tried"
 
 
 def verify_main(argv: list[str]) -> int:
@@ -492,6 +508,8 @@ def _nothing_measured(r, prog_rc, args) -> str:
                  f"CUDA's activity records)")
         todo = "run it longer; a program whose kernels are never recorded cannot be advised"
     notes = "; ".join(n.splitlines()[0] for n in r.get("notes", []) if n)
+    if not notes and "note" in todo:   # nothing noted to point at
+        todo = "run it again with --json PATH and report the file"
     return (f"the program (exit {prog_rc}) ended "
             f"{ended.format(warmup=getattr(args, 'warmup', 0))}"
             + (f" (l2persist noted: {notes})" if notes else "") + f": {todo}")
@@ -499,21 +517,17 @@ def _nothing_measured(r, prog_rc, args) -> str:
 
 def _undecided(r, args) -> str:
     """Why advise did not decide, and what would decide it."""
+    from ..process.report import undecided_reason
     res = r["result"]
-    ended = any("ended before the search decided" in n for n in r.get("notes", []))
-    # not the budget: the search stopped (Phases.stop_search: the records stopped coming, or
-    # graphs came after a search on the clock); older documents only in their notes
-    stopped = r.get("stopped") or next(
-        (n for n in r.get("notes", []) if n.startswith("search stopped: ")), None)
-    if stopped:
-        return f"undecided: {stopped}; the plan written keeps the better baseline"
-    why = (f"the program ended {r.get('search_s', 0):.0f} s into the search" if ended else
-           f"the search used its --budget of {args.budget:g} s")
+    kind, why = undecided_reason(r)
+    if kind == "stopped":
+        return f"undecided: {why}; the plan written keeps the better baseline"
+    if kind == "budget":
+        why = f"the search used its --budget of {args.budget:g} s"
     if res.get("winner", -1) >= 0:
-        why += (f" while the best arm's 95 % interval ({res['ci_low']:.4f}-"
-                f"{res['ci_high']:.4f}) still held both a gain of {1 + args.min_gain:g}x and "
-                f"none")
-    todo = ("run the program for longer than --budget" if ended else
-            "a longer --budget, or more of the program's work per second (more traffic "
-            "per block), would narrow it; a larger --min-gain decides sooner")
+        why += (f" while the best plan tried measured {res['ci_low']:.4f}-"
+                f"{res['ci_high']:.4f}x (95 %), which holds both a gain of "
+                f"{1 + args.min_gain:g}x and none")
+    todo = ("run the program for longer than --budget" if kind == "ended" else
+            "a longer --budget would narrow it; a larger --min-gain decides sooner")
     return f"undecided: {why}: {todo}; the plan written keeps the better baseline"

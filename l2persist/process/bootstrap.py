@@ -155,7 +155,11 @@ def _apply_at_start(w) -> bool:
         dev = Device(w.o.device)
         name = dev.properties.name
     except Exception as e:
-        _say(f"l2persist: plan not applied: no usable device {w.o.device} ({e})")
+        from .. import _core
+        why = None if _core.device_count() else _core.no_device_reason()
+        said = f"no usable CUDA device: {why[2]} ({why[1]})" if why else \
+            f"no usable device {w.o.device} ({e})"
+        _say(f"l2persist: plan not applied: {said}; the program runs without the plan")
         return False
     if name != doc["device"]["name"]:
         _say(f"l2persist: plan not applied: it was found on {doc['device']['name']}, this is "
@@ -188,16 +192,17 @@ def apply_report(w) -> str:
     windowed = [g for g in graphs if g.windows_applied]
     unknown = [g for g in graphs if g.signature not in known]
     missed = [e for e in doc["windows"] if not e.get("_applied")]
-    aside = "the default" if doc["set_aside"] is None else f"{doc['set_aside']} bytes"
+    aside = "the default" if doc["set_aside"] is None else \
+        f"{doc['set_aside']} bytes ({doc['set_aside'] / 2**20:.2f} MiB)"
     lines = [f"l2persist apply: set-aside {aside}; {len(windowed)} graph(s) windowed "
              f"({sum(g.windows_applied for g in windowed)} window(s))"]
     if not doc["windows"]:      # no graph is meant to match, none is news
         kind = "a \"don't\" plan" if doc.get("verdict") == "dont" else "a set-aside only"
         lines[0] = (f"l2persist apply: set-aside {aside}; {kind} (no windows): "
                     f"{len(graphs)} graph(s) left as captured")
-    elif unknown:
-        lines.append(f"  {len(unknown)} graph(s) captured that the plan does not know "
-                     "(a new shape?): " + ", ".join(g.signature for g in unknown[:5]))
+    elif unknown:   # the plan names only the graphs it windows: these may be advise's too
+        lines.append(f"  {len(unknown)} graph(s) captured that no window of the plan names, "
+                     "left as captured: " + ", ".join(g.signature for g in unknown[:5]))
     streams = sorted({g.stream for g in getattr(w, "eager", []) if g.windows_applied})
     if streams:
         lines.append(f"  {len(streams)} stream window(s) set, on the stream(s) of the eager "
@@ -208,6 +213,7 @@ def apply_report(w) -> str:
     if getattr(w, "restored", None) is not None:
         lines.append(f"  set-aside put back to {w.restored} bytes, as the program found it")
     lines += _cupti_lines(getattr(w, "cupti_release", None))
+    lines += [f"  note: {n.splitlines()[0]}" for n in getattr(w, "notes", []) if n]
     return "\n".join(lines)
 
 

@@ -15,6 +15,14 @@ from .part import Part
 from .recorder import _NoRecords
 
 
+#: Where a hook failed, in the words a person reads (the hooks' own names are internal).
+FAILED_AT = {"point": "a graph replay, synchronize or l2persist.mark()",
+             "replay": "a graph replay", "sync": "a synchronize",
+             "capture_begin": "the start of a CUDA graph capture",
+             "capture_end": "the end of a CUDA graph capture",
+             "the clock's switch point": "a switch from l2persist's own thread"}
+
+
 class Ending(Part):
     """Stopping the watching and putting back what it changed."""
 
@@ -26,7 +34,9 @@ class Ending(Part):
         w = self.w
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])
         with w.lock:               # a tick on the clock's thread must not switch meanwhile
-            w.notes.append(f"{where} failed, watching stopped: {type(e).__name__}: {e}\n{tb}")
+            w.notes.append(f"watching stopped at {FAILED_AT.get(where, where)}: an internal "
+                           f"error in l2persist ({type(e).__name__}: {e}); the program ran on "
+                           f"as without it; please report it with this traceback\n{tb}")
             w._after = None            # a failing after-decision timing must not keep the hooks
             w.launches.stop()
             w.gate.capture_open()          # the switch lock where no capture is open (see finish)

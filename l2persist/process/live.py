@@ -47,6 +47,20 @@ from .switcher import Switcher, Target, _window  # noqa: F401
 from . import team as _team
 
 
+def _env_value(key: str, text: str, conv, low=None):
+    """An environment variable's value as `conv` reads it, or a ValueError that names the
+    variable and what it takes (the bootstrap says it, and the program runs as without it)."""
+    kind = {int: "an integer", float: "a number", str: "text"}[conv]
+    try:
+        value = conv(text)
+    except ValueError:
+        value = None
+    if value is None or (low is not None and value < low):
+        raise ValueError(f"{key}={text!r}: expected {kind}"
+                         + (f" >= {low}" if low is not None else "")) from None
+    return value
+
+
 @dataclass
 class Options:
     """What ``advise`` / ``verify`` / ``apply`` were asked for (from the bootstrap's
@@ -93,7 +107,7 @@ class Options:
                                 ("L2PERSIST_RESULT", "result", str),
                                 ("L2PERSIST_PLAN", "plan", str)):
             if env.get(key):
-                setattr(o, name, conv(env[key]))
+                setattr(o, name, _env_value(key, env[key], conv))
         o.exit_after = env.get("L2PERSIST_EXIT_AFTER", "") == "1"
         o.keep_hooks = env.get("L2PERSIST_KEEP_HOOKS", "") == "1"
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
@@ -101,9 +115,10 @@ class Options:
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
-        o.device = int(env.get("L2PERSIST_DEVICE", env.get("LOCAL_RANK", "0")) or 0)
-        o.world = int(env.get("WORLD_SIZE", "1") or 1)
-        o.rank = int(env.get("RANK", "0") or 0) if o.world > 1 else 0
+        device_key = "L2PERSIST_DEVICE" if env.get("L2PERSIST_DEVICE") else "LOCAL_RANK"
+        o.device = _env_value(device_key, env.get(device_key) or "0", int, low=0)
+        o.world = _env_value("WORLD_SIZE", env.get("WORLD_SIZE") or "1", int, low=1)
+        o.rank = _env_value("RANK", env.get("RANK") or "0", int, low=0) if o.world > 1 else 0
         return o
 
     @property
@@ -448,9 +463,17 @@ def load_plan(path: str) -> dict:
     if len(raw) > cap:
         raise ValueError(f"plan: {path!r} is larger than {cap >> 20} MiB: not a plan "
                          f"document")
+    if not raw.strip():
+        raise ValueError(f"plan: {path!r} is empty: give the JSON file that advise wrote")
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ValueError(f"plan: {path!r} is not a JSON plan document ({type(e).__name__})") \
+    except json.JSONDecodeError as e:
+        raise ValueError(f"plan: {path!r} is not valid JSON (line {e.lineno}, column "
+                         f"{e.colno}: {e.msg}): give the JSON file that advise wrote") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"plan: {path!r} is not UTF-8 text: not a plan document") from None
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"plan: {path!r} is not a JSON plan document ("
+                         f"{'nested too deeply' if isinstance(e, RecursionError) else e})") \
             from None
     return check_plan(doc, path)

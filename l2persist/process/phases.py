@@ -136,7 +136,10 @@ class Phases(Part):
                     w.search.restart(f"the search began again: {e} (the program's work "
                                      f"changed after the probe)", "work")
                     return
-                self.stop_search(f"search stopped: {e}")
+                self.stop_search(f"search stopped: {e} (the program's work changed after "
+                                 f"l2persist first looked at its kernels, or another tool took "
+                                 f"CUDA's activity records): run advise over the program's "
+                                 f"steady work; a longer --warmup skips its setup")
 
     def stop_search(self, note: str):
         """The search ends here with the blocks it has, ``note`` saying why."""

@@ -63,6 +63,22 @@ def switch_said(r: dict, capital: bool = False) -> str:
     return said + ")"
 
 
+def undecided_reason(r: dict) -> tuple[str, str]:
+    """Why a search did not decide, and the kind of ending: ("stopped", the watcher's words),
+    ("ended", the program ended first) or ("budget", the --budget ran out). One reading for the
+    summary's verdict and the CLI's "undecided" line."""
+    notes = r.get("notes") or []
+    # not the budget: the search stopped (Phases.stop_search: the records stopped coming, or
+    # graphs came after a search on the clock); older documents only in their notes
+    stopped = r.get("stopped") or next(
+        (n for n in notes if n.startswith("search stopped: ")), None)
+    if stopped:
+        return "stopped", stopped
+    if any("ended before the search decided" in n for n in notes):
+        return "ended", f"the program ended {r.get('search_s', 0):.1f} s into the search"
+    return "budget", "the --budget ran out"
+
+
 def verdict_line(r: dict) -> str:
     res = r["result"]
     mode = r["mode"]
@@ -70,12 +86,16 @@ def verdict_line(r: dict) -> str:
     if not res.get("baseline_decided"):
         base = "the device default (limit 0 was within noise of it)"
     if mode == "verify":
-        if not compared(res):   # no arm compared, or the search ended first
-            what = ("no arm but the two baselines to compare" if res["decided"] else
+        if not compared(res):   # no plan compared, or the search ended first
+            what = ("only the two baselines could be compared" if res["decided"] else
                     "no verdict yet")
             return f"plan: {what}; the better baseline {base}"
-        return (f"plan: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
-                f"{res['ci_low']:.4f}-{res['ci_high']:.4f}; helps: {bool(res['helps'])}")
+        nums = (f"{res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
+                f"{res['ci_low']:.4f}-{res['ci_high']:.4f}")
+        if r.get("verify_of") == "baseline":   # a "don't" plan: advise's other plans searched
+            return (f"\"don't\" plan: the best other plan tried gives {nums}: "
+                    + ("it helps now" if res["helps"] else "none helps"))
+        return f"plan: {nums}: " + ("it helps" if res["helps"] else "it does not help")
     if res["helps"] and res["winner"] >= 0:
         arm = r["arms"][res["winner"]]
         return (f"helps: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
@@ -84,12 +104,14 @@ def verdict_line(r: dict) -> str:
         why = ("no candidate: no buffer a window can reach (none in a CUDA graph the "
                "program replays, none read by eager launches on a stream known to live), so "
                "only limit 0 and the default were compared")
+    elif not res["decided"]:
+        kind, said = undecided_reason(r)
+        why = "undecided: " + ("the search stopped" if kind == "stopped" else said)
     else:
-        why = "undecided when the budget ran out" if not res["decided"] else \
-            "no arm beat the better baseline by the rule"
+        why = "no plan tried beat the better baseline by the least gain that counts"
     best = ""
     if res["winner"] >= 0 and res.get("speedup"):
-        best = (f"; the best arm gave {res['speedup']:.4f}x "
+        best = (f"; the best plan tried gave {res['speedup']:.4f}x "
                 f"({res['ci_low']:.4f}-{res['ci_high']:.4f})")
     return f"don't: {why}{best}; keep {base}"
 
@@ -130,8 +152,11 @@ def _per_key_head(r: dict) -> str | None:
     if not pk or not pk.get("keys"):
         return None
     base = "limit 0" if pk["baseline"] == 0 else "the default"
-    return (f"per launch shape: arm {pk['arm']} against {base} (GPU us per launch; ratio above "
-            f"1: faster under the arm; share: of the probe's GPU time)")
+    arms = r.get("arms") or []
+    what = (_arm_text(arms[pk["arm"]]) if 0 <= pk["arm"] < len(arms) else
+            f"plan tried {pk['arm']}")
+    return (f"per launch shape: {what}, against {base} (GPU us per launch; ratio above 1: "
+            f"faster under that plan; share: of the probe's GPU time)")
 
 
 def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:

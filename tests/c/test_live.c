@@ -808,6 +808,19 @@ static void test_plan_window_check(void)
     CHECK(strncmp(l2p_last_error()->message, "device.name: ", 13) == 0);
     CHECK(l2p_live_field_check(&p[L2P_LIVE_P_DEVICE], &(l2p_live_value){.text = "NVIDIA H200"},
                                "") == L2P_OK);
+    /* the verdict: absent, or one of advise's two words whole (not a prefix, not longer) */
+    const l2p_live_field *verdict = &p[L2P_LIVE_P_VERDICT];
+    CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.null = 1}, "") == L2P_OK);
+    CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.text = "helps"}, "") == L2P_OK);
+    CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.text = "dont"}, "") == L2P_OK);
+    const char *not_verdicts[] = {"maybe", "help", "helpsx", "don", "dont|helps", "", "|"};
+    for (size_t k = 0; k < sizeof not_verdicts / sizeof *not_verdicts; k++)
+        CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.text = not_verdicts[k]}, "") ==
+              L2P_ERR_VALUE);
+    CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.text = "maybe"}, "") ==
+          L2P_ERR_VALUE);
+    CHECK(strcmp(l2p_last_error()->message, "verdict: expected one of 'helps', 'dont', got "
+                 "'maybe'") == 0);
     CHECK(l2p_live_field_check(&p[L2P_LIVE_P_SET_ASIDE], &(l2p_live_value){.null = 1}, "") ==
           L2P_OK);
     CHECK(l2p_live_field_check(&p[L2P_LIVE_P_SET_ASIDE], &(l2p_live_value){.i = 1ll << 40},

@@ -12,8 +12,9 @@ def _start():
         from l2persist.process import bootstrap
         bootstrap.start()
     except Exception as e:  # the program runs whatever happens here
-        print(f"l2persist: the bootstrap failed, the program runs unwatched: {e}",
-              file=sys.stderr)
+        plain = ("without the plan" if os.environ.get("L2PERSIST_PLAN") and
+                 os.environ.get("L2PERSIST_MODE", "apply") == "apply" else "unwatched")
+        print(f"l2persist: could not start, the program runs {plain}: {e}", file=sys.stderr)
 
 
 def _chain():
