@@ -46,6 +46,14 @@ def test_per_key_ratio_shows_which_kernel_the_plan_moved(world, tmp_path):  # no
 
     text = summary_text(s)
     assert "per launch shape" in text
+    # the lines a newcomer reads first name the plan, not the search's arm numbers
+    import re
+    first = [ln for ln in text.splitlines()
+             if ln.lstrip().startswith(("helps", "don't", "per launch", "share", "graphs"))]
+    assert len(first) == 4 and not any(re.search(r"\barms?\b", ln) for ln in first), first
+    from l2persist.process.report import _arm_text
+    assert f"per launch shape: {_arm_text(s['arms'][pk['arm']])}, against" in \
+        per_key_lines(s)[0], per_key_lines(s)[0]
     rows = {ln.split()[4]: ln.split() for ln in per_key_lines(s)[2:]}
     assert set(rows) == {"k_gather", "k_other"}, text
     assert float(rows["k_gather"][1]) > 1.18 and 0.97 < float(rows["k_other"][1]) < 1.03

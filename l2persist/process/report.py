@@ -165,7 +165,7 @@ def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
     if head is None:
         return []
     lines = [f"  {head}:",
-             f"    {'share':>6} {'ratio':>7} {'baseline':>10} {'arm':>10}  kernel"]
+             f"    {'share':>6} {'ratio':>7} {'baseline':>10} {'plan':>10}  kernel"]
     for d in r["per_key"]["keys"][:n]:
         lines.append(f"    {100 * d['share']:5.1f}% {_num(d['ratio'], '7.4f'):>7} "
                      f"{_num(d['baseline_us'], '10.2f'):>10} {_num(d['arm_us'], '10.2f'):>10}  "
@@ -342,8 +342,9 @@ def summary_text(r: dict) -> str:
     g = r.get("graphs", [])
     e = r.get("eager") or {}
     lines.append(f"  graphs: {len(g)} captured, eager launch groups: "
-                 f"{len(e.get('groups', []))}, targets: {len(r.get('targets', []))}, arms: "
-                 f"{len(r.get('arms', []))}")
+                 f"{len(e.get('groups', []))}, buffers a window can reach: "
+                 f"{len(r.get('targets', []))}, plans tried: "
+                 f"{max(len(r.get('arms', [])) - 2, 0)} beside the two baselines")
     if r.get("ranks"):
         lines.append("  " + ranks_line(r))
     for n in r.get("notes", []):
