@@ -65,6 +65,10 @@ def test_cli_refusals(args, words):
     (("windows", 0, "stream"), "pool", "windows[0].stream: expected 'launch', got 'pool'"),
     (("windows", 0, "stream"), 7, "windows[0].stream"),
     (("verdict",), "maybe", "verdict: expected one of 'helps', 'dont', got 'maybe'"),
+    (("graphs",), "abc", "graphs: expected a list of at most 65536 graphs"),
+    (("graphs",), [{"graph": "k2-aa"}, {"graph": 5}], "graphs[1].graph"),
+    (("graphs",), [{"graph": "x"}], "graphs[0].graph: expected a graph signature"),
+    (("graphs",), [{"graph": "k2-aa"}] * 65537, "graphs: expected a list of at most"),
     (("verdict",), "help", "verdict"),
     (("verdict",), 1, "verdict"),
 ])
@@ -227,6 +231,21 @@ def test_apply_report_says_what_matched_and_what_was_put_back():
     w.notes = ["a captured graph could not be read: CudaError x\n  a second line", ""]
     lines = bootstrap.apply_report(w).splitlines()
     assert lines[-1] == "  note: a captured graph could not be read: CudaError x", lines
+    # a plan that lists the graphs advise saw: a graph advise left alone is said as advised,
+    # one advise never saw is a new shape (and a "don't" plan says so too)
+    w.notes = []
+    doc["graphs"] = [{"graph": "k2-aa"}, {"graph": "k4-new"}]
+    text = bootstrap.apply_report(w)
+    assert "1 graph(s) captured that no window of the plan names, left as captured, as " \
+           "advised: k4-new" in text and "did not see" not in text, text
+    graphs.append(NS(signature="k7-odd", windows_applied=0))
+    text = bootstrap.apply_report(w)
+    assert "1 graph(s) of a shape advise did not see, left as captured (run advise again " \
+           "where they matter): k7-odd" in text, text
+    w.plan_doc = dict(doc, windows=[], set_aside=None, verdict="dont")
+    text = bootstrap.apply_report(w)
+    assert "\"don't\" plan (no windows): 4 graph(s) left as captured" in text and \
+        "did not see" in text and "k7-odd" in text, text
 
 
 def test_pausing_the_records_when_not_collecting_is_a_named_error():

@@ -597,11 +597,13 @@ def test_report_plan_says_not_measured_where_no_arm_was_compared(monkeypatch):
     """A "don't" where no arm was compared with a baseline (no window reaches the kernels: the
     H200 zoo's JAX program; a search that stopped before its first comparison) has no speedup:
     the C search's zeros are not written as a 0x plan with a [0, 0] interval."""
-    monkeypatch.setattr(summary, "_core", _ns(driver_version=lambda: (13, 0)))
+    monkeypatch.setattr(summary, "_core", _ns(driver_version=lambda: (13, 0),
+                                              live_defaults=_core.live_defaults))
     props = _ns(name="GPU", compute_capability=(9, 0), l2_cache_size=50 << 20)
     arms = [{"set_aside": 0, "windows": []}, {"set_aside": None, "windows": []},
             {"set_aside": 8 << 20, "windows": []}]
-    w = _ns(arms=arms, device=_ns(properties=props),
+    seen = [_ns(signature=s, eager=False) for s in ("k2-bb", "k2-aa", "k2-bb")]
+    w = _ns(arms=arms, device=_ns(properties=props), all_graphs=lambda: seen,
             result={"helps": 0, "winner": -1, "baseline": 1, "speedup": 0.0, "ci_low": 0.0,
                     "ci_high": 0.0})
     rep = summary.Report(w)
@@ -609,6 +611,7 @@ def test_report_plan_says_not_measured_where_no_arm_was_compared(monkeypatch):
     plan = rep.make_plan()
     assert plan["verdict"] == "dont" and plan["speedup"] is None and plan["ci"] is None
     assert plan["set_aside"] is None                    # the device's default (arm 1)
+    assert plan["graphs"] == [{"graph": "k2-aa"}, {"graph": "k2-bb"}]   # each seen, once
     w.result = {"helps": 1, "winner": 2, "baseline": 1, "speedup": 1.05, "ci_low": 1.02,
                 "ci_high": 1.08}
     plan = rep.make_plan()

@@ -19,6 +19,7 @@ own cost) carry the host_timed marker: another process taking the CPU moves thos
 tail preempted on a CI machine read 2.2x its rate), so they get three tries
 (tests/host_timed.py). The others judge GPU time from the world's records and get one.
 """
+import json
 import math
 import random
 import statistics
@@ -440,6 +441,10 @@ def test_advise_finds_the_window_a_world_rewards(world):
     assert plan["verdict"] == "helps" and plan["set_aside"] == arm["set_aside"]
     assert [d["bytes"] for d in plan["windows"]] == [8 * MIB]
     assert plan["windows"][0]["graph"] == w.targets[table].places[0][0].signature
+    # every graph advise saw is listed, windowed or not, and the plan passes its own check
+    assert plan["graphs"] == [{"graph": g.signature} for g in w.all_graphs()]
+    from l2persist.process import plan_doc
+    assert plan_doc.check_plan(json.loads(json.dumps(plan)))["graphs"] == plan["graphs"]
     s = w.summary()
     assert s["unit"][0] == "replay"
     # both buffers are targets, weighed by the recorded time of the kernels that use them
@@ -459,6 +464,7 @@ def test_advise_says_dont_where_nothing_helps_and_keeps_a_baseline(world):
     assert w.summary()["ungraphed"]["share"] == 0.0
     assert not any("no captured graph holds" in n for n in w.notes), w.notes
     assert w.make_plan()["verdict"] == "dont"
+    assert w.make_plan()["graphs"] == [{"graph": g.signature} for g in w.all_graphs()]
 
 
 def test_verify_finds_the_plans_windows_again_in_a_fresh_watcher(world, tmp_path):

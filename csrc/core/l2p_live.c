@@ -530,9 +530,12 @@ int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned pa
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x)
 
+#define GRAPH_ROW                                                                            \
+    {.name = "graph", .kind = L2P_LIVE_F_TEXT, .text = "k",                                   \
+     .expect = "a graph signature ('k<count>-<hex>')"}
+
 const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS] = {
-    [L2P_LIVE_W_GRAPH] = {.name = "graph", .kind = L2P_LIVE_F_TEXT, .text = "k",
-                          .expect = "a graph signature ('k<count>-<hex>')"},
+    [L2P_LIVE_W_GRAPH] = GRAPH_ROW,
     [L2P_LIVE_W_NODE] = {.name = "node", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
                          .lo = 0, .hi = NODE_POS_MAX},
     [L2P_LIVE_W_PARAM] = {.name = "param", .kind = L2P_LIVE_F_INT, .flags = L2P_LIVE_F_SHOW,
@@ -557,6 +560,8 @@ const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS] = {
                            .text = "launch"},
 };
 
+const l2p_live_field l2p_live_graph_fields[L2P_LIVE_G_NFIELDS] = {[L2P_LIVE_G_GRAPH] = GRAPH_ROW};
+
 const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS] = {
     [L2P_LIVE_P_FORMAT] = {.name = "format", .kind = L2P_LIVE_F_TEXT,
                            .flags = L2P_LIVE_F_EXACT | L2P_LIVE_F_SHOW,
@@ -576,6 +581,12 @@ const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS] = {
                             .expect = "a list of at most " TEXT_OF(L2P_LIVE_PLAN_MAX_WINDOWS)
                                       " windows",
                             .fields = l2p_live_window_fields, .n_fields = L2P_LIVE_W_NFIELDS},
+    /* absent in plans before it (apply then cannot tell a new shape from one advised) */
+    [L2P_LIVE_P_GRAPHS] = {.name = "graphs", .kind = L2P_LIVE_F_LIST, .flags = L2P_LIVE_F_NULL,
+                           .min_items = 0, .max_items = L2P_LIVE_PLAN_MAX_GRAPHS,
+                           .expect = "a list of at most " TEXT_OF(L2P_LIVE_PLAN_MAX_GRAPHS)
+                                     " graphs",
+                           .fields = l2p_live_graph_fields, .n_fields = L2P_LIVE_G_NFIELDS},
 };
 
 static const char *const prop_names[] = {[L2P_ACCESS_NORMAL] = "normal",

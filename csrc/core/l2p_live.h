@@ -320,6 +320,7 @@ l2p_status l2p_live_ranges(const l2p_live_word *words, size_t n, l2p_live_range 
 #define L2P_LIVE_PLAN_FORMAT "l2persist-live-plan/1"
 #define L2P_LIVE_PLAN_MAX_WINDOWS 4096
 #define L2P_LIVE_PLAN_MAX_NODES 65536 /* node positions per window */
+#define L2P_LIVE_PLAN_MAX_GRAPHS 65536 /* the graphs advise saw, listed (the first, sorted) */
 
 typedef enum {
     L2P_LIVE_F_TEXT = 1, /* a string: equal to `text` (L2P_LIVE_F_EXACT), starting with it, or
@@ -363,12 +364,16 @@ typedef struct {
 
 /* The document's rows (in this order) and a window's (each row's index its enum). */
 enum { L2P_LIVE_P_FORMAT, L2P_LIVE_P_DEVICE, L2P_LIVE_P_VERDICT, L2P_LIVE_P_SET_ASIDE,
-       L2P_LIVE_P_WINDOWS, L2P_LIVE_P_NFIELDS };
+       L2P_LIVE_P_WINDOWS, L2P_LIVE_P_GRAPHS, L2P_LIVE_P_NFIELDS };
+/* An item of the plan's "graphs": a graph advise saw (windowed or not), so that apply can tell
+ * a graph left as advised from a shape advise never saw. */
+enum { L2P_LIVE_G_GRAPH, L2P_LIVE_G_NFIELDS };
 enum { L2P_LIVE_W_GRAPH, L2P_LIVE_W_NODE, L2P_LIVE_W_PARAM, L2P_LIVE_W_OFFSET, L2P_LIVE_W_DELTA,
        L2P_LIVE_W_BYTES, L2P_LIVE_W_HIT_RATIO, L2P_LIVE_W_HIT_PROP, L2P_LIVE_W_MISS_PROP,
        L2P_LIVE_W_NODES, L2P_LIVE_W_STREAM, L2P_LIVE_W_NFIELDS };
 extern const l2p_live_field l2p_live_plan_fields[L2P_LIVE_P_NFIELDS];
 extern const l2p_live_field l2p_live_window_fields[L2P_LIVE_W_NFIELDS];
+extern const l2p_live_field l2p_live_graph_fields[L2P_LIVE_G_NFIELDS];
 
 /* An access property's name in the document ("normal", "streaming", "persisting"), NULL for
  * anything else; and back (L2P_ACCESS_*, or -1). */

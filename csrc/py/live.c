@@ -684,16 +684,18 @@ static PyObject *live_defaults_impl(PyObject *m, const void *args)
     (void)args;
     l2p_live_options o;
     l2p_live_options_default(&o);
-    return Py_BuildValue("{sdsdsnsnsnsnsdsnsd}", "min_gain", o.min_gain, "confidence",
+    return Py_BuildValue("{sdsdsnsnsnsnsdsnsdsn}", "min_gain", o.min_gain, "confidence",
                          o.confidence, "stage_rounds", (Py_ssize_t)o.stage_rounds,
                          "next_stage_rounds", (Py_ssize_t)o.next_stage_rounds,
                          "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
                          (Py_ssize_t)o.max_confirm_rounds, "max_overhead", o.max_overhead,
                          "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio,
-                         "verify_halfwidth", L2P_LIVE_VERIFY_HALFWIDTH);
+                         "verify_halfwidth", L2P_LIVE_VERIFY_HALFWIDTH, "plan_max_graphs",
+                         (Py_ssize_t)L2P_LIVE_PLAN_MAX_GRAPHS);
 }
 L2P_DEFINE_FN(live_defaults_fn, l2p_no_args, live_defaults_impl, "live_defaults",
-              "The live search's defaults (l2p_live_options_default, their one home).", "dict",
+              "The live search's defaults (l2p_live_options_default, their one home), and "
+              "the plan's cap on the graphs it lists.", "dict",
               L2P_NO_PARAMS);
 
 typedef struct {

@@ -188,9 +188,13 @@ def apply_report(w) -> str:
     nothing."""
     doc = w.plan_doc
     known = {e["graph"] for e in doc["windows"]}
+    # the graphs advise saw (plans before the list have none: then no graph is called new)
+    seen = None if doc.get("graphs") is None else {e["graph"] for e in doc["graphs"]}
     graphs = w.all_graphs()              # those the program dropped too
     windowed = [g for g in graphs if g.windows_applied]
     unknown = [g for g in graphs if g.signature not in known]
+    new = [g for g in unknown if seen is not None and g.signature not in seen]
+    unknown = [g for g in unknown if g not in new]
     missed = [e for e in doc["windows"] if not e.get("_applied")]
     aside = "the default" if doc["set_aside"] is None else \
         f"{doc['set_aside']} bytes ({doc['set_aside'] / 2**20:.2f} MiB)"
@@ -200,9 +204,14 @@ def apply_report(w) -> str:
         kind = "a \"don't\" plan" if doc.get("verdict") == "dont" else "a set-aside only"
         lines[0] = (f"l2persist apply: set-aside {aside}; {kind} (no windows): "
                     f"{len(graphs)} graph(s) left as captured")
-    elif unknown:   # the plan names only the graphs it windows: these may be advise's too
+    elif unknown:
         lines.append(f"  {len(unknown)} graph(s) captured that no window of the plan names, "
-                     "left as captured: " + ", ".join(g.signature for g in unknown[:5]))
+                     "left as captured" + (", as advised" if seen is not None else "") + ": "
+                     + ", ".join(g.signature for g in unknown[:5]))
+    if new:
+        lines.append(f"  {len(new)} graph(s) of a shape advise did not see, left as captured "
+                     "(run advise again where they matter): "
+                     + ", ".join(g.signature for g in new[:5]))
     streams = sorted({g.stream for g in getattr(w, "eager", []) if g.windows_applied})
     if streams:
         lines.append(f"  {len(streams)} stream window(s) set, on the stream(s) of the eager "

@@ -300,6 +300,11 @@ class Report(Part):
             "ci": [r["ci_low"], r["ci_high"]] if measured else None,
             "set_aside": arm["set_aside"],
             "windows": self.window_docs(arm),
+            # every graph advise saw, windowed or not: apply tells a graph left as advised
+            # from a shape advise never saw
+            "graphs": [{"graph": sig} for sig in sorted(
+                {g.signature for g in w.all_graphs() if not g.eager})][
+                :_core.live_defaults()["plan_max_graphs"]],
         }
 
     def write_result(self):

@@ -808,6 +808,21 @@ static void test_plan_window_check(void)
     CHECK(strncmp(l2p_last_error()->message, "device.name: ", 13) == 0);
     CHECK(l2p_live_field_check(&p[L2P_LIVE_P_DEVICE], &(l2p_live_value){.text = "NVIDIA H200"},
                                "") == L2P_OK);
+    /* the graphs advise saw: absent (plans before them), or a list of graphs by signature */
+    const l2p_live_field *seen = &p[L2P_LIVE_P_GRAPHS];
+    CHECK(seen->kind == L2P_LIVE_F_LIST && seen->fields == l2p_live_graph_fields);
+    CHECK(l2p_live_field_check(seen, &(l2p_live_value){.null = 1}, "") == L2P_OK);
+    CHECK(l2p_live_field_check(seen, &(l2p_live_value){.n = L2P_LIVE_PLAN_MAX_GRAPHS}, "") ==
+          L2P_OK);
+    CHECK(l2p_live_field_check(seen, &(l2p_live_value){.n = L2P_LIVE_PLAN_MAX_GRAPHS + 1},
+                               "") == L2P_ERR_VALUE);
+    CHECK(l2p_live_field_check(&l2p_live_graph_fields[L2P_LIVE_G_GRAPH],
+                               &(l2p_live_value){.text = "k3-00ff"}, "graphs[0]") == L2P_OK);
+    CHECK(l2p_live_field_check(&l2p_live_graph_fields[L2P_LIVE_G_GRAPH],
+                               &(l2p_live_value){.text = "x3-00ff"}, "graphs[0]") ==
+          L2P_ERR_VALUE);
+    CHECK(strncmp(l2p_last_error()->message, "graphs[0].graph: expected a graph signature",
+                  43) == 0);
     /* the verdict: absent, or one of advise's two words whole (not a prefix, not longer) */
     const l2p_live_field *verdict = &p[L2P_LIVE_P_VERDICT];
     CHECK(l2p_live_field_check(verdict, &(l2p_live_value){.null = 1}, "") == L2P_OK);
