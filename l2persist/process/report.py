@@ -285,7 +285,8 @@ def summary_text(r: dict) -> str:
         if d:
             lines.append(_arm_line(label, d))
     lines += per_key_lines(r)
-    lines.append(f"  blocks: {res['search_blocks']} search + {res['confirm_blocks']} confirm "
+    lines.append(f"  timed blocks: {res['search_blocks']} to compare plans + "
+                 f"{res['confirm_blocks']} to confirm "
                  f"in {r.get('search_s', 0):.1f} s; {switch_said(r)}")
     w = r.get("watching") or {}
     if w.get("added_share") is not None:
@@ -489,8 +490,10 @@ the interquartile range.</p>
 <h2>Per kernel (GPU ms per unit)</h2>
 <table><tr><th>kernel</th>{''.join(f'<th>{"limit 0" if i == 0 else "default" if i == 1 else f"arm {i}"}</th>' for i in show)}</tr>{krows}</table>
 {_bars_svg(tax, TAX_TITLE, 'x', ref=1)}
-{_per_key_html(r)}<h2>Arms</h2><table><tr><th>#</th><th>arm</th><th>GPU ms/unit (median)</th>
-<th>dropped after stage</th></tr>{arm_rows}</table>
+{_per_key_html(r)}<h2>Plans tried</h2><p>The search's arms: 0 is limit 0, 1 the device's
+default, the others the plans it tried; it drops the slower ones round by round.</p>
+<table><tr><th>#</th><th>plan</th><th>GPU ms/unit (median)</th>
+<th>dropped after round</th></tr>{arm_rows}</table>
 {_landed_html(r)}<h2>Graphs seen</h2><table><tr><th>signature</th><th>kernels</th><th>{replays_head}</th></tr>{graphs}
 </table>
 <h2>Not windowed, and why</h2><ul><li>Eager kernels are windowed through their streams only
