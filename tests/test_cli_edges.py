@@ -110,6 +110,35 @@ def test_a_program_without_the_separator_gets_a_hint(cmd, tmp_path):
     assert not mark.exists()
 
 
+@pytest.mark.parametrize("cmd", ["advise", "verify", "apply"])
+def test_an_unknown_option_is_named_as_one(cmd, tmp_path):
+    command, mark = marker_program(tmp_path)
+    plan = [write(tmp_path, GOOD)] if cmd != "advise" else []
+    line = one_line(cli(cmd, "--bogus", *plan, "--", *command))
+    assert f"unknown option --bogus (see python -m l2persist {cmd} --help)" in line, line
+    assert "after '--'" not in line and not mark.exists()
+
+
+def test_apply_refuses_a_device_past_the_machines_gpus(monkeypatch, tmp_path, capsys):
+    """apply runs the program without the plan where no GPU is (as documented); a --device
+    past the GPUs there are is a typo: exit 2, the program not started."""
+    monkeypatch.setattr(_core, "device_count", lambda: 2)
+    plan = write(tmp_path, GOOD)
+    args, command, rc = live._parse(["--device", "2", plan, "--", sys.executable], "apply",
+                                    plan=True, search=False)
+    assert args is None and rc == 2
+    err = capsys.readouterr().err
+    assert "--device 2: expected a GPU index in [0, 1] (this machine has 2 CUDA device(s)); " \
+           "the program was not started" in err, err
+    args, command, rc = live._parse(["--device", "1", plan, "--", sys.executable], "apply",
+                                    plan=True, search=False)
+    assert args is not None and args.device == 1 and command == [sys.executable]
+    monkeypatch.setattr(_core, "device_count", lambda: 0)     # no GPU: runs plainly, as said
+    args, command, rc = live._parse(["--device", "2", plan, "--", sys.executable], "apply",
+                                    plan=True, search=False)
+    assert args is not None
+
+
 def test_a_bad_number_names_its_option_once():
     line = one_line(cli("advise", "--budget", "abc", "--", sys.executable))
     assert line.count("--budget") == 1 and "'abc'" in line, line
