@@ -1295,15 +1295,18 @@ def test_summary_says_whether_cupti_was_asked_to_go_and_where_it_is_now(monkeypa
 def test_ranks_wait_for_the_store_then_give_up_alone(monkeypatch):
     ready = [False]
     monkeypatch.setattr(team, "store_ready", lambda: ready[0])
-    monkeypatch.setattr(team, "from_env", lambda: ("the team", "a note"))
+    met = []
+    monkeypatch.setattr(team, "from_env",
+                        lambda rank, world: met.append((rank, world)) or ("the team", "a note"))
     w = _ns(team=None, team_pending=False, team_gave_up=False, notes=[],
-            team_wait_t0=team.time.perf_counter())
+            team_wait_t0=team.time.perf_counter(), o=_ns(rank=1, world=2))
     r = team.Ranks(w)
     r.join()                                         # no store yet: the warm-up goes on
     assert w.team_pending and w.team is None and not w.team_gave_up
     ready[0] = True
     r.join()                                         # met
     assert not w.team_pending and w.team == "the team" and w.notes == ["a note"]
+    assert met == [(1, 2)]                           # the rank and world the options read
     w.team, ready[0], w.team_wait_t0 = None, False, w.team_wait_t0 - team.TEAM_WAIT_S
     r.join()                                         # waited past TEAM_WAIT_S: alone
     assert w.team_gave_up and not w.team_pending and "each rank advised alone" in w.notes[-1]

@@ -110,18 +110,14 @@ def store_ready(env=os.environ) -> bool:
         return False
 
 
-def from_env(env=os.environ):
+def from_env(rank: int, world: int, env=os.environ):
     """The team of this process under torchrun, or (None, why) where there is none.
 
-    (team, None) with WORLD_SIZE > 1 and the store at MASTER_ADDR:MASTER_PORT reachable (the
-    torchrun agent's, or the one rank 0's ``init_process_group`` hosts: a client waits for it);
-    (None, None) for a single process; (None, reason) where ranks exist but cannot be
-    coordinated."""
-    try:
-        world = int(env.get("WORLD_SIZE", "1") or 1)
-        rank = int(env.get("RANK", "0") or 0)
-    except ValueError:
-        return None, "WORLD_SIZE / RANK are not integers"
+    `rank` and `world` are RANK and WORLD_SIZE as :class:`~l2persist.process.live.Options`
+    read them (once, with their checks). (team, None) with `world` > 1 and the store at
+    MASTER_ADDR:MASTER_PORT reachable (the torchrun agent's, or the one rank 0's
+    ``init_process_group`` hosts: a client waits for it); (None, None) for a single process;
+    (None, reason) where ranks exist but cannot be coordinated."""
     if world <= 1:
         return None, None
     if not (env.get("MASTER_ADDR") and env.get("MASTER_PORT")):
@@ -218,7 +214,7 @@ class Ranks(Part):
                 self.give_up()
             return
         w.team_pending = False
-        w.team, why = from_env()
+        w.team, why = from_env(w.o.rank, w.o.world)
         if why:
             w.notes.append(why)
 
@@ -237,6 +233,6 @@ class Ranks(Part):
         w = self.w
         if store_ready():
             w.team_gave_up = False
-            t, _why = from_env()
+            t, _why = from_env(w.o.rank, w.o.world)
             if t is not None:
                 t.leave()

@@ -65,7 +65,7 @@ per plan of an offline grid (every arm advise searched, written as a plan docume
 - `python -m l2persist advise --out plan.json -- python prog.py` starts the program with a bootstrap, times its kernels from CUDA's activity records, and switches plan arms at the program's own graph replays, syncs or `l2persist.mark()`, or from its own clock where the program makes none of those calls, never while a capture is open anywhere in the process.
 - It judges each arm on the program's GPU time per unit of work at the program's own mix (each kernel and launch shape at its time per launch in the block), against limit 0 and the device default, in rotated blocks, and writes the plan document (a "don't" is an answer).
 - `python -m l2persist apply plan.json -- python prog.py` installs the plan at the next start with no code change (windows reach graphs as they are captured; another GPU model: not applied).
-- `python -m l2persist verify plan.json -- python prog.py` re-runs the A/B between the plan and both baselines in a fresh process (for a "don't" plan: whether any arm helps now): exit 0 when the plan still holds, 1 when it no longer does, 3 when the interval cannot tell.
+- `python -m l2persist verify plan.json -- python prog.py` re-runs the A/B between the plan and both baselines in a fresh process (for a "don't" plan: whether any other plan helps now): exit 0 when the plan still holds, 1 when it no longer does, 3 when the interval cannot tell.
 - Nothing of the program's work is called by l2persist: its outputs must be bit-identical with and without each of them."""
 WHY = """**Reading it.** The speedups are GPU time per unit of the program's work (a replay of
 its busiest graph, a sync, or a tick of the watcher's clock), priced at the program's own mix,
