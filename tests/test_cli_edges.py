@@ -384,8 +384,14 @@ def test_no_result_says_what_happened_without_internal_names(state):
     assert ":" in msg and "the program (exit 0) ended" in msg
 
 
+def budget_ended(res):
+    """A core result as live_finish leaves it when the --budget ends the confirmation before
+    its cap (finish's verdict is never the cap's)."""
+    return dict(res, decided=0, capped=0, helps=0)
+
+
 def test_an_advise_whose_search_stopped_says_that_not_the_budget():
-    res = core_result(1.01, 0.3, 6, confirm_only=False)
+    res = budget_ended(core_result(1.01, 0.3, 6, confirm_only=False))
     r = dict(result_doc(res), mode="advise",
              notes=["search stopped: a block of 4 units had no kernel records"])
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
@@ -413,7 +419,7 @@ def test_a_program_whose_probes_saw_no_kernel_is_told_so():
 
 
 def test_an_undecided_advise_says_why_and_what_would_decide_it():
-    res = core_result(1.01, 0.3, 6, confirm_only=False)
+    res = budget_ended(core_result(1.01, 0.3, 6, confirm_only=False))
     r = dict(result_doc(res), mode="advise")
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
     assert msg.startswith("undecided: the search used its --budget of 60 s") and \
@@ -433,6 +439,39 @@ def test_an_undecided_advise_says_why_and_what_would_decide_it():
         .startswith("undecided: search stopped: a block of 4 units")
     assert verdict_line(dict(r, result=dict(res, decided=0))).startswith(
         "don't: undecided: the search stopped")
+
+
+def test_an_advise_at_the_confirmations_cap_with_a_wide_interval_is_undecided_not_dont():
+    """ddp on two H200s at f7a980d: the confirmation ran to its cap with the best plan at
+    1.017x (0.992-1.030) and said "don't". An interval holding both the least gain and none at
+    the cap is undecided (the core's `capped`), said as such, with what would decide it."""
+    from l2persist.process.report import summary_text, verdict_line
+    res = core_result(1.01, 0.3, 6, confirm_only=False)
+    assert res["capped"] and not res["decided"] and not res["helps"], res
+    assert res["ci_low"] < 1 + MIN_GAIN <= res["ci_high"]
+    r = dict(result_doc(res), mode="advise")
+    msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    assert msg.startswith("undecided: the confirmation reached its cap of 6 rounds while the "
+                          "best plan tried measured"), msg
+    assert "--min-gain" in msg and "--budget" not in msg and "ranks" not in msg, msg
+    assert verdict_line(r).startswith("don't: undecided: the confirmation reached its cap")
+    # a clear gain and a tight "no gain" settle before the cap
+    assert not core_result(1.10, 0.01, 6, confirm_only=False)["capped"]
+    flat = core_result(1.0, 0.001, 6, confirm_only=False)
+    assert flat["decided"] and not flat["capped"]
+    # on two ranks: the other rank's notes are printed, and the words point at them
+    row = {"device": "NVIDIA H200", "lockstep": True}
+    r["ranks"] = [dict(row, rank=0, notes=[]),
+                  dict(row, rank=1, notes=["of rank 0's 9 buffers ... (rank 1 4 lacking)"])]
+    msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    assert "see whether the ranks agree" in msg, msg
+    with open(os.path.join(os.path.dirname(__file__), "data", "live",
+                           "result-server-H200.json")) as f:
+        doc = json.load(f)
+    doc["ranks"] = r["ranks"] + [dict(row, rank=2, notes=doc["notes"][:1])]
+    text = summary_text(doc)
+    assert "  note (rank 1): of rank 0's 9 buffers ... (rank 1 4 lacking)" in text
+    assert "note (rank 0)" not in text and "note (rank 2)" not in text
 
 
 def test_apply_of_a_dont_plan_calls_no_graph_unknown():

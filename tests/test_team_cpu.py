@@ -2,6 +2,7 @@
 the ranks' watchers in lockstep, run on threads over an in-memory store with the methods of
 torch.distributed's; the leader's decisions adopted by a follower; the ranks' results merged
 into one, with one plan per GPU model."""
+import json
 import random
 import sys
 import threading
@@ -11,7 +12,7 @@ import types
 import pytest
 
 from l2persist.cli.live import _plan_paths
-from l2persist.process import clock, live, team
+from l2persist.process import clock, graphs, live, team
 from l2persist.process.team import Team, TeamError
 
 
@@ -116,8 +117,12 @@ def test_mean_samples_block_by_block_and_mismatch():
 
 
 class _G:
-    def __init__(self, sig):
+    """A graph as the watcher saw it: its pointer words (node, param, offset, word)."""
+    anchor = graphs.GraphSeen.anchor
+
+    def __init__(self, sig, uses=None):
         self.signature = sig
+        self.uses = uses if uses is not None else [(i, 0, 8 * i, 0) for i in range(16)]
 
 
 def _target(sig, rec, size, address, weight):
@@ -136,6 +141,74 @@ def test_a_follower_adopts_the_leaders_target_order():
     assert [t.address for t in got] == [0x8000, 0x9000, 0]
     assert [t.size for t in got] == [1 << 22, 1 << 20, 1 << 21]
     assert missing == 1 and got[2].places == []
+
+
+def _seen(sig, uses, pieces):
+    """Targets over one graph's words: (index of the anchor word in uses, size, address)."""
+    g = _G(sig, uses)
+    out = []
+    for at, size, address in pieces:
+        t = live.Target(address, size, 1.0)
+        t.places.append((g, at))
+        out.append(t)
+    return out
+
+
+HIST, BUF = 36 << 20, 90 << 20
+
+
+def _ddp_ranks():
+    """ddp's graph on two ranks (two H200s at f7a980d): on rank 0 a by-value struct of node 1
+    held a stale word 999 bytes into `hist`, which cut `hist` in two there and came first among
+    node 1's words."""
+    h0, b0, h1, b1 = 0x7000_0000, 0x9000_0000, 0x5000_0000, 0x6000_0000
+    uses0 = [(0, 0, 0, h0), (1, 0, 408, h0 + 999), (1, 0, 984, b0), (1, 0, 992, b0 + BUF)]
+    uses1 = [(0, 0, 0, h1), (1, 0, 984, b1), (1, 0, 992, b1 + BUF)]
+    rank0 = _seen("k2", uses0, [(0, 999, h0), (1, HIST - 999, h0 + 999), (2, BUF, b0),
+                                (3, 2 << 20, b0 + BUF)])
+    rank1 = _seen("k2", uses1, [(0, HIST, h1), (1, BUF, b1), (2, 2 << 20, b1 + BUF)])
+    return rank0, rank1
+
+
+def test_a_stray_word_on_one_rank_hides_none_of_the_buffers_after_it():
+    rank0, rank1 = _ddp_ranks()
+    keys = [team.target_key(t) for t in rank0]
+    got, missing = team.adopt_targets(rank1, keys)
+    # the two pieces of hist are not rank 1's (its hist is whole); stream_buf and the 2 MiB
+    # after it are, though their words' indices differ by the stray word
+    assert [t.address for t in got] == [0, 0, 0x6000_0000, 0x6000_0000 + BUF]
+    assert missing == 2
+
+
+def test_no_plan_windows_a_buffer_that_some_rank_lacks():
+    rank0, rank1 = _ddp_ranks()
+    docs = [{"targets": [team.target_key(t) for t in ts], "weights": [9.0, 8.0, 7.0, 6.0][:len(ts)]}
+            for ts in (rank0, rank1)]
+    docs = json.loads(json.dumps(docs))          # as the store carries them
+    weights, lacking = team.shared_weights(docs)
+    assert weights == [0.0, 0.0, 7.0, 6.0] and lacking == {1: 2}
+    weights, lacking = team.shared_weights([docs[0], docs[0]])
+    assert weights == [9.0, 8.0, 7.0, 6.0] and lacking == {}
+
+
+def test_a_follower_takes_zero_weights_for_what_it_lacks_and_says_so():
+    from types import SimpleNamespace as NS
+    rank0, rank1 = _ddp_ranks()
+    w = live.Watcher(live.Options(mode="advise", rank=1, world=2))
+    w.device = NS(persisting_l2_granule=1,
+                  properties=NS(persisting_l2_cache_max_size=2, l2_cache_size=3))
+    w.unit, w.units_per_block, w.targets = ("replay", "k2"), 4, rank1
+    w.probe_counts = {("replay", "k2"): 5}
+
+    class Peer:
+        def gather(self, doc):
+            lead = dict(doc, targets=[team.target_key(t) for t in rank0],
+                        weights=[9.0, 8.0, 7.0, 6.0])
+            return json.loads(json.dumps([lead, doc]))
+    w.team = Peer()
+    assert w.probe.follow_leader() == [0.0, 0.0, 7.0, 6.0]
+    assert len(w.targets) == 4 and w.targets[2].address == 0x6000_0000
+    assert any("rank 1 2 lacking" in n and "no plan tried windows those" in n for n in w.notes)
 
 
 def _watcher_in(state, rank, due_on_leader, capturing=(False, False)):

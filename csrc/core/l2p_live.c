@@ -228,8 +228,12 @@ static l2p_status verdict(l2p_live *s, int final)
     /* Settled: it helps, or it slows, or even the interval's top misses the gain; or the
      * interval is as narrow as asked (one that still straddles the gain is then an answer:
      * inconclusive, measured). */
-    r->decided = v.helps || v.slows || v.ci_high < 1 + s->o.min_gain || narrow_enough(s) ||
-                 final;
+    int settled = v.helps || v.slows || v.ci_high < 1 + s->o.min_gain || narrow_enough(s);
+    /* At the cap an interval that still holds both the least gain and none is no "don't":
+     * advise ends there undecided, and says the cap ended it (on two ranks whose samples
+     * disagree, the mean's interval stays this wide). verify reads its interval itself. */
+    r->capped = final && !settled;
+    r->decided = settled || (final && wants_width(s));
     return L2P_OK;
 }
 
@@ -253,7 +257,7 @@ static l2p_status end_of_rounds(l2p_live *s)
     l2p_status st = verdict(s, final);
     if (st != L2P_OK) return st;
     /* With a width asked for, a settled rule does not end it: only the width or the cap. */
-    if (wants_width(s) ? narrow_enough(s) || final : s->r.decided) {
+    if (wants_width(s) ? narrow_enough(s) || final : s->r.decided || final) {
         start_phase(s, DONE);
     } else {
         s->due = s->round + 1; /* one more round at a time */

@@ -68,12 +68,18 @@ static int same_allocation(const l2p_live_word *a, const l2p_live_word *b)
     return a->range_start == b->range_start && a->range_size == b->range_size;
 }
 
-/* Runs of equal words; a piece ends where the next one of its allocation starts. */
+/* Rule 1's exception: an odd word starts no piece. No element wider than a byte begins there,
+ * and a by-value struct's stale bytes can hold one (ddp on two H200s at f7a980d: a word 999
+ * bytes into a 36 MiB buffer cut it in two on one rank, and no plan was tried on it). */
+static int starts_piece(const l2p_live_word *w) { return (w->word & 1) == 0; }
+
+/* Runs of equal words (an odd word joins the piece before it in its allocation); a piece ends
+ * where the next one of its allocation starts. */
 static size_t cut_pieces(const word_ref *r, size_t n, piece *p)
 {
     size_t np = 0;
     for (size_t i = 0; i < n; i++) {
-        if (np && p[np - 1].start == r[i].w->word &&
+        if (np && (p[np - 1].start == r[i].w->word || !starts_piece(r[i].w)) &&
             same_allocation(r[p[np - 1].first].w, r[i].w)) {
             p[np - 1].count++;
             continue;

@@ -945,7 +945,8 @@ static PyObject *result_dict(const l2p_live *s)
         PyList_SET_ITEM(drop, (Py_ssize_t)a, PyLong_FromSize_t(r->stage_dropped[a]));
     }
     PyObject *d = med && drop ? Py_BuildValue(
-        "{sisisisisisisisi sdsdsd sdsdsd snsnsn sOsO}", "done", r->done, "decided", r->decided,
+        "{sisisisisisisisisi sdsdsd sdsdsd snsnsn sOsO}", "done", r->done, "decided", r->decided,
+        "capped", r->capped,
         "winner", r->winner, "helps", r->helps, "slows", r->slows, "baseline", r->baseline,
         "baseline_decided", r->baseline_decided, "phase", s->phase,
         "limit0", r->base_value[0], "default", r->base_value[1], "winner_value", r->winner_value,

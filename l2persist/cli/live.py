@@ -528,6 +528,10 @@ def _undecided(r, args) -> str:
         why += (f" while the best plan tried measured {res['ci_low']:.4f}-"
                 f"{res['ci_high']:.4f}x (95 %), which holds both a gain of "
                 f"{1 + args.min_gain:g}x and none")
-    todo = ("run the program for longer than --budget" if kind == "ended" else
-            "a longer --budget would narrow it; a larger --min-gain decides sooner")
+    todo = {"ended": "run the program for longer than --budget",
+            "capped": ("a gain this small is within what the program's blocks vary by; a "
+                       "larger --min-gain decides sooner" + (
+                           ", and on several ranks see whether the ranks agree (the ranks' "
+                           "notes above)" if r.get("ranks") else ""))
+            }.get(kind, "a longer --budget would narrow it; a larger --min-gain decides sooner")
     return f"undecided: {why}: {todo}; the plan written keeps the better baseline"

@@ -173,7 +173,7 @@ class Probe(Part):
         stages) or the GPUs differ (arm tables would differ), every rank sees it in the same
         documents and all go on alone, with a note."""
         w = self.w
-        from .team import adopt_targets, target_key
+        from .team import adopt_targets, shared_weights, target_key
         p = w.device.properties
         docs = w.team.gather({"unit": list(w.unit), "units": w.units_per_block,
                               "targets": [target_key(t) for t in w.targets],
@@ -195,11 +195,15 @@ class Probe(Part):
             return [t.weight for t in w.targets]
         w.unit = unit
         w.units_per_block = int(lead["units"])
-        w.targets, missing = adopt_targets(w.targets, lead["targets"])
-        if missing:
-            w.notes.append(f"rank {w.o.rank}: {missing} of the leader's targets are not "
-                           "in this rank's graphs; their windows land nowhere here")
-        return [float(x) for x in lead["weights"]]
+        w.targets, _missing = adopt_targets(w.targets, lead["targets"])
+        weights, lacking = shared_weights(docs)
+        if lacking:
+            said = ", ".join(f"rank {r} {n}" for r, n in sorted(lacking.items()))
+            w.notes.append(f"of rank 0's {len(weights)} buffers a window can reach, some are "
+                           f"not in every rank's graphs at the same place and size ({said} "
+                           f"lacking): no plan tried windows those, so that every rank runs "
+                           f"the plan it is timed under")
+        return weights
 
     @property
     def warm_stamp(self):

@@ -65,8 +65,13 @@ def switch_said(r: dict, capital: bool = False) -> str:
 
 def undecided_reason(r: dict) -> tuple[str, str]:
     """Why a search did not decide, and the kind of ending: ("stopped", the watcher's words),
-    ("ended", the program ended first) or ("budget", the --budget ran out). One reading for the
-    summary's verdict and the CLI's "undecided" line."""
+    ("ended", the program ended first), ("capped", the confirmation's rounds ran out with the
+    best plan's interval holding both the least gain and none) or ("budget", the --budget ran
+    out). One reading for the summary's verdict and the CLI's "undecided" line."""
+    res = r.get("result") or {}
+    if res.get("capped"):
+        return "capped", (f"the confirmation reached its cap of {res.get('confirm_rounds', 0)} "
+                          "rounds")
     notes = r.get("notes") or []
     # not the budget: the search stopped (Phases.stop_search: the records stopped coming, or
     # graphs came after a search on the clock); older documents only in their notes
@@ -350,6 +355,12 @@ def summary_text(r: dict) -> str:
         lines.append("  " + ranks_line(r))
     for n in r.get("notes", []):
         lines.append(f"  note: {n}")
+    # the other ranks' own notes (the document is the lowest rank's): a rank that ran without
+    # the windows is said where the verdict is read, not only in the JSON
+    for x in r.get("ranks") or []:
+        for n in x.get("notes") or []:
+            if x.get("rank") != r.get("rank", 0) and n not in (r.get("notes") or []):
+                lines.append(f"  note (rank {x.get('rank')}): {n}")
     return "\n".join(lines)
 
 

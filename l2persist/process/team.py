@@ -149,9 +149,32 @@ def mean_samples(docs: list[dict], key: str = "samples") -> list[float]:
 def target_key(t) -> list:
     """A target's name that is the same on every rank of one program: the graph of its first
     place (its signature, and which capture of that signature: double-buffered graphs share
-    one), the buffer's index in it, and its size (addresses differ between ranks)."""
-    g, rec = t.places[0]
-    return [g.signature, getattr(g, "ordinal", 0), rec, t.size]
+    one), where its anchor word sits there (node, parameter, offset), and its size (addresses
+    differ between ranks). Not the word's index among the graph's pointer words: one stray word
+    on one rank (a by-value struct's stale bytes that happen to point into an allocation: ddp
+    on two H200s at f7a980d) shifts every index after it, and the peer then finds none of
+    those buffers."""
+    g, at = t.places[0]
+    anchor = g.anchor(at)
+    return [g.signature, getattr(g, "ordinal", 0),
+            list(anchor[:3]) if anchor is not None else at, t.size]
+
+
+def shared_weights(docs: list[dict]) -> tuple[list, dict]:
+    """The leader's weights with 0 for each of its targets that some rank lacks (no arm is
+    built on a weight of 0, so no plan windows a buffer on one rank and nothing on another:
+    a team mean over a windowed rank and an unwindowed one measures neither), and per rank
+    how many it lacks. Every rank computes this from the same documents."""
+    have = [{tuple(_hashable(k)) for k in d["targets"]} for d in docs]
+    keys = [tuple(_hashable(k)) for k in docs[0]["targets"]]
+    lacking = {r: sum(k not in h for k in keys) for r, h in enumerate(have)}
+    weights = [float(x) if all(k in h for h in have) else 0.0
+               for k, x in zip(keys, docs[0]["weights"])]
+    return weights, {r: n for r, n in lacking.items() if n}
+
+
+def _hashable(k):
+    return [tuple(x) if isinstance(x, list) else x for x in k]
 
 
 def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
@@ -159,10 +182,10 @@ def adopt_targets(mine: list, keys: list) -> tuple[list, int]:
     leader has and this rank lacks becomes an empty one (its windows land nowhere here).
     Returns (targets, how many were missing)."""
     from .switcher import Target
-    by_key = {tuple(target_key(t)): t for t in mine}
+    by_key = {tuple(_hashable(target_key(t))): t for t in mine}
     out, missing = [], 0
     for k in keys:
-        t = by_key.get(tuple(k))
+        t = by_key.get(tuple(_hashable(k)))
         if t is None:
             missing += 1
             t = Target(0, k[-1])

@@ -124,6 +124,37 @@ static void test_more_rounds_while_undecided(void)
     CHECK(!s.r.helps);
 }
 
+/* advise's cap: an interval that still holds both the least gain and none when the rounds run
+ * out is undecided (capped), not a "don't"; one that settled before the cap is not capped, and
+ * a flat candidate measured tightly is a decided "don't". verify (a width asked for) reads its
+ * interval itself: there the cap is the confirmation's end, decided. */
+static void test_the_cap_leaves_a_wide_interval_undecided(void)
+{
+    l2p_live_options o;
+    l2p_live_options_default(&o);
+    o.confirm_only = 1;
+    o.max_confirm_rounds = 10;
+    l2p_live s;
+    double slight[3] = {1.0, 1.0, 1.0 / 1.02};
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, slight, 0.3, 11);
+    CHECK(s.r.done && s.r.confirm_rounds == 10);
+    CHECK(s.r.capped && !s.r.decided && !s.r.helps);
+    CHECK(s.r.ci_low < 1 && s.r.ci_high >= 1 + o.min_gain);
+    double clear[3] = {1.0, 1.0, 1.0 / 1.10};
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, clear, 0.01, 11);
+    CHECK(s.r.done && s.r.decided && s.r.helps && !s.r.capped);
+    double flat[3] = {1.0, 1.0, 1.0};
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, flat, 0.001, 11);
+    CHECK(s.r.done && s.r.decided && !s.r.helps && !s.r.capped);
+    o.target_halfwidth = 0.0005;
+    CHECK(l2p_live_init(&s, 3, &o) == L2P_OK);
+    drive(&s, slight, 0.3, 11);
+    CHECK(s.r.done && s.r.confirm_rounds == 10 && s.r.decided && s.r.capped);
+}
+
 /* The speedup's interval relative to the speedup, the wider side (the stop's measure). */
 static double halfwidth(const l2p_live_result *r)
 {
@@ -926,6 +957,7 @@ int main(void)
     test_no_gain_says_dont();
     test_confirmation_runs_fresh_blocks();
     test_more_rounds_while_undecided();
+    test_the_cap_leaves_a_wide_interval_undecided();
     test_verify_measures_to_a_width();
     test_peek();
     test_finish_early();

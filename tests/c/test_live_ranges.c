@@ -53,6 +53,29 @@ static void test_segment_tensors_are_their_own_ranges(void)
     free(r);
 }
 
+/* A stray odd word 999 bytes into a buffer (stale bytes of another kernel's by-value struct,
+ * ddp at f7a980d) cuts nothing: the buffer stays one range from its reader's word, and the
+ * stray word's node counts as a reader of it. An odd word first in its allocation starts the
+ * first piece (nothing before it to join). */
+static void test_an_odd_word_cuts_nothing(void)
+{
+    l2p_live_word w[] = {
+        word(0, 0, 0, 1, FLAT, FLAT, 36 * MIB, 30.0),       /* index_add_ reads hist */
+        word(0, 1, 0, 2, FLAT + 999, FLAT, 36 * MIB, 5.0),  /* sum's stale word */
+        word(0, 1, 0, 2, SEG + 7, SEG, 2 * MIB, 5.0),       /* odd, alone in its allocation */
+        word(0, 2, 0, 3, SEG + 64 * KIB, SEG, 2 * MIB, 1.0),
+    };
+    size_t n = sizeof w / sizeof *w, of[4], nr = 0;
+    l2p_live_range *r = NULL;
+    CHECK(l2p_live_ranges(w, n, &r, &nr, of) == L2P_OK);
+    CHECK(nr == 3);
+    long hist = find(r, nr, FLAT), seg = find(r, nr, SEG + 7);
+    CHECK(hist >= 0 && r[hist].size == 36 * MIB && r[hist].readers == 2);
+    CHECK(hist >= 0 && r[hist].weight == 35.0 && of[0] == (size_t)hist && of[1] == (size_t)hist);
+    CHECK(seg >= 0 && r[seg].size == 64 * KIB - 7 && find(r, nr, SEG + 64 * KIB) >= 0);
+    free(r);
+}
+
 /* A flat weight viewed per layer: 60 words, each read by one layer's node of the same kernel
  * in the same role, is one range from the first word to the allocation's end, weighed by the
  * 60 readers; a second graph reading the same slices keeps it one. */
@@ -60,7 +83,7 @@ static void test_a_flat_weight_is_one_range(void)
 {
     l2p_live_word w[121];
     size_t n = 0, of[121], nr = 0;
-    uint64_t slice = 36 * MIB / 60;
+    uint64_t slice = 600 * KIB; /* a layer's weights (element-aligned, as real views are) */
     for (size_t layer = 0; layer < 60; layer++) {
         w[n++] = word(0, 4 * layer + 2, 1, 7, FLAT + layer * slice, FLAT, 36 * MIB, 1.0);
         w[n++] = word(1, 3 * layer + 1, 1, 7, FLAT + layer * slice, FLAT, 36 * MIB, 0.5);
@@ -162,6 +185,7 @@ static void test_errors(void)
 int main(void)
 {
     test_segment_tensors_are_their_own_ranges();
+    test_an_odd_word_cuts_nothing();
     test_a_flat_weight_is_one_range();
     test_a_period_of_views_and_a_tail();
     test_what_is_not_a_run();
