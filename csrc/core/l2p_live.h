@@ -208,6 +208,14 @@ l2p_status l2p_live_mix(const double *ref_ns, const double *ref_n, size_t n_keys
                         double ref_units, const double *key_ns, const double *key_n,
                         size_t n_blocks, double *out, double *share);
 
+/* Whether a kernel's GPU time is mostly its wait for other ranks (a collective: NCCL's
+ * all-reduce and the like), so that the reference leaves it unpriced. On a rank its time is
+ * how long the slowest peer took to arrive, which moves with the peers' progress, not with
+ * this rank's L2: ddp on two H200s (da14298) read one all-reduce at 198 us under the
+ * default and 236 us under a plan that made rank 0's own kernels faster. Each rank's own
+ * kernels are priced, and the team's mean carries every rank's. */
+int l2p_live_waits_on_peers(const char *kernel);
+
 /* ---- did the windows land ----
  * Whether a plan arm's windows were on the kernels while it was installed, from CUPTI's launch
  * attributes (l2p_activity_attributes): the windows the arm meant (meant, n_meant: base and

@@ -1,7 +1,15 @@
 /* The live search's objective, per launch key (see l2p_live.h, l2p_live_mix). */
 #include <math.h>
+#include <string.h>
 
 #include "l2p_live.h"
+
+int l2p_live_waits_on_peers(const char *kernel)
+{
+    /* NCCL's device kernels, mangled or not: ncclDevKernel_AllReduce_Sum_u64_RING_LL (2.19
+     * and later), ncclKernel_AllReduce_RING_LL_Sum_float (before) */
+    return kernel && (strstr(kernel, "ncclDevKernel_") || strstr(kernel, "ncclKernel_"));
+}
 
 /* Sum over the keys the reference saw: each key's launches in the reference, priced at its GPU
  * time per launch in block b. present: the reference's GPU time in keys that launched in b. */

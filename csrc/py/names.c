@@ -6,6 +6,7 @@
 #include "params.h"
 
 #include "l2p_demangle.h"
+#include "l2p_live.h"
 
 /* The longest budget a caller may ask for: a short name is for one line of text. */
 #define MAX_CHARS 4096
@@ -75,4 +76,21 @@ L2P_DEFINE_FN(kernel_name_fn, kernel_name_args, kernel_name_impl, "kernel_name",
                         .hi = MAX_CHARS, .ival = L2P_KERNEL_SHORT_CHARS, .what = "characters",
                         .doc = "the short name's budget (ignored with short=False)"));
 
-const l2p_fn *const l2p_names_fns[] = {&kernel_name_fn, NULL};
+typedef struct {
+    PyObject *name;
+} waits_args;
+
+static PyObject *kernel_waits_impl(PyObject *m, const void *args)
+{
+    const char *name = name_text(((const waits_args *)args)->name);
+    (void)m;
+    if (!name) return NULL;
+    return PyBool_FromLong(l2p_live_waits_on_peers(name));
+}
+L2P_DEFINE_FN(kernel_waits_fn, waits_args, kernel_waits_impl, "kernel_waits_on_peers",
+              "Whether the kernel's GPU time is mostly a wait for other ranks (a collective: "
+              "NCCL's kernels), which advise leaves unpriced (l2p_live_waits_on_peers).", "bool",
+              L2P_PARAM(waits_args, name, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "str", .doc = "the kernel's name, mangled or not"));
+
+const l2p_fn *const l2p_names_fns[] = {&kernel_name_fn, &kernel_waits_fn, NULL};

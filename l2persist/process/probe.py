@@ -82,6 +82,7 @@ class Probe(Part):
             w.units_per_block = max(1, round(units / elapsed * w.o.block_s))
         w.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
         said = len(w.notes)        # the probe's own notes from here (a restart drops them)
+        w.mix_ref = self.priced_keys(w.mix_ref)
         w.launches.from_log()
         if w.o.mode == "verify" and w.plan_doc is not None:
             for g in w.eager:
@@ -116,6 +117,23 @@ class Probe(Part):
             w._first_block_due = True   # it begins at the next call with no capture open
             return
         w.search.next_block(now)
+
+    def priced_keys(self, by_key: dict) -> dict:
+        """The probe's launch keys the blocks are priced at: all but the kernels that wait on
+        other ranks (a collective's time on one rank is its wait for the slowest peer:
+        l2p_live_waits_on_peers), unless nothing else ran. Says what was left out."""
+        names = _core.activity_keys()
+        waits = {k for k in by_key
+                 if 0 <= k < len(names) and _core.kernel_waits_on_peers(names[k][0])}
+        kept = {k: v for k, v in by_key.items() if k not in waits}
+        if not waits or not kept:
+            return by_key
+        share = (sum(by_key[k][0][0] for k in waits)
+                 / max(1e-9, sum(v[0][0] for v in by_key.values())))
+        self.w.notes.append(f"the collectives' kernels ({100 * share:.0f} % of the probe's GPU "
+                            f"time, {len(waits)} launch shape(s)) are left out of each block's "
+                            f"time: on one rank they mostly wait for the slowest peer")
+        return kept
 
     def may_probe_again(self) -> bool:
         """Alone (ranks would have to agree on it: in a team the search begins as before, and
