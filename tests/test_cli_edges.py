@@ -269,6 +269,10 @@ def test_verify_outcome_maps_the_cores_result_to_the_exit_status(verdict, ratio,
     assert line.startswith({0: "still holds", 1: "no longer holds", 3: "inconclusive"}[code])
     if verdict == "dont" and code == 1:
         assert "set-aside 4.00 MiB" in line       # the arm that helps, named
+    if code == 3:
+        # ended by the confirmation's cap, not the budget: a longer --budget would not help
+        assert res["capped"] and "the check reached its cap of 6 rounds" in line and \
+            "--budget" not in line, (line, res)
     # the summary's verdict agrees with the line, in words (no Python bool)
     from l2persist.process.report import verdict_line
     r = dict(result_doc(res), verify_of="baseline" if verdict == "dont" else "plan")
@@ -462,7 +466,7 @@ def test_an_advise_at_the_confirmations_cap_with_a_wide_interval_is_undecided_no
     # on two ranks: the other rank's notes are printed, and the words point at them
     row = {"device": "NVIDIA H200", "lockstep": True}
     r["ranks"] = [dict(row, rank=0, notes=[]),
-                  dict(row, rank=1, notes=["of rank 0's 9 buffers ... (rank 1 4 lacking)"])]
+                  dict(row, rank=1, notes=["of rank 0's 9 buffers ... (rank 1 lacks 4)"])]
     msg = live._undecided(r, types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
     assert "see whether the ranks agree" in msg, msg
     with open(os.path.join(os.path.dirname(__file__), "data", "live",
@@ -470,7 +474,7 @@ def test_an_advise_at_the_confirmations_cap_with_a_wide_interval_is_undecided_no
         doc = json.load(f)
     doc["ranks"] = r["ranks"] + [dict(row, rank=2, notes=doc["notes"][:1])]
     text = summary_text(doc)
-    assert "  note (rank 1): of rank 0's 9 buffers ... (rank 1 4 lacking)" in text
+    assert "  note (rank 1): of rank 0's 9 buffers ... (rank 1 lacks 4)" in text
     assert "note (rank 0)" not in text and "note (rank 2)" not in text
 
 

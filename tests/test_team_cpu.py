@@ -208,7 +208,7 @@ def test_a_follower_takes_zero_weights_for_what_it_lacks_and_says_so():
     w.team = Peer()
     assert w.probe.follow_leader() == [0.0, 0.0, 7.0, 6.0]
     assert len(w.targets) == 4 and w.targets[2].address == 0x6000_0000
-    assert any("rank 1 2 lacking" in n and "no plan tried windows those" in n for n in w.notes)
+    assert any("(rank 1 lacks 2)" in n and "no plan tried windows those" in n for n in w.notes)
 
 
 def _watcher_in(state, rank, due_on_leader, capturing=(False, False)):

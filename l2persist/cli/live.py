@@ -422,9 +422,11 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     if not compared(res):
         return 3, ("inconclusive: the program ended before the check reached a verdict; run it "
                    "for longer than --budget")
+    todo = (f"the check reached its cap of {res.get('confirm_rounds', 0)} rounds: a gain "
+            f"this small is within what the program's blocks vary by" if res.get("capped")
+            else "a longer --budget narrows it")
     return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "
-               f"(the least gain that counts), so it neither helps nor fails yet; a longer "
-               f"--budget narrows it")
+               f"(the least gain that counts), so it neither helps nor fails yet; {todo}")
 
 
 def _winner_text(r: dict) -> str:

@@ -216,11 +216,11 @@ class Probe(Part):
         w.targets, _missing = adopt_targets(w.targets, lead["targets"])
         weights, lacking = shared_weights(docs)
         if lacking:
-            said = ", ".join(f"rank {r} {n}" for r, n in sorted(lacking.items()))
+            said = ", ".join(f"rank {r} lacks {n}" for r, n in sorted(lacking.items()))
             w.notes.append(f"of rank 0's {len(weights)} buffers a window can reach, some are "
-                           f"not in every rank's graphs at the same place and size ({said} "
-                           f"lacking): no plan tried windows those, so that every rank runs "
-                           f"the plan it is timed under")
+                           f"not in every rank's graphs at the same place and size ({said}): "
+                           f"no plan tried windows those, so that every rank runs the plan "
+                           f"it is timed under")
         return weights
 
     @property
