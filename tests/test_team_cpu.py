@@ -496,3 +496,42 @@ def test_a_quiet_counting_thread_does_not_hold_the_warmup_forever(monkeypatch):
     time.sleep(0.06)
     assert w.phases.phase_over(False) is True  # given up: its own clock
     assert not w.team_pending and any("advised alone" in n for n in w.notes)
+
+
+def _own_of(world, confirm_ratio, seed):
+    """A rank's watcher after a search: 12 search blocks (arm 2 slow there: they are not the
+    confirmation's), then 6 confirmation rounds of limit 0, the default and arm 2 (its own
+    samples, 1 % noise; arm 2 at 1/confirm_ratio)."""
+    from l2persist.process.summary import Report
+    rng = random.Random(seed)
+    B = types.SimpleNamespace
+    blocks = [B(units=4, counted=True, arm=a, sample=1.5 if a == 2 else 1.0)
+              for a in (2,) * 6 + (0, 1) * 3]
+    blocks.append(B(units=4, counted=False, arm=2, sample=5.0))      # a landing block
+    for _ in range(6):
+        for a in (0, 1, 2):
+            v = (1.0 / confirm_ratio if a == 2 else 1.0) * (1 + 0.01 * rng.gauss(0, 1))
+            blocks.append(B(units=4, counted=True, arm=a, sample=v))
+    w = B(o=live.Options(mode="advise", rank=0, world=world), blocks=blocks,
+          recorded=len(blocks), result={"winner": 2, "search_blocks": 12})
+    return Report(w).own_verdict()
+
+
+def test_each_rank_judges_the_plan_on_its_own_samples_and_a_split_is_said():
+    """ddp at f7a980d: rank 0 alone read 1.068x where the team's mean said 1.017x (rank 1 ran
+    without the windows); the merged summary now gives each rank's own figure and says when the
+    ranks disagree."""
+    from l2persist.process.report import ranks_line
+    assert _own_of(1, 1.1, 3) is None                   # alone: the verdict is its own
+    own0, own1 = _own_of(2, 1.1, 3), _own_of(2, 1.0, 4)
+    assert own0["helps"] and 1.08 < own0["speedup"] < 1.12, own0
+    assert not own1["helps"] and own1["ci_low"] < 1.01, own1
+    row = {"device": {"name": "NVIDIA H200", "index": 0}, "lockstep": True, "notes": []}
+    docs = [dict(row, rank=0, own=own0, result={"speedup": 1.05}),
+            dict(row, rank=1, own=own1, result={"speedup": 1.05})]
+    merged = team.merge_ranks(docs)
+    said = ranks_line(merged)
+    assert f"rank 0 {own0['speedup']:.4f}x" in said and f"rank 1 {own1['speedup']:.4f}x" in said
+    assert said.endswith("the ranks disagree, and the verdict is their mean's"), said
+    docs[1]["own"] = own0
+    assert "disagree" not in ranks_line(team.merge_ranks(docs))

@@ -376,7 +376,20 @@ def ranks_line(r: dict) -> str:
     gone = (f"; no result from rank(s) {r['missing_ranks']}" if r.get("missing_ranks")
             else "")
     return (f"ranks: {len(ranks)} watched {how}, {held}{gone}; GPU model(s): "
-            f"{', '.join(models)} (one plan per model)")
+            f"{', '.join(models)} (one plan per model)" + own_said(ranks))
+
+
+def own_said(ranks: list) -> str:
+    """Each rank's own samples judged alone (summary's `own`), and whether the ranks disagree:
+    one's own interval says the plan helps where another's says it does not."""
+    own = [(x["rank"], x["own"]) for x in ranks if x.get("own")]
+    if not own:
+        return ""
+    said = ", ".join(f"rank {k} {o['speedup']:.4f}x ({o['ci_low']:.4f}-{o['ci_high']:.4f})"
+                     for k, o in own)
+    split = len({bool(o["helps"]) for _k, o in own}) > 1
+    return (f"; the plan on each rank's own samples: {said}"
+            + (": the ranks disagree, and the verdict is their mean's" if split else ""))
 
 
 def _bars_svg(rows, title, unit, ref=None) -> str:

@@ -162,7 +162,7 @@ class Report(Part):
             "empty_probes": w.empty_probes, "restarts": dict(w.restarts),
             "stopped": getattr(w, "stopped", None),
             "ended_in": w.ended_in,       # the phase under way when the program ended
-            "rank": w.o.rank, "world": w.o.world,
+            "rank": w.o.rank, "world": w.o.world, "own": self.own_verdict(),
             "lockstep": w.team is not None,
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
                         "windows_applied": g.windows_applied,
@@ -227,6 +227,28 @@ class Report(Part):
             now = None
         return {"asked": asked is not None, "state": asked[0] if asked else None,
                 "why_held": asked[1] if asked else None, "now": now}
+
+    def own_verdict(self) -> dict | None:
+        """Under torchrun: this rank's own confirmation samples judged alone (the search judged
+        the ranks' mean), so that a rank whose figure differs from its peers' is seen: ddp at
+        f7a980d read 1.068x on rank 0 alone where the mean said 1.017x (rank 1 ran without the
+        windows). None alone, or without a confirmed plan."""
+        w = self.w
+        r = w.result
+        if w.o.world <= 1 or not r or r.get("winner", -1) < 0:
+            return None
+        issued = [b for b in w.blocks[:w.recorded]
+                  if b.units and getattr(b, "counted", True)]
+        confirm = issued[r.get("search_blocks", 0):]
+        arms = (0, 1, r["winner"])
+        by = [[b.sample for b in confirm if b.arm == a and b.sample] for a in arms]
+        if min(len(x) for x in by) < 2:
+            return None
+        rounds = len(by[0]) if len({len(x) for x in by}) == 1 else 1
+        gain = w.o.min_gain if w.o.min_gain is not None else _core.live_defaults()["min_gain"]
+        v = _core.tune_verdict(*by, min_gain=gain, seed=1, rounds=rounds)
+        return {"speedup": v["speedup"], "ci_low": v["ci_low"], "ci_high": v["ci_high"],
+                "helps": bool(v["helps"])}
 
     def per_key(self) -> dict | None:
         """Each launch key's GPU time per launch under the final arm and the better baseline

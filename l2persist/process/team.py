@@ -205,7 +205,7 @@ def merge_ranks(docs: list[dict]) -> dict:
         "rank": d.get("rank", 0), "device": (d.get("device") or {}).get("name"),
         "index": (d.get("device") or {}).get("index"), "state": d.get("state"),
         "final_arm": d.get("final_arm"), "blocks": d.get("blocks"),
-        "speedup": (d.get("result") or {}).get("speedup"),
+        "speedup": (d.get("result") or {}).get("speedup"), "own": d.get("own"),
         "lockstep": d.get("lockstep"), "notes": d.get("notes", [])} for d in docs]
     world = max([d.get("world") or 1 for d in docs] + [len(docs)])
     merged["missing_ranks"] = sorted(set(range(world)) - {d.get("rank", 0) for d in docs})
