@@ -284,6 +284,8 @@ def test_verify_outcome_maps_the_cores_result_to_the_exit_status(verdict, ratio,
             assert said.endswith("it helps now" if code == 1 else "none helps"), said
     elif code in (0, 1):
         assert said.endswith(": it helps" if code == 0 else ": it does not help"), said
+    if code == 3:                      # the summary says what the exit status says
+        assert said.endswith(": inconclusive"), said
 
 
 def test_verify_without_a_result_is_inconclusive():
@@ -459,6 +461,13 @@ def test_an_advise_at_the_confirmations_cap_with_a_wide_interval_is_undecided_no
                           "best plan tried measured"), msg
     assert "--min-gain" in msg and "--budget" not in msg and "ranks" not in msg, msg
     assert verdict_line(r).startswith("don't: undecided: the confirmation reached its cap")
+    # an interval wholly above 1 but reaching below the least gain: capped, and said so
+    # truly (no "and none")
+    small = core_result(1.006, 0.012, 40, confirm_only=False)
+    assert small["capped"] and 1 < small["ci_low"] < 1 + MIN_GAIN <= small["ci_high"], small
+    said = live._undecided(dict(result_doc(small), mode="advise"),
+                           types.SimpleNamespace(budget=60.0, min_gain=MIN_GAIN))
+    assert "reaches both above and below 1.01x, the least gain that counts" in said, said
     # a clear gain and a tight "no gain" settle before the cap
     assert not core_result(1.10, 0.01, 6, confirm_only=False)["capped"]
     flat = core_result(1.0, 0.001, 6, confirm_only=False)

@@ -157,6 +157,12 @@ def test_a_collectives_wait_is_left_out_of_the_blocks_time(world, monkeypatch): 
                for n in w.notes), w.notes
     res = w.result
     assert res["helps"] and res["decided"], res
+    # the per-launch table still shows the collective, timed but not priced
+    rows = {d["kernel"]: d for d in s["per_key"]["keys"]}
+    nccl = next(d for k, d in rows.items() if "ncclDevKernel" in k)
+    assert nccl["priced"] is False and rows["k_gather"]["priced"] is True
+    assert nccl["baseline_us"] > 0 and nccl["arm_us"] > 0
+    assert "(not priced: waits on other ranks)" in summary_text(s)
     assert 1.07 < res["speedup"] < 1.13 and res["ci_high"] - res["ci_low"] < 0.03, res
     assert _core.kernel_waits_on_peers("ncclKernel_AllReduce_RING_LL_Sum_float")
     assert not _core.kernel_waits_on_peers("k_gather")

@@ -36,9 +36,10 @@ HOT_NODE, SMALL_NODE = LAYERS + 1, LAYERS + 2
 NS = {"k_norm": 5_000.0, "k_gemv": 20_000.0, "k_hot": 50_000.0, "k_small": 5_000.0}
 
 
-def decode_graph(shift=0):
+def decode_graph(shift=0, stray=False):
     """The graph's kernels, allocations and pointer words (as Graph._scan gives them), every
-    address moved by ``shift`` (the next process's allocator)."""
+    address moved by ``shift`` (the next process's allocator); ``stray``: k_hot's by-value
+    parameters also hold stale bytes that look like a pointer 999 bytes into the flat weight."""
     g = ProgramGraph()
     kernels = [(0, "k_norm", (32, 1, 1), (256, 1, 1), 0, 2)]
     kernels += [(n, "k_gemv", (132, 1, 1), (128, 1, 1), 0, 2) for n in GEMV]
@@ -50,6 +51,8 @@ def decode_graph(shift=0):
     for layer, n in enumerate(GEMV):
         uses += [(n, 0, 0, ACT + shift, 0), (n, 1, 0, flat + layer * SLICE, 1)]
     uses += [(HOT_NODE, 1, 0, HOT + shift, 0), (SMALL_NODE, 0, 0, T_C + shift, 0)]
+    if stray:
+        uses.insert(0, (HOT_NODE, 0, 8, flat + 999, 1))
     g.scan, g.kernels, g.flat = (kernels, records, uses), kernels, flat
     return g
 
@@ -183,3 +186,23 @@ def test_the_core_rule_is_the_one_used(world):
     assert sorted((r[0], r[1]) for r in ranges) == sorted((t.address, t.size)
                                                           for t in w.targets)
     assert [r[4] for r in ranges if r[0] == FLAT] == [LAYERS]
+
+
+def test_a_stray_odd_word_changes_no_target(world):
+    """ddp at f7a980d: stale bytes 999 bytes into a buffer cut it in two. An odd word is taken
+    for no pointer (the core): the targets, their weights and their nodes are those of the
+    graph without it, and no target is anchored on it."""
+    flat_model(world)
+    plain = _watcher()
+    run(world, plain, decode_graph())
+    w = _watcher()
+    run(world, w, decode_graph(stray=True))
+    key = lambda ts: sorted((t.address, t.size) for t in ts)   # noqa: E731
+    assert key(w.targets) == key(plain.targets)
+    flat = next(t for t in w.targets if t.address == FLAT)
+    assert flat.size == FLAT_BYTES and flat.weight == pytest.approx(w.kernel_ns_warmup["k_gemv"])
+    for t in w.targets:
+        for g, at in t.places:
+            assert g.anchor(at)[3] % 2 == 0 and HOT_NODE not in g.nodes_of(at) or \
+                t.address == HOT, (t.address, g.anchor(at), g.nodes_of(at))
+    assert w.result["helps"] and w.make_plan()["windows"][0]["offset"] == 0

@@ -533,5 +533,8 @@ def test_each_rank_judges_the_plan_on_its_own_samples_and_a_split_is_said():
     said = ranks_line(merged)
     assert f"rank 0 {own0['speedup']:.4f}x" in said and f"rank 1 {own1['speedup']:.4f}x" in said
     assert said.endswith("the ranks disagree, and the verdict is their mean's"), said
+    docs[1]["lockstep"] = False                      # went on alone: the verdicts are each its own
+    said = ranks_line(team.merge_ranks(docs))
+    assert said.endswith("the ranks disagree"), said
     docs[1]["own"] = own0
     assert "disagree" not in ranks_line(team.merge_ranks(docs))

@@ -229,7 +229,8 @@ static l2p_status verdict(l2p_live *s, int final)
      * interval is as narrow as asked (one that still straddles the gain is then an answer:
      * inconclusive, measured). */
     int settled = v.helps || v.slows || v.ci_high < 1 + s->o.min_gain || narrow_enough(s);
-    /* At the cap an interval that still holds both the least gain and none is no "don't":
+    /* At the cap an interval that still reaches both above and below the least gain (the
+     * rule settled neither way) is no "don't":
      * advise ends there undecided, and says the cap ended it (on two ranks whose samples
      * disagree, the mean's interval stays this wide). verify reads its interval itself. */
     r->capped = final && !settled;

@@ -91,9 +91,10 @@ typedef struct {
     int done, decided;       /* decided: the confirmation's rule settled, or its interval met
                               * target_halfwidth; verify's (a width asked for) also when its
                               * cap ended it (not the budget) */
-    int capped;              /* the confirmation ended at max_confirm_rounds with the winner's
-                              * interval holding both 1 + min_gain and none: advise's is then
-                              * undecided; verify's answer is read from its interval */
+    int capped;              /* the confirmation ended at max_confirm_rounds unsettled: the
+                              * winner's interval reaches both above and below 1 + min_gain;
+                              * advise's is then undecided; verify's answer is read from its
+                              * interval */
     int winner;              /* the confirmed candidate, or -1 (no candidate arms) */
     int helps, slows;        /* the winner against the better baseline (l2p_tune_verdict) */
     int baseline;            /* the better baseline: 0 limit 0, 1 the default */
@@ -279,9 +280,9 @@ int l2p_live_locate(const l2p_live_use *uses, size_t n, size_t node, unsigned pa
  * each allocation (an allocation: one (range_start, range_size)):
  *   1. a piece starts at each distinct word pointed at and ends at the next one, or at the
  *      allocation's end: a tensor inside a segment is its own piece (the bytes before the
- *      first word are no one's: nothing is known to point there); an odd word starts no
- *      piece but joins the one before it in its allocation (no element wider than a byte
- *      starts there, and stale bytes in a by-value struct can look like a pointer);
+ *      first word are no one's: nothing is known to point there). An odd word is taken for
+ *      no pointer (range_of: L2P_LIVE_NO_RANGE): no element wider than a byte starts there,
+ *      and stale bytes in a by-value struct can look like a pointer;
  *   2. a piece's signature is the (group, kernel, param) of every word at its start, in
  *      (group, node, param, offset) order: which kernels read it in what role, not which nodes;
  *   3. neighbouring pieces whose signatures repeat with a period p (1..L2P_LIVE_MAX_PERIOD) for
@@ -311,8 +312,10 @@ typedef struct {
     size_t pieces;      /* distinct words it starts at */
 } l2p_live_range;
 
+#define L2P_LIVE_NO_RANGE ((size_t)-1) /* range_of of a word taken for no pointer (odd) */
+
 /* The ranges of n words (rules above) into *out (free() it), *n_out of them; range_of[i]:
- * word i's range. L2P_ERR_VALUE for a word outside its allocation or a weight not finite and
+ * word i's range, or L2P_LIVE_NO_RANGE. L2P_ERR_VALUE for a word outside its allocation or a weight not finite and
  * >= 0 (naming the word); L2P_ERR_NO_MEMORY. */
 l2p_status l2p_live_ranges(const l2p_live_word *words, size_t n, l2p_live_range **out,
                            size_t *n_out, size_t *range_of);

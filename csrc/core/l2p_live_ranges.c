@@ -68,18 +68,17 @@ static int same_allocation(const l2p_live_word *a, const l2p_live_word *b)
     return a->range_start == b->range_start && a->range_size == b->range_size;
 }
 
-/* Rule 1's exception: an odd word starts no piece. No element wider than a byte begins there,
- * and a by-value struct's stale bytes can hold one (ddp on two H200s at f7a980d: a word 999
- * bytes into a 36 MiB buffer cut it in two on one rank, and no plan was tried on it). */
-static int starts_piece(const l2p_live_word *w) { return (w->word & 1) == 0; }
+/* Rule 1's exception: an odd word is no pointer the ranges use. No element wider than a byte
+ * begins there, and a by-value struct's stale bytes can hold one (ddp on two H200s at f7a980d: a
+ * word 999 bytes into a 36 MiB buffer cut it in two on one rank, and no plan was tried on it). */
+static int is_pointer(const l2p_live_word *w) { return (w->word & 1) == 0; }
 
-/* Runs of equal words (an odd word joins the piece before it in its allocation); a piece ends
- * where the next one of its allocation starts. */
+/* Runs of equal words; a piece ends where the next one of its allocation starts. */
 static size_t cut_pieces(const word_ref *r, size_t n, piece *p)
 {
     size_t np = 0;
     for (size_t i = 0; i < n; i++) {
-        if (np && (p[np - 1].start == r[i].w->word || !starts_piece(r[i].w)) &&
+        if (np && p[np - 1].start == r[i].w->word &&
             same_allocation(r[p[np - 1].first].w, r[i].w)) {
             p[np - 1].count++;
             continue;
@@ -169,11 +168,15 @@ l2p_status l2p_live_ranges(const l2p_live_word *words, size_t n, l2p_live_range 
         free(ranges);
         goto out;
     }
-    for (size_t i = 0; i < n; i++) r[i] = (word_ref){&words[i], i};
-    qsort(r, n, sizeof *r, by_place);
-    size_t np = cut_pieces(r, n, p);
+    size_t m = 0; /* the words taken for pointers */
+    for (size_t i = 0; i < n; i++) {
+        range_of[i] = L2P_LIVE_NO_RANGE;
+        if (is_pointer(&words[i])) r[m++] = (word_ref){&words[i], i};
+    }
+    qsort(r, m, sizeof *r, by_place);
+    size_t np = cut_pieces(r, m, p);
     size_t nr = merge_pieces(r, p, np, ranges);
-    weigh(r, n, p, np, rd, ranges, range_of);
+    weigh(r, m, p, np, rd, ranges, range_of);
     *out = ranges;
     *n_out = nr;
 out:

@@ -1354,7 +1354,8 @@ static const l2p_fn word_row = {
                   .fhi = 1e300),
         {0}}};
 
-/* (ranges, range_of): each range (address, size, weight, readers, pieces), and each word's. */
+/* (ranges, range_of): each range (address, size, weight, readers, pieces), and each word's
+ * (-1: taken for no pointer). */
 static PyObject *ranges_result(const l2p_live_range *r, size_t nr, const size_t *of, size_t n)
 {
     PyObject *ranges = PyList_New((Py_ssize_t)nr), *idx = PyList_New((Py_ssize_t)n);
@@ -1366,7 +1367,7 @@ static PyObject *ranges_result(const l2p_live_range *r, size_t nr, const size_t 
         PyList_SET_ITEM(ranges, (Py_ssize_t)i, t);
     }
     for (size_t i = 0; ranges && idx && i < n; i++) {
-        PyObject *v = PyLong_FromSize_t(of[i]);
+        PyObject *v = of[i] == L2P_LIVE_NO_RANGE ? PyLong_FromLong(-1) : PyLong_FromSize_t(of[i]);
         if (!v) goto fail;
         PyList_SET_ITEM(idx, (Py_ssize_t)i, v);
     }
@@ -1419,7 +1420,7 @@ L2P_DEFINE_FN(live_ranges_fn, ranges_args, live_ranges_impl, "live_ranges",
               "(l2p_live_ranges): a tensor inside a shared segment is its own range, the slices "
               "of a flat tensor read per layer by the same kernels one range, each weighed by "
               "its own readers. Returns ([(address, size, weight, readers, pieces)] by "
-              "address, [each word's range]).",
+              "address, [each word's range, -1 for an odd word: taken for no pointer]).",
               "tuple[list[tuple[int, int, float, int, int]], list[int]]",
               L2P_PARAM(ranges_args, words, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "Sequence[tuple[int, int, int, int, int, int, int, int, "

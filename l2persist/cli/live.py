@@ -422,9 +422,8 @@ def verify_outcome(r: dict | None, plan: dict, min_gain: float) -> tuple[int, st
     if not compared(res):
         return 3, ("inconclusive: the program ended before the check reached a verdict; run it "
                    "for longer than --budget")
-    todo = (f"the check reached its cap of {res.get('confirm_rounds', 0)} rounds: a gain "
-            f"this small is within what the program's blocks vary by" if res.get("capped")
-            else "a longer --budget narrows it")
+    todo = (f"the check reached its cap of {res.get('confirm_rounds', 0)} rounds: {CAP_SAID}"
+            if res.get("capped") else "a longer --budget narrows it")
     return 3, (f"inconclusive: {nums}: the interval reaches both above and below {need:g}x "
                f"(the least gain that counts), so it neither helps nor fails yet; {todo}")
 
@@ -517,6 +516,10 @@ def _nothing_measured(r, prog_rc, args) -> str:
             + (f" (l2persist noted: {notes})" if notes else "") + f": {todo}")
 
 
+#: What a confirmation that ran to its cap undecided says of the gain.
+CAP_SAID = "a gain this small is within what the program's blocks vary by"
+
+
 def _undecided(r, args) -> str:
     """Why advise did not decide, and what would decide it."""
     from ..process.report import undecided_reason
@@ -528,11 +531,10 @@ def _undecided(r, args) -> str:
         why = f"the search used its --budget of {args.budget:g} s"
     if res.get("winner", -1) >= 0:
         why += (f" while the best plan tried measured {res['ci_low']:.4f}-"
-                f"{res['ci_high']:.4f}x (95 %), which holds both a gain of "
-                f"{1 + args.min_gain:g}x and none")
+                f"{res['ci_high']:.4f}x (95 %), which reaches both above and below "
+                f"{1 + args.min_gain:g}x, the least gain that counts")
     todo = {"ended": "run the program for longer than --budget",
-            "capped": ("a gain this small is within what the program's blocks vary by; a "
-                       "larger --min-gain decides sooner" + (
+            "capped": (f"{CAP_SAID}; a larger --min-gain decides sooner" + (
                            ", and on several ranks see whether the ranks agree (the ranks' "
                            "notes above)" if r.get("ranks") else ""))
             }.get(kind, "a longer --budget would narrow it; a larger --min-gain decides sooner")

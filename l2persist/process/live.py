@@ -182,7 +182,8 @@ class Watcher:
         self.settling = None                       # after a rest: graphs not yet launched again
         self.replayed: set = set()                 # graphs replayed in the current block
         self.spanning = 0                          # impossible records dropped (see Pace.end_rest)
-        self.mix_ref: dict = {}                    # the probe's by_key (Probe.begin)
+        self.mix_ref: dict = {}                    # the probe's by_key, priced (Probe.begin)
+        self.probe_keys: dict = {}                 # ... all of it (the per-launch table)
         self.key_sums: dict = {}                   # arm -> launch key -> [ns, launches] of
                                                    # its blocks given to the search
         self.rest_units = 0                        # the length of the latest rest

@@ -82,6 +82,7 @@ class Probe(Part):
             w.units_per_block = max(1, round(units / elapsed * w.o.block_s))
         w.kernel_ns_warmup = {k: v[0] for k, v in by_name.items()}
         said = len(w.notes)        # the probe's own notes from here (a restart drops them)
+        w.probe_keys = w.mix_ref   # all of them, for the per-launch table
         w.mix_ref = self.priced_keys(w.mix_ref)
         w.launches.from_log()
         if w.o.mode == "verify" and w.plan_doc is not None:
@@ -93,6 +94,8 @@ class Probe(Part):
         weights = [t.weight for t in w.targets]
         if w.team is not None:
             weights = self.follow_leader()
+            if w.team is not None:   # in lockstep: its note is the probe's, said again after
+                w.probe_notes = (said, len(w.notes))   # a restart (going alone is for good)
         p = dev.properties
         w.verify_base = None
         if w.o.mode == "verify":

@@ -15,6 +15,9 @@ from .. import _core
 from .streams import PER_THREAD
 from .summary import WALL_SPREAD_MAX, compared
 
+#: The least gain that counts where a result document does not say (older documents).
+MIN_GAIN = _core.live_defaults()["min_gain"]
+
 _MIB = 1 << 20
 #: The widest bar label (characters): kernel names are shortened to it by the core's rule.
 BAR_LABEL_CHARS = 70
@@ -66,7 +69,7 @@ def switch_said(r: dict, capital: bool = False) -> str:
 def undecided_reason(r: dict) -> tuple[str, str]:
     """Why a search did not decide, and the kind of ending: ("stopped", the watcher's words),
     ("ended", the program ended first), ("capped", the confirmation's rounds ran out with the
-    best plan's interval holding both the least gain and none) or ("budget", the --budget ran
+    best plan's interval reaching both above and below the least gain) or ("budget", the --budget ran
     out). One reading for the summary's verdict and the CLI's "undecided" line."""
     res = r.get("result") or {}
     if res.get("capped"):
@@ -97,10 +100,17 @@ def verdict_line(r: dict) -> str:
             return f"plan: {what}; the better baseline {base}"
         nums = (f"{res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
                 f"{res['ci_low']:.4f}-{res['ci_high']:.4f}")
-        if r.get("verify_of") == "baseline":   # a "don't" plan: advise's other plans searched
-            return (f"\"don't\" plan: the best other plan tried gives {nums}: "
-                    + ("it helps now" if res["helps"] else "none helps"))
-        return f"plan: {nums}: " + ("it helps" if res["helps"] else "it does not help")
+        # the words follow verify's exit status (the core's one rule), not the rule's `helps`
+        # alone: an interval reaching both sides of the least gain is neither
+        dont = r.get("verify_of") == "baseline"   # a "don't" plan: advise's other plans searched
+        status = _core.live_verify_status(dont, bool(res["decided"]), bool(res["helps"]),
+                                          res["ci_low"], res["ci_high"],
+                                          min_gain=r.get("min_gain", MIN_GAIN))
+        said = {0: ("none helps", "it helps"), 1: ("it helps now", "it does not help")}.get(
+            status, ("inconclusive", "inconclusive"))[0 if dont else 1]
+        if dont:
+            return f"\"don't\" plan: the best other plan tried gives {nums}: {said}"
+        return f"plan: {nums}: {said}"
     if res["helps"] and res["winner"] >= 0:
         arm = r["arms"][res["winner"]]
         return (f"helps: {res['speedup']:.4f}x the better baseline, {base}; 95 % interval "
@@ -174,8 +184,13 @@ def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
     for d in r["per_key"]["keys"][:n]:
         lines.append(f"    {100 * d['share']:5.1f}% {_num(d['ratio'], '7.4f'):>7} "
                      f"{_num(d['baseline_us'], '10.2f'):>10} {_num(d['arm_us'], '10.2f'):>10}  "
-                     f"{d['kernel']} {_shape(d)}")
+                     f"{d['kernel']} {_shape(d)}{_unpriced(d)}")
     return lines
+
+
+def _unpriced(d: dict) -> str:
+    """A collective's row: timed, but left out of the blocks' time (it waits on peers)."""
+    return " (not priced: waits on other ranks)" if d.get("priced") is False else ""
 
 
 def _per_key_html(r: dict) -> str:
@@ -184,7 +199,7 @@ def _per_key_html(r: dict) -> str:
         return ""
     rows = "".join(
         f"<tr><td><code>{html.escape(d['kernel'])}</code></td><td><code>"
-        f"{html.escape(_shape(d))}</code></td><td>{100 * d['share']:.1f} %</td>"
+        f"{html.escape(_shape(d) + _unpriced(d))}</code></td><td>{100 * d['share']:.1f} %</td>"
         f"<td>{_num(d['baseline_us'], '.2f')} ({d['baseline_launches']})</td>"
         f"<td>{_num(d['arm_us'], '.2f')} ({d['arm_launches']})</td>"
         f"<td>{_num(d['ratio'], '.4f')}</td></tr>" for d in r["per_key"]["keys"])
@@ -376,12 +391,14 @@ def ranks_line(r: dict) -> str:
     gone = (f"; no result from rank(s) {r['missing_ranks']}" if r.get("missing_ranks")
             else "")
     return (f"ranks: {len(ranks)} watched {how}, {held}{gone}; GPU model(s): "
-            f"{', '.join(models)} (one plan per model)" + own_said(ranks))
+            f"{', '.join(models)} (one plan per model)"
+            + own_said(ranks, all(x.get("lockstep") for x in ranks)))
 
 
-def own_said(ranks: list) -> str:
+def own_said(ranks: list, lockstep: bool) -> str:
     """Each rank's own samples judged alone (summary's `own`), and whether the ranks disagree:
-    one's own interval says the plan helps where another's says it does not."""
+    one's own interval says the plan helps where another's says it does not (in lockstep the
+    verdict is their mean's; alone, each rank's own)."""
     own = [(x["rank"], x["own"]) for x in ranks if x.get("own")]
     if not own:
         return ""
@@ -389,7 +406,8 @@ def own_said(ranks: list) -> str:
                      for k, o in own)
     split = len({bool(o["helps"]) for _k, o in own}) > 1
     return (f"; the plan on each rank's own samples: {said}"
-            + (": the ranks disagree, and the verdict is their mean's" if split else ""))
+            + (": the ranks disagree" + (", and the verdict is their mean's" if lockstep
+                                         else "") if split else ""))
 
 
 def _bars_svg(rows, title, unit, ref=None) -> str:

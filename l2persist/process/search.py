@@ -68,7 +68,7 @@ class Search(Part):
         # what the search measured and found, as at the start: its blocks, samples and keys,
         # the eager launches the probe logged (found again by the next probe), and the
         # figures of what watching cost (the pace divides them by the new search's time)
-        w.blocks, w.recorded, w.key_sums, w.mix_ref = [], 0, {}, {}
+        w.blocks, w.recorded, w.key_sums, w.mix_ref, w.probe_keys = [], 0, {}, {}, {}
         w.units_now, w.settling, w.replayed = 0, None, set()
         w.unit, w.targets, w.arms, w.probe_counts = None, [], [], {}
         w.eager, w.unknown_streams = [], {}

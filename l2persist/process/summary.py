@@ -88,14 +88,18 @@ class Report(Part):
             gain = 1.0 / (1.0 - share * (1.0 - 1.0 / res["speedup"]))
         return {"share": share, "wall_gain_at_most": gain}
 
+    def issued(self) -> list:
+        """The recorded blocks the search issued, in its order (a landing block it never
+        issued is left out: Search.next_block)."""
+        return [b for b in self.w.blocks[:self.w.recorded]
+                if b.units and getattr(b, "counted", True)]
+
     def per_arm(self) -> dict:
         """Per arm, its issued blocks' samples and figures (a landing block the search never
         issued is left out: Search.next_block)."""
         w = self.w
         per_arm = {}
-        for b in w.blocks[:w.recorded]:
-            if not b.units or not getattr(b, "counted", True):   # a landing block not issued
-                continue
+        for b in self.issued():
             d = per_arm.setdefault(b.arm, {"gpu_ms_per_unit": [], "wall_ms_per_unit": [],
                                           "rest_wall_ms_per_unit": [], "kernels": {},
                                           "samples": [], "shares": []})
@@ -163,6 +167,7 @@ class Report(Part):
             "stopped": getattr(w, "stopped", None),
             "ended_in": w.ended_in,       # the phase under way when the program ended
             "rank": w.o.rank, "world": w.o.world, "own": self.own_verdict(),
+            "min_gain": self.min_gain(),
             "lockstep": w.team is not None,
             "graphs": [{"signature": g.signature, "kernels": len(g.names), "replays": g.replays,
                         "windows_applied": g.windows_applied,
@@ -228,6 +233,11 @@ class Report(Part):
         return {"asked": asked is not None, "state": asked[0] if asked else None,
                 "why_held": asked[1] if asked else None, "now": now}
 
+    def min_gain(self) -> float:
+        """The least gain that counts, as the search was given it."""
+        g = self.w.o.min_gain
+        return g if g is not None else _core.live_defaults()["min_gain"]
+
     def own_verdict(self) -> dict | None:
         """Under torchrun: this rank's own confirmation samples judged alone (the search judged
         the ranks' mean), so that a rank whose figure differs from its peers' is seen: ddp at
@@ -237,16 +247,13 @@ class Report(Part):
         r = w.result
         if w.o.world <= 1 or not r or r.get("winner", -1) < 0:
             return None
-        issued = [b for b in w.blocks[:w.recorded]
-                  if b.units and getattr(b, "counted", True)]
-        confirm = issued[r.get("search_blocks", 0):]
+        confirm = self.issued()[r.get("search_blocks", 0):]
         arms = (0, 1, r["winner"])
         by = [[b.sample for b in confirm if b.arm == a and b.sample] for a in arms]
         if min(len(x) for x in by) < 2:
             return None
         rounds = len(by[0]) if len({len(x) for x in by}) == 1 else 1
-        gain = w.o.min_gain if w.o.min_gain is not None else _core.live_defaults()["min_gain"]
-        v = _core.tune_verdict(*by, min_gain=gain, seed=1, rounds=rounds)
+        v = _core.tune_verdict(*by, min_gain=self.min_gain(), seed=1, rounds=rounds)
         return {"speedup": v["speedup"], "ci_low": v["ci_low"], "ci_high": v["ci_high"],
                 "helps": bool(v["helps"])}
 
@@ -265,10 +272,11 @@ class Report(Part):
         if arm is None or arm < 0 or arm == base:
             return None
         keys = _core.activity_keys()
-        total = sum(ns[0] for ns, n in w.mix_ref.values() if n[0] > 0)
+        probe = getattr(w, "probe_keys", None) or w.mix_ref   # the unpriced collectives too
+        total = sum(ns[0] for ns, n in probe.values() if n[0] > 0)
         a, b = w.key_sums.get(arm, {}), w.key_sums.get(base, {})
         rows = []
-        for key, (ns, n) in w.mix_ref.items():
+        for key, (ns, n) in probe.items():
             if not n[0] > 0:
                 continue
             name, grid, block = keys[key] if 0 <= key < len(keys) else ("?", (0,) * 3, (0,) * 3)
@@ -279,7 +287,8 @@ class Report(Part):
                          "arm_us": us_a, "baseline_us": us_b,
                          "arm_launches": a[key][1] if key in a else 0,
                          "baseline_launches": b[key][1] if key in b else 0,
-                         "ratio": us_b / us_a if us_a and us_b else None})
+                         "ratio": us_b / us_a if us_a and us_b else None,
+                         "priced": key in w.mix_ref})
         rows.sort(key=lambda d: -d["share"])
         return {"arm": arm, "baseline": base, "keys": rows[:PER_KEY_SHOWN]}
 

@@ -105,6 +105,8 @@ class Switcher(Part):
             nodes: dict[int, set] = {}
             for i, u in enumerate(g.uses):
                 r, k = range_of[k], k + 1
+                if r < 0:                     # an odd word: taken for no pointer (the core)
+                    continue
                 if r not in at or u[3] < g.uses[at[r]][3]:
                     at[r] = i
                 nodes.setdefault(r, set()).add(u[0])

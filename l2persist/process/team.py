@@ -149,14 +149,15 @@ def mean_samples(docs: list[dict], key: str = "samples") -> list[float]:
 def target_key(t) -> list:
     """A target's name that is the same on every rank of one program: the graph of its first
     place (its signature, and which capture of that signature: double-buffered graphs share
-    one), where its anchor word sits there (node, parameter, offset), and its size (addresses
+    one; whether it is an eager launch group, which may share a one-node graph's signature),
+    where its anchor word sits there (node, parameter, offset), and its size (addresses
     differ between ranks). Not the word's index among the graph's pointer words: one stray word
     on one rank (a by-value struct's stale bytes that happen to point into an allocation: ddp
     on two H200s at f7a980d) shifts every index after it, and the peer then finds none of
     those buffers."""
     g, at = t.places[0]
     anchor = g.anchor(at)
-    return [g.signature, getattr(g, "ordinal", 0),
+    return [g.signature, getattr(g, "ordinal", 0), bool(getattr(g, "eager", False)),
             list(anchor[:3]) if anchor is not None else at, t.size]
 
 

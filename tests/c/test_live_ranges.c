@@ -53,26 +53,32 @@ static void test_segment_tensors_are_their_own_ranges(void)
     free(r);
 }
 
-/* A stray odd word 999 bytes into a buffer (stale bytes of another kernel's by-value struct,
- * ddp at f7a980d) cuts nothing: the buffer stays one range from its reader's word, and the
- * stray word's node counts as a reader of it. An odd word first in its allocation starts the
- * first piece (nothing before it to join). */
-static void test_an_odd_word_cuts_nothing(void)
+/* A stray odd word (stale bytes of another kernel's by-value struct, ddp at f7a980d: 999 bytes
+ * into a 36 MiB buffer) is taken for no pointer: it cuts nothing, reads nothing, and belongs to
+ * no range, first in its allocation or not; a flat weight's views stay one range (rule 3)
+ * with one among them. */
+static void test_an_odd_word_is_no_pointer(void)
 {
-    l2p_live_word w[] = {
-        word(0, 0, 0, 1, FLAT, FLAT, 36 * MIB, 30.0),       /* index_add_ reads hist */
-        word(0, 1, 0, 2, FLAT + 999, FLAT, 36 * MIB, 5.0),  /* sum's stale word */
-        word(0, 1, 0, 2, SEG + 7, SEG, 2 * MIB, 5.0),       /* odd, alone in its allocation */
-        word(0, 2, 0, 3, SEG + 64 * KIB, SEG, 2 * MIB, 1.0),
-    };
-    size_t n = sizeof w / sizeof *w, of[4], nr = 0;
+    l2p_live_word w[20];
+    size_t n = 0, of[20], nr = 0;
+    w[n++] = word(0, 0, 0, 1, FLAT, FLAT, 36 * MIB, 30.0);        /* index_add_ reads hist */
+    w[n++] = word(0, 1, 0, 2, FLAT + 999, FLAT, 36 * MIB, 5.0);   /* sum's stale word */
+    w[n++] = word(0, 1, 0, 2, SEG + 7, SEG, 2 * MIB, 5.0);        /* odd, first in its allocation */
+    w[n++] = word(0, 2, 0, 3, SEG + 64 * KIB, SEG, 2 * MIB, 1.0);
+    uint64_t views = 0x7f2000000000ull, slice = 600 * KIB;
+    for (size_t layer = 0; layer < 6; layer++)
+        w[n++] = word(1, layer, 1, 7, views + layer * slice, views, 8 * MIB, 1.0);
+    w[n++] = word(1, 9, 0, 8, views + 2 * slice + 333, views, 8 * MIB, 2.0); /* a stray one */
     l2p_live_range *r = NULL;
     CHECK(l2p_live_ranges(w, n, &r, &nr, of) == L2P_OK);
     CHECK(nr == 3);
-    long hist = find(r, nr, FLAT), seg = find(r, nr, SEG + 7);
-    CHECK(hist >= 0 && r[hist].size == 36 * MIB && r[hist].readers == 2);
-    CHECK(hist >= 0 && r[hist].weight == 35.0 && of[0] == (size_t)hist && of[1] == (size_t)hist);
-    CHECK(seg >= 0 && r[seg].size == 64 * KIB - 7 && find(r, nr, SEG + 64 * KIB) >= 0);
+    long hist = find(r, nr, FLAT), seg = find(r, nr, SEG + 64 * KIB), flat = find(r, nr, views);
+    CHECK(hist >= 0 && r[hist].size == 36 * MIB && r[hist].readers == 1);
+    CHECK(hist >= 0 && r[hist].weight == 30.0 && of[0] == (size_t)hist);
+    CHECK(of[1] == L2P_LIVE_NO_RANGE && of[2] == L2P_LIVE_NO_RANGE);
+    CHECK(seg >= 0 && r[seg].size == 2 * MIB - 64 * KIB && find(r, nr, SEG + 7) < 0);
+    CHECK(flat >= 0 && r[flat].size == 8 * MIB && r[flat].pieces == 6 && r[flat].readers == 6);
+    CHECK(of[n - 1] == L2P_LIVE_NO_RANGE);
     free(r);
 }
 
@@ -185,7 +191,7 @@ static void test_errors(void)
 int main(void)
 {
     test_segment_tensors_are_their_own_ranges();
-    test_an_odd_word_cuts_nothing();
+    test_an_odd_word_is_no_pointer();
     test_a_flat_weight_is_one_range();
     test_a_period_of_views_and_a_tail();
     test_what_is_not_a_run();
