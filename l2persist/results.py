@@ -300,7 +300,8 @@ class Results:
                              f"plot: the {self.study} study declares no plot")
         problem = _plot_problem(self.plot_spec, self.records, self._selected(self.plot_spec))
         if problem:  # said before matplotlib draws an empty or misleading figure
-            raise ValueError(f"plot{' of ' + self.source if self.source else ''}: {problem}")
+            raise ValueError(f"plot{' of ' + self.source if self.source else ''}: {problem}"
+                             + _notes_said(self.notes if self.records else ()))
         try:
             import matplotlib
             if path is not None and ax is None and not _interactive():
@@ -372,6 +373,19 @@ class Results:
 
 
 _SCALAR = (str, int, float, bool, type(None))
+
+
+#: How much of the study's notes a plot that cannot be drawn quotes (notes, characters each).
+NOTES_QUOTED = (6, 240)
+
+
+def _notes_said(notes) -> str:
+    """The study's own notes, cut short, for a plot that cannot be drawn: why its records
+    hold nothing to draw is said there (a program that gave no advice, a run that failed),
+    and the error is often all a reader of a failed notebook or log sees."""
+    n, chars = NOTES_QUOTED
+    said = [x if len(x) <= chars else x[:chars - 3] + "..." for x in list(notes)[-n:]]
+    return ("; the study's notes: " + " | ".join(said)) if said else ""
 
 
 def _plot_problem(spec, records, selected) -> str | None:

@@ -146,6 +146,13 @@ HOSTILE = [
     ("Results plot all null", lambda p, c: Results.load(results_file(
         p, records=[{"size": 4, "efficiency_pct": None}])).plot(),
      ValueError, "every value of the plot's y columns (efficiency_pct) is null"),
+    # ... and where the study said why (a program that gave no advice), its notes are quoted
+    ("Results plot all null, with notes", lambda p, c: Results.load(results_file(
+        p, records=[{"size": 4, "efficiency_pct": None}],
+        notes=["setup", "eager: advise gave no plan (exit 0: no advice)" + "x" * 400 + "END"])
+    ).plot(),
+     ValueError, "is null; the study's notes: setup | eager: advise gave no plan (exit 0: no "
+                 "advice)" + "x" * 191 + "..."),
     ("Results plot y a string", lambda p, c: Results.load(results_file(
         p, plot={"x": "size", "y": "efficiency_pct"})),
      ValueError, "'plot' is not a plot layout (y: expected a non-empty list"),

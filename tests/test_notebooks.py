@@ -27,12 +27,38 @@ def _execute(path):
         try:
             client.execute()
             return nb
+        except nbclient.exceptions.CellExecutionError as e:
+            # its message is the failing cell alone: what the cells before it printed (a
+            # study's table and notes: why it had nothing to draw) goes with it
+            raise AssertionError(f"{e}\n{_printed_before(nb)}") from None
         except RuntimeError as e:
             # A kernel that never answered its first request ran none of the notebook: start
             # one more (on the H200 a kernel started beside three others once stayed silent
             # for 60 s). A cell's error is a CellExecutionError and fails at once.
             if attempt == 2 or not str(e).startswith("Kernel didn't respond"):
                 raise
+
+
+#: The most of the earlier cells' printed text a failed notebook's message carries.
+PRINTED_CHARS = 6000
+
+
+def _printed_before(nb) -> str:
+    """The text the notebook's cells printed up to the failing one (an HTML table read as
+    text), its last PRINTED_CHARS characters."""
+    import re
+    said = []
+    for c in nb.cells:
+        for o in c.get("outputs", []) if c.cell_type == "code" else ():
+            if o.get("output_type") == "error":
+                break
+            data = o.get("data", {})
+            text = o.get("text") or data.get("text/plain") or ""
+            if "text/html" in data:
+                text = re.sub(r"<[^>]+>", " ", data["text/html"])
+            said.append(text if isinstance(text, str) else "".join(text))
+    text = "\n".join(t.strip() for t in said if t.strip())
+    return "the cells before it printed:\n" + (text[-PRINTED_CHARS:] or "(nothing)")
 
 
 def _jobs():
@@ -172,3 +198,26 @@ def test_stored_results_carry_the_plot_their_study_draws_now():
         plain, derived = (json.loads(json.dumps(r.plot_spec and r.plot_spec.as_dict()))
                           for r in (Results.load(p), studies.load(p)))  # as a file holds it
         assert plain == derived, p.name
+
+
+def test_a_failed_cell_says_what_the_cells_before_it_printed(tmp_path):
+    """A notebook that fails in the suite is read from its log: the error carries the earlier
+    cells' text (a table given as HTML read as text), not only the failing cell."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from nbformat.v4 import new_code_cell, new_notebook
+    nb = new_notebook(cells=[
+        new_code_cell('print("eager: advise gave no plan")'),
+        new_code_cell('from IPython.display import HTML\nHTML("<table><td>the notes</td></table>")'),
+        new_code_cell('raise ValueError("nothing to draw")'),
+        new_code_cell('print("never run")')])
+    path = tmp_path / "fails.ipynb"
+    nbformat.write(nb, str(path))
+    with pytest.raises(AssertionError) as info:
+        _execute(path)
+    said = str(info.value)
+    assert "nothing to draw" in said
+    before = said.split("the cells before it printed:")[1]
+    assert "eager: advise gave no plan" in before and "the notes" in before
+    assert "<td>" not in before and "never run" not in said
