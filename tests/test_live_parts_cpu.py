@@ -92,7 +92,7 @@ def test_recorder_refuses_a_block_without_records_and_a_probe_without_kernels(mo
 def _pace_owner(blocks, **kw):
     o = _ns(blocks=blocks, units_per_block=4, switch_work_ms=[2.0, 4.0, 3.0], hook_marks=[],
             hook_ns=0, hook_calls=0, search_t0=0.0, o=_ns(max_overhead=0.01, budget_s=0),
-            rest_s=None, rests_capped=0, rest_ratios=[])
+            rest_s=None, rests_capped=0, rest_ratios=[], counting=_ns(calls=0, ns=None))
     o.__dict__.update(kw)
     return o
 
@@ -1818,6 +1818,7 @@ def _ending_owner(calls, **kw):
                  withdraw_release=lambda: calls.append("withdraw"))
     o.report = _ns(write_result=lambda: calls.append("write"))
     o.recorder = _ns(record_pending=lambda alone=False: calls.append(("record", alone)))
+    o.counting = _ns(take=lambda: calls.append("take"))
     o.__dict__.update(kw)
     return o
 
@@ -1885,7 +1886,7 @@ def test_ending_finish_ends_a_running_search_with_the_blocks_it_has(monkeypatch)
     assert w.state == "done" and w.result == {"verdict": "finished"}
     assert w.ended_in == "search"                    # the words say what was under way
     assert w.notes == ["the program ended before the search decided"]
-    assert calls == ["timer", "clock", ("record", True), "withdraw", "log stop", "gate",
+    assert calls == ["timer", "clock", "take", ("record", True), "withdraw", "log stop", "gate",
                      "log stop", "end tracking", "activity end", "write", "leave", "peers"]
     # the last block holds no record of the probe's work: finished with the blocks before it
 
@@ -2051,3 +2052,84 @@ def test_placebo_is_advises_alone_reaches_the_watcher_and_writes_no_plan(monkeyp
     monkeypatch.setattr(cli_live, "_watch", lambda a, command, mode: (0, doc))
     assert cli_live.advise_main(["--placebo", "--", "prog"]) == 0
     assert not out.exists() and "no plan written" in capsys.readouterr().err
+
+
+# ---- fastcount: the replays that only count, counted in the hook ----------------------------
+
+class _G:
+    """A program's graph (weakly referenceable, as PyTorch's CUDAGraph is)."""
+
+
+def _counting_owner(graph, **kw):
+    import weakref
+    seen = _ns(ref=weakref.ref(graph), signature="s", replays=0)
+    o = _ns(thread=7, state="search", other_threads=False, team=None, team_pending=False,
+            team_gave_up=False, _clock_lost=False, _first_block_due=False, settling=None,
+            replay_events=_ns(on=False), resting=None, units_per_block=10, units_now=3,
+            unit=("replay", "s"), points={"replay": 0}, hook_calls=0, hook_ns=0)
+    o.phases = phases.Phases(o)
+    o.__dict__.update(kw)
+    return o, seen
+
+
+_REFUSED = {"a sync": dict(kind="sync"), "an unknown graph": dict(seen=None),
+            "another thread": dict(me=8), "the probe": dict(state="probe"),
+            "alone, with other threads' calls": dict(other_threads=True),
+            "ranks not met yet": dict(team_pending=True), "gone alone": dict(team_gave_up=True),
+            "the clock lost": dict(_clock_lost=1.0), "the first block due":
+            dict(_first_block_due=True), "a settle": dict(settling={}),
+            "replays timed by events": dict(replay_events=_ns(on=True)),
+            "not the unit": dict(unit=("replay", "other")),
+            "a rest with its hooks off": dict(resting={"units": 50, "unhooked": True}),
+            "the block's last call next": dict(units_now=9)}
+
+
+@pytest.mark.parametrize("why", list(_REFUSED) + [None])
+def test_counting_arms_only_where_the_next_calls_can_only_count(why):
+    """The count is armed after a call that only counted, for the same graph and thread, one
+    short of the block's end; every state in which a call may do more than count refuses."""
+    from l2persist.process import fastcount
+    g = _G()
+    kw = dict(_REFUSED.get(why, {}))
+    call = {k: kw.pop(k) for k in ("kind", "seen", "me") if k in kw}
+    w, seen = _counting_owner(g, **kw)
+    count = fastcount.FastCount()
+    c = fastcount.Counting(w, count)
+    c.arm(call.get("kind", "replay"), g, call.get("seen", seen), call.get("me", 7))
+    if why is not None:
+        assert count.left == 0, why
+        return
+    assert count.left == 10 - 3 - 1 and count.thread == 7 and count.seen is seen
+    # in a rest the end is the rest's; a team's other threads never count, so they do not refuse
+    w.resting, w.team, w.other_threads = {"units": 50}, object(), True
+    c.arm("replay", g, seen, 7)
+    assert count.left == 50 - 3 - 1
+
+
+def test_the_hook_counts_the_armed_graph_on_its_thread_and_the_watcher_takes_it():
+    import threading
+    from l2persist.process import fastcount
+    g, other = _G(), _G()
+    w, seen = _counting_owner(g, thread=threading.get_ident())
+    count = fastcount.FastCount()
+    c = fastcount.Counting(w, count)
+    c.arm("replay", g, seen, threading.get_ident())
+    assert count.left == 6
+    assert not fastcount.counted(other, count)              # another graph: the watcher's
+    elsewhere = []
+    t = threading.Thread(target=lambda: elsewhere.append(fastcount.counted(g, count)))
+    t.start()
+    t.join()
+    assert elsewhere == [False]                             # another thread: the watcher's
+    assert [fastcount.counted(g, count) for _ in range(8)] == [True] * 6 + [False] * 2
+    c.ns = 250.0
+    c.take()                                                # as if the watcher saw each call
+    assert (w.units_now, w.points["replay"], seen.replays, w.hook_calls, w.hook_ns) == \
+        (3 + 6, 6, 6, 6, 6 * 250.0)
+    assert count.left == count.done == 0 and c.calls == 6
+    c.take()                                                # nothing armed: nothing added
+    assert w.units_now == 9 and c.calls == 6
+    del g
+    import gc
+    gc.collect()
+    assert not fastcount.counted(_G(), count)               # a dead graph counts nothing

@@ -19,6 +19,7 @@ own cost) carry the host_timed marker: another process taking the CPU moves thos
 tail preempted on a CI machine read 2.2x its rate), so they get three tries
 (tests/host_timed.py). The others judge GPU time from the world's records and get one.
 """
+import bisect
 import json
 import math
 import random
@@ -30,7 +31,7 @@ import pytest
 
 import l2persist
 from l2persist import foreign
-from l2persist.process import clock, launches, live, pace, switcher
+from l2persist.process import bootstrap, clock, fastcount, launches, live, pace, switcher
 from l2persist.process import torch as process_torch
 
 MIB = 1 << 20
@@ -231,6 +232,13 @@ class ProgramGraph:
 
 @pytest.fixture
 def world(monkeypatch):
+    yield make_world(monkeypatch)
+    fastcount.COUNT.disarm()        # a test that ended mid-block leaves no count armed
+
+
+def make_world(monkeypatch) -> World:
+    """The world with the core's device, activity and graph calls patched to it (pytest's
+    monkeypatch, or a tool's own pytest.MonkeyPatch: tools/investigations/hook-cost)."""
     w = World(gain=1.0)
     core = live._core
 
@@ -378,6 +386,7 @@ def world(monkeypatch):
     monkeypatch.setattr(core, "_launch_log_begin", log_begin)
     monkeypatch.setattr(core, "_launch_log_take", log_take)
     monkeypatch.setattr(core, "Stream", Stream)
+    monkeypatch.setattr(bootstrap, "_watcher", None)   # set by run_program: the hook's watcher
     return w
 
 
@@ -395,9 +404,10 @@ def run_program(world, watcher, replays=2_000_000, sync_after_capture=False):
     if sync_after_capture:
         watcher.point("sync")
         world.synchronize()
+    bootstrap._watcher = watcher          # its hook: a replay that only counts stays there
     for i in range(replays):
         if world.hooked:                  # the bootstrap's hook on replay (see _hookable)
-            watcher.point("replay", g)
+            bootstrap._on_replay(g, None)
         else:
             world.unseen += 1
         world.replay(g)
@@ -450,6 +460,33 @@ def test_advise_finds_the_window_a_world_rewards(world):
     # both buffers are targets, weighed by the recorded time of the kernels that use them
     weights = {t["bytes"]: t["weight_ms"] for t in s["targets"]}
     assert set(weights) == {8 * MIB, MIB} and weights[MIB] > weights[8 * MIB] > 0
+
+
+def test_a_replay_that_only_counts_stays_in_the_hook_and_every_unit_is_counted(world):
+    """Through the bootstrap's real hook: the replays that would only count a unit are counted
+    there (process/fastcount.py), and the watcher reads the same counts as if it had seen each:
+    every block ends at its count of units, every replay is a point and one of its graph's
+    replays, and the decision is the world's."""
+    world.gain = 1.25
+    made, replay = [0], world.replay
+
+    def counted_replay(graph=None):
+        made[0] += 1
+        replay(graph)
+    world.replay = counted_replay
+    w = _watcher(block_units=40)
+    g = run_program(world, w)
+    assert w.state == "done" and w.result["helps"], w.notes
+    assert w.counting.calls > 0.9 * w.hook_calls          # most calls never left the hook
+    assert {b.units for b in w.blocks} == {w.units_per_block}
+    starts = sorted(t for t, _d in world.launches)       # each block's replays, by the world
+    for b in w.blocks:
+        ran = bisect.bisect_left(starts, b.end) - bisect.bisect_left(starts, b.start)
+        assert ran == b.units * len(KERNELS), (b, ran)
+    assert w.points["replay"] == made[0] == w.graphs[id(g)].replays
+    watching = w.summary()["watching"]
+    assert watching["fast_calls"] == w.counting.calls and watching["fast_us_per_call"] > 0
+    assert fastcount.COUNT.left == fastcount.COUNT.done == 0   # decided: taken, not armed
 
 
 def test_advise_says_dont_where_nothing_helps_and_keeps_a_baseline(world):

@@ -1,6 +1,7 @@
 """tools/: the GPU suite's parts cover every test file once, and the investigations' index names
 each script there and only data files that exist (no GPU)."""
 
+import json
 import os
 import pathlib
 import re
@@ -569,3 +570,23 @@ def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path)
     p = subprocess.run([sys.executable, tool, "--child", "nope", "--", str(prog)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "no mode 'nope'" in p.stderr
+
+
+def test_hook_cost_runs_both_modes_on_the_simulator(tmp_path):
+    """tools/investigations/hook-cost (CPU only): one round of each mode decides; with the
+    hook's count the search's calls nearly all stay in the hook, without it none do; the
+    table and the JSON carry both modes' medians."""
+    out = tmp_path / "hook.json"
+    r = subprocess.run([sys.executable, str(INVESTIGATIONS / "hook-cost"), "--rounds", "1",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "| watcher | 1 of 1 |" in r.stdout and "| fast | 1 of 1 |" in r.stdout
+    doc = json.loads(out.read_text())
+    runs = {x["mode"]: x for x in doc["runs"]}
+    assert runs["watcher"]["fast_calls"] == 0 and runs["fast"]["fast_calls"] > \
+        0.9 * runs["fast"]["hook_calls"]
+    assert set(doc["medians"]) == {"watcher", "fast"}
+    bad = subprocess.run([sys.executable, str(INVESTIGATIONS / "hook-cost"), "--rounds", "0"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode == 2 and "--rounds: at least 1" in bad.stderr

@@ -28,6 +28,8 @@ import os
 import signal
 import sys
 
+from .fastcount import COUNT as _COUNT, counted as _counted
+
 _watcher = None
 _patched = False
 # The per-call hooks' gate: the watcher closes it for a rest's uncounted part (the hooks then
@@ -55,6 +57,8 @@ def set_replay_timer(begin, end=None) -> None:
 
 def _on_replay(graph, _stream):
     if _calls_on:
+        if _COUNT.left and _counted(graph):
+            return None            # a replay that only counts a unit (process/fastcount.py)
         _hook("point", "replay", graph)
         timer = _replay_timer
         if timer is not None:      # after the point: it may have begun or ended a block

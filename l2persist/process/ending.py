@@ -69,6 +69,7 @@ class Ending(Part):
         if w.clock is not None:
             w.clock.stop()             # a tick in progress ends first: it holds the lock
         with w.lock:
+            w.counting.take()          # the hook's counted replays, before the last block's units
             if w.state in ("warmup", "probe", "search"):
                 try:
                     if w.state == "search" and w.blocks:

@@ -34,6 +34,7 @@ from .. import _core
 # the watcher's parts (each reads and writes the Watcher's state; names re-exported here)
 from .clock import SwitchGate, _capturing, _driver_loaded  # noqa: F401
 from .ending import Ending
+from .fastcount import Counting
 from .graphs import Graphs, GraphSeen  # noqa: F401
 from .launches import APPLY_LOG_S, APPLY_TRIES, APPLY_WARMUP_S, Launches  # noqa: F401
 from .landing import Landing  # noqa: F401
@@ -250,6 +251,7 @@ class Watcher:
         # arms, what comes out, and what is put back at the end
         self.known = Graphs(self)              # (self.graphs is the graphs themselves)
         self.phases = Phases(self)
+        self.counting = Counting(self)
         self.gate = SwitchGate(self)
         self.ranks = _team.Ranks(self)
         self.probe = Probe(self)
@@ -313,6 +315,8 @@ class Watcher:
             self.known.flag_recorded(kind, torch_graph)
             return                 # another thread is switching: this call goes on
         t0, steps = time.perf_counter_ns(), self.steps
+        if me == self.thread:
+            self.counting.take()   # the replays the hook counted since this thread's last call
         # the graph as seen, looked up once per call (this runs before every replay: the
         # lookups are inline, each method call costs the program ~0.1-0.2 us)
         seen = None
@@ -331,6 +335,7 @@ class Watcher:
                 # see it); a switch's calls are counted in switch_work_ms
                 self.hook_ns += time.perf_counter_ns() - t0
                 self.hook_calls += 1
+                self.counting.arm(kind, torch_graph, seen, me)
             try:
                 self.gate.release()     # first: a capture on another thread may wait on it
                 if self.unhook_calls is not None and self.state in ("done", "off") and \

@@ -188,6 +188,14 @@ def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
     return lines
 
 
+def _fast_said(w: dict) -> str:
+    """The replays that only counted a unit, counted in the hook (process/fastcount.py)."""
+    if not w.get("fast_calls"):
+        return " in the watcher"
+    return (f" ({w['fast_calls']} of them replays that only counted a unit, in the hook at "
+            f"{w.get('fast_us_per_call') or 0:.2f} us each; the others in the watcher)")
+
+
 def _unpriced(d: dict) -> str:
     """A collective's row: timed, but left out of the blocks' time (it waits on peers)."""
     return " (not priced: waits on other ranks)" if d.get("priced") is False else ""
@@ -318,9 +326,9 @@ def summary_text(r: dict) -> str:
                      f"{100 * w['added_share']:.2f} % to the search's wall time")
         if w.get("hooks_share") is not None:
             lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "
-                         f"program in the watcher, {100 * w['hooks_share']:.2f} % of the "
-                         f"search's wall time (rests and blocks alike, the counting thread's "
-                         f"calls); observing as the watcher sees it "
+                         f"program{_fast_said(w)}, {100 * w['hooks_share']:.2f} "
+                         f"% of the search's wall time (rests and blocks alike, the counting "
+                         f"thread's calls); observing as the watcher sees it "
                          f"{100 * w['observing_share']:.2f} % (not CUPTI attached, the hooks' "
                          f"outer frames or its threads: advise --placebo, timed against a "
                          f"plain run of the same work, measures those)"
