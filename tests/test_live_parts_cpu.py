@@ -1321,7 +1321,7 @@ def _graphs_owner(calls, **kw):
             logging=True, log_cut=False, resting=None, paused=False, state="probe", unit=None,
             notes=[], o=_ns(mode="advise", graph_records=False), plan_doc=None,
             _clock_lost=False, activity=True,
-            _resume=lambda: calls.append("resume records"))
+            _resume=lambda: calls.append("resume records"), counting=_ns(take=lambda: None))
     o.launches = _ns(stop=lambda: calls.append("log stop") or setattr(o, "logging", False),
                      begin=lambda: calls.append("log begin") or setattr(o, "logging", True))
     o.__dict__.update(kw)
@@ -1613,7 +1613,7 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             arms=[{}, {}, {}], probe_counts={("tick",): 9}, _first_block_due=True,
             eager=["setup's launches"], unknown_streams={9: 0.5}, switch_ms=[5.0],
             switch_work_ms=[4.0], install_ms=[3.0], windows_ms=[2.0], ahead_ms=[1.5],
-            ahead_hidden=1, hook_ns=7, hook_calls=3,
+            ahead_hidden=1, hook_ns=7, hook_calls=3, counting=_ns(calls=3),
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5},
             rest_ratios=[30], landed_on=True, landed_why=None, landed_blocks={2: 1},
@@ -1644,7 +1644,7 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     # what watching cost is the new search's alone
     assert (w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms) == ([], [], [], [])
     assert (w.ahead_ms, w.ahead_hidden) == ([], 0)
-    assert (w.hook_ns, w.hook_calls, w.hook_marks) == (0, 0, [])
+    assert (w.hook_ns, w.hook_calls, w.hook_marks, w.counting.calls) == (0, 0, [], 0)
     assert (w.rests_capped, w.spanning, w.rest_s, w.rest_units) == (0, 0, None, 0)
     assert not w._first_block_due
 

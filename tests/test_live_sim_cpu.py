@@ -486,7 +486,96 @@ def test_a_replay_that_only_counts_stays_in_the_hook_and_every_unit_is_counted(w
     assert w.points["replay"] == made[0] == w.graphs[id(g)].replays
     watching = w.summary()["watching"]
     assert watching["fast_calls"] == w.counting.calls and watching["fast_us_per_call"] > 0
+    assert (f"{w.counting.calls} of its {w.hook_calls} calls replays that only counted a unit"
+            in live_report_text(w))
     assert fastcount.COUNT.left == fastcount.COUNT.done == 0   # decided: taken, not armed
+
+
+def _armed_mid_block(world, w, g):
+    """Replays through the hook until the search is in a block with a count armed far from its
+    end."""
+    bootstrap._watcher = w
+    while not (w.state == "search" and w.resting is None and w.settling is None
+               and fastcount.COUNT.left >= 30 and len(w.blocks) >= 3):
+        bootstrap._on_replay(g, None)
+        world.replay(g)
+    return w.blocks[-1]
+
+
+def _replays_in(world, b):
+    starts = sorted(t for t, _d in world.launches)
+    return (bisect.bisect_left(starts, b.end) - bisect.bisect_left(starts, b.start)) \
+        // len(KERNELS)
+
+
+def test_a_second_threads_call_finds_the_count_taken(world):
+    """Alone, another thread's first calls while the counting thread's count is armed: the
+    watcher takes the count at any thread's call, so that block and the next end at their
+    true counts (the review of 47d58bd: 40 units recorded for 45 replays, then 45 for 40)."""
+    import threading
+    w = _watcher(block_units=40, max_overhead=0.0)          # blocks back to back
+    g, g2 = ProgramGraph(), ProgramGraph()
+    for pg in (g, g2):
+        w.capture_begin()
+        w.capture_end(pg)
+    b = _armed_mid_block(world, w, g)
+    for _ in range(5):                                     # counted in the hook
+        bootstrap._on_replay(g, None)
+        world.replay(g)
+
+    def other():                                           # the same kernels: each a unit
+        for _ in range(45):
+            bootstrap._on_replay(g2, None)
+            world.replay(g2)
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    for _ in range(60):
+        bootstrap._on_replay(g, None)
+        world.replay(g)
+    nxt = w.blocks[w.blocks.index(b) + 1]
+    assert w.other_threads and b.end and nxt.end
+    assert (b.units, nxt.units) == (_replays_in(world, b), _replays_in(world, nxt)) == (40, 40)
+
+
+def test_a_capture_into_the_counted_graph_takes_the_count_first(world):
+    """The program captures into the unit's graph object again (other kernels) while a count
+    is armed: the capture takes it, so no replay of the graph as it is now counts as a unit."""
+    w = _watcher(block_units=40, max_overhead=0.0)
+    g = ProgramGraph()
+    w.capture_begin()
+    w.capture_end(g)
+    _armed_mid_block(world, w, g)
+    old, units = w.graphs[id(g)], w.units_now + fastcount.COUNT.done
+    g.scan = ([(0, "k_new", (32, 1, 1), (64, 1, 1), 0, 1)], [], [])
+    w.capture_begin()
+    w.capture_end(g)
+    new = w.graphs[id(g)]
+    assert new.signature != w.unit[1] and fastcount.COUNT.left == 0
+    for _ in range(20):
+        bootstrap._on_replay(g, None)
+        world.replay(g)
+    assert fastcount.COUNT.done == 0 and w.units_now == units
+    assert new.replays == 20 and old is not new
+
+
+def test_arming_backs_off_where_the_counts_come_back_empty(world):
+    """A program that synchronizes after every replay never leaves a replay to count in the
+    hook: each arm is undone by the sync. After a few empty counts arming skips its chances,
+    longer each time, so the cost of trying stays a small share of the calls."""
+    w = _watcher(block_units=40, budget_s=1000.0)
+    g = ProgramGraph()
+    w.capture_begin()
+    w.capture_end(g)
+    bootstrap._watcher = w
+    steps = 0
+    while w.state != "done" and steps < 60000:
+        bootstrap._on_replay(g, None)
+        world.replay(g)
+        bootstrap._on_sync()
+        steps += 1
+    assert w.counting.calls == 0 and w.points["replay"] == steps
+    assert 0 < w.counting.arms < 0.02 * steps, (w.counting.arms, steps)
 
 
 def test_advise_says_dont_where_nothing_helps_and_keeps_a_baseline(world):

@@ -3,6 +3,7 @@ the ranks' watchers in lockstep, run on threads over an in-memory store with the
 torch.distributed's; the leader's decisions adopted by a follower; the ranks' results merged
 into one, with one plan per GPU model."""
 import json
+import pathlib
 import random
 import sys
 import threading
@@ -538,3 +539,28 @@ def test_each_rank_judges_the_plan_on_its_own_samples_and_a_split_is_said():
     assert said.endswith("the ranks disagree"), said
     docs[1]["own"] = own0
     assert "disagree" not in ranks_line(team.merge_ranks(docs))
+
+
+@pytest.mark.parametrize("modes", ["10", "11"], ids=["one counts in the hook", "both do"])
+def test_two_ranks_switch_at_the_same_calls_whoever_counts_in_the_hook(tmp_path, modes):
+    """Two ranks of the simulator, each in a process, in lockstep through a store in files,
+    their rests hooked (ranks count the same calls): whether a rank counts its replays in the
+    hook (process/fastcount.py) or in the watcher, every switch falls at the same call of both,
+    with the same plans, blocks and rests."""
+    import json
+    import subprocess
+    import sys
+    store = tmp_path / "store"
+    store.mkdir()
+    rank_py = pathlib.Path(__file__).with_name("team_sim_rank.py")
+    procs = [subprocess.Popen([sys.executable, str(rank_py), str(r), modes[r], str(store),
+                               str(tmp_path / f"r{r}.json")]) for r in range(2)]
+    for p in procs:
+        assert p.wait(timeout=180) == 0
+    a, b = (json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2))
+    assert a["state"] == b["state"] == "done", (a["notes"], b["notes"])
+    assert len(a["trace"]) > 20 and a["trace"] == b["trace"]
+    assert (a["arms"], a["units"], a["rest_units"]) == (b["arms"], b["units"], b["rest_units"])
+    assert any(a["rest_units"])                                # rests ran, hooked
+    for doc, m in ((a, modes[0]), (b, modes[1])):
+        assert (doc["fast_calls"] > doc["calls"] / 4) if m == "1" else doc["fast_calls"] == 0

@@ -2,7 +2,7 @@
 
 While a block or a rest runs, most of the program's calls do nothing in the watcher but count
 one unit: a replay of the unit's graph on the counting thread, far from the block's end. The
-watcher's call costs a program about 1.6 us (Watcher.point: its lock, its phases, the graph's
+watcher's call costs a program 1.6-2.1 us (Watcher.point: its lock, its phases, the graph's
 flags; measured on the CPU simulator, and read on two H200s at 3f61e5f as 2.89 % of `ddp`'s
 wall at 18,000 steps a second). Under torchrun that is paid on every call of the search: the
 ranks must count the same calls, so their rests keep the hooks on (Pace.rest_unhooked is for
@@ -12,12 +12,19 @@ So after such a call the watcher *arms* a count (:meth:`Counting.arm`): the next
 replays of that graph on that thread return at once from the bootstrap's hook
 (``bootstrap._on_replay``, a few attribute tests), adding one to :data:`COUNT`'s ``done``; the
 call that would reach the block's (or rest's) end is left to the watcher, as is any other
-call: a synchronization, another graph's replay, another thread's. The watcher's next call on
-the counting thread first takes the count (:meth:`Counting.take`), so every figure it reads
-(units, the graph's replays, the points) is what it would have counted itself. A call that
-could switch never goes by here: the count stops one short of the end, and every state change
-(a rest's begin, a settle, a pause, a switch) happens inside a watcher's call, which takes the
-count first and arms again only where the same rules hold.
+call: a synchronization, another graph's replay, another thread's. The watcher's next call,
+and a capture's begin and end, first take the count (:meth:`Counting.take`), so every figure
+it reads (units, the graph's replays, the points) is what it would have counted itself. A call
+that could switch never goes by here: the count stops one short of the end, and every state
+change (a rest's begin, a settle, a pause, a switch, a capture) happens inside one of those,
+which takes the count first; the watcher arms again only where the same rules hold.
+
+Where the count keeps coming back empty (a program whose replays alternate with syncs or other
+graphs: the zoo's `server` and `decode_big` rotate their graphs), arming is the cost, so it
+backs off: after IDLE_ARMS empty counts in a row it skips its next SKIP_FIRST chances, then
+twice as many each time, up to SKIP_MAX, until a count comes back with calls in it. Arming
+never changes a count, only who counts it, so ranks in lockstep stay in step whatever each
+one's count does.
 """
 from __future__ import annotations
 
@@ -26,8 +33,14 @@ import time
 
 from .part import Part
 
-#: Calls of the hook's branch timed once, for the hooks' own figure (hook_ns).
-COST_CALLS = 2000
+#: Calls of the hook's branch timed (COST_BATCHES batches, the fastest kept), when the
+#: watcher is made: the estimate of what each call the hook counts costs (hook_ns).
+COST_CALLS = 400
+COST_BATCHES = 5
+#: The back-off of arming where counts come back empty (above).
+IDLE_ARMS = 4
+SKIP_FIRST = 16
+SKIP_MAX = 4096
 
 
 def _dead():
@@ -63,7 +76,9 @@ COUNT = FastCount()
 
 def counted(graph, count: FastCount = COUNT) -> bool:
     """The hook's branch: whether this replay is one the armed count takes (then counted)."""
-    if count.left and count.ref() is graph and threading.get_ident() == count.thread:
+    # left > 0, not truthy: a take on another thread (finish at exit) may disarm between the
+    # test and the decrement, leaving -1 with the graph gone: nothing is counted after it
+    if count.left > 0 and count.ref() is graph and threading.get_ident() == count.thread:
         count.left -= 1
         count.done += 1
         return True
@@ -71,16 +86,22 @@ def counted(graph, count: FastCount = COUNT) -> bool:
 
 
 def cost_ns() -> float:
-    """What the hook's branch costs a call here (ns): COST_CALLS calls on a count of their
-    own, timed once."""
+    """What the hook's branch costs a call here (ns), estimated: COST_BATCHES batches of
+    COST_CALLS calls on a count of their own, the fastest batch (a preemption or a collection
+    in one would inflate the figure for the whole run)."""
     class Probe:
         pass
-    g, c = Probe(), FastCount()
-    c.arm(COST_CALLS, lambda: g, threading.get_ident(), None)
-    t0 = time.perf_counter_ns()
-    for _ in range(COST_CALLS):
-        counted(g, c)
-    return (time.perf_counter_ns() - t0) / COST_CALLS
+    g, c, me = Probe(), FastCount(), threading.get_ident()
+    best = None
+    for _ in range(COST_BATCHES):
+        c.arm(COST_CALLS, lambda: g, me, None)
+        t0 = time.perf_counter_ns()
+        for _ in range(COST_CALLS):
+            counted(g, c)
+        ns = (time.perf_counter_ns() - t0) / COST_CALLS
+        best = ns if best is None else min(best, ns)
+    c.disarm()
+    return best
 
 
 class Counting(Part):
@@ -90,17 +111,22 @@ class Counting(Part):
     def __init__(self, owner, count: FastCount = COUNT):
         super().__init__(owner)
         self.count = count
-        self.ns = None              # cost_ns(), once first armed
-        self.calls = 0              # calls counted here, in all
+        self.ns = cost_ns()         # estimated once, before the program's calls
+        self.calls = 0              # calls counted here in this search (Search.restart: 0)
+        self.arms = 0               # counts armed, in all
+        self.idle = 0               # empty counts in a row
+        self.skip = SKIP_FIRST      # chances the next back-off skips
+        self.wait = 0               # chances still to skip
 
     def take(self) -> None:
-        """On the counting thread, before the watcher's call reads any count: what the armed
-        count took is added as the watcher would have counted it (a unit each, the graph's
-        replays, the replay points; the hooks' figure at the branch's measured cost)."""
-        if not self.count.left and not self.count.done:
-            return
+        """Under the watcher's lock, before anything reads a count: what the armed count took
+        is added as the watcher would have counted it (a unit each, the graph's replays, the
+        replay points; the hooks' figure at the branch's estimated cost)."""
+        if self.count.ref is _dead:
+            return                  # nothing armed
         done, seen = self.count.disarm()
-        if not done:
+        self.back_off(done)
+        if done <= 0:
             return
         w = self.w
         w.units_now += done
@@ -108,24 +134,32 @@ class Counting(Part):
         if seen is not None:
             seen.replays += done
         w.hook_calls += done
-        w.hook_ns += done * (self.ns or 0.0)
+        w.hook_ns += done * self.ns
         self.calls += done
+
+    def back_off(self, done: int) -> None:
+        if done > 0:
+            self.idle, self.skip = 0, SKIP_FIRST
+            return
+        self.idle += 1
+        if self.idle >= IDLE_ARMS:
+            self.idle, self.wait, self.skip = 0, self.skip, min(2 * self.skip, SKIP_MAX)
 
     def arm(self, kind: str, torch_graph, seen, me: int) -> None:
         """After a call that switched nothing (under the lock): arm the count for the next
         replays of the same graph on the same thread, up to one short of the block's or the
         rest's end, where each of them would only count a unit."""
+        if self.wait:
+            self.wait -= 1
+            return
         if not self.only_counting(kind, torch_graph, seen, me):
             return
         w = self.w
         r = w.resting
-        end = r["units"] if r is not None else w.units_per_block
-        left = end - w.units_now - 1
-        if left < 1:
-            return
-        if self.ns is None:
-            self.ns = cost_ns()
-        self.count.arm(left, seen.ref, me, seen)
+        left = (r["units"] if r is not None else w.units_per_block) - w.units_now - 1
+        if left >= 1:
+            self.arms += 1
+            self.count.arm(left, seen.ref, me, seen)
 
     def only_counting(self, kind: str, torch_graph, seen, me: int) -> bool:
         """Whether the next such calls would only count a unit (Phases.search_point): the

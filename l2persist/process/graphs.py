@@ -102,6 +102,7 @@ class Graphs(Part):
     def capture_begin(self):
         w = self.w
         with w.lock:
+            w.counting.take()     # a capture changes what a replay is: counted before it
             w.captures += 1
             w.captures_begun += 1
             if w.o.graph_records and w.captures_begun == 1:
@@ -150,6 +151,7 @@ class Graphs(Part):
     def capture_end(self, torch_graph):
         w = self.w
         with w.lock:
+            w.counting.take()     # the graph captured may be the counted one, made again
             w.captures = max(0, w.captures - 1)
             try:
                 self.remember(torch_graph)

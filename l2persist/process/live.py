@@ -314,28 +314,28 @@ class Watcher:
         if not self.lock.acquire(blocking=self.team is not None):
             self.known.flag_recorded(kind, torch_graph)
             return                 # another thread is switching: this call goes on
-        t0, steps = time.perf_counter_ns(), self.steps
-        if me == self.thread:
-            self.counting.take()   # the replays the hook counted since this thread's last call
-        # the graph as seen, looked up once per call (this runs before every replay: the
-        # lookups are inline, each method call costs the program ~0.1-0.2 us)
-        seen = None
-        if torch_graph is not None:
-            seen = self.graphs.get(id(torch_graph))
-            if seen is not None and seen.ref() is not torch_graph:
-                seen = None        # an id of a dropped graph, reused
+        t0, steps, seen, returned = time.perf_counter_ns(), self.steps, None, False
         try:
+            self.counting.take()   # what the hook counted since the counting thread's last call
+            # the graph as seen, looked up once per call (this runs before every replay: the
+            # lookups are inline, each method call costs the program ~0.1-0.2 us)
+            if torch_graph is not None:
+                seen = self.graphs.get(id(torch_graph))
+                if seen is not None and seen.ref() is not torch_graph:
+                    seen = None        # an id of a dropped graph, reused
             self.phases.point(kind, torch_graph, seen)
+            returned = True
         finally:
             if self.activity and not self.paused:  # after: the call may have paused or resumed
                 self.known.flag_recorded(kind, torch_graph, seen)
             if self.state == "search" and self.steps == steps:
                 # a call that switched nothing: the hooks' own cost to every call of the
                 # counting thread, which the rests pay as the blocks do (so added_share cannot
-                # see it); a switch's calls are counted in switch_work_ms
+                # see it); a switch's calls are counted in switch_work_ms. Arming is part of it
+                if returned:
+                    self.counting.arm(kind, torch_graph, seen, me)
                 self.hook_ns += time.perf_counter_ns() - t0
                 self.hook_calls += 1
-                self.counting.arm(kind, torch_graph, seen, me)
             try:
                 self.gate.release()     # first: a capture on another thread may wait on it
                 if self.unhook_calls is not None and self.state in ("done", "off") and \

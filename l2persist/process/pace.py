@@ -258,7 +258,7 @@ class Pace(Part):
                    hooks_share=hooks, hook_us_per_call=(w.hook_ns / w.hook_calls / 1e3
                                                         if w.hook_calls else None),
                    # of those calls, the replays that only counted, in the hook (fastcount.py)
-                   fast_calls=w.counting.calls,
+                   hook_calls=w.hook_calls, fast_calls=w.counting.calls,
                    fast_us_per_call=w.counting.ns / 1e3 if w.counting.ns else None,
                    observing_share=max(0.0, added) / wall + hooks,
                    unrecorded_ms_per_unit=unrec / 1e6,

@@ -75,6 +75,7 @@ class Search(Part):
         w.switch_ms, w.switch_work_ms, w.install_ms, w.windows_ms = [], [], [], []
         w.ahead_ms, w.ahead_hidden = [], 0
         w.hook_ns, w.hook_calls, w.hook_marks = 0, 0, []
+        w.counting.calls = 0
         w.rests_capped, w.spanning, w.rest_s, w.rest_units = 0, 0, None, 0
         w.rest_ratios = []
         # the windows seen so far were the abandoned arms' (arm indices name new arms now)
