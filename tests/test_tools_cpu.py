@@ -573,20 +573,26 @@ def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path)
 
 
 def test_hook_cost_runs_both_modes_on_the_simulator(tmp_path):
-    """tools/investigations/hook-cost (CPU only): one round of each mode decides; with the
-    hook's count the search's calls nearly all stay in the hook, without it none do; the
-    table and the JSON carry both modes' medians."""
+    """tools/investigations/hook-cost (CPU only): one round of each mode and shape decides;
+    with the hook's count a replay loop's search calls nearly all stay in the hook, without it
+    none do; where a sync follows every replay none can, and arming backs off; the table and
+    the JSON carry every shape's and mode's medians."""
     out = tmp_path / "hook.json"
     r = subprocess.run([sys.executable, str(INVESTIGATIONS / "hook-cost"), "--rounds", "1",
-                        "--json", str(out)], capture_output=True, text=True, timeout=300,
+                        "--json", str(out)], capture_output=True, text=True, timeout=600,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert "| watcher | 1 of 1 |" in r.stdout and "| fast | 1 of 1 |" in r.stdout
+    for row in ("| replays | watcher | 1 of 1 |", "| replays | fast | 1 of 1 |",
+                "| replay+sync | watcher | 1 of 1 |", "| replay+sync | fast | 1 of 1 |"):
+        assert row in r.stdout, r.stdout
     doc = json.loads(out.read_text())
-    runs = {x["mode"]: x for x in doc["runs"]}
-    assert runs["watcher"]["fast_calls"] == 0 and runs["fast"]["fast_calls"] > \
-        0.9 * runs["fast"]["hook_calls"]
-    assert set(doc["medians"]) == {"watcher", "fast"}
+    runs = {(x["shape"], x["mode"]): x for x in doc["runs"]}
+    assert runs["replays", "watcher"]["fast_calls"] == 0
+    assert runs["replays", "fast"]["fast_calls"] > 0.9 * runs["replays", "fast"]["hook_calls"]
+    alt = runs["replay+sync", "fast"]
+    assert alt["fast_calls"] == 0 and 0 < alt["arms"] < 0.02 * alt["steps"]
+    assert set(doc["medians"]) == {"replays watcher", "replays fast", "replay+sync watcher",
+                                   "replay+sync fast"}
     bad = subprocess.run([sys.executable, str(INVESTIGATIONS / "hook-cost"), "--rounds", "0"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert bad.returncode == 2 and "--rounds: at least 1" in bad.stderr
