@@ -2066,7 +2066,8 @@ def _counting_owner(graph, **kw):
     o = _ns(thread=7, state="search", other_threads=False, team=None, team_pending=False,
             team_gave_up=False, _clock_lost=False, _first_block_due=False, settling=None,
             replay_events=_ns(on=False), resting=None, units_per_block=10, units_now=3,
-            unit=("replay", "s"), points={"replay": 0}, hook_calls=0, hook_ns=0)
+            unit=("replay", "s"), points={"replay": 0}, hook_calls=0, hook_ns=0,
+            o=_ns(mode="advise"))
     o.phases = phases.Phases(o)
     o.__dict__.update(kw)
     return o, seen
@@ -2133,3 +2134,45 @@ def test_the_hook_counts_the_armed_graph_on_its_thread_and_the_watcher_takes_it(
     import gc
     gc.collect()
     assert not fastcount.counted(_G(), count)               # a dead graph counts nothing
+
+
+def test_counting_backs_off_after_empty_counts_and_a_full_one_resets_it():
+    """Arming where the counts come back empty (replays alternating with syncs) is the cost:
+    after IDLE_ARMS empty counts in a row the next SKIP_FIRST chances are skipped, then twice
+    as many, up to SKIP_MAX; a count with calls in it starts over. A replay a disarmed count
+    still holds (a take on another thread between the hook's test and its count) is added."""
+    import threading
+    from l2persist.process import fastcount as fc
+    g = _G()
+    me = threading.get_ident()
+    w, seen = _counting_owner(g, thread=me, units_per_block=10 ** 9)
+    count = fc.FastCount()
+    c = fc.Counting(w, count)
+
+    def empty_round():
+        c.arm("replay", g, seen, me)
+        c.take()
+    for _ in range(fc.IDLE_ARMS):
+        empty_round()
+    assert c.wait == fc.SKIP_FIRST and c.skip == 2 * fc.SKIP_FIRST
+    arms = c.arms
+    for _ in range(fc.SKIP_FIRST):
+        c.arm("replay", g, seen, me)                  # skipped: nothing armed
+    assert c.arms == arms and count.left == 0
+    for _ in range(fc.IDLE_ARMS):
+        empty_round()
+    assert c.wait == 2 * fc.SKIP_FIRST
+    c.wait = 0
+    c.skip = fc.SKIP_MAX
+    for _ in range(fc.IDLE_ARMS):
+        empty_round()
+    assert c.wait == fc.SKIP_MAX and c.skip == fc.SKIP_MAX     # no further than the cap
+    c.wait = 0
+    c.arm("replay", g, seen, me)
+    assert fc.counted(g, count)
+    c.take()                                          # calls in it: the back-off starts over
+    assert (c.idle, c.skip, c.wait) == (0, fc.SKIP_FIRST, 0)
+    units = w.units_now
+    count.left, count.done = -1, 1                    # disarmed with one replay counted
+    c.take()
+    assert w.units_now == units + 1 and count.done == 0

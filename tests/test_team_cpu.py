@@ -555,8 +555,12 @@ def test_two_ranks_switch_at_the_same_calls_whoever_counts_in_the_hook(tmp_path,
     rank_py = pathlib.Path(__file__).with_name("team_sim_rank.py")
     procs = [subprocess.Popen([sys.executable, str(rank_py), str(r), modes[r], str(store),
                                str(tmp_path / f"r{r}.json")]) for r in range(2)]
-    for p in procs:
-        assert p.wait(timeout=180) == 0
+    try:
+        assert [p.wait(timeout=180) for p in procs] == [0, 0]
+    finally:
+        for p in procs:            # a rank left waiting for its peer is not left running
+            if p.poll() is None:
+                p.kill()
     a, b = (json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2))
     assert a["state"] == b["state"] == "done", (a["notes"], b["notes"])
     assert len(a["trace"]) > 20 and a["trace"] == b["trace"]

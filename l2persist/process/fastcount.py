@@ -76,8 +76,11 @@ COUNT = FastCount()
 
 def counted(graph, count: FastCount = COUNT) -> bool:
     """The hook's branch: whether this replay is one the armed count takes (then counted)."""
-    # left > 0, not truthy: a take on another thread (finish at exit) may disarm between the
-    # test and the decrement, leaving -1 with the graph gone: nothing is counted after it
+    # Under the GIL a take on another thread (finish at exit) can only come before the test's
+    # last call (get_ident), so `count.thread` is read after it: a disarm there fails the
+    # test. Without a GIL it could come between the test and the increments, leaving left -1
+    # and done 1 with the graph gone: hence left > 0, not truthy, and Counting.take adds a
+    # done that a disarmed count still holds.
     if count.left > 0 and count.ref() is graph and threading.get_ident() == count.thread:
         count.left -= 1
         count.done += 1
@@ -111,7 +114,8 @@ class Counting(Part):
     def __init__(self, owner, count: FastCount = COUNT):
         super().__init__(owner)
         self.count = count
-        self.ns = cost_ns()         # estimated once, before the program's calls
+        # estimated once, before the program's calls (apply never searches: nothing to count)
+        self.ns = cost_ns() if getattr(owner.o, "mode", None) != "apply" else 0.0
         self.calls = 0              # calls counted here in this search (Search.restart: 0)
         self.arms = 0               # counts armed, in all
         self.idle = 0               # empty counts in a row
@@ -122,8 +126,8 @@ class Counting(Part):
         """Under the watcher's lock, before anything reads a count: what the armed count took
         is added as the watcher would have counted it (a unit each, the graph's replays, the
         replay points; the hooks' figure at the branch's estimated cost)."""
-        if self.count.ref is _dead:
-            return                  # nothing armed
+        if self.count.ref is _dead and not self.count.done:
+            return                  # nothing armed, nothing counted
         done, seen = self.count.disarm()
         self.back_off(done)
         if done <= 0:

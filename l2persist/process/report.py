@@ -192,9 +192,9 @@ def _fast_said(w: dict) -> str:
     """The replays that only counted a unit, counted in the hook (process/fastcount.py)."""
     if not w.get("fast_calls"):
         return " in the watcher"
-    return (f" ({w['fast_calls']} of its {w.get('hook_calls') or '?'} calls replays that only "
-            f"counted a unit, in the hook at an estimated {w.get('fast_us_per_call') or 0:.2f} "
-            f"us each; the others in the watcher)")
+    return (f" ({w['fast_calls']} of its {w.get('hook_calls') or '?'} calls were replays that "
+            f"only counted a unit, in the hook at an estimated "
+            f"{w.get('fast_us_per_call') or 0:.2f} us each; the others in the watcher)")
 
 
 def _unpriced(d: dict) -> str:
