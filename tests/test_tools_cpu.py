@@ -462,6 +462,39 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
 
 
+def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
+    """tools/investigations/zoo-advise (its runs faked) starts `ddp` under torchrun, compares
+    the digests rank by rank, and keeps the watcher's split of observing (the hooks, the
+    replays that only counted a unit)."""
+    import json as _json
+    za = tool_script.load("tools/investigations/zoo-advise")
+    cmds = []
+    rank1 = {"plain": 7, "advise": 7}
+
+    def fake_run(cmd, timeout, env=None):
+        cmds.append(cmd)
+        out = cmd[cmd.index("--iters") - 1]
+        tag = "advise" if "advise" in cmd else "plain"
+        for r in range(2):
+            with open(f"{out}.rank{r}", "w") as f:
+                _json.dump({"digest": rank1[tag] if r else 1}, f)
+        if "--json" in cmd:
+            with open(cmd[cmd.index("--json") + 1], "w") as f:
+                _json.dump({"decision_s": 9.0, "watching": {
+                    "observing_share": 0.011, "hooks_share": 0.006, "hook_calls": 900,
+                    "fast_calls": 800, "fast_us_per_call": 0.3}}, f)
+        return types.SimpleNamespace(returncode=0, stderr="loop: 9 iterations in 4.0 s\n"), 1
+    monkeypatch.setattr(za, "run", fake_run)
+    r = za.one("ddp", 9, 30, str(tmp_path), verify=False)
+    assert "torch.distributed.run" in cmds[0] and "--nproc-per-node" in cmds[0]
+    assert cmds[1][cmds[1].index("--") + 1:][:4] == cmds[0][:4]
+    assert r["same_advise"] is True and r["observing"] == 0.011
+    assert (r["hooks_share"], r["hook_calls"], r["fast_calls"]) == (0.006, 900, 800)
+    assert r["plain_loop_s"] == r["advise_loop_s"] == 4.0
+    rank1["advise"] = 8            # one rank's output differs: not the same
+    assert za.one("ddp", 9, 30, str(tmp_path), verify=False)["same_advise"] is False
+
+
 def test_instantiate_in_flight_tells_a_wait_from_none():
     """tools/investigations/instantiate-in-flight (its rounds made up): the verdict comes from
     whether the re-instantiations behind a busy GPU returned with the GPU still busy; the
