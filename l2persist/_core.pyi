@@ -161,6 +161,12 @@ class AccessProperty(int):
     STREAMING: AccessProperty
     PERSISTING: AccessProperty
 
+class CountedReplay:
+    def __init__(self, count: ReplayCount, original: Callable[..., object], slow: Callable[..., object]) -> None: ...
+    count: ReplayCount
+    original: object
+    slow: object
+
 class CudaError(RuntimeError):
     code: int
     name: str
@@ -257,6 +263,17 @@ class NotSupportedError(CudaError):
     code: int
     name: str
     call: str
+
+class ReplayCount:
+    def __init__(self) -> None: ...
+    def arm(self, left: int, ref: object, thread: int, seen: object) -> None: ...
+    armed: bool
+    def counts(self, graph: object, /) -> bool: ...
+    def disarm(self) -> tuple[int, object]: ...
+    done: int
+    left: int
+    seen: object
+    thread: int | None
 
 class Stream:
     def __init__(self, device: DeviceLike | object = None, *, wrap: object = None) -> None: ...

@@ -72,13 +72,11 @@ def main(rank: int, fast: bool, folder: str, out: str) -> None:
     steps, trace, i, t0 = w.steps, [], 0, time.perf_counter()
     while w.state not in ("done", "off") and time.perf_counter() - t0 < 120:
         i += 1
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
         if i % 7 == 0:
             bootstrap._on_sync()
         if i % 13 == 0:
-            bootstrap._on_replay(g2, None)
-            world.replay(g2)
+            g2.replay()
         if w.steps != steps:
             steps = w.steps
             trace.append([i, w.steps, len(w.blocks), w.units_now])

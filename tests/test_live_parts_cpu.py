@@ -2094,7 +2094,7 @@ def test_counting_arms_only_where_the_next_calls_can_only_count(why):
     kw = dict(_REFUSED.get(why, {}))
     call = {k: kw.pop(k) for k in ("kind", "seen", "me") if k in kw}
     w, seen = _counting_owner(g, **kw)
-    count = fastcount.FastCount()
+    count = _core.ReplayCount()
     c = fastcount.Counting(w, count)
     c.arm(call.get("kind", "replay"), g, call.get("seen", seen), call.get("me", 7))
     if why is not None:
@@ -2112,17 +2112,17 @@ def test_the_hook_counts_the_armed_graph_on_its_thread_and_the_watcher_takes_it(
     from l2persist.process import fastcount
     g, other = _G(), _G()
     w, seen = _counting_owner(g, thread=threading.get_ident())
-    count = fastcount.FastCount()
+    count = _core.ReplayCount()
     c = fastcount.Counting(w, count)
     c.arm("replay", g, seen, threading.get_ident())
     assert count.left == 6
-    assert not fastcount.counted(other, count)              # another graph: the watcher's
+    assert not count.counts(other)                          # another graph: the watcher's
     elsewhere = []
-    t = threading.Thread(target=lambda: elsewhere.append(fastcount.counted(g, count)))
+    t = threading.Thread(target=lambda: elsewhere.append(count.counts(g)))
     t.start()
     t.join()
     assert elsewhere == [False]                             # another thread: the watcher's
-    assert [fastcount.counted(g, count) for _ in range(8)] == [True] * 6 + [False] * 2
+    assert [count.counts(g) for _ in range(8)] == [True] * 6 + [False] * 2
     c.ns = 250.0
     c.take()                                                # as if the watcher saw each call
     assert (w.units_now, w.points["replay"], seen.replays, w.hook_calls, w.hook_ns) == \
@@ -2133,20 +2133,127 @@ def test_the_hook_counts_the_armed_graph_on_its_thread_and_the_watcher_takes_it(
     del g
     import gc
     gc.collect()
-    assert not fastcount.counted(_G(), count)               # a dead graph counts nothing
+    assert not count.counts(_G())                           # a dead graph counts nothing
+    assert count.left == 0 and not count.armed
+
+
+def test_the_counted_replay_is_a_method_that_counts_in_c_and_hands_the_rest_to_python():
+    """_core.CountedReplay, installed as a class's replay: from the class it is itself, from an
+    instance a method of it; a call the count is armed for (its graph, its thread) is taken
+    from the count and goes to the original with its arguments, any other call to the Python
+    hook; what either returns or raises reaches the caller."""
+    import threading
+    import weakref
+
+    class Graph:
+        def replay(self, *a, **k):
+            if k.get("fail"):
+                raise RuntimeError("the original failed")
+            return ("original", self, a, k)
+    original = Graph.replay
+    slow_calls = []
+
+    def slow(self, *a, **k):
+        slow_calls.append((self, a, k))
+        return original(self, *a, **k)
+    count = _core.ReplayCount()
+    Graph.replay = _core.CountedReplay(count, original, slow)
+    g, other = Graph(), Graph()
+    hook = Graph.__dict__["replay"]
+    assert Graph.replay is hook and hook.count is count and hook.slow is slow
+    assert hook.original is original
+    assert g.replay(1, x=2) == ("original", g, (1,), {"x": 2}) and len(slow_calls) == 1
+    count.arm(3, weakref.ref(g), threading.get_ident(), "seen")
+    assert (count.left, count.armed, count.thread, count.seen) == \
+        (3, True, threading.get_ident(), "seen")
+    assert g.replay(5) == ("original", g, (5,), {})       # counted: Python not reached
+    assert Graph.replay(g, 6) == ("original", g, (6,), {})  # called through the class
+    bound = g.replay
+    assert bound(y=1) == ("original", g, (), {"y": 1})
+    assert other.replay() and len(slow_calls) == 2        # another graph: the hook's
+    res = []
+    t = threading.Thread(target=lambda: res.append(g.replay()))
+    t.start()
+    t.join()
+    assert res and len(slow_calls) == 3                   # another thread: the hook's
+    assert (count.left, count.done) == (0, 3)
+    assert g.replay() and len(slow_calls) == 4            # the count spent: the hook's
+    count.arm(2, weakref.ref(g), threading.get_ident(), None)
+    with pytest.raises(RuntimeError, match="the original failed"):
+        g.replay(fail=True)                               # counted, and the failure passes
+    assert count.done == 1 and count.disarm() == (1, None) and not count.armed
+    with pytest.raises(RuntimeError, match="the original failed"):
+        g.replay(fail=True)                               # through the hook, the same
+    assert len(slow_calls) == 5
+
+
+def test_the_counted_replay_refuses_bad_arguments_by_name_and_is_collected():
+    import gc
+    import weakref
+    count = _core.ReplayCount()
+    f = lambda self: None                                  # noqa: E731
+    with pytest.raises(TypeError, match="count: a ReplayCount"):
+        _core.CountedReplay(object(), f, f)
+    with pytest.raises(TypeError, match="original"):
+        _core.CountedReplay(count, 3, f)
+    with pytest.raises(TypeError, match="slow"):
+        _core.CountedReplay(count, f, None)
+    g = _G()
+    with pytest.raises(TypeError, match="ref: a weak reference"):
+        count.arm(1, g, 1, None)
+    with pytest.raises(ValueError, match=r"left: -1 is outside \[0, "):
+        count.arm(-1, weakref.ref(g), 1, None)
+    with pytest.raises(ValueError, match="thread: -2 is outside"):
+        count.arm(1, weakref.ref(g), -2, None)
+    assert not count.armed and count.left == 0          # a refused arm changed nothing
+    # cycles through the hook (its Python path holding what holds it) and through a count
+    # (the record it hands back holding the count) are collected
+    class Holder:
+        pass
+    holder = Holder()
+    holder.hook = _core.CountedReplay(count, f, lambda self, h=holder: h)
+    holder.count = _core.ReplayCount()
+    holder.count.arm(1, weakref.ref(g), 1, holder)
+    gone = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert gone() is None
+
+
+def test_patch_replay_with_a_count_installs_the_c_method_and_the_undo_removes_it(monkeypatch):
+    import threading
+    import types
+    import weakref
+    from l2persist.process import torch as ptorch
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace())
+
+    class Graph:
+        def replay(self):
+            return "replayed"
+    original = Graph.__dict__["replay"]
+    seen = []
+    count = _core.ReplayCount()
+    undo = ptorch.patch_replay(Graph, lambda graph, stream: seen.append(graph), stream=False,
+                               count=count)
+    g = Graph()
+    assert isinstance(Graph.__dict__["replay"], _core.CountedReplay)
+    assert g.replay() == "replayed" and seen == [g]
+    count.arm(1, weakref.ref(g), threading.get_ident(), None)
+    assert g.replay() == "replayed" and seen == [g] and count.done == 1
+    undo()
+    assert Graph.__dict__["replay"] is original
 
 
 def test_counting_backs_off_after_empty_counts_and_a_full_one_resets_it():
     """Arming where the counts come back empty (replays alternating with syncs) is the cost:
     after IDLE_ARMS empty counts in a row the next SKIP_FIRST chances are skipped, then twice
-    as many, up to SKIP_MAX; a count with calls in it starts over. A replay a disarmed count
-    still holds (a take on another thread between the hook's test and its count) is added."""
+    as many, up to SKIP_MAX; a count with calls in it starts over."""
     import threading
     from l2persist.process import fastcount as fc
     g = _G()
     me = threading.get_ident()
     w, seen = _counting_owner(g, thread=me, units_per_block=10 ** 9)
-    count = fc.FastCount()
+    count = _core.ReplayCount()
     c = fc.Counting(w, count)
 
     def empty_round():
@@ -2169,10 +2276,6 @@ def test_counting_backs_off_after_empty_counts_and_a_full_one_resets_it():
     assert c.wait == fc.SKIP_MAX and c.skip == fc.SKIP_MAX     # no further than the cap
     c.wait = 0
     c.arm("replay", g, seen, me)
-    assert fc.counted(g, count)
+    assert count.counts(g)
     c.take()                                          # calls in it: the back-off starts over
     assert (c.idle, c.skip, c.wait) == (0, fc.SKIP_FIRST, 0)
-    units = w.units_now
-    count.left, count.done = -1, 1                    # disarmed with one replay counted
-    c.take()
-    assert w.units_now == units + 1 and count.done == 0

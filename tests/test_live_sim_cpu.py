@@ -227,7 +227,14 @@ class World:
 
 
 class ProgramGraph:
-    """The program's torch.cuda.CUDAGraph (weakly referenceable, as PyTorch's is)."""
+    """The program's torch.cuda.CUDAGraph (weakly referenceable, as PyTorch's is). Its
+    ``replay`` runs it in the world, hooked by make_world as the bootstrap hooks PyTorch's (the
+    count in C in front of the bootstrap's Python hook: process/fastcount.py)."""
+    world = None
+
+    def plain_replay(self):
+        ProgramGraph.world.replay(self)
+    replay = plain_replay
 
 
 @pytest.fixture
@@ -241,6 +248,10 @@ def make_world(monkeypatch) -> World:
     monkeypatch, or a tool's own pytest.MonkeyPatch: tools/investigations/hook-cost)."""
     w = World(gain=1.0)
     core = live._core
+    monkeypatch.setattr(ProgramGraph, "world", w)
+    monkeypatch.setattr(ProgramGraph, "replay", ProgramGraph.plain_replay)   # undone after
+    process_torch.patch_replay(ProgramGraph, bootstrap._on_replay, stream=False,
+                               after=bootstrap._after_replay, count=fastcount.COUNT)
 
     def begin(device):
         w.collecting = w.recording = True
@@ -407,10 +418,10 @@ def run_program(world, watcher, replays=2_000_000, sync_after_capture=False):
     bootstrap._watcher = watcher          # its hook: a replay that only counts stays there
     for i in range(replays):
         if world.hooked:                  # the bootstrap's hook on replay (see _hookable)
-            bootstrap._on_replay(g, None)
+            g.replay()
         else:
             world.unseen += 1
-        world.replay(g)
+            world.replay(g)
         if watcher.state in ("done", "off"):
             break
     return g
@@ -500,8 +511,7 @@ def _armed_mid_block(world, w, g):
         if (w.state == "search" and w.resting is None and w.settling is None
                 and fastcount.COUNT.left >= 30 and len(w.blocks) >= 3):
             return w.blocks[-1]
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
     raise AssertionError(f"no count armed mid-block: {w.state}, {len(w.blocks)} blocks, "
                          f"{w.notes}")
 
@@ -524,19 +534,16 @@ def test_a_second_threads_call_finds_the_count_taken(world):
         w.capture_end(pg)
     b = _armed_mid_block(world, w, g)
     for _ in range(5):                                     # counted in the hook
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
 
     def other():                                           # the same kernels: each a unit
         for _ in range(45):
-            bootstrap._on_replay(g2, None)
-            world.replay(g2)
+            g2.replay()
     t = threading.Thread(target=other)
     t.start()
     t.join()
     for _ in range(60):
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
     nxt = w.blocks[w.blocks.index(b) + 1]
     assert w.other_threads and b.end and nxt.end
     assert (b.units, nxt.units) == (_replays_in(world, b), _replays_in(world, nxt)) == (40, 40)
@@ -557,8 +564,7 @@ def test_a_capture_into_the_counted_graph_takes_the_count_first(world):
     new = w.graphs[id(g)]
     assert new.signature != w.unit[1] and fastcount.COUNT.left == 0
     for _ in range(20):
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
     assert fastcount.COUNT.done == 0 and w.units_now == units
     assert new.replays == 20 and old is not new
 
@@ -574,8 +580,7 @@ def test_arming_backs_off_where_the_counts_come_back_empty(world):
     bootstrap._watcher = w
     steps = 0
     while w.state != "done" and steps < 60000:
-        bootstrap._on_replay(g, None)
-        world.replay(g)
+        g.replay()
         bootstrap._on_sync()
         steps += 1
     assert w.counting.calls == 0 and w.points["replay"] == steps

@@ -243,6 +243,7 @@ int l2p_add_window_type(PyObject *m, l2p_state *st);
 int l2p_add_graph_types(PyObject *m, l2p_state *st);
 int l2p_add_scope_type(PyObject *m, l2p_state *st);
 int l2p_add_plan_type(PyObject *m, l2p_state *st);
+int l2p_add_fastcount_types(PyObject *m, l2p_state *st);
 
 
 #endif

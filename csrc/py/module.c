@@ -177,7 +177,7 @@ static int module_exec(PyObject *m)
     if (l2p_add_device_types(m, st) < 0 || l2p_add_buffer_type(m, st) < 0 ||
         l2p_add_stream_type(m, st) < 0 || l2p_add_window_type(m, st) < 0 ||
         l2p_add_graph_types(m, st) < 0 || l2p_add_scope_type(m, st) < 0 ||
-        l2p_add_plan_type(m, st) < 0)
+        l2p_add_plan_type(m, st) < 0 || l2p_add_fastcount_types(m, st) < 0)
         return -1;
     if (add_hooks(m) < 0 || add_kernels(m, st) < 0 || l2p_add_fns(m, module_fns) < 0 ||
         l2p_add_fns(m, l2p_window_fns) < 0 || l2p_add_fns(m, l2p_timing_fns) < 0 ||

@@ -52,6 +52,7 @@ int l2p_state_traverse(l2p_state *st, visitproc visit, void *arg)
     Py_VISIT(st->KernelNode);
     Py_VISIT(st->Scope);
     Py_VISIT(st->Plan);
+    Py_VISIT(st->ReplayCount);
     return 0;
 }
 
@@ -71,4 +72,5 @@ void l2p_state_clear(l2p_state *st)
     Py_CLEAR(st->KernelNode);
     Py_CLEAR(st->Scope);
     Py_CLEAR(st->Plan);
+    Py_CLEAR(st->ReplayCount);
 }

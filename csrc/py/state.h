@@ -17,6 +17,7 @@ typedef struct {
     PyObject *AccessProperty; /* enum.IntEnum made at module init */
     PyTypeObject *Device, *DeviceProperties, *DeviceBuffer, *Stream, *AccessPolicyWindow;
     PyTypeObject *Graph, *KernelNode, *Scope, *Plan;
+    PyTypeObject *ReplayCount; /* fastcount.c: CountedReplay checks its count's type */
     /* While a launch converts its buffers: the stream it will run on, passed to DLPack
      * producers so that their work is ordered before ours (import_stream_set 0: none). */
     cudaStream_t import_stream;

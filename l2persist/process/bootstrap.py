@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 
-from .fastcount import COUNT as _COUNT, counted as _counted
+from .fastcount import COUNT as _COUNT
 
 _watcher = None
 _patched = False
@@ -56,9 +56,9 @@ def set_replay_timer(begin, end=None) -> None:
 
 
 def _on_replay(graph, _stream):
+    # a replay that only counts a unit never comes here: the C method in front of this hook
+    # counted it (process/fastcount.py; the count is armed only while the gate is open)
     if _calls_on:
-        if _COUNT.left and _counted(graph):
-            return None            # a replay that only counts a unit (process/fastcount.py)
         _hook("point", "replay", graph)
         timer = _replay_timer
         if timer is not None:      # after the point: it may have begun or ended a block
@@ -321,7 +321,7 @@ def _patch_torch(torch) -> None:
     if _watcher is None or (_watcher.o.mode == "apply" and not _watcher.wants_calls()):
         return              # apply without stream windows adds nothing to a call
     replay = cls.replay
-    patch_replay(cls, _on_replay, stream=False, after=_after_replay)
+    patch_replay(cls, _on_replay, stream=False, after=_after_replay, count=_COUNT)
     hooks = [Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay"),
              patch_after(torch.cuda, "synchronize", _on_sync, "torch.cuda.synchronize")]
     for klass in (torch.cuda.Stream, torch.cuda.Event):

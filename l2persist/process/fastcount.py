@@ -9,15 +9,21 @@ ranks must count the same calls, so their rests keep the hooks on (Pace.rest_unh
 a rank alone).
 
 So after such a call the watcher *arms* a count (:meth:`Counting.arm`): the next ``left``
-replays of that graph on that thread return at once from the bootstrap's hook
-(``bootstrap._on_replay``, a few attribute tests), adding one to :data:`COUNT`'s ``done``; the
-call that would reach the block's (or rest's) end is left to the watcher, as is any other
-call: a synchronization, another graph's replay, another thread's. The watcher's next call,
-and a capture's begin and end, first take the count (:meth:`Counting.take`), so every figure
-it reads (units, the graph's replays, the points) is what it would have counted itself. A call
-that could switch never goes by here: the count stops one short of the end, and every state
-change (a rest's begin, a settle, a pause, a switch, a capture) happens inside one of those,
-which takes the count first; the watcher arms again only where the same rules hold.
+replays of that graph on that thread are counted before any Python runs, by the C method
+installed as ``CUDAGraph.replay`` (``_core.CountedReplay`` over :data:`COUNT`, a
+``_core.ReplayCount``; ``csrc/py/fastcount.c``), which adds one to the count's ``done`` and
+calls the original replay. The call that would reach the block's (or rest's) end is left to
+the watcher, as is any other call: a synchronization, another graph's replay, another
+thread's. The watcher's next call, and a capture's begin and end, first take the count
+(:meth:`Counting.take`), so every figure it reads (units, the graph's replays, the points) is
+what it would have counted itself. A call that could switch never goes by here: the count
+stops one short of the end, and every state change (a rest's begin, a settle, a pause, a
+switch, a capture) happens inside one of those, which takes the count first; the watcher arms
+again only where the same rules hold.
+
+The count was first kept in Python, in the bootstrap's hook: on two H200s at f0fb25a it took
+0.27 us a call by its own clock and its outer frames (the replay wrapper, the hook) about as
+much again; in C a counted call costs the program a few tens of nanoseconds (:func:`cost_ns`).
 
 Where the count keeps coming back empty (a program whose replays alternate with syncs or other
 graphs: the zoo's `server` and `decode_big` rotate their graphs), arming is the cost, so it
@@ -30,11 +36,13 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
+from .. import _core
 from .part import Part
 
-#: Calls of the hook's branch timed (COST_BATCHES batches, the fastest kept), when the
-#: watcher is made: the estimate of what each call the hook counts costs (hook_ns).
+#: Calls timed (COST_BATCHES batches of each, the fastest kept), when the watcher is made: the
+#: estimate of what each call the hook counts costs the program (hook_ns).
 COST_CALLS = 400
 COST_BATCHES = 5
 #: The back-off of arming where counts come back empty (above).
@@ -42,76 +50,46 @@ IDLE_ARMS = 4
 SKIP_FIRST = 16
 SKIP_MAX = 4096
 
-
-def _dead():
-    return None
-
-
-class FastCount:
-    """The armed count, read by the bootstrap's hook on every replay: ``left`` calls still to
-    count (0: disarmed), the graph (``ref()`` gives it while alive) and thread they must be of;
-    ``done`` counted so far, and the watcher's record of the graph (``seen``)."""
-
-    __slots__ = ("left", "ref", "thread", "done", "seen")
-
-    def __init__(self):
-        self.left, self.ref, self.thread, self.done, self.seen = 0, _dead, None, 0, None
-
-    def arm(self, left: int, ref, thread: int, seen) -> None:
-        self.disarm()
-        self.ref, self.thread, self.seen, self.done = ref, thread, seen, 0
-        self.left = left            # last: the hook reads it first
-
-    def disarm(self) -> tuple:
-        """(calls counted, the graph's record); nothing armed from here."""
-        self.left = 0               # first: the hook stops counting
-        done, seen = self.done, self.seen
-        self.ref, self.thread, self.done, self.seen = _dead, None, 0, None
-        return done, seen
-
-
-#: The process's one count (the bootstrap's hook reads it; one watcher per process).
-COUNT = FastCount()
-
-
-def counted(graph, count: FastCount = COUNT) -> bool:
-    """The hook's branch: whether this replay is one the armed count takes (then counted)."""
-    # Under the GIL a take on another thread (finish at exit) can only come before the test's
-    # last call (get_ident), so `count.thread` is read after it: a disarm there fails the
-    # test. Without a GIL it could come between the test and the increments, leaving left -1
-    # and done 1 with the graph gone: hence left > 0, not truthy, and Counting.take adds a
-    # done that a disarmed count still holds.
-    if count.left > 0 and count.ref() is graph and threading.get_ident() == count.thread:
-        count.left -= 1
-        count.done += 1
-        return True
-    return False
+#: The process's one count (the replay hook reads it; one watcher per process).
+COUNT = _core.ReplayCount()
 
 
 def cost_ns() -> float:
-    """What the hook's branch costs a call here (ns), estimated: COST_BATCHES batches of
-    COST_CALLS calls on a count of their own, the fastest batch (a preemption or a collection
-    in one would inflate the figure for the whole run)."""
-    class Probe:
-        pass
-    g, c, me = Probe(), FastCount(), threading.get_ident()
-    best = None
-    for _ in range(COST_BATCHES):
-        c.arm(COST_CALLS, lambda: g, me, None)
-        t0 = time.perf_counter_ns()
-        for _ in range(COST_CALLS):
-            counted(g, c)
-        ns = (time.perf_counter_ns() - t0) / COST_CALLS
-        best = ns if best is None else min(best, ns)
-    c.disarm()
-    return best
+    """What a counted call costs a program here (ns), estimated: a method called through a
+    CountedReplay armed for it against the same method called plainly, COST_BATCHES batches of
+    COST_CALLS calls each, the fastest batch of each (a preemption or a collection in one would
+    inflate the figure for the whole run)."""
+    class Plain:
+        def replay(self):
+            return None
+
+    class Hooked:
+        replay = _core.CountedReplay(_core.ReplayCount(), Plain.replay, Plain.replay)
+
+    plain, hooked = Plain(), Hooked()
+    count = Hooked.__dict__["replay"].count
+
+    def fastest(obj) -> float:
+        best = None
+        for _ in range(COST_BATCHES):
+            t0 = time.perf_counter_ns()
+            for _ in range(COST_CALLS):
+                obj.replay()
+            ns = (time.perf_counter_ns() - t0) / COST_CALLS
+            best = ns if best is None else min(best, ns)
+        return best
+    count.arm(COST_CALLS * COST_BATCHES, weakref.ref(hooked), threading.get_ident(), None)
+    try:
+        return max(0.0, fastest(hooked) - fastest(plain))
+    finally:
+        count.disarm()
 
 
 class Counting(Part):
     """The watcher's side: takes the count before its own call reads anything, and arms it
     after a call that only counted, where the next calls can only count too."""
 
-    def __init__(self, owner, count: FastCount = COUNT):
+    def __init__(self, owner, count=COUNT):
         super().__init__(owner)
         self.count = count
         # estimated once, before the program's calls (apply never searches: nothing to count)
@@ -126,7 +104,7 @@ class Counting(Part):
         """Under the watcher's lock, before anything reads a count: what the armed count took
         is added as the watcher would have counted it (a unit each, the graph's replays, the
         replay points; the hooks' figure at the branch's estimated cost)."""
-        if self.count.ref is _dead and not self.count.done:
+        if not self.count.armed:
             return                  # nothing armed, nothing counted
         done, seen = self.count.disarm()
         self.back_off(done)

@@ -178,13 +178,16 @@ def patch_keep_graph(cls) -> Callable[[], None]:
 
 def patch_replay(cls, on_replay: Callable[[Any, Any], Any],
                  stream: bool = True,
-                 after: Callable[[Any], None] | None = None) -> Callable[[], None]:
+                 after: Callable[[Any], None] | None = None,
+                 count=None) -> Callable[[], None]:
     """Call ``on_replay(graph, stream)`` before every ``cls.replay`` (``torch.cuda.CUDAGraph``),
     with PyTorch's current stream, where ``replay`` launches the graph (``stream=False``: None,
     for a hook that needs no stream: asking PyTorch for it makes a Stream object per replay);
     with ``after``, whatever ``on_replay`` returned, unless None, is given to ``after`` once the
-    replay has returned or raised (the watcher's events around a replay). Returns the undo."""
-    torch = sys.modules["torch"]
+    replay has returned or raised (the watcher's events around a replay). With ``count`` (a
+    ``_core.ReplayCount``), a replay the count is armed for is counted in C and goes straight
+    to the original, without ``on_replay`` (process/fastcount.py). Returns the undo."""
+    torch = sys.modules.get("torch")      # only where the stream is asked for
     original = cls.replay
 
     if after is not None:
@@ -204,6 +207,9 @@ def patch_replay(cls, on_replay: Callable[[Any, Any], Any],
         def replay(self, *a, **k):
             on_replay(self, None)
             return original(self, *a, **k)
+    if count is not None:
+        from .. import _core
+        replay = _core.CountedReplay(count, original, replay)
     cls.replay = replay
 
     def undo():
