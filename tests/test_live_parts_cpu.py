@@ -2107,6 +2107,19 @@ def test_counting_arms_only_where_the_next_calls_can_only_count(why):
     assert count.left == 50 - 3 - 1
 
 
+def test_counting_never_arms_for_a_graph_held_without_a_weak_reference():
+    """Graphs.remember holds a graph that takes no weak reference in a closure: the count
+    (a weak reference, never keeping a graph alive) is not armed for it; its calls all go to
+    the watcher, which goes on (a review of d8f40ad: the arm raised, and watching stopped)."""
+    from l2persist.process import fastcount
+    g = _G()
+    w, seen = _counting_owner(g)
+    seen.ref = lambda: g
+    count = _core.ReplayCount()
+    fastcount.Counting(w, count).arm("replay", g, seen, 7)
+    assert not count.armed and count.left == 0
+
+
 def test_the_hook_counts_the_armed_graph_on_its_thread_and_the_watcher_takes_it():
     import threading
     from l2persist.process import fastcount
@@ -2203,9 +2216,22 @@ def test_the_counted_replay_refuses_bad_arguments_by_name_and_is_collected():
         count.arm(1, g, 1, None)
     with pytest.raises(ValueError, match=r"left: -1 is outside \[0, "):
         count.arm(-1, weakref.ref(g), 1, None)
-    with pytest.raises(ValueError, match="thread: -2 is outside"):
+    with pytest.raises(ValueError, match=r"thread: a thread identifier .*not -2"):
         count.arm(1, weakref.ref(g), -2, None)
+    with pytest.raises(ValueError, match=r"thread: a thread identifier .*not 'main'"):
+        count.arm(1, weakref.ref(g), "main", None)
     assert not count.armed and count.left == 0          # a refused arm changed nothing
+    count.arm(1, weakref.ref(g), 2 ** 63 + 5, None)      # a C unsigned long: all of it
+    assert count.thread == 2 ** 63 + 5
+    count.disarm()
+    # a record whose release arms the count again (its __del__): the last arm wins, whole
+    class Rearms:
+        def __del__(self):
+            count.arm(1, weakref.ref(g), 1, "armed from the release")
+    count.arm(3, weakref.ref(g), 1, Rearms())
+    count.arm(2, weakref.ref(g), 1, "armed")
+    assert (count.left, count.seen) == (1, "armed from the release")
+    count.disarm()
     # cycles through the hook (its Python path holding what holds it) and through a count
     # (the record it hands back holding the count) are collected
     class Holder:
@@ -2218,6 +2244,23 @@ def test_the_counted_replay_refuses_bad_arguments_by_name_and_is_collected():
     del holder
     gc.collect()
     assert gone() is None
+
+
+def test_the_cost_estimate_uses_a_count_of_its_own():
+    """fastcount.cost_ns() times a counted call on a count of its own: the process's count,
+    armed meanwhile, is left as it was, and the estimate is a finite, non-negative figure."""
+    import math
+    import threading
+    import weakref
+    from l2persist.process import fastcount as fc
+    g = _G()
+    fc.COUNT.arm(5, weakref.ref(g), threading.get_ident(), "the record")
+    try:
+        ns = fc.cost_ns()
+        assert math.isfinite(ns) and ns >= 0.0
+        assert (fc.COUNT.left, fc.COUNT.done, fc.COUNT.seen) == (5, 0, "the record")
+    finally:
+        fc.COUNT.disarm()
 
 
 def test_patch_replay_with_a_count_installs_the_c_method_and_the_undo_removes_it(monkeypatch):
@@ -2238,6 +2281,12 @@ def test_patch_replay_with_a_count_installs_the_c_method_and_the_undo_removes_it
     g = Graph()
     assert isinstance(Graph.__dict__["replay"], _core.CountedReplay)
     assert g.replay() == "replayed" and seen == [g]
+    # named and signed as the original, weakly referenceable as a function is
+    import inspect
+    assert (Graph.replay.__name__, Graph.replay.__qualname__) == \
+        ("replay", original.__qualname__) and Graph.replay.__wrapped__ is original
+    assert str(inspect.signature(g.replay)) == "()"
+    assert weakref.WeakMethod(g.replay)() == g.replay
     count.arm(1, weakref.ref(g), threading.get_ident(), None)
     assert g.replay() == "replayed" and seen == [g] and count.done == 1
     undo()

@@ -39,6 +39,10 @@ typedef struct {
     l2p_CountObject *count;
     PyObject *original; /* the replay counted calls go to */
     PyObject *slow;     /* every other call: the Python hook around the original */
+    /* as a function has: the original's name, qualname, doc and __wrapped__ copied here
+     * (functools.update_wrapper), and weak references (weakref.WeakMethod of a bound replay) */
+    PyObject *dict;
+    PyObject *weakrefs;
 } l2p_CountedReplayObject;
 
 #define COUNT(o) ((l2p_CountObject *)(o))
@@ -73,13 +77,25 @@ static int count_takes(l2p_CountObject *c, PyObject *graph)
     return 1;
 }
 
-static void count_disarm(l2p_CountObject *c)
+/* Nothing armed; the old references go last, once the count is whole again (their release
+ * may run code that arms this count anew). */
+static void count_set(l2p_CountObject *c, Py_ssize_t left, PyObject *ref, unsigned long thread,
+                      PyObject *seen)
 {
+    PyObject *old_ref = c->ref, *old_seen = c->seen;
     c->left = 0;
     c->done = 0;
-    c->thread = 0;
-    Py_CLEAR(c->ref);
-    Py_CLEAR(c->seen);
+    c->thread = thread;
+    c->ref = Py_XNewRef(ref);
+    c->seen = Py_XNewRef(seen);
+    c->left = left; /* last, as a reader of the count would want it */
+    Py_XDECREF(old_ref);
+    Py_XDECREF(old_seen);
+}
+
+static void count_disarm(l2p_CountObject *c)
+{
+    count_set(c, 0, NULL, 0, NULL);
 }
 
 /* ---- ReplayCount ---------------------------------------------------------------------- */
@@ -101,7 +117,7 @@ static PyObject *count_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 typedef struct {
     long long left;
     PyObject *ref;
-    long long thread;
+    PyObject *thread;
     PyObject *seen;
 } arm_args;
 
@@ -113,12 +129,15 @@ static PyObject *count_arm_impl(PyObject *self, const void *args)
                      "not %.100s", Py_TYPE(a->ref)->tp_name);
         return NULL;
     }
-    l2p_CountObject *c = COUNT(self);
-    count_disarm(c);
-    c->ref = Py_NewRef(a->ref);
-    c->seen = Py_NewRef(a->seen);
-    c->thread = (unsigned long)a->thread;
-    c->left = (Py_ssize_t)a->left; /* last, as a reader of the count would want it */
+    /* an identifier is a C unsigned long (a pthread_t here): all of its range */
+    unsigned long thread = PyLong_Check(a->thread) ? PyLong_AsUnsignedLong(a->thread) : 0;
+    if (!PyLong_Check(a->thread) || (thread == (unsigned long)-1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "thread: a thread identifier (threading.get_ident(): "
+                     "an int in [0, %lu]), not %R", ULONG_MAX, a->thread);
+        return NULL;
+    }
+    count_set(COUNT(self), (Py_ssize_t)a->left, a->ref, thread, a->seen);
     Py_RETURN_NONE;
 }
 L2P_DEFINE_FN(count_arm_fn, arm_args, count_arm_impl, "arm",
@@ -130,9 +149,8 @@ L2P_DEFINE_FN(count_arm_fn, arm_args, count_arm_impl, "arm",
               L2P_PARAM(arm_args, ref, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "object",
                         .doc = "a weak reference to the graph counted"),
-              L2P_PARAM(arm_args, thread, L2P_P_INT, .flags = L2P_P_REQUIRED, .lo = 0,
-                        .hi = LLONG_MAX, .what = "thread identifier",
-                        .doc = "the counting thread's threading.get_ident()"),
+              L2P_PARAM(arm_args, thread, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
+                        .pytype = "int", .doc = "the counting thread's threading.get_ident()"),
               L2P_PARAM(arm_args, seen, L2P_P_OBJECT, .flags = L2P_P_REQUIRED,
                         .pytype = "object",
                         .doc = "the watcher's record of the graph, handed back by disarm"));
@@ -141,8 +159,7 @@ static PyObject *count_disarm_m(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
     l2p_CountObject *c = COUNT(self);
-    PyObject *seen = c->seen ? Py_NewRef(c->seen) : Py_NewRef(Py_None);
-    PyObject *out = Py_BuildValue("(nN)", c->done, seen);
+    PyObject *out = Py_BuildValue("(nO)", c->done, c->seen ? c->seen : Py_None);
     if (out) count_disarm(c);
     return out;
 }
@@ -328,6 +345,7 @@ static int hook_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT((PyObject *)HOOK(self)->count);
     Py_VISIT(HOOK(self)->original);
     Py_VISIT(HOOK(self)->slow);
+    Py_VISIT(HOOK(self)->dict);
     return 0;
 }
 
@@ -336,6 +354,7 @@ static int hook_clear(PyObject *self)
     Py_CLEAR(HOOK(self)->count);
     Py_CLEAR(HOOK(self)->original);
     Py_CLEAR(HOOK(self)->slow);
+    Py_CLEAR(HOOK(self)->dict);
     return 0;
 }
 
@@ -343,6 +362,7 @@ static void hook_dealloc(PyObject *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (HOOK(self)->weakrefs) PyObject_ClearWeakRefs(self);
     hook_clear(self);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -352,10 +372,15 @@ static PyGetSetDef hook_getset[] = {
     {"count", hook_get_count, NULL, "ReplayCount: The count it takes from.", NULL},
     {"original", hook_get_original, NULL, "object: The replay a counted call goes to.", NULL},
     {"slow", hook_get_slow, NULL, "object: The hook every other call goes to.", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMemberDef hook_members[] = {
     {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(l2p_CountedReplayObject, vectorcall),
+     Py_READONLY, NULL},
+    {"__dictoffset__", Py_T_PYSSIZET, offsetof(l2p_CountedReplayObject, dict), Py_READONLY,
+     NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(l2p_CountedReplayObject, weakrefs),
      Py_READONLY, NULL},
     {NULL, 0, 0, 0, NULL}};
 

@@ -28,6 +28,7 @@ changes nothing).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import weakref
 from typing import Any, Callable
@@ -208,8 +209,8 @@ def patch_replay(cls, on_replay: Callable[[Any, Any], Any],
             on_replay(self, None)
             return original(self, *a, **k)
     if count is not None:
-        from .. import _core
-        replay = _core.CountedReplay(count, original, replay)
+        # named and signed as the original, as a function wrapper would be
+        replay = functools.update_wrapper(_core.CountedReplay(count, original, replay), original)
     cls.replay = replay
 
     def undo():
