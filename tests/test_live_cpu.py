@@ -459,6 +459,10 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     bootstrap._patch_torch(fake)
     g = CUDAGraph()
     assert CUDAGraph.replay is not originals[0] and cuda.synchronize is not originals[3]
+    # the replay's hook: the count's C method in front of the Python hook (fastcount.py)
+    from l2persist import _core
+    assert isinstance(CUDAGraph.__dict__["replay"], _core.CountedReplay)
+    assert CUDAGraph.replay.count is bootstrap._COUNT and CUDAGraph.replay.__name__ == "replay"
     g.replay()
     assert cuda.synchronize() == "device" and Stream().synchronize() == "stream"
     assert w.points["replay"] == 1 and w.points["sync"] == 2 and g.replays == 1
