@@ -267,6 +267,10 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
                                  PyObject *kwnames)
 {
     l2p_CountedReplayObject *h = HOOK(self);
+    if (!h->slow) { /* cleared by a collection (a finalizer in the same garbage calling it) */
+        PyErr_SetString(PyExc_RuntimeError, "CountedReplay: called after it was cleared");
+        return NULL;
+    }
     if (PyVectorcall_NARGS(nargsf) >= 1 && count_takes(h->count, args[0]))
         return PyObject_Vectorcall(h->original, args, nargsf, kwnames);
     return PyObject_Vectorcall(h->slow, args, nargsf, kwnames);
@@ -351,9 +355,9 @@ static int hook_traverse(PyObject *self, visitproc visit, void *arg)
 
 static int hook_clear(PyObject *self)
 {
+    Py_CLEAR(HOOK(self)->slow); /* first: the call's guard (a release below may call it) */
     Py_CLEAR(HOOK(self)->count);
     Py_CLEAR(HOOK(self)->original);
-    Py_CLEAR(HOOK(self)->slow);
     Py_CLEAR(HOOK(self)->dict);
     return 0;
 }
