@@ -2105,6 +2105,11 @@ def test_counting_arms_only_where_the_next_calls_can_only_count(why):
     w.resting, w.team, w.other_threads = {"units": 50}, object(), True
     c.arm("replay", g, seen, 7)
     assert count.left == 50 - 3 - 1
+    # a team's settle runs to a quarter block (Pace.team_settle_units): its end is the count's
+    w.resting, w.settling, w.units_per_block, w.units_now = None, {}, 40, 2
+    w.pace = pace.Pace(w)
+    c.arm("replay", g, seen, 7)
+    assert count.left == 40 // 4 - 2 - 1
 
 
 def test_counting_never_arms_for_a_graph_held_without_a_weak_reference():

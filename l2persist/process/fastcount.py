@@ -136,8 +136,8 @@ class Counting(Part):
 
     def arm(self, kind: str, torch_graph, seen, me: int) -> None:
         """After a call that switched nothing (under the lock): arm the count for the next
-        replays of the same graph on the same thread, up to one short of the block's or the
-        rest's end, where each of them would only count a unit."""
+        replays of the same graph on the same thread, up to one short of the block's, the
+        rest's or a team's settle's end, where each of them would only count a unit."""
         if self.wait:
             self.wait -= 1
             return
@@ -145,7 +145,9 @@ class Counting(Part):
             return
         w = self.w
         r = w.resting
-        left = (r["units"] if r is not None else w.units_per_block) - w.units_now - 1
+        end = (w.pace.team_settle_units() if w.settling is not None else
+               r["units"] if r is not None else w.units_per_block)
+        left = end - w.units_now - 1
         if left >= 1:
             self.arms += 1
             self.count.arm(left, seen.ref, me, seen)
@@ -153,15 +155,17 @@ class Counting(Part):
     def only_counting(self, kind: str, torch_graph, seen, me: int) -> bool:
         """Whether the next such calls would only count a unit (Phases.search_point): the
         search under way on this thread's replays of the unit's graph, and none of what makes
-        a call do more (a settle, a rest whose hooks are off, the first block or the clock's
-        loss waiting, the ranks not met, events timing each replay in the hook); alone, no
-        other thread's calls (they count units too, and would read the count short)."""
+        a call do more (a settle alone, which ends at a graph's launch, not a count; a rest
+        whose hooks are off, the first block or the clock's loss waiting, the ranks not met,
+        events timing each replay in the hook); alone, no other thread's calls (they count
+        units too, and would read the count short). A team's settle runs to a count of units
+        (Pace.team_settle_units): its calls count like a block's."""
         w = self.w
         if kind != "replay" or seen is None or me != w.thread or w.state != "search":
             return False
         if (w.other_threads and w.team is None) or w.team_pending or w.team_gave_up:
             return False
-        if w._clock_lost or w._first_block_due or w.settling is not None:
+        if w._clock_lost or w._first_block_due or (w.settling is not None and w.team is None):
             return False
         r = w.resting
         if w.replay_events.on or (r is not None and r.get("unhooked")):

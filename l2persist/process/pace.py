@@ -178,6 +178,12 @@ class Pace(Part):
         w.units_now = 0
         self.settle(kind, torch_graph)     # this call's launch comes after: in the settle
 
+    def team_settle_units(self) -> int | None:
+        """The units a team's settle runs to (Pace.settle), None alone (a settle then ends
+        when the last block's graphs have launched again)."""
+        w = self.w
+        return max(1, w.units_per_block // 4) if w.team is not None else None
+
     def settle(self, kind, torch_graph):
         """Alone: until every graph of the last block has launched again (a block's units at
         most). In a team the ranks must begin their blocks at the same count of their calls, and
@@ -185,7 +191,7 @@ class Pace(Part):
         w = self.w
         st = w.settling
         if w.team is not None:
-            waiting = w.units_now < max(1, w.units_per_block // 4)
+            waiting = w.units_now < self.team_settle_units()
         else:
             waiting = bool(st["need"]) and w.units_now < w.units_per_block
         if waiting or w.gate.capture_open():
