@@ -86,7 +86,9 @@ def test_a_capture_never_begins_inside_a_switch(world, monkeypatch, driver):
     monkeypatch.setattr(_core, "switch_leave", p.leave, raising=False)
     monkeypatch.setattr(clock, "_capturing", lambda: False)  # PyTorch's own check: not it
     use(world, Simple(world, 1.10), 7)
-    w = _watcher(budget_s=6.0, block_units=20, max_overhead=0.0)
+    # blocks long enough that the other thread's captures keep coming over a whole search on
+    # a loaded machine (20 units a block gave 13 captures once, with the full suite running)
+    w = _watcher(budget_s=6.0, block_units=40, max_overhead=0.0)
     # driven by the program's replays of its graphs, or (an eager program: the clock never
     # acts while the program has graphs) by the clock
     graphs = [decode_graph(b) for b in (1, 4, 8)] if driver == "calls" else []
