@@ -167,6 +167,12 @@ class CountedReplay:
     original: object
     slow: object
 
+class CountedSync:
+    def __init__(self, count: ReplayCount, original: Callable[..., object], after: Callable[[], object]) -> None: ...
+    after: object
+    count: ReplayCount
+    original: object
+
 class CudaError(RuntimeError):
     code: int
     name: str
@@ -269,10 +275,11 @@ class ReplayCount:
     def arm(self, left: int, ref: object, thread: int, seen: object) -> None: ...
     armed: bool
     def counts(self, graph: object, /) -> bool: ...
-    def disarm(self) -> tuple[int, object]: ...
+    def disarm(self) -> tuple[int, int, object]: ...
     done: int
     left: int
     seen: object
+    syncs: int
     thread: int | None
 
 class Stream:

@@ -463,6 +463,10 @@ def test_the_bootstrap_takes_its_call_hooks_off_and_puts_the_originals_back(monk
     from l2persist import _core
     assert isinstance(CUDAGraph.__dict__["replay"], _core.CountedReplay)
     assert CUDAGraph.replay.count is bootstrap._COUNT and CUDAGraph.replay.__name__ == "replay"
+    # and the syncs': the same count's C call, the Python hook after it (fastcount.py)
+    for sync in (cuda.synchronize, Stream.__dict__["synchronize"],
+                 Event.__dict__["synchronize"]):
+        assert isinstance(sync, _core.CountedSync) and sync.count is bootstrap._COUNT
     g.replay()
     assert cuda.synchronize() == "device" and Stream().synchronize() == "stream"
     assert w.points["replay"] == 1 and w.points["sync"] == 2 and g.replays == 1

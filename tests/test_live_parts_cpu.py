@@ -92,7 +92,8 @@ def test_recorder_refuses_a_block_without_records_and_a_probe_without_kernels(mo
 def _pace_owner(blocks, **kw):
     o = _ns(blocks=blocks, units_per_block=4, switch_work_ms=[2.0, 4.0, 3.0], hook_marks=[],
             hook_ns=0, hook_calls=0, search_t0=0.0, o=_ns(max_overhead=0.01, budget_s=0),
-            rest_s=None, rests_capped=0, rest_ratios=[], counting=_ns(calls=0, ns=None))
+            rest_s=None, rests_capped=0, rest_ratios=[], counting=_ns(calls=0, ns=None),
+            pace_corrections=[])
     o.__dict__.update(kw)
     return o
 
@@ -124,6 +125,43 @@ def test_pace_rest_length_from_the_newest_rest_then_block_pairs(monkeypatch):
     asked.clear()
     pace.Pace(_pace_owner(blocks[:3])).rest_length()
     assert asked[0][:4] == (4, pytest.approx(3e-3), None, None)
+
+
+@pytest.mark.parametrize("stall_ms, k", [(0.0, 1.0), (20.0, 2.5), (1000.0, pace.CORRECTION_MAX)])
+def test_pace_scales_its_model_by_what_the_same_cycles_measured(monkeypatch, stall_ms, k):
+    """Pace.correction: the summary's measure over the pairs' cycles (their switches' whole
+    work, the blocks' and settles' wall beyond their units at the rests' total rate) over the
+    model's (a median switch, the recorded units' median excess), from 1 up to CORRECTION_MAX;
+    the core is asked with the switch and the blocks' excess over the rests scaled by it. A
+    model that overestimates is kept (k 1); rests whose walls move with a mix measure
+    nothing, so nothing is scaled."""
+    asked = []
+
+    def rest_units(recorded, switch_s, rest_s, block_s, **kw):
+        asked.append((recorded, switch_s, rest_s, block_s))
+        return 40, False
+    monkeypatch.setattr(pace, "_core", _ns(live_rest_units=rest_units))
+    # four cycles: rests at 1 us a unit, blocks at 2 us a unit (4 units, no settle); the
+    # switches 4 ms median, one of the four stalled stall_ms more
+    blocks = [Block(0, start=0, end=8000, units=4, rest_ns=4000, rest_units=4)
+              for _ in range(4)]
+    work = [4.0, 4.0, 4.0, 4.0 + stall_ms]
+    w = _pace_owner(blocks, switch_work_ms=work)
+    p = pace.Pace(w)
+    model = 4 * (4e-3 + 4 * 1e-6) * 1e9                  # ns: a median switch and the excess
+    measured = sum(work) * 1e6 + 4 * 8000 - 1000 * 16
+    assert p.correction(blocks, 4e-3, 1e-6, 2e-6, 4) == pytest.approx(
+        min(max(measured / model, 1.0), pace.CORRECTION_MAX))
+    p.rest_length()
+    got = w.pace_corrections[-1]
+    assert got == pytest.approx(k, rel=0.01) if stall_ms != 20.0 else 2.0 < got < 2.5
+    (_rec, switch_s, rest_s, block_s), = asked
+    assert switch_s == pytest.approx(4e-3 * got) and rest_s == pytest.approx(1e-6)
+    assert block_s == pytest.approx(1e-6 + got * 1e-6)
+    # a mix: the rests' walls per unit move 3x from rest to rest: not scaled
+    mixed = [Block(0, start=0, end=8000, units=4, rest_ns=4000 * m, rest_units=4)
+             for m in (1, 3, 1, 3)]
+    assert p.correction(mixed, 4e-3, 1e-6, 2e-6, 4) == 1.0
 
 
 @pytest.mark.parametrize("timing, waits", [("nodes", True), ("events", False)])
@@ -1510,7 +1548,7 @@ def _phases_owner(calls, **kw):
         calls.append("probe")
         o.state, o.probe_t = "probe", phases.time.perf_counter()
 
-    def begin():
+    def begin(kind=None, seen=None):
         calls.append("search")
         o.state, o.unit = "search", ("replay", "a")
     o.probe = _ns(begin_probe=begin_probe, begin=begin)
@@ -1616,7 +1654,8 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             ahead_hidden=1, hook_ns=7, hook_calls=3, counting=_ns(calls=3),
             hook_marks=[(1.0, 7)], rests_capped=2, spanning=1, rest_s=0.1, rest_units=8,
             state="search", t0=0.0, search_t0=5.0, ungraphed={"share": 0.5},
-            rest_ratios=[30], landed_on=True, landed_why=None, landed_blocks={2: 1},
+            rest_ratios=[30], pace_corrections=[2.0], landed_on=True, landed_why=None,
+            landed_blocks={2: 1},
             landed_seen={2: {1: 5}}, landed_table={1: (0x1000, 64)},
             replay_events=_ns(stop=lambda: calls.append("events off")), timing="events",
             records_off=True, activity=False, paused=True)
@@ -1630,7 +1669,7 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
     assert (w.timing, w.records_off) == ("nodes", False)   # the next probe decides again
     # the windows seen were the abandoned arms' (arm indices name new arms now)
     assert (w.landed_on, w.landed_blocks, w.landed_seen, w.landed_table) == (False, {}, {}, {})
-    assert w.rest_ratios == []
+    assert w.rest_ratios == [] and w.pace_corrections == []
     assert w.search_t0 is None and w.ungraphed is None        # the new search's, later
     assert w.state == "warmup" and w.t0 > 0 and w.restarts == {"work": 2, "graphs": 1}
     # what the abandoned probe said of its kernels is dropped: not the program advised now
@@ -1751,15 +1790,25 @@ def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_op
     # a rest ends at its units; a settle takes the calls after it
     calls.clear()
     w.units_now, w.resting = 0, {"units": 1}
-    w.pace = _ns(end_rest=lambda kind, g: calls.append(("rest over", kind)),
-                 settle=lambda kind, g: calls.append(("settle", kind)))
+    w.pace = _ns(end_rest=lambda kind, g, starts: calls.append(("rest over", kind, starts)),
+                 settle=lambda kind, g, starts: calls.append(("settle", kind, starts)))
     p.point("sync", None)
     assert calls == []
     p.point("replay", "g-a", a)
-    assert calls == ["asked", ("rest over", "replay")]
+    assert calls == ["asked", ("rest over", "replay", True)]
     w.resting, w.settling = None, {}
+    # a block may begin only at the unit's replay (Phases.starts_block): not at a sync, nor
+    # at another graph's replay, whose calls the settle still takes
     p.point("sync", None)
-    assert calls[-1] == ("settle", "sync")
+    assert calls[-1] == ("settle", "sync", False)
+    p.point("replay", "g-b", b)
+    assert calls[-1] == ("settle", "replay", False)
+    p.point("replay", "g-a", a)
+    assert calls[-1] == ("settle", "replay", True)
+    w.unit = ("sync",)                       # a unit that is not a replay: any call
+    p.point("replay", "g-b", b)
+    assert calls[-1] == ("settle", "replay", True)
+    w.unit = ("replay", "a")
     # a block without records: the search stops with the blocks it has
     calls.clear()
 
@@ -2066,7 +2115,7 @@ def _counting_owner(graph, **kw):
     o = _ns(thread=7, state="search", other_threads=False, team=None, team_pending=False,
             team_gave_up=False, _clock_lost=False, _first_block_due=False, settling=None,
             replay_events=_ns(on=False), resting=None, units_per_block=10, units_now=3,
-            unit=("replay", "s"), points={"replay": 0}, hook_calls=0, hook_ns=0,
+            unit=("replay", "s"), points={"replay": 0, "sync": 0}, hook_calls=0, hook_ns=0,
             o=_ns(mode="advise"))
     o.phases = phases.Phases(o)
     o.__dict__.update(kw)
@@ -2199,10 +2248,119 @@ def test_the_counted_replay_is_a_method_that_counts_in_c_and_hands_the_rest_to_p
     count.arm(2, weakref.ref(g), threading.get_ident(), None)
     with pytest.raises(RuntimeError, match="the original failed"):
         g.replay(fail=True)                               # counted, and the failure passes
-    assert count.done == 1 and count.disarm() == (1, None) and not count.armed
+    assert count.done == 1 and count.disarm() == (1, 0, None) and not count.armed
     with pytest.raises(RuntimeError, match="the original failed"):
         g.replay(fail=True)                               # through the hook, the same
     assert len(slow_calls) == 5
+
+
+def test_the_counted_sync_counts_where_armed_on_its_thread_and_calls_after_otherwise():
+    """_core.CountedSync, installed over a synchronization (a module's function, or a class's
+    method as Stream.synchronize is): the original first, with its arguments; once it returned,
+    the call adds one to the count's syncs where the count is still armed on this thread (it
+    takes no replay), and the Python hook (``after``) is called otherwise, as patch_after's
+    wrapper calls it: not where the sync raised; what the hook raises reaches the caller."""
+    import threading
+    import weakref
+    calls, after_calls = [], []
+    count = _core.ReplayCount()
+
+    def original(*a, **k):
+        calls.append((a, k))
+        if k.get("fail"):
+            raise RuntimeError("the sync failed")
+        if k.get("taken"):
+            count.disarm()      # another thread's call took the count while this one waited
+        return "synced"
+    sync = _core.CountedSync(count, original, lambda: after_calls.append(1))
+    assert sync.count is count and sync.original is original and callable(sync.after)
+    assert sync(1, device=0) == "synced" and calls[-1] == ((1,), {"device": 0})
+    assert len(after_calls) == 1                              # nothing armed: the hook's
+    g = _G()
+    count.arm(3, weakref.ref(g), threading.get_ident(), "seen")
+    assert sync() == sync() == "synced" and len(after_calls) == 1   # counted: Python not reached
+    assert (count.syncs, count.left, count.done) == (2, 3, 0)
+    res = []
+    t = threading.Thread(target=lambda: res.append(sync()))
+    t.start()
+    t.join()
+    assert res == ["synced"] and len(after_calls) == 2 and count.syncs == 2   # another thread
+    with pytest.raises(RuntimeError, match="the sync failed"):
+        sync(fail=True)
+    assert count.syncs == 2 and len(after_calls) == 2        # neither counted nor hooked
+    assert count.disarm() == (0, 2, "seen") and count.syncs == 0
+    count.arm(3, weakref.ref(g), threading.get_ident(), None)
+    assert sync(taken=True) == "synced" and len(after_calls) == 3    # taken meanwhile
+    count.arm(1, weakref.ref(g), threading.get_ident(), None)
+    assert count.counts(g) and count.left == 0
+    assert sync() == "synced" and len(after_calls) == 4      # the count spent: the hook's
+    assert count.disarm() == (1, 0, None)
+
+    class Stream:                                            # as a class's method: bound
+        def synchronize(self, *a):
+            return ("synced", self, a)
+    Stream.synchronize = _core.CountedSync(count, Stream.synchronize,
+                                           lambda: after_calls.append(2))
+    st = Stream()
+    assert st.synchronize(4) == ("synced", st, (4,)) and after_calls[-1] == 2
+    count.arm(2, weakref.ref(g), threading.get_ident(), None)
+    assert st.synchronize() == ("synced", st, ()) and count.syncs == 1 and len(after_calls) == 5
+    count.disarm()
+    bad = _core.CountedSync(count, original, lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        bad()                                                # the hook's failure: the caller's
+    with pytest.raises(TypeError, match="after"):
+        _core.CountedSync(count, original, None)
+    with pytest.raises(TypeError, match="count: a ReplayCount"):
+        _core.CountedSync(object(), original, original)
+
+
+def test_the_watcher_takes_the_counted_syncs_as_sync_points():
+    """Syncs counted between counted replays leave the count armed (the replays after them are
+    counted too), and the watcher adds them as it would have counted each: a sync point, a
+    hooked call at the estimated cost, no unit."""
+    import threading
+    from l2persist.process import fastcount
+    g = _G()
+    me = threading.get_ident()
+    w, seen = _counting_owner(g, thread=me)
+    count = _core.ReplayCount()
+    c = fastcount.Counting(w, count)
+    c.ns = 100.0
+    c.arm("replay", g, seen, me)
+    sync = _core.CountedSync(count, lambda: None, lambda: pytest.fail("reached the watcher"))
+    for _ in range(3):
+        assert count.counts(g)
+        sync()
+    c.take()
+    assert (w.units_now, w.points, seen.replays, w.hook_calls, w.hook_ns, c.calls) == \
+        (3 + 3, {"replay": 3, "sync": 3}, 3, 6, 600.0, 6)
+    assert not count.armed
+
+
+def test_patch_after_with_a_count_installs_the_c_sync_and_its_hook_comes_off():
+    import threading
+    import types
+    import weakref
+    from l2persist.process import torch as ptorch
+
+    def synchronize(device=None):
+        """Waits for the device."""
+        return ("synced", device)
+    cuda = types.SimpleNamespace(synchronize=synchronize)
+    hits = []
+    count = _core.ReplayCount()
+    hook = ptorch.patch_after(cuda, "synchronize", lambda: hits.append(1), "cuda.synchronize",
+                              count=count)
+    assert isinstance(cuda.synchronize, _core.CountedSync)
+    assert (cuda.synchronize.__name__, cuda.synchronize.__doc__) == \
+        ("synchronize", "Waits for the device.") and cuda.synchronize.__wrapped__ is synchronize
+    assert cuda.synchronize(device=1) == ("synced", 1) and hits == [1]
+    g = _G()
+    count.arm(5, weakref.ref(g), threading.get_ident(), None)
+    assert cuda.synchronize() == ("synced", None) and hits == [1] and count.syncs == 1
+    count.disarm()
+    assert hook.off() and cuda.synchronize is synchronize
 
 
 def test_the_counted_replay_refuses_bad_arguments_by_name_and_is_collected():

@@ -66,7 +66,8 @@ def summary(speedup=1.05, ci=(1.045, 1.055), decided=True, helps=True, winner=3,
                          "hooks_share": hooks,
                          "observing_share": (None if added is None or hooks is None
                                              else added + hooks),
-                         "unrecorded_ms_per_unit": 0.25}}
+                         "unrecorded_ms_per_unit": 0.25, "rests_capped": 3,
+                         "pace_correction": 1.4}}
 
 
 def verify_doc(speedup, ci=None, decided=True):
@@ -260,6 +261,7 @@ def test_observing_under_a_mix_is_not_judged():
 def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
     r = record()
     assert r["observing_share"] == pytest.approx(0.017) and bars_of(r)["bar_overhead"]
+    assert (r["rests_capped"], r["pace_correction"]) == (3, 1.4)     # the pace, kept
     del r["observing_share"]             # stored before the hooks were measured: watching alone
     assert bars_of(r)["bar_overhead"] is True
     assert "not measured then" in dict((k, t) for k, t, _ in live.program_bars(r))["bar_overhead"]

@@ -465,7 +465,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
     """tools/investigations/zoo-advise (its runs faked) starts `ddp` under torchrun, compares
     the digests rank by rank, and keeps the watcher's split of observing (the hooks, the
-    replays that only counted a unit)."""
+    replays and syncs that only counted, the rests at their cap)."""
     import json as _json
     za = tool_script.load("tools/investigations/zoo-advise")
     cmds = []
@@ -482,7 +482,8 @@ def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
             with open(cmd[cmd.index("--json") + 1], "w") as f:
                 _json.dump({"decision_s": 9.0, "watching": {
                     "observing_share": 0.011, "hooks_share": 0.006, "hook_calls": 900,
-                    "fast_calls": 800, "fast_us_per_call": 0.3}}, f)
+                    "fast_calls": 800, "fast_us_per_call": 0.3, "rests_capped": 60,
+                    "max_rest_ratio": 24.0}}, f)
         return types.SimpleNamespace(returncode=0, stderr="loop: 9 iterations in 4.0 s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
     r = za.one("ddp", 9, 30, str(tmp_path), verify=False)
@@ -490,6 +491,7 @@ def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
     assert cmds[1][cmds[1].index("--") + 1:][:4] == cmds[0][:4]
     assert r["same_advise"] is True and r["observing"] == 0.011
     assert (r["hooks_share"], r["hook_calls"], r["fast_calls"]) == (0.006, 900, 800)
+    assert (r["rests_capped"], r["max_rest_ratio"]) == (60, 24.0)    # the pace at its cap
     assert r["plain_loop_s"] == r["advise_loop_s"] == 4.0
     rank1["advise"] = 8            # one rank's output differs: not the same
     assert za.one("ddp", 9, 30, str(tmp_path), verify=False)["same_advise"] is False

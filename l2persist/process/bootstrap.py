@@ -323,9 +323,11 @@ def _patch_torch(torch) -> None:
     replay = cls.replay
     patch_replay(cls, _on_replay, stream=False, after=_after_replay, count=_COUNT)
     hooks = [Hook(cls, "replay", cls.__dict__["replay"], replay, "CUDAGraph.replay"),
-             patch_after(torch.cuda, "synchronize", _on_sync, "torch.cuda.synchronize")]
+             patch_after(torch.cuda, "synchronize", _on_sync, "torch.cuda.synchronize",
+                         count=_COUNT)]
     for klass in (torch.cuda.Stream, torch.cuda.Event):
-        hooks.append(patch_after(klass, "synchronize", _on_sync, f"{klass.__name__}.synchronize"))
+        hooks.append(patch_after(klass, "synchronize", _on_sync, f"{klass.__name__}.synchronize",
+                                 count=_COUNT))
 
     def calls_off() -> list:
         """The per-call hooks off for good (the capture hooks stay: a capture is rare);

@@ -241,6 +241,7 @@ class Watcher:
         self._stream_plan: dict = {}               # apply: handle -> (key, window) matched
         self.streams_restored = None               # each stream's own window back (at exit)
         self.rest_ratios: list = []                # the rests' caps (blocks' worth) used
+        self.pace_corrections: list = []           # the pace's model scaled by (Pace.correction)
         self.landed_on = False                     # launch attributes collected now
         self.landed_why = None                     # why they are not (an older CUPTI)
         self.landed_blocks: dict = {}              # arm -> blocks recorded with them

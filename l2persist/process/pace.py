@@ -21,6 +21,9 @@ REST_GATE_MAX_S = 10.0
 #: The rest before a block is sized from this many rest-then-block pairs (the newest ones); until
 #: that many exist each rest is one block long.
 REST_PAIRS = 3
+#: The pace's model of a cycle's cost is scaled by what its newest cycles measured, at most
+#: this much (Pace.correction).
+CORRECTION_MAX = 4.0
 
 
 class Pace(Part):
@@ -50,6 +53,12 @@ class Pace(Part):
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = w.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
+        if rest_s is not None and switch_s is not None:
+            k = self.correction(pairs, switch_s, rest_s, block_s, recorded)
+            w.pace_corrections.append(k)
+            switch_s *= k
+            if block_s > rest_s:           # (no excess: nothing the rest hides, as before)
+                block_s = rest_s + k * (block_s - rest_s)
         # the hooks' own time over the newest sixteen cycles: the bound is on both;
         # the first rests run hooked until a rate is known, so a share since the start would
         # stay high long after the gate took most of the hooks' cost away
@@ -76,6 +85,40 @@ class Pace(Part):
         # the bound needed more than the cap: the summary says so rather than let it read as met
         w.rests_capped += capped
         return units
+
+    def correction(self, pairs: list, switch_s: float, rest_s: float, block_s: float,
+                   recorded: int) -> float:
+        """What the newest cycles measured watching to add (the summary's measure, over the
+        same cycles: Pace.added) over what the pace's model says for them (a median switch,
+        and the recorded units' median cost beyond the rests' median rate), from 1 up to
+        CORRECTION_MAX. The bound is on the totals, and a median misses what comes now and
+        then (a switch that stalls on a collection or a peer): on two H200s `ddp`'s summary
+        measured 1.5-1.6 times the bound the pace sized its rests for (0.40 % against 0.25 % at
+        3f61e5f, 0.74-0.78 % against about 0.5 % at 77cefa3; whether the rests stopped at their
+        cap was not kept). The core then sizes the rest from the model scaled by it
+        (l2p_live_rest_units: its switch and the blocks' excess over the rests' rate)."""
+        model = len(pairs) * (switch_s + recorded * max(0.0, block_s - rest_s)) * 1e9
+        if not model > 0 or not self.comparable(pairs)["comparable"]:
+            return 1.0      # (the program's mix moves its walls: the summary measures none)
+        added, _wall = self.added(pairs, self.w.switch_work_ms[-len(pairs):])
+        return min(max(added / model, 1.0), CORRECTION_MAX)
+
+    @staticmethod
+    def added(blocks: list, work_ms: list) -> tuple[float, float]:
+        """What watching added over these blocks' cycles (ns), and their wall (ns): the
+        switches' work (``work_ms``), and the recorded blocks' and settles' wall beyond what
+        their units take unrecorded at the rests' rate (the rests' total wall per unit: a
+        total, as the share is one; a median would count a program's occasional slow unit, an
+        eager prefill, as watching's). The rests' wall is the whole of each, an unhooked one's
+        too."""
+        rested = [b for b in blocks if b.rest_units]
+        unrec = sum(b.rest_ns for b in rested) / sum(b.rest_units for b in rested)  # ns/unit
+        work = sum(work_ms) * 1e6
+        # the settles are recorded too: watched time, counted with the blocks
+        recorded_ns = sum(b.end - b.start + b.settle_ns for b in blocks)
+        units = sum(b.units + b.settle_units for b in blocks)
+        wall = work + recorded_ns + sum(b.rest_wall_ns or b.rest_ns for b in rested)
+        return work + recorded_ns - unrec * units, wall
 
     def begin_rest(self, arm: int, units: int):
         """The rest also lets the new arm settle (its lines fill) before it is timed."""
@@ -144,7 +187,7 @@ class Pace(Part):
         w.units_now = 0
         return True
 
-    def end_rest(self, kind=None, torch_graph=None):
+    def end_rest(self, kind=None, torch_graph=None, starts: bool = True):
         """Records on again, then a settle before the block: CUPTI's record of the first launch
         of a graph after the pause is wrong (it starts at the graph's last launch recorded
         before the pause: as long as the pause, H200), so the block begins once every graph
@@ -176,7 +219,7 @@ class Pace(Part):
         w.settling = st
         w.replayed = set()
         w.units_now = 0
-        self.settle(kind, torch_graph)     # this call's launch comes after: in the settle
+        self.settle(kind, torch_graph, starts)     # this call's launch comes after: in the settle
 
     def team_settle_units(self) -> int | None:
         """The units a team's settle runs to (Pace.settle), None alone (a settle then ends
@@ -184,17 +227,18 @@ class Pace(Part):
         w = self.w
         return max(1, w.units_per_block // 4) if w.team is not None else None
 
-    def settle(self, kind, torch_graph):
+    def settle(self, kind, torch_graph, starts: bool = True):
         """Alone: until every graph of the last block has launched again (a block's units at
         most). In a team the ranks must begin their blocks at the same count of their calls, and
-        their graphs are their own: a fixed quarter block, with the spanning records dropped."""
+        their graphs are their own: a fixed quarter block, with the spanning records dropped.
+        It ends only at a call a block may begin at (``starts``: Phases.starts_block)."""
         w = self.w
         st = w.settling
         if w.team is not None:
             waiting = w.units_now < self.team_settle_units()
         else:
             waiting = bool(st["need"]) and w.units_now < w.units_per_block
-        if waiting or w.gate.capture_open():
+        if waiting or not starts or w.gate.capture_open():
             if kind == "replay":           # this launch comes after this call: in the settle
                 st["need"].discard(id(torch_graph))
             return
@@ -225,6 +269,8 @@ class Pace(Part):
                "rests_capped": w.rests_capped,
                "max_rest_ratio": (statistics.median(w.rest_ratios[-16:]) if w.rest_ratios
                                   else _core.live_defaults()["max_rest_ratio"]),
+               "pace_correction": (statistics.median(w.pace_corrections[-16:])
+                                   if w.pace_corrections else None),
                "recorded_units": sum(b.units for b in done),
                "switch_work_ms_median": (statistics.median(w.switch_work_ms)
                                          if w.switch_work_ms else None),
@@ -248,12 +294,7 @@ class Pace(Part):
         unrec = sum(b.rest_ns for b in rested) / sum(b.rest_units for b in rested)  # ns/unit
         med_unrec = statistics.median(b.rest_ns / b.rest_units for b in rested)
         rec = statistics.median((b.end - b.start) / b.units for b in rested)
-        work = sum(w.switch_work_ms) * 1e6
-        # the settles are recorded too: watched time, counted with the blocks
-        blocks = sum(b.end - b.start + b.settle_ns for b in done)
-        units = out["recorded_units"] + sum(b.settle_units for b in done)
-        wall = work + blocks + sum(b.rest_wall_ns or b.rest_ns for b in rested)
-        added = work + blocks - unrec * units
+        added, wall = self.added(done, w.switch_work_ms)
         # the hooks' own time on the calls that switched nothing, paid in rests and blocks
         # alike: not in added_share; observing_share is the two together (what the search's
         # observing costs the program, but for the hooks' outer frames and CUPTI attached,
@@ -263,7 +304,8 @@ class Pace(Part):
         out.update(record_cost=rec / med_unrec - 1, added_share=max(0.0, added) / wall,
                    hooks_share=hooks, hook_us_per_call=(w.hook_ns / w.hook_calls / 1e3
                                                         if w.hook_calls else None),
-                   # of those calls, the replays that only counted, in the hook (fastcount.py)
+                   # of those calls, the replays and syncs that only counted, in the hook
+                   # (fastcount.py)
                    hook_calls=w.hook_calls, fast_calls=w.counting.calls,
                    fast_us_per_call=w.counting.ns / 1e3 if w.counting.ns else None,
                    observing_share=max(0.0, added) / wall + hooks,

@@ -75,7 +75,7 @@ class Phases(Part):
                 if w.state == "warmup":
                     w.probe.begin_probe()
                 else:
-                    w.probe.begin()
+                    w.probe.begin(kind, seen)
 
     def search_point(self, kind, torch_graph, seen):
         w = self.w
@@ -100,7 +100,7 @@ class Phases(Part):
                                  "the graphs come first")
             return
         if w._first_block_due:
-            if not w.gate.capture_open():
+            if self.starts_block(kind, seen) and not w.gate.capture_open():
                 w._first_block_due = False
                 w.search.next_block(_core.activity_now())
             return
@@ -118,10 +118,10 @@ class Phases(Part):
             w.replayed.add(id(torch_graph))
         if r is not None:
             if w.units_now >= r["units"] and not w.gate.capture_open():
-                w.pace.end_rest(kind, torch_graph)
+                w.pace.end_rest(kind, torch_graph, self.starts_block(kind, seen))
             return
         if w.settling is not None:
-            w.pace.settle(kind, torch_graph)
+            w.pace.settle(kind, torch_graph, self.starts_block(kind, seen))
             return
         if w.units_now >= w.units_per_block:
             if w.gate.capture_open():
@@ -180,6 +180,17 @@ class Phases(Part):
             capturing = w.gate.capture_open()
         docs = w.team.gather({"due": due, "capturing": capturing})
         return bool(docs[0]["due"]) and not any(d["capturing"] for d in docs)
+
+    def starts_block(self, kind, seen) -> bool:
+        """Whether a block may begin at this call. Where the unit is a graph's replay, only at
+        one: its launch comes after the block's start, as the launch of the call that ends a
+        block (its last unit) comes after the block's end, so the block holds as many of the
+        unit's launches as it counts units. Begun at a sync, it held one fewer: the first
+        block where the probe ended at a sync (1/262 of `ddp`'s), and any block whose settle
+        ended at one (on the CPU simulator, where the program syncs every seventh replay,
+        some blocks in every run)."""
+        unit = self.w.unit
+        return unit is None or unit[0] != "replay" or self.is_unit(kind, seen)
 
     def is_unit(self, kind, seen) -> bool:
         """``seen``: the replayed graph as seen (None: not one the watcher knows)."""

@@ -54,7 +54,10 @@ class Probe(Part):
             unit = ("tick",)
         return unit
 
-    def begin(self):
+    def begin(self, kind=None, seen=None):
+        """The probe ends at this call (``kind``, ``seen``: the call's, None: any): the unit
+        and the arms are chosen, and the search's first block begins here or at the next call
+        it may begin at."""
         w = self.w
         dev = w.device
         dev.synchronize()
@@ -116,8 +119,11 @@ class Probe(Part):
         w.state = "search"
         w.search_t0 = time.perf_counter()
         w.hook_marks = [(w.search_t0, w.hook_ns)]
-        if w.gate.capture_open():   # asked again: taking the launch log let the lock go
-            w._first_block_due = True   # it begins at the next call with no capture open
+        # asked again: taking the launch log let the lock go; and a block begins only at a call
+        # it may begin at (Phases.starts_block)
+        if (kind is not None and not w.phases.starts_block(kind, seen)) or \
+                w.gate.capture_open():
+            w._first_block_due = True   # it begins at the next such call with no capture open
             return
         w.search.next_block(now)
 

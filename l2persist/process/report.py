@@ -188,12 +188,22 @@ def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
     return lines
 
 
+def _correction_said(k) -> str:
+    """The pace's model scaled by what its newest cycles measured (Pace.correction), where it
+    was: the rests were that much longer than the model alone would have made them."""
+    if not k or k <= 1.005:
+        return ""
+    return (f"; the rests sized for {k:.2f}x the cost the pace's model gave (what its newest "
+            f"cycles measured: a median switch misses the slow ones)")
+
+
 def _fast_said(w: dict) -> str:
-    """The replays that only counted a unit, counted in the hook (process/fastcount.py)."""
+    """The calls that only counted (a unit, a sync), counted in the hook
+    (process/fastcount.py)."""
     if not w.get("fast_calls"):
         return " in the watcher"
-    return (f" ({w['fast_calls']} of its {w.get('hook_calls') or '?'} calls were replays that "
-            f"only counted a unit, in the hook at an estimated "
+    return (f" ({w['fast_calls']} of its {w.get('hook_calls') or '?'} calls were replays and "
+            f"syncs that only counted, in the hook at an estimated "
             f"{w.get('fast_us_per_call') or 0:.2f} us each; the others in the watcher)")
 
 
@@ -324,7 +334,8 @@ def summary_text(r: dict) -> str:
                      f"at most "
                      f"{100 * w['max_overhead']:g} %); recording cost "
                      f"{100 * w['record_cost']:+.1f} % per unit; watching added "
-                     f"{100 * w['added_share']:.2f} % to the search's wall time")
+                     f"{100 * w['added_share']:.2f} % to the search's wall time"
+                     + _correction_said(w.get("pace_correction")))
         if w.get("hooks_share") is not None:
             lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "
                          f"program{_fast_said(w)}, {100 * w['hooks_share']:.2f} "

@@ -78,6 +78,7 @@ class Search(Part):
         w.counting.calls = 0
         w.rests_capped, w.spanning, w.rest_s, w.rest_units = 0, 0, None, 0
         w.rest_ratios = []
+        w.pace_corrections = []
         # the windows seen so far were the abandoned arms' (arm indices name new arms now)
         w.landing.forget()
         w._first_block_due = False

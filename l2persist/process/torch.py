@@ -266,16 +266,22 @@ class Hook:
         return now is self.original
 
 
-def patch_after(owner, attr: str, after: Callable[[], None], name: str) -> Hook:
+def patch_after(owner, attr: str, after: Callable[[], None], name: str, count=None) -> Hook:
     """Call ``after()`` once ``owner.attr`` returned (a module's function such as
     ``torch.cuda.synchronize``, or a class's method such as ``Stream.synchronize``); returns
-    its :class:`Hook` (``off()``: the undo)."""
+    its :class:`Hook` (``off()``: the undo). With ``count`` (a ``_core.ReplayCount``), a call
+    made while the count is armed on its thread is counted in C instead (``_core.CountedSync``;
+    process/fastcount.py)."""
     orig = getattr(owner, attr)
 
-    def wrapped(*a, **k):
-        r = orig(*a, **k)
-        after()
-        return r
+    if count is not None:
+        # named and signed as the original, as a function wrapper would be
+        wrapped = functools.update_wrapper(_core.CountedSync(count, orig, after), orig)
+    else:
+        def wrapped(*a, **k):
+            r = orig(*a, **k)
+            after()
+            return r
     setattr(owner, attr, wrapped)
     return Hook(owner, attr, wrapped, orig, name)
 

@@ -623,6 +623,10 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # watch_added), and the two together: what observing cost the program while advising
         "hooks_share": _num(watching.get("hooks_share")),
         "observing_share": _num(watching.get("observing_share")),
+        # the pace: its rests stopped at their cap (the bound out of reach within the budget),
+        # and its model scaled by what its newest cycles measured (Pace.correction)
+        "rests_capped": watching.get("rests_capped"),
+        "pace_correction": _num(watching.get("pace_correction")),
         # False where the program's mix moved its unrecorded walls per unit from rest to rest
         # (the pace's "comparable"): observing is then not measurable in the program
         "observing_comparable": watching.get("comparable", True),
