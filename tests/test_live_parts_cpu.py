@@ -141,23 +141,27 @@ def test_pace_scales_its_model_by_what_the_same_cycles_measured(monkeypatch, sta
         asked.append((recorded, switch_s, rest_s, block_s))
         return 40, False
     monkeypatch.setattr(pace, "_core", _ns(live_rest_units=rest_units))
-    # four cycles: rests at 1 us a unit, blocks at 2 us a unit (4 units, no settle); the
-    # switches 4 ms median, one of the four stalled stall_ms more
+    # eight cycles (CORRECTION_PAIRS): rests at 1 us a unit, blocks at 2 us a unit (4 units,
+    # no settle); the switches 4 ms median, two of the eight stalled stall_ms more
     blocks = [Block(0, start=0, end=8000, units=4, rest_ns=4000, rest_units=4)
-              for _ in range(4)]
-    work = [4.0, 4.0, 4.0, 4.0 + stall_ms]
+              for _ in range(pace.CORRECTION_PAIRS)]
+    work = [4.0] * 6 + [4.0 + stall_ms] * 2
     w = _pace_owner(blocks, switch_work_ms=work)
     p = pace.Pace(w)
-    model = 4 * (4e-3 + 4 * 1e-6) * 1e9                  # ns: a median switch and the excess
-    measured = sum(work) * 1e6 + 4 * 8000 - 1000 * 16
+    model = 8 * (4e-3 + 4 * 1e-6) * 1e9                  # ns: a median switch and the excess
+    measured = sum(work) * 1e6 + 8 * 8000 - 1000 * 32
     assert p.correction(blocks, 4e-3, 1e-6, 2e-6, 4) == pytest.approx(
         min(max(measured / model, 1.0), pace.CORRECTION_MAX))
     p.rest_length()
     got = w.pace_corrections[-1]
     assert got == pytest.approx(k, rel=0.01) if stall_ms != 20.0 else 2.0 < got < 2.5
-    (_rec, switch_s, rest_s, block_s), = asked
+    (_rec, switch_s, rest_s, block_s), = asked[-1:]
     assert switch_s == pytest.approx(4e-3 * got) and rest_s == pytest.approx(1e-6)
     assert block_s == pytest.approx(1e-6 + got * 1e-6)
+    # fewer pairs than CORRECTION_PAIRS: the model as it is
+    w2 = _pace_owner(blocks[:pace.CORRECTION_PAIRS - 1], switch_work_ms=work)
+    pace.Pace(w2).rest_length()
+    assert w2.pace_corrections == [] and asked[-1][1] == pytest.approx(4e-3)
     # a mix: the rests' walls per unit move 3x from rest to rest: not scaled
     mixed = [Block(0, start=0, end=8000, units=4, rest_ns=4000 * m, rest_units=4)
              for m in (1, 3, 1, 3)]
@@ -1768,6 +1772,24 @@ def test_phases_do_not_pause_records_in_the_warmup_beside_xla(monkeypatch):
         assert w.state == "warmup" and w.activity
         assert w.paused is not jax_loaded
         assert calls == (["begin"] if jax_loaded else ["begin", ("record", False)])
+
+
+def test_phases_a_deferred_first_block_begins_at_the_units_replay_on_a_drained_gpu(monkeypatch):
+    """The probe ended at a call no block may begin at (a sync, another graph's replay): the
+    first block begins at the unit's next replay, after the GPU has drained what was launched
+    since the probe's own drain (a review of b6d5bfc: that work ran in the block)."""
+    calls = []
+    monkeypatch.setattr(phases, "_core", _ns(activity_now=lambda: 77))
+    w = _phases_owner(calls, state="search", unit=("replay", "a"), _first_block_due=True)
+    w.device = _ns(synchronize=lambda: calls.append("drained"))
+    w.search.next_block = lambda stamp: calls.append(("block", stamp))
+    p = phases.Phases(w)
+    a, b = _ns(signature="a", replays=0), _ns(signature="b", replays=0)
+    p.point("sync", None)
+    p.point("replay", "g-b", b)
+    assert w._first_block_due and calls == []
+    p.point("replay", "g-a", a)
+    assert calls == ["asked", "drained", ("block", 77)] and not w._first_block_due
 
 
 def test_phases_search_counts_units_and_ends_a_block_only_where_no_capture_is_open(monkeypatch):

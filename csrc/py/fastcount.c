@@ -319,7 +319,9 @@ static PyObject *sync_vectorcall(PyObject *self, PyObject *const *args, size_t n
     l2p_CountedReplayObject *h = HOOK(self);
     if (hook_cleared(self)) return NULL;
     PyObject *r = PyObject_Vectorcall(h->original, args, nargsf, kwnames);
-    if (!r || hook_cleared(self) || count_takes_sync(h->count)) return r;
+    /* cleared while the sync waited (cannot happen while a caller holds it): the sync ran,
+     * and there is no hook left to call */
+    if (!r || !h->slow || count_takes_sync(h->count)) return r;
     PyObject *after = PyObject_CallNoArgs(h->slow);
     if (!after) Py_CLEAR(r);
     Py_XDECREF(after);
@@ -409,22 +411,28 @@ static PyObject *sync_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return l2p_fn_call_tuple(&sync_new_fn, (PyObject *)type, args, kw);
 }
 
+/* A field read from Python: None once a collection cleared it. */
+static PyObject *hook_field(PyObject *o)
+{
+    return Py_NewRef(o ? o : Py_None);
+}
+
 static PyObject *hook_get_count(PyObject *self, void *c)
 {
     (void)c;
-    return Py_NewRef((PyObject *)HOOK(self)->count);
+    return hook_field((PyObject *)HOOK(self)->count);
 }
 
 static PyObject *hook_get_original(PyObject *self, void *c)
 {
     (void)c;
-    return Py_NewRef(HOOK(self)->original);
+    return hook_field(HOOK(self)->original);
 }
 
 static PyObject *hook_get_slow(PyObject *self, void *c)
 {
     (void)c;
-    return Py_NewRef(HOOK(self)->slow);
+    return hook_field(HOOK(self)->slow);
 }
 
 static int hook_traverse(PyObject *self, visitproc visit, void *arg)

@@ -30,8 +30,9 @@ The count was first kept in Python, in the bootstrap's hook: on two H200s at f0f
 0.27 us a call by its own clock and its outer frames (the replay wrapper, the hook) about as
 much again; in C a counted call costs the program a few tens of nanoseconds (:func:`cost_ns`).
 
-Where the count keeps coming back empty (a program whose replays alternate with syncs or other
-graphs: the zoo's `server` and `decode_big` rotate their graphs), arming is the cost, so it
+Where the count keeps coming back empty (a program whose replays alternate with other graphs'
+replays, or with calls that reach the watcher: the zoo's `server` and `decode_big` rotate
+their graphs; a hooked sync no longer empties a count), arming is the cost, so it
 backs off: after IDLE_ARMS empty counts in a row it skips its next SKIP_FIRST chances, then
 twice as many each time, up to SKIP_MAX, until a count comes back with calls in it. Arming
 never changes a count, only who counts it, so ranks in lockstep stay in step whatever each

@@ -22,8 +22,10 @@ REST_GATE_MAX_S = 10.0
 #: that many exist each rest is one block long.
 REST_PAIRS = 3
 #: The pace's model of a cycle's cost is scaled by what its newest cycles measured, at most
-#: this much (Pace.correction).
+#: this much, and only once this many pairs exist (one early stall among three pairs would
+#: size the next rests for four times the cost: Pace.correction).
 CORRECTION_MAX = 4.0
+CORRECTION_PAIRS = 8
 
 
 class Pace(Part):
@@ -53,7 +55,7 @@ class Pace(Part):
             recorded += round(statistics.median(b.settle_units for b in pairs))
         work = w.switch_work_ms[-16:]
         switch_s = statistics.median(work) / 1e3 if work else None
-        if rest_s is not None and switch_s is not None:
+        if rest_s is not None and switch_s is not None and len(pairs) >= CORRECTION_PAIRS:
             k = self.correction(pairs, switch_s, rest_s, block_s, recorded)
             w.pace_corrections.append(k)
             switch_s *= k

@@ -102,6 +102,9 @@ class Phases(Part):
         if w._first_block_due:
             if self.starts_block(kind, seen) and not w.gate.capture_open():
                 w._first_block_due = False
+                # what was launched since the probe drained (this call's or another graph's
+                # replays) must not run in the block, as end_block and the settle drain
+                w.device.synchronize()
                 w.search.next_block(_core.activity_now())
             return
         r = w.resting
