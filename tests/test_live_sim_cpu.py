@@ -1283,8 +1283,8 @@ def test_the_pace_scales_its_model_by_what_its_cycles_measured(world):
     """Every fourth switch stalls the host 6 ms (a collection, a page fault, a peer late to a
     gather): the median switch the pace models never sees it, the total the summary measures
     does. The pace scales its model by what its newest cycles measured over what the model
-    said for them (Pace.correction), so what watching adds stays near the bound asked (5 %:
-    5.1-5.4 % in five runs here), where the model alone let it run to 13-15 %."""
+    said for them (Pace.correction), so what watching adds stays under the bound asked (5 %,
+    aimed at 4 %: 4.3-4.4 % in five runs here), where the model alone let it run to 9-10 %."""
     world.gain = 1.25
     _paying_host(world, 100e-6, 20e-6)
     w = _watcher(block_units=20, max_overhead=0.05)
@@ -1300,7 +1300,7 @@ def test_the_pace_scales_its_model_by_what_its_cycles_measured(world):
     assert w.state == "done" and w.result["helps"], w.notes
     s = w.summary()["watching"]
     assert s["rests_capped"] * 10 < s["rests"] and s["pace_correction"] > 1.5, s
-    assert s["added_share"] < 0.075, s
+    assert s["added_share"] < 0.05, s
     assert f"the rests sized for {s['pace_correction']:.2f}x the cost" in live_report_text(w)
 
 

@@ -376,7 +376,7 @@ size_t l2p_live_rest_units(double switch_s, double rest_s, double block_s, size_
 {
     if (capped) *capped = 0;
     if (!(max_overhead > 0) || units == 0) return 0;
-    max_overhead = watching_bound(max_overhead, hooks_share);
+    max_overhead = watching_bound(L2P_LIVE_OVERHEAD_AIM * max_overhead, hooks_share);
     size_t cap = units * max_rest_ratio;
     size_t measure = units < cap ? units : cap; /* one block's worth: a pair to measure */
     if (!(isfinite(rest_s) && rest_s > 0 && isfinite(block_s) && block_s > 0 &&

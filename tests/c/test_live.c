@@ -412,8 +412,11 @@ static void test_rest_units(void)
     int capped = -1;
     size_t n = 222, r = l2p_live_rest_units(sw, rest, block, n, 0.02, NAN, 64, 1, &capped);
     CHECK(r > 0 && r < 64 * n && !capped);
-    CHECK(watched_share(sw, rest, block, n, r) <= 0.02 + 1e-12);
-    CHECK(watched_share(sw, rest, block, n, r - 1) > 0.02); /* the fewest that do */
+    /* aimed under the bound (L2P_LIVE_OVERHEAD_AIM of it): the fewest rests that keep it */
+    const double aim = L2P_LIVE_OVERHEAD_AIM;
+    CHECK(aim > 0.5 && aim < 1.0);
+    CHECK(watched_share(sw, rest, block, n, r) <= aim * 0.02 + 1e-12);
+    CHECK(watched_share(sw, rest, block, n, r - 1) > aim * 0.02);
     /* the ceiling binds: a 20 ms switch cannot be hidden in 9 blocks' worth, and says so */
     CHECK(l2p_live_rest_units(20e-3, rest, block, n, 0.01, NAN, 9, 1, &capped) == 9 * n &&
           capped);
@@ -424,10 +427,13 @@ static void test_rest_units(void)
           !capped);
     CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, NAN, below, 1, &capped) == below * n &&
           capped);
-    /* the hooks' share comes off the bound: watching gets the rest of it (the fewest rests
-     * that keep the switch and the block under 2 % - 0.5 %), a quarter of it at least */
+    /* the hooks' share comes off the aimed bound: watching gets the rest of it (the fewest
+     * rests that keep the switch and the block under 0.8 x 2 % - 0.5 %), a quarter of it at
+     * least */
     size_t r_h = l2p_live_rest_units(sw, rest, block, n, 0.02, 0.005, 64, 1, NULL);
-    CHECK(r_h == l2p_live_rest_units(sw, rest, block, n, 0.015, NAN, 64, 1, NULL) && r_h > r);
+    size_t r_same = l2p_live_rest_units(sw, rest, block, n, 0.02 - 0.005 / aim, NAN, 64, 1, NULL);
+    CHECK(r_h + 1 >= r_same && r_h <= r_same + 1 && r_h > r);
+    CHECK(watched_share(sw, rest, block, n, r_h) <= aim * 0.02 - 0.005 + 1e-12);
     CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, 0.019, 64, 1, NULL) ==
           l2p_live_rest_units(sw, rest, block, n, 0.005, NAN, 64, 1, NULL));
     CHECK(l2p_live_rest_units(sw, rest, block, n, 0.02, 0.0, 64, 1, NULL) == r);
