@@ -684,12 +684,12 @@ static PyObject *live_defaults_impl(PyObject *m, const void *args)
     (void)args;
     l2p_live_options o;
     l2p_live_options_default(&o);
-    return Py_BuildValue("{sdsdsnsnsnsnsdsnsdsn}", "min_gain", o.min_gain, "confidence",
+    return Py_BuildValue("{sdsdsnsnsnsnsdsdsnsdsn}", "min_gain", o.min_gain, "confidence",
                          o.confidence, "stage_rounds", (Py_ssize_t)o.stage_rounds,
                          "next_stage_rounds", (Py_ssize_t)o.next_stage_rounds,
                          "confirm_rounds", (Py_ssize_t)o.confirm_rounds, "max_confirm_rounds",
                          (Py_ssize_t)o.max_confirm_rounds, "max_overhead", o.max_overhead,
-                         "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio,
+                         "overhead_aim", L2P_LIVE_OVERHEAD_AIM, "max_rest_ratio", (Py_ssize_t)o.max_rest_ratio,
                          "verify_halfwidth", L2P_LIVE_VERIFY_HALFWIDTH, "plan_max_graphs",
                          (Py_ssize_t)L2P_LIVE_PLAN_MAX_GRAPHS);
 }
