@@ -18,9 +18,8 @@ import pytest
 
 import l2persist
 from l2persist import _core, foreign
-from l2persist.process import (clock, ending, graphs, landing, launches, live, pace, phases,
-                               probe, recorder,
-                               report, search, summary, switcher, team)
+from l2persist.process import (clock, costs, ending, graphs, landing, launches, live, pace,
+                               phases, probe, recorder, report, search, summary, switcher, team)
 from l2persist.process.recorder import Block
 
 
@@ -95,6 +94,7 @@ def _pace_owner(blocks, **kw):
             rest_s=None, rests_capped=0, rest_ratios=[], counting=_ns(calls=0, ns=None),
             pace_corrections=[])
     o.__dict__.update(kw)
+    o.costs = costs.Costs(o)
     return o
 
 
@@ -127,9 +127,9 @@ def test_pace_rest_length_from_the_newest_rest_then_block_pairs(monkeypatch):
     assert asked[0][:4] == (4, pytest.approx(3e-3), None, None)
 
 
-@pytest.mark.parametrize("stall_ms, k", [(0.0, 1.0), (20.0, 2.5), (1000.0, pace.CORRECTION_MAX)])
+@pytest.mark.parametrize("stall_ms, k", [(0.0, 1.0), (20.0, 2.5), (1000.0, costs.CORRECTION_MAX)])
 def test_pace_scales_its_model_by_what_the_same_cycles_measured(monkeypatch, stall_ms, k):
-    """Pace.correction: the summary's measure over the pairs' cycles (their switches' whole
+    """Costs.correction: the summary's measure over the pairs' cycles (their switches' whole
     work, the blocks' and settles' wall beyond their units at the rests' total rate) over the
     model's (a median switch, the recorded units' median excess), from 1 up to CORRECTION_MAX;
     the core is asked with the switch and the blocks' excess over the rests scaled by it. A
@@ -144,28 +144,27 @@ def test_pace_scales_its_model_by_what_the_same_cycles_measured(monkeypatch, sta
     # eight cycles (CORRECTION_PAIRS): rests at 1 us a unit, blocks at 2 us a unit (4 units,
     # no settle); the switches 4 ms median, two of the eight stalled stall_ms more
     blocks = [Block(0, start=0, end=8000, units=4, rest_ns=4000, rest_units=4)
-              for _ in range(pace.CORRECTION_PAIRS)]
+              for _ in range(costs.CORRECTION_PAIRS)]
     work = [4.0] * 6 + [4.0 + stall_ms] * 2
     w = _pace_owner(blocks, switch_work_ms=work)
-    p = pace.Pace(w)
     model = 8 * (4e-3 + 4 * 1e-6) * 1e9                  # ns: a median switch and the excess
     measured = sum(work) * 1e6 + 8 * 8000 - 1000 * 32
-    assert p.correction(blocks, 4e-3, 1e-6, 2e-6, 4) == pytest.approx(
-        min(max(measured / model, 1.0), pace.CORRECTION_MAX))
-    p.rest_length()
+    assert w.costs.correction(blocks, 4e-3, 1e-6, 2e-6, 4) == pytest.approx(
+        min(max(measured / model, 1.0), costs.CORRECTION_MAX))
+    pace.Pace(w).rest_length()
     got = w.pace_corrections[-1]
     assert got == pytest.approx(k, rel=0.01) if stall_ms != 20.0 else 2.0 < got < 2.5
     (_rec, switch_s, rest_s, block_s), = asked[-1:]
     assert switch_s == pytest.approx(4e-3 * got) and rest_s == pytest.approx(1e-6)
     assert block_s == pytest.approx(1e-6 + got * 1e-6)
     # fewer pairs than CORRECTION_PAIRS: the model as it is
-    w2 = _pace_owner(blocks[:pace.CORRECTION_PAIRS - 1], switch_work_ms=work)
+    w2 = _pace_owner(blocks[:costs.CORRECTION_PAIRS - 1], switch_work_ms=work)
     pace.Pace(w2).rest_length()
     assert w2.pace_corrections == [] and asked[-1][1] == pytest.approx(4e-3)
     # a mix: the rests' walls per unit move 3x from rest to rest: not scaled
     mixed = [Block(0, start=0, end=8000, units=4, rest_ns=4000 * m, rest_units=4)
              for m in (1, 3, 1, 3)]
-    assert p.correction(mixed, 4e-3, 1e-6, 2e-6, 4) == 1.0
+    assert w.costs.correction(mixed, 4e-3, 1e-6, 2e-6, 4) == 1.0
 
 
 @pytest.mark.parametrize("timing, waits", [("nodes", True), ("events", False)])
@@ -214,11 +213,11 @@ def test_pace_exploring_prices_each_arms_wall_at_the_baselines_pace():
         return Block(arm, start=0, end=1000, units=10, rest_ns=per_unit * 10, rest_units=10,
                      rest_wall_ns=per_unit * 10)
     done = [rested(0, 100), rested(1, 100), rested(2, 120), rested(2, 120)]
-    out = pace.Pace.exploring(done, wall=10_000.0)
+    out = costs.Costs.exploring(done, wall=10_000.0)
     # arm 2 ran 2 x (1200 + 1000) ns at 1.2x the baselines' pace: 1/6 of it is the arm's cost
     assert out["exploring_worst"] == pytest.approx(1.2)
     assert out["exploring_share"] == pytest.approx(4400 * (1 - 1 / 1.2) / 10_000)
-    assert pace.Pace.exploring(done[:2], 1.0) == {"exploring_share": None,
+    assert costs.Costs.exploring(done[:2], 1.0) == {"exploring_share": None,
                                                   "exploring_worst": None}
 
 
@@ -230,24 +229,24 @@ def test_pace_compares_walls_only_where_the_baselines_rests_hold_still():
     def rested(arm, per_unit):
         return Block(arm, start=0, end=1000, units=10, rest_ns=per_unit * 10, rest_units=10)
     steady = [rested(0, 100), rested(1, 104), rested(0, 98), rested(1, 101), rested(2, 300)]
-    out = pace.Pace.comparable(steady)
+    out = costs.Costs.comparable(steady)
     assert out["comparable"] and out["rest_spread"] < 0.03      # arm 2's slow rests not in it
     mixed = [rested(0, 100), rested(1, 200), rested(0, 60), rested(1, 150)]
-    out = pace.Pace.comparable(mixed)
+    out = costs.Costs.comparable(mixed)
     assert not out["comparable"] and out["rest_spread"] > 0.15
     # limit 0 and the default 25 % apart, each steady: two arms, not a mix
     apart = [rested(0, 100), rested(1, 125), rested(0, 101), rested(1, 124), rested(0, 99)]
-    assert pace.Pace.comparable(apart)["comparable"]
+    assert costs.Costs.comparable(apart)["comparable"]
     # fewer than two baseline rests: all arms' rests are what there is, each against its own
-    assert pace.Pace.comparable([rested(0, 100), rested(2, 200), rested(2, 202)])["comparable"]
-    assert not pace.Pace.comparable([rested(0, 100), rested(2, 200), rested(2, 120)])[
+    assert costs.Costs.comparable([rested(0, 100), rested(2, 200), rested(2, 202)])["comparable"]
+    assert not costs.Costs.comparable([rested(0, 100), rested(2, 200), rested(2, 120)])[
         "comparable"]
     # the watching figures follow: none of the wall comparisons under the mix, the hooks kept
     for blocks, want in ((steady, True), (mixed, False)):
         w = _pace_owner(blocks, hook_ns=500, hook_calls=10, rest_units=10, rests_capped=0,
                         spanning=0, install_ms=[1.0], windows_ms=[0.5],
                         ahead_ms=[], ahead_hidden=0)
-        got = pace.Pace(w).watching()
+        got = w.costs.watching()
         assert got["comparable"] is want
         assert (got["record_cost"] is not None) is want
         assert (got["added_share"] is not None) is want

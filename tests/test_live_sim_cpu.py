@@ -31,7 +31,7 @@ import pytest
 
 import l2persist
 from l2persist import foreign
-from l2persist.process import bootstrap, clock, fastcount, launches, live, pace, switcher
+from l2persist.process import bootstrap, clock, costs, fastcount, launches, live, switcher
 from l2persist.process import torch as process_torch
 
 MIB = 1 << 20
@@ -1194,7 +1194,7 @@ def _paying_host(world, base_s: float, recorded_s: float):
 
 
 def test_the_arms_cost_from_their_rests_against_the_baselines():
-    """Pace.exploring on blocks made by hand: an arm's rests (their counted part: a gated rest's
+    """Costs.exploring on blocks made by hand: an arm's rests (their counted part: a gated rest's
     tail) set its wall per unit against the baselines' rests; the whole wall it ran (rests,
     settles, blocks) is charged at that ratio; one rest gives no "worst"; no candidate arm
     rested: nothing to say."""
@@ -1206,15 +1206,15 @@ def test_the_arms_cost_from_their_rests_against_the_baselines():
                 rest_unhooked=True, settle_ns=500),
               B(2, 0, end=2000, units=10, rest_ns=13_000, rest_units=100),
               B(3, 0, end=1000, units=10, rest_ns=7500, rest_units=50)]       # 150, one rest
-    out = pace.Pace.exploring(blocks, wall=200_000.0)
+    out = costs.Costs.exploring(blocks, wall=200_000.0)
     wall2 = 60_000 + 2000 + 500 + 13_000 + 2000
     wall3 = 7500 + 1000
     want = (wall2 * (1 - 1 / 1.3) + wall3 * (1 - 1 / 1.5)) / 200_000
     assert out["exploring_share"] == pytest.approx(want)
     assert out["exploring_worst"] == pytest.approx(1.3)           # arm 3: one rest, not it
-    assert pace.Pace.exploring(blocks[:2], 200_000.0) == {
+    assert costs.Costs.exploring(blocks[:2], 200_000.0) == {
         "exploring_share": None, "exploring_worst": None}           # no candidate rested
-    assert pace.Pace.exploring(blocks[2:], 200_000.0)["exploring_share"] is None
+    assert costs.Costs.exploring(blocks[2:], 200_000.0)["exploring_share"] is None
 
 
 @pytest.mark.host_timed
@@ -1283,7 +1283,7 @@ def test_the_pace_scales_its_model_by_what_its_cycles_measured(world):
     """Every fourth switch stalls the host 6 ms (a collection, a page fault, a peer late to a
     gather): the median switch the pace models never sees it, the total the summary measures
     does. The pace scales its model by what its newest cycles measured over what the model
-    said for them (Pace.correction), so what watching adds stays under the bound asked (5 %,
+    said for them (Costs.correction), so what watching adds stays under the bound asked (5 %,
     aimed at 4 %: 4.3-4.4 % in five runs here), where the model alone let it run to 9-10 %."""
     world.gain = 1.25
     _paying_host(world, 100e-6, 20e-6)

@@ -15,7 +15,8 @@ the switch gate (process/clock.py: capture tracking and the switch lock), the pr
 (process/probe.py: the unit of work, the targets, the arms), the search driver
 (process/search.py: the blocks, the decision), the eager launches
 (process/launches.py), the recorder (process/recorder.py: records to samples), the pace
-(process/pace.py: rests and settles), the switcher (process/switcher.py: targets and
+(process/pace.py: rests and settles), what watching costs (process/costs.py: the summary's
+`watching`, the pace's correction), the switcher (process/switcher.py: targets and
 installing arms), the report (process/summary.py: the result and the plan) and the ending
 (process/ending.py: a failure, the exit, what is put back); the clock's thread is
 process/clock.py, the ranks process/team.py (Ranks), the streams process/streams.py.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from .. import _core
 # the watcher's parts (each reads and writes the Watcher's state; names re-exported here)
 from .clock import SwitchGate, _capturing, _driver_loaded  # noqa: F401
+from .costs import Costs
 from .ending import Ending
 from .fastcount import Counting
 from .graphs import Graphs, GraphSeen  # noqa: F401
@@ -241,7 +243,7 @@ class Watcher:
         self._stream_plan: dict = {}               # apply: handle -> (key, window) matched
         self.streams_restored = None               # each stream's own window back (at exit)
         self.rest_ratios: list = []                # the rests' caps (blocks' worth) used
-        self.pace_corrections: list = []           # the pace's model scaled by (Pace.correction)
+        self.pace_corrections: list = []           # the pace's model scaled by (Costs.correction)
         self.landed_on = False                     # launch attributes collected now
         self.landed_why = None                     # why they are not (an older CUPTI)
         self.landed_blocks: dict = {}              # arm -> blocks recorded with them
@@ -261,6 +263,7 @@ class Watcher:
         self.recorder = Recorder(self)
         self.replay_events = ReplayEvents(self)
         self.pace = Pace(self)
+        self.costs = Costs(self)
         self.switcher = Switcher(self)
         self.landing = Landing(self)
         self.report = Report(self)

@@ -1,7 +1,7 @@
 """What every part of the watcher is (issue 50 item 8: the watcher in parts).
 
 A part (the graphs it knows, the phases, the search driver, the eager launches, the recorder,
-the pace, the switcher, the report, the ending) is a class of its own module that the
+the pace, what watching costs, the switcher, the report, the ending) is a class of its own module that the
 :class:`~l2persist.process.live.Watcher` makes once and calls; it holds no state of its own
 but for a cache or a note said once, and reads and writes its owner's, which is the watcher's
 one state (the phases, the blocks, the arms).

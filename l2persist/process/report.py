@@ -189,7 +189,7 @@ def per_key_lines(r: dict, n: int = PER_KEY_TEXT) -> list[str]:
 
 
 def _correction_said(k) -> str:
-    """The pace's model scaled by what its newest cycles measured (Pace.correction), where it
+    """The pace's model scaled by what its newest cycles measured (Costs.correction), where it
     was: the rests were that much longer than the model alone would have made them."""
     if not k or k <= 1.005:
         return ""

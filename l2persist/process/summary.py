@@ -153,7 +153,7 @@ class Report(Part):
             "switch_ms": w.switch_ms, "switch_work_ms": w.switch_work_ms,
             "blocks": len(w.blocks),
             # the search's pace and what watching added to the program's wall time in it
-            "watching": w.pace.watching(),
+            "watching": w.costs.watching(),
             # whether each arm's windows were on its kernels (CUPTI's launch attributes)
             "windows_landed": w.landing.summary(),
             # the final arm's wall per unit recorded (its blocks) over unrecorded (after)

@@ -624,7 +624,7 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         "hooks_share": _num(watching.get("hooks_share")),
         "observing_share": _num(watching.get("observing_share")),
         # the pace: its rests stopped at their cap (the bound out of reach within the budget),
-        # and its model scaled by what its newest cycles measured (Pace.correction)
+        # and its model scaled by what its newest cycles measured (Costs.correction)
         "rests_capped": watching.get("rests_capped"),
         "pace_correction": _num(watching.get("pace_correction")),
         # False where the program's mix moved its unrecorded walls per unit from rest to rest
