@@ -84,7 +84,8 @@ def main(rank: int, fast: bool, folder: str, out: str) -> None:
         json.dump({"rank": rank, "state": w.state, "notes": w.notes, "calls": i,
                    "fast_calls": w.counting.calls, "trace": trace,
                    "arms": [b.arm for b in w.blocks], "units": [b.units for b in w.blocks],
-                   "rest_units": [b.rest_units for b in w.blocks]}, f)
+                   "rest_units": [b.rest_units for b in w.blocks],
+                   "pace_corrections": w.pace_corrections, "rests_capped": w.rests_capped}, f)
 
 
 if __name__ == "__main__":

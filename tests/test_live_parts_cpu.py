@@ -424,7 +424,7 @@ def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, ready_s=0.0, **kw
             blocks=[Block(1, 10)],
             units_now=4, search_t0=time.perf_counter(), rest_units=2,
             ahead_ms=[], ahead_hidden=0, windows_ms=[], switch_work_ms=[], install_ms=[],
-            switch_ms=[], steps=0, replayed=set(),
+            switch_ms=[], steps=0, replayed=set(), pace_corrections=[], rests_capped=0,
             pace=_ns(rest_length=lambda: 0, begin_rest=lambda arm, n: None),
             switcher=_ns(windowed_graphs=lambda: ["g"],
                          ready=lambda arm, fresh=False: log.append(("ready", arm, fresh))
@@ -2428,6 +2428,46 @@ def test_the_counted_replay_refuses_bad_arguments_by_name_and_is_collected():
     del holder
     gc.collect()
     assert gone() is None
+
+
+def _tp_clear(obj):
+    """What a collection does to an object in cyclic garbage: its type's tp_clear, called
+    directly (PyType_GetSlot; Py_tp_clear is slot 51)."""
+    import ctypes
+    get_slot = ctypes.pythonapi.PyType_GetSlot
+    get_slot.restype, get_slot.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_int]
+    clear = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(get_slot(type(obj), 51))
+    assert clear(obj) == 0
+
+
+def test_the_hooks_and_the_count_read_none_once_cleared():
+    """A finalizer in the same garbage may reach a hook or a count after the collection
+    cleared it: each field then reads None (not a dangling pointer), a call says it was
+    cleared, a cleared count reads disarmed, and each still deallocates once."""
+    import weakref
+    g = _G()
+    count = _core.ReplayCount()
+    count.arm(4, weakref.ref(g), threading.get_ident(), "the record")
+    refs = sys.getrefcount(count)
+    replay = _core.CountedReplay(count, lambda self: "replayed", lambda self: "slow")
+    sync = _core.CountedSync(count, lambda: "synced", lambda: None)
+    assert replay.count is count and sync.original() == "synced"
+    for hook, other in ((replay, "slow"), (sync, "after")):
+        _tp_clear(hook)
+        assert (hook.count, hook.original, getattr(hook, other)) == (None, None, None)
+    with pytest.raises(RuntimeError, match="CountedReplay: called after it was cleared"):
+        replay(g)
+    with pytest.raises(RuntimeError, match="CountedSync: called after it was cleared"):
+        sync()
+    assert (count.left, count.seen) == (4, "the record")     # the count itself untouched
+    assert sys.getrefcount(count) == refs                   # the hooks let it go
+    _tp_clear(count)
+    assert (count.armed, count.thread, count.seen, count.left) == (False, None, None, 0)
+    assert count.disarm() == (0, 0, None)
+    gone = [weakref.ref(o) for o in (replay, sync)]
+    del replay, sync, count, hook
+    gc.collect()
+    assert [r() for r in gone] == [None, None]
 
 
 def test_the_cost_estimate_uses_a_count_of_its_own():

@@ -546,7 +546,8 @@ def test_two_ranks_switch_at_the_same_calls_whoever_counts_in_the_hook(tmp_path,
     """Two ranks of the simulator, each in a process, in lockstep through a store in files,
     their rests hooked (ranks count the same calls): whether a rank counts its replays in the
     hook (process/fastcount.py) or in the watcher, every switch falls at the same call of both,
-    with the same plans, blocks and rests."""
+    with the same plans, blocks and rests, and each rank's summary gives the leader's pace
+    (its correction and capped rests), which sized them."""
     import json
     import subprocess
     import sys
@@ -566,5 +567,8 @@ def test_two_ranks_switch_at_the_same_calls_whoever_counts_in_the_hook(tmp_path,
     assert len(a["trace"]) > 20 and a["trace"] == b["trace"]
     assert (a["arms"], a["units"], a["rest_units"]) == (b["arms"], b["units"], b["rest_units"])
     assert any(a["rest_units"])                                # rests ran, hooked
+    # each rank's summary gives the pace that sized the rests, the leader's, not its own
+    assert a["pace_corrections"] and a["pace_corrections"] == b["pace_corrections"]
+    assert a["rests_capped"] == b["rests_capped"]
     for doc, m in ((a, modes[0]), (b, modes[1])):
         assert (doc["fast_calls"] > doc["calls"] / 4) if m == "1" else doc["fast_calls"] == 0

@@ -104,10 +104,18 @@ class Search(Part):
         b = w.blocks[-1]
         b.end, b.units = end, w.units_now
         over = bool(w.o.budget_s) and time.perf_counter() - w.search_t0 > w.o.budget_s
+        corrections, capped = len(w.pace_corrections), w.rests_capped
         rest = w.pace.rest_length()
         if w.team is not None:     # the leader's clock and pace: ranks switch together
-            lead = w.team.gather({"over": over, "rest": rest})[0]
+            k = w.pace_corrections[-1] if len(w.pace_corrections) > corrections else None
+            lead = w.team.gather({"over": over, "rest": rest, "k": k,
+                                  "capped": w.rests_capped - capped})[0]
             over, rest = bool(lead["over"]), int(lead["rest"])
+            # the summary's pace is what sized the rests: the leader's correction and cap
+            del w.pace_corrections[corrections:]
+            if lead["k"] is not None:
+                w.pace_corrections.append(float(lead["k"]))
+            w.rests_capped = capped + int(lead["capped"])
         if over:
             w.recorder.record_pending()
             w.result = _core.live_finish()
