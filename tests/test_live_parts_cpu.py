@@ -425,6 +425,7 @@ def _ending_block_owner(log, peek=3, next_arm=3, sync_s=0.002, ready_s=0.0, **kw
             units_now=4, search_t0=time.perf_counter(), rest_units=2,
             ahead_ms=[], ahead_hidden=0, windows_ms=[], switch_work_ms=[], install_ms=[],
             switch_ms=[], steps=0, replayed=set(), pace_corrections=[], rests_capped=0,
+            rest_ratios=[],
             pace=_ns(rest_length=lambda: 0, begin_rest=lambda arm, n: None),
             switcher=_ns(windowed_graphs=lambda: ["g"],
                          ready=lambda arm, fresh=False: log.append(("ready", arm, fresh))
@@ -503,6 +504,62 @@ def test_search_end_block_readies_nothing_it_cannot_know_or_may_not(monkeypatch,
     assert log[0] == ("asked" if why == "nothing changes" else "sync")
     assert not any(x[0] == "ready" for x in log if isinstance(x, tuple))
     assert w.ahead_ms == [] and w.ahead_hidden == 0
+
+
+def _sizing_pace(w, k=1.5, ratio=30, rest=7):
+    """A pace whose rest_length adds a correction, a cap and a capped rest, as Pace's does."""
+    def rest_length():
+        w.pace_corrections.append(k)
+        w.rest_ratios.append(ratio)
+        w.rests_capped += 1
+        return rest
+    w.pace.rest_length = rest_length
+
+
+@pytest.mark.parametrize("end", ["switch", "over budget", "decided"])
+def test_a_rest_the_search_never_runs_leaves_no_pace_figures(monkeypatch, end):
+    """The last block's end sizes a rest before it knows the search ends (the budget spent,
+    the core decided): that rest never runs, so its correction, cap and capped count are not
+    the summary's (which says what sized the rests that ran). A switch keeps them."""
+    log = []
+    kw = {"over budget": {"search_t0": time.perf_counter() - 120},
+          "decided": {"next_arm": -1}}.get(end, {})
+    w, core = _ending_block_owner(log, peek=-2, **kw)
+    _sizing_pace(w)
+    w.notes = []
+    core.live_finish = core.live_result = lambda: {}
+    monkeypatch.setattr(search.Search, "decide", lambda self: log.append("decide"))
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    spent = end == "switch"
+    assert ("decide" in log) is not spent
+    assert (w.pace_corrections, w.rest_ratios, w.rests_capped) == \
+        (([1.5], [30], 1) if spent else ([], [], 0))
+
+
+def test_every_rank_takes_the_leaders_pace_with_the_figures_that_sized_it(monkeypatch):
+    """In a team each rank sizes a rest, but all rest as long as the leader said: each rank's
+    figures become the leader's (its correction, cap and capped count), and a leader's doc
+    without them (another version) leaves none rather than failing."""
+    sent = []
+    lead = {"over": False, "rest": 9, "k": [2.25], "ratio": [40], "capped": 0}
+
+    def gather(doc):
+        sent.append(json.loads(json.dumps(doc)))      # what travels: JSON
+        return [json.loads(json.dumps(lead)), doc]
+    log = []
+    w, core = _ending_block_owner(log, team=_ns(gather=gather))
+    w.pace_corrections, w.rest_ratios, w.rests_capped = [1.1], [20], 3   # earlier cycles
+    _sizing_pace(w)
+    monkeypatch.setattr(search, "_core", core)
+    search.Search(w).end_block()
+    assert sent == [{"over": False, "rest": 7, "k": [1.5], "ratio": [30], "capped": 1}]
+    assert (w.pace_corrections, w.rest_ratios, w.rests_capped) == ([1.1, 2.25], [20, 40], 3)
+    assert w.rest_units == 9
+    lead = {"over": False, "rest": 4}
+    search.Search(w).end_block()
+    assert (w.pace_corrections, w.rest_ratios, w.rests_capped) == ([1.1, 2.25], [20, 40], 3)
+    assert w.rest_units == 4
 
 
 # ---- the report --------------------------------------------------------------------------------
@@ -2434,7 +2491,7 @@ def _tp_clear(obj):
     """What a collection does to an object in cyclic garbage: its type's tp_clear, called
     directly (PyType_GetSlot; Py_tp_clear is slot 51)."""
     import ctypes
-    get_slot = ctypes.pythonapi.PyType_GetSlot
+    get_slot = ctypes.pythonapi["PyType_GetSlot"]      # a fresh one: its types are ours alone
     get_slot.restype, get_slot.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_int]
     clear = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object)(get_slot(type(obj), 51))
     assert clear(obj) == 0
@@ -2452,9 +2509,11 @@ def test_the_hooks_and_the_count_read_none_once_cleared():
     replay = _core.CountedReplay(count, lambda self: "replayed", lambda self: "slow")
     sync = _core.CountedSync(count, lambda: "synced", lambda: None)
     assert replay.count is count and sync.original() == "synced"
+    held = [weakref.ref(f) for f in (replay.original, replay.slow, sync.original, sync.after)]
     for hook, other in ((replay, "slow"), (sync, "after")):
         _tp_clear(hook)
         assert (hook.count, hook.original, getattr(hook, other)) == (None, None, None)
+    assert [r() for r in held] == [None] * 4                  # what they held, let go
     with pytest.raises(RuntimeError, match="CountedReplay: called after it was cleared"):
         replay(g)
     with pytest.raises(RuntimeError, match="CountedSync: called after it was cleared"):

@@ -47,7 +47,7 @@ extern "C" {
 /* The pace aims this far under max_overhead: the bound is a ceiling on the search's totals,
  * which the pace estimates from its newest cycles, so aiming at it lands on either side of it
  * (two H200s, `ddp` at 77cefa3: 1.23 % and 1.30 % against 1 %, the pace's model 1.5 times
- * short of the measure, since scaled by it: l2persist/process/pace.py, Pace.correction). */
+ * short of the measure, since scaled by it: l2persist/process/costs.py, Costs.correction). */
 #define L2P_LIVE_OVERHEAD_AIM 0.8
 /* verify's target_halfwidth: "verify, in a fresh process, within 1 % of advise" (issue 50)
  * needs the plan's speedup measured to +-1 %, not only a verdict that settled on a wide

@@ -104,19 +104,12 @@ class Search(Part):
         b = w.blocks[-1]
         b.end, b.units = end, w.units_now
         over = bool(w.o.budget_s) and time.perf_counter() - w.search_t0 > w.o.budget_s
-        corrections, capped = len(w.pace_corrections), w.rests_capped
+        pace = self.pace_mark()
         rest = w.pace.rest_length()
         if w.team is not None:     # the leader's clock and pace: ranks switch together
-            k = w.pace_corrections[-1] if len(w.pace_corrections) > corrections else None
-            lead = w.team.gather({"over": over, "rest": rest, "k": k,
-                                  "capped": w.rests_capped - capped})[0]
-            over, rest = bool(lead["over"]), int(lead["rest"])
-            # the summary's pace is what sized the rests: the leader's correction and cap
-            del w.pace_corrections[corrections:]
-            if lead["k"] is not None:
-                w.pace_corrections.append(float(lead["k"]))
-            w.rests_capped = capped + int(lead["capped"])
+            over, rest = self.leaders_pace(pace, over, rest)
         if over:
+            self.pace_unspent(pace)
             w.recorder.record_pending()
             w.result = _core.live_finish()
             w.notes.append(f"the budget ({w.o.budget_s:g} s) ran out before a decision")
@@ -127,6 +120,7 @@ class Search(Part):
             w.recorder.record_pending()
             arm = _core.live_next()
         if arm == -1:
+            self.pace_unspent(pace)
             w.result = _core.live_result()
             self.decide()
             return
@@ -146,6 +140,34 @@ class Search(Part):
             w.pace.begin_rest(arm, rest)
         else:
             self.next_block(_core.activity_now(), arm)
+
+    def pace_mark(self) -> tuple:
+        """Where the pace's figures stand before a rest is sized: Pace.rest_length appends
+        a correction and a cap (the budget's ratio) and counts a capped rest."""
+        w = self.w
+        return len(w.pace_corrections), len(w.rest_ratios), w.rests_capped
+
+    def pace_unspent(self, mark: tuple):
+        """The rest sized since ``mark`` never runs (the search ends): its figures are not
+        the summary's, which says what sized the rests that ran."""
+        w = self.w
+        del w.pace_corrections[mark[0]:], w.rest_ratios[mark[1]:]
+        w.rests_capped = mark[2]
+
+    def leaders_pace(self, mark: tuple, over: bool, rest: int) -> tuple[bool, int]:
+        """A team's ranks switch together: each sends its clock (the budget spent) and the
+        rest its pace sized, with the figures that sized it, and every rank takes the
+        leader's, figures too, so that each rank's summary says what sized its rests."""
+        w = self.w
+        lead = w.team.gather({"over": over, "rest": rest,
+                              "k": w.pace_corrections[mark[0]:],
+                              "ratio": w.rest_ratios[mark[1]:],
+                              "capped": w.rests_capped - mark[2]})[0]
+        self.pace_unspent(mark)
+        w.pace_corrections += [float(k) for k in lead.get("k", [])]
+        w.rest_ratios += lead.get("ratio", [])
+        w.rests_capped += int(lead.get("capped", 0))
+        return bool(lead["over"]), int(lead["rest"])
 
     def ready_ahead(self) -> float | None:
         """Before the block's synchronization: the next arm's graphs readied
