@@ -465,7 +465,8 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
     """tools/investigations/zoo-advise (its runs faked) starts `ddp` under torchrun, compares
     the digests rank by rank, and keeps the watcher's split of observing (the hooks, the
-    replays and syncs that only counted, the rests at their cap)."""
+    replays and syncs that only counted, the rests at their cap) and what else the advise loop
+    held (the arms tried, the search's share, CUPTI after the decision)."""
     import json as _json
     za = tool_script.load("tools/investigations/zoo-advise")
     cmds = []
@@ -480,11 +481,13 @@ def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
                 _json.dump({"digest": rank1[tag] if r else 1}, f)
         if "--json" in cmd:
             with open(cmd[cmd.index("--json") + 1], "w") as f:
-                _json.dump({"decision_s": 9.0, "watching": {
+                _json.dump({"decision_s": 9.0, "cupti": {"now": "attached"}, "watching": {
                     "observing_share": 0.011, "hooks_share": 0.006, "hook_calls": 900,
                     "fast_calls": 800, "fast_us_per_call": 0.3, "rests_capped": 60,
-                    "max_rest_ratio": 24.0}}, f)
-        return types.SimpleNamespace(returncode=0, stderr="loop: 9 iterations in 4.0 s\n"), 1
+                    "max_rest_ratio": 24.0, "exploring_share": 0.004}}, f)
+        secs = 18.0 if tag == "advise" else 16.0
+        return types.SimpleNamespace(returncode=0,
+                                     stderr=f"loop: 9 iterations in {secs} s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
     r = za.one("ddp", 9, 30, str(tmp_path), verify=False)
     assert "torch.distributed.run" in cmds[0] and "--nproc-per-node" in cmds[0]
@@ -492,7 +495,11 @@ def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
     assert r["same_advise"] is True and r["observing"] == 0.011
     assert (r["hooks_share"], r["hook_calls"], r["fast_calls"]) == (0.006, 900, 800)
     assert (r["rests_capped"], r["max_rest_ratio"]) == (60, 24.0)    # the pace at its cap
-    assert r["plain_loop_s"] == r["advise_loop_s"] == 4.0
+    assert (r["plain_loop_s"], r["advise_loop_s"]) == (16.0, 18.0)
+    # what the advise loop holds beside observing: its ratio to the plain one, the search's
+    # share of it, the arms tried, CUPTI after the decision
+    assert r["loop_ratio"] == pytest.approx(1.125) and r["search_share_of_loop"] == 0.5
+    assert (r["exploring_share"], r["cupti_after"]) == (0.004, "attached")
     rank1["advise"] = 8            # one rank's output differs: not the same
     assert za.one("ddp", 9, 30, str(tmp_path), verify=False)["same_advise"] is False
 
