@@ -254,6 +254,32 @@ def test_pace_compares_walls_only_where_the_baselines_rests_hold_still():
         assert got["hooks_share"] > 0
 
 
+@pytest.mark.parametrize("unit", [("tick",), ("replay", "g1")])
+def test_a_tick_units_figures_say_they_hold_the_watchers_time_only(unit):
+    """Where the search's unit is the clock's tick, a unit's wall is the clock's period, not the
+    program's pace: what the records cost the program's launches, and what an arm tried cost
+    it, do not show in walls per tick. The figures say so (``covers``) and give no recording
+    cost or exploring; what watching added is the watcher's own time (the switches, the blocks
+    beyond their ticks), counted as for any unit. A program's own calls as the unit keep all."""
+    # rests at 1-3 us a unit (arm 2's the slowest: exploring), blocks at 20 us a unit; 3 ms
+    # switches
+    blocks = [Block(a, start=0, end=80_000, units=4, rest_ns=4000 * (1 + a), rest_units=4)
+              for a in (0, 1, 2, 2, 0, 1, 2, 2)]
+    w = _pace_owner(blocks, unit=unit, hook_ns=0, hook_calls=0, rest_units=4,
+                    rests_capped=0, spanning=0, install_ms=[1.0], windows_ms=[0.5],
+                    ahead_ms=[], ahead_hidden=0, switch_work_ms=[3.0] * 8)
+    got = w.costs.watching()
+    work = 8 * 3e6
+    rests = sum(b.rest_ns for b in blocks)
+    wall = work + 8 * 80_000 + rests
+    ticks = unit == ("tick",)
+    assert got["covers"] == ("the watcher's time" if ticks else "records and switches")
+    assert got["added_share"] == pytest.approx((work + 8 * 80_000 - rests) / wall)
+    assert (got["record_cost"] is None) is ticks
+    assert (got["exploring_share"] is None) is ticks
+    assert not ticks or got["exploring_worst"] is None
+
+
 # ---- the switcher ------------------------------------------------------------------------------
 
 class _Graph:

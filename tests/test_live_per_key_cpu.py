@@ -104,6 +104,25 @@ def test_the_summary_says_why_watching_was_not_measured_under_a_mix(world):  # n
     assert text.count("graphs readied") == 1 and text.count("its own work after") == 1, text
 
 
+def test_the_summary_says_a_tick_units_figure_is_the_watchers_time_only(world):  # noqa: F811
+    """Where the unit is the clock's tick (Costs.ticks: covers "the watcher's time"), the text
+    gives what the switches and blocks added, says that the records' cost on the program's own
+    pace is not seen and what measures it, and gives no recording cost per unit."""
+    _, s = _advise(world, 1.25)
+    s["watching"].update(covers="the watcher's time", record_cost=None, added_share=0.0042,
+                         exploring_share=None, exploring_worst=None, recorded_share=0.05,
+                         rest_units=80, max_overhead=0.01, hooks_share=0.0,
+                         observing_share=0.0042, hook_us_per_call=None)
+    text = summary_text(s)
+    assert ("the switches and the blocks' time beyond their ticks added 0.42 % to the "
+            "search's wall time") in text, text
+    assert "records cost the program's own pace is not seen here" in text
+    assert "advise --placebo" in text and "recording cost" not in text
+    s["watching"].update(covers="records and switches", record_cost=0.031)
+    text = summary_text(s)
+    assert "recording cost +3.1 % per unit; watching added 0.42 %" in text, text
+
+
 def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_path):  # noqa: F811
     """advise --placebo in the world where a window on the table with 8 MiB set aside makes
     k_gather 1.25x faster: the arms' windows still go on the graph's nodes (normal hit and miss

@@ -332,9 +332,16 @@ def summary_text(r: dict) -> str:
         lines.append(f"  pace: {100 * w['recorded_share']:.0f} % of the search's units "
                      f"recorded (rests of {w['rest_units']} units before each block, to add "
                      f"at most "
-                     f"{100 * w['max_overhead']:g} %); recording cost "
-                     f"{100 * w['record_cost']:+.1f} % per unit; watching added "
-                     f"{100 * w['added_share']:.2f} % to the search's wall time"
+                     f"{100 * w['max_overhead']:g} %); "
+                     + (f"recording cost {100 * w['record_cost']:+.1f} % per unit; watching "
+                        f"added {100 * w['added_share']:.2f} % to the search's wall time"
+                        if w.get("covers") != "the watcher's time" else
+                        f"the switches and the blocks' time beyond their ticks added "
+                        f"{100 * w['added_share']:.2f} % to the search's "
+                        f"wall time; what the records cost the program's own pace is not "
+                        f"seen here (the unit is the clock's tick, whose wall is the clock's: "
+                        f"advise --placebo, timed against a plain run of the same work, "
+                        f"measures it)")
                      + _correction_said(w.get("pace_correction")))
         if w.get("hooks_share") is not None:
             lines.append(f"  hooks: {w['hook_us_per_call'] or 0:.2f} us per call of the "

@@ -630,6 +630,10 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # False where the program's mix moved its unrecorded walls per unit from rest to rest
         # (the pace's "comparable"): observing is then not measurable in the program
         "observing_comparable": watching.get("comparable", True),
+        # "the watcher's time" where the unit is the clock's tick: the figure then holds the
+        # switches and the blocks beyond their ticks, not what the records cost the program's
+        # own pace (Costs.ticks)
+        "observing_covers": watching.get("covers"),
         # what the arms tried cost the program beyond the baselines' pace (their rests' wall
         # per unit): trying plans, apart from observing; no bar (a size, wall time)
         "exploring_share": _num(watching.get("exploring_share")),
@@ -783,6 +787,9 @@ def _watching_text(r: dict) -> str:
             + ("" if "observing_share" not in r else
                f", the hooks on every call {_f(r.get('hooks_share'), '{:.2%}')}: observing "
                f"{_f(r.get('observing_share'), '{:.2%}')} in all")
+            + ("" if r.get("observing_covers") != "the watcher's time" else
+               " (the watcher's own time only: the unit is the clock's tick, so what the "
+               "records cost the program's own pace is not in it)")
             + ("" if r.get("exploring_share") is None else
                f"; the arms tried cost the program {_f(r['exploring_share'], '{:+.2%}')} of "
                f"the search's wall beyond the baselines' pace"))
