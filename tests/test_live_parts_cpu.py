@@ -342,7 +342,7 @@ def test_switcher_sets_only_the_windows_that_change():
     assert changed[-1] == ([(None, [1])], True)
 
 
-def _install_owner(placebo):
+def _install_owner(placebo, windows=True):
     dev = _ns(persisting_l2_limit=3 << 20)
     g = _Graph({0: [1, 3]})
     hot = switcher.Target(0x1000, 4096, 3.0, places=[(g, 0)])
@@ -350,7 +350,23 @@ def _install_owner(placebo):
             {"set_aside": 1 << 20, "windows": [(0, 0.25, "persisting", "streaming")]},
             {"set_aside": 2 << 20, "windows": [(0, 0.5, "persisting", "streaming")]}]
     return _ns(arms=arms, targets=[hot], device=dev, default_limit=3 << 20,
-               o=_ns(placebo=placebo), stream_windows=None), g
+               o=_ns(placebo=placebo, placebo_windows=windows), stream_windows=None), g
+
+
+def _install_arms(monkeypatch, placebo, windows=True):
+    """Arms 2, 3 and 0 installed in turn on _install_owner's graph: each install's node windows
+    and the set-aside after it."""
+    monkeypatch.setattr(switcher, "_core", _ns(reset_persisting_l2=lambda dev: None))
+    w, g = _install_owner(placebo, windows)
+    s = switcher.Switcher(w)
+    set_windows, limits = [], []
+    monkeypatch.setattr(s, "windowed_graphs", lambda: [g])
+    monkeypatch.setattr(s, "set_graph_windows",
+                        lambda graph, want, fresh: set_windows.append(dict(want)) or True)
+    for arm in (2, 3, 0):
+        s.install(arm)
+        limits.append(w.device.persisting_l2_limit)
+    return set_windows, limits
 
 
 @pytest.mark.parametrize("placebo", [False, True])
@@ -358,18 +374,9 @@ def test_switcher_placebo_installs_each_arms_windows_with_no_effect(monkeypatch,
     """advise --placebo: the same windows on the same nodes, arm by arm (so the switches do the
     same work), but with normal hit and miss properties, and the device's default set-aside:
     the program runs as under no plan while observing costs what it does."""
-    made, set_windows = [], []
+    made = []
     monkeypatch.setattr(switcher, "_window", lambda *key: made.append(key) or key)
-    monkeypatch.setattr(switcher, "_core", _ns(reset_persisting_l2=lambda dev: None))
-    w, g = _install_owner(placebo)
-    s = switcher.Switcher(w)
-    monkeypatch.setattr(s, "windowed_graphs", lambda: [g])
-    monkeypatch.setattr(s, "set_graph_windows",
-                        lambda graph, want, fresh: set_windows.append(dict(want)) or True)
-    limits = []
-    for arm in (2, 3, 0):
-        s.install(arm)
-        limits.append(w.device.persisting_l2_limit)
+    set_windows, limits = _install_arms(monkeypatch, placebo)
     props = {(k[2], k[3], k[4]) for k in made}
     if placebo:
         assert limits == [3 << 20] * 3                       # the default, always
@@ -380,6 +387,21 @@ def test_switcher_placebo_installs_each_arms_windows_with_no_effect(monkeypatch,
     # the same nodes windowed, and the arms' windows differ (a switch changes them)
     assert [sorted(d) for d in set_windows] == [[1, 3], [1, 3], []]
     assert set_windows[0][1][0] != set_windows[1][1][0]
+
+
+def test_a_placebo_without_windows_sets_none(monkeypatch):
+    """L2PERSIST_PLACEBO_WINDOWS=0 (a diagnostic beside advise --placebo): every arm installs
+    no window on any node or stream, the set-aside stays the default: the records, rests and
+    switches alone, to tell their cost from the windows'. Without --placebo it changes
+    nothing."""
+    assert live.Options.from_env({"L2PERSIST_PLACEBO": "1",
+                                  "L2PERSIST_PLACEBO_WINDOWS": "0"}).placebo_windows is False
+    assert live.Options.from_env({"L2PERSIST_PLACEBO": "1"}).placebo_windows is True
+    monkeypatch.setattr(switcher, "_window", lambda *key: key)
+    for placebo, want_nodes in ((True, [[], [], []]), (False, [[1, 3], [1, 3], []])):
+        set_windows, limits = _install_arms(monkeypatch, placebo, windows=False)
+        assert [sorted(d) for d in set_windows] == want_nodes
+        assert limits == ([3 << 20] * 3 if placebo else [1 << 20, 2 << 20, 0])
 
 
 class _Renewable(_Graph):

@@ -326,7 +326,7 @@ def test_a_lane_starts_only_a_part_that_fits_the_time_left(tmp_path):
     assert rows["zoo-libs"][1].startswith("not started") and "needs 450 s" in rows["zoo-libs"][1]
     assert rows["studies"] == ("0", "passed"), r.stdout
     d = _share(1, ONLY_PARTS="zoo-libs studies cpu")
-    assert "needs zoo-libs 450 s" in d.stdout and "needs cpu 250 s" in d.stdout
+    assert "needs zoo-libs 450 s" in d.stdout and "needs cpu 360 s" in d.stdout
     assert "needs zoo-libs 7 s" in _share(1, ONLY_PARTS="zoo-libs", MIN_PART_S="7").stdout
 
 
@@ -460,6 +460,24 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
     # each run's readying ahead, from its watcher's figures
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
+
+
+def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
+    """--after-sync and --no-windows each add a placebo variant with its environment (the
+    readying after the synchronization; no window anywhere), after the plain placebo."""
+    za = tool_script.load("tools/investigations/zoo-advise")
+    asked = []
+    monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants:
+                        asked.append((name, iters, rounds, variants)) or [])
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
+                                      "--after-sync", "--no-windows", "eager_implicit:900"])
+    za.main()
+    (name, iters, rounds, variants), = asked
+    assert (name, iters, rounds) == ("eager_implicit", 900, 2)
+    assert variants == [("placebo", (), {}), ("after_sync", (), {"L2PERSIST_READY_AHEAD": "0"}),
+                        ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"})]
+    assert json.loads((tmp_path / "zoo-placebo.json").read_text())["rows"] == []
 
 
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):

@@ -90,6 +90,9 @@ class Options:
                                    # after it, as before (tools/investigations/zoo-advise)
     placebo: bool = False          # advise --placebo: arms installed with no effect (what
                                    # observing costs, timed against a plain run)
+    placebo_windows: bool = True   # with placebo, L2PERSIST_PLACEBO_WINDOWS=0: no window set
+                                   # at all (what the windows on streams and nodes cost apart
+                                   # from the records: tools/investigations/zoo-advise)
     apply_release: bool = False    # apply --release-cupti (experimental): CUPTI let go once
                                    # the stream windows matched (process/launches.py)
     result: str | None = None      # where the child writes its result (JSON)
@@ -116,6 +119,7 @@ class Options:
         o.graph_records = env.get("L2PERSIST_GRAPH_RECORDS", "") == "1"
         o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
+        o.placebo_windows = env.get("L2PERSIST_PLACEBO_WINDOWS", "1") != "0"
         o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         device_key = "L2PERSIST_DEVICE" if env.get("L2PERSIST_DEVICE") else "LOCAL_RANK"

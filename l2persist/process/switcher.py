@@ -167,6 +167,8 @@ class Switcher(Part):
         """The arm's windows: {id(graph): {node: (key, window)}} and {stream: (key, window)}."""
         want: dict[int, dict] = {}
         on_streams: dict[int, tuple] = {}
+        if placebo and not getattr(self.w.o, "placebo_windows", True):
+            return want, on_streams     # a placebo with no window anywhere (a diagnostic)
         for g, nodes, base, nbytes, hit, hp, mp, _rec in self.placements(a):
             if placebo:
                 hp = mp = "normal"
