@@ -275,6 +275,7 @@ def test_a_tick_units_figures_say_they_hold_the_watchers_time_only(unit):
     ticks = unit == ("tick",)
     assert got["covers"] == ("the watcher's time" if ticks else "records and switches")
     assert got["added_share"] == pytest.approx((work + 8 * 80_000 - rests) / wall)
+    assert got["observing_share"] == pytest.approx(got["added_share"])     # no hooks here
     assert (got["record_cost"] is None) is ticks
     assert (got["exploring_share"] is None) is ticks
     assert not ticks or got["exploring_worst"] is None
@@ -2170,7 +2171,7 @@ def test_landing_reads_checked_blocks_and_the_core_judges_each_arm(monkeypatch):
     arms = [{"windows": []}, {"windows": []}, {"windows": ["t1"]}]
     placed = {0: [], 1: [], 2: [("g", [0], 0x1000, 8192, 1.0, "persisting", "streaming", 0)]}
     w = _landing_owner(arms=arms)
-    w.switcher = _ns(placements=lambda a: placed[arms.index(a)])
+    w.switcher = _ns(placements=lambda a: placed[arms.index(a)], windowless=lambda: False)
     blocks = [Block(arm=2, start=0, attrs=True), Block(arm=2, start=1, attrs=False),
               Block(arm=1, start=2, attrs=True)]
     part = landing.Landing(w)

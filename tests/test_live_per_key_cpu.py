@@ -9,6 +9,8 @@ CLI prints and the HTML report must say so per kernel, not only for the whole lo
 import json
 import re
 
+import pytest
+
 from l2persist.process import live
 from l2persist.process.report import per_key_lines, summary_text, write_report
 
@@ -123,14 +125,17 @@ def test_the_summary_says_a_tick_units_figure_is_the_watchers_time_only(world): 
     assert "recording cost +3.1 % per unit; watching added 0.42 %" in text, text
 
 
-def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("windows", [True, False])
+def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_path,  # noqa: F811
+                                                                     windows):
     """advise --placebo in the world where a window on the table with 8 MiB set aside makes
     k_gather 1.25x faster: the arms' windows still go on the graph's nodes (normal hit and miss
     properties), the set-aside stays the default (4 MiB), so no arm helps and no plan is
-    written; the summary says it was a placebo."""
+    written; the summary says it was a placebo. With L2PERSIST_PLACEBO_WINDOWS=0 no window
+    goes on any node, no arm is meant to have one, and the summary says that too."""
     world.gain = 1.25
     w = live.Watcher(live.Options(mode="advise", warmup_s=0.01, block_units=4, budget_s=30.0,
-                                  placebo=True))
+                                  placebo=True, placebo_windows=windows))
     seen = []
     real = type(world).kernel_ns
 
@@ -143,11 +148,18 @@ def test_placebo_advise_switches_the_same_windows_and_finds_nothing(world, tmp_p
     run_program(world, w)
     assert w.state == "done", w.notes
     s = json.loads(json.dumps(w.summary(), default=live._jsonable))
-    assert s["placebo"] is True and s["plan"] is None
+    assert s["placebo"] is True and s["plan"] is None and s["placebo_windows"] is windows
     assert not s["result"]["helps"], s["result"]
+    line = summary_text(s).splitlines()[1]
+    assert line.startswith("  placebo: every arm ran as no plan")
+    assert ("no window set anywhere" in line) is not windows, line
+    if not windows:
+        assert seen == [] and w.switcher.windowless()
+        assert all(w.landing.meant(a) == [] for a in range(len(w.arms)))
+        return
     assert seen and {(hp, mp) for hp, mp, _ in seen} == {("normal", "normal")}
     assert {lim for _, _, lim in seen} == {4 * 1024 * 1024}
-    assert summary_text(s).splitlines()[1].startswith("  placebo: every arm ran as no plan")
+    assert any(w.landing.meant(a) for a in range(2, len(w.arms)))
 
 
 NCCL = "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"

@@ -258,6 +258,26 @@ def test_observing_under_a_mix_is_not_judged():
     assert bars_of(record(advise_summary=summary(added=None)))["bar_overhead"] is False
 
 
+def test_observing_in_ticks_is_not_judged_and_its_text_gives_no_recording_cost():
+    """Where the unit is the clock's tick the watcher's figure is its own time only (covers
+    "the watcher's time"): the bar is not applicable rather than met on a figure that cannot
+    see the records' cost, the row keeps what it covers, and the findings' text gives no
+    recording cost per unit. Another unit's figure is judged as before."""
+    summ = summary(hooks=0.0)
+    summ["watching"].update(covers="the watcher's time", record_cost=None)
+    r = record(advise_summary=summ)
+    assert r["observing_covers"] == "the watcher's time" and r["observing_share"] is not None
+    assert bars_of(r)["bar_overhead"] is None
+    words = dict((k, t) for k, t, _ in live.program_bars(r))["bar_overhead"]
+    assert "clock's tick" in words and "advise --placebo" in words
+    text = live._watching_text(r)
+    assert "recording" not in text and "the watcher's own time only" in text, text
+    summ["watching"]["covers"] = "records and switches"
+    r = record(advise_summary=summ)
+    assert bars_of(r)["bar_overhead"] is not None
+    assert "recording" in live._watching_text(r)
+
+
 def test_a_record_stored_before_the_overhead_bar_is_not_judged_on_it():
     r = record()
     assert r["observing_share"] == pytest.approx(0.017) and bars_of(r)["bar_overhead"]

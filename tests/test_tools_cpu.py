@@ -478,6 +478,11 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     assert variants == [("placebo", (), {}), ("after_sync", (), {"L2PERSIST_READY_AHEAD": "0"}),
                         ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"})]
     assert json.loads((tmp_path / "zoo-placebo.json").read_text())["rows"] == []
+    # without --placebo they would be ignored: refused by name instead
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--no-windows", "eager_implicit:900"])
+    with pytest.raises(SystemExit) as e:
+        za.main()
+    assert e.value.code == 2 and asked == [(name, iters, rounds, variants)]
 
 
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):

@@ -69,7 +69,10 @@ class Landing(Part):
                 seen[wid] = seen.get(wid, 0) + n
 
     def meant(self, arm: int) -> list:
-        """(base, bytes) of each window the arm installs (the switcher's placements)."""
+        """(base, bytes) of each window the arm installs (the switcher's placements; none in a
+        placebo that sets no window)."""
+        if self.w.switcher.windowless():
+            return []
         a = self.w.arms[arm]
         return sorted({(base, nbytes)
                        for _g, _n, base, nbytes, *_ in self.w.switcher.placements(a)})

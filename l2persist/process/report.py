@@ -314,9 +314,12 @@ def summary_text(r: dict) -> str:
              f"{unit_text}, {r['units_per_block']} per block",
              "  " + verdict_line(r)]
     if r.get("placebo"):
-        lines.insert(1, "  placebo: every arm ran as no plan (normal hit and miss properties, "
-                        "the default set-aside); the verdict below compares arms that differ "
-                        "in nothing, and no plan is written")
+        how = ("no window set anywhere (L2PERSIST_PLACEBO_WINDOWS=0: the records, rests and "
+               "switches alone)" if r.get("placebo_windows") is False
+               else "normal hit and miss properties")
+        lines.insert(1, f"  placebo: every arm ran as no plan ({how}, the default set-aside); "
+                        "the verdict below compares arms that differ in nothing, and no plan "
+                        "is written")
     lines += busy_lines(r)
     per = r.get("per_arm", {})
     for key, label in (("0", "limit 0"), ("1", "default")):

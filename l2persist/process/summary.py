@@ -206,6 +206,9 @@ class Report(Part):
             "search_s": (time.perf_counter() - w.search_t0) if w.search_t0 else 0.0,
             # advise --placebo: every arm ran as no plan; no plan to write
             "placebo": bool(getattr(w.o, "placebo", False)),
+            # ... and whether its arms set their windows (L2PERSIST_PLACEBO_WINDOWS=0: none)
+            "placebo_windows": (bool(getattr(w.o, "placebo_windows", True))
+                                if getattr(w.o, "placebo", False) else None),
             "plan": (self.make_plan() if w.o.mode == "advise" and w.result
                      and not getattr(w.o, "placebo", False) else None),
         }

@@ -163,12 +163,18 @@ class Switcher(Part):
                     made += 1
         return made
 
+    def windowless(self) -> bool:
+        """advise --placebo with L2PERSIST_PLACEBO_WINDOWS=0 (a diagnostic): no arm sets a
+        window on any node or stream, so the records, rests and switches are timed alone."""
+        o = self.w.o
+        return bool(getattr(o, "placebo", False)) and not getattr(o, "placebo_windows", True)
+
     def _wants(self, a: dict, placebo: bool) -> tuple:
         """The arm's windows: {id(graph): {node: (key, window)}} and {stream: (key, window)}."""
         want: dict[int, dict] = {}
         on_streams: dict[int, tuple] = {}
-        if placebo and not getattr(self.w.o, "placebo_windows", True):
-            return want, on_streams     # a placebo with no window anywhere (a diagnostic)
+        if placebo and self.windowless():
+            return want, on_streams
         for g, nodes, base, nbytes, hit, hp, mp, _rec in self.placements(a):
             if placebo:
                 hp = mp = "normal"

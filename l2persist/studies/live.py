@@ -676,6 +676,12 @@ def _overhead_bar(r: dict, p: str) -> tuple:
                                 "wall time: not measurable in it (its mix of work moved the "
                                 "walls per unit from rest to rest more than a comparison "
                                 "allows)", None)
+    if r.get("observing_covers") == "the watcher's time":
+        return ("bar_overhead", f"{p}: observing under {BAR_OVERHEAD:.0%} of the program's "
+                                "wall time: not measurable in it (the unit is the clock's "
+                                "tick, whose wall is the clock's: what the records cost the "
+                                "program's own pace does not show; advise --placebo measures "
+                                "it)", None)
     if "observing_share" in r:
         v = r["observing_share"]
         return ("bar_overhead", f"{p}: observing (watching added and the hooks on every call) "
@@ -781,9 +787,11 @@ def _switch_work_text(r: dict) -> str:
 def _watching_text(r: dict) -> str:
     if "watch_added" not in r:     # stored before the watcher measured it
         return ""
+    ticks = r.get("observing_covers") == "the watcher's time"
     return (f"; watching added {_f(r.get('watch_added'), '{:.2%}')} to the wall time while "
-            f"searching ({_f(r.get('recorded_share'), '{:.0%}')} of its units recorded, "
-            f"recording {_f(r.get('record_cost'), '{:+.1%}')} per unit)"
+            f"searching ({_f(r.get('recorded_share'), '{:.0%}')} of its units recorded"
+            + ("" if ticks else f", recording {_f(r.get('record_cost'), '{:+.1%}')} per unit")
+            + ")"
             + ("" if "observing_share" not in r else
                f", the hooks on every call {_f(r.get('hooks_share'), '{:.2%}')}: observing "
                f"{_f(r.get('observing_share'), '{:.2%}')} in all")
