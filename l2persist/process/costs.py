@@ -17,6 +17,10 @@ from .summary import WALL_SPREAD_MAX, _relative_spread
 #: size the next rests for four times the cost: Costs.correction).
 CORRECTION_MAX = 4.0
 CORRECTION_PAIRS = 8
+#: What the summary's figures cover (its ``covers``): where the unit is the clock's tick, only
+#: the watcher's own time (Costs.ticks); else the records' cost on the program's pace too.
+COVERS_TICKS = "the watcher's time"
+COVERS_ALL = "records and switches"
 
 
 class Costs(Part):
@@ -133,7 +137,7 @@ class Costs(Part):
         # measures the rest: at 0cc5875 on an H200, three of the four tick programs' advise
         # loops ran 1.12-1.19x their plain runs, one pair each, where this figure said
         # 0.8-1.0 %)
-        out["covers"] = "the watcher's time" if ticks else "records and switches"
+        out["covers"] = COVERS_TICKS if ticks else COVERS_ALL
         if ticks:
             out.update(record_cost=None, exploring_share=None, exploring_worst=None)
         if not out["comparable"]:

@@ -12,6 +12,7 @@ import statistics
 
 from .._format import kernel_label
 from .. import _core
+from .costs import COVERS_TICKS
 from .streams import PER_THREAD
 from .summary import WALL_SPREAD_MAX, compared
 
@@ -338,7 +339,7 @@ def summary_text(r: dict) -> str:
                      f"{100 * w['max_overhead']:g} %); "
                      + (f"recording cost {100 * w['record_cost']:+.1f} % per unit; watching "
                         f"added {100 * w['added_share']:.2f} % to the search's wall time"
-                        if w.get("covers") != "the watcher's time" else
+                        if w.get("covers") != COVERS_TICKS else
                         f"the switches and the blocks' time beyond their ticks added "
                         f"{100 * w['added_share']:.2f} % to the search's "
                         f"wall time; what the records cost the program's own pace is not "

@@ -35,6 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from ..process.costs import COVERS_TICKS
 from ..results import PlotSpec
 
 TITLE = "advise / verify / apply -- COMMAND: a zoo of programs watched, never called"
@@ -630,7 +631,7 @@ def program_record(program: str, iters: int, plain: list, advise: dict | None,
         # False where the program's mix moved its unrecorded walls per unit from rest to rest
         # (the pace's "comparable"): observing is then not measurable in the program
         "observing_comparable": watching.get("comparable", True),
-        # "the watcher's time" where the unit is the clock's tick: the figure then holds the
+        # COVERS_TICKS where the unit is the clock's tick: the figure then holds the
         # switches and the blocks beyond their ticks, not what the records cost the program's
         # own pace (Costs.ticks)
         "observing_covers": watching.get("covers"),
@@ -676,7 +677,7 @@ def _overhead_bar(r: dict, p: str) -> tuple:
                                 "wall time: not measurable in it (its mix of work moved the "
                                 "walls per unit from rest to rest more than a comparison "
                                 "allows)", None)
-    if r.get("observing_covers") == "the watcher's time":
+    if r.get("observing_covers") == COVERS_TICKS:
         return ("bar_overhead", f"{p}: observing under {BAR_OVERHEAD:.0%} of the program's "
                                 "wall time: not measurable in it (the unit is the clock's "
                                 "tick, whose wall is the clock's: what the records cost the "
@@ -787,7 +788,7 @@ def _switch_work_text(r: dict) -> str:
 def _watching_text(r: dict) -> str:
     if "watch_added" not in r:     # stored before the watcher measured it
         return ""
-    ticks = r.get("observing_covers") == "the watcher's time"
+    ticks = r.get("observing_covers") == COVERS_TICKS
     return (f"; watching added {_f(r.get('watch_added'), '{:.2%}')} to the wall time while "
             f"searching ({_f(r.get('recorded_share'), '{:.0%}')} of its units recorded"
             + ("" if ticks else f", recording {_f(r.get('record_cost'), '{:+.1%}')} per unit")
@@ -795,7 +796,7 @@ def _watching_text(r: dict) -> str:
             + ("" if "observing_share" not in r else
                f", the hooks on every call {_f(r.get('hooks_share'), '{:.2%}')}: observing "
                f"{_f(r.get('observing_share'), '{:.2%}')} in all")
-            + ("" if r.get("observing_covers") != "the watcher's time" else
+            + ("" if not ticks else
                " (the watcher's own time only: the unit is the clock's tick, so what the "
                "records cost the program's own pace is not in it)")
             + ("" if r.get("exploring_share") is None else
