@@ -463,26 +463,33 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
-    """--after-sync and --no-windows each add a placebo variant with its environment (the
-    readying after the synchronization; no window anywhere), after the plain placebo."""
+    """--after-sync, --no-windows and --max-overhead each add a placebo variant with its
+    environment (the readying after the synchronization; no window anywhere; a tighter pace),
+    after the plain placebo."""
     za = tool_script.load("tools/investigations/zoo-advise")
     asked = []
     monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants:
                         asked.append((name, iters, rounds, variants)) or [])
     monkeypatch.setenv("OUT", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
-                                      "--after-sync", "--no-windows", "eager_implicit:900"])
+                                      "--after-sync", "--no-windows", "--max-overhead", "0.25",
+                                      "eager_implicit:900"])
     za.main()
     (name, iters, rounds, variants), = asked
     assert (name, iters, rounds) == ("eager_implicit", 900, 2)
     assert variants == [("placebo", (), {}), ("after_sync", (), {"L2PERSIST_READY_AHEAD": "0"}),
-                        ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"})]
+                        ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"}),
+                        ("pace_0.25pct", ("--max-overhead", "0.25"), {})]
     assert json.loads((tmp_path / "zoo-placebo.json").read_text())["rows"] == []
     # without --placebo they would be ignored: refused by name instead
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--no-windows", "eager_implicit:900"])
     with pytest.raises(SystemExit) as e:
         za.main()
     assert e.value.code == 2 and asked == [(name, iters, rounds, variants)]
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--max-overhead", "0.2", "eager_implicit:9"])
+    with pytest.raises(SystemExit) as e:
+        za.main()
+    assert e.value.code == 2 and len(asked) == 1
 
 
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
