@@ -419,7 +419,8 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
             with open(cmd[cmd.index("--json") + 1], "w") as f:
                 _json.dump({"decision_s": 30.0, "watching": {
                     "observing_share": 0.012, "ahead": 0 if env else 40, "ahead_hidden": 36,
-                    "ahead_ms_median": 2.9, "switch_work_ms_median": 0.4}}, f)
+                    "ahead_ms_median": 2.9, "switch_work_ms_median": 0.4, "rests": 50,
+                    "rests_capped": 7}}, f)
         secs = 61.2 if placebo else 60.0
         return types.SimpleNamespace(returncode=0, stderr=f"loop: 9 iterations in {secs} s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
@@ -440,6 +441,9 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     monkeypatch.setattr(za, "run", noisy_run)
     (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
     assert r["plain_spread"] == pytest.approx(1.5 / 60.75) and r["separated"] is False
+    # each placebo run over its own round's plain run (61.2 s each round)
+    assert r["paired_ratios"] == pytest.approx([61.2 / 60.0, 61.2 / 61.5])
+    assert za._span(r["paired_ratios"]) == "0.995-1.020" and za._span([]) == "-"
     # variants: each round a plain run, then a placebo per variant with its flags and its
     # environment; one row each
     flagged = []
@@ -460,6 +464,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
     # each run's readying ahead, from its watcher's figures
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
+    assert rows[1]["rests"] == [(50, 7)] * 2      # each run's rests, and those at their cap
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
@@ -490,6 +495,22 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as e:
         za.main()
     assert e.value.code == 2 and len(asked) == 1
+    # --variant NAME=FLAGS: advise's flags together, split as a shell would
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--variant",
+                                      "events_tight=--replay-events --max-overhead 0.25",
+                                      "decode_big:9"])
+    za.main()
+    assert asked[-1][3] == [("placebo", (), {}), ("events_tight", ("--replay-events",
+                                                                   "--max-overhead", "0.25"), {})]
+    for bad in ("events", "=--replay-events", "a b=--x", "x=", "x=  "):
+        monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--variant", bad, "d:9"])
+        with pytest.raises(SystemExit) as e:
+            za.main()
+        assert e.value.code == 2 and len(asked) == 2
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--variant", "x=--replay-events", "d:9"])
+    with pytest.raises(SystemExit):
+        za.main()
+    assert len(asked) == 2
 
 
 def test_zoo_advise_starts_two_ranks_as_the_study_does(monkeypatch, tmp_path):
