@@ -2580,7 +2580,8 @@ def test_the_hooks_and_the_count_read_none_once_cleared():
 
 def test_the_cost_estimate_uses_a_count_of_its_own():
     """fastcount.cost_ns() times a counted call on a count of its own: the process's count,
-    armed meanwhile, is left as it was, and the estimate is a finite, non-negative figure."""
+    armed meanwhile, is left as it was, and the estimate is a finite, positive figure (a
+    counted call is never free: see the next test)."""
     import math
     import threading
     import weakref
@@ -2589,10 +2590,29 @@ def test_the_cost_estimate_uses_a_count_of_its_own():
     fc.COUNT.arm(5, weakref.ref(g), threading.get_ident(), "the record")
     try:
         ns = fc.cost_ns()
-        assert math.isfinite(ns) and ns >= 0.0
+        assert math.isfinite(ns) and ns > 0.0
         assert (fc.COUNT.left, fc.COUNT.done, fc.COUNT.seen) == (5, 0, "the record")
     finally:
         fc.COUNT.disarm()
+
+
+def test_a_cost_estimate_lost_in_noise_is_measured_again_then_bounded_from_above(monkeypatch):
+    """The counted call does all the plain one does and more, so a difference of zero or less
+    is the machine's noise (a loaded two-core machine read 0, and the hooks' share of watching
+    with it): cost_ns measures again, up to its tries, and where the difference never comes
+    out positive takes the counted call's whole time, an upper bound."""
+    from l2persist.process import fastcount as fc
+    batches = iter([(80.0, 70.0), (80.0, 80.0), (60.0, 95.0)])   # (plain, counted) ns a call
+    monkeypatch.setattr(fc, "_fastest", lambda: next(batches))
+    assert fc.cost_ns() == 35.0                  # the third try resolved it
+    batches = iter([(80.0, 70.0)] * 3)
+    monkeypatch.setattr(fc, "_fastest", lambda: next(batches))
+    assert fc.cost_ns() == 70.0                  # never resolved: the counted call's whole time
+    with pytest.raises(StopIteration):           # three tries, no more
+        fc.cost_ns()
+    batches = iter([(50.0, 90.0), (80.0, 70.0)])
+    monkeypatch.setattr(fc, "_fastest", lambda: next(batches))
+    assert fc.cost_ns() == 40.0 and next(batches) == (80.0, 70.0)   # resolved: no more tries
 
 
 def test_patch_replay_with_a_count_installs_the_c_method_and_the_undo_removes_it(monkeypatch):
