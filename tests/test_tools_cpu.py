@@ -403,7 +403,8 @@ def test_live_zoo_runs_each_part_and_says_which_wrote_no_result(tmp_path):
 def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp_path):
     """tools/investigations/zoo-advise --placebo (no GPU: its runs faked): the loop times come
     from the programs' own `loop:` lines, plain and placebo alternate, and observing is the
-    loops' ratio over the share of the placebo loop the search took."""
+    loops' ratio over the share of the placebo loop the search took; every other round runs
+    backwards (the plain run last), and a run that wrote no digest is no match."""
     import json as _json
     za = tool_script.load("tools/investigations/zoo-advise")
     assert za.loop_s("x\nloop: 10 iterations in 2.5000 s\n") == 2.5 and za.loop_s("") is None
@@ -425,8 +426,20 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
         return types.SimpleNamespace(returncode=0, stderr=f"loop: 9 iterations in {secs} s\n"), 1
     monkeypatch.setattr(za, "run", fake_run)
     (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
-    assert calls == ["plain", "placebo", "plain", "placebo"]
+    assert calls == ["plain", "placebo", "placebo", "plain"]
     assert r["same"] and r["loop_ratio"] == pytest.approx(1.02)
+    # round 2's placebo run writes no digest: last round's file is gone, so no match
+    def silent_second(cmd, timeout, env=None):
+        if "--placebo" in cmd and calls.count("placebo") == 1:
+            calls.append("placebo")
+            return types.SimpleNamespace(returncode=1, stderr=""), 1
+        return fake_run(cmd, timeout, env)
+    calls.clear()
+    monkeypatch.setattr(za, "run", silent_second)
+    (r,) = za.placebo("eager_implicit", 9, 55, str(tmp_path), rounds=2)
+    assert calls == ["plain", "placebo", "placebo", "plain"] and r["same"] is False
+    assert r["placebo_loop_s"] == [61.2, None]
+    monkeypatch.setattr(za, "run", fake_run)
     assert r["search_share_of_loop"] == pytest.approx(30 / 61.2)
     assert r["observing_mixproof"] == pytest.approx(0.02 * 61.2 / 30)
     assert r["plain_spread"] == 0.0 and r["separated"] is True
@@ -458,8 +471,9 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=2,
                       variants=[("placebo", (), {}), ("events", ("--replay-events",), {}),
                                 ("after_sync", (), off)])
-    assert calls == ["plain", "placebo", "placebo", "placebo"] * 2
-    assert flagged == [(False, {}), (True, {}), (False, off)] * 2
+    assert calls == ["plain", "placebo", "placebo", "placebo"] + ["placebo"] * 3 + ["plain"]
+    assert flagged == [(False, {}), (True, {}), (False, off), (False, off), (True, {}),
+                       (False, {})]
     assert [x["variant"] for x in rows] == ["placebo", "events", "after_sync"]
     assert rows[0]["plain_loop_s"] == rows[1]["plain_loop_s"] == [60.0, 60.0]
     # each run's readying ahead, from its watcher's figures
@@ -595,7 +609,8 @@ def test_instantiate_in_flight_without_a_gpu_exits_2(capsys):
 
 def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, tmp_path):
     """tools/investigations/observing-parts (no GPU: its runs faked): every mode runs once a
-    round in the order given, the loops come from the programs' `loop:` lines, each mode's
+    round, in the order given and then reversed (a drift within a round moves the last modes
+    one way, then the other), the loops come from the programs' `loop:` lines, each mode's
     median is set against plain's, and a failed run counts as no loop."""
     op = tool_script.load("tools/investigations/observing-parts")
     secs = {"plain": iter([10.0, 10.4]), "clock": iter([11.0, 11.2]), "placebo": iter([0, 13.0])}
@@ -609,7 +624,7 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
                                      stderr=f"loop: 5 iterations in {s} s\n" if s else "boom")
     monkeypatch.setattr(op, "run", fake_run)
     r = op.measure("eager_implicit", 5, ["plain", "clock", "placebo"], 2, str(tmp_path / "o"))
-    assert seen == ["plain", "clock", "placebo"] * 2
+    assert seen == ["plain", "clock", "placebo", "placebo", "clock", "plain"]
     assert r["loop_s"]["placebo"] == [None, 13.0]
     assert r["ratio_to_plain"]["clock"] == pytest.approx(11.1 / 10.2)
     assert r["ratio_to_plain"]["placebo"] == pytest.approx(13.0 / 10.2)
