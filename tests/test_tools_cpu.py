@@ -616,15 +616,18 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     secs = {"plain": iter([10.0, 10.4]), "clock": iter([11.0, 11.2]), "placebo": iter([0, 13.0])}
     seen = []
 
-    def fake_run(cmd, timeout):
-        mode = "placebo" if "--placebo" in cmd else cmd[cmd.index("--child") + 1]
+    def fake_run(cmd, timeout, mode):
+        assert mode == ("placebo" if "--placebo" in cmd else cmd[cmd.index("--child") + 1])
         seen.append(mode)
         s = next(secs[mode])
+        if s:
+            (tmp_path / "o").write_text('{"digest": "d"}')
         return types.SimpleNamespace(returncode=0 if s else 1,
                                      stderr=f"loop: 5 iterations in {s} s\n" if s else "boom")
     monkeypatch.setattr(op, "run", fake_run)
     r = op.measure("eager_implicit", 5, ["plain", "clock", "placebo"], 2, str(tmp_path / "o"))
     assert seen == ["plain", "clock", "placebo", "placebo", "clock", "plain"]
+    assert r["same_outputs"] is False       # the failed placebo run wrote no digest
     assert r["loop_s"]["placebo"] == [None, 13.0]
     assert r["ratio_to_plain"]["clock"] == pytest.approx(11.1 / 10.2)
     assert r["ratio_to_plain"]["placebo"] == pytest.approx(13.0 / 10.2)
@@ -633,6 +636,44 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     cmd = op.command("placebo", "eager_implicit", 5, "o.json")
     assert cmd[1:5] == ["-m", "l2persist", "advise", "--placebo"] and "--iters" in cmd
     assert op.command("clock", "eager_implicit", 5, "o.json")[2:4] == ["--child", "clock"]
+
+
+def test_observing_parts_reads_what_each_tracker_counted_and_runs_the_interposer(monkeypatch,
+                                                                                 tmp_path):
+    """The interposed modes run the program with capture-interpose's library preloaded (its
+    report on); each run's counts are read from stderr: the library's line per process that
+    reached the driver, and the core's CUPTI counts the child printed; digests are compared
+    across every run."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    monkeypatch.setattr(op, "interpose_lib", lambda: "/x/l2p-interpose.so")
+    envs = []
+
+    def fake_subprocess_run(cmd, **kw):
+        envs.append(kw.get("env"))
+        (tmp_path / "o").write_text('{"digest": "same"}')
+        err = "loop: 5 iterations in 2.0 s\n"
+        if kw.get("env"):
+            err += ("interpose: pid 41 begun 3 failed 1 ended 2 open 0 unmatched 0 wrapped 4 "
+                    "unwrapped 0 full 0\ncupti captures: {\"begun\": 3, \"ended\": 2}\n")
+        return types.SimpleNamespace(returncode=0, stderr=err)
+    monkeypatch.setattr(op.subprocess, "run", fake_subprocess_run)
+    r = op.measure("decode_big", 5, ["plain", "interposed_watch"], 1, str(tmp_path / "o"))
+    assert envs[0] is None
+    assert envs[1]["LD_PRELOAD"] == "/x/l2p-interpose.so"
+    assert envs[1]["L2P_INTERPOSE_REPORT"] == "1"
+    (run,) = r["captures"]["interposed_watch"]
+    assert run["interpose"] == [{"pid": 41, "begun": 3, "failed": 1, "ended": 2, "open": 0,
+                                 "unmatched": 0, "wrapped": 4, "unwrapped": 0, "full": 0}]
+    assert run["cupti"] == {"begun": 3, "ended": 2}
+    assert r["same_outputs"] is True and "plain" not in r["captures"]
+
+    def no_digest_under_the_library(cmd, **kw):   # a run that ends well but writes nothing
+        if not kw.get("env"):
+            (tmp_path / "o").write_text('{"digest": "same"}')
+        return types.SimpleNamespace(returncode=0, stderr="loop: 5 iterations in 2.0 s\n")
+    monkeypatch.setattr(op.subprocess, "run", no_digest_under_the_library)
+    r = op.measure("decode_big", 5, ["plain", "interposed"], 1, str(tmp_path / "o"))
+    assert r["same_outputs"] is False         # not the plain run's file read again
 
 
 def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(monkeypatch,
