@@ -676,6 +676,32 @@ def test_observing_parts_reads_what_each_tracker_counted_and_runs_the_interposer
     assert r["same_outputs"] is False         # not the plain run's file read again
 
 
+def _cuda_h():
+    return pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or not _cuda_h().is_file(),
+                    reason="needs gcc and the CUDA toolkit's cuda.h (linked.c)")
+def test_capture_interposer_counts_every_way_a_capture_reaches_a_stand_in_driver(tmp_path):
+    """tools/investigations/capture-interpose's library over a stand-in libcuda.so.1 (no GPU):
+    every capture begun and ended through cuGetProcAddress (both default-stream flavours, asked
+    for itself, its old ABI handing out the old begin), through dlsym on libcuda and on the
+    process (the library's own exports, counted once), and by a library linked against libcuda
+    (into a graph too), is counted once; a failed begin is counted failed, an invalidated
+    capture ended, an end with nothing open nothing, and the calls' results pass through
+    unchanged."""
+    r = subprocess.run(["bash", str(INVESTIGATIONS / "capture-interpose" / "run"), "fake"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OUT": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    # six captures, then the linked library's two, its invalidated one (901) and its failed
+    # begin (900, the legacy stream), then an end on a stream that was not capturing (906)
+    assert got["rcs"] == [[0, 0]] * 6 + [[0, 901, 900], 906]
+    assert got["counts"] == {"begun": 10, "failed": 1, "ended": 9, "open": 0, "unmatched": 0,
+                             "wrapped": 8, "unwrapped": 0, "full": 0}
+
+
 def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(monkeypatch,
                                                                                capsys):
     """The *_late modes begin their part at the program's first CUDAGraph.replay (after a

@@ -116,6 +116,7 @@ static void end_exit(CUresult r)
 }
 
 static void *wrap(int kind, void *real);
+static int in_self(void *p);
 
 static CUresult on_begin1(int i, CUstream s)
 {
@@ -162,6 +163,8 @@ static int kind_of_proc(const char *sym, int version, void *pfn)
     if (strcmp(sym, "cuStreamEndCapture") == 0)
         return K_END;
     if (strcmp(sym, "cuGetProcAddress") == 0) {
+        if (in_self(pfn))
+            return K_NONE;      /* our own export (a driver that calls its exports by name) */
         /* which ABI came back is read from the pointer: libcuda's two exports */
         if (pfn == libcuda_sym("cuGetProcAddress_v2"))
             return K_GPA2;
