@@ -686,6 +686,59 @@ def test_an_eager_start_is_unrecorded_until_the_first_graph(world):
     assert all(t.weight > 0 for t in w.targets)
 
 
+def _warm_replays(world, w, g, n):
+    for _ in range(n):
+        w.point("replay", g)
+        world.replay(g)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_warmups_records_are_on_only_where_an_executable_is_made(world, monkeypatch, keep):
+    """Nothing reads the warm-up's records, and a replay recorded costs a 250-node graph 15-20 %
+    (H200): they are on from a capture's begin through each graph's first replay (it makes the
+    executable) and paused at the replays after it; a graph captured later turns them on again
+    for its own first replay. The probe makes the graphs recorded in the warm-up again, so none
+    of its records reads short (CUPTI's after a pause), and the search still finds the window.
+    ``L2PERSIST_WARMUP_RECORDS=1`` (keep) records the whole warm-up, as before."""
+    monkeypatch.setattr(process_torch, "renewable", lambda owner: True)   # PyTorch's, here
+    world.gain = 1.25
+    w = _watcher(warmup_s=1e9, warmup_records=keep)
+    g, h = ProgramGraph(), ProgramGraph()
+    w.point("sync")                                   # the first watched call: paused, no graph
+    assert w.paused and not world.recording
+    w.capture_begin()
+    assert world.recording                            # a capture makes a graph: on
+    w.capture_end(g)
+    _warm_replays(world, w, g, 30)
+    kernels = len(KERNELS)
+    assert len(world.records) == (30 if keep else 1) * kernels, len(world.records)
+    assert world.recording == keep and w.paused != keep
+    w.capture_begin()                                 # a second graph mid-warm-up
+    assert world.recording
+    w.capture_end(h)
+    _warm_replays(world, w, h, 10)
+    _warm_replays(world, w, g, 10)
+    assert len(world.records) == (50 if keep else 2) * kernels, len(world.records)
+    assert world.recording == keep
+    made = dict(world.instantiations)
+    w.o.warmup_s = 0.01
+    run_program_on(world, w, g)
+    assert w.state == "done" and w.result["helps"], w.notes
+    assert world.short_records == 0
+    assert w.summary()["timing"]["warmup_pauses"] == (0 if keep else 2)
+    if not keep:        # each was recorded, then paused: made again as the probe began
+        assert world.instantiations.get(id(h), 0) > made.get(id(h), 0), world.instantiations
+
+
+def run_program_on(world, w, g, replays=2_000_000):
+    """The rest of run_program's loop on a graph already captured."""
+    bootstrap._watcher = w
+    for _ in range(replays):
+        g.replay()
+        if w.state in ("done", "off"):
+            break
+
+
 def test_nothing_is_switched_while_the_program_captures(world):
     """Mid-search the program captures a second graph (another batch size) while its first
     keeps replaying: no block ends and no arm is installed until the capture has ended (the

@@ -93,6 +93,9 @@ class Options:
     placebo_windows: bool = True   # with placebo, L2PERSIST_PLACEBO_WINDOWS=0: no window set
                                    # at all (what the windows on streams and nodes cost apart
                                    # from the records: tools/investigations/zoo-advise)
+    warmup_records: bool = False   # L2PERSIST_WARMUP_RECORDS=1 (a diagnostic): the kernel
+                                   # records on through the warm-up, as before 2026-11-30
+                                   # (Watcher.warm_records; tools/investigations/zoo-advise)
     apply_release: bool = False    # apply --release-cupti (experimental): CUPTI let go once
                                    # the stream windows matched (process/launches.py)
     result: str | None = None      # where the child writes its result (JSON)
@@ -120,6 +123,7 @@ class Options:
         o.replay_events = env.get("L2PERSIST_REPLAY_EVENTS", "") == "1"
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.placebo_windows = env.get("L2PERSIST_PLACEBO_WINDOWS", "1") != "0"
+        o.warmup_records = env.get("L2PERSIST_WARMUP_RECORDS", "") == "1"
         o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         device_key = "L2PERSIST_DEVICE" if env.get("L2PERSIST_DEVICE") else "LOCAL_RANK"
@@ -201,6 +205,8 @@ class Watcher:
         self.search_t0 = None
         self.activity = False
         self.paused = False                        # kernel records paused (the warm-up)
+        self.warm_paused = False                   # ... after graphs were recorded in it
+        self.warm_pauses = 0                       # how often (Watcher.warm_records)
         self.captures_begun = 0
         self.graph_records = False                 # CUPTI's graph-level records are on
         self.timing = "nodes"                      # what times graphs: "nodes" (their
@@ -295,6 +301,39 @@ class Watcher:
                 _core.activity_record(True)  # on first: a caller that sees paused False records
             self.paused = False
 
+    def warm_records(self, torch_graph, me: int):
+        """The warm-up's kernel records, which nothing reads (the probe cuts its own stretch),
+        on only while an executable may be made: from a capture's begin (Graphs.capture_begin)
+        and at a graph's first replay, which instantiates it (whether CUPTI records the nodes
+        of an executable made while paused was not measured); paused at the replays of graphs
+        already made. A replay recorded costs ``decode_big`` about 15-20 % more than one paused
+        (H200, observing-parts' ``cupti_on``, 6d60da2), so the warm-up's 2 s recorded cost it
+        about 1 % of a 30 s loop. Probe.begin_probe makes the graphs recorded here again
+        before the probe records them: after a pause their records would read short
+        (Switcher.install). Paused only on the first watched thread while no other thread has
+        made watched calls (a pause there could catch another thread's first replay), with
+        every graph renewable (PyTorch's), not beside XLA's own graphs (Phases.start) nor with
+        graph records; ``L2PERSIST_WARMUP_RECORDS=1`` keeps the records on throughout."""
+        seen = self.graphs.get(id(torch_graph))
+        making = seen is None or seen.ref() is not torch_graph or seen.replays == 0 \
+            or self.captures > 0
+        if self.paused:
+            if making or me != self.thread or self.other_threads:
+                self._resume()
+        elif not making and self._warm_pausable(me):
+            _core.activity_record(False)
+            self.paused = self.warm_paused = True
+            self.warm_pauses += 1
+
+    def _warm_pausable(self, me: int) -> bool:
+        from .phases import _makes_own_graphs
+        from . import torch as _torch
+        return (not getattr(self.o, "warmup_records", False) and not self.graph_records
+                and me == self.thread
+                and not self.other_threads and not _makes_own_graphs()
+                and all(_torch.renewable(g.ref()) for g in self.graphs.values()
+                        if g.ref() is not None))
+
     def records_in_block(self, attrs: bool):
         """As a block begins where the records stay off in blocks: on for a landing block
         (its windows are read from the nodes' records), off otherwise."""
@@ -309,13 +348,13 @@ class Watcher:
         """A switch point: a replay (before it is launched), a sync or a mark. In a team only
         the thread that made the first watched call counts (ranks must count the same calls;
         other threads' order is not the same on every rank), and it waits for the lock."""
-        if kind == "replay" and self.paused and self.state == "warmup":
-            self._resume()         # before any thread's replay: its first instantiates the graph
         me = threading.get_ident()
         if self.thread is None:
             self.thread = me
         elif me != self.thread:
             self.other_threads = True   # no graph is readied ahead from here (Search)
+        if kind == "replay" and self.state == "warmup" and self.activity:
+            self.warm_records(torch_graph, me)   # before any thread's replay is launched
         if self.team is not None and me != self.thread:
             self.known.flag_recorded(kind, torch_graph)
             return

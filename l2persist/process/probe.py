@@ -32,6 +32,13 @@ class Probe(Part):
         w.probe_counts = {}               # (kind, signature) -> calls in the probe
         w.device.synchronize()
         w._resume()                 # kernels launched from here on are recorded
+        # graphs recorded in the warm-up, then paused (Watcher.warm_records): made again,
+        # recording, so that the probe's records of them are whole
+        if getattr(w, "warm_paused", False):
+            w.warm_paused = False
+            for g in list(w.graphs.values()):
+                if g.recorded_exec and g.ref() is not None:
+                    g.change_windows([], fresh=True)
         w.replay_events.start()     # --replay-events: and the hooked replays timed by events
         w.launches.begin()
         w._warm_ns = _core.activity_now()

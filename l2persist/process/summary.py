@@ -218,7 +218,9 @@ class Report(Part):
         out = {"asked": bool(getattr(w.o, "replay_events", False)),
                "source": getattr(w, "timing", "nodes"), "why": getattr(w, "timing_why", None),
                "records_off": bool(getattr(w, "records_off", False)),
-               "eager_share": getattr(w, "eager_share", None), "replays": None}
+               "eager_share": getattr(w, "eager_share", None), "replays": None,
+               # the warm-up's records paused once its graphs were made (Watcher.warm_records)
+               "warmup_pauses": getattr(w, "warm_pauses", 0)}
         if out["asked"]:
             try:
                 out["replays"] = _core.replay_counts()

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from .. import _core
 from . import cupy as _cupy
 
-__all__ = ["is_torch_graph", "imported", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
+__all__ = ["is_torch_graph", "renewable", "imported", "in_use", "device_of", "borrow", "reinstantiate", "keep_graphs",
            "patch_keep_graph", "window_captures", "replays_noted", "patch_replay", "late_bound",
            "torch_cuda_graph", "current_stream", "stream_handle", "patch_capture", "patch_after",
            "Hook", "note_pool_streams"]
@@ -52,6 +52,12 @@ def is_torch_graph(obj: Any) -> bool:
     """Whether obj is a ``torch.cuda.CUDAGraph`` (by its module and its raw-graph method, so
     that PyTorch need not be imported to ask)."""
     return (type(obj).__module__ or "").startswith("torch") and hasattr(obj, "raw_cuda_graph")
+
+
+def renewable(owner: Any) -> bool:
+    """Whether :func:`reinstantiate` can make the owner's executable again (PyTorch's graphs;
+    nothing can reach another owner's executable)."""
+    return is_torch_graph(owner)
 
 
 def imported() -> bool:
@@ -138,7 +144,7 @@ def reinstantiate(owner: Any) -> bool:
     """After a window changed on a borrowed graph's node: make the owner's next replay see it.
     PyTorch: ``instantiate()`` again (it destroys its executable and instantiates the raw graph,
     attributes included); True. Other owners: False (nothing can reach their executable)."""
-    if is_torch_graph(owner):
+    if renewable(owner):
         owner.instantiate()
         return True
     return False
