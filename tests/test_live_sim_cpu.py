@@ -24,6 +24,7 @@ import json
 import math
 import random
 import statistics
+import sys
 import time
 import types
 
@@ -728,6 +729,34 @@ def test_the_warmups_records_are_on_only_where_an_executable_is_made(world, monk
     assert w.summary()["timing"]["warmup_pauses"] == (0 if keep else 2)
     if not keep:        # each was recorded, then paused: made again as the probe began
         assert world.instantiations.get(id(h), 0) > made.get(id(h), 0), world.instantiations
+
+
+@pytest.mark.parametrize("why", ["thread", "xla", "foreign"])
+def test_the_warmups_records_stay_on_where_a_pause_could_miss_an_executable(world, monkeypatch,
+                                                                           why):
+    """No pause where it could catch an executable being made unrecorded: once another thread
+    has made watched calls (its first replay could come during the pause; a pause taken before
+    it ends at its call), beside XLA (its own graphs are made where the watcher cannot see),
+    or with a graph the watcher cannot make again (its records after a pause read short)."""
+    import threading
+    renewable = why != "foreign"
+    monkeypatch.setattr(process_torch, "renewable", lambda owner: renewable)
+    if why == "xla":
+        monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
+    w = _watcher(warmup_s=1e9)
+    g = ProgramGraph()
+    w.point("sync")
+    w.capture_begin()
+    w.capture_end(g)
+    if why == "thread":
+        _warm_replays(world, w, g, 5)
+        assert w.paused and not world.recording        # paused by the first thread
+        t = threading.Thread(target=_warm_replays, args=(world, w, g, 1))
+        t.start()
+        t.join()
+        assert w.other_threads and world.recording     # another thread: on again
+    _warm_replays(world, w, g, 20)
+    assert world.recording and not w.paused and w.warm_pauses == (1 if why == "thread" else 0)
 
 
 def run_program_on(world, w, g, replays=2_000_000):
