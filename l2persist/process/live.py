@@ -326,13 +326,14 @@ class Watcher:
             self.warm_pauses += 1
 
     def _warm_pausable(self, me: int) -> bool:
+        if (getattr(self.o, "warmup_records", False) or self.graph_records
+                or me != self.thread or self.other_threads):
+            return False           # the cheap answers first: this runs before such replays
         from .phases import _makes_own_graphs
         from . import torch as _torch
-        return (not getattr(self.o, "warmup_records", False) and not self.graph_records
-                and me == self.thread
-                and not self.other_threads and not _makes_own_graphs()
-                and all(_torch.renewable(g.ref()) for g in self.graphs.values()
-                        if g.ref() is not None))
+        return not _makes_own_graphs() and all(_torch.renewable(g.ref())
+                                               for g in self.graphs.values()
+                                               if g.ref() is not None)
 
     def records_in_block(self, attrs: bool):
         """As a block begins where the records stay off in blocks: on for a landing block
