@@ -759,6 +759,41 @@ def test_the_warmups_records_stay_on_where_a_pause_could_miss_an_executable(worl
     assert world.recording and not w.paused and w.warm_pauses == (1 if why == "thread" else 0)
 
 
+@pytest.mark.parametrize("shape", ["fast", "slow", "marks", "full"])
+def test_the_probe_ends_once_its_unit_came_often_enough(world, shape):
+    """The probe lasts half the warm-up (here 0.5 s), and ends sooner, after 0.25 s, once the
+    unit (a mark, else the busiest graph's replay) came PROBE_UNITS times: a fast replay loop
+    is recorded for a quarter second ("fast"); a loop whose replays take 3 ms ("slow"), or
+    whose unit is a mark every 1,000th replay ("marks": the replays' count is not the unit's),
+    is probed for the whole length, as is a fast loop under L2PERSIST_FULL_PROBE=1 ("full")."""
+    from l2persist.process import probe as _probe
+    w = _watcher(warmup_s=1.0, full_probe=shape == "full")
+    g = ProgramGraph()
+    w.capture_begin()
+    w.capture_end(g)
+    bootstrap._watcher = w
+    for i in range(10_000_000):
+        if shape == "marks" and i % 1000 == 0:
+            w.point("mark")
+        g.replay()
+        if shape == "slow":
+            t = time.perf_counter() + 3e-3
+            while time.perf_counter() < t:
+                pass
+        if w.state != "warmup" and w.state != "probe":
+            break
+    assert w.state == "search", w.notes
+    probe_s = w.summary()["timing"]["probe_s"]
+    assert w.unit[0] == ("mark" if shape == "marks" else "replay")
+    if shape == "fast":
+        assert _probe.PROBE_MIN_S <= probe_s < 0.45, probe_s
+        assert w.probe_counts[w.unit] >= _probe.PROBE_UNITS
+    else:
+        assert probe_s >= 0.5, probe_s
+        if shape != "full":
+            assert w.probe_counts[w.unit] < _probe.PROBE_UNITS * probe_s / 0.25
+
+
 def run_program_on(world, w, g, replays=2_000_000):
     """The rest of run_program's loop on a graph already captured."""
     bootstrap._watcher = w

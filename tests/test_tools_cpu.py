@@ -482,9 +482,10 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
-    """--after-sync, --no-windows, --warmup-records and --max-overhead each add a placebo
-    variant with its environment (the readying after the synchronization; no window anywhere;
-    the records on through the warm-up; a tighter pace), after the plain placebo."""
+    """--after-sync, --no-windows, --warmup-records, --full-probe and --max-overhead each add a
+    placebo variant with its environment (the readying after the synchronization; no window
+    anywhere; the records on through the warm-up; the probe's whole length; a tighter pace),
+    after the plain placebo."""
     za = tool_script.load("tools/investigations/zoo-advise")
     asked = []
     monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants:
@@ -492,13 +493,15 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     monkeypatch.setenv("OUT", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
                                       "--after-sync", "--no-windows", "--warmup-records",
-                                      "--max-overhead", "0.25", "eager_implicit:900"])
+                                      "--full-probe", "--max-overhead", "0.25",
+                                      "eager_implicit:900"])
     za.main()
     (name, iters, rounds, variants), = asked
     assert (name, iters, rounds) == ("eager_implicit", 900, 2)
     assert variants == [("placebo", (), {}), ("after_sync", (), {"L2PERSIST_READY_AHEAD": "0"}),
                         ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"}),
                         ("warmup_records", (), {"L2PERSIST_WARMUP_RECORDS": "1"}),
+                        ("full_probe", (), {"L2PERSIST_FULL_PROBE": "1"}),
                         ("pace_0.25pct", ("--max-overhead", "0.25"), {})]
     assert json.loads((tmp_path / "zoo-placebo.json").read_text())["rows"] == []
     # without --placebo they would be ignored: refused by name instead

@@ -96,6 +96,9 @@ class Options:
     warmup_records: bool = False   # L2PERSIST_WARMUP_RECORDS=1 (a diagnostic): the kernel
                                    # records on through the warm-up, as before 2026-11-30
                                    # (Watcher.warm_records; tools/investigations/zoo-advise)
+    full_probe: bool = False       # L2PERSIST_FULL_PROBE=1 (a diagnostic): the probe lasts
+                                   # max(0.25, warmup / 2) s even where the unit came often
+                                   # enough sooner, as before 2026-11-30 (Probe.over)
     apply_release: bool = False    # apply --release-cupti (experimental): CUPTI let go once
                                    # the stream windows matched (process/launches.py)
     result: str | None = None      # where the child writes its result (JSON)
@@ -124,6 +127,7 @@ class Options:
         o.placebo = env.get("L2PERSIST_PLACEBO", "") == "1"
         o.placebo_windows = env.get("L2PERSIST_PLACEBO_WINDOWS", "1") != "0"
         o.warmup_records = env.get("L2PERSIST_WARMUP_RECORDS", "") == "1"
+        o.full_probe = env.get("L2PERSIST_FULL_PROBE", "") == "1"
         o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         device_key = "L2PERSIST_DEVICE" if env.get("L2PERSIST_DEVICE") else "LOCAL_RANK"

@@ -171,7 +171,7 @@ class Phases(Part):
         if w.state == "warmup":
             due = now - w.t0 >= w.o.warmup_s
         else:
-            due = now - w.probe_t >= max(0.25, w.o.warmup_s / 2)
+            due = w.probe.over(now - w.probe_t)
         if w.team is None:
             return due and not (w.gate.capture_open() if capturing is None else capturing)
         if kind == "sync" and (w.points["replay"] or w.points["mark"]):

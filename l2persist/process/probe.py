@@ -19,6 +19,15 @@ from .part import Part
 #: advise notes the share of the warm-up's GPU time in kernels no captured graph holds from this
 #: share on (their buffers get no window: see Probe.note_ungraphed).
 UNGRAPHED_NOTE = 0.05
+#: The probe lasts max(PROBE_MIN_S, warmup / 2) at most, and ends sooner, after PROBE_MIN_S at
+#: least, once the program's unit of work (its mark, else its busiest graph's replay) has come
+#: PROBE_UNITS times: what it measures (the unit's rate, each launch key's launches per unit,
+#: the kernels' weights) is steady by then on a program that replays that fast, and its records
+#: cost a recorded replay 15-20 % of a 250-node graph's time (H200, `observing-parts`'
+#: `cupti_on`, 6d60da2): `decode_big`'s 1 s probe held about 2,000 replays.
+#: L2PERSIST_FULL_PROBE=1 keeps the whole length (Options.full_probe; zoo-advise --full-probe).
+PROBE_MIN_S = 0.25
+PROBE_UNITS = 256
 
 
 class Probe(Part):
@@ -44,6 +53,18 @@ class Probe(Part):
         w._warm_ns = _core.activity_now()
         w.probe_t = time.perf_counter()
         w.state = "probe"
+
+    def over(self, elapsed: float) -> bool:
+        """Whether the probe has seen enough after ``elapsed`` seconds (PROBE_UNITS)."""
+        w = self.w
+        if elapsed >= max(PROBE_MIN_S, w.o.warmup_s / 2):
+            return True
+        if elapsed < PROBE_MIN_S or w.o.full_probe:
+            return False
+        c = w.probe_counts
+        seen = c.get(("mark",), 0) or max(
+            (v for k, v in c.items() if k[0] == "replay" and k[1] is not None), default=0)
+        return seen >= PROBE_UNITS
 
     def choose_unit(self, elapsed: float):
         """A mark, else the busiest graph's replay, else a sync; the clock's tick where that
@@ -79,6 +100,7 @@ class Probe(Part):
             return
         by_name = probe.get("by_name", {})
         elapsed = max(1e-6, time.perf_counter() - w.probe_t)
+        w.probe_s = elapsed
         w.unit = self.choose_unit(elapsed)
         if w.unit != ("tick",):
             _clock.quiet(w)        # the program's own calls are every switch point now

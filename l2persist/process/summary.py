@@ -220,7 +220,10 @@ class Report(Part):
                "records_off": bool(getattr(w, "records_off", False)),
                "eager_share": getattr(w, "eager_share", None), "replays": None,
                # the warm-up's records paused once its graphs were made (Watcher.warm_records)
-               "warmup_pauses": getattr(w, "warm_pauses", 0)}
+               "warmup_pauses": getattr(w, "warm_pauses", 0),
+               # the probe's length (s): shorter than its whole where the unit came often
+               # enough (Probe.over)
+               "probe_s": getattr(w, "probe_s", None)}
         if out["asked"]:
             try:
                 out["replays"] = _core.replay_counts()
