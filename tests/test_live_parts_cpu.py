@@ -1645,7 +1645,8 @@ def test_graphs_flag_a_replay_recorded_only_while_records_are_on():
 def _phases_owner(calls, **kw):
     o = _ns(team_gave_up=False, team_pending=False, team=None, points=dict.fromkeys(
                 ("replay", "sync", "mark", "tick"), 0),
-            state="idle", o=_ns(mode="advise", device=0, warmup_s=0.0, world=1), _after=None,
+            state="idle", o=_ns(mode="advise", device=0, warmup_s=0.0, world=1, full_probe=False),
+            _after=None,
             device=None, captures_begun=0, activity=False, paused=False, notes=[], t0=None,
             unit=None, units_now=0, units_per_block=4, probe_counts={}, _clock_lost=False,
             _first_block_due=False, resting=None, settling=None, replayed=set(), result=None,
@@ -1660,7 +1661,9 @@ def _phases_owner(calls, **kw):
     def begin(kind=None, seen=None):
         calls.append("search")
         o.state, o.unit = "search", ("replay", "a")
-    o.probe = _ns(begin_probe=begin_probe, begin=begin)
+    from l2persist.process.probe import Probe       # when the probe is over: its own rule
+    o.probe = _ns(begin_probe=begin_probe, begin=begin,
+                  over=lambda elapsed: Probe.over(_ns(w=o), elapsed))
     o.search = _ns(end_block=lambda: calls.append("end"),
                    decide=lambda: calls.append("decide"),
                    count_after=lambda kind, seen: calls.append(("after", kind)))
