@@ -418,7 +418,7 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
             _json.dump({"digest": 1}, f)
         if placebo:
             with open(cmd[cmd.index("--json") + 1], "w") as f:
-                _json.dump({"decision_s": 30.0, "watching": {
+                _json.dump({"decision_s": 30.0, "result": {"helps": bool(env)}, "watching": {
                     "observing_share": 0.012, "ahead": 0 if env else 40, "ahead_hidden": 36,
                     "ahead_ms_median": 2.9, "switch_work_ms_median": 0.4, "rests": 50,
                     "rests_capped": 7}}, f)
@@ -479,6 +479,8 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     # each run's readying ahead, from its watcher's figures
     assert rows[0]["ahead"] == [(40, 36, 2.9, 0.4)] * 2 and rows[2]["ahead"][0][0] == 0
     assert rows[1]["rests"] == [(50, 7)] * 2      # each run's rests, and those at their cap
+    # each run's verdict: a placebo's "helps" is a false positive, kept to be seen
+    assert rows[0]["helps"] == [False, False] and rows[2]["helps"] == [True, True]
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
