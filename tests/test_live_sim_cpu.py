@@ -783,8 +783,10 @@ def test_the_probe_ends_once_its_unit_came_often_enough(world, shape):
         if w.state != "warmup" and w.state != "probe":
             break
     assert w.state == "search", w.notes
-    probe_s = w.summary()["timing"]["probe_s"]
+    timing = w.summary()["timing"]
+    probe_s = timing["probe_s"]
     assert w.unit[0] == ("mark" if shape == "marks" else "replay")
+    assert timing["probe_units"] == w.probe_counts[w.unit] > 0
     if shape == "fast":
         assert _probe.PROBE_MIN_S <= probe_s < 0.45, probe_s
         assert w.probe_counts[w.unit] >= _probe.PROBE_UNITS

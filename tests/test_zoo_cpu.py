@@ -321,3 +321,24 @@ def test_the_notebooks_run_of_the_live_study_is_one_short_program(monkeypatch, n
             assert getattr(live.NOTEBOOK, f) < getattr(live.QUICK, f), f
     else:
         assert {cfg for _, cfg in seen} == {live.QUICK} and len(seen) == len(live.PROGRAMS)
+
+
+@pytest.mark.parametrize("unit,units,probe_s,ok", [
+    (["replay", "k225"], 512, 0.26, True),      # fast: ended at its 256th unit
+    (["replay", "k225"], 1024, 0.50, False),    # fast, yet probed for the whole length
+    (["replay", "k16"], 150, 0.50, True),       # slow: the whole length
+    (["tick"], 5000, 0.50, True),               # a tick is no unit the rule counts
+    (["mark"], 600, 0.30, True),
+    (["replay", "k225"], 100, 0.20, False),     # shorter than the least
+])
+def test_the_zoo_check_holds_the_probe_to_its_rule(unit, units, probe_s, ok):
+    """tests/zoo_check.py's probe check on the GPU (Probe.over): a unit that came fast enough
+    ends the probe before its whole length; none ends before PROBE_MIN_S."""
+    import zoo_check
+    result = {"unit": unit, "timing": {"probe_s": probe_s, "probe_units": units}}
+    if ok:
+        zoo_check._check_probe("p", result)
+    else:
+        with pytest.raises(AssertionError):
+            zoo_check._check_probe("p", result)
+    zoo_check._check_probe("p", {"timing": {"probe_s": None}})   # no probe: nothing to hold

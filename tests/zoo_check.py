@@ -23,8 +23,11 @@ import pytest
 
 from l2persist.studies import live
 
-# a short search, back to back (no rests between blocks): a verdict or the budget's end
-FAST = ["--warmup", "0.5", "--block-ms", "20", "--budget", "10", "--max-overhead", "0"]
+# a short search, back to back (no rests between blocks): a verdict or the budget's end; a
+# warm-up of 1 s, so that the probe's whole length (half of it, 0.5 s) is longer than its least
+# (PROBE_MIN_S) and a fast unit ends it sooner (Probe.over), as at advise's defaults
+WARMUP_S = 1.0
+FAST = ["--warmup", str(WARMUP_S), "--block-ms", "20", "--budget", "10", "--max-overhead", "0"]
 ADVISE_LOOP_S = 20.0      # the program's loop under advise: the warm-up, the budget and room
 
 
@@ -72,7 +75,26 @@ def check_program(name, tmp_path, flags=()):
     c = (adv["result"] or {}).get("cupti") or {}
     if c.get("asked") and c.get("state") not in ("held", "withdrawn"):
         assert c.get("now") == "released", f"{name}: CUPTI asked to go, still attached: {c}"
+    _check_probe(name, adv["result"] or {})
     return adv["result"] or {}
+
+
+def _check_probe(name, result):
+    """The probe lasted PROBE_MIN_S at least, its whole length at most, and ended sooner where
+    the program's unit (a mark, a graph's replay) came fast enough to reach PROBE_UNITS well
+    within PROBE_MIN_S (Probe.over)."""
+    from l2persist.process.probe import PROBE_MIN_S, PROBE_UNITS
+    t = result.get("timing") or {}
+    probe_s, units, unit = t.get("probe_s"), t.get("probe_units"), result.get("unit") or ()
+    if probe_s is None:
+        return                     # no probe ended (a program that made no watched call)
+    whole = max(PROBE_MIN_S, WARMUP_S / 2)
+    assert PROBE_MIN_S <= probe_s, f"{name}: the probe ended after {probe_s} s"
+    fast = (tuple(unit)[:1] in (("replay",), ("mark",))
+            and units / probe_s >= 1.5 * PROBE_UNITS / PROBE_MIN_S)
+    if fast:
+        assert probe_s < whole - 0.05, \
+            f"{name}: {units} units in a {probe_s:.3f} s probe, which did not end at the 256th"
 
 
 def _keep(name, runs, plan):

@@ -105,6 +105,7 @@ class Probe(Part):
         if w.unit != ("tick",):
             _clock.quiet(w)        # the program's own calls are every switch point now
         units = w.probe_counts.get(w.unit, 0)
+        w.probe_units = units
         # the reference the blocks are priced at: each launch key's launches in the probe
         # (the program's own mix, under the device's default) per unit of work (l2p_live_mix)
         w.mix_ref, w.mix_units = probe.get("by_key", {}), max(1, units)

@@ -223,7 +223,9 @@ class Report(Part):
                "warmup_pauses": getattr(w, "warm_pauses", 0),
                # the probe's length (s): shorter than its whole where the unit came often
                # enough (Probe.over)
-               "probe_s": getattr(w, "probe_s", None)}
+               "probe_s": getattr(w, "probe_s", None),
+               # ... and the units of work it counted (the unit's calls in it)
+               "probe_units": getattr(w, "probe_units", None)}
         if out["asked"]:
             try:
                 out["replays"] = _core.replay_counts()
