@@ -1663,7 +1663,7 @@ def _phases_owner(calls, **kw):
         o.state, o.unit = "search", ("replay", "a")
     from l2persist.process.probe import Probe       # when the probe is over: its own rule
     o.probe = _ns(begin_probe=begin_probe, begin=begin,
-                  over=lambda elapsed: Probe.over(_ns(w=o), elapsed))
+                  over=lambda elapsed: Probe(o).over(elapsed))
     o.search = _ns(end_block=lambda: calls.append("end"),
                    decide=lambda: calls.append("decide"),
                    count_after=lambda kind, seen: calls.append(("after", kind)))

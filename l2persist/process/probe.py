@@ -61,23 +61,24 @@ class Probe(Part):
             return True
         if elapsed < PROBE_MIN_S or w.o.full_probe:
             return False
-        c = w.probe_counts
-        seen = c.get(("mark",), 0) or max(
-            (v for k, v in c.items() if k[0] == "replay" and k[1] is not None), default=0)
-        return seen >= PROBE_UNITS
+        unit = self.program_unit()
+        return unit != ("sync",) and w.probe_counts.get(unit, 0) >= PROBE_UNITS
+
+    def program_unit(self):
+        """The program's own unit so far: a mark, else the busiest graph's replay, else a
+        sync."""
+        c = self.w.probe_counts
+        replays = {k: v for k, v in c.items() if k[0] == "replay" and k[1] is not None}
+        if c.get(("mark",)):
+            return ("mark",)
+        return max(replays, key=replays.get) if replays else ("sync",)
 
     def choose_unit(self, elapsed: float):
         """A mark, else the busiest graph's replay, else a sync; the clock's tick where that
         comes less than once a block (a program whose syncs are implicit makes none)."""
         w = self.w
         c = w.probe_counts
-        replays = {k: v for k, v in c.items() if k[0] == "replay" and k[1] is not None}
-        if c.get(("mark",)):
-            unit = ("mark",)
-        elif replays:
-            unit = max(replays, key=replays.get)
-        else:
-            unit = ("sync",)
+        unit = self.program_unit()
         if c.get(("tick",)) and c.get(unit, 0) / elapsed * w.o.block_s < 1:
             unit = ("tick",)
         return unit
