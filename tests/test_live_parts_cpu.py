@@ -1770,13 +1770,14 @@ def test_search_restart_goes_back_to_the_warmup_with_the_default_and_no_rest(mon
             landed_blocks={2: 1},
             landed_seen={2: {1: 5}}, landed_table={1: (0x1000, 64)},
             replay_events=_ns(stop=lambda: calls.append("events off")), timing="events",
-            records_off=True, activity=False, paused=True)
+            records_off=True, activity=False, paused=True,
+            letgo=_ns(reattach=lambda: calls.append("reattach")))
     w._resume = lambda: calls.append("resume")
     w.landing = landing.Landing(w)
     monkeypatch.setattr(landing, "_core", _ns(
         activity_attributes=lambda on: calls.append(("attributes", on))))
     search.Search(w).restart("graphs came", "graphs")
-    assert calls == ["timer off", "gate open", "events off", "resume", ("install", 1),
+    assert calls == ["timer off", "gate open", "events off", "reattach", "resume", ("install", 1),
                      "forget arms", ("attributes", False)]
     assert (w.timing, w.records_off) == ("nodes", False)   # the next probe decides again
     # the windows seen were the abandoned arms' (arm indices name new arms now)
@@ -2683,3 +2684,127 @@ def test_counting_backs_off_after_empty_counts_and_a_full_one_resets_it():
     assert count.counts(g)
     c.take()                                          # calls in it: the back-off starts over
     assert (c.idle, c.skip, c.wait) == (0, fc.SKIP_FIRST, 0)
+
+
+# ---- CUPTI let go after the probe (letgo.py) ------------------------------------------------
+
+class _Owned:
+    """A graph's owner; renewable or not."""
+    def __init__(self, renewable=True):
+        self.renewable = renewable
+
+
+def _letgo_owner(**kw):
+    g = _Owned()
+    seen = _ns(ref=lambda: g, renewed=0)
+
+    def change_windows(changes, fresh=False):
+        seen.renewed += 1
+        return True
+    seen.change_windows = change_windows
+    o = _ns(o=_ns(replay_events=True, keep_cupti=False), timing="events", records_off=True,
+            activity=True, team=None, graph_records=False, unit=("replay", "k2-aa"),
+            other_threads=False, captures=0, graphs={1: seen}, cupti_after_probe=None,
+            graphs_renewed=0, landed_why=None, calls=[], cupti_release=None)
+    o.device = _ns(synchronize=lambda: o.calls.append("sync"))
+
+    def request_release(hand_captures):
+        o.calls.append(("release", hand_captures))
+        o.cupti_release = ("releasing", None)
+    o.gate = _ns(end_tracking=lambda: o.calls.append("end_tracking"),
+                 request_release=request_release)
+    o.__dict__.update(kw)
+    return o
+
+
+@pytest.fixture
+def letgo_core(monkeypatch):
+    from l2persist.process import letgo, torch as process_torch
+    state = {"cupti": "attached"}
+    calls = []
+
+    def detach():
+        calls.append("detach")
+        if state.get("refuse"):
+            raise RuntimeError("activity: not collecting with CUPTI")
+
+    def cupti_state():
+        return "released" if state["cupti"] == "released" else state["cupti"]
+    monkeypatch.setattr(letgo, "_core", _ns(activity_detach=detach, cupti_state=cupti_state))
+    monkeypatch.setattr(process_torch, "renewable", lambda owner: owner.renewable)
+    monkeypatch.setattr(clock, "_profiler_on", lambda: False)
+    monkeypatch.setattr(phases, "_makes_own_graphs", lambda: False)
+    monkeypatch.setattr(letgo, "OTHER_CAPTURERS", ("l2p_test_capturer",))
+    return letgo, state, calls
+
+
+def test_letgo_detaches_ends_tracking_releases_then_renews_each_graph(letgo_core):
+    letgo, state, calls = letgo_core
+    w = _letgo_owner()
+    w.device.synchronize = lambda: (w.calls.append("sync"), state.update(cupti="released"))
+    letgo.LetGo(w).after_probe()
+    assert calls == ["detach"]
+    # tracking ends before the request (its subscriber would hold CUPTI), the request goes
+    # without the capture count, and the watcher's own synchronization carries it out
+    assert w.calls == ["end_tracking", ("release", False), "sync"], w.calls
+    assert w.cupti_after_probe == ("released", None) and w.graphs_renewed == 1
+    assert w.graphs[1].renewed == 1 and "let go after the probe" in w.landed_why
+
+
+def test_letgo_renews_nothing_where_the_release_was_not_carried_out(letgo_core):
+    letgo, state, calls = letgo_core
+    w = _letgo_owner()                    # the synchronization did not let it go (withdrawn)
+    letgo.LetGo(w).after_probe()
+    assert w.cupti_after_probe == ("attached", None) and w.graphs_renewed == 0
+    assert w.graphs[1].renewed == 0
+
+
+@pytest.mark.parametrize("change, why", [
+    (dict(o=_ns(replay_events=True, keep_cupti=True)), "L2PERSIST_KEEP_CUPTI=1"),
+    (dict(team=object()), "ranks in lockstep"),
+    (dict(graph_records=True), "graph records"),
+    (dict(unit=("tick",)), "clock is the unit"),
+    (dict(other_threads=True), "another thread"),
+    (dict(captures=1), "a capture is open"),
+    ("capturer", "l2p_test_capturer loaded"),
+    ("unrenewable", "cannot make again"),
+    ("profiler", "profiler is on"),
+    ("refuse", "could not go on without CUPTI"),
+])
+def test_letgo_keeps_cupti_where_anything_may_still_need_it(letgo_core, monkeypatch, change,
+                                                            why):
+    letgo, state, calls = letgo_core
+    w = _letgo_owner(**(change if isinstance(change, dict) else {}))
+    if change == "capturer":
+        monkeypatch.setitem(sys.modules, "l2p_test_capturer", types.ModuleType("x"))
+    elif change == "unrenewable":
+        bad = _Owned(renewable=False)
+        w.graphs[2] = _ns(ref=lambda: bad)
+    elif change == "profiler":
+        monkeypatch.setattr(clock, "_profiler_on", lambda: True)
+    elif change == "refuse":
+        state["refuse"] = True
+    letgo.LetGo(w).after_probe()
+    assert w.cupti_after_probe[0] == "kept" and why in w.cupti_after_probe[1], w.cupti_after_probe
+    assert w.calls == [] and w.landed_why is None
+    assert calls == (["detach"] if change == "refuse" else [])
+
+
+@pytest.mark.parametrize("change", [dict(timing="nodes"), dict(records_off=False),
+                                    dict(o=_ns(replay_events=False, keep_cupti=False))])
+def test_letgo_asks_nothing_where_the_records_still_time_the_search(letgo_core, change):
+    letgo, state, calls = letgo_core
+    w = _letgo_owner(**change)
+    letgo.LetGo(w).after_probe()
+    assert w.cupti_after_probe is None and calls == [] and w.calls == []
+
+
+@pytest.mark.parametrize("detached", [True, False])
+def test_letgo_reattach_begins_cuptis_records_again_only_where_detached(monkeypatch, detached):
+    from l2persist.process import letgo
+    calls = []
+    monkeypatch.setattr(letgo, "_core", _ns(
+        activity_detached=lambda: detached, activity_end=lambda: calls.append("end"),
+        activity_begin=lambda device: calls.append(("begin", device))))
+    letgo.LetGo(_ns(activity=True, o=_ns(device=3))).reattach()
+    assert calls == (["end", ("begin", 3)] if detached else [])

@@ -219,3 +219,86 @@ def test_a_kernel_named_host_keeps_its_time_in_the_blocks(world, monkeypatch):  
     assert w.state == "done" and w.timing == "nodes", w.notes
     done = [b for b in w.blocks if b.by_name]
     assert done and all(b.by_name.get("host::k_other", 0) > 0 for b in done)
+
+
+def _cupti_world(events, monkeypatch):
+    """The events world with CUPTI as the core has it once let go after the probe
+    (process/letgo.py): activity_detach stops the kernel records for good and keeps the log
+    (the replays' pairs), cupti_release is carried out by the next synchronization, and every
+    CUPTI call that would attach it again is noted in ``events.after``."""
+    from l2persist.process import clock, letgo, torch as process_torch
+    core = live._core
+    events.cupti, events.detached, events.after, events.asked = "attached", False, [], None
+    events.release_t = None
+    monkeypatch.setattr(process_torch, "renewable", lambda owner: isinstance(owner, ProgramGraph))
+    monkeypatch.setattr(clock, "_profiler_on", lambda: False)   # the fake torch has none
+    monkeypatch.setattr(letgo, "OTHER_CAPTURERS", ())
+    record = core.activity_record
+
+    def attaching(name, fn):
+        def call(*a, **k):
+            if events.cupti == "released":
+                events.after.append(name)
+            return fn(*a, **k)
+        return call
+
+    def detach():
+        events.recording, events.detached = False, True
+
+    def release(hand_captures=False):
+        events.asked, events.cupti = hand_captures, "releasing"
+        return ("releasing", None)
+
+    sync = events.synchronize
+
+    def synchronize():             # a CUDA call of the watcher's carries the release out
+        sync()
+        if events.cupti == "releasing":
+            events.cupti, events.release_t = "released", events.clock()
+
+    monkeypatch.setattr(events, "synchronize", synchronize)
+    for name, fn in {"activity_detach": detach, "activity_detached": lambda: events.detached,
+                     "activity_record": lambda on: None if events.detached else record(on),
+                     "cupti_release": release, "cupti_state": lambda: events.cupti,
+                     "activity_attributes": attaching("activity_attributes",
+                                                      core.activity_attributes),
+                     "activity_begin": attaching("activity_begin", core.activity_begin),
+                     "activity_graphs": attaching("activity_graphs", lambda on: None),
+                     "capture_watch_begin": attaching("capture_watch_begin",
+                                                      lambda device: None)}.items():
+        monkeypatch.setattr(core, name, fn, raising=False)
+
+
+def test_cupti_is_let_go_after_an_events_probe_and_the_search_still_finds_the_gain(
+        events, monkeypatch):
+    """Where events time the graphs and the records stay off in the blocks, the probe's end
+    detaches the log, lets CUPTI go (asked without the capture count: the watcher's own rule),
+    makes the graph again once it is gone, and nothing after attaches CUPTI again: no kernel is
+    recorded, no launch attribute asked (no landing block), yet the search finds the window."""
+    events.gain = 1.25
+    _cupti_world(events, monkeypatch)
+    w = _watcher(replay_events=True)
+    g = run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert (w.timing, w.records_off) == ("events", True), w.timing_why
+    t = w.summary()["timing"]
+    assert t["cupti_after_probe"] == ("released", None) and events.asked is False, t
+    assert t["graphs_renewed"] == 1 and events.instantiations.get(id(g), 0) >= 1
+    assert events.after == [], events.after
+    nodes = [r for r in events.records if isinstance(r[3][0], int) and r[0] >= events.release_t]
+    assert nodes == []
+    assert w.blocks and all(b.counted and not b.attrs for b in w.blocks)
+    assert "let go after the probe" in w.landing.summary()["why"]
+    r = w.result
+    assert r["helps"] and 1.10 < r["speedup"] < 1.25, r
+
+
+def test_cupti_stays_where_the_keep_diagnostic_asks(events, monkeypatch):
+    events.gain = 1.25
+    _cupti_world(events, monkeypatch)
+    w = _watcher(replay_events=True, keep_cupti=True)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert w.cupti_after_probe == ("kept", "L2PERSIST_KEEP_CUPTI=1")
+    assert events.cupti == "attached" and not events.detached
+    assert any(b.attrs for b in w.blocks)          # the landing blocks, as before

@@ -31,6 +31,12 @@ def test_decode_graphs_timed_by_events_same_digest(tmp_path):
     # they weighed nothing under events, and only the baselines were compared)
     assert any(t["weight_ms"] > 0 for t in res.get("targets") or []), res.get("targets")
     assert len(res.get("arms") or []) > 2, res.get("arms")
+    # the events alone time the search: CUPTI was let go at the probe's end and the graphs
+    # made again (process/letgo.py), and the same digest says their replays ran right after
+    gone = t.get("cupti_after_probe")
+    assert gone and gone[0] == "released", (gone, res.get("cupti"))
+    assert t.get("graphs_renewed", 0) >= 1, t
+    assert (res.get("cupti") or {}).get("now") == "released", res.get("cupti")
 
 
 def test_replay_events_never_join_or_break_a_capture():

@@ -484,10 +484,11 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
-    """--after-sync, --no-windows, --warmup-records, --full-probe and --max-overhead each add a
-    placebo variant with its environment (the readying after the synchronization; no window
-    anywhere; the records on through the warm-up; the probe's whole length; a tighter pace),
-    after the plain placebo."""
+    """--after-sync, --no-windows, --warmup-records, --full-probe, --keep-cupti and
+    --max-overhead each add a placebo variant with its environment (the readying after the
+    synchronization; no window anywhere; the records on through the warm-up; the probe's whole
+    length; events with CUPTI kept after the probe; a tighter pace), after the plain
+    placebo."""
     za = tool_script.load("tools/investigations/zoo-advise")
     asked = []
     monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants:
@@ -495,8 +496,8 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     monkeypatch.setenv("OUT", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
                                       "--after-sync", "--no-windows", "--warmup-records",
-                                      "--full-probe", "--max-overhead", "0.25",
-                                      "eager_implicit:900"])
+                                      "--full-probe", "--keep-cupti", "--max-overhead",
+                                      "0.25", "eager_implicit:900"])
     za.main()
     (name, iters, rounds, variants), = asked
     assert (name, iters, rounds) == ("eager_implicit", 900, 2)
@@ -504,6 +505,8 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
                         ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"}),
                         ("warmup_records", (), {"L2PERSIST_WARMUP_RECORDS": "1"}),
                         ("full_probe", (), {"L2PERSIST_FULL_PROBE": "1"}),
+                        ("events_keep_cupti", ("--replay-events",),
+                         {"L2PERSIST_KEEP_CUPTI": "1"}),
                         ("pace_0.25pct", ("--max-overhead", "0.25"), {})]
     assert json.loads((tmp_path / "zoo-placebo.json").read_text())["rows"] == []
     # without --placebo they would be ignored: refused by name instead

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cupti_activity.h>
 
@@ -309,6 +310,10 @@ static unsigned registered_in; /* registered in this generation (l2p_cupti_gener
 static int recording;       /* CONCURRENT_KERNEL is enabled now */
 static int graph_records;   /* GRAPH_TRACE is enabled now (l2p_activity_graphs) */
 static int attributes;      /* launch attributes are collected now (l2p_activity_attributes) */
+/* collecting detached from CUPTI (l2p_activity_detach); read without the lock by the clock
+ * and the replays' harvest, hence atomic */
+static int detached;
+static uint64_t detached_at; /* the host's clock at the detach: older replays are dropped */
 
 #define BUFFER_BYTES ((size_t)4 << 20)
 
@@ -343,9 +348,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     (void)stream_id;
     (void)size;
     CUpti_Activity *rec = NULL;
+    /* detached (l2p_activity_detach): a buffer CUPTI delivers late (at its finalize) holds
+     * stamps of its clock, which the log's host clock cannot be compared with */
+    if (l2p_activity_detached()) valid = 0;
     /* Only the fields every kernel record version shares (kind .. name) are read: the CUPTI in
      * the process may be an older one than the headers (PyTorch's). */
-    while (cupti.next && cupti.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    while (valid && cupti.next && cupti.next(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind == CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             add_graph_record((const CUpti_ActivityGraphTrace2 *)rec);
             continue;
@@ -455,6 +463,7 @@ out:
 
 l2p_status l2p_activity_flush(void)
 {
+    if (l2p_activity_detached()) return L2P_OK; /* nothing of CUPTI's to deliver */
     if (!cupti.flush_all) return l2p_fail(L2P_ERR_STATE, "activity: never started");
     l2p_cupti_reclaim();
     CUptiResult rc = cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -464,7 +473,10 @@ l2p_status l2p_activity_flush(void)
 void l2p_activity_end(void)
 {
     pthread_mutex_lock(&process_lock);
-    if (process_log.active) {
+    if (process_log.active && l2p_activity_detached()) {
+        __atomic_store_n(&detached, 0, __ATOMIC_RELEASE); /* CUPTI is not ours to call now */
+        process_log.active = 0;
+    } else if (process_log.active) {
         (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         (void)set_recording(0);
         recording = 0; /* what failed to disable is CUPTI's to drop at exit */
@@ -482,8 +494,9 @@ void l2p_activity_end(void)
 l2p_status l2p_activity_record(int on)
 {
     pthread_mutex_lock(&process_lock);
-    l2p_status st = process_log.active ? set_recording(on)
-                                       : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    /* detached: no kernel is recorded, on or off (the replays' pairs go on) */
+    l2p_status st = !process_log.active ? l2p_fail(L2P_ERR_STATE, "activity: not collecting")
+                    : l2p_activity_detached() ? L2P_OK : set_recording(on);
     pthread_mutex_unlock(&process_lock);
     return st;
 }
@@ -491,9 +504,11 @@ l2p_status l2p_activity_record(int on)
 l2p_status l2p_activity_graphs(int on)
 {
     pthread_mutex_lock(&process_lock);
-    l2p_status st = process_log.active
-                        ? set_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", &graph_records, on)
-                        : l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    l2p_status st =
+        !process_log.active ? l2p_fail(L2P_ERR_STATE, "activity: not collecting")
+        : l2p_activity_detached()
+            ? l2p_fail(L2P_ERR_STATE, "activity: detached from CUPTI (no graph records)")
+            : set_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", &graph_records, on);
     pthread_mutex_unlock(&process_lock);
     return st;
 }
@@ -503,6 +518,8 @@ l2p_status l2p_activity_attributes(int on)
     pthread_mutex_lock(&process_lock);
     l2p_status st = L2P_OK;
     if (!process_log.active) st = l2p_fail(L2P_ERR_STATE, "activity: not collecting");
+    else if (l2p_activity_detached())
+        st = l2p_fail(L2P_ERR_STATE, "activity: detached from CUPTI (no launch attributes)");
     else if (!cupti.attributes)
         st = l2p_fail(L2P_ERR_NOT_SUPPORTED, "CUPTI at %s cannot record launch attributes "
                       "(no cuptiActivityEnableLaunchAttributes: CUDA 12.x's or newer needed)",
@@ -524,7 +541,7 @@ l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why,
     /* held throughout: a begin on another thread waits, then reclaims under this lock */
     pthread_mutex_lock(&process_lock);
     *state = L2P_CUPTI_HELD;
-    if (process_log.active) *why = "the activity records";
+    if (process_log.active && !l2p_activity_detached()) *why = "the activity records";
     /* turned on while no executable graph existed: whether graphs made under them survive
      * CUPTI's detaching was not measured */
     else if (graph_records) *why = "CUPTI's graph records";
@@ -534,8 +551,48 @@ l2p_status l2p_activity_release_cupti(l2p_cupti_hold *state, const char **why,
     return st;
 }
 
+static uint64_t host_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int l2p_activity_detached(void) { return __atomic_load_n(&detached, __ATOMIC_ACQUIRE); }
+
+l2p_status l2p_activity_detach(void)
+{
+    l2p_status st = L2P_OK;
+    pthread_mutex_lock(&process_lock);
+    if (!process_log.active || l2p_activity_detached())
+        st = l2p_fail(L2P_ERR_STATE, "activity: not collecting with CUPTI");
+    else if (graph_records)
+        st = l2p_fail(L2P_ERR_STATE, "activity: CUPTI's graph records stay on to the end");
+    if (st != L2P_OK) goto out;
+    /* as l2p_activity_end: whatever CUPTI holds is delivered, then nothing more is asked */
+    (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    (void)set_recording(0);
+    recording = 0;
+    if (attributes) (void)cupti.attributes(0);
+    attributes = 0;
+    (void)cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&process_log.lock);
+    /* stamps of two clocks never share a log: every record so far is CUPTI's */
+    (void)l2p_activity_trim(&process_log, UINT64_MAX);
+    detached_at = host_ns();
+    __atomic_store_n(&detached, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&process_log.lock);
+out:
+    pthread_mutex_unlock(&process_lock);
+    return st;
+}
+
 l2p_status l2p_activity_now(uint64_t *ns)
 {
+    if (l2p_activity_detached()) {
+        *ns = host_ns();
+        return L2P_OK;
+    }
     l2p_status st = resolve();
     if (st != L2P_OK) return st;
     CUptiResult rc = cupti.stamp(ns);
@@ -550,6 +607,9 @@ void l2p_activity_add_replay(const char *label, uint64_t start, uint64_t ns)
      * name slot with a kernel's name pointer */
     const void *key = (const void *)((uintptr_t)label | ((uintptr_t)1 << 62));
     if (!process_log.active) return;
+    /* a pair begun before the detach carries a stamp of CUPTI's clock (the watcher harvests
+     * every pair before it detaches: this is for another thread's) */
+    if (l2p_activity_detached() && start < detached_at) return;
     l2p_activity_add_from(&process_log, L2P_RECORD_REPLAY, process_log.device, start,
                           start + ns, 0, key, label, NULL, NULL);
 }

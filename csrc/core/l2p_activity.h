@@ -150,8 +150,22 @@ l2p_status l2p_activity_attributes(int on);
 l2p_status l2p_activity_flush(void);
 /* Stop collecting (flush, disable); idempotent. The log keeps its records. */
 void l2p_activity_end(void);
-/* CUPTI's clock, the one the records' stamps use (ns). */
+/* CUPTI's clock, the one the records' stamps use (ns); once detached (below) the host's
+ * CLOCK_MONOTONIC, with no CUPTI call. */
 l2p_status l2p_activity_now(uint64_t *ns);
+/* Go on collecting without CUPTI (issue 50: a search whose graphs are timed by events needs
+ * CUPTI for its probe only, and attached it costs every launch, recording or not: an 8-kernel
+ * graph's replay 9.8 us plain, 9.8 us once let go, H200, tools/investigations/cupti-states):
+ * the kernel records and attributes off (flushed first), every record dropped (their stamps
+ * are CUPTI's clock), and from here the log's clock is the host's (l2p_activity_now), its only
+ * records the replays' event pairs (l2p_activity_add_replay; one begun before this is dropped),
+ * record and flush no-ops, attributes and graph records L2P_ERR_STATE. Names and launch keys
+ * stay (ids are kept). l2p_activity_end ends it, with no CUPTI call. Nothing here holds CUPTI:
+ * l2p_activity_release_cupti may let it go. L2P_ERR_STATE when not collecting, or where
+ * CUPTI's graph records are on (they stay on to the end). */
+l2p_status l2p_activity_detach(void);
+/* 1 while collecting detached from CUPTI (l2p_activity_detach), else 0. */
+int l2p_activity_detached(void);
 /* Let CUPTI go from the process (l2p_cupti_release) where nothing of ours needs it: not while
  * the records are collecting or CUPTI's graph records are on, nor while a client of its
  * subscriber (the launch log, capture tracking) is attached, except the handover's client

@@ -129,6 +129,33 @@ static PyObject *activity_now_impl(PyObject *m, const void *args)
 L2P_DEFINE_FN(activity_now_fn, l2p_no_args, activity_now_impl, "activity_now",
               "CUPTI's clock (ns), the one the records' stamps use.", "int", L2P_NO_PARAMS);
 
+static PyObject *activity_detach_impl(PyObject *m, const void *args)
+{
+    (void)args;
+    l2p_status st;
+    Py_BEGIN_ALLOW_THREADS /* the flushes wait for CUPTI's buffer thread */
+    st = l2p_activity_detach();
+    Py_END_ALLOW_THREADS
+    if (st != L2P_OK) return raise_core(m);
+    Py_RETURN_NONE;
+}
+L2P_DEFINE_FN(activity_detach_fn, l2p_no_args, activity_detach_impl, "activity_detach",
+              "Go on collecting without CUPTI: the kernel records off and dropped, the log's "
+              "clock the host's (activity_now), its only records the replays' event pairs; "
+              "activity_record and activity_flush do nothing from here, activity_attributes "
+              "raises; activity_end ends it. Nothing of the log holds CUPTI then "
+              "(cupti_release may let it go).", "None", L2P_NO_PARAMS);
+
+static PyObject *activity_detached_impl(PyObject *m, const void *args)
+{
+    (void)m;
+    (void)args;
+    return PyBool_FromLong(l2p_activity_detached());
+}
+L2P_DEFINE_FN(activity_detached_fn, l2p_no_args, activity_detached_impl, "activity_detached",
+              "Whether the log collects detached from CUPTI (activity_detach).", "bool",
+              L2P_NO_PARAMS);
+
 static const char *hold_word(l2p_cupti_hold h)
 {
     return h == L2P_CUPTI_RELEASED ? "released"
@@ -1678,6 +1705,7 @@ L2P_DEFINE_FN(live_plan_format_fn, l2p_no_args, live_plan_format_impl, "live_pla
 
 const l2p_fn *const l2p_live_fns[] = {
     &activity_begin_fn, &activity_end_fn, &activity_flush_fn, &activity_now_fn,
+    &activity_detach_fn, &activity_detached_fn,
     &cupti_release_fn, &cupti_state_fn, &cupti_reclaim_fn,
     &activity_blocks_fn, &activity_keys_fn, &activity_trim_fn, &activity_record_fn, &live_begin_fn, &live_next_fn, &live_peek_fn, &live_record_fn, &live_finish_fn,
     &live_result_fn, &live_defaults_fn, &live_arms_fn, &graph_signature_fn, &live_locate_fn,

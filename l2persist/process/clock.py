@@ -308,8 +308,17 @@ class SwitchGate(Part):
         if why:
             w.cupti_release = ("held", why)
             return
+        self.request_release(hand_captures=True)
+
+    def request_release(self, hand_captures: bool):
+        """The core asked to let CUPTI go (``hand_captures``: the capture count handed over in
+        the same step, as release_cupti; without it the caller has ruled out captures made
+        under CUPTI itself: letgo.LetGo), its answer in ``w.cupti_release``; a request no call
+        has carried out yet is withdrawn at exit, and one a capture withdrew is taken off
+        soon."""
+        w = self.w
         try:
-            w.cupti_release = tuple(_core.cupti_release(hand_captures=True))
+            w.cupti_release = tuple(_core.cupti_release(hand_captures=hand_captures))
         except Exception as e:
             w.cupti_release = ("held", str(e))
         if w.cupti_release[0] in ("releasing", "withdrawn"):

@@ -40,6 +40,7 @@ from .fastcount import Counting
 from .graphs import Graphs, GraphSeen  # noqa: F401
 from .launches import APPLY_LOG_S, APPLY_TRIES, APPLY_WARMUP_S, Launches  # noqa: F401
 from .landing import Landing  # noqa: F401
+from .letgo import LetGo
 from .pace import REST_GATE_MAX_S, REST_PAIRS, Pace  # noqa: F401
 from .phases import Phases
 from .recorder import Block, Recorder, ReplayEvents, _increasing, _NoRecords  # noqa: F401
@@ -99,6 +100,9 @@ class Options:
     full_probe: bool = False       # L2PERSIST_FULL_PROBE=1 (a diagnostic): the probe lasts
                                    # max(0.25, warmup / 2) s even where the unit came often
                                    # enough sooner, as before 2026-11-30 (Probe.over)
+    keep_cupti: bool = False       # L2PERSIST_KEEP_CUPTI=1 (a diagnostic): CUPTI stays attached
+                                   # after a probe whose search events time alone, as before
+                                   # 2026-12-01 (letgo.LetGo)
     apply_release: bool = False    # apply --release-cupti (experimental): CUPTI let go once
                                    # the stream windows matched (process/launches.py)
     result: str | None = None      # where the child writes its result (JSON)
@@ -128,6 +132,7 @@ class Options:
         o.placebo_windows = env.get("L2PERSIST_PLACEBO_WINDOWS", "1") != "0"
         o.warmup_records = env.get("L2PERSIST_WARMUP_RECORDS", "") == "1"
         o.full_probe = env.get("L2PERSIST_FULL_PROBE", "") == "1"
+        o.keep_cupti = env.get("L2PERSIST_KEEP_CUPTI", "") == "1"
         o.apply_release = env.get("L2PERSIST_APPLY_RELEASE", "") == "1"
         o.ready_ahead = env.get("L2PERSIST_READY_AHEAD", "1") != "0"
         device_key = "L2PERSIST_DEVICE" if env.get("L2PERSIST_DEVICE") else "LOCAL_RANK"
@@ -160,6 +165,8 @@ class Watcher:
         self._switch_held = None                   # the thread holding the core's switch lock
         self.tracking_ended = False                # end_tracking: the core's count no longer asked
         self.cupti_release = None                  # (state, why) of SwitchGate.release_cupti
+        self.cupti_after_probe = None              # (state, why) of LetGo.after_probe
+        self.graphs_renewed = 0                    # ... the graphs made again after it
         self._clock_lost: float | bool = False     # when graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)
@@ -280,6 +287,7 @@ class Watcher:
         self.costs = Costs(self)
         self.switcher = Switcher(self)
         self.landing = Landing(self)
+        self.letgo = LetGo(self)
         self.report = Report(self)
         self.ending = Ending(self)
 

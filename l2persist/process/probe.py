@@ -119,6 +119,9 @@ class Probe(Part):
         w.probe_keys = w.mix_ref   # all of them, for the per-launch table
         w.mix_ref = self.priced_keys(w.mix_ref)
         w.launches.from_log()
+        # the events alone time the search from here: CUPTI is let go where nothing needs it
+        # (after the launch log is taken: it is CUPTI's)
+        w.letgo.after_probe()
         if w.o.mode == "verify" and w.plan_doc is not None:
             for g in w.eager:
                 w.switcher.apply_plan_windows(g, install=False)

@@ -52,6 +52,7 @@ class Search(Part):
                 w.rest_hooks[1]()     # the per-call hooks' gate open again
             w.resting = None
         w.replay_events.stop()       # the next probe decides the timing again
+        w.letgo.reattach()           # ... from the nodes' records: CUPTI again where let go
         w.timing, w.records_off = "nodes", False
         if w.activity and not w.paused:
             _core.activity_record(True)  # a block may have left them off (records_off)

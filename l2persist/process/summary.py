@@ -225,7 +225,11 @@ class Report(Part):
                # enough (Probe.over)
                "probe_s": getattr(w, "probe_s", None),
                # ... and the units of work it counted (the unit's calls in it)
-               "probe_units": getattr(w, "probe_units", None)}
+               "probe_units": getattr(w, "probe_units", None),
+               # CUPTI after a probe whose search the events time alone (letgo.LetGo):
+               # [state, why] (state "released", "kept", ...), and the graphs made again
+               "cupti_after_probe": getattr(w, "cupti_after_probe", None),
+               "graphs_renewed": getattr(w, "graphs_renewed", 0)}
         if out["asked"]:
             try:
                 out["replays"] = _core.replay_counts()

@@ -1,0 +1,125 @@
+"""CUPTI let go after the probe (issue 50 item 2: observing under 1 %).
+
+Where events time the program's graphs and the kernel records stay off in the search's blocks
+(``--replay-events`` on a graph-only program: :class:`~l2persist.process.recorder.ReplayEvents`),
+the search needs CUPTI for its probe only: the nodes' records weigh the targets and show that
+the events cover every graph launched. Attached after that, CUPTI costs every launch of the
+program, recording or not, for the rest of its run (``decode_big``: a placebo search 1.017x the
+plain run with CUPTI attached throughout, of which the watcher's own share was 0.9 %; H200,
+810cde9). So once the probe has decided, the log goes on with the host's clock and the event
+pairs alone (``_core.activity_detach``), capture tracking ends (PyTorch's hooks know its
+captures), CUPTI is let go (``_core.cupti_release``: a CUDA call of ours carries it out) and
+every graph the program made is instantiated again, so that no executable made while CUPTI was
+attached is launched once it is gone.
+
+Graphs captured and instantiated while CUPTI recorded replayed with their outputs right once it
+was let go, made again or not (H200, 810cde9, ``tools/investigations/cupti-states`` sequences
+``renew`` and ``stale``); at 161093c, which let CUPTI go at a call's exit on whichever thread
+with the program's work in flight, the zoo's graph programs' replays failed afterwards. Here
+the release is carried out by the watcher's own synchronization on the program's thread, with
+nothing in flight, and the graphs are made again after it.
+
+Kept where anything else may need CUPTI or may capture unseen: another thread makes watched
+calls, a library other than PyTorch that begins captures is loaded (theirs are known only
+through CUPTI's callbacks), XLA's own graphs, a graph l2persist cannot make again, the clock's
+ticks are the unit (the clock switches beside captures it knows through CUPTI), a team, the
+program's profiler, graph records, or ``L2PERSIST_KEEP_CUPTI=1`` (a diagnostic:
+``tools/investigations/zoo-advise --keep-cupti``). What was done is the summary's
+``timing.cupti_after_probe``. Without CUPTI no arm's windows are read back from the kernels'
+launch attributes (the landing check says so).
+"""
+from __future__ import annotations
+
+import sys
+
+from .. import _core
+from .part import Part
+
+#: Modules whose captures the watcher would know only through CUPTI's callbacks (PyTorch's come
+#: through its hooks): where one is loaded, CUPTI stays.
+OTHER_CAPTURERS = ("cupy", "jax", "jaxlib", "numba", "cuda.bindings", "cuda.cudart",
+                   "cuda.cuda", "cuda.core", "tensorflow", "paddle", "mxnet")
+
+
+class LetGo(Part):
+    """CUPTI detached from the program at the probe's end, where nothing after needs it."""
+
+    def applies(self) -> bool:
+        """Whether the search after the probe is timed by events alone: the question of
+        letting go arises only there."""
+        w = self.w
+        return bool(w.o.replay_events and w.timing == "events" and w.records_off
+                    and w.activity)
+
+    def why_kept(self) -> str | None:
+        """Why CUPTI stays attached after the probe (None: it may go)."""
+        w = self.w
+        from .clock import _profiler_on
+        from .phases import _makes_own_graphs
+        from . import torch as _torch
+        if w.o.keep_cupti:
+            return "L2PERSIST_KEEP_CUPTI=1"
+        if w.team is not None:
+            return "ranks in lockstep"
+        if w.graph_records:
+            return "CUPTI's graph records are on"
+        if w.unit is None or w.unit[0] == "tick":
+            return ("the watcher's clock is the unit (it switches beside captures known "
+                    "through CUPTI's callbacks)")
+        if w.other_threads:
+            return ("another thread makes watched calls (a capture there could begin while "
+                    "CUPTI is let go)")
+        if w.captures:
+            return "a capture is open"
+        loaded = sorted(m for m in OTHER_CAPTURERS if m in sys.modules)
+        if loaded:
+            return (f"{', '.join(loaded)} loaded (its captures are known only through "
+                    f"CUPTI's callbacks)")
+        if _makes_own_graphs():
+            return "XLA's own graphs (l2persist cannot make them again)"
+        if any(g.ref() is not None and not _torch.renewable(g.ref())
+               for g in w.graphs.values()):
+            return "a graph l2persist cannot make again"
+        if _profiler_on():
+            return "the program's profiler is on"
+        return None
+
+    def after_probe(self):
+        """At the probe's end (Probe.begin: on the program's thread, the device synchronized,
+        the probe's records summed): where it applies and nothing keeps it, the log detached,
+        tracking ended, CUPTI let go and the program's graphs made again. Sets
+        ``w.cupti_after_probe`` to (what happened, why) where it applies."""
+        w = self.w
+        if not self.applies():
+            return
+        why = self.why_kept()
+        if why is None:
+            try:
+                _core.activity_detach()
+            except Exception as e:         # not collecting with CUPTI: it stays as it is
+                why = f"the log could not go on without CUPTI ({e})"
+        if why is not None:
+            w.cupti_after_probe = ("kept", why)
+            return
+        w.landed_why = ("CUPTI let go after the probe: no kernel's launch attributes were "
+                        "read")
+        w.gate.end_tracking()              # PyTorch's hooks know its captures from here
+        w.gate.request_release(hand_captures=False)
+        if w.cupti_release[0] == "releasing":
+            w.device.synchronize()         # a CUDA call of ours carries the release out
+        state = _core.cupti_state()
+        renewed = 0
+        if state == "released":
+            for g in list(w.graphs.values()):
+                if g.ref() is not None and g.change_windows([], fresh=True):
+                    renewed += 1
+        w.cupti_after_probe = (state, w.cupti_release[1])
+        w.graphs_renewed = renewed
+
+    def reattach(self):
+        """A search begun again (Search.restart) probes with the nodes' records: the detached
+        log ended and CUPTI's begun again (it attaches again: a new generation)."""
+        w = self.w
+        if w.activity and _core.activity_detached():
+            _core.activity_end()
+            _core.activity_begin(w.o.device)
