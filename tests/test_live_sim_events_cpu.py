@@ -284,6 +284,7 @@ def test_cupti_is_let_go_after_an_events_probe_and_the_search_still_finds_the_ga
     t = w.summary()["timing"]
     assert t["cupti_after_probe"] == ("released", None) and events.asked is False, t
     assert t["graphs_renewed"] == 1 and events.instantiations.get(id(g), 0) >= 1
+    assert t["letgo_ms"] >= 0
     assert events.after == [], events.after
     nodes = [r for r in events.records if isinstance(r[3][0], int) and r[0] >= events.release_t]
     assert nodes == []

@@ -31,6 +31,7 @@ launch attributes (the landing check says so).
 from __future__ import annotations
 
 import sys
+import time
 
 from .. import _core
 from .part import Part
@@ -101,6 +102,7 @@ class LetGo(Part):
         if why is not None:
             w.cupti_after_probe = ("kept", why)
             return
+        t0 = time.perf_counter()
         w.landed_why = ("CUPTI let go after the probe: no kernel's launch attributes were "
                         "read")
         w.gate.end_tracking()              # PyTorch's hooks know its captures from here
@@ -115,6 +117,9 @@ class LetGo(Part):
                     renewed += 1
         w.cupti_after_probe = (state, w.cupti_release[1])
         w.graphs_renewed = renewed
+        # the program's thread waits for all of it (the finalize at the synchronization's
+        # exit, each graph made again): the summary's timing.letgo_ms
+        w.letgo_ms = (time.perf_counter() - t0) * 1e3
 
     def reattach(self):
         """A search begun again (Search.restart) probes with the nodes' records: the detached

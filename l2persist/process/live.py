@@ -167,6 +167,7 @@ class Watcher:
         self.cupti_release = None                  # (state, why) of SwitchGate.release_cupti
         self.cupti_after_probe = None              # (state, why) of LetGo.after_probe
         self.graphs_renewed = 0                    # ... the graphs made again after it
+        self.letgo_ms = None                       # ... and its time on the program's thread
         self._clock_lost: float | bool = False     # when graphs came in a search on the clock
         self.empty_probes = 0                      # probes that recorded no kernel (again)
         self.restarts = collections.Counter()      # searches begun again, per cause (Search.restart)

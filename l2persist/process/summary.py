@@ -229,7 +229,8 @@ class Report(Part):
                # CUPTI after a probe whose search the events time alone (letgo.LetGo):
                # [state, why] (state "released", "kept", ...), and the graphs made again
                "cupti_after_probe": getattr(w, "cupti_after_probe", None),
-               "graphs_renewed": getattr(w, "graphs_renewed", 0)}
+               "graphs_renewed": getattr(w, "graphs_renewed", 0),
+               "letgo_ms": getattr(w, "letgo_ms", None)}
         if out["asked"]:
             try:
                 out["replays"] = _core.replay_counts()
