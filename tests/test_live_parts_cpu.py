@@ -2161,7 +2161,8 @@ def test_landing_without_the_cupti_call_says_why_and_stops_asking(monkeypatch):
     part = landing.Landing(w)
     assert part.before_block(0) is False and part.before_block(1) is False
     assert "cannot record launch attributes" in w.landed_why and not w.landed_blocks
-    assert part.summary() == {"checked": False, "why": w.landed_why, "arms": []}
+    assert part.summary() == {"checked": False, "why": w.landed_why, "arms": [],
+                              "from": "records"}
 
 
 def test_landing_reads_checked_blocks_and_the_core_judges_each_arm(monkeypatch):
@@ -2212,6 +2213,12 @@ def test_landed_lines_say_which_arms_missed_and_why_not_checked():
     assert report.landed_lines(None) == []
     html_doc = report._landed_html({"windows_landed": {"checked": True, "arms": [ok, bad]}})
     assert html_doc.count("<tr>") == 3 and "<b>no</b>" in html_doc
+    assert "launch attributes" in lines[0] and "launch attributes" in html_doc
+    # once CUPTI was let go the windows were read from the graphs' nodes: said so
+    back = {"checked": True, "why": None, "arms": [ok], "from": "nodes"}
+    assert "kernel nodes, read back once CUPTI was let go" in report.landed_lines(back)[0]
+    html_back = report._landed_html({"windows_landed": back})
+    assert "read back" in html_back and "launch attributes" not in html_back
 
 
 def test_placebo_is_advises_alone_reaches_the_watcher_and_writes_no_plan(monkeypatch, tmp_path,
@@ -2705,7 +2712,7 @@ def _letgo_owner(**kw):
     o = _ns(o=_ns(replay_events=True, keep_cupti=False), timing="events", records_off=True,
             activity=True, team=None, graph_records=False, unit=("replay", "k2-aa"),
             other_threads=False, captures=0, graphs={1: seen}, cupti_after_probe=None,
-            graphs_renewed=0, landed_why=None, calls=[], cupti_release=None)
+            graphs_renewed=0, landed_read_back=False, calls=[], cupti_release=None)
     o.device = _ns(synchronize=lambda: o.calls.append("sync"))
 
     def request_release(hand_captures):
@@ -2748,7 +2755,7 @@ def test_letgo_detaches_ends_tracking_releases_then_renews_each_graph(letgo_core
     # without the capture count, and the watcher's own synchronization carries it out
     assert w.calls == ["end_tracking", ("release", False), "sync"], w.calls
     assert w.cupti_after_probe == ("released", None) and w.graphs_renewed == 1
-    assert w.graphs[1].renewed == 1 and "let go after the probe" in w.landed_why
+    assert w.graphs[1].renewed == 1 and w.landed_read_back is True
 
 
 def test_letgo_renews_nothing_where_the_release_was_not_carried_out(letgo_core):
@@ -2786,7 +2793,7 @@ def test_letgo_keeps_cupti_where_anything_may_still_need_it(letgo_core, monkeypa
         state["refuse"] = True
     letgo.LetGo(w).after_probe()
     assert w.cupti_after_probe[0] == "kept" and why in w.cupti_after_probe[1], w.cupti_after_probe
-    assert w.calls == [] and w.landed_why is None
+    assert w.calls == [] and w.landed_read_back is False
     assert calls == (["detach"] if change == "refuse" else [])
 
 
@@ -2808,3 +2815,33 @@ def test_letgo_reattach_begins_cuptis_records_again_only_where_detached(monkeypa
         activity_begin=lambda device: calls.append(("begin", device))))
     letgo.LetGo(_ns(activity=True, o=_ns(device=3))).reattach()
     assert calls == (["end", ("begin", 3)] if detached else [])
+
+
+def test_landing_reads_the_windows_back_from_the_graphs_nodes_once_cupti_is_gone():
+    """Once CUPTI was let go (letgo.py) each arm's first block reads every known graph's
+    kernel nodes: a node counts once under its window (ids shared across arms), or under none;
+    a graph dropped or reset is left out; later blocks of the arm read nothing."""
+    def node(win):
+        return _ns(access_policy_window=None if win is None else
+                   _ns(base_ptr=win[0], num_bytes=win[1]))
+
+    class Reset:
+        @property
+        def kernel_nodes(self):
+            raise RuntimeError("the graph was reset")
+    nodes = {"a": [node((0x1000, 64)), node(None), node((0x1000, 64))],
+             "b": [node((0x9000, 32))]}
+    graphs = {1: _ns(borrow=lambda: _ns(kernel_nodes=nodes["a"])),
+              2: _ns(borrow=lambda: _ns(kernel_nodes=nodes["b"])),
+              3: _ns(borrow=lambda: None), 4: _ns(borrow=lambda: Reset())}
+    w = _ns(landed_read_back=True, landed_why=None, landed_on=False, landed_blocks={},
+            landed_seen={}, landed_table={}, graphs=graphs)
+    lg = landing.Landing(w)
+    assert lg.before_block(2) is False            # no launch attribute, no landing block
+    assert w.landed_table == {1: (0x1000, 64), 2: (0x9000, 32)}
+    assert w.landed_seen == {2: {1: 2, 0: 1, 2: 1}} and w.landed_blocks == {2: 1}
+    nodes["b"] = [node((0x1000, 64))]
+    lg.before_block(2)                            # checked already: not read again
+    assert w.landed_seen[2] == {1: 2, 0: 1, 2: 1}
+    lg.before_block(3)
+    assert w.landed_seen[3] == {1: 3, 0: 1} and len(w.landed_table) == 2

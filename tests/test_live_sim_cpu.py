@@ -307,6 +307,16 @@ def make_world(monkeypatch) -> World:
             uses = [(0, 0, 0, TABLE, 0), (0, 1, 8, SMALL, 1), (1, 0, 0, SMALL, 1)]
             return KERNELS, records, uses
 
+        @property
+        def kernel_nodes(self):
+            """Each node's window as the graph holds it (the landing's read-back)."""
+            def node(n):
+                win = w.graph_windows.get((id(self.owner), n))
+                return types.SimpleNamespace(access_policy_window=None if win is None else
+                                             types.SimpleNamespace(base_ptr=win.base,
+                                                                   num_bytes=win.nbytes))
+            return [node(n) for n, *_ in getattr(self.owner, "kernels", KERNELS)]
+
         def set_access_policy_window(self, win, nodes):
             w.no_capture("a window was set")
             w.instantiated(self.owner)  # as PyTorch's owner, notified, instantiates again

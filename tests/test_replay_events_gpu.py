@@ -37,6 +37,11 @@ def test_decode_graphs_timed_by_events_same_digest(tmp_path):
     assert gone and gone[0] == "released", (gone, res.get("cupti"))
     assert t.get("graphs_renewed", 0) >= 1, t
     assert (res.get("cupti") or {}).get("now") == "released", res.get("cupti")
+    # each arm's windows read back from the graphs' kernel nodes (no launch attributes without
+    # CUPTI): every arm checked, none with a window it did not set
+    wl = res.get("windows_landed") or {}
+    assert wl.get("checked") and wl.get("from") == "nodes", wl
+    assert wl["arms"] and all(a["foreign"] == 0 for a in wl["arms"]), wl["arms"]
 
 
 def test_replay_events_never_join_or_break_a_capture():

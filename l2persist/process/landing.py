@@ -1,5 +1,7 @@
 """Whether each arm's windows landed on the kernels it meant (issue 50 item 2): CUPTI's launch
 attributes put the access policy window a kernel ran under in its record
+(once CUPTI is let go after the probe, the graphs' kernel nodes are read back instead:
+:meth:`Landing.read_back`)
 (``_core.activity_attributes``), collected in each arm's first :data:`CHECK_BLOCKS` blocks
 only (what collecting them costs a launch was not measured apart from the records' own cost,
 so the search's other blocks go without). The core judges an arm's blocks
@@ -31,6 +33,9 @@ class Landing(Part):
         """Called as a block begins under ``arm`` (no kernel of it launched yet): attributes
         on for an arm not yet checked, off otherwise; True when this block collects them."""
         w = self.w
+        if getattr(w, "landed_read_back", False):
+            self.read_back(arm)
+            return False                # no launch attribute: the block is the arm's own
         want = w.landed_why is None and w.landed_blocks.get(arm, 0) < CHECK_BLOCKS
         if want != w.landed_on:
             try:
@@ -42,6 +47,37 @@ class Landing(Part):
         if want:
             w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
         return want
+
+    def read_back(self, arm: int):
+        """Where CUPTI was let go after the probe (letgo.py) no kernel's record carries its
+        window: for an arm not yet checked, the windows are read back from the kernel nodes of
+        every graph the watcher knows, as the arm installed them, each node counted once (not
+        per launch). What is read is the graph the executable was made from; the switcher makes
+        the executable again after every change (a graph whose owner could not is flagged
+        ``renew_failed``), so the two agree. A graph the program dropped or reset is left out."""
+        w = self.w
+        if w.landed_blocks.get(arm, 0) >= CHECK_BLOCKS:
+            return
+        w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
+        seen = w.landed_seen.setdefault(arm, {})
+        ids = {bw: wid for wid, bw in w.landed_table.items()}
+        for g in list(w.graphs.values()):
+            graph = g.borrow()
+            if graph is None:
+                continue
+            try:
+                wins = [n.access_policy_window for n in graph.kernel_nodes]
+            except (ValueError, RuntimeError):   # reset by the program meanwhile
+                continue
+            for win in wins:
+                wid = 0
+                if win is not None:
+                    key = (int(win.base_ptr), int(win.num_bytes))
+                    wid = ids.get(key)
+                    if wid is None:
+                        wid = ids[key] = len(w.landed_table) + 1
+                        w.landed_table[wid] = key
+                seen[wid] = seen.get(wid, 0) + 1
 
     def forget(self):
         """The search begins again (Search.restart): attributes off, nothing checked yet."""
@@ -81,7 +117,10 @@ class Landing(Part):
         """Per checked arm, the core's judgement; ``checked`` False with ``why`` where no
         attributes were collected."""
         w = self.w
-        out = {"checked": bool(w.landed_seen), "why": w.landed_why, "arms": []}
+        out = {"checked": bool(w.landed_seen), "why": w.landed_why, "arms": [],
+               # where they were read: the kernels' launch attributes (CUPTI's records), or the
+               # graphs' kernel nodes once CUPTI was let go (read_back)
+               "from": "nodes" if getattr(w, "landed_read_back", False) else "records"}
         for arm in sorted(a for a in w.landed_seen if a < len(w.arms)):
             seen_ids = w.landed_seen[arm]
             seen = []

@@ -25,8 +25,8 @@ through CUPTI's callbacks), XLA's own graphs, a graph l2persist cannot make agai
 ticks are the unit (the clock switches beside captures it knows through CUPTI), a team, the
 program's profiler, graph records, or ``L2PERSIST_KEEP_CUPTI=1`` (a diagnostic:
 ``tools/investigations/zoo-advise --keep-cupti``). What was done is the summary's
-``timing.cupti_after_probe``. Without CUPTI no arm's windows are read back from the kernels'
-launch attributes (the landing check says so).
+``timing.cupti_after_probe``. Without CUPTI the arms' windows are read back from the graphs'
+kernel nodes, not from the kernels' launch attributes (landing.Landing.read_back).
 """
 from __future__ import annotations
 
@@ -103,8 +103,7 @@ class LetGo(Part):
             w.cupti_after_probe = ("kept", why)
             return
         t0 = time.perf_counter()
-        w.landed_why = ("CUPTI let go after the probe: no kernel's launch attributes were "
-                        "read")
+        w.landed_read_back = True          # the arms' windows read from the graphs' nodes
         w.gate.end_tracking()              # PyTorch's hooks know its captures from here
         w.gate.request_release(hand_captures=False)
         if w.cupti_release[0] == "releasing":
@@ -125,6 +124,7 @@ class LetGo(Part):
         """A search begun again (Search.restart) probes with the nodes' records: the detached
         log ended and CUPTI's begun again (it attaches again: a new generation)."""
         w = self.w
+        w.landed_read_back = False
         if w.activity and _core.activity_detached():
             _core.activity_end()
             _core.activity_begin(w.o.device)

@@ -268,6 +268,7 @@ class Watcher:
         self.pace_corrections: list = []           # the pace's model scaled by (Costs.correction)
         self.landed_on = False                     # launch attributes collected now
         self.landed_why = None                     # why they are not (an older CUPTI)
+        self.landed_read_back = False              # read from the graphs' nodes (letgo.py)
         self.landed_blocks: dict = {}              # arm -> blocks recorded with them
         self.landed_seen: dict = {}                # arm -> {window id: kernels}
         self.landed_table: dict = {}               # window id -> (base, bytes) or None

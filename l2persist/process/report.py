@@ -256,8 +256,11 @@ def landed_lines(wl: dict | None, most: int = 4) -> list[str]:
         return [f"  windows: not checked on the kernels: {wl['why']}"] if wl.get("why") else []
     arms = wl["arms"]
     off = [a for a in arms if not a["as_meant"]]
+    where = ("from its graphs' kernel nodes, read back once CUPTI was let go"
+             if wl.get("from") == "nodes" else
+             "from CUDA's launch attributes in the kernels' records")
     lines = [f"  windows landed: {len(arms) - len(off)} of {len(arms)} arms as meant (each "
-             f"arm's first block, from CUDA's launch attributes in the kernels' records)"]
+             f"arm's first block, {where})"]
     for a in off[:most]:
         lines.append(f"    {_arm_name(a['arm'])}: {a['meant']} of {a['kernels']} kernels under "
                      f"its windows, {a['foreign']} under windows it did not set, "
@@ -277,9 +280,12 @@ def _landed_html(r: dict) -> str:
         f"<tr><td>{_arm_name(a['arm'])}</td><td>{a['windows']}</td><td>{a['kernels']}</td>"
         f"<td>{a['meant']}</td><td>{a['foreign']}</td><td>{a['missing']}</td>"
         f"<td>{'yes' if a['as_meant'] else '<b>no</b>'}</td></tr>" for a in wl["arms"])
-    return ("<h2>Windows on the kernels</h2><p>From CUDA's launch attributes in the records of "
-            "each arm's first block: the kernels under the arm's windows, under windows it did "
-            "not set, and its windows that no kernel carried.</p><table><tr><th>arm</th>"
+    where = ("From the graphs' kernel nodes as each arm installed them (read back: CUPTI was "
+             "let go after the probe; a node counts once)" if wl.get("from") == "nodes" else
+             "From CUDA's launch attributes in the records of each arm's first block")
+    return ("<h2>Windows on the kernels</h2><p>" + where + ": the kernels under the arm's "
+            "windows, under windows it did not set, and its windows that no kernel carried."
+            "</p><table><tr><th>arm</th>"
             "<th>windows set</th><th>kernels</th><th>under its windows</th><th>under others"
             "</th><th>windows on no kernel</th><th>as meant</th></tr>" + rows + "</table>\n")
 
