@@ -741,6 +741,55 @@ def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(m
     assert op.loop_s("boom") is None
 
 
+def test_observing_parts_letgo_late_lets_cupti_go_after_its_replays_and_renews_the_graphs(
+        monkeypatch, capsys):
+    """letgo_late (a fake torch and core: no GPU): graphs keep their raw graph; records begin at
+    the first replay; after LETGO_REPLAYS replays the device is synchronized, the records
+    end, CUPTI is let go and carried out by a synchronization, every graph replayed so far is
+    instantiated again, once, and the class's own replay is back from then on."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    monkeypatch.setattr(op, "LETGO_REPLAYS", 3)
+    calls = []
+
+    class Graph:
+        def __new__(cls, keep_graph=False):
+            g = object.__new__(cls)
+            g.kept = keep_graph
+            return g
+
+        def __init__(self, keep_graph=False):
+            pass
+
+        def replay(self):
+            calls.append("replay")
+
+        def instantiate(self):
+            calls.append(("instantiate", self.kept))
+    cuda = types.SimpleNamespace(CUDAGraph=Graph, synchronize=lambda: calls.append("sync"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    from l2persist import _core
+    for name, fn in {"activity_begin": lambda d: calls.append("begin"),
+                     "activity_end": lambda: calls.append("end"),
+                     "cupti_release": lambda: calls.append("release") or ("releasing", None),
+                     "cupti_state": lambda: "released"}.items():
+        monkeypatch.setattr(_core, name, fn)
+    own = Graph.replay
+    op._letgo_late()
+    a, b = Graph(), Graph()
+    assert a.kept is True                   # keep_graph=True whatever the program passed
+    for g in (a, b, a):
+        g.replay()
+    assert calls == ["begin", "replay", "replay", "replay"]
+    del calls[:]
+    b.replay()                              # the fourth: the let-go, then the replay itself
+    assert calls == ["sync", "end", "release", "sync", ("instantiate", True),
+                     ("instantiate", True), "replay"]
+    assert Graph.replay is own
+    err = capsys.readouterr().err
+    assert len(re.findall(r"^late setup: [0-9.]+ s$", err, re.M)) == 1, err
+    assert "let go: release releasing (None), now released, 2 graphs made again" in err
+
+
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
     """The child sets its mode's part up (here the clock thread: no GPU needed) and runs the
     program as __main__ with the program's own arguments; an unknown mode is refused."""
