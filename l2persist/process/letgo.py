@@ -4,9 +4,9 @@ Where events time the program's graphs and the kernel records stay off in the se
 (``--replay-events`` on a graph-only program: :class:`~l2persist.process.recorder.ReplayEvents`),
 the search needs CUPTI for its probe only: the nodes' records weigh the targets and show that
 the events cover every graph launched. Attached after that, CUPTI costs every launch of the
-program, recording or not, for the rest of its run (``decode_big``: a placebo search 1.017x the
-plain run with CUPTI attached throughout, of which the watcher's own share was 0.9 %; H200,
-810cde9). So once the probe has decided, the log goes on with the host's clock and the event
+program, recording or not, for the rest of its run (``decode_big``'s placebo search with events:
+1.0166x the plain run with CUPTI kept, 1.0122x with it let go here, in one run; H200,
+ddb1aef). So once the probe has decided, the log goes on with the host's clock and the event
 pairs alone (``_core.activity_detach``), capture tracking ends (PyTorch's hooks know its
 captures), CUPTI is let go (``_core.cupti_release``: a CUDA call of ours carries it out) and
 every graph the program made is instantiated again, so that no executable made while CUPTI was
