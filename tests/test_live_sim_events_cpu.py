@@ -245,6 +245,12 @@ def _cupti_world(events, monkeypatch):
     def detach():
         events.recording, events.detached = False, True
 
+    end = core.activity_end
+
+    def activity_end():            # as the core: a detached log ends with no CUPTI call
+        events.detached = False
+        end()
+
     def release(hand_captures=False):
         events.asked, events.cupti = hand_captures, "releasing"
         return ("releasing", None)
@@ -260,6 +266,7 @@ def _cupti_world(events, monkeypatch):
     for name, fn in {"activity_detach": detach, "activity_detached": lambda: events.detached,
                      "activity_record": lambda on: None if events.detached else record(on),
                      "cupti_release": release, "cupti_state": lambda: events.cupti,
+                     "activity_end": activity_end,
                      "activity_attributes": attaching("activity_attributes",
                                                       core.activity_attributes),
                      "activity_begin": attaching("activity_begin", core.activity_begin),
@@ -311,3 +318,30 @@ def test_cupti_stays_where_the_keep_diagnostic_asks(events, monkeypatch):
     assert w.cupti_after_probe == ("kept", "L2PERSIST_KEEP_CUPTI=1")
     assert events.cupti == "attached" and not events.detached
     assert any(b.attrs for b in w.blocks)          # the landing blocks, as before
+
+
+def test_a_search_begun_again_after_the_let_go_probes_with_cuptis_records_again(events,
+                                                                              monkeypatch):
+    """After CUPTI was let go the replays' event pairs stop coming (here: every pair refused,
+    as where the GPU was idle at each): the block has no record, the search begins again
+    (Search.restart) and the log is ended and begun with CUPTI again (LetGo.reattach), so the
+    new probe has the nodes' records; it times the graphs by them from there and still finds
+    the window."""
+    events.gain = 1.25
+    _cupti_world(events, monkeypatch)
+    core = live._core
+    begin = core.replay_begin
+    monkeypatch.setattr(core, "replay_begin", lambda stream, label: -1 if events.cupti ==
+                        "released" and events.release_t is not None and
+                        events.clock() > events.release_t and events.no_pairs
+                        else begin(stream, label))
+    events.no_pairs = True
+    w = _watcher(replay_events=True)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert w.restarts["work"] >= 1, w.notes
+    assert "activity_begin" in events.after          # CUPTI begun again for the new probe
+    assert not events.detached and w.timing == "nodes", (w.timing, w.timing_why)
+    assert w.landed_read_back is False
+    r = w.result
+    assert r["helps"] and 1.10 < r["speedup"] < 1.25, r
