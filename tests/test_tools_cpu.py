@@ -481,6 +481,22 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert rows[1]["rests"] == [(50, 7)] * 2      # each run's rests, and those at their cap
     # each run's verdict: a placebo's "helps" is a false positive, kept to be seen
     assert rows[0]["helps"] == [False, False] and rows[2]["helps"] == [True, True]
+    # --control: the plain program under observing-parts' context mode (no watcher, no
+    # --json), in the same rounds; its row has the loops and nothing of a watcher's
+    ran = []
+
+    def control_run(cmd, timeout, env=None):
+        ran.append(cmd)
+        return fake_run(cmd, timeout, env)
+    monkeypatch.setattr(za, "run", control_run)
+    rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=1,
+                      variants=[("placebo", (), {}), (za.CONTROL, (), {})])
+    control = [c for c in ran if "--child" in c]
+    assert len(control) == 1 and control[0][2:5] == ["--child", "context", "--"]
+    assert control[0][1].endswith("observing-parts") and "--placebo" not in control[0]
+    assert control[0][5].endswith(".py") and "--iters" in control[0]
+    assert rows[1]["variant"] == za.CONTROL and rows[1]["placebo_loop_s"] == [60.0]
+    assert rows[1]["decision_s"] == [None] and rows[1]["same"] is True
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
@@ -496,8 +512,8 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     monkeypatch.setenv("OUT", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
                                       "--after-sync", "--no-windows", "--warmup-records",
-                                      "--full-probe", "--keep-cupti", "--max-overhead",
-                                      "0.25", "eager_implicit:900"])
+                                      "--full-probe", "--keep-cupti", "--control",
+                                      "--max-overhead", "0.25", "eager_implicit:900"])
     za.main()
     (name, iters, rounds, variants), = asked
     assert (name, iters, rounds) == ("eager_implicit", 900, 2)
@@ -505,6 +521,7 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
                         ("no_windows", (), {"L2PERSIST_PLACEBO_WINDOWS": "0"}),
                         ("warmup_records", (), {"L2PERSIST_WARMUP_RECORDS": "1"}),
                         ("full_probe", (), {"L2PERSIST_FULL_PROBE": "1"}),
+                        ("control_context", (), {}),
                         ("events_keep_cupti", ("--replay-events",),
                          {"L2PERSIST_KEEP_CUPTI": "1"}),
                         ("pace_0.25pct", ("--max-overhead", "0.25"), {})]
