@@ -771,13 +771,15 @@ def test_the_warmups_records_stay_on_where_a_pause_could_miss_an_executable(worl
 
 @pytest.mark.parametrize("shape", ["fast", "slow", "marks", "full"])
 def test_the_probe_ends_once_its_unit_came_often_enough(world, shape):
-    """The probe lasts half the warm-up (here 0.5 s), and ends sooner, after 0.25 s, once the
-    unit (a mark, else the busiest graph's replay) came PROBE_UNITS times: a fast replay loop
-    is recorded for a quarter second ("fast"); a loop whose replays take 3 ms ("slow"), or
+    """The probe lasts half the warm-up (here 0.5 s; 1.5 s for the fast loop), and ends sooner,
+    after 0.25 s, once the unit (a mark, else the busiest graph's replay) came PROBE_UNITS
+    times: a fast replay loop is recorded for about a quarter second ("fast"); a loop whose replays take 3 ms ("slow"), or
     whose unit is a mark every 1,000th replay ("marks": the replays' count is not the unit's),
     is probed for the whole length, as is a fast loop under L2PERSIST_FULL_PROBE=1 ("full")."""
     from l2persist.process import probe as _probe
-    w = _watcher(warmup_s=1.0, full_probe=shape == "full")
+    # the fast loop's whole length is 1.5 s (warm-up 3 s): a loaded CPU that slows its replays
+    # (this file's whole run on two cores read 0.46 s for the 256 units) still ends well before
+    w = _watcher(warmup_s=3.0 if shape == "fast" else 1.0, full_probe=shape == "full")
     g = ProgramGraph()
     w.capture_begin()
     w.capture_end(g)
@@ -798,7 +800,7 @@ def test_the_probe_ends_once_its_unit_came_often_enough(world, shape):
     assert w.unit[0] == ("mark" if shape == "marks" else "replay")
     assert timing["probe_units"] == w.probe_counts[w.unit] > 0
     if shape == "fast":
-        assert _probe.PROBE_MIN_S <= probe_s < 0.45, probe_s
+        assert _probe.PROBE_MIN_S <= probe_s < 1.2, probe_s
         assert w.probe_counts[w.unit] >= _probe.PROBE_UNITS
     else:
         assert probe_s >= 0.5, probe_s
