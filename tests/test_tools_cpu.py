@@ -807,6 +807,89 @@ def test_observing_parts_letgo_late_lets_cupti_go_after_its_replays_and_renews_t
     assert "let go: release releasing (None), now released, 2 graphs made again" in err
 
 
+def test_observing_parts_cleared_sets_and_disables_a_window_once_per_graph(monkeypatch,
+                                                                          capsys):
+    """cleared (a fake torch, fake borrowed graphs: no GPU): graphs keep their raw graph; at
+    each graph's first replay, and only then, a window goes on every kernel node, is disabled,
+    and the graph is instantiated again, before that replay; each set-up is printed and the
+    loop is read less all of them."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    calls = []
+
+    class Graph:
+        def __new__(cls, keep_graph=False):
+            g = object.__new__(cls)
+            g.kept = keep_graph
+            return g
+
+        def __init__(self, keep_graph=False):
+            pass
+
+        def replay(self):
+            calls.append(("replay", id(self)))
+
+    class Borrowed:
+        kernel_nodes = [1, 2, 3]
+
+        def __init__(self, owner):
+            self.owner = owner
+
+        def set_access_policy_window(self, window, nodes=None):
+            assert nodes is None               # every kernel node
+            calls.append(("window", id(self.owner),
+                          None if window is None else window.num_bytes))
+
+    class Tensor:
+        def data_ptr(self):
+            return 1 << 30
+    cuda = types.SimpleNamespace(CUDAGraph=Graph)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(
+        cuda=cuda, empty=lambda *a, **k: Tensor(), uint8="uint8"))
+    from l2persist.process import torch as ptorch
+    monkeypatch.setattr(ptorch, "borrow", lambda owner, quiet=False: Borrowed(owner))
+    monkeypatch.setattr(ptorch, "reinstantiate",
+                        lambda owner: calls.append(("instantiate", id(owner))) or True)
+    from l2persist import _core
+    monkeypatch.setattr(_core, "AccessPolicyWindow",
+                        lambda target, n, **k: types.SimpleNamespace(num_bytes=n, **k))
+    op._cleared()
+    a, b = Graph(), Graph()
+    assert a.kept is True
+    for g in (a, a, b, a, b):
+        g.replay()
+    ia, ib = id(a), id(b)
+    assert calls == [("window", ia, 1 << 20), ("window", ia, None), ("instantiate", ia),
+                     ("replay", ia), ("replay", ia),
+                     ("window", ib, 1 << 20), ("window", ib, None), ("instantiate", ib),
+                     ("replay", ib), ("replay", ia), ("replay", ib)]
+    err = capsys.readouterr().err
+    assert len(re.findall(r"^late setup: [0-9.]+ s$", err, re.M)) == 2, err
+    assert err.count("cleared: 3 kernel nodes") == 2
+    assert op.loop_s("late setup: 0.25 s\nlate setup: 0.5 s\nloop: 5 iterations in 6.5 s\n") \
+        == pytest.approx(5.75)
+
+
+def test_observing_parts_pad_modes_allocate_their_mib_before_the_program(monkeypatch, tmp_path):
+    """padN: the context made, then N MiB allocated and kept before the program runs (a fake
+    torch: no GPU); N is any number, and only padN names are taken beside the listed modes."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    made = []
+    fake = types.SimpleNamespace(
+        zeros=lambda *a, **k: made.append(("zeros", a)),
+        empty=lambda n, **k: made.append(("empty", n)) or ("tensor", n),
+        uint8="uint8", cuda=types.SimpleNamespace(synchronize=lambda: None))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    prog = tmp_path / "prog.py"
+    monkeypatch.setattr(op.runpy, "run_path",
+                        lambda path, run_name: made.append(("program", path)))
+    op.child("pad24", [str(prog)])
+    assert made == [("zeros", (1,)), ("empty", 24 << 20), ("program", str(prog))]
+    assert op._PADS[-1] == ("tensor", 24 << 20)           # kept alive for the process
+    assert op._PAD.match("pad2") and not op._PAD.match("padN") and not op._PAD.match("pad")
+    with pytest.raises(SystemExit):
+        op.main(["--modes", "plain,padx", "decode_big:10"])
+
+
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
     """The child sets its mode's part up (here the clock thread: no GPU needed) and runs the
     program as __main__ with the program's own arguments; an unknown mode is refused."""
