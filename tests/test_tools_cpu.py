@@ -758,16 +758,10 @@ def test_observing_parts_late_modes_set_their_part_up_at_the_first_replay_only(m
     assert op.loop_s("boom") is None
 
 
-def test_observing_parts_letgo_late_lets_cupti_go_after_its_replays_and_renews_the_graphs(
-        monkeypatch, capsys):
-    """letgo_late (a fake torch and core: no GPU): graphs keep their raw graph; records begin at
-    the first replay; after LETGO_REPLAYS replays the device is synchronized, the records
-    end, CUPTI is let go and carried out by a synchronization, every graph replayed so far is
-    instantiated again, once, and the class's own replay is back from then on."""
-    op = tool_script.load("tools/investigations/observing-parts")
-    monkeypatch.setattr(op, "LETGO_REPLAYS", 3)
-    calls = []
-
+def _kept_graph_class(calls, replay_entry):
+    """A stand-in torch.cuda.CUDAGraph that notes keep_graph (patch_keep_graph passes True) and
+    appends replay_entry(graph) to calls at each replay, ("instantiate", kept) at each
+    instantiate()."""
     class Graph:
         def __new__(cls, keep_graph=False):
             g = object.__new__(cls)
@@ -778,10 +772,24 @@ def test_observing_parts_letgo_late_lets_cupti_go_after_its_replays_and_renews_t
             pass
 
         def replay(self):
-            calls.append("replay")
+            calls.append(replay_entry(self))
 
         def instantiate(self):
             calls.append(("instantiate", self.kept))
+    return Graph
+
+
+def test_observing_parts_letgo_late_lets_cupti_go_after_its_replays_and_renews_the_graphs(
+        monkeypatch, capsys):
+    """letgo_late (a fake torch and core: no GPU): graphs keep their raw graph; records begin at
+    the first replay; after LETGO_REPLAYS replays the device is synchronized, the records
+    end, CUPTI is let go and carried out by a synchronization, every graph replayed so far is
+    instantiated again, once, and the class's own replay is back from then on."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    monkeypatch.setattr(op, "LETGO_REPLAYS", 3)
+    calls = []
+
+    Graph = _kept_graph_class(calls, lambda g: "replay")
     cuda = types.SimpleNamespace(CUDAGraph=Graph, synchronize=lambda: calls.append("sync"))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     from l2persist import _core
@@ -816,17 +824,7 @@ def test_observing_parts_cleared_sets_and_disables_a_window_once_per_graph(monke
     op = tool_script.load("tools/investigations/observing-parts")
     calls = []
 
-    class Graph:
-        def __new__(cls, keep_graph=False):
-            g = object.__new__(cls)
-            g.kept = keep_graph
-            return g
-
-        def __init__(self, keep_graph=False):
-            pass
-
-        def replay(self):
-            calls.append(("replay", id(self)))
+    Graph = _kept_graph_class(calls, lambda g: ("replay", id(g)))
 
     class Borrowed:
         kernel_nodes = [1, 2, 3]
