@@ -662,6 +662,14 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     cmd = op.command("placebo", "eager_implicit", 5, "o.json")
     assert cmd[1:5] == ["-m", "l2persist", "advise", "--placebo"] and "--iters" in cmd
     assert op.command("clock", "eager_implicit", 5, "o.json")[2:4] == ["--child", "clock"]
+    # events: the placebo timed by events, around the program, or around the padN child
+    ev = op.command("events", "eager_implicit", 5, "o.json")
+    assert ev[1:6] == ["-m", "l2persist", "advise", "--placebo", "--replay-events"]
+    assert "--child" not in ev and ev[ev.index("--") + 1] == sys.executable
+    evp = op.command("events_pad16", "eager_implicit", 5, "o.json")
+    inner = evp[evp.index("--") + 1:]
+    assert inner[1].endswith("observing-parts") and inner[2:5] == ["--child", "pad16", "--"]
+    assert inner[5:] == cmd[cmd.index("--") + 2:]      # the same program and arguments
 
 
 def test_observing_parts_reads_what_each_tracker_counted_and_runs_the_interposer(monkeypatch,
