@@ -672,6 +672,28 @@ def test_observing_parts_alternates_modes_and_compares_with_plain(monkeypatch, t
     assert inner[5:] == cmd[cmd.index("--") + 2:]      # the same program and arguments
 
 
+def test_observing_parts_sets_each_events_run_against_its_own_layout(monkeypatch, tmp_path,
+                                                                     capsys):
+    """events_padN is set against padN and events against plain (the same layout perturbation
+    on both sides), printed with their median; a pad without its events run pairs nothing."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    secs = {"plain": 10.0, "events": 10.3, "pad2": 10.1, "events_pad2": 10.2, "pad64": 10.4}
+
+    def fake_run(cmd, timeout, mode):
+        (tmp_path / "o").write_text('{"digest": "d"}')
+        return types.SimpleNamespace(returncode=0,
+                                     stderr=f"loop: 5 iterations in {secs[mode]} s\n")
+    monkeypatch.setattr(op, "run", fake_run)
+    r = op.measure("decode_big", 5, list(secs), 1, str(tmp_path / "o"))
+    assert r["layout_matched"] == {"events": pytest.approx(1.03),
+                                   "events_pad2": pytest.approx(10.2 / 10.1)}
+    monkeypatch.setenv("OUT", str(tmp_path))
+    assert op.main(["--rounds", "1", "--modes", ",".join(secs), "decode_big:5"]) == 0
+    out = capsys.readouterr().out
+    assert "the watcher over the same layout: events 1.0300, events_pad2 1.0099; median " \
+           "1.0200" in out
+
+
 def test_observing_parts_reads_what_each_tracker_counted_and_runs_the_interposer(monkeypatch,
                                                                                  tmp_path):
     """The interposed modes run the program with capture-interpose's library preloaded (its
@@ -894,6 +916,66 @@ def test_observing_parts_pad_modes_allocate_their_mib_before_the_program(monkeyp
     assert op._PAD.match("pad2") and not op._PAD.match("padN") and not op._PAD.match("pad")
     with pytest.raises(SystemExit):
         op.main(["--modes", "plain,padx", "decode_big:10"])
+
+
+@pytest.mark.parametrize("mode, setup", [("letgo_late", "_letgo_late"),
+                                         ("aside_late", "_aside_late"),
+                                         ("cleared", "_cleared"), ("pad8", "_pad")])
+def test_observing_parts_child_sets_each_mode_up_by_its_own_function(monkeypatch, mode, setup):
+    """Each mode's child runs its own set-up, and only it, before the program (letgo_late and
+    aside_late are not the capture_watch/cupti_paused late modes, whose names also end in
+    _late)."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    ran = []
+    for name in ("_letgo_late", "_aside_late", "_cleared", "_pad", "_context",
+                 "_at_first_replay", "_paused"):
+        monkeypatch.setattr(op, name, lambda *a, _n=name: ran.append(_n))
+    monkeypatch.setattr(op.runpy, "run_path", lambda path, run_name: ran.append("program"))
+    op.child(mode, ["prog.py"])
+    assert ran == [setup, "program"]
+
+
+def test_observing_parts_aside_late_resets_the_set_aside_at_the_first_replay(monkeypatch,
+                                                                             capsys):
+    """aside_late (a fake torch, device and core: no GPU): at the first replay, ASIDE_SWITCHES
+    times a synchronization, the limit set back to the default where it reads otherwise, and
+    the persisting lines reset; then the replay; nothing at later replays."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    monkeypatch.setattr(op, "ASIDE_SWITCHES", 3)
+    calls = []
+    Graph = _kept_graph_class(calls, lambda g: "replay")
+    cuda = types.SimpleNamespace(CUDAGraph=Graph, synchronize=lambda: calls.append("sync"),
+                                 current_device=lambda: 0)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    class Dev:
+        default_persisting_l2_limit = 100
+        limit = 7
+
+        def __init__(self, index):
+            assert index == 0
+
+        @property
+        def persisting_l2_limit(self):
+            return Dev.limit
+
+        @persisting_l2_limit.setter
+        def persisting_l2_limit(self, v):
+            calls.append(("limit", v))
+            Dev.limit = v
+    import l2persist
+    from l2persist import _core
+    monkeypatch.setattr(l2persist, "Device", Dev)
+    monkeypatch.setattr(_core, "reset_persisting_l2", lambda dev: calls.append("reset"))
+    op._aside_late()
+    g = Graph()
+    g.replay()
+    g.replay()
+    assert calls == ["sync", ("limit", 100), "reset", "sync", "reset", "sync", "reset",
+                     "sync", "replay", "replay"]
+    err = capsys.readouterr().err
+    assert "aside: limit 7 before, 100 after (default 100), 3 resets" in err
+    assert len(re.findall(r"^late setup: [0-9.]+ s$", err, re.M)) == 1
 
 
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
