@@ -497,6 +497,46 @@ def test_zoo_advise_placebo_reads_loops_and_works_out_observing(monkeypatch, tmp
     assert control[0][5].endswith(".py") and "--iters" in control[0]
     assert rows[1]["variant"] == za.CONTROL and rows[1]["placebo_loop_s"] == [60.0]
     assert rows[1]["decision_s"] == [None] and rows[1]["same"] is True
+    # --pads: round r's runs, plain, placebo and control alike, under the r-th pad (cycled;
+    # 0: the program as it is), so each pair shares a layout
+    ran.clear()
+    rows = za.placebo("decode_big", 9, 55, str(tmp_path), rounds=3,
+                      variants=[("placebo", (), {}), (za.CONTROL, (), {})], pads=[0, 16])
+    assert rows[0]["pads_mib"] == [0, 16, 0]
+    child = [c[c.index("--child") + 1] if "--child" in c else None for c in ran]
+    # round 0 forward (plain, placebo, control), round 1 backward, round 2 forward
+    assert child == [None, None, "context", "pad16", "pad16", "pad16", None, None, "context"]
+    padded = ran[4]                                      # round 1's placebo, under the pad
+    inner = padded[padded.index("--", padded.index("--json")) + 1:]
+    assert "--placebo" in padded and inner[1].endswith("observing-parts")
+    assert inner[2:5] == ["--child", "pad16", "--"] and inner[5].endswith(".py")
+    assert za.placebo("decode_big", 9, 55, str(tmp_path), rounds=1)[0]["pads_mib"] is None
+
+
+@pytest.mark.parametrize("pads, ok", [("0,2,64", [0, 2, 64]), ("16", [16]), ("", None),
+                                      ("2,x", None), ("-2", None), ("5000", None)])
+def test_zoo_advise_pads_are_whole_mib_and_need_placebo(monkeypatch, tmp_path, pads, ok):
+    """--pads: whole MiB from 0 to 4096, comma-separated, passed to the placebo rounds; a bad
+    list, --pads without --placebo, or a two-rank program is refused by name (exit 2)."""
+    za = tool_script.load("tools/investigations/zoo-advise")
+    asked = []
+    monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants,
+                        pads=(): asked.append(pads) or [])
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--pads", pads,
+                                      "decode_big:9"])
+    if ok is None:
+        with pytest.raises(SystemExit) as e:
+            za.main()
+        assert e.value.code == 2 and not asked
+        return
+    za.main()
+    assert asked == [ok]
+    for argv in (["--pads", pads, "decode_big:9"], ["--placebo", "--pads", pads, "ddp:9"]):
+        monkeypatch.setattr(sys, "argv", ["zoo-advise", *argv])
+        with pytest.raises(SystemExit) as e:
+            za.main()
+        assert e.value.code == 2 and asked == [ok]
 
 
 def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
@@ -507,8 +547,8 @@ def test_zoo_advise_placebo_flags_make_their_variants(monkeypatch, tmp_path):
     placebo."""
     za = tool_script.load("tools/investigations/zoo-advise")
     asked = []
-    monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants:
-                        asked.append((name, iters, rounds, variants)) or [])
+    monkeypatch.setattr(za, "placebo", lambda name, iters, budget, tmp, rounds, variants,
+                        pads=(): asked.append((name, iters, rounds, variants)) or [])
     monkeypatch.setenv("OUT", str(tmp_path))
     monkeypatch.setattr(sys, "argv", ["zoo-advise", "--placebo", "--rounds", "2",
                                       "--after-sync", "--no-windows", "--warmup-records",
