@@ -960,6 +960,7 @@ def test_observing_parts_pad_modes_allocate_their_mib_before_the_program(monkeyp
 
 @pytest.mark.parametrize("mode, setup", [("letgo_late", "_letgo_late"),
                                          ("aside_late", "_aside_late"),
+                                         ("granule_late", "_granule_late"),
                                          ("cleared", "_cleared"), ("pad8", "_pad")])
 def test_observing_parts_child_sets_each_mode_up_by_its_own_function(monkeypatch, mode, setup):
     """Each mode's child runs its own set-up, and only it, before the program (letgo_late and
@@ -967,7 +968,7 @@ def test_observing_parts_child_sets_each_mode_up_by_its_own_function(monkeypatch
     _late)."""
     op = tool_script.load("tools/investigations/observing-parts")
     ran = []
-    for name in ("_letgo_late", "_aside_late", "_cleared", "_pad", "_context",
+    for name in ("_letgo_late", "_aside_late", "_granule_late", "_cleared", "_pad", "_context",
                  "_at_first_replay", "_paused"):
         monkeypatch.setattr(op, name, lambda *a, _n=name: ran.append(_n))
     monkeypatch.setattr(op.runpy, "run_path", lambda path, run_name: ran.append("program"))
@@ -1016,6 +1017,37 @@ def test_observing_parts_aside_late_resets_the_set_aside_at_the_first_replay(mon
     err = capsys.readouterr().err
     assert "aside: limit 7 before, 100 after (default 100), 3 resets" in err
     assert len(re.findall(r"^late setup: [0-9.]+ s$", err, re.M)) == 1
+
+
+def test_observing_parts_granule_late_probes_the_step_once_at_the_first_replay(monkeypatch,
+                                                                              capsys):
+    """granule_late (a fake torch and device: no GPU): the set-aside's step is read through
+    Device.persisting_l2_granule (the probe advise runs) once, before the first replay."""
+    op = tool_script.load("tools/investigations/observing-parts")
+    calls = []
+    Graph = _kept_graph_class(calls, lambda g: "replay")
+    cuda = types.SimpleNamespace(CUDAGraph=Graph, current_device=lambda: 0)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    class Dev:
+        persisting_l2_limit = 11796480
+
+        def __init__(self, index):
+            pass
+
+        @property
+        def persisting_l2_granule(self):
+            calls.append("granule")
+            return 3932160
+    import l2persist
+    monkeypatch.setattr(l2persist, "Device", Dev)
+    op._granule_late()
+    g = Graph()
+    g.replay()
+    g.replay()
+    assert calls == ["granule", "replay", "replay"]
+    assert "granule: 3932160 bytes; limit 11796480 before, 11796480 after" in \
+        capsys.readouterr().err
 
 
 def test_observing_parts_child_runs_the_program_as_main_after_its_part(tmp_path):
