@@ -2709,17 +2709,24 @@ def _letgo_owner(**kw):
         seen.renewed += 1
         return True
     seen.change_windows = change_windows
-    o = _ns(o=_ns(replay_events=True, keep_cupti=False), timing="events", records_off=True,
+    o = _ns(o=_ns(replay_events=True, keep_cupti=False, device=0), timing="events",
+            records_off=True,
             activity=True, team=None, graph_records=False, unit=("replay", "k2-aa"),
             other_threads=False, captures=0, graphs={1: seen}, cupti_after_probe=None,
-            graphs_renewed=0, landed_read_back=False, calls=[], cupti_release=None)
+            graphs_renewed=0, landed_read_back=False, calls=[], cupti_release=None,
+            clock_tracking=True, captures_begun=1, tracking_ended=False, notes=[],
+            letgo_ms=None)
     o.device = _ns(synchronize=lambda: o.calls.append("sync"))
 
     def request_release(hand_captures):
         o.calls.append(("release", hand_captures))
         o.cupti_release = ("releasing", None)
-    o.gate = _ns(end_tracking=lambda: o.calls.append("end_tracking"),
-                 request_release=request_release)
+
+    def end_tracking():
+        o.calls.append("end_tracking")
+        o.tracking_ended = True
+    o.gate = _ns(end_tracking=end_tracking, request_release=request_release,
+                 _take_back=lambda: o.calls.append("take_back"))
     o.__dict__.update(kw)
     return o
 
@@ -2736,8 +2743,15 @@ def letgo_core(monkeypatch):
             raise RuntimeError("activity: not collecting with CUPTI")
 
     def cupti_state():
-        return "released" if state["cupti"] == "released" else state["cupti"]
-    monkeypatch.setattr(letgo, "_core", _ns(activity_detach=detach, cupti_state=cupti_state))
+        return state["cupti"]
+    state["counts"] = {"begun": 1, "unmatched": 0}     # PyTorch's one capture, as its hooks
+    monkeypatch.setattr(letgo, "_core", _ns(
+        activity_detach=detach, cupti_state=cupti_state,
+        _capture_counts=lambda: dict(state["counts"]),
+        activity_detached=lambda: "detach" in calls and "end" not in calls,
+        activity_end=lambda: calls.append("end"),
+        activity_begin=lambda device: calls.append("begin"),
+        activity_record=lambda on: calls.append(("record", on))))
     monkeypatch.setattr(process_torch, "renewable", lambda owner: owner.renewable)
     monkeypatch.setattr(clock, "_profiler_on", lambda: False)
     monkeypatch.setattr(phases, "_makes_own_graphs", lambda: False)
@@ -2758,12 +2772,56 @@ def test_letgo_detaches_ends_tracking_releases_then_renews_each_graph(letgo_core
     assert w.graphs[1].renewed == 1 and w.landed_read_back is True
 
 
-def test_letgo_renews_nothing_where_the_release_was_not_carried_out(letgo_core):
+@pytest.mark.parametrize("now", ["releasing", "withdrawn", "held"])
+def test_letgo_undoes_itself_where_the_release_was_not_carried_out(letgo_core, now):
+    """Refused (held), withdrawn by a capture, or not carried out by the synchronization: no
+    graph made again, a pending request taken back, the log collecting with CUPTI again with
+    its records off (as the search's blocks keep them), the capture count on again (the
+    clock begins it: clock_tracking None), and the decision's release free to try."""
     letgo, state, calls = letgo_core
-    w = _letgo_owner()                    # the synchronization did not let it go (withdrawn)
+    state["cupti"] = now
+    w = _letgo_owner()
+    if now == "held":
+        w.gate.request_release = lambda hand_captures: setattr(
+            w, "cupti_release", ("held", "another subscriber"))
     letgo.LetGo(w).after_probe()
-    assert w.cupti_after_probe == ("attached", None) and w.graphs_renewed == 0
-    assert w.graphs[1].renewed == 0
+    assert w.cupti_after_probe == ("kept", f"the release was not carried out ({now})")
+    assert w.graphs_renewed == 0 and w.graphs[1].renewed == 0
+    assert ("take_back" in w.calls) == (now != "held")
+    assert calls == ["detach", "end", "begin", ("record", False)]
+    assert w.cupti_release is None and w.landed_read_back is False
+    assert w.tracking_ended is False and w.clock_tracking is None
+
+
+def test_letgo_renews_after_a_synchronization_that_raised_once_cupti_is_gone(letgo_core):
+    """The synchronization raises (an asynchronous error of the program's) after its exit
+    carried the release out: the graphs are still made again, then the error goes on."""
+    letgo, state, calls = letgo_core
+
+    def bad_sync():
+        state["cupti"] = "released"
+        raise RuntimeError("an illegal address")
+    w = _letgo_owner()
+    w.device.synchronize = bad_sync
+    with pytest.raises(RuntimeError, match="illegal address"):
+        letgo.LetGo(w).after_probe()
+    assert w.graphs_renewed == 1 and w.cupti_after_probe == ("released", None)
+    assert w.letgo_ms is not None
+
+
+def test_letgo_leaves_the_graphs_where_another_thread_came_during_it(letgo_core):
+    """Another thread's first watched call during the let-go (its steps let the GIL go): the
+    graphs are not made again under its replays, and a note says so."""
+    letgo, state, calls = letgo_core
+    w = _letgo_owner()
+
+    def sync():
+        state["cupti"] = "released"
+        w.other_threads = True
+    w.device.synchronize = sync
+    letgo.LetGo(w).after_probe()
+    assert w.cupti_after_probe[0] == "released" and w.graphs_renewed == 0
+    assert w.graphs[1].renewed == 0 and "another thread" in w.notes[-1]
 
 
 @pytest.mark.parametrize("change, why", [
@@ -2774,6 +2832,10 @@ def test_letgo_renews_nothing_where_the_release_was_not_carried_out(letgo_core):
     (dict(other_threads=True), "another thread"),
     (dict(captures=1), "a capture is open"),
     ("capturer", "l2p_test_capturer loaded"),
+    (dict(clock_tracking=False), "captures were not tracked"),
+    (dict(clock_tracking=None), "captures were not tracked"),
+    ("unseen", "1 capture(s) PyTorch's hooks did not see"),
+    ("unmatched", "1 capture(s) PyTorch's hooks did not see"),
     ("unrenewable", "cannot make again"),
     ("profiler", "profiler is on"),
     ("refuse", "could not go on without CUPTI"),
@@ -2791,6 +2853,10 @@ def test_letgo_keeps_cupti_where_anything_may_still_need_it(letgo_core, monkeypa
         monkeypatch.setattr(clock, "_profiler_on", lambda: True)
     elif change == "refuse":
         state["refuse"] = True
+    elif change == "unseen":               # a capture by a library no module name gives away
+        state["counts"]["begun"] = 2
+    elif change == "unmatched":            # one begun before the count, ended under it
+        state["counts"]["unmatched"] = 1
     letgo.LetGo(w).after_probe()
     assert w.cupti_after_probe[0] == "kept" and why in w.cupti_after_probe[1], w.cupti_after_probe
     assert w.calls == [] and w.landed_read_back is False
@@ -2808,13 +2874,38 @@ def test_letgo_asks_nothing_where_the_records_still_time_the_search(letgo_core, 
 
 @pytest.mark.parametrize("detached", [True, False])
 def test_letgo_reattach_begins_cuptis_records_again_only_where_detached(monkeypatch, detached):
+    """A restart after the let-go: the detached log ended, CUPTI begun again and every graph
+    made again under it, the capture count on again (the clock begins it), the let-go's
+    figures cleared; a log never detached is left alone."""
     from l2persist.process import letgo
     calls = []
     monkeypatch.setattr(letgo, "_core", _ns(
         activity_detached=lambda: detached, activity_end=lambda: calls.append("end"),
         activity_begin=lambda device: calls.append(("begin", device))))
-    letgo.LetGo(_ns(activity=True, o=_ns(device=3))).reattach()
+    w = _letgo_owner(o=_ns(device=3), cupti_after_probe=("released", None), graphs_renewed=1,
+                     letgo_ms=5.0, tracking_ended=True, clock_tracking=True)
+    part = letgo.LetGo(w)
+    part.ended_tracking = detached
+    part.reattach()
     assert calls == (["end", ("begin", 3)] if detached else [])
+    assert w.graphs[1].renewed == (1 if detached else 0)
+    assert (w.cupti_after_probe, w.graphs_renewed, w.letgo_ms) == (None, 0, None)
+    assert (w.tracking_ended, w.clock_tracking) == ((False, None) if detached else (True, True))
+
+
+def test_letgo_reattach_that_cupti_refuses_goes_on_without_records(monkeypatch):
+    """CUPTI cannot be begun again (a profiler the program started since): the search goes on
+    without kernel records, with a note, instead of failing the restart."""
+    from l2persist.process import letgo
+
+    def refuse(device):
+        raise RuntimeError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    monkeypatch.setattr(letgo, "_core", _ns(activity_detached=lambda: True,
+                                            activity_end=lambda: None, activity_begin=refuse))
+    w = _letgo_owner()
+    letgo.LetGo(w).reattach()
+    assert w.activity is False and w.graphs[1].renewed == 0
+    assert "could not be attached again" in w.notes[-1]
 
 
 def test_landing_reads_the_windows_back_from_the_graphs_nodes_once_cupti_is_gone():
@@ -2845,3 +2936,13 @@ def test_landing_reads_the_windows_back_from_the_graphs_nodes_once_cupti_is_gone
     assert w.landed_seen[2] == {1: 2, 0: 1, 2: 1}
     lg.before_block(3)
     assert w.landed_seen[3] == {1: 3, 0: 1} and len(w.landed_table) == 2
+    # every graph dropped or reset: the arm stays unchecked (read again at its next block),
+    # not counted as checked over no kernel
+    kept = dict(graphs)
+    for k in (1, 2):
+        del graphs[k]
+    lg.before_block(4)
+    assert 4 not in w.landed_seen and 4 not in w.landed_blocks
+    graphs.update(kept)
+    lg.before_block(4)
+    assert w.landed_seen[4] == {1: 3, 0: 1} and w.landed_blocks[4] == 1

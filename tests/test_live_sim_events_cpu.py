@@ -276,6 +276,26 @@ def _cupti_world(events, monkeypatch):
         monkeypatch.setattr(core, name, fn, raising=False)
 
 
+def _tracked(w):
+    """The capture count on, as the clock begins it at the driver's load when the program
+    runs alone (the simulator runs no clock thread): the let-go needs it."""
+    w.clock_tracking = True
+
+
+def test_cupti_stays_where_captures_were_not_tracked(events, monkeypatch):
+    """Without the core's capture count (the clock never began it) a graph another library
+    made under CUPTI would not be known: the let-go keeps CUPTI, and says why."""
+    events.gain = 1.25
+    _cupti_world(events, monkeypatch)
+    w = _watcher(replay_events=True)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    t = w.summary()["timing"]
+    assert t["cupti_after_probe"][0] == "kept", t
+    assert "captures were not tracked" in t["cupti_after_probe"][1]
+    assert events.asked is None and events.cupti != "released"
+
+
 def test_cupti_is_let_go_after_an_events_probe_and_the_search_still_finds_the_gain(
         events, monkeypatch):
     """Where events time the graphs and the records stay off in the blocks, the probe's end
@@ -285,6 +305,7 @@ def test_cupti_is_let_go_after_an_events_probe_and_the_search_still_finds_the_ga
     events.gain = 1.25
     _cupti_world(events, monkeypatch)
     w = _watcher(replay_events=True)
+    _tracked(w)
     g = run_timed_program(events, w)
     assert w.state == "done", w.notes
     assert (w.timing, w.records_off) == ("events", True), w.timing_why
@@ -313,6 +334,7 @@ def test_cupti_stays_where_the_keep_diagnostic_asks(events, monkeypatch):
     events.gain = 1.25
     _cupti_world(events, monkeypatch)
     w = _watcher(replay_events=True, keep_cupti=True)
+    _tracked(w)
     run_timed_program(events, w)
     assert w.state == "done", w.notes
     assert w.cupti_after_probe == ("kept", "L2PERSIST_KEEP_CUPTI=1")
@@ -337,6 +359,7 @@ def test_a_search_begun_again_after_the_let_go_probes_with_cuptis_records_again(
                         else begin(stream, label))
     events.no_pairs = True
     w = _watcher(replay_events=True)
+    _tracked(w)
     run_timed_program(events, w)
     assert w.state == "done", w.notes
     assert w.restarts["work"] >= 1, w.notes

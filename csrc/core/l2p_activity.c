@@ -158,6 +158,26 @@ static uint32_t window_id(l2p_activity *a, const l2p_window_seen *w)
     return (uint32_t)a->n_windows;
 }
 
+/* The process's log (l2p_activity_begin) and whether it collects detached from CUPTI
+ * (l2p_activity_detach): defined with the collecting, below. */
+static l2p_activity process_log;
+static int detached;         /* read without the lock by the clock and the harvest: atomic */
+static uint64_t detached_at; /* the host's clock at the detach */
+static uint64_t host_ns(void);
+
+/* Detached, only the replays' pairs of the host's clock go into the process's log. Asked under
+ * the log's lock, which the detach holds while it trims CUPTI's records: a buffer CUPTI's own
+ * thread delivers as the log detaches cannot land after the trim. A pair begun before the
+ * detach (another thread's) carries a stamp of CUPTI's clock, which cannot be compared with
+ * the host's: whatever that clock's zero, the stamp falls outside [detached_at, now] of the
+ * host's (CUPTI's Unix-epoch stamps on Linux lie above it; a clock of the host's zero, below
+ * detached_at). */
+static int refused_detached(const l2p_activity *a, l2p_record_origin origin, uint64_t start)
+{
+    if (a != &process_log || !__atomic_load_n(&detached, __ATOMIC_ACQUIRE)) return 0;
+    return origin != L2P_RECORD_REPLAY || start < detached_at || start > host_ns();
+}
+
 void l2p_activity_add_from(l2p_activity *a, l2p_record_origin origin, uint32_t device,
                            uint64_t start, uint64_t end, uint32_t stream, const void *key,
                            const char *name, const uint32_t shape[6],
@@ -165,6 +185,10 @@ void l2p_activity_add_from(l2p_activity *a, l2p_record_origin origin, uint32_t d
 {
     if (device != a->device) return;
     pthread_mutex_lock(&a->lock);
+    if (refused_detached(a, origin, start)) {
+        pthread_mutex_unlock(&a->lock);
+        return;
+    }
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 65536;
         l2p_kernel_record *r = realloc(a->recs, cap * sizeof *r);
@@ -303,17 +327,12 @@ static struct {
     attrs_fn attributes; /* NULL: this CUPTI cannot put launch attributes in a record */
 } cupti;
 
-static l2p_activity process_log;
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER; /* begin / end */
 static int registered;      /* the buffer callbacks are CUPTI's until it is finalized: */
 static unsigned registered_in; /* registered in this generation (l2p_cupti_generation) */
 static int recording;       /* CONCURRENT_KERNEL is enabled now */
 static int graph_records;   /* GRAPH_TRACE is enabled now (l2p_activity_graphs) */
 static int attributes;      /* launch attributes are collected now (l2p_activity_attributes) */
-/* collecting detached from CUPTI (l2p_activity_detach); read without the lock by the clock
- * and the replays' harvest, hence atomic */
-static int detached;
-static uint64_t detached_at; /* the host's clock at the detach: older replays are dropped */
 
 #define BUFFER_BYTES ((size_t)4 << 20)
 
@@ -607,9 +626,7 @@ void l2p_activity_add_replay(const char *label, uint64_t start, uint64_t ns)
      * name slot with a kernel's name pointer */
     const void *key = (const void *)((uintptr_t)label | ((uintptr_t)1 << 62));
     if (!process_log.active) return;
-    /* a pair begun before the detach carries a stamp of CUPTI's clock (the watcher harvests
-     * every pair before it detaches: this is for another thread's) */
-    if (l2p_activity_detached() && start < detached_at) return;
+    /* detached, a pair begun before it is dropped (refused_detached) */
     l2p_activity_add_from(&process_log, L2P_RECORD_REPLAY, process_log.device, start,
                           start + ns, 0, key, label, NULL, NULL);
 }

@@ -127,7 +127,8 @@ static PyObject *activity_now_impl(PyObject *m, const void *args)
     return PyLong_FromUnsignedLongLong(ns);
 }
 L2P_DEFINE_FN(activity_now_fn, l2p_no_args, activity_now_impl, "activity_now",
-              "CUPTI's clock (ns), the one the records' stamps use.", "int", L2P_NO_PARAMS);
+              "The log's clock (ns), the one its records' stamps use: CUPTI's, or the host's "
+              "CLOCK_MONOTONIC once detached (activity_detach).", "int", L2P_NO_PARAMS);
 
 static PyObject *activity_detach_impl(PyObject *m, const void *args)
 {

@@ -54,12 +54,12 @@ class Landing(Part):
         every graph the watcher knows, as the arm installed them, each node counted once (not
         per launch). What is read is the graph the executable was made from; the switcher makes
         the executable again after every change (a graph whose owner could not is flagged
-        ``renew_failed``), so the two agree. A graph the program dropped or reset is left out."""
+        ``renew_failed``), so the two agree. A graph the program dropped or reset is left out; where
+        none is left the arm stays unchecked (not read as windows missing on no kernel)."""
         w = self.w
         if w.landed_blocks.get(arm, 0) >= CHECK_BLOCKS:
             return
-        w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
-        seen = w.landed_seen.setdefault(arm, {})
+        seen, read = {}, 0
         ids = {bw: wid for wid, bw in w.landed_table.items()}
         for g in list(w.graphs.values()):
             graph = g.borrow()
@@ -69,6 +69,7 @@ class Landing(Part):
                 wins = [n.access_policy_window for n in graph.kernel_nodes]
             except (ValueError, RuntimeError):   # reset by the program meanwhile
                 continue
+            read += 1
             for win in wins:
                 wid = 0
                 if win is not None:
@@ -78,6 +79,12 @@ class Landing(Part):
                         wid = ids[key] = len(w.landed_table) + 1
                         w.landed_table[wid] = key
                 seen[wid] = seen.get(wid, 0) + 1
+        if not read:       # no graph left to read: the arm stays unchecked, not "0 kernels"
+            return
+        w.landed_blocks[arm] = w.landed_blocks.get(arm, 0) + 1
+        mine = w.landed_seen.setdefault(arm, {})
+        for wid, n in seen.items():
+            mine[wid] = mine.get(wid, 0) + n
 
     def forget(self):
         """The search begins again (Search.restart): attributes off, nothing checked yet."""

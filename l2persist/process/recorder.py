@@ -18,7 +18,7 @@ from .part import Part
 @dataclass
 class Block:
     arm: int
-    start: int                     # CUPTI stamps (ns)
+    start: int                     # the log's stamps (ns): CUPTI's, the host's once detached
     end: int = 0
     units: int = 0
     rest_ns: int = 0               # the unrecorded rest just before it, under the same arm: the
