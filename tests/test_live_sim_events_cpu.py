@@ -368,3 +368,45 @@ def test_a_search_begun_again_after_the_let_go_probes_with_cuptis_records_again(
     assert w.landed_read_back is False
     r = w.result
     assert r["helps"] and 1.10 < r["speedup"] < 1.25, r
+
+
+def test_a_release_that_was_not_carried_out_leaves_the_search_as_before_the_let_go(
+        events, monkeypatch):
+    """The synchronization after the request does not carry the release out (another tool's
+    call kept CUPTI, say): the let-go is undone (the request taken back, the log collecting
+    with CUPTI again), the events still time the search, its landing blocks read the windows
+    from the kernels' records again, and it still finds the window."""
+    events.gain = 1.25
+    _cupti_world(events, monkeypatch)
+    core = live._core
+    took_back = []
+
+    def reclaim():                 # the core takes the pending request back
+        took_back.append(events.cupti)
+        events.cupti = "attached"
+        return "releasing"
+    monkeypatch.setattr(core, "cupti_reclaim", reclaim, raising=False)
+    w = _watcher(replay_events=True)
+    _tracked(w)
+    from l2persist.process import letgo as _letgo
+    after = _letgo.LetGo.after_probe
+
+    def after_probe(self):
+        dev = self.w.device
+        sync = dev.synchronize
+        dev.synchronize = lambda: None     # this once: nothing carries the release out
+        try:
+            after(self)
+        finally:
+            dev.synchronize = sync
+    monkeypatch.setattr(_letgo.LetGo, "after_probe", after_probe)
+    run_timed_program(events, w)
+    assert w.state == "done", w.notes
+    assert took_back == ["releasing"] and events.cupti == "attached"
+    t = w.summary()["timing"]
+    assert t["cupti_after_probe"] == ("kept", "the release was not carried out (releasing)"), t
+    assert not events.detached and w.landed_read_back is False
+    assert (w.timing, w.records_off) == ("events", True)
+    assert any(b.attrs for b in w.blocks)          # landing blocks: records, as before
+    r = w.result
+    assert r["helps"] and 1.10 < r["speedup"] < 1.25, r
